@@ -1,0 +1,1 @@
+"""toolhost-greet: the README's example plugin."""

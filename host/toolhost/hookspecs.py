@@ -1,0 +1,69 @@
+"""The plugin contract: every hook a toolhost plugin may implement.
+
+A plugin is a module (or object) named by an entry point in the ``toolhost.plugins`` group. The
+host loads each entry point on its own and calls each plugin's hooks one plugin at a time, so a
+failure is attributed to the distribution that caused it. A hookimpl whose name matches no
+hookspec is an error at startup (``PluginManager.check_pending``), not silence.
+
+Hooks are called once per process start, in this order: ``toolhost_domains``,
+``toolhost_tools``, ``toolhost_messages``. Registration (the seven ordered refusals) runs over
+the union of what they return before any tool is built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from toolhost.settings import Settings
+    from toolhost.spec import Domain, Tool
+
+PROJECT_NAME = "toolhost"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -------------------------------------------------------------------------------------------
+# Registration hooks
+# -------------------------------------------------------------------------------------------
+
+
+@hookspec
+def toolhost_domains() -> list[Domain]:
+    """Declare the domains this plugin owns.
+
+    Called once at startup, before ``toolhost_tools``. Every tool the plugin returns must live
+    in one of these domains (registration step 3), a domain has exactly one owning
+    distribution, and ``mcp`` and ``device`` are reserved (step 2).
+
+    :return: the plugin's domains; an empty list if it owns none.
+    """
+
+
+@hookspec
+def toolhost_tools(settings: Settings) -> list[Tool]:
+    """Return the tools this plugin registers under these settings.
+
+    Called once at startup, after ``toolhost_domains``. Conditional tools decide here: with
+    their flag or credential absent, return nothing for them. Must be pure apart from reading
+    ``settings``: no I/O, nothing built — ``Tool.build`` runs only after registration passed.
+
+    :param settings: the host settings (environment flags, data directory, secrets).
+    :return: one ``Tool`` per registered (name, version), historical versions included.
+    """
+
+
+@hookspec
+def toolhost_messages() -> dict[str, str]:
+    """Return the static model-facing message for every reason code the plugin's tools raise.
+
+    Called once at startup. The host assembles one outcome message table from every plugin;
+    a message is rendered to the model byte for byte, so it must carry no placeholders and
+    never the input (the reason code carries the diagnosis, the message the remedy).
+
+    :return: ``{reason_code: message}``, reason codes in the form
+        ``tool.<failure kind in lower case>.<code>``.
+    """

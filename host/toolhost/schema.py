@@ -1,0 +1,121 @@
+"""The one place that checks and compiles JSON schemas.
+
+Schemas compile once, at registration, with fastjsonschema. fastjsonschema implements drafts
+4, 6 and 7, not 2020-12, so a schema may name draft-07 or 2020-12 as its ``$schema`` but may not
+use a keyword whose meaning differs between the two (``prefixItems``, array-form ``items``,
+``$dynamicRef``, ``unevaluated*`` ...): a closed schema then means the same under either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import fastjsonschema
+
+__all__ = [
+    "SUPPORTED_DIALECTS",
+    "SchemaProblem",
+    "Validator",
+    "compile_schema",
+    "schema_problems",
+]
+
+Validator = Callable[[Any], Any]
+
+SUPPORTED_DIALECTS = frozenset(
+    {
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    }
+)
+
+# Keywords that do not exist in draft-07 or mean something else there than in 2020-12.
+_DIALECT_SENSITIVE = frozenset(
+    {
+        "prefixItems",
+        "additionalItems",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "dependentSchemas",
+        "dependentRequired",
+        "$vocabulary",
+    }
+)
+
+# Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
+_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_MAP = ("properties", "patternProperties", "$defs", "definitions")
+_LIST = ("allOf", "anyOf", "oneOf")
+
+
+class SchemaProblem(ValueError):
+    """Why a schema cannot be registered. ``pointer`` is a JSON pointer into the schema."""
+
+    def __init__(self, pointer: str, problem: str) -> None:
+        super().__init__(f"{pointer or '/'}: {problem}")
+        self.pointer = pointer
+        self.problem = problem
+
+
+def _subschemas(schema: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str]]:
+    for key in _ONE:
+        if key in schema and isinstance(schema[key], Mapping):
+            yield schema[key], f"{pointer}/{key}"
+    for key in _MAP:
+        if isinstance(schema.get(key), Mapping):
+            for name, sub in schema[key].items():
+                yield sub, f"{pointer}/{key}/{name}"
+    for key in _LIST:
+        if isinstance(schema.get(key), list):
+            for i, sub in enumerate(schema[key]):
+                yield sub, f"{pointer}/{key}/{i}"
+
+
+def _is_object_level(schema: Mapping[str, Any]) -> bool:
+    declared = schema.get("type")
+    types = declared if isinstance(declared, list) else [declared]
+    return "object" in types or "properties" in schema or "patternProperties" in schema
+
+
+def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
+    """Every reason this schema is not closed, local and dialect-neutral (registration step 5)."""
+    if isinstance(schema, bool):
+        # `true` accepts anything, including open objects; `false` is closed but useless.
+        if schema is True:
+            yield SchemaProblem(pointer, "the schema `true` accepts anything; describe the value")
+        return
+    if not isinstance(schema, Mapping):
+        yield SchemaProblem(pointer, "a schema must be a JSON object")
+        return
+    if pointer == "" and "$schema" in schema and schema["$schema"] not in SUPPORTED_DIALECTS:
+        yield SchemaProblem("/$schema", f"unsupported dialect {schema['$schema']!r}")
+    ref = schema.get("$ref")
+    if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+        yield SchemaProblem(f"{pointer}/$ref", "remote $ref is not allowed; use a local #/$defs")
+    for key in sorted(_DIALECT_SENSITIVE & schema.keys()):
+        yield SchemaProblem(f"{pointer}/{key}", f"{key} differs between draft-07 and 2020-12")
+    if isinstance(schema.get("items"), list):
+        yield SchemaProblem(f"{pointer}/items", "array-form items differs between dialects")
+    if _is_object_level(schema) and schema.get("additionalProperties") is not False:
+        yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
+    for sub, sub_pointer in _subschemas(schema, pointer):
+        if sub_pointer.endswith("/additionalProperties") and sub is False:
+            continue
+        yield from schema_problems(sub, sub_pointer)
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Validator:
+    """Compile a checked schema. Raises SchemaProblem if fastjsonschema refuses it.
+
+    The validator applies ``default`` values to the data it is given (pipeline step 4).
+    """
+    try:
+        return fastjsonschema.compile(dict(schema), use_default=True)
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        raise SchemaProblem("", f"does not compile: {exc}") from None

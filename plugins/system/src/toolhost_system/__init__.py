@@ -1,0 +1,1 @@
+"""toolhost-system: the ``system`` domain (system.current_time)."""

@@ -1,0 +1,110 @@
+"""Shared fixtures for the host's own tests: spec and plugin factories."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import pytest
+
+from toolhost import (
+    Domain,
+    Idempotency,
+    Kind,
+    Risk,
+    SideEffect,
+    Source,
+    TargetKind,
+    Tool,
+    ToolOutput,
+    ToolSpec,
+    Trust,
+    hookimpl,
+)
+
+CLOSED_IN = {
+    "type": "object",
+    "properties": {"x": {"type": "string", "maxLength": 8, "default": "d"}},
+    "required": [],
+    "additionalProperties": False,
+}
+CLOSED_OUT = {
+    "type": "object",
+    "properties": {"echo": {"type": "string"}},
+    "required": ["echo"],
+    "additionalProperties": False,
+}
+
+
+def make_spec(**overrides: Any) -> ToolSpec:
+    fields: dict[str, Any] = dict(
+        name="fx.echo",
+        version="1.0.0",
+        description="Echo x back.",
+        input_schema=CLOSED_IN,
+        output_schema=CLOSED_OUT,
+        kind=Kind.CAPABILITY,
+        source=Source.BUILTIN,
+        target_kind=TargetKind.IN_PROCESS,
+        server_id=None,
+        side_effect=SideEffect.NONE,
+        risk=Risk.LOW,
+        idempotency=Idempotency.READ_ONLY,
+        output_trust=Trust.INTERNAL_TOOL,
+        required_scopes=(),
+        timeout_s=2,
+        maximum_output_bytes=4096,
+        allow_parallel=True,
+        deprecated=False,
+    )
+    fields.update(overrides)
+    return ToolSpec(**fields)
+
+
+def echo_build(services: Any) -> Callable[..., ToolOutput]:
+    def echo(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+        return ToolOutput(structured={"echo": arguments["x"]}, content=arguments["x"])
+
+    return echo
+
+
+def make_tool(spec: ToolSpec | None = None, build: Callable[..., Any] = echo_build,
+              reason_codes: tuple[str, ...] = ()) -> Tool:
+    return Tool(spec=spec or make_spec(), build=build, reason_codes=reason_codes)
+
+
+def make_plugin(
+    domains: Sequence[str] = ("fx",),
+    tools: Sequence[Tool] = (),
+    messages: Mapping[str, str] | None = None,
+) -> object:
+    """A plugin object with the three hookimpls returning exactly what it is given."""
+
+    @hookimpl
+    def toolhost_domains() -> list[Domain]:
+        return [Domain(d) for d in domains]
+
+    @hookimpl
+    def toolhost_tools(settings: Any) -> list[Tool]:
+        return list(tools)
+
+    @hookimpl
+    def toolhost_messages() -> dict[str, str]:
+        return dict(messages or {})
+
+    return types.SimpleNamespace(
+        toolhost_domains=toolhost_domains,
+        toolhost_tools=toolhost_tools,
+        toolhost_messages=toolhost_messages,
+    )
+
+
+@pytest.fixture
+def spec() -> Callable[..., ToolSpec]:
+    return make_spec
+
+
+def evolve(spec: ToolSpec, **changes: Any) -> ToolSpec:
+    return attrs.evolve(spec, **changes)

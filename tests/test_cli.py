@@ -1,0 +1,185 @@
+"""The operator surface: `toolhost tools|check|call|demo`, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from installed import GOOD_PLUGIN, install_fake_plugin
+
+FIRST_PARTY = "toolhost-math,toolhost-system"
+
+
+def toolhost(*args: str, env: dict[str, str] | None = None,
+             site: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "TOOLHOST_PLUGINS"}
+    full_env.update(env or {})
+    if site is not None:
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            [str(site), *filter(None, [full_env.get("PYTHONPATH")])]
+        )
+    return subprocess.run(
+        [sys.executable, "-m", "toolhost.cli", *args],
+        capture_output=True, text=True, env=full_env, timeout=120,
+    )
+
+
+def assert_no_traceback(result: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+
+
+def test_call_prints_exactly_391() -> None:
+    result = toolhost("call", "math.calculate", "--args", '{"expression": "17 * 23"}')
+    assert (result.returncode, result.stdout, result.stderr) == (0, "391\n", "")
+
+
+def test_call_json_prints_the_whole_outcome() -> None:
+    result = toolhost("call", "math.calculate", "--args", '{"expression": "1/3"}', "--json")
+    assert result.returncode == 0
+    data = json.loads(result.stdout)
+    assert data["status"] == "succeeded" and data["output_trust"] == "INTERNAL_TOOL"
+    assert data["structured"]["result_exact"] is False
+    assert data["content"].endswith("\nrounded to 50 significant digits")
+
+
+def test_call_failure_prints_the_static_message_and_exits_1() -> None:
+    result = toolhost("call", "system.current_time", "--args", '{"timezone": "EST"}')
+    assert result.returncode == 1
+    assert result.stdout == (
+        "Unknown timezone. Provide an IANA name such as UTC, America/New_York, or Europe/London.\n"
+    )
+    failed = toolhost("call", "system.current_time", "--args", '{"timezone": "EST"}', "--json")
+    data = json.loads(failed.stdout)
+    assert (data["kind"], data["reason_code"], data["retryable"]) == (
+        "INVALID_ARGUMENTS", "tool.invalid_arguments.unknown_timezone", False)
+    assert failed.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "stderr"),
+    [
+        (["call", "math.calculate", "--args", "{nope"],
+         "toolhost: --args is not valid JSON (Expecting property name enclosed in double quotes "
+         "at position 1)\n"),
+        (["call", "math.nope"],
+         "toolhost: no tool 'math.nope' is registered (toolhost tools lists them)\n"),
+        (["call", "math.calculate", "--version", "9.9.9", "--args", '{"expression": "1"}'],
+         "toolhost: math.calculate has no version '9.9.9' (registered: 1.0.0)\n"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_non_zero(args: list[str], stderr: str) -> None:
+    result = toolhost(*args)
+    assert result.returncode != 0 and result.stderr == stderr
+    assert_no_traceback(result)
+
+
+def test_arguments_that_are_not_an_object_are_a_validation_failure() -> None:
+    result = toolhost("call", "math.calculate", "--args", "[1]")
+    assert result.returncode == 1
+    assert result.stdout == "The arguments do not match the tool's input schema.\n"
+
+
+def test_tools_lists_the_registry_and_json_round_trips() -> None:
+    result = toolhost("tools", env={"TOOLHOST_PLUGINS": FIRST_PARTY})
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "math.calculate@1.0.0                 NONE/LOW/READ_ONLY INTERNAL_TOOL (toolhost-math)",
+        "system.current_time@1.0.0            NONE/LOW/READ_ONLY INTERNAL_TOOL (toolhost-system)",
+    ]
+    specs = json.loads(toolhost("tools", "--json", env={"TOOLHOST_PLUGINS": FIRST_PARTY}).stdout)
+    assert [s["name"] for s in specs] == ["math.calculate", "system.current_time"]
+    assert specs[0]["input_schema"]["properties"]["expression"]["maxLength"] == 1024
+    assert specs[1]["distribution"] == "toolhost-system"
+
+
+def test_check_passes_for_the_first_party_plugins() -> None:
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": FIRST_PARTY})
+    assert result.returncode == 0
+    assert result.stdout == "ok: 2 tools registered from toolhost-math, toolhost-system\n"
+
+
+def test_help_loads_no_plugin(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    install_fake_plugin(tmp_path / "site", "fake-marker", "fake_marker",
+                        f"open({str(marker)!r}, 'w').close()\n" + GOOD_PLUGIN)
+    env = {"TOOLHOST_PLUGINS": "fake-marker"}
+    assert toolhost("--help", env=env, site=tmp_path / "site").returncode == 0
+    assert not marker.exists()
+    assert toolhost("check", env=env, site=tmp_path / "site").returncode == 0
+    assert marker.exists()
+
+
+def test_a_broken_plugin_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    install_fake_plugin(tmp_path / "site", "fake-broken", "fake_broken", "import nowhere_at_all\n")
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-broken"}, site=tmp_path / "site")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "toolhost: plugin fake-broken: entry point fake_broken = fake_broken failed to import: "
+        "ModuleNotFoundError: No module named 'nowhere_at_all' (leave it out with "
+        "TOOLHOST_PLUGINS, or fix and reinstall it)\n"
+    )
+
+
+MCP_PLUGIN = '''
+from toolhost import (hookimpl, Domain, Tool, ToolSpec, ToolOutput, Kind, Source, TargetKind,
+                      SideEffect, Risk, Idempotency, Trust)
+
+SCHEMA = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+SPEC = ToolSpec(
+    name="mcp.sneaky", version="1.0.0", description="Pretends to be an MCP tool.",
+    input_schema=SCHEMA, output_schema=SCHEMA, kind=Kind.CAPABILITY, source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS, server_id=None, side_effect=SideEffect.NONE,
+    risk=Risk.LOW, idempotency=Idempotency.READ_ONLY, output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=(), timeout_s=2, maximum_output_bytes=4096, allow_parallel=True,
+    deprecated=False,
+)
+
+@hookimpl
+def toolhost_domains():
+    return [Domain("mcp")]
+
+@hookimpl
+def toolhost_tools(settings):
+    return [Tool(spec=SPEC, build=lambda services: None)]
+'''
+
+
+def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path) -> None:
+    """Built as a real distribution in a temporary directory and installed with pip."""
+    project = tmp_path / "toolhost-sneaky"
+    (project / "src" / "toolhost_sneaky").mkdir(parents=True)
+    (project / "src" / "toolhost_sneaky" / "__init__.py").write_text(textwrap.dedent(MCP_PLUGIN))
+    (project / "pyproject.toml").write_text(textwrap.dedent('''
+        [build-system]
+        requires = ["hatchling"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "toolhost-sneaky"
+        version = "0.1.0"
+
+        [project.entry-points."toolhost.plugins"]
+        sneaky = "toolhost_sneaky"
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["src/toolhost_sneaky"]
+    '''))
+    site = tmp_path / "site"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(site), str(project)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert pip.returncode == 0, pip.stderr
+    result = toolhost("check", site=site)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "toolhost: registration refused at step 2 (reserved domains): domain mcp from "
+        "distribution toolhost-sneaky: "
+    )
+    assert_no_traceback(result)

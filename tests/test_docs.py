@@ -1,0 +1,54 @@
+"""Docs that cannot drift: the README's plugin is the tested example, every hook is documented."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import toolhost
+from toolhost import hookspecs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown, flags=re.S)
+
+
+def test_readme_plugin_is_the_tested_example_byte_for_byte() -> None:
+    example = (ROOT / "examples/toolhost-greet/src/toolhost_greet/plugin.py").read_text()
+    assert example in _python_blocks((ROOT / "README.md").read_text())
+
+
+def test_readme_conformance_snippet_is_the_examples_test() -> None:
+    test = (ROOT / "examples/toolhost-greet/tests/test_conformance.py").read_text()
+    assert test in _python_blocks((ROOT / "README.md").read_text())
+
+
+def test_readme_quick_start_is_exactly_two_commands_and_ci_runs_the_second() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("```", 2)[1].strip().splitlines()
+    assert len(quick) == 2 and "-s demo" in quick[0]
+    assert quick[1] in (ROOT / ".ci/run").read_text()
+
+
+def test_every_hookspec_is_documented_with_its_return() -> None:
+    specs = [f for name, f in inspect.getmembers(hookspecs, inspect.isfunction)
+             if name.startswith("toolhost_")]
+    assert {f.__name__ for f in specs} == {"toolhost_domains", "toolhost_tools",
+                                           "toolhost_messages"}
+    for f in specs:
+        doc = inspect.getdoc(f) or ""
+        assert "Called" in doc and ":return:" in doc, f.__name__
+
+
+def test_public_api_is_exactly_this() -> None:
+    assert toolhost.__all__ == sorted(toolhost.__all__)
+    assert set(toolhost.__all__) == {
+        "Clock", "Domain", "FailureInfo", "FixedClock", "Idempotency", "Kind", "Outcome",
+        "OutcomeStatus", "Principal", "Risk", "ScriptedClock", "Services", "Settings",
+        "SideEffect", "Source", "SystemClock", "TargetKind", "Tool", "ToolCallable",
+        "ToolExecutionContext", "ToolFailure", "ToolFailureKind", "ToolOutput", "ToolSpec",
+        "ToolValidationError", "Trust", "hookimpl",
+    }
