@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -18,6 +19,8 @@ FIRST_PARTY = "toolhost-math,toolhost-system"
 def toolhost(*args: str, env: dict[str, str] | None = None,
              site: Path | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if k != "TOOLHOST_PLUGINS"}
+    # Never the operator's real data directory: each command gets a fresh one unless told.
+    full_env["TOOLHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="toolhost-cli-")
     full_env.update(env or {})
     if site is not None:
         full_env["PYTHONPATH"] = os.pathsep.join(
@@ -183,3 +186,26 @@ def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path)
         "distribution toolhost-sneaky: "
     )
     assert_no_traceback(result)
+
+
+def test_a_policy_that_loosens_external_write_refuses_the_start() -> None:
+    result = toolhost("check", env={"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/HIGH": "allow"}'})
+    assert result.returncode == 1
+    assert result.stderr == (
+        "toolhost: policy loosens EXTERNAL_WRITE/HIGH: approval -> allow; set "
+        "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE=1 to allow an EXTERNAL_WRITE call without "
+        "approval\n"
+    )
+
+
+def test_a_loosened_cell_is_logged_when_the_pipeline_starts(tmp_path: Path) -> None:
+    result = toolhost(
+        "call", "math.calculate", "--args", '{"expression": "1"}',
+        env={"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/HIGH": "allow"}',
+             "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1", "TOOLHOST_DATA_DIR": str(tmp_path)},
+    )
+    assert result.returncode == 0 and result.stdout == "1\n"
+    (line,) = result.stderr.splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["level"], event["cell"]) == (
+        "policy.loosened", "warning", "EXTERNAL_WRITE/HIGH: approval -> allow")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILED = 1  # the tool call failed, or registration refused
 EXIT_USAGE = 2  # the command line itself is wrong
+EXIT_PAUSED = 3  # the call is awaiting an operator's approval
 
 
 class CommandError(Exception):
@@ -38,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
 
     tools = sub.add_parser("tools", help="list the registered tools")
     tools.add_argument("--json", action="store_true", help="print every ToolSpec as JSON")
+    tools.add_argument(
+        "--format", choices=("canonical", "openai", "anthropic"), default=None,
+        help="print the catalog a model is shown (the default roster, or --enable)",
+    )
+    tools.add_argument("--enable", action="append", metavar="NAME",
+                       help="with --format: these tools instead of the default roster")
 
     sub.add_parser("check", help="run registration; exit non-zero with the refusal")
 
@@ -48,17 +55,32 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
 
     sub.add_parser("demo", help="the Milestone 1 run with a scripted fake model")
+
+    pending = sub.add_parser("pending", help="list invocations awaiting approval")
+    pending.add_argument("--json", action="store_true", help="print them as JSON")
+
+    approve = sub.add_parser("approve", help="approve a paused invocation and run it")
+    approve.add_argument("id", help="the invocation id `call` or `pending` printed")
+    approve.add_argument("--approver", default="operator", help="who approves (recorded)")
+    approve.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
+
+    deny = sub.add_parser("deny", help="deny a paused invocation")
+    deny.add_argument("id", help="the invocation id")
+    deny.add_argument("--reason", required=True, help="why (recorded, never shown the model)")
+    deny.add_argument("--approver", default="operator", help="who denies (recorded)")
+    deny.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
     return parser
 
 
 def _load() -> Host:
     from toolhost.host import load_host
     from toolhost.plugins import PluginError
+    from toolhost.policy import PolicyConfigError
     from toolhost.registration import RegistrationRefused
 
     try:
         return load_host()
-    except (PluginError, RegistrationRefused) as exc:
+    except (PluginError, RegistrationRefused, PolicyConfigError) as exc:
         raise CommandError(str(exc), EXIT_FAILED) from None
 
 
@@ -68,6 +90,19 @@ def _print_json(data: Any) -> None:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     host = _load()
+    if args.format is not None:
+        from toolhost.catalog import export
+
+        names = args.enable if args.enable else [
+            n for n in host.registry.names() if host.registry.resolve(n).tool.default_enabled]
+        specs = []
+        for name in names:
+            try:
+                specs.append(host.registry.resolve(name).spec)
+            except LookupError:
+                raise CommandError(f"no tool {name!r} is registered") from None
+        sys.stdout.write(export(specs, args.format).decode("utf-8") + "\n")
+        return EXIT_OK
     if args.json:
         from toolhost.convert import spec_to_json
 
@@ -101,6 +136,15 @@ def cmd_call(args: argparse.Namespace) -> int:
     from toolhost import core_messages
 
     outcome = host.invoke_sync(args.name, arguments, version=args.version)
+    if outcome.paused:
+        # stdout carries the id alone, so a script can approve what it just paused.
+        if args.json:
+            _print_json(outcome.to_json())
+        else:
+            print(outcome.invocation_id)
+        print(f"toolhost: {args.name} awaits approval: toolhost approve {outcome.invocation_id}",
+              file=sys.stderr)
+        return EXIT_PAUSED
     if args.json:
         _print_json(outcome.to_json())
     else:
@@ -132,7 +176,73 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if outcomes and all(o.ok for o in outcomes) else EXIT_FAILED
 
 
-_COMMANDS = {"tools": cmd_tools, "check": cmd_check, "call": cmd_call, "demo": cmd_demo}
+def _print_outcome(outcome: Any, as_json: bool) -> int:
+    if as_json:
+        _print_json(outcome.to_json())
+    else:
+        print(outcome.content)
+    return EXIT_OK if outcome.ok or outcome.status.value == "denied" else EXIT_FAILED
+
+
+def _decide(args: argparse.Namespace, action: str) -> int:
+    from toolhost.invocations import InvocationNotFound
+    from toolhost.pipeline import InvocationStateError
+
+    host = _load()
+    try:
+        if action == "approve":
+            outcome = host.approve_sync(args.id, args.approver)
+        else:
+            outcome = host.pipeline.deny(args.id, args.approver, args.reason)
+    except InvocationNotFound:
+        raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
+                           EXIT_FAILED) from None
+    except InvocationStateError as exc:
+        raise CommandError(str(exc), EXIT_FAILED) from None
+    return _print_outcome(outcome, args.json)
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    return _decide(args, "approve")
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
+    return _decide(args, "deny")
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    from toolhost.invocations import InvocationState
+
+    host = _load()
+    rows = [
+        {
+            "id": r.id,
+            "tool": r.tool_name,
+            "version": r.tool_version,
+            "argument_digest": r.argument_digest,
+            "created": r.created_at.isoformat(timespec="microseconds"),
+            "run_id": r.run_id,
+        }
+        for r in host.pipeline.invocations.list(state=InvocationState.AWAITING_APPROVAL)
+    ]
+    if args.json:
+        _print_json(rows)
+    else:
+        for row in rows:
+            print(f"{row['id']}  {row['tool']}@{row['version']}  {row['created']}  "
+                  f"{row['argument_digest']}")
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "tools": cmd_tools,
+    "check": cmd_check,
+    "call": cmd_call,
+    "demo": cmd_demo,
+    "pending": cmd_pending,
+    "approve": cmd_approve,
+    "deny": cmd_deny,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -81,7 +81,7 @@ def run_demo(
     transcript: list[dict[str, Any]] = [{"role": "user", "content": question}]
     emit(f"user: {question}")
     outcomes: list[Outcome] = []
-    context = host.context(run_id=run_id)
+    run = host.start_run(run_id=run_id, user_turn=question)
     last = ""
     for _ in range(max_steps):
         turn = provider.next_turn(transcript)
@@ -91,7 +91,7 @@ def run_demo(
             emit("run finished")
             return outcomes
         emit(f"model requests {turn.name} {json.dumps(turn.arguments, sort_keys=True)}")
-        outcome = host.invoke_sync(turn.name, turn.arguments, context=context)
+        outcome = host.invoke_sync(turn.name, turn.arguments, run=run)
         outcomes.append(outcome)
         emit(f"tool executes: {outcome.tool}@{outcome.version} {outcome.status.value}")
         emit(f"tool result: {outcome.content}")

@@ -6,12 +6,12 @@ it; tests build their own host from plugin objects with ``Host.from_plugins``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from toolhost.clock import Clock, SystemClock
-from toolhost.outcome import Outcome
-from toolhost.pipeline import Pipeline
 from toolhost.plugins import (
     PluginSource,
     collect_contributions,
@@ -20,14 +20,24 @@ from toolhost.plugins import (
 )
 from toolhost.registration import Registered, register
 from toolhost.registry import Registry
-from toolhost.services import Principal, Services, ToolCallable, ToolExecutionContext
+from toolhost.services import Principal, Services, ToolCallable
 from toolhost.settings import Settings
+
+if TYPE_CHECKING:
+    from toolhost.outcome import Outcome
+    from toolhost.pipeline import Pipeline, ToolCall
+    from toolhost.policy import Policy
+    from toolhost.runs import Run
 
 __all__ = ["Host", "load_host"]
 
 
 class Host:
-    """A registry that passed registration, its message table, and the pipeline over them."""
+    """A registry that passed registration, its message table, and the pipeline over them.
+
+    The pipeline and its stores are built on first use, so ``toolhost check`` pays for
+    registration and nothing else.
+    """
 
     def __init__(
         self,
@@ -35,13 +45,18 @@ class Host:
         messages: Mapping[str, str],
         services: Services,
         settings: Settings,
+        *,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.registry = registry
         self.messages = dict(messages)
         self.services = services
         self.settings = settings
+        self._data_dir = data_dir
+        self._policy = policy
         self._built: dict[tuple[str, str], ToolCallable] = {}
-        self.pipeline = Pipeline(registry, self.messages, self._tool_callable)
+        self._pipeline: Pipeline | None = None
 
     @classmethod
     def from_sources(
@@ -50,13 +65,20 @@ class Host:
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
     ) -> Host:
-        """Register exactly these plugins. Raises PluginError or RegistrationRefused."""
+        """Register exactly these plugins. Raises PluginError or RegistrationRefused.
+
+        Without ``data_dir`` the stores live in a fresh temporary directory (tests,
+        conformance); ``load_host`` passes the operator's TOOLHOST_DATA_DIR.
+        """
         settings = settings if settings is not None else Settings()
         pm = make_plugin_manager(sources)
         registered, messages = register(collect_contributions(pm, settings))
         services = Services(clock=clock if clock is not None else SystemClock())
-        return cls(Registry(registered), messages, services, settings)
+        return cls(Registry(registered), messages, services, settings, data_dir=data_dir,
+                   policy=policy)
 
     @classmethod
     def from_plugins(
@@ -65,10 +87,58 @@ class Host:
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
     ) -> Host:
         """Register plugin objects that are not installed: ``{distribution: plugin}``."""
         sources = [PluginSource(distribution=d, name=d, plugin=p) for d, p in plugins.items()]
-        return cls.from_sources(sources, settings=settings, clock=clock)
+        return cls.from_sources(sources, settings=settings, clock=clock, data_dir=data_dir,
+                                policy=policy)
+
+    # ------------------------------------------------------------------ composition
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def data_dir(self) -> Path:
+        if self._data_dir is None:
+            self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
+        return self._data_dir
+
+    @property
+    def pipeline(self) -> Pipeline:
+        if self._pipeline is None:
+            self._pipeline = self._compose_pipeline()
+        return self._pipeline
+
+    def _compose_pipeline(self) -> Pipeline:
+        import structlog
+
+        from toolhost.artifacts import open_artifact_store
+        from toolhost.db import DATABASE_NAME, connect
+        from toolhost.invocations import SQLiteInvocationStore
+        from toolhost.log import configure_logging
+        from toolhost.pipeline import Pipeline
+        from toolhost.policy import policy_from_settings
+
+        if not structlog.is_configured():
+            # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
+            configure_logging(self.clock, level=self.settings.get("TOOLHOST_LOG_LEVEL") or "warning")
+        policy = self._policy if self._policy is not None else policy_from_settings(
+            self.settings.env)
+        log_policy_changes(policy)
+        database = self.data_dir / DATABASE_NAME
+        return Pipeline(
+            registry=self.registry,
+            messages=self.messages,
+            build=self._tool_callable,
+            policy=policy,
+            invocations=SQLiteInvocationStore(connect(database)),
+            artifacts=open_artifact_store(self.data_dir, self.clock),
+            clock=self.clock,
+        )
 
     def _tool_callable(self, registered: Registered) -> ToolCallable:
         # Built on first use, once: registration never constructs anything, and a command
@@ -79,38 +149,90 @@ class Host:
             tool = self._built[key] = registered.tool.build(self.services)
         return tool
 
-    def context(self, *, run_id: str = "run-local", scopes: frozenset[str] = frozenset()) -> (
-        ToolExecutionContext
-    ):
-        return ToolExecutionContext(run_id=run_id, principal=Principal("operator", scopes))
+    # ------------------------------------------------------------------ runs
 
-    async def invoke(
+    def start_run(
         self,
-        name: str,
-        arguments: Any,
         *,
-        version: str | None = None,
-        context: ToolExecutionContext | None = None,
-    ) -> Outcome:
-        return await self.pipeline.invoke(
-            name, arguments, context if context is not None else self.context(), version=version
+        principal: Principal | None = None,
+        enabled_tools: Iterable[str] | None = None,
+        pins: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        user_turn: str | None = None,
+    ) -> Run:
+        """A run for the pipeline. Without a principal: the local operator, granted every
+        scope a registered tool requires (the CLI's trust level)."""
+        from toolhost.determinism import monotonic, new_id
+        from toolhost.runs import Run
+
+        if principal is None:
+            scopes = frozenset(s for r in self.registry for s in r.spec.required_scopes)
+            principal = Principal("operator", scopes)
+        return Run(
+            id=run_id or new_id(),
+            principal=principal,
+            enabled_tools=frozenset(enabled_tools) if enabled_tools is not None else None,
+            pins=dict(pins or {}),
+            deadline=monotonic() + timeout_s if timeout_s is not None else None,
+            conversation_id=conversation_id,
+            user_turn=user_turn,
         )
 
+    def _local_run(self) -> Run:
+        # An operator naming a tool on the command line has enabled it.
+        return self.start_run(enabled_tools=self.registry.names())
+
+    # ------------------------------------------------------------------ calls
+
+    async def invoke(
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+    ) -> Outcome:
+        return await self.pipeline.invoke(
+            run if run is not None else self._local_run(), name, arguments, version=version
+        )
+
+    async def invoke_step(self, run: Run, calls: Sequence[ToolCall]) -> list[Outcome]:
+        return await self.pipeline.invoke_step(run, calls)
+
     def invoke_sync(
-        self,
-        name: str,
-        arguments: Any,
-        *,
-        version: str | None = None,
-        context: ToolExecutionContext | None = None,
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
     ) -> Outcome:
         """The synchronous convenience wrapper the CLI uses."""
         import asyncio  # deferred: registration alone (`toolhost check`) never needs it
 
-        return asyncio.run(self.invoke(name, arguments, version=version, context=context))
+        return asyncio.run(self.invoke(name, arguments, version=version, run=run))
+
+    def approve_sync(self, invocation_id: str, approver: str) -> Outcome:
+        import asyncio
+
+        return asyncio.run(self.pipeline.approve(invocation_id, approver))
+
+
+def log_policy_changes(policy: Policy) -> None:
+    """Every cell an operator changed, logged when the pipeline is composed (at startup for
+    a server); a loosened cell is a warning."""
+    if not (policy.loosened or policy.tightened):
+        return
+    from toolhost.log import get_logger
+
+    log = get_logger()
+    for cell in policy.loosened:
+        log.warning("policy.loosened", cell=cell)
+    for cell in policy.tightened:
+        log.info("policy.tightened", cell=cell)
 
 
 def load_host(settings: Settings | None = None, *, clock: Clock | None = None) -> Host:
-    """Discover installed plugins (honouring TOOLHOST_PLUGINS) and register them."""
+    """Discover installed plugins (honouring TOOLHOST_PLUGINS), register them, and read the
+    policy configuration, so a bad plugin or a bad policy refuses the start.
+
+    :raises PluginError, RegistrationRefused, PolicyConfigError:
+    """
+    from toolhost.policy import policy_from_settings
+
     settings = settings if settings is not None else Settings.from_environ()
-    return Host.from_sources(discover(settings), settings=settings, clock=clock)
+    policy = policy_from_settings(settings.env)
+    return Host.from_sources(discover(settings), settings=settings, clock=clock,
+                             data_dir=settings.data_dir, policy=policy)

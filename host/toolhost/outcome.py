@@ -94,6 +94,12 @@ class ToolFailure(Exception):
 class OutcomeStatus(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    #: A pause, not a result: the row waits for ``approve`` or ``deny``.
+    AWAITING_APPROVAL = "awaiting_approval"
+    #: A PolicyDecision rendered by the pipeline, not a ToolResult.
+    DENIED = "denied"
+    #: Approved and executing in another call or process; ask again for the result.
+    RUNNING = "running"
 
 
 @attrs.frozen(kw_only=True)
@@ -118,10 +124,21 @@ class Outcome:
     structured: Mapping[str, Any] | None = None
     output_trust: Trust | None = None
     failure: FailureInfo | None = None
+    invocation_id: str | None = None
+    #: Artifacts the pipeline wrote for this outcome (the whole of an excerpted output).
+    artifacts: tuple[Mapping[str, Any], ...] = ()
+    #: True when ``content`` is a head-and-tail excerpt and ``structured`` was withheld.
+    truncated: bool = False
+    #: The policy decision, as recorded on the row (``{"action": ..., "rule": ...}``).
+    decision: Mapping[str, str] | None = None
 
     @property
     def ok(self) -> bool:
         return self.status is OutcomeStatus.SUCCEEDED
+
+    @property
+    def paused(self) -> bool:
+        return self.status is OutcomeStatus.AWAITING_APPROVAL
 
     def to_json(self) -> dict[str, Any]:
         """The model-safe JSON form: never includes operator detail."""
@@ -132,7 +149,14 @@ class Outcome:
             "content": self.content,
             "structured": dict(self.structured) if self.structured is not None else None,
             "output_trust": self.output_trust.value if self.output_trust else None,
+            "invocation_id": self.invocation_id,
         }
+        if self.artifacts:
+            data["artifacts"] = [dict(a) for a in self.artifacts]
+        if self.truncated:
+            data["truncated"] = True
+        if self.decision is not None:
+            data["decision"] = dict(self.decision)
         if self.failure is not None:
             data.update(
                 kind=self.failure.kind.value,

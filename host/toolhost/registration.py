@@ -208,7 +208,7 @@ def _step_uniqueness(entries: Sequence[_Entry], _: Sequence[Contribution]) -> No
 # ---------------------------------------------------------------------------- step 5
 
 
-def _check_schema(e: _Entry, which: str, schema: Any) -> Validator:
+def _check_schema(e: _Entry, which: str, schema: Any, *, apply_defaults: bool) -> Validator:
     def refuse(problem: str) -> RegistrationRefused:
         return RegistrationRefused(
             Step.SCHEMA_VALIDITY, e.label, e.distribution, f"{which}: {problem}",
@@ -222,7 +222,7 @@ def _check_schema(e: _Entry, which: str, schema: Any) -> Validator:
     for problem in schema_problems(schema):
         raise refuse(str(problem))
     try:
-        return compile_schema(schema)
+        return compile_schema(schema, apply_defaults=apply_defaults)
     except SchemaProblem as exc:
         raise refuse(str(exc)) from None
 
@@ -233,8 +233,8 @@ def _step_schema_validity(
     """Check and compile both schemas; the compiled validators are the ones the host keeps."""
     return [
         (
-            _check_schema(e, "input_schema", e.spec.input_schema),
-            _check_schema(e, "output_schema", e.spec.output_schema),
+            _check_schema(e, "input_schema", e.spec.input_schema, apply_defaults=True),
+            _check_schema(e, "output_schema", e.spec.output_schema, apply_defaults=False),
         )
         for e in entries
     ]

@@ -110,12 +110,14 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
         yield from schema_problems(sub, sub_pointer)
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Validator:
+def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True) -> Validator:
     """Compile a checked schema. Raises SchemaProblem if fastjsonschema refuses it.
 
-    The validator applies ``default`` values to the data it is given (pipeline step 4).
+    With ``apply_defaults`` the validator fills ``default`` values into the data it is given
+    (pipeline step 4, input schemas); without it the data is never modified (output schemas,
+    which the pipeline can then validate without a defensive copy).
     """
     try:
-        return fastjsonschema.compile(dict(schema), use_default=True)
+        return fastjsonschema.compile(dict(schema), use_default=apply_defaults)
     except fastjsonschema.JsonSchemaDefinitionException as exc:
         raise SchemaProblem("", f"does not compile: {exc}") from None

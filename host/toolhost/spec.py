@@ -146,8 +146,11 @@ class Tool:
     every reason code the callable may raise (each must have a static message).
 
     ``build(services)`` is called once, after registration has passed, never before.
+    ``default_enabled`` False keeps a registered tool out of the default roster (a run's
+    explicit ``enabled_tools`` may still name it), as ADR-0124 does for workspace.list_files.
     """
 
     spec: ToolSpec
     build: Callable[[Services], ToolCallable]
     reason_codes: tuple[str, ...] = ()
+    default_enabled: bool = True

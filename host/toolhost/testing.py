@@ -4,6 +4,9 @@
 - ``find_ambient_reads``: the static determinism check (only ``toolhost.determinism`` may read
   ambient time or make identifiers), usable over any plugin's source tree.
 - ``host_for``: a Host over plugin objects that are not installed, with a fixed clock.
+- ``InvocationStoreContract``: what any InvocationStore backend must pass.
+
+It imports pytest: use it from tests, not from a tool.
 """
 
 from __future__ import annotations
@@ -12,12 +15,29 @@ import ast
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from toolhost.clock import Clock, FixedClock
 from toolhost.host import Host
+from toolhost.invocations import (
+    InvocationNotFound,
+    InvocationRecord,
+    InvocationState,
+    InvocationStore,
+)
+from toolhost.policy import Policy
 from toolhost.settings import Settings
 
-__all__ = ["AMBIENT_CALLS", "DEFAULT_INSTANT", "ClockContract", "find_ambient_reads", "host_for"]
+__all__ = [
+    "AMBIENT_CALLS",
+    "DEFAULT_INSTANT",
+    "ClockContract",
+    "InvocationStoreContract",
+    "find_ambient_reads",
+    "host_for",
+]
 
 #: The instant the deterministic harness uses unless told otherwise.
 DEFAULT_INSTANT = dt.datetime(2026, 7, 25, 13, 3, 11, 482913, tzinfo=dt.UTC)
@@ -99,11 +119,14 @@ def host_for(
     *,
     clock: Clock | None = None,
     settings: Settings | None = None,
+    data_dir: Path | None = None,
+    policy: Policy | None = None,
 ) -> Host:
-    """A Host over ``{distribution: plugin}`` objects, with a FixedClock by default."""
+    """A Host over ``{distribution: plugin}`` objects, with a FixedClock by default and its
+    stores in ``data_dir`` (a fresh temporary directory when omitted)."""
     return Host.from_plugins(
         plugins, clock=clock if clock is not None else FixedClock(DEFAULT_INSTANT),
-        settings=settings,
+        settings=settings, data_dir=data_dir, policy=policy,
     )
 
 
@@ -122,3 +145,77 @@ class ClockContract:
         now = self.make_clock().now()
         assert now.utcoffset() == dt.timedelta(0)
         assert now.tzinfo is dt.UTC
+
+
+class InvocationStoreContract:
+    """The InvocationStore port's contract suite. Subclass with ``make_store(tmp_path)``.
+
+    Any backend that replaces SQLite (a server database, say) must pass it unchanged.
+    """
+
+    def make_store(self, tmp_path: Path) -> InvocationStore:
+        raise NotImplementedError
+
+    @staticmethod
+    def record(**changes: Any) -> InvocationRecord:
+        fields: dict[str, Any] = dict(
+            id="inv-1", run_id="run-1", principal_id="p", scopes=("a.read",),
+            tool_name="fx.echo", tool_version="1.0.0", arguments={"x": "é", "n": [1, 2]},
+            argument_digest="sha256:00", state=InvocationState.AWAITING_APPROVAL,
+            policy={"action": "approval", "rule": "EXTERNAL_WRITE/HIGH"},
+            created_at=DEFAULT_INSTANT,
+        )
+        fields.update(changes)
+        return InvocationRecord(**fields)
+
+    def test_round_trips_every_field(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        full = self.record(
+            approver="ops", denial_reason=None, result_structured={"ok": True},
+            result_content="ok", output_trust="INTERNAL_TOOL", failure_kind="NOT_FOUND",
+            reason_code="tool.not_found.x", retryable=True, failure_detail={"offset": 3},
+            artifact_refs=({"id": "a1", "checksum": "sha256:ff"},), conversation_id="c1",
+            started_at=DEFAULT_INSTANT, finished_at=DEFAULT_INSTANT, decided_at=DEFAULT_INSTANT,
+        )
+        store.insert(full)
+        assert store.get("inv-1") == full
+
+    def test_insert_twice_is_refused(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record())
+        with pytest.raises(ValueError):
+            store.insert(self.record())
+        assert store.count() == 1
+
+    def test_get_unknown_raises(self, tmp_path: Path) -> None:
+        with pytest.raises(InvocationNotFound):
+            self.make_store(tmp_path).get("nope")
+
+    def test_transition_is_compare_and_set(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record())
+        awaiting = {InvocationState.AWAITING_APPROVAL}
+        assert store.transition("inv-1", expected=awaiting, to=InvocationState.APPROVED,
+                                approver="ops")
+        assert not store.transition("inv-1", expected=awaiting, to=InvocationState.APPROVED,
+                                    approver="someone-else")
+        record = store.get("inv-1")
+        assert (record.state, record.approver) == (InvocationState.APPROVED, "ops")
+
+    def test_transition_refuses_unknown_fields(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record())
+        with pytest.raises(ValueError):
+            store.transition("inv-1", expected={InvocationState.AWAITING_APPROVAL},
+                             to=InvocationState.DENIED, colour="red")
+
+    def test_list_filters_and_orders(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+        store.insert(self.record(id="b", created_at=later))
+        store.insert(self.record(id="a", created_at=later))
+        store.insert(self.record(id="c", run_id="run-2", state=InvocationState.SUCCEEDED))
+        assert [r.id for r in store.list()] == ["c", "a", "b"]
+        assert [r.id for r in store.list(state=InvocationState.AWAITING_APPROVAL)] == ["a", "b"]
+        assert [r.id for r in store.list(run_id="run-2")] == ["c"]
+        assert store.count() == 3

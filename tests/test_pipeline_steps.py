@@ -1,0 +1,427 @@
+"""Every pipeline step and every fault of issue #3, against the fixture plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import fixture_tools
+import pytest
+import structlog
+from fixture_tools import EXECUTIONS, LATE, PLUGIN
+
+from toolhost import OutcomeStatus, Principal, ToolFailureKind, Trust
+from toolhost.core_messages import AWAITING_APPROVAL_TEXT, DENIED_TEXT, MESSAGES
+from toolhost.db import DATABASE_NAME, connect, table_names
+from toolhost.host import Host
+from toolhost.invocations import InvocationState
+from toolhost.log import configure_logging
+from toolhost.pipeline import InvocationStateError, ToolCall
+from toolhost.policy import Policy, PolicyAction
+from toolhost.spec import Risk, SideEffect
+from toolhost.testing import host_for
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    EXECUTIONS.clear()
+    LATE.clear()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return host_for({"fx-dist": PLUGIN}, data_dir=tmp_path)
+
+
+def rows(host: Host) -> list[Any]:
+    return host.pipeline.invocations.list()
+
+
+def run_for(host: Host, **kwargs: Any) -> Any:
+    kwargs.setdefault("principal", Principal("u", frozenset({"fx.read", "fx.write"})))
+    return host.start_run(**kwargs)
+
+
+# ------------------------------------------------------------------ steps 1-4
+
+
+def test_every_outcome_is_exactly_one_row(host: Host) -> None:
+    run = run_for(host)
+    outcomes = [
+        host.invoke_sync("fx.echo", {"x": "a"}, run=run),
+        host.invoke_sync("fx.nope", {}, run=run),
+        host.invoke_sync("fx.echo", {"x": 1}, run=run),
+        host.invoke_sync("fx.escape", {}, run=run),
+    ]
+    records = rows(host)
+    assert [r.id for r in records] == [o.invocation_id for o in outcomes] or sorted(
+        r.id for r in records) == sorted(o.invocation_id for o in outcomes)
+    assert len(records) == 4
+    by_id = {r.id: r for r in records}
+    assert by_id[outcomes[0].invocation_id].state is InvocationState.SUCCEEDED
+    assert by_id[outcomes[1].invocation_id].reason_code == "tool.invalid_arguments.unknown_tool"
+    assert by_id[outcomes[2].invocation_id].reason_code == "tool.invalid_arguments.schema"
+
+
+def test_step_2_default_roster_and_explicit_enabled_tools(host: Host) -> None:
+    default = run_for(host)
+    hidden = host.invoke_sync("fx.hidden", {"x": "a"}, run=default)
+    assert hidden.failure and hidden.failure.reason_code == "tool.permission_denied.not_enabled"
+    explicit = run_for(host, enabled_tools=["fx.hidden"])
+    assert host.invoke_sync("fx.hidden", {"x": "a"}, run=explicit).ok
+    assert not host.invoke_sync("fx.echo", {"x": "a"}, run=explicit).ok
+
+
+def test_step_3_missing_scope_is_permission_denied_not_retryable(host: Host) -> None:
+    run = host.start_run(principal=Principal("u", frozenset()))
+    outcome = host.invoke_sync("fx.scoped", {"x": "a"}, run=run)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is ToolFailureKind.PERMISSION_DENIED
+    assert outcome.failure.retryable is False
+    assert outcome.content == MESSAGES["tool.permission_denied.missing_scope"]
+    assert outcome.failure.detail == {"missing": ["fx.read"]}
+
+
+def test_step_1_pins_choose_the_version(tmp_path: Path) -> None:
+    from conftest import make_plugin, make_spec, make_tool
+
+    plugin = make_plugin(tools=[make_tool(), make_tool(make_spec(version="2.0.0"))])
+    h = host_for({"fx-dist": plugin}, data_dir=tmp_path)
+    assert h.invoke_sync("fx.echo", {}, run=h.start_run()).version == "2.0.0"
+    assert h.invoke_sync("fx.echo", {}, run=h.start_run(pins={"fx.echo": "1.0.0"})).version == (
+        "1.0.0")
+
+
+# ------------------------------------------------------------------ steps 5-7: approvals
+
+
+def pause(host: Host, destination: str = "https://example.invalid/x") -> Any:
+    outcome = host.invoke_sync("fx.write", {"destination": destination}, run=run_for(host))
+    assert outcome.status is OutcomeStatus.AWAITING_APPROVAL
+    return outcome
+
+
+def test_require_approval_persists_a_pause_with_the_digest(host: Host) -> None:
+    outcome = pause(host)
+    assert outcome.content == AWAITING_APPROVAL_TEXT and outcome.structured is None
+    record = host.pipeline.invocations.get(outcome.invocation_id)
+    assert record.state is InvocationState.AWAITING_APPROVAL
+    assert record.argument_digest and record.argument_digest.startswith("sha256:")
+    assert record.policy == {"action": "approval", "rule": "EXTERNAL_WRITE/HIGH"}
+    assert EXECUTIONS == []
+
+
+def test_approve_runs_the_approved_arguments_once(host: Host) -> None:
+    paused = pause(host)
+    done = host.approve_sync(paused.invocation_id, "ops")
+    assert done.ok and done.content == "recorded"
+    again = host.approve_sync(paused.invocation_id, "ops")
+    assert again.ok and again.content == "recorded"
+    assert EXECUTIONS == [{"destination": "https://example.invalid/x"}]
+    record = host.pipeline.invocations.get(paused.invocation_id)
+    assert (record.state, record.approver) == (InvocationState.SUCCEEDED, "ops")
+    assert record.result_structured == {"echo": "https://example.invalid/x"}
+
+
+def test_deny_ends_the_row_with_a_rendered_decision_not_a_result(host: Host) -> None:
+    paused = pause(host)
+    denied = host.pipeline.deny(paused.invocation_id, "ops", "not today, sk-secret")
+    assert denied.status is OutcomeStatus.DENIED
+    assert denied.content == DENIED_TEXT and denied.structured is None and denied.failure is None
+    assert "not today" not in json.dumps(denied.to_json())
+    record = host.pipeline.invocations.get(paused.invocation_id)
+    assert (record.state, record.denial_reason) == (InvocationState.DENIED,
+                                                    "not today, sk-secret")
+    with pytest.raises(InvocationStateError):
+        host.approve_sync(paused.invocation_id, "ops")
+    assert EXECUTIONS == []
+
+
+def test_deny_after_approval_is_refused(host: Host) -> None:
+    paused = pause(host)
+    host.approve_sync(paused.invocation_id, "ops")
+    with pytest.raises(InvocationStateError, match="succeeded, not awaiting approval"):
+        host.pipeline.deny(paused.invocation_id, "ops", "too late")
+
+
+def test_an_approval_binds_to_the_digest(host: Host) -> None:
+    paused = pause(host)
+    conn = connect(host.data_dir / DATABASE_NAME)
+    conn.execute("UPDATE tool_invocations SET arguments = ? WHERE id = ?",
+                 (json.dumps({"destination": "https://evil.invalid"}), paused.invocation_id))
+    outcome = host.approve_sync(paused.invocation_id, "ops")
+    assert outcome.failure and outcome.failure.reason_code == "tool.internal.digest_mismatch"
+    assert EXECUTIONS == []
+
+
+def test_racing_approvals_in_threads_execute_once(host: Host) -> None:
+    paused = pause(host)
+    barrier = threading.Barrier(8)
+    results: list[Any] = []
+
+    def approve() -> None:
+        barrier.wait()
+        results.append(host.approve_sync(paused.invocation_id, "ops"))
+
+    threads = [threading.Thread(target=approve) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(EXECUTIONS) == 1
+    assert all(r.status in (OutcomeStatus.SUCCEEDED, OutcomeStatus.RUNNING) for r in results)
+
+
+SCRIPT = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from fixture_tools import PLUGIN
+from toolhost.testing import host_for
+from toolhost import Principal
+from pathlib import Path
+host = host_for({{"fx-dist": PLUGIN}}, data_dir=Path({data!r}))
+if sys.argv[1] == "pause":
+    run = host.start_run(principal=Principal("u", frozenset({{"fx.write"}})))
+    outcome = host.invoke_sync("fx.write", {{"destination": "d"}}, run=run)
+    print(outcome.invocation_id, flush=True)
+    os.kill(os.getpid(), 9)  # killed between awaiting_approval and approve
+else:
+    print(host.approve_sync(sys.argv[2], "proc-" + str(os.getpid())).status.value)
+"""
+
+
+def test_a_pause_survives_a_killed_process_and_racing_processes_execute_once(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "proc.py"
+    script.write_text(SCRIPT.format(tests=str(HERE), data=str(tmp_path / "data")))
+    env = {**os.environ, "FX_EXECUTION_LOG": str(tmp_path / "executions.log")}
+    paused = subprocess.run([sys.executable, str(script), "pause"], capture_output=True,
+                            text=True, env=env, timeout=60)
+    assert paused.returncode == -9
+    invocation_id = paused.stdout.strip()
+    procs = [subprocess.Popen([sys.executable, str(script), "approve", invocation_id],
+                              stdout=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    statuses = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert "succeeded" in statuses and set(statuses) <= {"succeeded", "running"}
+    assert (tmp_path / "executions.log").read_text() == "d\n"
+    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path / "data")
+    assert h.pipeline.invocations.get(invocation_id).state is InvocationState.SUCCEEDED
+    assert h.pipeline.invocations.count() == 1
+
+
+def test_policy_deny_cell_denies_without_approval(tmp_path: Path) -> None:
+    policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.DENY})
+    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
+    outcome = h.invoke_sync("fx.echo", {"x": "a"}, run=h.start_run())
+    assert outcome.status is OutcomeStatus.DENIED and outcome.content == DENIED_TEXT
+    assert h.pipeline.invocations.get(outcome.invocation_id).state is InvocationState.DENIED
+
+
+def test_tightened_policy_requires_approval_for_a_reader(tmp_path: Path) -> None:
+    policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
+    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
+    assert h.invoke_sync("fx.echo", {"x": "a"}, run=h.start_run()).paused
+    assert policy.tightened == ("NONE/LOW: allow -> approval",)
+
+
+# ------------------------------------------------------------------ step 8: deadlines, cancel
+
+
+def test_a_sync_tool_past_its_deadline_times_out_and_its_late_result_is_discarded(
+    host: Host,
+) -> None:
+    started = time.perf_counter()
+    outcome = host.invoke_sync("fx.sleep", {"seconds": 0.6}, run=run_for(host))
+    assert time.perf_counter() - started < 0.5
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.TIMEOUT
+    assert outcome.failure.retryable is True  # READ_ONLY: a retry is safe
+    assert outcome.content == "The tool did not finish before its deadline."
+    time.sleep(0.6)
+    assert LATE == ["finished"]  # the thread finished...
+    record = host.pipeline.invocations.get(outcome.invocation_id)
+    assert record.state is InvocationState.FAILED  # ...and nothing persisted it as success
+
+
+def test_a_non_idempotent_timeout_is_never_retryable(host: Host) -> None:
+    outcome = host.invoke_sync("fx.sleep_writer", {"seconds": 0.5}, run=run_for(host))
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.TIMEOUT
+    assert outcome.failure.retryable is False
+
+
+def test_the_run_deadline_caps_the_tool_timeout(host: Host) -> None:
+    run = run_for(host, timeout_s=0.1)
+    started = time.perf_counter()
+    outcome = host.invoke_sync("fx.asleep", {"seconds": 3}, run=run)
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.TIMEOUT
+    assert time.perf_counter() - started < 1.5
+    assert LATE == ["cancelled"]
+
+
+def test_run_cancellation_cancels_an_async_tool(host: Host) -> None:
+    run = run_for(host)
+
+    async def scenario() -> Any:
+        task = asyncio.ensure_future(host.invoke("fx.asleep", {"seconds": 3}, run=run))
+        await asyncio.sleep(0.05)
+        run.cancellation.cancel()
+        return await task
+
+    outcome = asyncio.run(scenario())
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.CANCELLED
+    assert LATE == ["cancelled"]
+    assert host.invoke_sync("fx.echo", {"x": "a"}, run=run).failure.kind is (
+        ToolFailureKind.CANCELLED)
+
+
+def test_run_cancellation_abandons_a_sync_tool(host: Host) -> None:
+    from fixture_tools import make_spec  # noqa: F401 - imported for the fixture module's side
+
+    run = run_for(host)
+    threading.Timer(0.05, run.cancellation.cancel).start()
+    outcome = host.invoke_sync("fx.sleep", {"seconds": 0.15}, run=run)
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.CANCELLED
+    time.sleep(0.2)
+    assert host.pipeline.invocations.get(outcome.invocation_id).state is InvocationState.FAILED
+
+
+# ------------------------------------------------------------------ steps 9, 11
+
+
+def test_step_9_workspace_escape_is_a_validation_failure(host: Host) -> None:
+    outcome = host.invoke_sync("fx.escape", {}, run=run_for(host))
+    assert outcome.failure and outcome.failure.reason_code == "tool.invalid_arguments.schema"
+    assert outcome.failure.detail == {"workspace": "absolute path"}
+
+
+def test_step_11_trust_is_persisted_as_clamped(host: Host) -> None:
+    outcome = host.invoke_sync("fx.untrusted", {"x": "a"}, run=run_for(host))
+    assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
+    assert host.pipeline.invocations.get(outcome.invocation_id).output_trust == (
+        "EXTERNAL_UNTRUSTED")
+
+
+# ------------------------------------------------------------------ step 12: size
+
+
+def test_within_the_limit_nothing_changes(host: Host) -> None:
+    outcome = host.invoke_sync("fx.big", {"unit": "a", "count": 1000}, run=run_for(host))
+    assert outcome.ok and outcome.content == "a" * 1000 and not outcome.truncated
+
+
+def test_over_the_limit_the_model_gets_an_excerpt_and_the_whole_is_an_artifact(
+    host: Host,
+) -> None:
+    outcome = host.invoke_sync("fx.big", {"unit": "é€", "count": 5000}, run=run_for(host))
+    assert outcome.ok and outcome.truncated and outcome.structured is None
+    assert len(outcome.content.encode()) <= 1000
+    (ref,) = outcome.artifacts
+    assert f"The whole output is artifact {ref['id']} ({ref['checksum']})" in outcome.content
+    head, tail = outcome.content.split("\n[... ")[0], outcome.content.rsplit(". ...]\n", 1)[1]
+    assert ("é€" * 5000).startswith(head) and ("é€" * 5000).endswith(tail)
+    assert head and tail
+    whole = json.loads(host.pipeline.artifacts.read(ref["id"]))
+    assert whole == {"content": "é€" * 5000, "structured": {"echo": "x"}}
+    record = host.pipeline.invocations.get(outcome.invocation_id)
+    assert record.result_content == outcome.content and record.artifact_refs == (ref,)
+
+
+def test_past_the_hard_ceiling_is_output_too_large_with_the_partial_artifactized(
+    host: Host,
+) -> None:
+    count = 8 * 1024 * 1024 // 4 + 1
+    outcome = host.invoke_sync("fx.big", {"unit": "abcd", "count": count}, run=run_for(host))
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.OUTPUT_TOO_LARGE
+    (ref,) = outcome.artifacts
+    assert ref["size"] == 8 * 1024 * 1024
+    assert host.pipeline.artifacts.read(ref["id"]) == (b"abcd" * count)[: 8 * 1024 * 1024]
+
+
+# ------------------------------------------------------------------ parallel batches
+
+
+def test_a_step_of_readers_runs_concurrently(host: Host) -> None:
+    run = run_for(host)
+    started = time.perf_counter()
+    outcomes = asyncio.run(host.invoke_step(run, [ToolCall("fx.asleep", {"seconds": 0.3})] * 4))
+    assert all(o.ok for o in outcomes)
+    assert time.perf_counter() - started < 1.0  # four 0.3 s sleeps, together
+
+
+def test_a_step_with_a_writer_runs_serially_in_the_models_order(host: Host) -> None:
+    run = run_for(host, enabled_tools=["fx.echo", "fx.sleep_writer", "fx.asleep"])
+    calls = [ToolCall("fx.asleep", {"seconds": 0.15}), ToolCall("fx.sleep_writer", {"seconds": 0}),
+             ToolCall("fx.asleep", {"seconds": 0.15})]
+    started = time.perf_counter()
+    outcomes = asyncio.run(host.invoke_step(run, calls))
+    assert time.perf_counter() - started >= 0.3
+    records = {r.id: r for r in rows(host)}
+    starts = [records[o.invocation_id].created_at for o in outcomes]
+    assert starts == sorted(starts)
+
+
+def test_a_thousand_concurrent_reads_lose_and_duplicate_no_row(host: Host) -> None:
+    run = run_for(host)
+
+    async def many() -> list[Any]:
+        return list(await asyncio.gather(
+            *(host.invoke("fx.echo", {"x": str(i)}, run=run) for i in range(1000))))
+
+    outcomes = asyncio.run(many())
+    assert sorted(o.content for o in outcomes) == sorted(str(i) for i in range(1000))
+    records = rows(host)
+    assert len(records) == 1000 and len({r.id for r in records}) == 1000
+    assert {r.id for r in records} == {o.invocation_id for o in outcomes}
+
+
+# ------------------------------------------------------------------ faults
+
+
+def test_an_unexpected_exception_is_internal_with_detail_only_for_operators(host: Host) -> None:
+    outcome = host.invoke_sync("fx.big", {"unit": "a", "count": -1}, run=run_for(host))
+    assert outcome.ok  # "a" * -1 is "": a valid (empty) output, not a crash
+    bad = host.invoke_sync("fx.big", {"unit": "a"}, run=run_for(host))
+    assert bad.failure and bad.failure.reason_code == "tool.internal.unexpected"
+    assert bad.content == "The tool failed unexpectedly."
+    record = host.pipeline.invocations.get(bad.invocation_id)
+    assert record.failure_detail == {"exception": "KeyError", "error": "'count'"}
+
+
+@pytest.fixture
+def json_logs(host: Host) -> Any:
+    stream = io.StringIO()
+    configure_logging(host.clock, level="debug", stream=stream, json=True)
+    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    structlog.reset_defaults()
+
+
+def test_each_step_logs_one_json_event_bound_to_the_invocation(host: Host, json_logs: Any) -> None:
+    outcome = host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
+    events = [e for e in json_logs() if e.get("invocation_id") == outcome.invocation_id]
+    assert [e["step"] for e in events] == [1, 2, 3, 4, 5, 8, 10, 11, 12, 13]
+    assert {e["run_id"] for e in events} == {events[0]["run_id"]}
+    assert events[0]["timestamp"] == "2026-07-25T13:03:11.482913+00:00"  # from the Clock
+
+
+def test_failure_detail_goes_to_logs_never_to_the_model(host: Host, json_logs: Any) -> None:
+    outcome = host.invoke_sync("fx.big", {"unit": "a"}, run=run_for(host))
+    (failed,) = [e for e in json_logs() if e["event"] == "pipeline.failed"]
+    assert failed["detail"] == {"exception": "KeyError", "error": "'count'"}
+    assert "count" not in outcome.content
+
+
+def test_the_schema_holds_only_the_stores_tables(host: Host) -> None:
+    host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
+    conn = connect(host.data_dir / DATABASE_NAME)
+    assert table_names(conn) == ["artifacts", "schema_migrations", "tool_invocations"]
+    assert fixture_tools.PLUGIN is PLUGIN

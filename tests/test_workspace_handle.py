@@ -1,0 +1,339 @@
+"""WorkspaceHandle containment: every case of issue #4's security list is refused, and nothing
+outside the root is read or written. Each test fails if containment is loosened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolhost.workspace import (
+    Provenance,
+    WorkspaceEscape,
+    WorkspaceHandle,
+    WorkspaceIsDirectory,
+    WorkspaceNotDirectory,
+    WorkspaceNotFound,
+)
+
+SECRET = b"outside the root\n"
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Iterator[tuple[WorkspaceHandle, Path]]:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "secret").write_bytes(SECRET)
+    evil = tmp_path / "root-evil"
+    evil.mkdir()
+    (evil / "secret").write_bytes(SECRET)
+    (root / "inside.txt").write_bytes(b"inside\n")
+    handle = WorkspaceHandle(root)
+    yield handle, tmp_path
+    handle.close()
+
+
+def snapshot(base: Path) -> dict[str, bytes | str]:
+    """Everything outside the root, so a test can assert nothing there changed."""
+    out: dict[str, bytes | str] = {}
+    for p in sorted(base.rglob("*")):
+        if "root" in p.relative_to(base).parts[:1] and p.relative_to(base).parts[0] == "root":
+            continue
+        out[str(p.relative_to(base))] = p.read_bytes() if p.is_file() and not p.is_symlink() else "d"
+    return out
+
+
+ESCAPES = [
+    "../secret",
+    "a/../../secret",
+    "/etc/passwd",
+    "./inside.txt",
+    "a//b",
+    "a/",
+    "a\x00b",
+    "x" * 4097,
+    "../root-evil/secret",  # the prefix-comparison escape: a sibling sharing the root's prefix
+    "\uff0e\uff0e/secret",  # fullwidth full stops: NFKC '..'
+    "\u2025/secret",  # TWO DOT LEADER: NFKC '..'
+    "a/\u2024\u2024/b",  # ONE DOT LEADER twice
+    "..\\secret",
+    "",
+    "a\nb",
+]
+
+
+@pytest.mark.parametrize("path", ESCAPES)
+def test_read_refuses(layout: tuple[WorkspaceHandle, Path], path: str) -> None:
+    handle, base = layout
+    with pytest.raises(WorkspaceEscape):
+        handle.read(path)
+
+
+@pytest.mark.parametrize("path", ESCAPES)
+def test_write_refuses_and_writes_nothing_outside(layout: tuple[WorkspaceHandle, Path],
+                                                  path: str) -> None:
+    handle, base = layout
+    before = snapshot(base)
+    with pytest.raises(WorkspaceEscape):
+        handle.write(path, b"pwned")
+    assert snapshot(base) == before
+
+
+@pytest.mark.parametrize("path", [p for p in ESCAPES if p != ""])
+def test_listdir_refuses(layout: tuple[WorkspaceHandle, Path], path: str) -> None:
+    handle, _ = layout
+    with pytest.raises(WorkspaceEscape):
+        handle.listdir(path)
+
+
+def test_non_strings_and_over_long_byte_paths_are_refused(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, _ = layout
+    for bad in (None, 3, b"inside.txt", ["inside.txt"]):
+        with pytest.raises(WorkspaceEscape):
+            handle.read(bad)  # type: ignore[arg-type]
+    with pytest.raises(WorkspaceEscape, match="4096 bytes"):
+        handle.read("é" * 2049)  # 2049 characters, 4098 bytes
+    with pytest.raises(WorkspaceEscape):
+        handle.read("\ud800")  # a lone surrogate is not Unicode text
+
+
+def test_a_symlink_pointing_outside_is_refused(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    (handle.root / "out").symlink_to(base / "secret")
+    with pytest.raises(WorkspaceEscape):
+        handle.read("out")
+    before = snapshot(base)
+    with pytest.raises(WorkspaceEscape):
+        handle.write("out", b"pwned")
+    assert snapshot(base) == before and (base / "secret").read_bytes() == SECRET
+
+
+def test_a_symlink_pointing_inside_is_still_refused(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    (handle.root / "alias").symlink_to(handle.root / "inside.txt")
+    with pytest.raises(WorkspaceEscape):
+        handle.read("alias")
+    assert [e.path for e in handle.listdir().entries] == ["inside.txt"]  # not listed either
+
+
+def test_a_symlinked_parent_directory_is_refused(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    (handle.root / "d").symlink_to(base / "root-evil", target_is_directory=True)
+    with pytest.raises(WorkspaceEscape):
+        handle.read("d/secret")
+    before = snapshot(base)
+    with pytest.raises(WorkspaceEscape):
+        handle.write("d/new.txt", b"pwned")
+    with pytest.raises(WorkspaceEscape):
+        handle.listdir("d")
+    assert snapshot(base) == before and not (base / "root-evil" / "new.txt").exists()
+
+
+def test_a_path_swapped_for_a_symlink_between_two_calls(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    handle.write("sub/file.txt", b"mine")
+    assert handle.read("sub/file.txt") == b"mine"
+    # Swap the parent directory for a symlink to outside, then the file itself.
+    (handle.root / "sub" / "file.txt").unlink()
+    (handle.root / "sub").rmdir()
+    (handle.root / "sub").symlink_to(base / "root-evil", target_is_directory=True)
+    with pytest.raises(WorkspaceEscape):
+        handle.read("sub/secret")
+    with pytest.raises(WorkspaceEscape):
+        handle.write("sub/file.txt", b"pwned")
+    (handle.root / "sub").unlink()
+    handle.write("file.txt", b"mine")
+    (handle.root / "file.txt").unlink()
+    (handle.root / "file.txt").symlink_to(base / "secret")
+    with pytest.raises(WorkspaceEscape):
+        handle.read("file.txt")
+    assert (base / "secret").read_bytes() == SECRET
+    assert handle.provenance("file.txt") is Provenance.UNKNOWN
+
+
+def test_a_symlink_swapped_in_after_the_check_is_replaced_not_followed(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race the advisories describe: between the type check and the rename."""
+    handle, base = layout
+    real_rename = os.rename
+
+    def swap_then_rename(src: str, dst: str, **kw: int) -> None:
+        os.symlink(base / "secret", dst, dir_fd=kw["dst_dir_fd"])
+        real_rename(src, dst, **kw)
+
+    monkeypatch.setattr(os, "rename", swap_then_rename)
+    handle.write("race.txt", b"mine")
+    monkeypatch.undo()
+    assert (base / "secret").read_bytes() == SECRET
+    assert not (handle.root / "race.txt").is_symlink()
+    assert handle.read("race.txt") == b"mine"
+
+
+def _in_child_as_nobody(fn: object) -> int:
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 3
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            fn()  # type: ignore[operator]
+            code = 1
+        except WorkspaceEscape:
+            code = 0
+        except BaseException:
+            code = 2
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_file_that_is_not_readable_is_refused(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    locked = handle.root / "locked.txt"
+    locked.write_bytes(b"private")
+    locked.chmod(0)
+    if os.geteuid() == 0:
+        # root reads anything; drop to nobody in a child, with the handle's fd inherited.
+        assert _in_child_as_nobody(lambda: handle.read("locked.txt")) == 0
+    else:
+        with pytest.raises(WorkspaceEscape, match="not readable"):
+            handle.read("locked.txt")
+
+
+def _alarm(seconds: int) -> None:
+    def fail(*_: object) -> None:
+        raise AssertionError("the handle blocked")
+
+    signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+
+
+def test_a_fifo_is_refused_and_never_blocks(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    os.mkfifo(handle.root / "pipe")
+    _alarm(5)
+    try:
+        with pytest.raises(WorkspaceEscape, match="not a regular file"):
+            handle.read("pipe")
+        with pytest.raises(WorkspaceEscape, match="not a regular file"):
+            handle.write("pipe", b"x")
+    finally:
+        signal.alarm(0)
+    assert handle.listdir().entries[0].path == "inside.txt"  # the FIFO is not listed
+
+
+def test_a_device_and_a_socket_are_refused(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(handle.root / "sock"))
+    try:
+        with pytest.raises(WorkspaceEscape, match="not a regular file"):
+            handle.read("sock")
+    finally:
+        sock.close()
+    if os.geteuid() == 0:
+        os.mknod(handle.root / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        with pytest.raises(WorkspaceEscape, match="not a regular file"):
+            handle.read("null")
+
+
+# ------------------------------------------------------------------ ordinary behaviour
+
+
+def test_write_creates_parents_atomically_and_reports_created(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, _ = layout
+    first = handle.write("a/b/c.txt", b"one")
+    second = handle.write("a/b/c.txt", b"two")
+    assert (first.created, second.created) == (True, False)
+    assert (handle.root / "a" / "b" / "c.txt").read_bytes() == b"two"
+    assert [p.name for p in (handle.root / "a" / "b").iterdir()] == ["c.txt"]  # no temp left
+
+
+def test_not_found_directory_and_file_kinds(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    handle.write("dir/f.txt", b"x")
+    with pytest.raises(WorkspaceNotFound):
+        handle.read("missing.txt")
+    with pytest.raises(WorkspaceNotFound):
+        handle.read("nodir/missing.txt")
+    with pytest.raises(WorkspaceIsDirectory):
+        handle.read("dir")
+    with pytest.raises(WorkspaceIsDirectory):
+        handle.write("dir", b"x")
+    with pytest.raises(WorkspaceNotDirectory):
+        handle.listdir("inside.txt")
+    with pytest.raises(WorkspaceNotDirectory):
+        handle.read("inside.txt/x")
+
+
+def test_provenance_is_established_by_writes_only(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    assert handle.provenance("inside.txt") is Provenance.UNKNOWN
+    handle.read("inside.txt")
+    assert handle.provenance("inside.txt") is Provenance.UNKNOWN  # reads never launder
+    handle.write("a.md", b"mine")
+    assert handle.provenance("a.md") is Provenance.TOOL_WRITTEN
+    handle.write("s.md", b"theirs", provenance=Provenance.SANDBOX_WRITTEN)
+    assert handle.provenance("s.md") is Provenance.SANDBOX_WRITTEN
+    (handle.root / "a.md").write_bytes(b"replaced by someone else")
+    assert handle.provenance("a.md") is Provenance.UNKNOWN
+
+
+def test_listing_is_bytewise_capped_and_a_prefix(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    for name in ["b", "a-b", "a/c", "a/b", "Z", "é", "a.b"]:
+        handle.write(f"t/{name}.txt" if "/" not in name else f"t/{name}", b"1")
+    full = handle.listdir("t", recursive=True)
+    paths = [e.path for e in full.entries]
+    assert paths == sorted(paths, key=lambda p: p.encode())
+    assert paths[:3] == ["t/Z.txt", "t/a", "t/a-b.txt"]  # 'Z' < 'a'; '-' < '/'... bytewise
+    capped = handle.listdir("t", recursive=True, limit=3)
+    assert capped.truncated and [e.path for e in capped.entries] == paths[:3]
+    assert not full.truncated
+    flat = handle.listdir("t")
+    assert [e.kind for e in flat.entries if e.path == "t/a"] == ["directory"]
+    assert all("/" not in e.path[2:] for e in flat.entries)
+
+
+names = st.text(alphabet="ab-._Z", min_size=1, max_size=4).filter(
+    lambda s: s not in (".", "..") and not s.startswith(".")
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=st.lists(st.lists(names, min_size=1, max_size=3), min_size=1, max_size=25),
+       links=st.lists(names, max_size=3), limit=st.integers(min_value=1, max_value=30))
+def test_listing_property(tmp_path_factory: pytest.TempPathFactory, tree: list[list[str]],
+                          links: list[str], limit: int) -> None:
+    root = tmp_path_factory.mktemp("ws")
+    with WorkspaceHandle(root) as handle:
+        for parts in tree:
+            try:
+                handle.write("/".join(parts), b"x")
+            except (WorkspaceIsDirectory, WorkspaceNotDirectory):
+                pass  # a name already used as the other kind
+        for name in links:
+            target = root / f"{name}.link"
+            if not target.exists() and not target.is_symlink():
+                target.symlink_to(root)
+        full = handle.listdir(recursive=True, limit=10_000)
+        keys = [e.path.encode() for e in full.entries]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)
+        assert not any(e.path.endswith(".link") for e in full.entries)
+        capped = handle.listdir(recursive=True, limit=limit)
+        assert list(capped.entries) == list(full.entries[:limit])
+        assert capped.truncated == (len(full.entries) > limit)
