@@ -152,3 +152,18 @@ def test_settings_redact_secrets_in_repr() -> None:
     settings = Settings(env={"TENSORSCALE_API_KEY": "sk-secret", "TOOLHOST_PLUGINS": "a"})
     assert "sk-secret" not in repr(settings)
     assert settings.secret("TENSORSCALE_API_KEY") == "sk-secret"
+
+
+def test_a_distribution_with_two_entry_points_contributes_once(site: Path) -> None:
+    install_fake_plugin(site, "fake-two", "fake_two_a", GOOD_PLUGIN)
+    (site / "fake_two_b.py").write_text(
+        "from toolhost import hookimpl\n\n@hookimpl\ndef toolhost_messages():\n"
+        "    return {'tool.not_found.thing': 'No such thing.'}\n"
+    )
+    info = site / "fake_two-0.1.dist-info" / "entry_points.txt"
+    info.write_text(info.read_text() + "fake_two_b = fake_two_b\n")
+    contributions = collect_contributions(make_plugin_manager(discover(only("fake-two"))),
+                                          Settings())
+    (mine,) = [c for c in contributions if c.distribution == "fake-two"]
+    assert [d.name for d in mine.domains] == ["fake"]
+    assert mine.messages == {"tool.not_found.thing": "No such thing."}

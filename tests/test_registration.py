@@ -234,3 +234,18 @@ def test_register_is_pure_over_contributions() -> None:
     assert [r.spec for r in first] == [r.spec for r in second] and table == table2
     assert first[0].validate_output({"echo": "a"}) == {"echo": "a"}
     assert CLOSED_OUT["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"x": {"$ref": "#/$defs/s", "default": "a"}},
+        {"x": {"$ref": "#/$defs/s"}},
+    ],
+)
+def test_step_5_refuses_defaults_that_would_never_be_applied(properties: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": properties, "additionalProperties": False,
+              "$defs": {"s": {"type": "string", "default": "b"}
+                        if "default" not in properties["x"] else {"type": "string"}}}
+    exc = refusal(one(input_schema=schema))
+    assert exc.step is Step.SCHEMA_VALIDITY and "never applied" in str(exc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
     call.add_argument("--version", default=None, help="pin an exact version, e.g. 1.0.0")
     call.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
+    call.add_argument("--workspace", metavar="DIR", default=None,
+                      help="an existing directory to use as the run's workspace root "
+                           "(default: a fresh workspace, discarded after the call)")
 
     sub.add_parser("demo", help="the Milestone 1 run with a scripted fake model")
 
@@ -69,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     deny.add_argument("--reason", required=True, help="why (recorded, never shown the model)")
     deny.add_argument("--approver", default="operator", help="who denies (recorded)")
     deny.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
+
+    serve = sub.add_parser("serve", help="serve the tools over the Model Context Protocol")
+    serve.add_argument("--http", metavar="HOST:PORT", default=None,
+                       help="streamable HTTP on this address instead of stdio, e.g. "
+                            "127.0.0.1:8765")
+    serve.add_argument("--enable", action="append", metavar="NAME",
+                       help="serve these tools instead of the default roster (repeatable)")
     return parser
 
 
@@ -135,7 +146,14 @@ def cmd_call(args: argparse.Namespace) -> int:
     host = _load()
     from toolhost import core_messages
 
-    outcome = host.invoke_sync(args.name, arguments, version=args.version)
+    workspace = args.workspace
+    if workspace is not None and not os.path.isdir(workspace):
+        raise CommandError(f"--workspace {workspace!r} is not an existing directory")
+    run = host.local_run(workspace=workspace)
+    try:
+        outcome = host.invoke_sync(args.name, arguments, version=args.version, run=run)
+    finally:
+        host.end_run(run)
     if outcome.paused:
         # stdout carries the id alone, so a script can approve what it just paused.
         if args.json:
@@ -234,6 +252,17 @@ def cmd_pending(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from toolhost.mcp_server import serve
+    except ImportError as exc:
+        raise CommandError(
+            f"serve needs the MCP extra: pip install 'toolhost[mcp]' ({exc})", EXIT_FAILED
+        ) from None
+    host = _load()
+    return serve(host, http=args.http, enable=args.enable)
+
+
 _COMMANDS = {
     "tools": cmd_tools,
     "check": cmd_check,
@@ -242,6 +271,7 @@ _COMMANDS = {
     "pending": cmd_pending,
     "approve": cmd_approve,
     "deny": cmd_deny,
+    "serve": cmd_serve,
 }
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from toolhost.pipeline import Pipeline, ToolCall
     from toolhost.policy import Policy
     from toolhost.runs import Run
+    from toolhost.workspace import WorkspaceHandle
 
 __all__ = ["Host", "load_host"]
 
@@ -138,7 +139,19 @@ class Host:
             invocations=SQLiteInvocationStore(connect(database)),
             artifacts=open_artifact_store(self.data_dir, self.clock),
             clock=self.clock,
+            workspace_for=self.fresh_workspace,
         )
+
+    def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
+        """An empty workspace for a run, under the data directory, removed by ``discard``.
+
+        Its directory is unique per call, not per run id: a run resumed after an approval gets
+        an empty workspace even while the paused process still holds its old one.
+        """
+        from toolhost.determinism import new_id
+        from toolhost.workspace import WorkspaceHandle
+
+        return WorkspaceHandle(self.data_dir / "workspaces" / f"{run_id}-{new_id()}", owned=True)
 
     def _tool_callable(self, registered: Registered) -> ToolCallable:
         # Built on first use, once: registration never constructs anything, and a command
@@ -148,6 +161,18 @@ class Host:
         if tool is None:
             tool = self._built[key] = registered.tool.build(self.services)
         return tool
+
+    def close(self) -> None:
+        """Close the stores' database connections. The host is unusable afterwards."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ runs
 
@@ -161,17 +186,25 @@ class Host:
         run_id: str | None = None,
         conversation_id: str | None = None,
         user_turn: str | None = None,
+        workspace: Path | str | None = None,
     ) -> Run:
         """A run for the pipeline. Without a principal: the local operator, granted every
-        scope a registered tool requires (the CLI's trust level)."""
+        scope a registered tool requires (the CLI's trust level). Without ``workspace`` the
+        run gets a fresh one under the data directory; with it, that existing directory is
+        the workspace root. ``end_run`` discards a fresh workspace."""
         from toolhost.determinism import monotonic, new_id
         from toolhost.runs import Run
+        from toolhost.workspace import WorkspaceHandle
 
         if principal is None:
             scopes = frozenset(s for r in self.registry for s in r.spec.required_scopes)
             principal = Principal("operator", scopes)
+        run_id = run_id or new_id()
+        handle = (WorkspaceHandle(workspace) if workspace is not None
+                  else self.fresh_workspace(run_id))
         return Run(
-            id=run_id or new_id(),
+            id=run_id,
+            workspace=handle,
             principal=principal,
             enabled_tools=frozenset(enabled_tools) if enabled_tools is not None else None,
             pins=dict(pins or {}),
@@ -180,9 +213,15 @@ class Host:
             user_turn=user_turn,
         )
 
-    def _local_run(self) -> Run:
-        # An operator naming a tool on the command line has enabled it.
-        return self.start_run(enabled_tools=self.registry.names())
+    def end_run(self, run: Run) -> None:
+        """The run is over: its workspace is discarded (an operator's directory is kept)."""
+        if run.workspace is not None:
+            run.workspace.discard()
+
+    def local_run(self, workspace: Path | str | None = None) -> Run:
+        """The CLI's run: every registered tool enabled (an operator naming a tool has chosen
+        it) and every scope granted."""
+        return self.start_run(enabled_tools=self.registry.names(), workspace=workspace)
 
     # ------------------------------------------------------------------ calls
 
@@ -190,7 +229,7 @@ class Host:
         self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
     ) -> Outcome:
         return await self.pipeline.invoke(
-            run if run is not None else self._local_run(), name, arguments, version=version
+            run if run is not None else self.local_run(), name, arguments, version=version
         )
 
     async def invoke_step(self, run: Run, calls: Sequence[ToolCall]) -> list[Outcome]:
@@ -199,10 +238,17 @@ class Host:
     def invoke_sync(
         self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
     ) -> Outcome:
-        """The synchronous convenience wrapper the CLI uses."""
+        """The synchronous convenience wrapper the CLI uses. Without a run, the call gets a
+        local run of its own that ends (and discards its workspace) when the call does."""
         import asyncio  # deferred: registration alone (`toolhost check`) never needs it
 
-        return asyncio.run(self.invoke(name, arguments, version=version, run=run))
+        local = run is None
+        run = run if run is not None else self.local_run()
+        try:
+            return asyncio.run(self.invoke(name, arguments, version=version, run=run))
+        finally:
+            if local:
+                self.end_run(run)
 
     def approve_sync(self, invocation_id: str, approver: str) -> Outcome:
         import asyncio

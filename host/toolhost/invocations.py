@@ -266,3 +266,7 @@ class SQLiteInvocationStore:
     def count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -336,6 +336,7 @@ class Pipeline:
         invocations: InvocationStore,
         artifacts: ArtifactStore,
         clock: Clock,
+        workspace_for: Callable[[str], Any] | None = None,
     ) -> None:
         self.registry = registry
         self.messages = messages
@@ -344,6 +345,14 @@ class Pipeline:
         self.artifacts = artifacts
         self.clock = clock
         self._build = build
+        self._workspace_for = workspace_for
+
+    def close(self) -> None:
+        """Close both stores' connections."""
+        for store in (self.invocations, self.artifacts):
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
 
     # ------------------------------------------------------------------ one call
 
@@ -527,12 +536,18 @@ class Pipeline:
         registered = self.registry.resolve(record.tool_name, record.tool_version)
         log.info("pipeline.approved", step=7, approver=approver)
         # The resumed run is this row's run: same id and principal, a fresh deadline and
-        # cancellation (the original process may be gone), and no workspace from before.
+        # cancellation (the original process may be gone), and an empty workspace: the one
+        # before the pause was a cache, discarded when the run paused.
+        workspace = self._workspace_for(record.run_id) if self._workspace_for else None
         run = Run(
             id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
-            conversation_id=record.conversation_id,
+            conversation_id=record.conversation_id, workspace=workspace,
         )
-        return await self._run_and_persist(run, registered, record, log)
+        try:
+            return await self._run_and_persist(run, registered, record, log)
+        finally:
+            if workspace is not None:
+                workspace.discard()
 
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""

@@ -121,15 +121,20 @@ def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager
     pm.add_hookspecs(hookspecs)
     pm.register(core_messages, name=HOST_DISTRIBUTION)
     for source in sources:
+        # One distribution may ship several entry points; each is its own pluggy plugin,
+        # named "<distribution>:<entry point>", and their contributions are merged.
+        name = source.distribution
+        if pm.has_plugin(name):
+            name = f"{source.distribution}:{source.name}"
         try:
-            pm.register(source.plugin, name=source.distribution)
+            pm.register(source.plugin, name=name)
         except ValueError as exc:  # pluggy: already registered, or a hookimpl it refuses
             raise PluginError(source.distribution, f"cannot be registered: {exc}") from None
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise PluginError(
-            pm.get_name(exc.plugin) or "<unknown>",
+            distribution_of(pm.get_name(exc.plugin) or "<unknown>"),
             f"implements a hook no hookspec declares ({exc}); check the hook's name",
         ) from None
     return pm
@@ -144,7 +149,7 @@ def _call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -
             results[impl.plugin_name] = impl.function(**args)
         except Exception as exc:
             raise PluginError(
-                impl.plugin_name, f"hook {hook} raised {type(exc).__name__}: {exc}"
+                distribution_of(impl.plugin_name), f"hook {hook} raised {type(exc).__name__}: {exc}"
             ) from None
     return results
 
@@ -172,13 +177,27 @@ def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[
     domains = _call_each(pm, "toolhost_domains", {})
     tools = _call_each(pm, "toolhost_tools", {"settings": settings})
     messages = _call_each(pm, "toolhost_messages", {})
-    names = [name for name, _ in pm.list_name_plugin()]
-    return [
-        Contribution(
-            distribution=name,
-            domains=_as_tuple(name, "toolhost_domains", domains.get(name), Domain),
-            tools=_as_tuple(name, "toolhost_tools", tools.get(name), Tool),
-            messages=_as_messages(name, messages.get(name)),
+    merged: dict[str, Contribution] = {}
+    for name, _ in pm.list_name_plugin():
+        dist = distribution_of(name)
+        part = Contribution(
+            distribution=dist,
+            domains=_as_tuple(dist, "toolhost_domains", domains.get(name), Domain),
+            tools=_as_tuple(dist, "toolhost_tools", tools.get(name), Tool),
+            messages=_as_messages(dist, messages.get(name)),
         )
-        for name in names
-    ]
+        if dist in merged:
+            before = merged[dist]
+            part = Contribution(
+                distribution=dist,
+                domains=before.domains + part.domains,
+                tools=before.tools + part.tools,
+                messages={**before.messages, **part.messages},
+            )
+        merged[dist] = part
+    return list(merged.values())
+
+
+def distribution_of(plugin_name: str) -> str:
+    """The distribution a registered plugin name belongs to (see make_plugin_manager)."""
+    return plugin_name.split(":", 1)[0]

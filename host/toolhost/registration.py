@@ -34,6 +34,7 @@ __all__ = [
     "HARD_OUTPUT_CEILING",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
+    "PLACEHOLDER_PATTERN",
     "RESERVED_DOMAINS",
     "Registered",
     "RegistrationRefused",
@@ -50,8 +51,9 @@ NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 VERSION_PATTERN = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 RESERVED_DOMAINS = frozenset({"mcp", "device"})
 
-# Placeholders of every common templating style: {x}, %s, %(x)s, ${x}, $x.
-_PLACEHOLDER = re.compile(r"\{[^{}]*\}|%\(|%[-+ #0]*\d*(?:\.\d+)?[sdifrxXeEgGc]|\$\{|\$[A-Za-z_]")
+#: Placeholders of every common templating style: {x}, %s, %(x)s, ${x}, $x. A message matching
+#: it is not static (hard gate 9); the conformance suite applies the same pattern.
+PLACEHOLDER_PATTERN = re.compile(r"\{[^{}]*\}|%\(|%[-+ #0]*\d*(?:\.\d+)?[sdifrxXeEgGc]|\$\{|\$[A-Za-z_]")
 
 
 class Step(enum.IntEnum):
@@ -212,7 +214,8 @@ def _check_schema(e: _Entry, which: str, schema: Any, *, apply_defaults: bool) -
     def refuse(problem: str) -> RegistrationRefused:
         return RegistrationRefused(
             Step.SCHEMA_VALIDITY, e.label, e.distribution, f"{which}: {problem}",
-            "close every object level with additionalProperties: false and keep $ref local",
+            "fix the schema at the pointer shown: close every object level with "
+            "additionalProperties: false, keep $ref local, use draft-07-compatible keywords",
         )
 
     if not isinstance(schema, Mapping):
@@ -334,7 +337,7 @@ def assemble_messages(contribs: Sequence[Contribution]) -> dict[str, str]:
                     f"already has a different message from {owner[code]}",
                     "use a reason code of your own",
                 )
-            if not message.strip() or _PLACEHOLDER.search(message):
+            if not message.strip() or PLACEHOLDER_PATTERN.search(message):
                 raise RegistrationRefused(
                     Step.MESSAGE_TABLE, label, c.distribution,
                     "its message is empty or has a placeholder; messages are static",

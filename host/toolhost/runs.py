@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -72,4 +73,5 @@ class Run:
     cancellation: Cancellation = attrs.field(factory=Cancellation, eq=False)
     conversation_id: str | None = None
     user_turn: str | None = None
-    workspace: object = attrs.field(default=None, eq=False)
+    #: The run's WorkspaceHandle (``toolhost.workspace``); None only for hand-built runs.
+    workspace: Any = attrs.field(default=None, eq=False)

@@ -83,6 +83,11 @@ def _is_object_level(schema: Mapping[str, Any]) -> bool:
     return "object" in types or "properties" in schema or "patternProperties" in schema
 
 
+def _under_definitions(pointer: str) -> bool:
+    return "/$defs/" in pointer or "/definitions/" in pointer or pointer.startswith(
+        ("/$defs/", "/definitions/"))
+
+
 def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
     """Every reason this schema is not closed, local and dialect-neutral (registration step 5)."""
     if isinstance(schema, bool):
@@ -102,6 +107,10 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
         yield SchemaProblem(f"{pointer}/{key}", f"{key} differs between draft-07 and 2020-12")
     if isinstance(schema.get("items"), list):
         yield SchemaProblem(f"{pointer}/items", "array-form items differs between dialects")
+    if "default" in schema and ("$ref" in schema or _under_definitions(pointer)):
+        # fastjsonschema applies no default reached through a $ref, so step 4 would silently
+        # skip it: put the default on the property itself.
+        yield SchemaProblem(pointer, "a default beside a $ref or inside $defs is never applied")
     if _is_object_level(schema) and schema.get("additionalProperties") is not False:
         yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
     for sub, sub_pointer in _subschemas(schema, pointer):

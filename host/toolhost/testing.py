@@ -11,14 +11,14 @@ It imports pytest: use it from tests, not from a tool.
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from toolhost.ambient import find_ambient_reads
 from toolhost.clock import Clock, FixedClock
 from toolhost.host import Host
 from toolhost.invocations import (
@@ -31,7 +31,6 @@ from toolhost.policy import Policy
 from toolhost.settings import Settings
 
 __all__ = [
-    "AMBIENT_CALLS",
     "DEFAULT_INSTANT",
     "ClockContract",
     "InvocationStoreContract",
@@ -41,78 +40,6 @@ __all__ = [
 
 #: The instant the deterministic harness uses unless told otherwise.
 DEFAULT_INSTANT = dt.datetime(2026, 7, 25, 13, 3, 11, 482913, tzinfo=dt.UTC)
-
-#: Dotted calls that read ambient time or entropy (module.attr, or Class.attr for datetime).
-AMBIENT_CALLS = frozenset(
-    {
-        "datetime.now", "datetime.utcnow", "datetime.today", "date.today",
-        "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today",
-        "datetime.date.today",
-        "time.time", "time.time_ns", "time.monotonic", "time.monotonic_ns",
-        "time.perf_counter", "time.perf_counter_ns", "time.localtime", "time.gmtime",
-        "time.ctime", "time.asctime", "time.strftime",
-        "uuid.uuid1", "uuid.uuid4", "os.urandom", "os.getrandom",
-    }
-)
-#: Modules whose every use is ambient (random state, secrets).
-AMBIENT_MODULES = frozenset({"random", "secrets"})
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def _scan(path: Path) -> Iterable[str]:
-    tree = ast.parse(path.read_bytes(), filename=str(path))
-    # Names bound by `from time import time` and the like count as the dotted call.
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                full = f"{node.module}.{alias.name}"
-                aliases[alias.asname or alias.name] = full
-                if node.module in AMBIENT_MODULES or full in AMBIENT_CALLS:
-                    yield f"{path}:{node.lineno}: from {node.module} import {alias.name}"
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name in AMBIENT_MODULES:
-                    yield f"{path}:{node.lineno}: import {alias.name}"
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-        elif isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name is None:
-                continue
-            head, _, rest = name.partition(".")
-            full = f"{aliases[head]}.{rest}" if head in aliases and rest else aliases.get(head, name)
-            if full in AMBIENT_CALLS or name in AMBIENT_CALLS:
-                yield f"{path}:{node.lineno}: {name}()"
-
-
-def find_ambient_reads(
-    roots: Iterable[Path | str], *, allowed: Iterable[Path | str] = ()
-) -> list[str]:
-    """Every ``file:line: call`` under ``roots`` that reads ambient time or makes an id.
-
-    ``allowed`` names files exempt from the check (the host exempts its determinism module).
-    """
-    allowed_paths = {Path(p).resolve() for p in allowed}
-    found: list[str] = []
-    for root in roots:
-        root = Path(root)
-        files = [root] if root.is_file() else sorted(root.rglob("*.py"))
-        for path in files:
-            if path.resolve() not in allowed_paths:
-                found.extend(_scan(path))
-    return found
-
 
 def host_for(
     plugins: Mapping[str, object],

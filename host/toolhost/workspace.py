@@ -174,22 +174,50 @@ def _open_dir(name: str, parent_fd: int, *, create: bool = False) -> int:
 
 
 class WorkspaceHandle:
-    """One run's workspace: a directory the handle holds open for its whole life."""
+    """One run's workspace: a directory the handle holds open from first use to ``close``.
 
-    def __init__(self, root: Path | str) -> None:
+    ``owned`` handles were created for the run (under TOOLHOST_DATA_DIR) and are removed by
+    ``discard``; a directory an operator named is never removed. The directory is created and
+    opened on first use, so a run that never touches its workspace costs nothing.
+    """
+
+    def __init__(self, root: Path | str, *, owned: bool = False) -> None:
         self._root = Path(root)
-        self._root_fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        self._owned = owned
+        self._fd = -1
         self._stamps: dict[str, _Stamp] = {}
         self._lock = threading.Lock()
+        if not owned:
+            self._open_root()  # an operator's directory must exist now, not at first call
 
     @property
     def root(self) -> Path:
         return self._root
 
+    def _open_root(self) -> int:
+        if self._fd < 0:
+            if self._owned:
+                self._root.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        return self._fd
+
+    @property
+    def _root_fd(self) -> int:
+        return self._open_root()
+
     def close(self) -> None:
-        if self._root_fd >= 0:
-            os.close(self._root_fd)
-            self._root_fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def discard(self) -> None:
+        """Close, and remove the directory if it was created for the run: the workspace is
+        a cache, discarded when the run finishes or pauses."""
+        self.close()
+        if self._owned:
+            import shutil
+
+            shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> WorkspaceHandle:
         return self
