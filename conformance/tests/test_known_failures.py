@@ -1,0 +1,115 @@
+"""Known failures: allowed only with a written reason, and then a strict xfail."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import write_suite
+
+from toolhost_conformance import CHECKS, KnownFailureError
+from toolhost_conformance._known import lookup, parse_option, validate
+
+NO_CACHE = ("-p", "no:cacheprovider")
+
+
+def test_a_known_failure_with_a_reason_is_a_strict_xfail(pytester: pytest.Pytester) -> None:
+    write_suite(
+        pytester,
+        {"fx-misbehaving": "fx_misbehaving"},
+        body='''
+        known_failures = {
+            "parallel_only_read_only": "the batch API needs it; tracked in #12",
+            "property_run[tool=misbehaving.crash@1.0.0]": "crash fix lands in 2.0",
+            "test_property_run[tool=misbehaving.shape@1.0.0]": "schema fix lands in 2.0",
+        }
+        ''',
+    )
+    result = pytester.runpytest(*NO_CACHE, "-rx", "--toolhost-examples", "5")
+    # parallel_only_read_only passes for the other two tools: a check-wide entry is a strict
+    # xfail for every case, so those XPASS and fail; per-case keys are the precise tool.
+    result.assert_outcomes(passed=13, xfailed=3, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*XFAIL*test_parallel_only_read_only[[]tool=misbehaving.parallel@1.0.0[]]*"
+            "known failure: the batch API needs it; tracked in #12*",
+            "*XFAIL*misbehaving.crash*known failure: crash fix lands in 2.0*",
+        ],
+        consecutive=False,
+    )
+    result.stdout.fnmatch_lines(["*[[]XPASS(strict)[]] known failure: the batch API*"])
+
+
+def test_a_case_key_leaves_the_other_cases_alone(pytester: pytest.Pytester) -> None:
+    write_suite(
+        pytester,
+        {"fx-misbehaving": "fx_misbehaving"},
+        body='''
+        known_failures = {
+            "parallel_only_read_only[tool=misbehaving.parallel@1.0.0]": "tracked in #12",
+        }
+        ''',
+    )
+    result = pytester.runpytest(*NO_CACHE, "-k", "parallel_only_read_only")
+    result.assert_outcomes(passed=2, xfailed=1)
+
+
+def test_the_command_line_option_is_the_same(pytester: pytest.Pytester) -> None:
+    write_suite(pytester, {"fx-ambient": "fx_ambient"})
+    result = pytester.runpytest(
+        *NO_CACHE, "-k", "no_ambient_reads", "-rx",
+        "--toolhost-known-failure", "no_ambient_reads=vendored timer, removal in #7",
+    )
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["*known failure: vendored timer, removal in #7*"])
+
+
+@pytest.mark.parametrize("value", ["no_ambient_reads", "no_ambient_reads=", "no_ambient_reads=  "])
+def test_a_reasonless_option_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    write_suite(pytester, {"fx-ambient": "fx_ambient"})
+    result = pytester.runpytest(*NO_CACHE, "--toolhost-known-failure", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*known failure 'no_ambient_reads' in --toolhost-known-failure "
+                                 "has no reason*"])
+
+
+@pytest.mark.parametrize("reason", ['""', '"   "', "None"])
+def test_a_reasonless_class_entry_is_an_error(pytester: pytest.Pytester, reason: str) -> None:
+    body = f"known_failures = {{'property_run': {reason}}}"
+    write_suite(pytester, {"fx-good": "fx_good"}, body=body)
+    result = pytester.runpytest(*NO_CACHE)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*known failure 'property_run' in TestConformance.known_failures has no reason*"]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_an_entry_naming_no_check_is_an_error(pytester: pytest.Pytester) -> None:
+    write_suite(pytester, {"fx-good": "fx_good"}, body="known_failures = {'propery_run': 'typo'}")
+    result = pytester.runpytest(*NO_CACHE)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*known failure 'propery_run' in * names no check*"])
+
+
+# ---------------------------------------------------------------------------- the parser
+
+
+def test_validate_canonicalizes_keys() -> None:
+    entries = validate(
+        {"test_property_run[tool=a.b@1.0.0]": " why ", "registration": "because"},
+        CHECKS,
+        "here",
+    )
+    assert entries == {"property_run[tool=a.b@1.0.0]": "why", "registration": "because"}
+
+
+def test_lookup_prefers_the_case_entry() -> None:
+    entries = {"property_run": "all", "property_run[tool=a.b@1.0.0]": "this one"}
+    assert lookup(entries, "property_run", "tool=a.b@1.0.0") == "this one"
+    assert lookup(entries, "property_run", "tool=c.d@1.0.0") == "all"
+    assert lookup(entries, "registration", None) is None
+
+
+def test_parse_option_keeps_a_missing_reason_for_validate_to_refuse() -> None:
+    assert parse_option(["a=b=c", "d"]) == {"a": "b=c", "d": ""}
+    with pytest.raises(KnownFailureError, match="has no reason"):
+        validate(parse_option(["registration"]), CHECKS, "--toolhost-known-failure")
