@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolhost import FixedClock, Trust
+from toolhost import FixedClock, Outcome, Trust
 from toolhost.host import Host
 from toolhost.testing import DEFAULT_INSTANT, host_for
 from toolhost_system import plugin
@@ -60,9 +60,14 @@ def test_identical_bytes_across_two_invocations_under_a_fixed_clock() -> None:
     h = host()
     first = h.invoke_sync("system.current_time", {"timezone": "Europe/London"})
     second = h.invoke_sync("system.current_time", {"timezone": "Europe/London"})
-    assert json.dumps(first.to_json(), sort_keys=True).encode() == json.dumps(
-        second.to_json(), sort_keys=True
-    ).encode()
+
+    def result_bytes(outcome: Outcome) -> bytes:
+        # The result, not the invocation: every invocation has its own id.
+        return json.dumps([outcome.content, outcome.structured, outcome.output_trust.value],
+                          sort_keys=True).encode()
+
+    assert first.invocation_id != second.invocation_id
+    assert result_bytes(first) == result_bytes(second)
 
 
 @pytest.mark.parametrize("name", ["UTC", "America/New_York", "Etc/GMT+5", "Europe/London"])

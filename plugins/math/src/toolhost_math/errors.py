@@ -1,0 +1,51 @@
+"""The error vocabulary: the eight reasons an expression is refused.
+
+Every math.calculate failure is INVALID_ARGUMENTS and not retryable: the tool is a pure
+function, so the identical call produces the identical failure. The tokenizer, parser and
+evaluator raise ``CalculationError``; ``toolhost_math.tool`` turns it into a ``ToolFailure``.
+``detail`` is for operators (offset, token, function, argument) and never reaches the model.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["REASON_CODE_PREFIX", "CalculationError", "Reason"]
+
+REASON_CODE_PREFIX = "tool.invalid_arguments."
+
+
+class Reason(enum.Enum):
+    """The eight reasons, in the order the spec lists them."""
+
+    SYNTAX = "syntax"
+    UNKNOWN_NAME = "unknown_name"
+    ARITY = "arity"
+    DOMAIN = "domain"
+    DIVISION_BY_ZERO = "division_by_zero"
+    RESULT_OUT_OF_RANGE = "result_out_of_range"
+    EXPRESSION_TOO_LONG = "expression_too_long"
+    EXPRESSION_TOO_DEEP = "expression_too_deep"
+
+    @property
+    def reason_code(self) -> str:
+        """``tool.invalid_arguments.<code>``."""
+        return REASON_CODE_PREFIX + self.value
+
+
+class CalculationError(Exception):
+    """An expression the tool refuses, with operator-only detail."""
+
+    def __init__(self, reason: Reason, **detail: Any) -> None:
+        super().__init__(reason.reason_code)
+        self.reason = reason
+        self.detail: Mapping[str, Any] = detail
+
+    @property
+    def reason_code(self) -> str:
+        return self.reason.reason_code
+
+    def __repr__(self) -> str:
+        return f"CalculationError({self.reason.value!r}, {dict(self.detail)!r})"
