@@ -7,7 +7,9 @@ what they assert is what the pipeline would run.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,6 @@ from toolhost import (
     FixedClock,
     Principal,
     Services,
-    ToolCallable,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
@@ -26,10 +27,23 @@ Call = Callable[[str], ToolOutput]
 Fail = Callable[[str], ToolFailure]
 
 
+def drive(result: Any) -> Any:
+    """The value of a coroutine that never suspends (the tool awaits nothing), run inline."""
+    if not inspect.iscoroutine(result):
+        return result
+    try:
+        result.send(None)
+    except StopIteration as stop:
+        return stop.value
+    result.close()
+    raise AssertionError("the tool suspended; it must await nothing")
+
+
 @pytest.fixture(scope="session")
-def calculate_tool() -> ToolCallable:
+def calculate_tool() -> Callable[..., Any]:
     clock = FixedClock(dt.datetime(2026, 7, 25, 13, 3, 11, tzinfo=dt.UTC))
-    return tool.build(Services(clock=clock))
+    built = tool.build(Services(clock=clock))
+    return lambda arguments, context: drive(built(arguments, context))
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +52,7 @@ def context() -> ToolExecutionContext:
 
 
 @pytest.fixture(scope="session")
-def call(calculate_tool: ToolCallable, context: ToolExecutionContext) -> Call:
+def call(calculate_tool: Callable[..., Any], context: ToolExecutionContext) -> Call:
     """Run an expression that must succeed; returns the ToolOutput."""
 
     def run(expression: str) -> ToolOutput:
@@ -50,7 +64,7 @@ def call(calculate_tool: ToolCallable, context: ToolExecutionContext) -> Call:
 
 
 @pytest.fixture(scope="session")
-def fail(calculate_tool: ToolCallable, context: ToolExecutionContext) -> Fail:
+def fail(calculate_tool: Callable[..., Any], context: ToolExecutionContext) -> Fail:
     """Run an expression that must fail; returns the ToolFailure."""
 
     def run(expression: str) -> ToolFailure:
