@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 from conftest import make_spec
 from test_cli import toolhost
@@ -31,7 +32,7 @@ def test_canonical_bytes_are_sorted_compact_and_order_independent() -> None:
         '[{"description":"Beta — with a dash.","input_schema":{"additionalProperties":false,'
         '"properties":{"x":{"default":"d","maxLength":8,"type":"string"}},"required":[],'
         '"type":"object"},"name":"fx.b_tool","version":"1.0.0"}]'
-    ).encode("utf-8")  # compact, sorted keys, UTF-8 rather than \u escapes
+    ).encode()  # compact, sorted keys, UTF-8 rather than \u escapes
     assert set(json.loads(data)[0]) == {"name", "version", "description", "input_schema"}
 
 

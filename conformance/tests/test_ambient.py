@@ -1,8 +1,7 @@
-"""The determinism scan: every ambient form found, nothing else, and distributions located."""
+"""Locating a distribution's files for the determinism scan (the scan itself is the host's)."""
 
 from __future__ import annotations
 
-import textwrap
 from importlib import metadata
 from pathlib import Path
 
@@ -14,148 +13,7 @@ from toolhost_conformance.ambient import (
     distribution_files,
     find_ambient_reads,
     module_files,
-    scan_source,
 )
-
-
-def _found(source: str) -> list[str]:
-    return [line.split(": ", 1)[1] for line in scan_source(textwrap.dedent(source), "m.py")]
-
-
-def test_the_forms_the_host_wide_check_expects(tmp_path: Path) -> None:
-    # The same case and the same "file:line: call" form as the host's own static test.
-    bad = tmp_path / "bad.py"
-    bad.write_text(
-        "import datetime, time, uuid, os\n"
-        "import random\n"
-        "from time import time as now\n"
-        "from datetime import datetime as D\n"
-        "datetime.datetime.now()\n"
-        "D.utcnow()\n"
-        "time.monotonic()\n"
-        "now()\n"
-        "uuid.uuid4()\n"
-        "os.urandom(4)\n"
-    )
-    found = find_ambient_reads([tmp_path])
-    assert [line.split(": ", 1)[1] for line in found] == [
-        "import random",
-        "from time import time",
-        "datetime.datetime.now()",
-        "D.utcnow()",
-        "time.monotonic()",
-        "now()",
-        "uuid.uuid4()",
-        "os.urandom()",
-    ]
-    assert found[0] == f"{bad}:2: import random"
-
-
-def test_aliases_are_followed() -> None:
-    assert _found(
-        """
-        import datetime as _dt
-        import time as t
-        from uuid import uuid4 as make_id
-        from datetime import date
-        _dt.datetime.now(_dt.timezone.utc)
-        t.time_ns()
-        make_id()
-        date.today()
-        """
-    ) == [
-        "from uuid import uuid4",
-        "_dt.datetime.now()",
-        "t.time_ns()",
-        "make_id()",
-        "date.today()",
-    ]
-
-
-def test_references_count_as_well_as_calls() -> None:
-    assert _found(
-        """
-        import uuid, time
-        import attrs
-        @attrs.define
-        class Row:
-            id: str = attrs.field(factory=uuid.uuid4)
-        started = time.perf_counter
-        """
-    ) == ["uuid.uuid4", "time.perf_counter"]
-
-
-def test_entropy_modules_and_function_local_imports() -> None:
-    assert _found(
-        """
-        def pick(items):
-            import secrets
-            return secrets.choice(items)
-
-        def shuffle(items):
-            from random import shuffle as mix
-            mix(items)
-            return random.Random(4).random()
-        import random
-        """
-    ) == [
-        "import secrets",
-        "secrets.choice()",
-        "from random import shuffle",
-        "mix()",
-        "random.Random()",
-        "import random",
-    ]
-
-
-def test_conversions_of_a_given_instant_are_pure() -> None:
-    assert _found(
-        """
-        import time
-        time.gmtime(0)
-        time.strftime("%Y", time.gmtime(0))
-        time.asctime(time.gmtime(0))
-        time.gmtime()
-        time.strftime("%Y")
-        time.localtime(0)
-        """
-    ) == ["time.gmtime()", "time.strftime()", "time.localtime()"]
-
-
-def test_clean_code_and_lookalikes_are_not_reported() -> None:
-    assert _found(
-        """
-        import datetime as dt
-        from toolhost.determinism import monotonic, new_id
-        from . import time
-        class Clock:
-            def now(self): return dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-        def run(services):
-            services.clock.now()
-            time.time()  # a module of this package, not the stdlib's
-            monotonic(); new_id()
-            uuid = "uuid4"
-            return dt.timedelta(seconds=1)
-        """
-    ) == []
-
-
-def test_a_module_that_does_not_parse_is_a_finding() -> None:
-    assert scan_source("def broken(:\n", "b.py")[0].startswith("b.py:1: cannot parse:")
-
-
-def test_allowed_files_and_directories_are_exempt(tmp_path: Path) -> None:
-    (tmp_path / "pkg" / "sub").mkdir(parents=True)
-    (tmp_path / "pkg" / "determinism.py").write_text("import time\ntime.time()\n")
-    (tmp_path / "pkg" / "sub" / "clock.py").write_text("import time\ntime.monotonic()\n")
-    (tmp_path / "pkg" / "tool.py").write_text("import uuid\nuuid.uuid1()\n")
-    everything = find_ambient_reads([tmp_path])
-    assert len(everything) == 3
-    assert find_ambient_reads(
-        [tmp_path], allowed=[tmp_path / "pkg" / "determinism.py", tmp_path / "pkg" / "sub"]
-    ) == [f"{tmp_path / 'pkg' / 'tool.py'}:2: uuid.uuid1()"]
-    # A file named twice (as itself and inside a directory) is scanned once.
-    assert len(find_ambient_reads([tmp_path / "pkg" / "tool.py", tmp_path])) == 3
 
 
 def test_an_installed_distribution_is_located_from_its_record(

@@ -1,5 +1,6 @@
-from toolhost.testing import host_for
 from toolhost_greet import plugin
+
+from toolhost.testing import host_for
 
 
 def test_hello() -> None:

@@ -1,8 +1,19 @@
 """greet.hello: the smallest plugin that passes toolhost-conformance."""
 
 from toolhost import (
-    Domain, Idempotency, Kind, Risk, SideEffect, Source, TargetKind, Tool, ToolFailure,
-    ToolOutput, ToolSpec, Trust, hookimpl,
+    Domain,
+    Idempotency,
+    Kind,
+    Risk,
+    SideEffect,
+    Source,
+    TargetKind,
+    Tool,
+    ToolFailure,
+    ToolOutput,
+    ToolSpec,
+    Trust,
+    hookimpl,
 )
 
 BLANK_NAME = "tool.invalid_arguments.blank_name"
