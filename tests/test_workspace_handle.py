@@ -337,3 +337,14 @@ def test_listing_property(tmp_path_factory: pytest.TempPathFactory, tree: list[l
         capped = handle.listdir(recursive=True, limit=limit)
         assert list(capped.entries) == list(full.entries[:limit])
         assert capped.truncated == (len(full.entries) > limit)
+
+
+@pytest.mark.parametrize("path", ["n" * 256, "n" * 256 + "/x", "d/" + "n" * 256])
+def test_a_component_longer_than_the_filesystem_allows_is_refused(
+    layout: tuple[WorkspaceHandle, Path], path: str,
+) -> None:
+    handle, _ = layout
+    (handle.root / "d").mkdir()
+    for operation in (handle.read, lambda p: handle.write(p, b"x"), handle.listdir):
+        with pytest.raises(WorkspaceEscape, match="longer than the filesystem allows"):
+            operation(path)

@@ -150,6 +150,14 @@ def _classify(name: str, parent_fd: int) -> os.stat_result | None:
         return os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # ENAMETOOLONG and the like: not a path this workspace can hold
+        raise WorkspaceEscape(_os_reason(exc)) from None
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return "a path component is longer than the filesystem allows"
+    return f"the path cannot be used ({errno.errorcode.get(exc.errno or 0, exc.errno)})"
 
 
 def _open_dir(name: str, parent_fd: int, *, create: bool = False) -> int:
@@ -170,7 +178,7 @@ def _open_dir(name: str, parent_fd: int, *, create: bool = False) -> int:
             raise WorkspaceNotDirectory(name) from None
         if exc.errno == errno.EACCES:
             raise WorkspaceEscape("a directory on the path is not readable") from None
-        raise WorkspaceEscape(f"cannot open a directory on the path ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+        raise WorkspaceEscape(_os_reason(exc)) from None
 
 
 class WorkspaceHandle:
@@ -277,7 +285,7 @@ class WorkspaceHandle:
                 raise WorkspaceEscape("file is not readable") from None
             if exc.errno in (errno.ENXIO, errno.ENODEV):  # a socket, or a device with no driver
                 raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)") from None
-            raise WorkspaceEscape(f"cannot open the file ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+            raise WorkspaceEscape(_os_reason(exc)) from None
         info = os.fstat(fd)
         if stat.S_ISREG(info.st_mode):
             os.set_blocking(fd, True)
