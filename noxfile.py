@@ -34,7 +34,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def host(session: nox.Session) -> None:
     """The host's own tests, with every first-party plugin installed beside it."""
-    session.install(*TEST_DEPS, "hatchling", ".", "./conformance", *map(str, PLUGINS))
+    session.install(*TEST_DEPS, "hatchling", ".[mcp]", "./conformance", *map(str, PLUGINS))
     session.run("pytest", "tests", *session.posargs)
 
 

@@ -2,8 +2,9 @@
 
 - ``fxw.external_write``: EXTERNAL_WRITE/HIGH, so every call pauses for approval; each run
   appends one line to the file the FXW_LOG setting names, so a test counts executions.
-- ``fxw.slow``: WORKSPACE_WRITE/LOW (allowed, recorded as running before it runs); appends
-  ``started`` to FXW_LOG, then sleeps, so a test can disconnect mid-call.
+- ``fxw.slow``: WORKSPACE_WRITE/LOW (allowed, recorded as running before it runs); prints a
+  stray line to stdout (which must land on stderr, never on the wire), appends ``started`` to
+  FXW_LOG, then sleeps, so a test can disconnect mid-call.
 
 The tests read this file's text and install it with ``installed.install_fake_plugin``.
 """
@@ -81,6 +82,7 @@ def toolhost_tools(settings: Any) -> list[Tool]:
 
     def build_slow(services: Any) -> Any:
         def slow(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+            print("stray output from fxw.slow", flush=True)  # a careless plugin
             _log(settings, "started")
             time.sleep(arguments["seconds"])
             return ToolOutput(structured={"slept": arguments["seconds"]}, content="slept")

@@ -73,7 +73,6 @@ class ToolCalls:
     """The ``tools/call`` logic for one server: its host, roster and configuration."""
 
     def __init__(self, host: Host, roster: Mapping[str, Registered], config: ServeConfig) -> None:
-        self._host = host
         self._pipeline = host.pipeline
         self._config = config
         # Which served tools pause for approval is fixed for the life of the process: the
@@ -91,14 +90,9 @@ class ToolCalls:
         registered = self._gated.get(params.name)
         if registered is not None:
             return await self._gated_call(ctx, session, registered, params, arguments)
-        return self._answer(session, await self._invoke(session.run, params.name, arguments))
+        return _answer(await self._invoke(session.run, params.name, arguments))
 
     # ------------------------------------------------------------------ the plain path
-
-    def _answer(self, session: Session, outcome: Outcome) -> types.CallToolResult:
-        if outcome.failure is not None and outcome.failure.reason_code in UNSERVED_REASON_CODES:
-            raise protocol_error_for(outcome)
-        return to_call_tool_result(outcome)
 
     async def _invoke(self, run: Run, name: str, arguments: Any) -> Outcome:
         call_run = attrs.evolve(run, cancellation=Cancellation())
@@ -130,7 +124,7 @@ class ToolCalls:
         """Answer with an outcome; a final one is answered once per session (see approvals)."""
         if outcome.invocation_id is not None and outcome.status in _FINAL:
             session.delivered.add(outcome.invocation_id)
-        return self._answer(session, outcome)
+        return _answer(outcome)
 
     async def _ask(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    registered: Registered, record: InvocationRecord,
@@ -188,6 +182,13 @@ class ToolCalls:
             log.info("mcp.approval.unanswered", error=type(exc).__name__)
             return Decision.UNDECIDED
         return decision_of(answer)
+
+
+def _answer(outcome: Outcome) -> types.CallToolResult:
+    """The result for an outcome; a tool not served here is the protocol's -32602 instead."""
+    if outcome.failure is not None and outcome.failure.reason_code in UNSERVED_REASON_CODES:
+        raise protocol_error_for(outcome)
+    return to_call_tool_result(outcome)
 
 
 def _approver(ctx: ServerRequestContext[Any, Any]) -> str:

@@ -11,6 +11,10 @@
                                       ``off`` leaves every approval to ``toolhost approve``
     TOOLHOST_MCP_ELICITATION_TIMEOUT_S seconds to wait for the user's answer (default 300);
                                       unanswered, the call stays pending for the operator
+    TOOLHOST_MCP_WORKSPACE            an existing directory every session's run uses as its
+                                      workspace root (as ``toolhost call --workspace`` does);
+                                      unset: each session gets a fresh workspace, discarded
+                                      when the server stops
     TOOLHOST_MCP_STDIO                ``auto`` (default): serve stdio on the event loop when
                                       stdin and stdout are pipes; ``sdk``: always through the
                                       SDK's own thread-backed ``stdio_server`` (the fallback,
@@ -23,6 +27,7 @@ only knobs are the command, its arguments and its environment.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import attrs
 
@@ -47,6 +52,8 @@ class ServeConfig:
     elicitation_timeout_s: float = DEFAULT_ELICITATION_TIMEOUT_S
     #: False: stdio always through the SDK's stdio_server (TOOLHOST_MCP_STDIO=sdk).
     loop_stdio: bool = True
+    #: The operator's directory every run uses as its workspace; None: a fresh one per run.
+    workspace: Path | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, roster: Iterable[Registered]) -> ServeConfig:
@@ -74,5 +81,11 @@ class ServeConfig:
         stdio = (settings.get("TOOLHOST_MCP_STDIO") or "auto").strip().lower()
         if stdio not in ("auto", "sdk"):
             raise ConfigError(f"TOOLHOST_MCP_STDIO must be auto or sdk, not {stdio!r}")
+        raw_workspace = (settings.get("TOOLHOST_MCP_WORKSPACE") or "").strip()
+        workspace = Path(raw_workspace) if raw_workspace else None
+        if workspace is not None and not workspace.is_dir():
+            raise ConfigError(
+                f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
         return cls(principal=Principal(principal_id, scopes), elicitation=switch == "on",
-                   elicitation_timeout_s=timeout, loop_stdio=stdio == "auto")
+                   elicitation_timeout_s=timeout, loop_stdio=stdio == "auto",
+                   workspace=workspace)

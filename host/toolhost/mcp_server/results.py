@@ -66,10 +66,10 @@ def _meta(outcome: Outcome, **extra: Any) -> dict[str, Any]:
         meta[f"{META_PREFIX}reasonCode"] = outcome.failure.reason_code
         meta[f"{META_PREFIX}retryable"] = outcome.failure.retryable
     meta.update({f"{META_PREFIX}{k}": v for k, v in extra.items()})
-    return meta
+    return {k: v for k, v in meta.items() if v is not None}
 
 
-def _text(text: str) -> list[types.TextContent]:
+def _text(text: str) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=text)]
 
 

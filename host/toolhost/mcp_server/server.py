@@ -64,7 +64,8 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
     """The low-level SDK server for this roster, and the sessions its calls run under."""
     roster = list(roster)
     listing = list_tools_result(roster)
-    sessions = Sessions(host, config.principal, [r.spec.name for r in roster])
+    sessions = Sessions(host, config.principal, [r.spec.name for r in roster],
+                        workspace=config.workspace)
     calls = ToolCalls(host, {r.spec.name: r for r in roster}, config)
     log = get_logger()
 

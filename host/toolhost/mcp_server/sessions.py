@@ -5,12 +5,14 @@ server stops. What a session is: on stdio, the process (one client per process);
 streamable HTTP, the transport session the ``mcp-session-id`` header names; requests without
 one (2026-07-28 clients, which have no sessions) share one server-wide run. Why one run per
 session: the run is what the pipeline scopes a workspace, a principal and the invocation rows
-to, and an MCP session is the nearest thing the protocol has to an agent run.
+to, and an MCP session is the nearest thing the protocol has to an agent run. Each run gets a
+fresh workspace, or the operator's directory when TOOLHOST_MCP_WORKSPACE names one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -47,10 +49,12 @@ def session_key(request: Any) -> str | None:
 class Sessions:
     """The runs of every session this server has seen, created on first use."""
 
-    def __init__(self, host: Host, principal: Principal, enabled: Iterable[str]) -> None:
+    def __init__(self, host: Host, principal: Principal, enabled: Iterable[str], *,
+                 workspace: Path | None = None) -> None:
         self._host = host
         self._principal = principal
         self._enabled = frozenset(enabled)
+        self._workspace = workspace
         self._sessions: dict[str | None, Session] = {}
 
     def get(self, key: str | None) -> Session:
@@ -59,14 +63,14 @@ class Sessions:
             # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
             # and tools/list agree by construction.
             run = self._host.start_run(principal=self._principal, enabled_tools=self._enabled,
-                                       conversation_id=key)
+                                       conversation_id=key, workspace=self._workspace)
             session = self._sessions[key] = Session(key, run)
             get_logger(run_id=run.id).info("mcp.session.started", session=key,
                                            principal=self._principal.id)
         return session
 
     def close(self) -> None:
-        """End every run (their fresh workspaces are discarded)."""
+        """End every run: fresh workspaces are discarded, an operator's directory is kept."""
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             session.run.cancellation.cancel()
