@@ -425,3 +425,9 @@ def test_the_schema_holds_only_the_stores_tables(host: Host) -> None:
     conn = connect(host.data_dir / DATABASE_NAME)
     assert table_names(conn) == ["artifacts", "schema_migrations", "tool_invocations"]
     assert fixture_tools.PLUGIN is PLUGIN
+
+
+def test_a_lone_surrogate_in_arguments_is_a_validation_failure(host: Host) -> None:
+    outcome = host.invoke_sync("fx.echo", {"x": "\ud800"}, run=run_for(host))
+    assert outcome.failure and outcome.failure.reason_code == "tool.invalid_arguments.schema"
+    assert host.pipeline.invocations.get(outcome.invocation_id).state is InvocationState.FAILED

@@ -277,8 +277,8 @@ def test_not_found_directory_and_file_kinds(layout: tuple[WorkspaceHandle, Path]
         handle.write("dir", b"x")
     with pytest.raises(WorkspaceNotDirectory):
         handle.listdir("inside.txt")
-    with pytest.raises(WorkspaceNotDirectory):
-        handle.read("inside.txt/x")
+    with pytest.raises(WorkspaceNotFound):
+        handle.read("inside.txt/x")  # a file on the way: that path does not exist
 
 
 def test_provenance_is_established_by_writes_only(layout: tuple[WorkspaceHandle, Path]) -> None:
@@ -324,7 +324,7 @@ def test_listing_property(tmp_path_factory: pytest.TempPathFactory, tree: list[l
     with WorkspaceHandle(root) as handle:
         for parts in tree:
             # A name already used as the other kind is skipped.
-            with contextlib.suppress(WorkspaceIsDirectory, WorkspaceNotDirectory):
+            with contextlib.suppress(WorkspaceIsDirectory, WorkspaceNotFound):
                 handle.write("/".join(parts), b"x")
         for name in links:
             target = root / f"{name}.link"
@@ -348,3 +348,34 @@ def test_a_component_longer_than_the_filesystem_allows_is_refused(
     for operation in (handle.read, lambda p: handle.write(p, b"x"), handle.listdir):
         with pytest.raises(WorkspaceEscape, match="longer than the filesystem allows"):
             operation(path)
+
+
+def test_deep_trees_are_listed_and_discarded_without_recursion(tmp_path: Path) -> None:
+    # About 2000 levels: as deep as a 4096-byte path allows, past the recursion limit.
+    depth = 2000
+    deep = "/".join(["a"] * depth) + "/f.txt"
+    handle = WorkspaceHandle(tmp_path / "ws", owned=True)
+    handle.write(deep, b"x")
+    listing = handle.listdir(recursive=True, limit=5000)
+    assert len(listing.entries) == depth + 1 and listing.entries[-1].path == deep
+    handle.discard()
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_fifo_is_not_a_directory_to_list(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    os.mkfifo(handle.root / "pipe")
+    with pytest.raises(WorkspaceEscape, match="not a regular file"):
+        handle.listdir("pipe")
+
+
+def test_an_edit_that_restores_size_and_mtime_still_loses_provenance(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, _ = layout
+    handle.write("a.md", b"mine")
+    path = handle.root / "a.md"
+    before = path.stat()
+    path.write_bytes(b"evil")  # same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime
+    assert handle.provenance("a.md") is Provenance.UNKNOWN  # ctime moved

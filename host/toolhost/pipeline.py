@@ -138,6 +138,14 @@ def validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any]
         raise _Refused(
             ToolValidationError(detail={"problem": exc.message, "rule": exc.rule})
         ) from None
+    try:
+        # A lone surrogate is a valid Python str but not text: it has no UTF-8 form, so it
+        # could be neither digested, stored nor handed on. It is an argument error.
+        canonical_json(data)
+    except (UnicodeEncodeError, ValueError, TypeError):
+        raise _Refused(
+            ToolValidationError(detail={"problem": "arguments are not encodable as UTF-8 JSON"})
+        ) from None
     return data
 
 

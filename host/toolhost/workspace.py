@@ -24,6 +24,7 @@ import bisect
 import contextlib
 import enum
 import errno
+import heapq
 import os
 import stat
 import threading
@@ -111,6 +112,7 @@ class _Stamp:
     inode: int
     size: int
     mtime_ns: int
+    ctime_ns: int
     provenance: Provenance
 
 
@@ -160,25 +162,89 @@ def _os_reason(exc: OSError) -> str:
     return f"the path cannot be used ({errno.errorcode.get(exc.errno or 0, exc.errno)})"
 
 
-def _open_dir(name: str, parent_fd: int, *, create: bool = False) -> int:
-    """Open one directory component under ``parent_fd``, never through a symlink."""
+def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = False) -> int:
+    """Open one directory component under ``parent_fd``, never through a symlink.
+
+    A file where a directory should be is WorkspaceNotDirectory for the last component (a
+    listing of a file) and WorkspaceNotFound on the way to it (``notes.md/x`` does not exist).
+    """
     try:
         return os.open(name, _O_DIR, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno == errno.ENOENT and create:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o755, dir_fd=parent_fd)
-            return _open_dir(name, parent_fd)
+            return _open_dir(name, parent_fd, last=last)
         if exc.errno == errno.ENOENT:
             raise WorkspaceNotFound(name) from None
         info = _classify(name, parent_fd)
         if info is not None and stat.S_ISLNK(info.st_mode):
             raise WorkspaceEscape("path goes through a symlink") from None
         if info is not None and exc.errno == errno.ENOTDIR:
-            raise WorkspaceNotDirectory(name) from None
+            if not stat.S_ISREG(info.st_mode):
+                raise WorkspaceEscape(
+                    "path is not a regular file (FIFO, socket or device)") from None
+            if last:
+                raise WorkspaceNotDirectory(name) from None
+            raise WorkspaceNotFound(name) from None
+        if exc.errno == errno.EMFILE:
+            raise WorkspaceEscape("the path is nested deeper than this process can open") from None
         if exc.errno == errno.EACCES:
             raise WorkspaceEscape("a directory on the path is not readable") from None
         raise WorkspaceEscape(_os_reason(exc)) from None
+
+
+def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
+    """Files and directories a listing can show: never a symlink, a FIFO, a socket or a
+    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read)."""
+    for entry in entries:
+        try:
+            entry.name.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        if entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+            yield entry
+
+
+def _remove_tree(root: Path) -> None:
+    """Remove a workspace however deep it is, with two fds and no recursion.
+
+    ``shutil.rmtree`` recurses once per level (and a 4096-byte path allows about 2000), so
+    instead every subdirectory is renamed up to the top level before it is emptied: the tree
+    is flattened as it is removed. Symlinks are unlinked, never followed.
+    """
+    try:
+        top = os.open(root, _O_DIR)
+    except OSError:
+        return
+    try:
+        while True:
+            with os.scandir(top) as it:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            if not names:
+                break
+            for name, is_dir in names:
+                if not is_dir:
+                    os.unlink(name, dir_fd=top)
+                    continue
+                sub = os.open(name, _O_DIR, dir_fd=top)
+                try:
+                    with os.scandir(sub) as it:
+                        inner = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                    for child, child_is_dir in inner:
+                        if child_is_dir:
+                            os.rename(child, f".rm-{new_id()}", src_dir_fd=sub, dst_dir_fd=top)
+                        else:
+                            os.unlink(child, dir_fd=sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(root)
 
 
 class WorkspaceHandle:
@@ -223,9 +289,7 @@ class WorkspaceHandle:
         a cache, discarded when the run finishes or pauses."""
         self.close()
         if self._owned:
-            import shutil
-
-            shutil.rmtree(self._root, ignore_errors=True)
+            _remove_tree(self._root)
 
     def __enter__(self) -> WorkspaceHandle:
         return self
@@ -323,26 +387,28 @@ class WorkspaceHandle:
                 while view:
                     view = view[os.write(fd, view):]
                 os.fsync(fd)
+                try:
+                    # rename replaces whatever now sits at `name` (even a symlink swapped in
+                    # since the check) without following it.
+                    os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp, dir_fd=parent)
+                    if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                        raise WorkspaceIsDirectory(name) from None
+                    raise
+                # Stamped from our own fd after the rename (which sets ctime): whatever is at
+                # `name` later is ours only while inode, size, mtime and ctime all still match.
                 info = os.fstat(fd)
             except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=parent)
+                raise
+            finally:
                 os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=parent)
-                raise
-            os.close(fd)
-            try:
-                # rename replaces whatever now sits at `name` (even a symlink swapped in since
-                # the check) without following it.
-                os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=parent)
-                if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                    raise WorkspaceIsDirectory(name) from None
-                raise
             os.fsync(parent)
             self._stamps[path] = _Stamp(info.st_dev, info.st_ino, info.st_size,
-                                        info.st_mtime_ns, provenance)
+                                        info.st_mtime_ns, info.st_ctime_ns, provenance)
         return WriteResult(path=path, byte_count=len(data), created=existing is None)
 
     # ------------------------------------------------------------- provenance
@@ -360,8 +426,8 @@ class WorkspaceHandle:
             return Provenance.UNKNOWN
         if info is None or not stat.S_ISREG(info.st_mode):
             return Provenance.UNKNOWN
-        current = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-        if current != (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns):
+        current = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if current != (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns, stamp.ctime_ns):
             return Provenance.UNKNOWN
         return stamp.provenance
 
@@ -377,53 +443,69 @@ class WorkspaceHandle:
         """
         parts = _components(path, allow_root=True)
         kept: list[tuple[bytes, ListedEntry]] = []
-        over = False
-
         def full() -> bool:
             return len(kept) > limit
 
-        def visit(dir_fd: int, prefix: str) -> None:
-            nonlocal over
+        def children_of(dir_fd: int) -> list[os.DirEntry[str]]:
             with os.scandir(dir_fd) as it:
-                children = sorted(it, key=lambda e: os.fsencode(e.name))
-            for entry in children:
-                name = entry.name
-                try:
-                    name.encode("utf-8")
-                except UnicodeEncodeError:
-                    continue  # not representable in a JSON result, nor readable by name
-                rel = f"{prefix}{name}"
-                key = rel.encode("utf-8")
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
+                # Only the limit+1 smallest listable names of a directory can reach the
+                # listing: each is an entry itself, and everything under a name sorts after
+                # it. So memory is O(limit) a level, however large the directory.
+                return heapq.nsmallest(limit + 1, _listable(it), key=lambda e: os.fsencode(e.name))
+
+        def visit(start_fd: int, start_prefix: str) -> None:
+            # Depth-first with an explicit stack (no recursion, however deep the tree): each
+            # frame holds a directory fd, its remaining children and its path prefix.
+            stack: list[tuple[int, Iterator[os.DirEntry[str]], str]] = [
+                (start_fd, iter(children_of(start_fd)), start_prefix)]
+            try:
+                while stack:
+                    dir_fd, children, prefix = stack[-1]
+                    entry = next(children, None)
+                    if entry is None:
+                        stack.pop()
+                        if dir_fd != start_fd:
+                            os.close(dir_fd)
+                        continue
+                    rel = f"{prefix}{entry.name}"
+                    key = rel.encode("utf-8")
+                    if full() and key >= kept[-1][0]:
+                        # Every later sibling, and everything under it, sorts after this.
+                        stack[-1] = (dir_fd, iter(()), prefix)
+                        continue
+                    if not entry.is_dir(follow_symlinks=False):
+                        size = entry.stat(follow_symlinks=False).st_size
+                        self._keep(kept, key, ListedEntry(rel, "file", size), limit)
+                        continue
                     self._keep(kept, key, ListedEntry(rel, "directory", 0), limit)
-                    if recursive and not (full() and key + b"/" >= kept[-1][0]):
-                        try:
-                            child = os.open(name, _O_DIR, dir_fd=dir_fd)
-                        except OSError:
-                            continue  # swapped or unreadable since scandir: not listed
-                        try:
-                            visit(child, rel + "/")
-                        finally:
-                            os.close(child)
-                elif entry.is_file(follow_symlinks=False):
-                    size = entry.stat(follow_symlinks=False).st_size
-                    self._keep(kept, key, ListedEntry(rel, "file", size), limit)
+                    if not recursive or (full() and key + b"/" >= kept[-1][0]):
+                        continue
+                    try:
+                        child = os.open(entry.name, _O_DIR, dir_fd=dir_fd)
+                    except OSError:
+                        continue  # swapped or unreadable since scandir: not listed
+                    try:
+                        stack.append((child, iter(children_of(child)), rel + "/"))
+                    except BaseException:
+                        os.close(child)
+                        raise
+            finally:
+                for dir_fd, _, _ in stack:
+                    if dir_fd != start_fd:
+                        os.close(dir_fd)
 
         if not parts:
             start_fd, owned = self._root_fd, False
         else:
             with self._parent(parts) as parent:
-                start_fd = _open_dir(parts[-1], parent)
+                start_fd = _open_dir(parts[-1], parent, last=True)
             owned = True
         try:
             visit(start_fd, "" if not parts else path + "/")
         finally:
             if owned:
                 os.close(start_fd)
-        over = len(kept) > limit
-        return Listing(entries=tuple(e for _, e in kept[:limit]), truncated=over)
+        return Listing(entries=tuple(e for _, e in kept[:limit]), truncated=len(kept) > limit)
 
     @staticmethod
     def _keep(kept: list[tuple[bytes, ListedEntry]], key: bytes, entry: ListedEntry,
