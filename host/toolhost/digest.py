@@ -7,7 +7,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["argument_digest", "canonical_json", "canonical_text", "sha256_digest"]
+__all__ = [
+    "argument_digest",
+    "canonical_json",
+    "canonical_text",
+    "sha256_checksum",
+    "sha256_digest",
+]
 
 
 # One encoder, built once: json.dumps with non-default options builds a new one per call.
@@ -26,7 +32,12 @@ def canonical_json(value: Any) -> bytes:
 
 def sha256_digest(data: bytes) -> str:
     """``sha256:`` + lowercase hex, the one checksum form toolhost writes anywhere."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return sha256_checksum(hashlib.sha256(data))
+
+
+def sha256_checksum(hasher: Any) -> str:
+    """The same form for a ``hashlib.sha256()`` fed incrementally (a chunked read)."""
+    return "sha256:" + str(hasher.hexdigest())
 
 
 def argument_digest(name: str, version: str, arguments: Mapping[str, Any]) -> str:

@@ -442,11 +442,14 @@ class ConformanceSuite:
         Approval is the operator's decision, not the tool's behaviour: approving here is what
         lets the property run reach the body of an EXTERNAL_WRITE tool at all.
         """
-        outcome = await host.invoke(
-            spec.name, arguments, version=spec.version, run=self.make_run(host, spec)
-        )
-        if outcome.status is OutcomeStatus.AWAITING_APPROVAL and outcome.invocation_id:
-            outcome = await host.pipeline.approve(outcome.invocation_id, _APPROVER)
+        run = self.make_run(host, spec)
+        try:
+            outcome = await host.invoke(spec.name, arguments, version=spec.version, run=run)
+            if outcome.status is OutcomeStatus.AWAITING_APPROVAL and outcome.invocation_id:
+                outcome = await host.pipeline.approve(outcome.invocation_id, _APPROVER)
+        finally:
+            # Each example's run ends, so its workspace (a fresh one by default) is discarded.
+            host.end_run(run)
         return outcome
 
 

@@ -1,0 +1,170 @@
+"""workspace.list_files: the entries under a directory of the run's workspace.
+
+The path goes to ``context.workspace`` as the caller wrote it; this module resolves nothing
+and opens nothing (hard gate 10). The handle walks the tree without following a symlink and
+without listing one, orders entries bytewise on the full relative path, and keeps at most
+``LIMIT`` of them, dropping the tail, so a truncated listing is a prefix of the full one and
+memory is bounded by the cap rather than by the size of the tree.
+
+An entry is a relative path, a kind and a size, and nothing else: no modification time (it
+is ambient state and would change the result under a fixed clock), no checksum (hashing every
+file would turn a directory read into a full read of the directory).
+
+Registered but not in the default roster (ADR-0124): within one claim a model knows what it
+wrote, so only an explicit enabled_tools list offers it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from toolhost import (
+    Idempotency,
+    Kind,
+    Risk,
+    Services,
+    SideEffect,
+    Source,
+    TargetKind,
+    ToolCallable,
+    ToolExecutionContext,
+    ToolFailure,
+    ToolOutput,
+    ToolSpec,
+    Trust,
+)
+from toolhost.workspace import Provenance, WorkspaceNotDirectory, WorkspaceNotFound
+from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_DIRECTORY
+
+__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "build", "list_files"]
+
+#: Entries per listing. A constant, not an argument: a limit the model sets is a limit the model
+#: raises. The real bound is maximum_output_bytes; the cap makes overflow a clean truncated flag
+#: rather than the pipeline's excerpt cutting a JSON document in half. Tests lower it.
+LIMIT = 1000
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "maxLength": 4096, "default": ""},
+        "recursive": {"type": "boolean", "default": False},
+    },
+    "required": [],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "entries": {
+            "type": "array",
+            "maxItems": 1000,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "kind": {"enum": ["file", "directory"]},
+                    "byte_count": {"type": "integer"},
+                },
+                "required": ["path", "kind", "byte_count"],
+                "additionalProperties": False,
+            },
+        },
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["path", "entries", "truncated"],
+    "additionalProperties": False,
+}
+
+DESCRIPTION = (
+    "List the files and directories under a directory of this run's workspace. path is "
+    "relative to the workspace root (default \"\", the root itself); recursive (default false) "
+    "descends into subdirectories. Each entry has path (relative to the workspace root), kind "
+    "(file or directory) and byte_count (0 for a directory). Entries are in bytewise ascending "
+    "order of path. At most 1000 are returned; truncated is true when there are more, and the "
+    "entries returned are then the first 1000 in that order, so list a subdirectory to see the "
+    "rest. Symlinks are not listed."
+)
+
+SPEC = ToolSpec(
+    name="workspace.list_files",
+    version="1.0.0",
+    description=DESCRIPTION,
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    kind=Kind.CAPABILITY,
+    source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS,
+    server_id=None,
+    side_effect=SideEffect.WORKSPACE_READ,
+    risk=Risk.LOW,
+    idempotency=Idempotency.READ_ONLY,
+    # Lowered per call: a filename is attacker-controlled whenever the file is.
+    output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=("workspace.read",),
+    timeout_s=10,
+    maximum_output_bytes=262144,
+    allow_parallel=True,
+    deprecated=False,
+)
+
+
+def _quoted(path: str) -> str:
+    # JSON-quoted in the text the model reads: a name may hold a newline or a quote (the handle
+    # refuses those in arguments, not on disk), and an unquoted one could forge a line.
+    return json.dumps(path, ensure_ascii=False)
+
+
+def _line(entry: Mapping[str, Any]) -> str:
+    if entry["kind"] == "directory":
+        return f"directory {_quoted(entry['path'])}"
+    size = entry["byte_count"]
+    return f"file {_quoted(entry['path'])} {size} {'byte' if size == 1 else 'bytes'}"
+
+
+def _render(path: str, entries: list[dict[str, Any]], truncated: bool) -> str:
+    """What the model reads: one line an entry, then a line saying the listing was cut."""
+    if not entries:
+        where = "the workspace root" if path == "" else _quoted(path)
+        return f"No entries under {where}."
+    lines = [_line(e) for e in entries]
+    if truncated:
+        lines.append(f"Truncated: these are the first {len(entries)} entries in bytewise order; "
+                     f"list a subdirectory to see the rest.")
+    return "\n".join(lines)
+
+
+def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+    """The tool body: one bounded listing from the handle, trust from every entry's provenance."""
+    # The pipeline applies the schema defaults; applied again so the body is right on its own.
+    path = arguments.get("path", "")
+    recursive = arguments.get("recursive", False)
+    workspace = context.workspace
+    try:
+        listing = workspace.listdir(path, recursive=recursive, limit=LIMIT)
+    except WorkspaceNotFound:
+        raise ToolFailure(NO_SUCH_PATH) from None
+    except WorkspaceNotDirectory:
+        raise ToolFailure(NOT_A_DIRECTORY) from None
+    entries = [
+        {"path": e.path, "kind": e.kind, "byte_count": e.byte_count} for e in listing.entries
+    ]
+    # INTERNAL_TOOL only when every entry returned is TOOL_WRITTEN. all() stops at the first
+    # that is not, which is the common case, so this costs one lookup there. A directory has no
+    # provenance record (the handle stamps files), so any listing with a directory is
+    # EXTERNAL_UNTRUSTED. An empty listing is INTERNAL_TOOL: it carries no name from disk.
+    trusted = all(workspace.provenance(e.path) is Provenance.TOOL_WRITTEN for e in listing.entries)
+    return ToolOutput(
+        structured={"path": path, "entries": entries, "truncated": listing.truncated},
+        content=_render(path, entries, listing.truncated),
+        output_trust=Trust.INTERNAL_TOOL if trusted else Trust.EXTERNAL_UNTRUSTED,
+    )
+
+
+def build(services: Services) -> ToolCallable:
+    """The callable the host runs. It needs no service: the handle arrives per call."""
+    del services
+    return list_files

@@ -1,0 +1,51 @@
+"""The four reason codes of the three workspace tools and their static model-facing messages,
+exactly as the specification's "Failures" list prints them.
+
+Messages carry the remedy and never the input: not_a_directory names the sibling tool to use
+instead; not_a_file names none, because the default agent is not offered workspace.list_files
+(ADR-0124) and naming a tool the model was not given costs it a refused call.
+"""
+
+from __future__ import annotations
+
+from toolhost import ToolValidationError
+
+__all__ = [
+    "INVALID_PATH",
+    "LIST_FILES_CODES",
+    "MESSAGES",
+    "NOT_A_DIRECTORY",
+    "NOT_A_FILE",
+    "NOT_TEXT",
+    "NO_SUCH_PATH",
+    "READ_TEXT_CODES",
+    "WRITE_TEXT_CODES",
+]
+
+#: NOT_FOUND ("the target, not the tool"), not retryable: the workspace does not change
+#: between a call and its retry unless another call wrote to it.
+NO_SUCH_PATH = "tool.not_found.no_such_path"
+#: A NUL byte, or bytes that do not decode as strict UTF-8 (one message for both: the model
+#: cannot act differently on the difference).
+NOT_TEXT = "tool.invalid_arguments.not_text"
+NOT_A_FILE = "tool.invalid_arguments.not_a_file"
+NOT_A_DIRECTORY = "tool.invalid_arguments.not_a_directory"
+
+#: The host's code, not ours, and deliberately not in MESSAGES: a path the WorkspaceHandle
+#: rejects raises WorkspaceEscape, which the tools never catch; pipeline step 9 turns it into
+#: ToolValidationError, one shape and one message across all three tools. It is declared in
+#: each tool's reason_codes because it is an outcome of calling the tool with a valid-by-schema
+#: path, and a declared outcome is what the conformance property run accepts.
+INVALID_PATH = ToolValidationError.REASON_CODE
+
+MESSAGES: dict[str, str] = {
+    NO_SUCH_PATH: "No such path in the workspace.",
+    NOT_TEXT: "Not a UTF-8 text file. This tool reads text only.",
+    NOT_A_FILE: "That path is a directory.",
+    NOT_A_DIRECTORY: "That path is a file. Use workspace.read_text.",
+}
+
+#: What each tool may end with, beyond the host's own failures (timeout, cancellation, ...).
+READ_TEXT_CODES: tuple[str, ...] = (NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE, INVALID_PATH)
+WRITE_TEXT_CODES: tuple[str, ...] = (NO_SUCH_PATH, NOT_A_FILE, INVALID_PATH)
+LIST_FILES_CODES: tuple[str, ...] = (NO_SUCH_PATH, NOT_A_DIRECTORY, INVALID_PATH)

@@ -1,0 +1,169 @@
+"""workspace.read_text: a UTF-8 text file from the run's workspace, with its checksum.
+
+The path goes to ``context.workspace`` as the caller wrote it; this module resolves nothing
+and opens nothing (hard gate 10). A path the handle rejects raises ``WorkspaceEscape``, which
+is deliberately not caught: pipeline step 9 maps it to ToolValidationError.
+
+The binary rule is the whole rule: a NUL byte, then strict UTF-8. Both checks run as the bytes
+arrive, chunk by chunk: the NUL scan on each chunk's bytes before they are decoded, and an
+incremental strict decoder that carries a multi-byte sequence split across two chunks into the
+next one. A file that fails either is ``not_text`` with no content at all: a partial decode
+looks like content, so nothing downstream would treat it as a failure.
+
+There is no size limit here. The pipeline's step 12 owns large results (excerpt and artifact
+past maximum_output_bytes, OUTPUT_TOO_LARGE past the hard ceiling); a second ceiling in the
+tool would be a second truncation shape without the elision marker or the artifact.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from toolhost import (
+    Idempotency,
+    Kind,
+    Risk,
+    Services,
+    SideEffect,
+    Source,
+    TargetKind,
+    ToolCallable,
+    ToolExecutionContext,
+    ToolFailure,
+    ToolOutput,
+    ToolSpec,
+    Trust,
+)
+from toolhost.digest import sha256_checksum
+from toolhost.workspace import (
+    Provenance,
+    WorkspaceIsDirectory,
+    WorkspaceNotFound,
+)
+from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, NOT_TEXT
+
+__all__ = ["CHUNK_SIZE", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "read_text"]
+
+#: Bytes per read. A module constant so the chunk-boundary test (hard gate 11) can place a
+#: multi-byte character exactly across it. 64 KiB matches the handle's own default.
+CHUNK_SIZE = 64 * 1024
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "maxLength": 4096},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "content": {"type": "string"},
+        "byte_count": {"type": "integer"},
+        "checksum": {"type": "string"},
+    },
+    "required": ["path", "content", "byte_count", "checksum"],
+    "additionalProperties": False,
+}
+
+DESCRIPTION = (
+    "Read a UTF-8 text file from this run's workspace. path is relative to the workspace root "
+    "(no leading /, no . or .. components, no symlinks). Returns the file's text exactly as "
+    "stored (content), byte_count, and checksum: sha256: followed by the lowercase hex SHA-256 "
+    "of the bytes read, the same form workspace.write_text returns, so the two can be "
+    "compared. A file containing a NUL byte or bytes that are not valid UTF-8 is refused as "
+    "not text, with no partial content. A very large file is returned as an excerpt."
+)
+
+SPEC = ToolSpec(
+    name="workspace.read_text",
+    version="1.0.0",
+    description=DESCRIPTION,
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    kind=Kind.CAPABILITY,
+    source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS,
+    server_id=None,
+    side_effect=SideEffect.WORKSPACE_READ,
+    risk=Risk.LOW,
+    idempotency=Idempotency.READ_ONLY,
+    # Declared INTERNAL_TOOL and lowered per call: only a file this run's tools wrote keeps it.
+    output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=("workspace.read",),
+    timeout_s=10,
+    maximum_output_bytes=1048576,
+    allow_parallel=True,
+    deprecated=False,
+)
+
+
+def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+    """The tool body: read, check and hash incrementally; trust from the handle's provenance."""
+    path = arguments["path"]
+    workspace = context.workspace
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    digest = hashlib.sha256()
+    parts: list[str] = []
+    byte_count = 0
+    try:
+        for chunk in workspace.read_chunks(path, CHUNK_SIZE):
+            # On the bytes, before the decode: U+0000 is valid UTF-8, and it is binary anyway.
+            nul = chunk.find(b"\x00")
+            if nul >= 0:
+                raise ToolFailure(NOT_TEXT, detail={"problem": "NUL byte",
+                                                    "offset": byte_count + nul})
+            pending = len(decoder.getstate()[0])
+            try:
+                part = decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                raise ToolFailure(NOT_TEXT, detail={
+                    "problem": f"invalid UTF-8 ({exc.reason})",
+                    "offset": byte_count - pending + exc.start,
+                }) from None
+            if part:
+                parts.append(part)
+            digest.update(chunk)
+            byte_count += len(chunk)
+        try:
+            # final=True: a multi-byte sequence cut off by the end of the file is not text.
+            decoder.decode(b"", final=True)  # "" or an error: a complete sequence decoded above
+        except UnicodeDecodeError as exc:
+            raise ToolFailure(NOT_TEXT, detail={
+                "problem": f"invalid UTF-8 at the end of the file ({exc.reason})",
+                "offset": byte_count - len(exc.object) + exc.start,
+            }) from None
+    except WorkspaceNotFound:
+        raise ToolFailure(NO_SUCH_PATH) from None
+    except WorkspaceIsDirectory:
+        raise ToolFailure(NOT_A_FILE) from None
+    # No empty parts: "".join of a single string returns it without a copy, so a file read in
+    # one chunk costs one decode and nothing more.
+    text = "".join(parts)
+    # Asked after the read, not before: a file replaced between the two makes the stamp stop
+    # matching, so a race can only lower trust. Reads never establish provenance; writes do.
+    trusted = workspace.provenance(path) is Provenance.TOOL_WRITTEN
+    return ToolOutput(
+        structured={
+            "path": path,
+            "content": text,
+            "byte_count": byte_count,
+            "checksum": sha256_checksum(digest),
+        },
+        # What the model reads is the file's text and nothing else: a header would be text the
+        # file could imitate, and byte_count and checksum are in the structured result.
+        content=text,
+        output_trust=Trust.INTERNAL_TOOL if trusted else Trust.EXTERNAL_UNTRUSTED,
+    )
+
+
+def build(services: Services) -> ToolCallable:
+    """The callable the host runs. It needs no service: the handle arrives per call."""
+    del services
+    return read_text

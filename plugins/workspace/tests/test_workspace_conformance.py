@@ -1,0 +1,5 @@
+from toolhost_conformance import ConformanceSuite
+
+
+class TestConformance(ConformanceSuite):
+    distributions = ("toolhost-workspace",)

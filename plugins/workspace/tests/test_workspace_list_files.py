@@ -1,0 +1,277 @@
+"""workspace.list_files through the pipeline: hard gate 13 as a property over generated
+workspaces, the real 1000-entry cap, what an entry carries, the roster, and the failures."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolhost import Trust
+from toolhost.host import Host
+from toolhost.runs import Run
+from toolhost_workspace import list_files
+from toolhost_workspace.list_files import LIMIT
+from workspace_support import Call, make_host, remove_tree
+
+
+def paths(outcome: Any) -> list[str]:
+    assert outcome.ok, outcome.to_json()
+    return [e["path"] for e in outcome.structured["entries"]]
+
+
+def bytewise(items: list[str]) -> list[str]:
+    return sorted(items, key=lambda p: p.encode("utf-8"))
+
+
+def oracle(root: Path, start: str = "", *, recursive: bool) -> list[str]:
+    """The full listing computed independently: os.walk without following links, bytewise."""
+    top = root / start if start else root
+    found: list[str] = []
+    for here, dirs, files in os.walk(top, followlinks=False):
+        rel = os.path.relpath(here, root)
+        prefix = "" if rel == "." else rel + "/"
+        for name in dirs + files:
+            if not os.path.islink(os.path.join(here, name)):
+                found.append(prefix + name)
+        if not recursive:
+            break
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+    return bytewise(found)
+
+
+# ---------------------------------------------------------------------------- hard gate 13
+
+# Characters either side of "/" (0x2f) in byte order, plus multi-byte ones, so bytewise order
+# on the full path differs from component-wise order and from code-point-free sorting.
+NAME = st.text(st.sampled_from("-.0Aa_~é日 ") , min_size=1, max_size=3).filter(
+    lambda n: n not in (".", ".."))
+
+
+@st.composite
+def workspaces(draw: st.DrawFn) -> list[tuple[str, str, str]]:
+    """``(kind, relative path, link target)`` rows: files, directories and symlinks."""
+    rows: list[tuple[str, str, str]] = []
+    dirs = [""]
+    taken: set[str] = set()
+    for _ in range(draw(st.integers(min_value=0, max_value=40))):
+        parent = draw(st.sampled_from(dirs))
+        path = f"{parent}/{draw(NAME)}" if parent else draw(NAME)
+        if path in taken:
+            continue
+        taken.add(path)
+        kind = draw(st.sampled_from(["file", "file", "directory", "symlink"]))
+        target = ""
+        if kind == "symlink":
+            target = draw(st.sampled_from([*sorted(taken - {path}), "../outside", "/etc"]))
+        rows.append((kind, path, target))
+        if kind == "directory":
+            dirs.append(path)
+    return rows
+
+
+def build(root: Path, rows: list[tuple[str, str, str]]) -> set[str]:
+    """Lay the rows out under root; returns the symlinks' relative paths."""
+    links = set()
+    for kind, rel, target in rows:
+        where = root / rel
+        if kind == "file":
+            where.write_bytes(b"x" * (len(rel) % 5))
+        elif kind == "directory":
+            where.mkdir()
+        else:
+            # Inside targets are relative to the root; a link to a directory is the one a
+            # careless walk would follow.
+            os.symlink(target if target.startswith(("/", "..")) else root / target, where)
+            links.add(rel)
+    return links
+
+
+@pytest.fixture(scope="module")
+def prop_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    with make_host(tmp_path_factory.mktemp("list-property-data")) as host:
+        yield host
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=workspaces(), recursive=st.booleans(), cap=st.integers(min_value=0, max_value=12))
+def test_gate_13_ordering_prefix_truncation_and_no_symlinks(
+    prop_host: Host, tmp_path_factory: pytest.TempPathFactory,
+    rows: list[tuple[str, str, str]], recursive: bool, cap: int,
+) -> None:
+    root = tmp_path_factory.mktemp("ws")
+    links = build(root, rows)
+    run = prop_host.start_run(workspace=root, enabled_tools=["workspace.list_files"])
+    args = {"path": "", "recursive": recursive}
+    full = prop_host.invoke_sync("workspace.list_files", args, run=run)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(list_files, "LIMIT", cap)  # the cap, lowered so generated trees exceed it
+        capped = prop_host.invoke_sync("workspace.list_files", args, run=run)
+    prop_host.end_run(run)
+
+    whole, part = paths(full), paths(capped)
+    assert full.structured is not None and capped.structured is not None
+    # Bytewise ascending on the full relative path, no duplicates.
+    assert whole == bytewise(whole) and len(set(whole)) == len(whole)
+    # A truncated listing is a prefix of the untruncated one, dropped from the tail only.
+    assert part == whole[:cap]
+    assert capped.structured["truncated"] is (len(whole) > cap)
+    assert full.structured["truncated"] is False
+    # No entry names a symlink, and nothing reached through one is listed.
+    assert not set(whole) & links
+    assert not any(os.path.islink(root / p) for p in whole)
+    assert not any(p.startswith(link + "/") for p in whole for link in links)
+    # And it is exactly the tree, computed independently.
+    assert whole == oracle(root, recursive=recursive)
+
+
+def test_the_real_cap_truncates_at_1000_from_the_tail(call: Call, root: Path) -> None:
+    names = [f"f{i:04d}.txt" for i in range(LIMIT + 7)]
+    for name in names:
+        (root / name).write_bytes(b"")
+    outcome = call("workspace.list_files")
+    assert LIMIT == 1000
+    assert paths(outcome) == names[:1000]
+    assert outcome.structured is not None and outcome.structured["truncated"] is True
+    assert not outcome.truncated  # the cap keeps it under maximum_output_bytes: no excerpt
+    assert outcome.content.endswith(
+        "Truncated: these are the first 1000 entries in bytewise order; list a subdirectory "
+        "to see the rest.")
+    (root / names[-1]).unlink()
+    for name in names[1000:-1]:
+        (root / name).unlink()
+    exact = call("workspace.list_files")
+    assert len(paths(exact)) == 1000
+    assert exact.structured is not None and exact.structured["truncated"] is False
+
+
+def test_recursive_truncation_is_a_prefix_across_directories(call: Call, root: Path) -> None:
+    for d in ("a", "a-b", "b"):
+        (root / d).mkdir()
+        for i in range(600):
+            (root / d / f"{i:03d}").write_bytes(b"")
+    whole = oracle(root, recursive=True)
+    assert len(whole) == 1803
+    assert paths(call("workspace.list_files", recursive=True)) == whole[:1000]
+
+
+def test_a_recursive_listing_of_the_deepest_tree(call: Call, root: Path, host: Host) -> None:
+    try:
+        assert call("workspace.write_text", path="/".join(["a"] * 2048), content="x").ok
+        outcome = call("workspace.list_files", recursive=True)
+        assert outcome.ok, outcome.to_json()
+        # A thousand paths of up to 2000 characters are over list_files' 262144-byte limit,
+        # so step 12 excerpts the text and keeps the whole listing as an artifact.
+        assert outcome.truncated and outcome.structured is None
+        (ref,) = outcome.artifacts
+        whole = json.loads(host.pipeline.artifacts.read(ref["id"]))["structured"]
+        assert [e["path"] for e in whole["entries"]] == ["/".join(["a"] * n)
+                                                         for n in range(1, 1001)]
+        assert whole["truncated"] is True
+    finally:
+        remove_tree(root / "a")
+
+
+# ---------------------------------------------------------------------------- entries
+
+
+def test_an_entry_is_path_kind_and_size_and_nothing_else(call: Call, root: Path) -> None:
+    (root / "docs").mkdir()
+    (root / "docs" / "a.md").write_bytes(b"12345")
+    (root / "b.txt").write_bytes(b"")
+    top = call("workspace.list_files")
+    assert top.structured == {"path": "", "truncated": False, "entries": [
+        {"path": "b.txt", "kind": "file", "byte_count": 0},
+        {"path": "docs", "kind": "directory", "byte_count": 0},
+    ]}
+    assert top.content == 'file "b.txt" 0 bytes\ndirectory "docs"'
+    sub = call("workspace.list_files", path="docs")
+    # Paths are relative to the workspace root, not to the directory listed.
+    assert sub.structured is not None and sub.structured["entries"] == [
+        {"path": "docs/a.md", "kind": "file", "byte_count": 5}]
+
+
+def test_bytewise_order_is_not_component_order(call: Call, root: Path) -> None:
+    (root / "a").mkdir()
+    (root / "a" / "z").write_bytes(b"")
+    (root / "a-b").write_bytes(b"")
+    (root / "a0").write_bytes(b"")
+    (root / "B").write_bytes(b"")
+    (root / "é").write_bytes(b"")
+    # "-" (0x2d) < "/" (0x2f) < "0" (0x30); upper case before lower; UTF-8 after ASCII.
+    assert paths(call("workspace.list_files", recursive=True)) == [
+        "B", "a", "a-b", "a/z", "a0", "é"]
+
+
+def test_the_defaults_are_the_root_and_not_recursive(call: Call, root: Path) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "inner").write_bytes(b"")
+    assert paths(call("workspace.list_files")) == ["d"]
+    assert paths(call("workspace.list_files", recursive=True)) == ["d", "d/inner"]
+
+
+def test_an_empty_directory(call: Call, root: Path) -> None:
+    outcome = call("workspace.list_files")
+    assert outcome.structured == {"path": "", "entries": [], "truncated": False}
+    assert outcome.content == "No entries under the workspace root."
+    (root / "empty").mkdir()
+    inner = call("workspace.list_files", path="empty")
+    assert inner.content == 'No entries under "empty".'
+
+
+def test_a_name_that_could_forge_a_line_is_quoted(call: Call, root: Path) -> None:
+    (root / 'evil\nfile "x" 1 bytes').write_bytes(b"")
+    outcome = call("workspace.list_files")
+    assert outcome.content == r'file "evil\nfile \"x\" 1 bytes" 0 bytes'
+    assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
+
+
+def test_no_mtime_and_no_checksum_so_the_bytes_are_stable(call: Call, root: Path) -> None:
+    (root / "f").write_bytes(b"abc")
+    first = call("workspace.list_files")
+    os.utime(root / "f", (1, 1))
+    second = call("workspace.list_files")
+    assert first.structured == second.structured and first.content == second.content
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+def test_a_file_is_not_a_directory(call: Call, root: Path) -> None:
+    (root / "notes.md").write_bytes(b"x")
+    outcome = call("workspace.list_files", path="notes.md")
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.invalid_arguments.not_a_directory"
+    assert outcome.content == "That path is a file. Use workspace.read_text."
+    assert outcome.failure.retryable is False
+
+
+def test_a_missing_directory_is_no_such_path(call: Call) -> None:
+    outcome = call("workspace.list_files", path="nowhere")
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.not_found.no_such_path"
+    assert outcome.content == "No such path in the workspace."
+
+
+# ---------------------------------------------------------------------------- the roster
+
+
+def test_registered_but_not_in_the_default_roster(host: Host, root: Path) -> None:
+    registered = host.registry.resolve("workspace.list_files", None)
+    assert registered.tool.default_enabled is False
+    default: Run = host.start_run(workspace=root)
+    refused = host.invoke_sync("workspace.list_files", {}, run=default)
+    assert refused.failure is not None
+    assert refused.failure.reason_code == "tool.permission_denied.not_enabled"
+    # The other two are in the default roster.
+    assert host.invoke_sync("workspace.write_text", {"path": "a", "content": ""},
+                            run=default).ok
+    assert host.invoke_sync("workspace.read_text", {"path": "a"}, run=default).ok
+    named = host.start_run(workspace=root, enabled_tools=["workspace.list_files"])
+    assert host.invoke_sync("workspace.list_files", {}, run=named).ok

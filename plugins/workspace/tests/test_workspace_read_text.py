@@ -1,0 +1,296 @@
+"""workspace.read_text through the pipeline: hard gate 11, the binary rule, the checksum, the
+failures, and no size limit of its own."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolhost import Outcome, Trust
+from toolhost.host import Host
+from toolhost.runs import Run
+from toolhost.workspace import WorkspaceHandle
+from toolhost_workspace import read_text
+from toolhost_workspace.read_text import CHUNK_SIZE
+from workspace_support import Call, make_host
+
+NOT_TEXT = "Not a UTF-8 text file. This tool reads text only."
+CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def read(call: Call, root: Path, data: bytes, name: str = "f.txt") -> Outcome:
+    (root / name).write_bytes(data)
+    return call("workspace.read_text", path=name)
+
+
+def assert_not_text(outcome: Outcome) -> None:
+    assert outcome.failure is not None, outcome.content
+    assert outcome.failure.reason_code == "tool.invalid_arguments.not_text"
+    assert outcome.failure.kind.value == "INVALID_ARGUMENTS"
+    assert outcome.failure.retryable is False
+    # No partial content: the model reads the static message and nothing that decoded.
+    assert outcome.content == outcome.failure.message == NOT_TEXT
+    assert outcome.structured is None
+
+
+def assert_text(outcome: Outcome, data: bytes) -> None:
+    assert outcome.ok, outcome.to_json()
+    text = data.decode("utf-8")
+    assert outcome.content == text
+    assert outcome.structured is not None
+    assert dict(outcome.structured, path=None) == {
+        "path": None,
+        "content": text,
+        "byte_count": len(data),
+        "checksum": sha(data),
+    }
+
+
+# ---------------------------------------------------------------------------- hard gate 11
+
+
+def test_gate_11_bytes_61_00_62_are_not_text(call: Call, root: Path) -> None:
+    assert_not_text(read(call, root, bytes([0x61, 0x00, 0x62])))
+
+
+@pytest.mark.parametrize("character", ["é", "€", "𝄞", "😀", "\u0800", "\U0010ffff"])
+def test_gate_11_a_character_split_across_the_chunk_boundary_decodes(
+    call: Call, root: Path, character: str
+) -> None:
+    encoded = character.encode("utf-8")
+    for cut in range(1, len(encoded)):
+        # The character's first `cut` bytes end the first chunk; the rest begin the second.
+        data = b"a" * (CHUNK_SIZE - cut) + encoded + b" tail\n"
+        assert data[:CHUNK_SIZE].endswith(encoded[:cut])
+        (root / "split.txt").write_bytes(data)
+        # The split is real: the handle's first chunk at CHUNK_SIZE does not decode alone.
+        with WorkspaceHandle(root) as handle:
+            first = next(handle.read_chunks("split.txt", CHUNK_SIZE))
+        assert len(first) == CHUNK_SIZE
+        with pytest.raises(UnicodeDecodeError):
+            first.decode("utf-8")
+        assert_text(call("workspace.read_text", path="split.txt"), data)
+
+
+def test_gate_11_a_split_on_a_later_boundary_decodes_too(call: Call, root: Path) -> None:
+    data = "ü".encode() * CHUNK_SIZE  # 2 bytes each: every boundary falls on a character edge
+    shifted = b"x" + data  # ...and now every boundary falls inside one
+    assert_text(read(call, root, shifted), shifted)
+
+
+def test_the_chunk_size_is_the_one_the_tool_reads_with(
+    call: Call, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes: list[int] = []
+    real = WorkspaceHandle.read_chunks
+
+    def spy(self: WorkspaceHandle, path: str, chunk_size: int = 0) -> Iterator[bytes]:
+        sizes.append(chunk_size)
+        return real(self, path, chunk_size)
+
+    monkeypatch.setattr(WorkspaceHandle, "read_chunks", spy)
+    assert read(call, root, b"hello").ok
+    assert sizes == [CHUNK_SIZE] and CHUNK_SIZE == 64 * 1024
+
+
+# ---------------------------------------------------------------------------- the binary rule
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x00",
+        b"text then a NUL\x00",
+        b"a" * (CHUNK_SIZE - 1) + b"\x00",  # the last byte of the first chunk
+        b"a" * CHUNK_SIZE + b"\x00b",  # the first byte of the second chunk
+        b"a" * (3 * CHUNK_SIZE) + b"\x00",
+        "é\x00".encode(),  # U+0000 is valid UTF-8: it is refused on the bytes, before decoding
+    ],
+    ids=["nul", "trailing-nul", "end-of-chunk", "start-of-chunk", "late-chunk", "valid-utf8"],
+)
+def test_a_nul_byte_anywhere_is_not_text(call: Call, root: Path, data: bytes) -> None:
+    assert_not_text(read(call, root, data))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xff",
+        b"\xc3\x28",  # a lead byte without its continuation
+        b"\xc0\xaf",  # overlong '/'
+        b"\xe0\x80\xaf",  # overlong, three bytes
+        b"\xed\xa0\x80",  # an encoded surrogate
+        b"\xf4\x90\x80\x80",  # above U+10FFFF
+        b"\x80",  # a lone continuation byte
+        b"latin-1 caf\xe9",
+        b"abc\xc3",  # cut off at the end of the file
+        b"abc\xf0\x9f\x98",  # four-byte sequence cut off at the end of the file
+        b"a" * (CHUNK_SIZE - 1) + b"\xc3",  # cut off exactly at a chunk boundary that is EOF
+        b"a" * CHUNK_SIZE + b"\xff" + b"a" * 10,  # bad in the second chunk
+        b"a" * (CHUNK_SIZE - 1) + b"\xc3\x28",  # a lead byte whose next chunk is no continuation
+    ],
+)
+def test_bytes_that_are_not_strict_utf8_are_not_text(call: Call, root: Path, data: bytes) -> None:
+    outcome = read(call, root, data)
+    assert_not_text(outcome)
+
+
+def test_not_text_leaves_no_content_on_the_row(host: Host, call: Call, root: Path) -> None:
+    outcome = read(call, root, b"good text " * 1000 + b"\xff")
+    assert_not_text(outcome)
+    assert outcome.invocation_id is not None
+    row = host.pipeline.invocations.get(outcome.invocation_id)
+    assert row.result_structured is None and row.result_content is None
+    # Operators get where it failed; the model never does.
+    assert row.failure_detail == {"problem": "invalid UTF-8 (invalid start byte)",
+                                  "offset": 10000}
+
+
+def test_the_nul_offset_is_in_the_operator_detail(call: Call, root: Path) -> None:
+    outcome = read(call, root, b"a" * (CHUNK_SIZE + 5) + b"\x00")
+    assert outcome.failure is not None
+    assert outcome.failure.detail == {"problem": "NUL byte", "offset": CHUNK_SIZE + 5}
+
+
+# ---------------------------------------------------------------------------- what is returned
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"hello\n",
+        b"no newline at the end",
+        b"a\r\nb\rc\n",  # line endings as stored
+        b"\xef\xbb\xbfBOM kept",  # no BOM handling: U+FEFF is text, and it is in the checksum
+        "naïve café 日本語 😀\n".encode(),
+        b"\t\x1b[31mcontrol characters are text\x7f",
+    ],
+)
+def test_the_text_is_returned_exactly(call: Call, root: Path, data: bytes) -> None:
+    outcome = read(call, root, data)
+    assert_text(outcome, data)
+    assert outcome.structured is not None
+    assert outcome.structured["path"] == "f.txt"
+    assert CHECKSUM.match(outcome.structured["checksum"])
+
+
+def test_a_nested_path_reads(call: Call, root: Path) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "c.md").write_bytes(b"deep")
+    outcome = call("workspace.read_text", path="a/b/c.md")
+    assert outcome.ok and outcome.content == "deep"
+    assert outcome.structured is not None and outcome.structured["path"] == "a/b/c.md"
+
+
+def test_no_size_limit_of_its_own_step_12_excerpts(call: Call, root: Path) -> None:
+    # Past maximum_output_bytes the pipeline excerpts and artifactizes; the tool refuses nothing.
+    data = b"0123456789abcde\n" * (96 * 1024)  # 1.5 MiB
+    outcome = read(call, root, data)
+    assert outcome.ok and outcome.truncated
+    assert outcome.structured is None and len(outcome.artifacts) == 1
+    assert len(outcome.content.encode()) <= 1048576
+
+
+def test_a_file_at_the_declared_limit_keeps_its_structured_result(call: Call, root: Path) -> None:
+    data = b"x" * (1048576 - 200)  # leaves room for the structured result's other fields
+    outcome = read(call, root, data)
+    assert outcome.ok and not outcome.truncated
+    assert outcome.structured is not None and outcome.structured["byte_count"] == len(data)
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+def test_a_directory_is_not_a_file(call: Call, root: Path) -> None:
+    (root / "d").mkdir()
+    outcome = call("workspace.read_text", path="d")
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.invalid_arguments.not_a_file"
+    assert outcome.content == "That path is a directory."
+    assert outcome.failure.retryable is False
+
+
+@pytest.mark.parametrize("path", ["missing.txt", "no/such/dir.txt", "file.txt/below"])
+def test_no_such_path(call: Call, root: Path, path: str) -> None:
+    (root / "file.txt").write_bytes(b"x")
+    outcome = call("workspace.read_text", path=path)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.not_found.no_such_path"
+    assert outcome.failure.kind.value == "NOT_FOUND"
+    assert outcome.failure.retryable is False
+    assert outcome.content == "No such path in the workspace."
+
+
+def test_an_over_long_path_is_a_schema_failure(call: Call) -> None:
+    outcome = call("workspace.read_text", path="a" * 4097)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.invalid_arguments.schema"
+
+
+def test_a_file_a_sandbox_left_is_external_untrusted(call: Call, root: Path) -> None:
+    outcome = read(call, root, b"third-party bytes")
+    assert outcome.ok and outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
+
+
+# ---------------------------------------------------------------------------- property
+
+
+@pytest.fixture(scope="module")
+def prop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Run, Path]]:
+    base = tmp_path_factory.mktemp("read-property")
+    root = base / "root"
+    root.mkdir()
+    with make_host(base / "data") as host:
+        run = host.start_run(workspace=root, enabled_tools=["workspace.read_text"])
+        yield host, run, root
+        host.end_run(run)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
+                 max_size=64),
+    chunk=st.integers(min_value=1, max_value=7),
+)
+def test_any_text_decodes_whatever_the_chunk_size(
+    prop: tuple[Host, Run, Path], text: str, chunk: int
+) -> None:
+    host, run, root = prop
+    data = text.encode("utf-8")
+    (root / "p.txt").write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(read_text, "CHUNK_SIZE", chunk)  # every boundary lands somewhere new
+        outcome = host.invoke_sync("workspace.read_text", {"path": "p.txt"}, run=run)
+    assert outcome.ok and outcome.content == text
+    assert outcome.structured is not None and outcome.structured["checksum"] == sha(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.binary(max_size=48), chunk=st.integers(min_value=1, max_value=7))
+def test_any_bytes_are_text_exactly_when_they_decode_and_hold_no_nul(
+    prop: tuple[Host, Run, Path], data: bytes, chunk: int
+) -> None:
+    host, run, root = prop
+    (root / "b.bin").write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(read_text, "CHUNK_SIZE", chunk)
+        outcome = host.invoke_sync("workspace.read_text", {"path": "b.bin"}, run=run)
+    try:
+        expected: str | None = data.decode("utf-8") if b"\x00" not in data else None
+    except UnicodeDecodeError:
+        expected = None
+    if expected is None:
+        assert_not_text(outcome)
+    else:
+        assert outcome.ok and outcome.content == expected

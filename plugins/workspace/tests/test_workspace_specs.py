@@ -1,0 +1,146 @@
+"""The three specs against the specification's tables and schemas, the reason codes and their
+messages byte for byte, and the plugin's hooks."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import pytest
+
+from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, ToolSpec, Trust
+from toolhost.host import Host
+from toolhost_workspace import list_files, messages, plugin, read_text, write_text
+
+SPECS = {s.name: s for s in (read_text.SPEC, write_text.SPEC, list_files.SPEC)}
+
+#: name: (side_effect, risk, idempotency, scope, timeout_s, maximum_output_bytes, allow_parallel)
+TABLE = {
+    "workspace.read_text": (SideEffect.WORKSPACE_READ, Risk.LOW, Idempotency.READ_ONLY,
+                            "workspace.read", 10, 1048576, True),
+    "workspace.list_files": (SideEffect.WORKSPACE_READ, Risk.LOW, Idempotency.READ_ONLY,
+                             "workspace.read", 10, 262144, True),
+    "workspace.write_text": (SideEffect.WORKSPACE_WRITE, Risk.MEDIUM, Idempotency.IDEMPOTENT,
+                             "workspace.write", 10, 4096, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_classification_matches_the_table(name: str) -> None:
+    spec: ToolSpec = SPECS[name]
+    side_effect, risk, idempotency, scope, timeout, limit, parallel = TABLE[name]
+    assert (spec.side_effect, spec.risk, spec.idempotency) == (side_effect, risk, idempotency)
+    assert (spec.output_trust, spec.required_scopes) == (Trust.INTERNAL_TOOL, (scope,))
+    assert (spec.timeout_s, spec.maximum_output_bytes, spec.allow_parallel) == (
+        timeout, limit, parallel)
+    assert (spec.kind, spec.source, spec.target_kind, spec.server_id) == (
+        Kind.CAPABILITY, Source.BUILTIN, TargetKind.IN_PROCESS, None)
+    assert (spec.version, spec.deprecated, spec.domain) == ("1.0.0", False, "workspace")
+
+
+# The schemas exactly as the specification prints them.
+PATH = {"type": "string", "maxLength": 4096}
+SCHEMAS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "workspace.read_text": (
+        {"type": "object", "properties": {"path": PATH}, "required": ["path"],
+         "additionalProperties": False},
+        {"type": "object",
+         "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+                        "byte_count": {"type": "integer"}, "checksum": {"type": "string"}},
+         "required": ["path", "content", "byte_count", "checksum"],
+         "additionalProperties": False},
+    ),
+    "workspace.write_text": (
+        {"type": "object",
+         "properties": {"path": PATH, "content": {"type": "string", "maxLength": 1048576}},
+         "required": ["path", "content"], "additionalProperties": False},
+        {"type": "object",
+         "properties": {"path": {"type": "string"}, "byte_count": {"type": "integer"},
+                        "checksum": {"type": "string"}, "created": {"type": "boolean"}},
+         "required": ["path", "byte_count", "checksum", "created"],
+         "additionalProperties": False},
+    ),
+    "workspace.list_files": (
+        {"type": "object",
+         "properties": {"path": {"type": "string", "maxLength": 4096, "default": ""},
+                        "recursive": {"type": "boolean", "default": False}},
+         "required": [], "additionalProperties": False},
+        {"type": "object",
+         "properties": {
+             "path": {"type": "string"},
+             "entries": {"type": "array", "maxItems": 1000, "items": {
+                 "type": "object",
+                 "properties": {"path": {"type": "string"},
+                                "kind": {"enum": ["file", "directory"]},
+                                "byte_count": {"type": "integer"}},
+                 "required": ["path", "kind", "byte_count"],
+                 "additionalProperties": False}},
+             "truncated": {"type": "boolean"}},
+         "required": ["path", "entries", "truncated"],
+         "additionalProperties": False},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_schemas_are_the_specs_exactly(name: str) -> None:
+    assert (SPECS[name].input_schema, SPECS[name].output_schema) == SCHEMAS[name]
+
+
+def test_the_four_messages_byte_for_byte() -> None:
+    assert messages.MESSAGES == {
+        "tool.not_found.no_such_path": "No such path in the workspace.",
+        "tool.invalid_arguments.not_text": "Not a UTF-8 text file. This tool reads text only.",
+        "tool.invalid_arguments.not_a_file": "That path is a directory.",
+        "tool.invalid_arguments.not_a_directory": "That path is a file. Use workspace.read_text.",
+    }
+    assert plugin.toolhost_messages() == messages.MESSAGES
+
+
+def test_each_tool_declares_what_it_may_end_with(host: Host) -> None:
+    declared = {r.spec.name: r.tool.reason_codes for r in host.registry}
+    assert declared == {
+        "workspace.read_text": ("tool.not_found.no_such_path", "tool.invalid_arguments.not_text",
+                                "tool.invalid_arguments.not_a_file",
+                                "tool.invalid_arguments.schema"),
+        "workspace.write_text": ("tool.not_found.no_such_path",
+                                 "tool.invalid_arguments.not_a_file",
+                                 "tool.invalid_arguments.schema"),
+        "workspace.list_files": ("tool.not_found.no_such_path",
+                                 "tool.invalid_arguments.not_a_directory",
+                                 "tool.invalid_arguments.schema"),
+    }
+    # The schema code is the host's: its message comes from the host's table, not ours.
+    assert "tool.invalid_arguments.schema" not in messages.MESSAGES
+    assert host.messages["tool.invalid_arguments.schema"] == (
+        "The arguments do not match the tool's input schema.")
+
+
+def test_the_not_a_file_message_names_no_tool() -> None:
+    # The default agent is not offered workspace.list_files (ADR-0124).
+    assert "workspace." not in messages.MESSAGES[messages.NOT_A_FILE]
+    assert messages.MESSAGES[messages.NOT_A_DIRECTORY].endswith("Use workspace.read_text.")
+
+
+def test_the_plugin_registers_its_domain_and_three_tools(host: Host) -> None:
+    assert [d.name for d in plugin.toolhost_domains()] == ["workspace"]
+    assert sorted(host.registry.names()) == sorted(TABLE)
+    assert {r.distribution for r in host.registry} == {"toolhost-workspace"}
+
+
+def test_the_entry_point_is_installed() -> None:
+    points = metadata.entry_points(group="toolhost.plugins")
+    ours = [p for p in points if p.dist is not None and p.dist.name == "toolhost-workspace"]
+    assert [(p.name, p.value) for p in ours] == [("workspace", "toolhost_workspace.plugin")]
+    assert metadata.requires("toolhost-workspace") is not None
+
+
+def test_operator_detail_never_reaches_the_model(host: Host, tmp_path: Any) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "bin").write_bytes(b"\xff")
+    run = host.start_run(workspace=root)
+    outcome = host.invoke_sync("workspace.read_text", {"path": "bin"}, run=run)
+    assert outcome.failure is not None and outcome.failure.detail  # operators get it...
+    data = outcome.to_json()
+    assert "detail" not in data and "offset" not in str(data)  # ...the model does not
