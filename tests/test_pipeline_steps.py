@@ -431,3 +431,16 @@ def test_a_lone_surrogate_in_arguments_is_a_validation_failure(host: Host) -> No
     outcome = host.invoke_sync("fx.echo", {"x": "\ud800"}, run=run_for(host))
     assert outcome.failure and outcome.failure.reason_code == "tool.invalid_arguments.schema"
     assert host.pipeline.invocations.get(outcome.invocation_id).state is InvocationState.FAILED
+
+
+def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> None:
+    run = run_for(host)
+    assert host.invoke_sync("fx.echo", {"x": "warm"}, run=run).ok  # the stores exist now
+    blobs = host.data_dir / "artifacts" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+    blobs.rename(host.data_dir / "blobs-aside")
+    blobs.write_bytes(b"not a directory")  # the artifact store's disk is now unusable
+    outcome = host.invoke_sync("fx.big", {"unit": "a", "count": 5000}, run=run)
+    assert outcome.failure and outcome.failure.reason_code == "tool.internal.unexpected"
+    record = host.pipeline.invocations.get(outcome.invocation_id)
+    assert record.state is InvocationState.FAILED and record.finished_at is not None

@@ -267,10 +267,6 @@ class _Shaped:
     truncated: bool = False
 
 
-def _ref_json(ref: Any) -> dict[str, Any]:
-    return {k: v for k, v in attrs.asdict(ref).items()}
-
-
 def limit_output(
     registered: Registered,
     output: ToolOutput,
@@ -295,7 +291,7 @@ def limit_output(
         )
         raise _Refused(
             ToolFailure(core_messages.HARD_CEILING, detail={"bytes": size}),
-            artifacts=[_ref_json(partial)],
+            artifacts=[attrs.asdict(partial)],
         )
     whole = writer.write(
         origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE, name=f"{name}.json",
@@ -304,7 +300,7 @@ def limit_output(
         trust=trust,
     )
     text = excerpt(output.content, limit, whole.id, whole.checksum)
-    return _Shaped(text, None, (_ref_json(whole),), truncated=True)
+    return _Shaped(text, None, (attrs.asdict(whole),), truncated=True)
 
 
 # ---------------------------------------------------------------------- rendering
@@ -454,21 +450,29 @@ class Pipeline:
             shaped = limit_output(registered, output, trust, writer, record.id)
             log.debug("pipeline.size", step=12, truncated=shaped.truncated)
         except _Refused as refused:
-            info = render_failure(self.messages, refused.failure)
-            fields: dict[str, Any] = dict(
-                failure_kind=info.kind.value, reason_code=info.reason_code,
-                retryable=info.retryable, failure_detail=dict(info.detail),
-                artifact_refs=refused.artifacts,
-            )
-            log.info("pipeline.failed", step=13, reason_code=info.reason_code,
-                     detail=dict(info.detail))
-            return self._persist(record, InvocationState.FAILED, fields, inserted=inserted)
+            return self._persist_failure(record, refused, log, inserted=inserted)
+        except Exception as exc:
+            # A fault of the host's own after the tool ran (the artifact store's disk, say):
+            # the row is still finished, never left running.
+            return self._persist_failure(record, _unexpected(exc), log, inserted=inserted)
         fields = dict(
             result_structured=shaped.structured, result_content=shaped.content,
             output_trust=trust.value, artifact_refs=shaped.artifacts,
         )
         log.info("pipeline.succeeded", step=13, truncated=shaped.truncated)
         return self._persist(record, InvocationState.SUCCEEDED, fields, inserted=inserted)
+
+    def _persist_failure(
+        self, record: InvocationRecord, refused: _Refused, log: Any, *, inserted: bool = True,
+    ) -> Outcome:
+        info = render_failure(self.messages, refused.failure)
+        log.info("pipeline.failed", step=13, reason_code=info.reason_code,
+                 detail=dict(info.detail))
+        return self._persist(record, InvocationState.FAILED, dict(
+            failure_kind=info.kind.value, reason_code=info.reason_code,
+            retryable=info.retryable, failure_detail=dict(info.detail),
+            artifact_refs=refused.artifacts,
+        ), inserted=inserted)
 
     def _persist(
         self, record: InvocationRecord, state: InvocationState, fields: Mapping[str, Any],
@@ -536,11 +540,10 @@ class Pipeline:
         # Step 7: the approval binds to the digest of exactly these arguments.
         if argument_digest(record.tool_name, str(record.tool_version),
                            record.arguments) != record.argument_digest:
-            info = render_failure(self.messages, ToolFailure(core_messages.DIGEST_MISMATCH))
             log.error("pipeline.digest_mismatch", step=7)
-            return self._persist(record, InvocationState.FAILED, dict(
-                failure_kind=info.kind.value, reason_code=info.reason_code, retryable=False,
-                failure_detail={"problem": "arguments changed after approval"}))
+            return self._persist_failure(record, _Refused(ToolFailure(
+                core_messages.DIGEST_MISMATCH,
+                detail={"problem": "arguments changed after approval"})), log)
         registered = self.registry.resolve(record.tool_name, record.tool_version)
         log.info("pipeline.approved", step=7, approver=approver)
         # The resumed run is this row's run: same id and principal, a fresh deadline and
