@@ -19,7 +19,7 @@ def test_wal_mode_and_versioned_migrations(tmp_path: Path) -> None:
     SQLiteInvocationStore(conn)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT component, version FROM schema_migrations").fetchall() == [
-        ("invocations", 1)
+        ("invocations", 1), ("invocations", 2)
     ]
     migrate(conn, MIGRATIONS)  # idempotent
     assert "tool_invocations" in table_names(conn)

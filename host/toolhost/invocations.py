@@ -104,9 +104,15 @@ class InvocationStore(Protocol):
         """
 
     def list(
-        self, *, state: InvocationState | None = None, run_id: str | None = None
+        self,
+        *,
+        state: InvocationState | None = None,
+        run_id: str | None = None,
+        tool_name: str | None = None,
+        tool_version: str | None = None,
+        argument_digest: str | None = None,
     ) -> list[InvocationRecord]:
-        """Rows, oldest first (created_at, then id), optionally filtered."""
+        """Rows, oldest first (created_at, then id), filtered by every criterion given."""
 
     def count(self) -> int:
         """How many rows there are."""
@@ -147,6 +153,12 @@ MIGRATIONS: Sequence[Migration] = (
         CREATE INDEX tool_invocations_state ON tool_invocations (state, created_at);
         CREATE INDEX tool_invocations_run ON tool_invocations (run_id, created_at)
         """,
+    ),
+    # Finding a decided call again by what was approved (a repeated MCP call after approval).
+    Migration(
+        "invocations",
+        2,
+        "CREATE INDEX tool_invocations_digest ON tool_invocations (argument_digest, run_id)",
     ),
 )
 
@@ -248,15 +260,23 @@ class SQLiteInvocationStore:
         return changed
 
     def list(
-        self, *, state: InvocationState | None = None, run_id: str | None = None
+        self,
+        *,
+        state: InvocationState | None = None,
+        run_id: str | None = None,
+        tool_name: str | None = None,
+        tool_version: str | None = None,
+        argument_digest: str | None = None,
     ) -> list[InvocationRecord]:
-        clauses, values = [], []
-        if state is not None:
-            clauses.append("state = ?")
-            values.append(state.value)
-        if run_id is not None:
-            clauses.append("run_id = ?")
-            values.append(run_id)
+        criteria = {
+            "state": state.value if state is not None else None,
+            "run_id": run_id,
+            "tool_name": tool_name,
+            "tool_version": tool_version,
+            "argument_digest": argument_digest,
+        }
+        clauses = [f"{column} = ?" for column, value in criteria.items() if value is not None]
+        values = [value for value in criteria.values() if value is not None]
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._lock:
             rows = self._rows(f"SELECT * FROM tool_invocations{where} ORDER BY created_at, id",

@@ -145,4 +145,8 @@ class InvocationStoreContract:
         assert [r.id for r in store.list()] == ["c", "a", "b"]
         assert [r.id for r in store.list(state=InvocationState.AWAITING_APPROVAL)] == ["a", "b"]
         assert [r.id for r in store.list(run_id="run-2")] == ["c"]
+        assert [r.id for r in store.list(run_id="run-1", tool_name="fx.echo",
+                                         tool_version="1.0.0",
+                                         argument_digest="sha256:00")] == ["a", "b"]
+        assert store.list(run_id="run-1", argument_digest="sha256:01") == []
         assert store.count() == 3

@@ -92,9 +92,10 @@ def find_row(
 ) -> InvocationRecord | None:
     """This run's newest row for (tool, version, digest) not in ``answered``."""
     spec = registered.spec
-    for record in reversed(store.list(run_id=run_id)):
-        if (record.argument_digest == digest and record.tool_name == spec.name
-                and record.tool_version == spec.version and record.id not in answered):
+    rows = store.list(run_id=run_id, tool_name=spec.name, tool_version=spec.version,
+                      argument_digest=digest)
+    for record in reversed(rows):
+        if record.id not in answered:
             return record
     return None
 
