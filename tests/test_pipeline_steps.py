@@ -444,3 +444,23 @@ def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> N
     assert outcome.failure and outcome.failure.reason_code == "tool.internal.unexpected"
     record = host.pipeline.invocations.get(outcome.invocation_id)
     assert record.state is InvocationState.FAILED and record.finished_at is not None
+
+
+def test_an_approved_execution_can_be_cancelled_by_the_caller(tmp_path: Path) -> None:
+    from toolhost.runs import Cancellation
+
+    policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
+    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
+    paused = h.invoke_sync("fx.asleep", {"seconds": 3}, run=h.start_run())
+    cancellation = Cancellation()
+
+    async def scenario() -> Any:
+        task = asyncio.ensure_future(
+            h.pipeline.approve(paused.invocation_id, "ops", cancellation=cancellation))
+        await asyncio.sleep(0.05)
+        cancellation.cancel()
+        return await task
+
+    outcome = asyncio.run(scenario())
+    assert outcome.failure and outcome.failure.kind is ToolFailureKind.CANCELLED
+    assert h.pipeline.invocations.get(paused.invocation_id).state is InvocationState.FAILED

@@ -45,7 +45,7 @@ from toolhost.outcome import (
 from toolhost.policy import Policy, PolicyAction, PolicyDecision
 from toolhost.registration import HARD_OUTPUT_CEILING, Registered
 from toolhost.registry import Registry, UnknownTool, UnknownVersion
-from toolhost.runs import Run
+from toolhost.runs import Cancellation, Run
 from toolhost.services import Principal, ToolCallable, ToolExecutionContext
 from toolhost.spec import Idempotency, Trust
 from toolhost.workspace import WorkspaceEscape
@@ -511,12 +511,15 @@ class Pipeline:
 
     # ------------------------------------------------------------------ approvals
 
-    async def approve(self, invocation_id: str, approver: str) -> Outcome:
+    async def approve(
+        self, invocation_id: str, approver: str, *, cancellation: Cancellation | None = None
+    ) -> Outcome:
         """Approve and run exactly the validated arguments that were approved, once.
 
         Calling it twice, or from two processes at once, runs the tool once: the row's
         compare-and-set from ``approved`` to ``running`` is the lock, and the loser gets the
-        row as it stands.
+        row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
+        server whose client went away); by default nothing can.
         """
         record = self.invocations.get(invocation_id)
         log = get_logger(invocation_id=invocation_id, run_id=record.run_id, tool=record.tool_name)
@@ -553,6 +556,7 @@ class Pipeline:
         run = Run(
             id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
             conversation_id=record.conversation_id, workspace=workspace,
+            cancellation=cancellation if cancellation is not None else Cancellation(),
         )
         try:
             return await self._run_and_persist(run, registered, record, log)

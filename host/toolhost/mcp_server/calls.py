@@ -154,9 +154,10 @@ class ToolCalls:
         try:
             if decision is Decision.APPROVE:
                 log.info("mcp.approval.accepted", approver=approver)
+                cancellation = Cancellation()
                 outcome = await _cancellable(
-                    self._pipeline.approve(record.id, approver), lambda: None,
-                    grace=float(registered.spec.timeout_s) + CANCEL_GRACE_S)
+                    self._pipeline.approve(record.id, approver, cancellation=cancellation),
+                    cancellation.cancel)
                 return self._deliver(session, outcome)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
