@@ -58,6 +58,7 @@ __all__ = [
     "check_scopes",
     "clamp_trust",
     "decide_policy",
+    "digest_arguments",
     "limit_output",
     "render_failure",
     "resolve",
@@ -138,15 +139,22 @@ def validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any]
         raise _Refused(
             ToolValidationError(detail={"problem": exc.message, "rule": exc.rule})
         ) from None
+    return data
+
+
+def digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
+    """The digest an approval binds to; the last check of step 4.
+
+    A lone surrogate is a valid Python str but not text: it has no UTF-8 form, so it could be
+    neither digested, stored nor handed on. It is an argument error, found here by the one
+    encoding of the arguments the pipeline makes.
+    """
     try:
-        # A lone surrogate is a valid Python str but not text: it has no UTF-8 form, so it
-        # could be neither digested, stored nor handed on. It is an argument error.
-        canonical_json(data)
+        return argument_digest(registered.spec.name, registered.spec.version, data)
     except (UnicodeEncodeError, ValueError, TypeError):
         raise _Refused(
             ToolValidationError(detail={"problem": "arguments are not encodable as UTF-8 JSON"})
         ) from None
-    return data
 
 
 # ---------------------------------------------------------------------- step 5: policy
@@ -375,6 +383,7 @@ class Pipeline:
             check_scopes(run.principal, registered)
             log.debug("pipeline.scopes", step=3)
             data = validate_arguments(registered, arguments)
+            digest = digest_arguments(registered, data)
             log.debug("pipeline.validate", step=4)
         except _Refused as refused:
             return self._fail_before_running(
@@ -387,7 +396,7 @@ class Pipeline:
             id=invocation_id, run_id=run.id, principal_id=run.principal.id,
             scopes=tuple(sorted(run.principal.scopes)), conversation_id=run.conversation_id,
             tool_name=spec.name, tool_version=spec.version, arguments=data,
-            argument_digest=argument_digest(spec.name, spec.version, data),
+            argument_digest=digest,
             state=InvocationState.RUNNING, policy=decision.to_json(), created_at=created,
             started_at=created,
         )

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from toolhost.settings import Settings
 from toolhost.spec import Risk, SideEffect
 
 __all__ = [
@@ -139,6 +140,5 @@ def policy_from_settings(env: Mapping[str, str]) -> Policy:
     raw = env.get("TOOLHOST_POLICY", "").strip()
     if not raw:
         return Policy()
-    override = env.get("TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE", "").strip().lower() in {
-        "1", "true", "yes", "on"}
+    override = Settings(env=env).flag("TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE")
     return Policy.configured(_parse_changes(raw), allow_external_write_loosening=override)

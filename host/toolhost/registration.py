@@ -31,6 +31,8 @@ from toolhost.spec import (
 )
 
 __all__ = [
+    "FORCED_TRUST_SOURCES",
+    "FORCED_TRUST_TARGETS",
     "HARD_OUTPUT_CEILING",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
@@ -40,6 +42,7 @@ __all__ = [
     "RegistrationRefused",
     "Step",
     "register",
+    "trust_is_forced",
 ]
 
 #: Global output ceiling: past it a result is OUTPUT_TOO_LARGE (pipeline step 12).
@@ -297,8 +300,13 @@ def _step_field_completeness(entries: Sequence[_Entry], _: Sequence[Contribution
 
 # ---------------------------------------------------------------------------- step 7
 
-_FORCED_SOURCES = frozenset({Source.MCP, Source.DEVICE})
-_FORCED_TARGETS = frozenset({TargetKind.SANDBOX, TargetKind.DEVICE})
+FORCED_TRUST_SOURCES = frozenset({Source.MCP, Source.DEVICE})
+FORCED_TRUST_TARGETS = frozenset({TargetKind.SANDBOX, TargetKind.DEVICE})
+
+
+def trust_is_forced(spec: ToolSpec) -> bool:
+    """Whether step 7 forces EXTERNAL_UNTRUSTED on this spec (the conformance suite asks too)."""
+    return spec.source in FORCED_TRUST_SOURCES or spec.target_kind in FORCED_TRUST_TARGETS
 
 
 def _step_forced_trust(entries: Sequence[_Entry], _: Sequence[Contribution]) -> None:
@@ -306,8 +314,7 @@ def _step_forced_trust(entries: Sequence[_Entry], _: Sequence[Contribution]) -> 
     # produced by code we did not write, exactly what EXTERNAL_UNTRUSTED is for.
     for e in entries:
         spec = e.spec
-        forced = spec.source in _FORCED_SOURCES or spec.target_kind in _FORCED_TARGETS
-        if forced and spec.output_trust is not Trust.EXTERNAL_UNTRUSTED:
+        if trust_is_forced(spec) and spec.output_trust is not Trust.EXTERNAL_UNTRUSTED:
             raise RegistrationRefused(
                 Step.FORCED_TRUST, e.label, e.distribution,
                 f"source {spec.source.value} / target_kind {spec.target_kind.value} forces "

@@ -84,8 +84,7 @@ def _is_object_level(schema: Mapping[str, Any]) -> bool:
 
 
 def _under_definitions(pointer: str) -> bool:
-    return "/$defs/" in pointer or "/definitions/" in pointer or pointer.startswith(
-        ("/$defs/", "/definitions/"))
+    return "/$defs/" in pointer or "/definitions/" in pointer
 
 
 def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:

@@ -41,12 +41,12 @@ from toolhost import core_messages
 from toolhost.clock import Clock, FixedClock
 from toolhost.host import Host
 from toolhost.outcome import REASON_CODE_PATTERN, Outcome, OutcomeStatus
-from toolhost.registration import PLACEHOLDER_PATTERN, Registered
+from toolhost.registration import PLACEHOLDER_PATTERN, Registered, trust_is_forced
 from toolhost.runs import Run
 from toolhost.schema import SchemaProblem, compile_schema, schema_problems
 from toolhost.services import Principal
 from toolhost.settings import Settings
-from toolhost.spec import Idempotency, Source, TargetKind, ToolSpec, Trust
+from toolhost.spec import Idempotency, TargetKind, ToolSpec, Trust
 from toolhost.testing import DEFAULT_INSTANT
 from toolhost_conformance import _known
 from toolhost_conformance._subject import Subject, ToolUnderTest
@@ -61,8 +61,6 @@ from toolhost_conformance.strategies import UnsupportedSchema, from_schema
 __all__ = ["CHECKS", "PLACEHOLDER_PATTERN", "ConformanceSuite"]
 
 
-_FORCED_SOURCES = frozenset({Source.MCP, Source.DEVICE})
-_FORCED_TARGETS = frozenset({TargetKind.SANDBOX, TargetKind.DEVICE})
 
 #: What a host-owned code means when a property run meets it. Looked up by name so that a
 #: code the host renames or drops only loses its explanation, not the suite.
@@ -353,7 +351,7 @@ class ConformanceSuite:
     def test_forced_trust(self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest) -> None:
         """Sandbox/device targets and MCP/DEVICE sources are never above EXTERNAL_UNTRUSTED."""
         spec = _spec_of(toolhost_tool)
-        forced = spec.source in _FORCED_SOURCES or spec.target_kind in _FORCED_TARGETS
+        forced = trust_is_forced(spec)
         trust = spec.output_trust
         if forced and (not isinstance(trust, Trust) or trust.rank > Trust.EXTERNAL_UNTRUSTED.rank):
             _fail(

@@ -83,7 +83,10 @@ def digest_of(registered: Registered, arguments: Any) -> str | None:
         registered.validate_input(data)
     except fastjsonschema.JsonSchemaValueException:
         return None
-    return argument_digest(registered.spec.name, registered.spec.version, data)
+    try:
+        return argument_digest(registered.spec.name, registered.spec.version, data)
+    except (UnicodeEncodeError, ValueError, TypeError):  # not text: the pipeline refuses it too
+        return None
 
 
 def find_row(
