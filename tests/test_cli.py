@@ -209,3 +209,10 @@ def test_a_loosened_cell_is_logged_when_the_pipeline_starts(tmp_path: Path) -> N
     event = json.loads(line)
     assert (event["event"], event["level"], event["cell"]) == (
         "policy.loosened", "warning", "EXTERNAL_WRITE/HIGH: approval -> allow")
+
+
+def test_a_call_policy_denies_exits_1_with_the_denial_text() -> None:
+    result = toolhost("call", "math.calculate", "--args", '{"expression": "1"}',
+                      env={"TOOLHOST_POLICY": '{"NONE/LOW": "deny"}'})
+    assert (result.returncode, result.stdout) == (
+        1, "An operator denied this call. Do not retry it; ask the user how to proceed.\n")

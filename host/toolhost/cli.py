@@ -176,8 +176,8 @@ def cmd_call(args: argparse.Namespace) -> int:
             known = ", ".join(host.registry.versions(args.name))
             print(f"toolhost: {args.name} has no version {args.version!r} (registered: {known})",
                   file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    # A denial (a policy cell set to deny) is not a success either.
+    return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
