@@ -7,10 +7,11 @@ plugin uses, so there is one message table and one rule for it.
 from __future__ import annotations
 
 from toolhost.hookspecs import hookimpl
+from toolhost.outcome import ToolValidationError
 
 UNKNOWN_TOOL = "tool.invalid_arguments.unknown_tool"
 UNKNOWN_VERSION = "tool.invalid_arguments.unknown_version"
-INVALID_SCHEMA = "tool.invalid_arguments.schema"  # ToolValidationError.REASON_CODE
+INVALID_SCHEMA = ToolValidationError.REASON_CODE
 INTERNAL_UNEXPECTED = "tool.internal.unexpected"
 INTERNAL_UNDECLARED = "tool.internal.undeclared_reason_code"
 OUTPUT_SCHEMA = "tool.output_invalid.schema"
