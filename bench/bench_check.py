@@ -30,8 +30,8 @@ def main() -> None:
     env = dict(os.environ)
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        "toolhost --help": [sys.executable, "-m", "toolhost.cli", "--help"],
-        "toolhost check": [sys.executable, "-m", "toolhost.cli", "check"],
+        "toolhost --help": [sys.executable, "-m", "toolhost._cli", "--help"],
+        "toolhost check": [sys.executable, "-m", "toolhost._cli", "check"],
     }
     # Interleave the commands so machine noise hits all of them alike.
     results: dict[str, list[float]] = {name: [] for name in commands}

@@ -62,7 +62,7 @@ async def bench(calls: int, batch: int, warmup: int) -> dict[str, list[float]]:
     data_dir = tempfile.mkdtemp(prefix="toolhost-bench-mcp-")
     env = {"TOOLHOST_DATA_DIR": data_dir, "TOOLHOST_PLUGINS": "toolhost-math",
            "PYTHONPATH": os.pathsep.join(sys.path)}
-    serve = ["-m", "toolhost.cli", "serve"]
+    serve = ["-m", "toolhost._cli", "serve"]
     servers = {
         OURS: StdioServerParameters(command=sys.executable, args=serve, env=env),
         SDK_STDIO: StdioServerParameters(command=sys.executable, args=serve,

@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolhost.clock import SystemClock
-from toolhost.host import Host
-from toolhost.plugins import load_distributions
-from toolhost.services import Principal, ToolExecutionContext
+from toolhost._clock import SystemClock
+from toolhost._host import Host
+from toolhost._plugins import load_distributions
+from toolhost._services import Principal, ToolExecutionContext
 
 ARGS = {"expression": "17 * 23"}
 

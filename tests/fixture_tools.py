@@ -24,7 +24,7 @@ from toolhost import (
     ToolOutput,
     Trust,
 )
-from toolhost.workspace import WorkspaceEscape
+from toolhost._workspace import WorkspaceEscape
 
 EXECUTIONS: list[Mapping[str, Any]] = []
 _lock = threading.Lock()

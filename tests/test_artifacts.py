@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-import toolhost.artifacts
-from toolhost.artifact_contract import T0, ArtifactStoreContract
-from toolhost.artifacts import (
+import toolhost._artifacts
+from toolhost._artifact_contract import T0, ArtifactStoreContract
+from toolhost._artifacts import (
     ARTIFACT_CEILING,
     MIGRATIONS,
     ArtifactCorrupted,
@@ -29,9 +29,9 @@ from toolhost.artifacts import (
     SQLiteArtifactStore,
     open_artifact_store,
 )
-from toolhost.clock import Clock, FixedClock, ScriptedClock
-from toolhost.db import DATABASE_NAME, connect, migrate
-from toolhost.spec import Trust
+from toolhost._clock import Clock, FixedClock, ScriptedClock
+from toolhost._db import DATABASE_NAME, connect, migrate
+from toolhost._spec import Trust
 
 SECOND = dt.timedelta(seconds=1)
 
@@ -90,12 +90,12 @@ def blob_path(store: SQLiteArtifactStore, ref: ArtifactRef | ArtifactRecord) -> 
 
 
 def test_public_names() -> None:
-    assert set(toolhost.artifacts.__all__) == {
+    assert set(toolhost._artifacts.__all__) == {
         "ARTIFACT_CEILING", "MIGRATIONS", "ArtifactCorrupted", "ArtifactError",
         "ArtifactNotFound", "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactStore",
         "ArtifactTooLarge", "ArtifactWriter", "SQLiteArtifactStore", "open_artifact_store",
     }
-    assert all(hasattr(toolhost.artifacts, name) for name in toolhost.artifacts.__all__)
+    assert all(hasattr(toolhost._artifacts, name) for name in toolhost._artifacts.__all__)
     assert ARTIFACT_CEILING == 512 * 1024 * 1024
     assert [o.value for o in ArtifactOrigin] == [
         "TOOL_OUTPUT_CAPTURE", "EXPORT", "MODEL_OUTPUT", "UPLOAD",

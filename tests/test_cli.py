@@ -27,7 +27,7 @@ def toolhost(*args: str, env: dict[str, str] | None = None,
             [str(site), *filter(None, [full_env.get("PYTHONPATH")])]
         )
     return subprocess.run(
-        [sys.executable, "-m", "toolhost.cli", *args],
+        [sys.executable, "-m", "toolhost._cli", *args],
         capture_output=True, text=True, env=full_env, timeout=120,
     )
 

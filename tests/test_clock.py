@@ -7,7 +7,7 @@ import zoneinfo
 
 import pytest
 
-from toolhost.clock import Clock, ClockExhausted, FixedClock, ScriptedClock, SystemClock
+from toolhost._clock import Clock, ClockExhausted, FixedClock, ScriptedClock, SystemClock
 from toolhost.testing import DEFAULT_INSTANT, ClockContract
 
 NEW_YORK = zoneinfo.ZoneInfo("America/New_York")

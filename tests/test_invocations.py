@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolhost.db import DATABASE_NAME, connect, migrate, table_names
-from toolhost.invocations import MIGRATIONS, InvocationState, SQLiteInvocationStore
+from toolhost._db import DATABASE_NAME, connect, migrate, table_names
+from toolhost._invocations import MIGRATIONS, InvocationState, SQLiteInvocationStore
 from toolhost.testing import InvocationStoreContract
 
 

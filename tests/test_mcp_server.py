@@ -1,6 +1,6 @@
 """`toolhost serve`: the registry over MCP, driven as a subprocess by the SDK's own clients.
 
-Every protocol test spawns `python -m toolhost.cli serve` and talks to it with a client no one
+Every protocol test spawns `python -m toolhost._cli serve` and talks to it with a client no one
 here wrote: `mcp.client.stdio.stdio_client` + `ClientSession` (the 2025-11-25 handshake desktop
 clients speak), `mcp.Client` (which negotiates 2026-07-28), or the streamable HTTP client. Raw
 frames go straight to the subprocess's stdin. The approval tests use a fixture plugin
@@ -30,9 +30,10 @@ import pytest
 from conftest import make_plugin, make_spec, make_tool
 from installed import install_fake_plugin
 
-from toolhost import Outcome, OutcomeStatus, Trust, core_messages
-from toolhost.settings import Settings
-from toolhost.spec import Idempotency, Risk, SideEffect
+from toolhost import Outcome, OutcomeStatus, Trust
+from toolhost import _core_messages as core_messages
+from toolhost._settings import Settings
+from toolhost._spec import Idempotency, Risk, SideEffect
 from toolhost.testing import host_for
 from toolhost_math.tool import INPUT_SCHEMA as MATH_IN
 from toolhost_math.tool import OUTPUT_SCHEMA as MATH_OUT
@@ -45,13 +46,13 @@ import mcp.types as types  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from toolhost.mcp_server.annotations import HINT_TABLE, HINTS, hints_for, title_for  # noqa: E402
-from toolhost.mcp_server.approvals import Decision, decision_of, supports_form_elicitation  # noqa: E402
-from toolhost.mcp_server.config import ConfigError, ServeConfig  # noqa: E402
-from toolhost.mcp_server.frames import error_for_frame  # noqa: E402
-from toolhost.mcp_server.results import to_call_tool_result  # noqa: E402
-from toolhost.mcp_server.server import build_server, parse_http_address  # noqa: E402
-from toolhost.mcp_server.transport import FrameTooLarge, _PipeReader, _PipeWriter  # noqa: E402
+from toolhost._mcp_server.annotations import HINT_TABLE, HINTS, hints_for, title_for  # noqa: E402
+from toolhost._mcp_server.approvals import Decision, decision_of, supports_form_elicitation  # noqa: E402
+from toolhost._mcp_server.config import ConfigError, ServeConfig  # noqa: E402
+from toolhost._mcp_server.frames import error_for_frame  # noqa: E402
+from toolhost._mcp_server.results import to_call_tool_result  # noqa: E402
+from toolhost._mcp_server.server import build_server, parse_http_address  # noqa: E402
+from toolhost._mcp_server.transport import FrameTooLarge, _PipeReader, _PipeWriter  # noqa: E402
 
 FIRST_PARTY = "toolhost-math,toolhost-system"
 FIXTURE_SOURCE = Path(__file__).with_name("mcp_fixture_plugin.py")
@@ -93,7 +94,7 @@ class Served:
         if self.site is not None:
             env["PYTHONPATH"] = self.env()["PYTHONPATH"]
         return StdioServerParameters(command=sys.executable,
-                                     args=["-m", "toolhost.cli", "serve", *args], env=env)
+                                     args=["-m", "toolhost._cli", "serve", *args], env=env)
 
     def errlog(self) -> Path:
         path = self.tmp_path / f"serve-stderr-{next(self._counter)}.log"
@@ -104,11 +105,11 @@ class Served:
         return "".join(p.read_text() for p in self.stderr_logs if p.exists())
 
     def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "toolhost.cli", *args], env=self.env(),
+        return subprocess.run([sys.executable, "-m", "toolhost._cli", *args], env=self.env(),
                               capture_output=True, text=True, timeout=120)
 
     def popen(self, *args: str, stdin: Any = subprocess.PIPE) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "toolhost.cli", "serve", *args],
+        return subprocess.Popen([sys.executable, "-m", "toolhost._cli", "serve", *args],
                                 stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=self.env())
 
@@ -315,7 +316,7 @@ def test_outcomes_that_are_not_a_plain_success_are_error_results() -> None:
 
 def test_a_server_side_failure_reads_as_the_static_message(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:
-    from toolhost.mcp_server import calls
+    from toolhost._mcp_server import calls
 
     host = host_for({"fx": make_plugin(tools=[make_tool()])}, data_dir=tmp_path)
     roster = [host.registry.resolve("fx.echo")]

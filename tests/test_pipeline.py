@@ -11,8 +11,8 @@ import pytest
 from conftest import CLOSED_OUT, make_plugin, make_spec, make_tool
 
 from toolhost import OutcomeStatus, ToolFailure, ToolFailureKind, ToolOutput, Trust
-from toolhost.core_messages import MESSAGES
-from toolhost.host import Host
+from toolhost._core_messages import MESSAGES
+from toolhost._host import Host
 from toolhost.testing import host_for
 
 CODE = "tool.not_found.thing"

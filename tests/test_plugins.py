@@ -10,7 +10,7 @@ import pytest
 from conftest import make_plugin
 from installed import GOOD_PLUGIN, install_fake_plugin
 
-from toolhost.plugins import (
+from toolhost._plugins import (
     PluginError,
     PluginSource,
     collect_contributions,
@@ -18,7 +18,7 @@ from toolhost.plugins import (
     load_distributions,
     make_plugin_manager,
 )
-from toolhost.settings import Settings
+from toolhost._settings import Settings
 
 
 @pytest.fixture

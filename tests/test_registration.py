@@ -8,10 +8,10 @@ import pytest
 from conftest import CLOSED_IN, CLOSED_OUT, make_plugin, make_spec, make_tool
 
 from toolhost import SideEffect, Source, TargetKind, Trust
-from toolhost.host import Host
-from toolhost.plugins import PluginSource, collect_contributions, make_plugin_manager
-from toolhost.registration import HARD_OUTPUT_CEILING, RegistrationRefused, Step, register
-from toolhost.settings import Settings
+from toolhost._host import Host
+from toolhost._plugins import PluginSource, collect_contributions, make_plugin_manager
+from toolhost._registration import HARD_OUTPUT_CEILING, RegistrationRefused, Step, register
+from toolhost._settings import Settings
 
 
 def refusal(plugins: dict[str, object]) -> RegistrationRefused:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost.workspace import (
+from toolhost._workspace import (
     Provenance,
     WorkspaceEscape,
     WorkspaceHandle,

@@ -11,8 +11,8 @@ import importlib
 import pytest
 from conftest import write_suite
 
-from toolhost.host import Host
-from toolhost.registration import RegistrationRefused, Step
+from toolhost._host import Host
+from toolhost._registration import RegistrationRefused, Step
 
 #: (plugins {distribution: module}, step, pieces the one-line message must contain)
 REFUSALS = {

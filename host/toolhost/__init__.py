@@ -1,12 +1,11 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API. Importing this package loads no plugin; ``toolhost.host.load_host()``
+The public plugin API. Importing this package loads no plugin; ``toolhost._host.load_host()``
 does, when a command needs it.
 """
 
-from toolhost.clock import Clock, FixedClock, ScriptedClock, SystemClock
-from toolhost.hookspecs import hookimpl
-from toolhost.outcome import (
+from toolhost._clock import Clock, FixedClock, ScriptedClock, SystemClock
+from toolhost._outcome import (
     FailureInfo,
     Outcome,
     OutcomeStatus,
@@ -15,9 +14,9 @@ from toolhost.outcome import (
     ToolOutput,
     ToolValidationError,
 )
-from toolhost.services import Principal, Services, ToolCallable, ToolExecutionContext
-from toolhost.settings import Settings
-from toolhost.spec import (
+from toolhost._services import Principal, Services, ToolCallable, ToolExecutionContext
+from toolhost._settings import Settings
+from toolhost._spec import (
     Domain,
     Idempotency,
     Kind,
@@ -29,6 +28,7 @@ from toolhost.spec import (
     ToolSpec,
     Trust,
 )
+from toolhost.hookspecs import hookimpl
 
 __all__ = [
     "Clock",

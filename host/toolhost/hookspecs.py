@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from toolhost.settings import Settings
-    from toolhost.spec import Domain, Tool
+    from toolhost._settings import Settings
+    from toolhost._spec import Domain, Tool
 
 PROJECT_NAME = "toolhost"
 

@@ -1,7 +1,7 @@
 """Test helpers for plugin authors and for the host's own suite.
 
 - ``ClockContract``: subclass it with ``make_clock`` to hold any Clock to the port's contract.
-- ``find_ambient_reads``: the static determinism check (only ``toolhost.determinism`` may read
+- ``find_ambient_reads``: the static determinism check (only ``toolhost._determinism`` may read
   ambient time or make identifiers), usable over any plugin's source tree.
 - ``host_for``: a Host over plugin objects that are not installed, with a fixed clock.
 - ``InvocationStoreContract``: what any InvocationStore backend must pass.
@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from toolhost.ambient import find_ambient_reads
-from toolhost.clock import Clock, FixedClock
-from toolhost.host import Host
-from toolhost.invocations import (
+from toolhost._ambient import find_ambient_reads
+from toolhost._clock import Clock, FixedClock
+from toolhost._host import Host
+from toolhost._invocations import (
     InvocationNotFound,
     InvocationRecord,
     InvocationState,
     InvocationStore,
 )
-from toolhost.policy import Policy
-from toolhost.settings import Settings
+from toolhost._policy import Policy
+from toolhost._settings import Settings
 
 __all__ = [
     "DEFAULT_INSTANT",

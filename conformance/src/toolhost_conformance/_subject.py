@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from toolhost import core_messages
-from toolhost.clock import Clock
-from toolhost.host import Host
-from toolhost.plugins import (
+from toolhost import _core_messages as core_messages
+from toolhost._clock import Clock
+from toolhost._host import Host
+from toolhost._plugins import (
     HOST_DISTRIBUTION,
     Contribution,
     PluginError,
@@ -25,9 +25,9 @@ from toolhost.plugins import (
     load_distributions,
     make_plugin_manager,
 )
-from toolhost.registration import RegistrationRefused
-from toolhost.settings import Settings, normalize_dist_name
-from toolhost.spec import Tool, ToolSpec
+from toolhost._registration import RegistrationRefused
+from toolhost._settings import Settings, normalize_dist_name
+from toolhost._spec import Tool, ToolSpec
 from toolhost_conformance.ambient import distribution_files, module_files
 
 __all__ = ["Subject", "ToolUnderTest"]
@@ -54,7 +54,7 @@ class Subject:
     """The distributions (installed) and plugin objects (not installed) under test.
 
     :param distributions: installed distribution names, loaded through
-        ``toolhost.plugins.load_distributions`` (only these, not every installed plugin).
+        ``toolhost._plugins.load_distributions`` (only these, not every installed plugin).
     :param plugins: ``{distribution: plugin object}`` for plugins that are not installed,
         registered exactly as ``Host.from_plugins`` does.
     :param settings: what ``toolhost_tools(settings)`` sees, so conditional tools can be on.

@@ -1,4 +1,4 @@
-"""Locating a distribution's files for the determinism scan (``toolhost.ambient``).
+"""Locating a distribution's files for the determinism scan (``toolhost._ambient``).
 
 The scan itself lives in the host, so the host's own static test and every plugin team's
 conformance run apply one rule.
@@ -13,7 +13,7 @@ import types
 from importlib import metadata
 from pathlib import Path
 
-from toolhost.ambient import AMBIENT_CALLS, AMBIENT_MODULES, find_ambient_reads, scan_source
+from toolhost._ambient import AMBIENT_CALLS, AMBIENT_MODULES, find_ambient_reads, scan_source
 
 __all__ = [
     "AMBIENT_CALLS",

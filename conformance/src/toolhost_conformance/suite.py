@@ -37,16 +37,16 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis.errors import HypothesisWarning
 
-from toolhost import core_messages
-from toolhost.clock import Clock, FixedClock
-from toolhost.host import Host
-from toolhost.outcome import REASON_CODE_PATTERN, Outcome, OutcomeStatus
-from toolhost.registration import PLACEHOLDER_PATTERN, Registered, trust_is_forced
-from toolhost.runs import Run
-from toolhost.schema import SchemaProblem, compile_schema, schema_problems
-from toolhost.services import Principal
-from toolhost.settings import Settings
-from toolhost.spec import Idempotency, TargetKind, ToolSpec, Trust
+from toolhost import _core_messages as core_messages
+from toolhost._clock import Clock, FixedClock
+from toolhost._host import Host
+from toolhost._outcome import REASON_CODE_PATTERN, Outcome, OutcomeStatus
+from toolhost._registration import PLACEHOLDER_PATTERN, Registered, trust_is_forced
+from toolhost._runs import Run
+from toolhost._schema import SchemaProblem, compile_schema, schema_problems
+from toolhost._services import Principal
+from toolhost._settings import Settings
+from toolhost._spec import Idempotency, TargetKind, ToolSpec, Trust
 from toolhost.testing import DEFAULT_INSTANT
 from toolhost_conformance import _known
 from toolhost_conformance._subject import Subject, ToolUnderTest
@@ -192,7 +192,7 @@ class ConformanceSuite:
 
         :param host: the host under test.
         :param spec: the tool being invoked.
-        :return: a ``toolhost.runs.Run``.
+        :return: a ``toolhost._runs.Run``.
         """
         return host.start_run(
             principal=Principal("toolhost-conformance", frozenset(spec.required_scopes)),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolhost.host import Host
+from toolhost._host import Host
 from toolhost.testing import host_for
 from toolhost_demo import plugin
 

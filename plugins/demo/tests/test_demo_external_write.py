@@ -24,10 +24,10 @@ from toolhost import (
     ToolExecutionContext,
     Trust,
 )
-from toolhost.db import DATABASE_NAME, table_names
-from toolhost.host import Host
-from toolhost.invocations import InvocationState
-from toolhost.policy import DEFAULT_MATRIX, Policy, PolicyAction
+from toolhost._db import DATABASE_NAME, table_names
+from toolhost._host import Host
+from toolhost._invocations import InvocationState
+from toolhost._policy import DEFAULT_MATRIX, Policy, PolicyAction
 from toolhost_demo import plugin
 from toolhost_demo.external_write import SPEC, external_write
 

@@ -20,7 +20,7 @@ from toolhost import (
     Tool,
     Trust,
 )
-from toolhost.host import Host
+from toolhost._host import Host
 from toolhost.testing import find_ambient_reads, host_for
 from toolhost_math import plugin, tool
 from toolhost_math.errors import Reason

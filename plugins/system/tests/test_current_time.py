@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolhost import FixedClock, Outcome, Trust
-from toolhost.host import Host
+from toolhost._host import Host
 from toolhost.testing import DEFAULT_INSTANT, host_for
 from toolhost_system import plugin
 from toolhost_system.current_time import SPEC, UNKNOWN_TIMEZONE

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from toolhost import Outcome
-from toolhost.host import Host
-from toolhost.runs import Run
+from toolhost._host import Host
+from toolhost._runs import Run
 from workspace_support import ALL_TOOLS, SECRET, Call, make_host
 
 

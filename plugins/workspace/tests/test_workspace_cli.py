@@ -21,7 +21,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def toolhost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolhost.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "toolhost._cli", *args], capture_output=True,
                           text=True, env=env, timeout=120)
 
 

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolhost import Trust
-from toolhost.host import Host
-from toolhost.runs import Run
+from toolhost._host import Host
+from toolhost._runs import Run
 from toolhost_workspace import list_files
 from toolhost_workspace.list_files import LIMIT
 from workspace_support import Call, make_host, remove_tree

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from toolhost import Trust
-from toolhost.host import Host
+from toolhost._host import Host
 from workspace_support import Call
 
 INTERNAL, UNTRUSTED = Trust.INTERNAL_TOOL, Trust.EXTERNAL_UNTRUSTED

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolhost import Outcome, Trust
-from toolhost.host import Host
-from toolhost.runs import Run
-from toolhost.workspace import WorkspaceHandle
+from toolhost._host import Host
+from toolhost._runs import Run
+from toolhost._workspace import WorkspaceHandle
 from toolhost_workspace import read_text
 from toolhost_workspace.read_text import CHUNK_SIZE
 from workspace_support import Call, make_host

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from toolhost import Outcome
-from toolhost.runs import Run
+from toolhost._runs import Run
 from workspace_support import SECRET, Call
 
 SCHEMA = "tool.invalid_arguments.schema"
@@ -281,8 +281,8 @@ def test_a_file_that_is_not_readable_is_refused(call: Call, root: Path, run: Run
     # Root reads a mode-000 file anyway: run the tool body as nobody in a forked child, with
     # the workspace's root fd inherited, and expect the WorkspaceEscape step 9 maps.
     from toolhost import FixedClock, Principal, Services, ToolExecutionContext
+    from toolhost._workspace import WorkspaceEscape
     from toolhost.testing import DEFAULT_INSTANT
-    from toolhost.workspace import WorkspaceEscape
     from toolhost_workspace import read_text
 
     body = read_text.build(Services(clock=FixedClock(DEFAULT_INSTANT)))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, ToolSpec, Trust
-from toolhost.host import Host
+from toolhost._host import Host
 from toolhost_workspace import list_files, messages, plugin, read_text, write_text
 
 SPECS = {s.name: s for s in (read_text.SPEC, write_text.SPEC, list_files.SPEC)}

@@ -9,7 +9,7 @@ A gate that only ever sees passing code cannot tell a strict check from one that
 What it enforces, per tool module and every first-party module it imports:
 
 - imports: only an allow-list (``codecs``, ``hashlib``, ``json``, ``errno``, typing, the host's
-  public API, exception and value names from ``toolhost.workspace``, and this package's own
+  public API, exception and value names from ``toolhost._workspace``, and this package's own
   checked modules). os, os.path, pathlib, shutil and glob are named in the gate; io, builtins,
   importlib and the rest are refused by not being on the list, because each is a way around it.
   ``WorkspaceHandle`` itself may not be imported: a tool that builds its own handle chooses its
@@ -49,9 +49,9 @@ GATE_MODULES = frozenset({"os", "os.path", "pathlib", "shutil", "glob"})
 
 ALLOWED_IMPORTS = frozenset({
     "__future__", "codecs", "collections.abc", "errno", "hashlib", "json", "typing",
-    "toolhost", "toolhost.digest", "toolhost.workspace",
+    "toolhost", "toolhost._digest", "toolhost._workspace",
 })
-#: From toolhost.workspace: exceptions, the enum and value types; never WorkspaceHandle.
+#: From toolhost._workspace: exceptions, the enum and value types; never WorkspaceHandle.
 ALLOWED_WORKSPACE_NAMES = frozenset({
     "ListedEntry", "Listing", "MAX_PATH_BYTES", "Provenance", "WorkspaceIsDirectory",
     "WorkspaceNotDirectory", "WorkspaceNotFound", "WriteResult",
@@ -193,9 +193,9 @@ def _import_problems(m: _Module, imported: set[str]) -> Iterator[str]:
                 )
             elif module not in ALLOWED_IMPORTS:
                 yield f"{m.where(node)}: imports from {module}, which is not on the allow-list"
-            elif module == "toolhost.workspace":
+            elif module == "toolhost._workspace":
                 for name in sorted(set(names) - ALLOWED_WORKSPACE_NAMES):
-                    yield (f"{m.where(node)}: imports {name} from toolhost.workspace; only "
+                    yield (f"{m.where(node)}: imports {name} from toolhost._workspace; only "
                            f"exception and value names may be imported")
 
 
@@ -314,7 +314,7 @@ MODULE_LEVEL = [
     "import importlib",
     "import tempfile",
     "import subprocess",
-    "from toolhost.workspace import WorkspaceHandle",
+    "from toolhost._workspace import WorkspaceHandle",
     "from toolhost_workspace import nowhere",
 ]
 

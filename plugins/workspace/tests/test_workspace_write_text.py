@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolhost import Principal, ToolExecutionContext, ToolValidationError, Trust
-from toolhost.host import Host
-from toolhost.workspace import WorkspaceHandle
+from toolhost._host import Host
+from toolhost._workspace import WorkspaceHandle
 from toolhost_workspace.write_text import SPEC, write_text
 from workspace_support import Call, make_host, remove_tree
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolhost import Outcome
-from toolhost.host import Host
+from toolhost._host import Host
 from toolhost.testing import host_for
 from toolhost_workspace import plugin
 

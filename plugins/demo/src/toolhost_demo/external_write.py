@@ -34,7 +34,7 @@ from toolhost import (
     ToolSpec,
     Trust,
 )
-from toolhost.digest import sha256_digest
+from toolhost._digest import sha256_digest
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "external_write"]
 

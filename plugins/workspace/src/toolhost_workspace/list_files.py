@@ -35,7 +35,7 @@ from toolhost import (
     ToolSpec,
     Trust,
 )
-from toolhost.workspace import Provenance, WorkspaceNotDirectory, WorkspaceNotFound
+from toolhost._workspace import Provenance, WorkspaceNotDirectory, WorkspaceNotFound
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_DIRECTORY
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "build", "list_files"]

@@ -37,8 +37,8 @@ from toolhost import (
     ToolSpec,
     Trust,
 )
-from toolhost.digest import sha256_checksum
-from toolhost.workspace import (
+from toolhost._digest import sha256_checksum
+from toolhost._workspace import (
     Provenance,
     WorkspaceIsDirectory,
     WorkspaceNotFound,

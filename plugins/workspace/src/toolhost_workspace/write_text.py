@@ -34,8 +34,8 @@ from toolhost import (
     ToolValidationError,
     Trust,
 )
-from toolhost.digest import sha256_digest
-from toolhost.workspace import (
+from toolhost._digest import sha256_digest
+from toolhost._workspace import (
     Provenance,
     WorkspaceIsDirectory,
     WorkspaceNotFound,

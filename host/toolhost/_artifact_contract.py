@@ -1,0 +1,306 @@
+"""The ArtifactStore port's contract suite, for any backend (fsspec's abstract-test shape).
+
+Subclass ``ArtifactStoreContract`` in a test module, name the subclass ``Test...`` and define
+``make_store(tmp_path, clock)``: pytest then runs every test below against your backend::
+
+    class TestMyStore(ArtifactStoreContract):
+        def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
+            return MyStore(tmp_path, clock)
+
+The suite uses only the port (and ``ArtifactWriter`` over it), so it says nothing about how a
+backend lays out its content; a backend's own tests cover that. Needs pytest (the ``test``
+extra); the host never imports this module at runtime.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolhost._artifacts import (
+    ARTIFACT_CEILING,
+    ArtifactNotFound,
+    ArtifactOrigin,
+    ArtifactRecord,
+    ArtifactStore,
+    ArtifactTooLarge,
+    ArtifactWriter,
+)
+from toolhost._clock import Clock, FixedClock, ScriptedClock
+from toolhost._spec import Trust
+
+__all__ = ["T0", "ArtifactStoreContract"]
+
+#: The instant the suite's clocks start at.
+T0 = dt.datetime(2026, 7, 25, 13, 3, 11, 482913, tzinfo=dt.UTC)
+_SECOND = dt.timedelta(seconds=1)
+
+
+def _put(store: ArtifactStore, **overrides: Any) -> ArtifactRecord:
+    fields: dict[str, Any] = dict(
+        run_id="run-1",
+        origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE,
+        name="output.txt",
+        media_type="text/plain",
+        content=b"hello artifacts",
+        trust=Trust.INTERNAL_TOOL,
+    )
+    fields.update(overrides)
+    return store.put(**fields)
+
+
+def _identity(record: ArtifactRecord) -> dict[str, Any]:
+    return dict(
+        run_id=record.run_id,
+        origin=record.origin,
+        name=record.name,
+        media_type=record.media_type,
+        checksum=record.checksum,
+    )
+
+
+class ArtifactStoreContract:
+    """What every ArtifactStore backend must do. Override ``make_store``."""
+
+    def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
+        raise NotImplementedError
+
+    # -- put / get / read ----------------------------------------------------------------------
+
+    def test_is_an_artifact_store(self, tmp_path: Path) -> None:
+        assert isinstance(self.make_store(tmp_path, FixedClock(T0)), ArtifactStore)
+
+    def test_put_returns_the_full_record(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, content=b"abc", conversation_id="conv-1")
+        assert record.id
+        assert (record.run_id, record.conversation_id) == ("run-1", "conv-1")
+        assert record.origin is ArtifactOrigin.TOOL_OUTPUT_CAPTURE
+        assert (record.name, record.media_type) == ("output.txt", "text/plain")
+        assert record.size == 3
+        assert record.checksum == "sha256:" + hashlib.sha256(b"abc").hexdigest()
+        assert record.trust is Trust.INTERNAL_TOOL
+        assert record.created_at == T0 and record.created_at.tzinfo is dt.UTC
+        assert record.expires_at is None
+
+    def test_get_returns_what_put_returned(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        plus_two = dt.timezone(dt.timedelta(hours=2))
+        record = _put(store, expires_at=(T0 + 60 * _SECOND).astimezone(plus_two))
+        assert record.expires_at == T0 + 60 * _SECOND
+        assert record.expires_at is not None and record.expires_at.tzinfo is dt.UTC
+        assert store.get(record.id) == record
+
+    def test_ref_carries_the_handle_fields(self, tmp_path: Path) -> None:
+        record = _put(self.make_store(tmp_path, FixedClock(T0)))
+        ref = record.ref
+        assert (ref.id, ref.name, ref.media_type, ref.size, ref.checksum) == (
+            record.id, record.name, record.media_type, record.size, record.checksum,
+        )
+
+    def test_read_returns_the_content(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        for content in (b"", b"\x00\xff" * 1000, "naïve ✓".encode()):
+            assert store.read(_put(store, content=content).id) == content
+
+    def test_unknown_ids_raise_not_found(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        with pytest.raises(ArtifactNotFound):
+            store.get("nope")
+        with pytest.raises(ArtifactNotFound):
+            store.read("nope")
+
+    @pytest.mark.parametrize("origin", list(ArtifactOrigin))
+    @pytest.mark.parametrize("trust", list(Trust))
+    def test_every_origin_and_trust_round_trips(
+        self, tmp_path: Path, origin: ArtifactOrigin, trust: Trust
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, origin=origin, trust=trust)
+        got = store.get(record.id)
+        assert got.origin is origin and got.trust is trust
+
+    def test_put_always_stores_a_new_record(self, tmp_path: Path) -> None:
+        # The identity rule belongs to put_or_reuse (and the writer); put itself never dedups.
+        store = self.make_store(tmp_path, FixedClock(T0))
+        a, b = _put(store), _put(store)
+        assert a.id != b.id and a.checksum == b.checksum
+        assert store.read(a.id) == store.read(b.id) == b"hello artifacts"
+
+    def test_timestamps_come_from_the_clock(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, ScriptedClock([T0 + _SECOND, T0 + 5 * _SECOND]))
+        assert _put(store).created_at == T0 + _SECOND
+        assert _put(store).created_at == T0 + 5 * _SECOND
+
+    # -- refusals ------------------------------------------------------------------------------
+
+    def test_put_refuses_content_over_the_ceiling(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        # bytes(n) is zero pages the OS has not materialized yet: cheap unless someone reads it.
+        with pytest.raises(ArtifactTooLarge):
+            _put(store, content=bytes(ARTIFACT_CEILING + 1))
+        assert store.list_run("run-1") == []
+
+    @pytest.mark.parametrize(
+        ("overrides", "error"),
+        [
+            ({"content": "text, not bytes"}, TypeError),
+            ({"origin": "UPLOAD"}, TypeError),
+            ({"trust": "USER"}, TypeError),
+            ({"run_id": ""}, ValueError),
+            ({"name": ""}, ValueError),
+            ({"media_type": "plain"}, ValueError),
+            ({"expires_at": dt.datetime(2026, 7, 26)}, ValueError),  # naive
+            ({"expires_at": T0}, ValueError),  # expired at birth
+        ],
+    )
+    def test_put_refuses_bad_arguments(
+        self, tmp_path: Path, overrides: dict[str, Any], error: type[Exception]
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        with pytest.raises(error):
+            _put(store, **overrides)
+        assert store.list_run("run-1") == []
+
+    # -- list_run / find_live ------------------------------------------------------------------
+
+    def test_list_run_orders_by_created_at_then_id(self, tmp_path: Path) -> None:
+        later, earlier = T0 + 2 * _SECOND, T0 + _SECOND
+        store = self.make_store(tmp_path, ScriptedClock([later, earlier, earlier, T0]))
+        mine = [_put(store, name=f"n{i}") for i in range(3)]
+        _put(store, run_id="run-2")
+        listed = store.list_run("run-1")
+        assert listed == sorted(mine, key=lambda r: (r.created_at, r.id))
+        assert listed[-1].created_at == later
+        assert store.list_run("no-such-run") == []
+
+    def test_find_live_matches_the_whole_identity(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store)
+        assert store.find_live(**_identity(record), now=T0) == record
+        for field, other in [
+            ("run_id", "run-2"),
+            ("origin", ArtifactOrigin.EXPORT),
+            ("name", "other.txt"),
+            ("media_type", "text/markdown"),
+            ("checksum", "sha256:" + "0" * 64),
+        ]:
+            assert store.find_live(**{**_identity(record), field: other}, now=T0) is None
+
+    def test_find_live_ignores_expired_artifacts(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, expires_at=T0 + 10 * _SECOND)
+        assert store.find_live(**_identity(record), now=T0 + 9 * _SECOND) == record
+        # Expiring at `now` is already expired.
+        assert store.find_live(**_identity(record), now=T0 + 10 * _SECOND) is None
+        assert store.find_live(**_identity(record), now=T0 + 11 * _SECOND) is None
+        assert store.read(record.id) == b"hello artifacts"  # expiry is not deletion
+
+    def test_find_live_refuses_a_naive_now(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store)
+        with pytest.raises(ValueError):
+            store.find_live(**_identity(record), now=dt.datetime(2026, 7, 25))
+
+    # -- put_or_reuse and the writer: the identity rule ----------------------------------------
+
+    def test_put_or_reuse_returns_the_live_twin(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        first = _put(store, expires_at=T0 + 10 * _SECOND)
+        again = store.put_or_reuse(
+            run_id="run-1", origin=first.origin, name=first.name, media_type=first.media_type,
+            content=b"hello artifacts", trust=first.trust, now=T0 + 5 * _SECOND,
+        )
+        assert again == first
+        assert store.list_run("run-1") == [first]
+
+    def test_put_or_reuse_stores_anew_once_the_twin_expired(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        first = _put(store, expires_at=T0 + 10 * _SECOND)
+        fresh = store.put_or_reuse(
+            run_id="run-1", origin=first.origin, name=first.name, media_type=first.media_type,
+            content=b"hello artifacts", trust=first.trust, now=T0 + 10 * _SECOND,
+        )
+        assert fresh.id != first.id
+        assert fresh.created_at == T0 + 10 * _SECOND  # the writer's instant, not the store's
+        assert [r.id for r in store.list_run("run-1")] == [first.id, fresh.id]
+
+    def test_put_or_reuse_only_ever_lowers_trust(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        first = _put(store, trust=Trust.INTERNAL_TOOL)
+
+        def again(trust: Trust) -> ArtifactRecord:
+            return store.put_or_reuse(
+                run_id="run-1", origin=first.origin, name=first.name,
+                media_type=first.media_type, content=b"hello artifacts", trust=trust, now=T0,
+            )
+
+        assert again(Trust.USER).trust is Trust.INTERNAL_TOOL
+        lowered = again(Trust.EXTERNAL_UNTRUSTED)
+        assert lowered.id == first.id and lowered.trust is Trust.EXTERNAL_UNTRUSTED
+        assert store.get(first.id).trust is Trust.EXTERNAL_UNTRUSTED
+        assert len(store.list_run("run-1")) == 1
+
+    def test_writer_identity_rule(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        writer = ArtifactWriter(store, "run-1", FixedClock(T0), conversation_id="conv-1")
+
+        def write(**overrides: Any) -> Any:
+            fields: dict[str, Any] = dict(
+                origin=ArtifactOrigin.EXPORT, name="report.md", media_type="text/markdown",
+                content="# Report ✓", trust=Trust.INTERNAL_TOOL,
+            )
+            fields.update(overrides)
+            return writer.write(**fields)
+
+        ref = write()
+        assert write() == ref
+        assert write(content="# Report ✓".encode()) == ref  # str is UTF-8 of the same bytes
+        assert store.read(ref.id) == "# Report ✓".encode()
+        assert store.get(ref.id).conversation_id == "conv-1"
+        others = [
+            write(name="other.md"),
+            write(media_type="text/plain"),
+            write(origin=ArtifactOrigin.MODEL_OUTPUT),
+            write(content="# Report 2"),
+        ]
+        assert len({ref.id, *(r.id for r in others)}) == 5
+        other_run = ArtifactWriter(store, "run-2", FixedClock(T0)).write(
+            origin=ArtifactOrigin.EXPORT, name="report.md", media_type="text/markdown",
+            content="# Report ✓", trust=Trust.INTERNAL_TOOL,
+        )
+        assert other_run.id != ref.id and other_run.checksum == ref.checksum
+        assert len(store.list_run("run-1")) == 5
+
+    def test_concurrent_writers_of_one_artifact_leave_one_record(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        writer = ArtifactWriter(store, "run-1", FixedClock(T0))
+        threads_n = 8
+        barrier = threading.Barrier(threads_n)
+        refs: list[Any] = []
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                barrier.wait()
+                refs.append(writer.write(
+                    origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE, name="out.txt",
+                    media_type="text/plain", content=b"same bytes" * 1000,
+                    trust=Trust.INTERNAL_TOOL,
+                ))
+            except BaseException as exc:  # surfaced below; a thread cannot fail the test
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(threads_n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(set(refs)) == 1 and len(refs) == threads_n
+        assert len(store.list_run("run-1")) == 1

@@ -1,0 +1,284 @@
+"""The composition root: discover plugins, register their tools, build the pipeline.
+
+Nothing here runs at import time. ``load_host()`` does the work, once, when a command needs
+it; tests build their own host from plugin objects with ``Host.from_plugins``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolhost._clock import Clock, SystemClock
+from toolhost._plugins import (
+    PluginSource,
+    collect_contributions,
+    discover,
+    make_plugin_manager,
+)
+from toolhost._registration import Registered, register
+from toolhost._registry import Registry
+from toolhost._services import Principal, Services, ToolCallable
+from toolhost._settings import Settings
+
+if TYPE_CHECKING:
+    from toolhost._outcome import Outcome
+    from toolhost._pipeline import Pipeline, ToolCall
+    from toolhost._policy import Policy
+    from toolhost._runs import Run
+    from toolhost._workspace import WorkspaceHandle
+
+__all__ = ["Host", "load_host"]
+
+
+class Host:
+    """A registry that passed registration, its message table, and the pipeline over them.
+
+    The pipeline and its stores are built on first use, so ``toolhost check`` pays for
+    registration and nothing else.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        messages: Mapping[str, str],
+        services: Services,
+        settings: Settings,
+        *,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.registry = registry
+        self.messages = dict(messages)
+        self.services = services
+        self.settings = settings
+        self._data_dir = data_dir
+        self._policy = policy
+        self._built: dict[tuple[str, str], ToolCallable] = {}
+        self._pipeline: Pipeline | None = None
+
+    @classmethod
+    def from_sources(
+        cls,
+        sources: Sequence[PluginSource],
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+    ) -> Host:
+        """Register exactly these plugins. Raises PluginError or RegistrationRefused.
+
+        Without ``data_dir`` the stores live in a fresh temporary directory (tests,
+        conformance); ``load_host`` passes the operator's TOOLHOST_DATA_DIR.
+        """
+        settings = settings if settings is not None else Settings()
+        pm = make_plugin_manager(sources)
+        registered, messages = register(collect_contributions(pm, settings))
+        services = Services(clock=clock if clock is not None else SystemClock())
+        return cls(Registry(registered), messages, services, settings, data_dir=data_dir,
+                   policy=policy)
+
+    @classmethod
+    def from_plugins(
+        cls,
+        plugins: Mapping[str, object],
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+    ) -> Host:
+        """Register plugin objects that are not installed: ``{distribution: plugin}``."""
+        sources = [PluginSource(distribution=d, name=d, plugin=p) for d, p in plugins.items()]
+        return cls.from_sources(sources, settings=settings, clock=clock, data_dir=data_dir,
+                                policy=policy)
+
+    # ------------------------------------------------------------------ composition
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def data_dir(self) -> Path:
+        if self._data_dir is None:
+            self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
+        return self._data_dir
+
+    @property
+    def pipeline(self) -> Pipeline:
+        if self._pipeline is None:
+            self._pipeline = self._compose_pipeline()
+        return self._pipeline
+
+    def _compose_pipeline(self) -> Pipeline:
+        import structlog
+
+        from toolhost._artifacts import open_artifact_store
+        from toolhost._db import DATABASE_NAME, connect
+        from toolhost._invocations import SQLiteInvocationStore
+        from toolhost._log import configure_logging
+        from toolhost._pipeline import Pipeline
+        from toolhost._policy import policy_from_settings
+
+        if not structlog.is_configured():
+            # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
+            configure_logging(self.clock, level=self.settings.get("TOOLHOST_LOG_LEVEL") or "warning")
+        policy = self._policy if self._policy is not None else policy_from_settings(
+            self.settings.env)
+        log_policy_changes(policy)
+        database = self.data_dir / DATABASE_NAME
+        return Pipeline(
+            registry=self.registry,
+            messages=self.messages,
+            build=self._tool_callable,
+            policy=policy,
+            invocations=SQLiteInvocationStore(connect(database)),
+            artifacts=open_artifact_store(self.data_dir, self.clock),
+            clock=self.clock,
+            workspace_for=self.fresh_workspace,
+        )
+
+    def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
+        """An empty workspace for a run, under the data directory, removed by ``discard``.
+
+        Its directory is unique per call, not per run id: a run resumed after an approval gets
+        an empty workspace even while the paused process still holds its old one.
+        """
+        from toolhost._determinism import new_id
+        from toolhost._workspace import WorkspaceHandle
+
+        return WorkspaceHandle(self.data_dir / "workspaces" / f"{run_id}-{new_id()}", owned=True)
+
+    def _tool_callable(self, registered: Registered) -> ToolCallable:
+        # Built on first use, once: registration never constructs anything, and a command
+        # that calls one tool pays for building one.
+        key = (registered.spec.name, registered.spec.version)
+        tool = self._built.get(key)
+        if tool is None:
+            tool = self._built[key] = registered.tool.build(self.services)
+        return tool
+
+    def close(self) -> None:
+        """Close the stores' database connections. The host is unusable afterwards."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(
+        self,
+        *,
+        principal: Principal | None = None,
+        enabled_tools: Iterable[str] | None = None,
+        pins: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        user_turn: str | None = None,
+        workspace: Path | str | None = None,
+    ) -> Run:
+        """A run for the pipeline. Without a principal: the local operator, granted every
+        scope a registered tool requires (the CLI's trust level). Without ``workspace`` the
+        run gets a fresh one under the data directory; with it, that existing directory is
+        the workspace root. ``end_run`` discards a fresh workspace."""
+        from toolhost._determinism import monotonic, new_id
+        from toolhost._runs import Run
+        from toolhost._workspace import WorkspaceHandle
+
+        if principal is None:
+            scopes = frozenset(s for r in self.registry for s in r.spec.required_scopes)
+            principal = Principal("operator", scopes)
+        run_id = run_id or new_id()
+        handle = (WorkspaceHandle(workspace) if workspace is not None
+                  else self.fresh_workspace(run_id))
+        return Run(
+            id=run_id,
+            workspace=handle,
+            principal=principal,
+            enabled_tools=frozenset(enabled_tools) if enabled_tools is not None else None,
+            pins=dict(pins or {}),
+            deadline=monotonic() + timeout_s if timeout_s is not None else None,
+            conversation_id=conversation_id,
+            user_turn=user_turn,
+        )
+
+    def end_run(self, run: Run) -> None:
+        """The run is over: its workspace is discarded (an operator's directory is kept)."""
+        if run.workspace is not None:
+            run.workspace.discard()
+
+    def local_run(self, workspace: Path | str | None = None) -> Run:
+        """The CLI's run: every registered tool enabled (an operator naming a tool has chosen
+        it) and every scope granted."""
+        return self.start_run(enabled_tools=self.registry.names(), workspace=workspace)
+
+    # ------------------------------------------------------------------ calls
+
+    async def invoke(
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+    ) -> Outcome:
+        return await self.pipeline.invoke(
+            run if run is not None else self.local_run(), name, arguments, version=version
+        )
+
+    async def invoke_step(self, run: Run, calls: Sequence[ToolCall]) -> list[Outcome]:
+        return await self.pipeline.invoke_step(run, calls)
+
+    def invoke_sync(
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+    ) -> Outcome:
+        """The synchronous convenience wrapper the CLI uses. Without a run, the call gets a
+        local run of its own that ends (and discards its workspace) when the call does."""
+        import asyncio  # deferred: registration alone (`toolhost check`) never needs it
+
+        local = run is None
+        run = run if run is not None else self.local_run()
+        try:
+            return asyncio.run(self.invoke(name, arguments, version=version, run=run))
+        finally:
+            if local:
+                self.end_run(run)
+
+    def approve_sync(self, invocation_id: str, approver: str) -> Outcome:
+        import asyncio
+
+        return asyncio.run(self.pipeline.approve(invocation_id, approver))
+
+
+def log_policy_changes(policy: Policy) -> None:
+    """Every cell an operator changed, logged when the pipeline is composed (at startup for
+    a server); a loosened cell is a warning."""
+    if not (policy.loosened or policy.tightened):
+        return
+    from toolhost._log import get_logger
+
+    log = get_logger()
+    for cell in policy.loosened:
+        log.warning("policy.loosened", cell=cell)
+    for cell in policy.tightened:
+        log.info("policy.tightened", cell=cell)
+
+
+def load_host(settings: Settings | None = None, *, clock: Clock | None = None) -> Host:
+    """Discover installed plugins (honouring TOOLHOST_PLUGINS), register them, and read the
+    policy configuration, so a bad plugin or a bad policy refuses the start.
+
+    :raises PluginError, RegistrationRefused, PolicyConfigError:
+    """
+    from toolhost._policy import policy_from_settings
+
+    settings = settings if settings is not None else Settings.from_environ()
+    policy = policy_from_settings(settings.env)
+    return Host.from_sources(discover(settings), settings=settings, clock=clock,
+                             data_dir=settings.data_dir, policy=policy)

@@ -1,0 +1,77 @@
+"""Runs: who an invocation acts for, which tools it may call, and until when.
+
+A run carries the principal and granted scopes, the enabled tools (None: the default roster),
+version pins, a deadline on the monotonic clock, and a cancellation the pipeline forwards to
+the tool that is running.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from toolhost._services import Principal
+
+__all__ = ["Cancellation", "Run"]
+
+
+class Cancellation:
+    """A one-way flag that can be set from any thread, with callbacks for waiters.
+
+    The pipeline registers a callback that wakes its event loop, so an async tool is cancelled
+    at once and a sync tool is abandoned (its late result discarded).
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run ``callback`` on cancellation (at once if already cancelled); returns a remover."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._remove(callback)
+        callback()
+        return lambda: None
+
+    def _remove(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+@attrs.frozen(kw_only=True)
+class Run:
+    """One agent run as the pipeline sees it."""
+
+    id: str
+    principal: Principal
+    #: Tool names this run may call; None means the default roster.
+    enabled_tools: frozenset[str] | None = None
+    #: name -> exact version, for chats pinned to an older contract.
+    pins: Mapping[str, str] = attrs.field(factory=dict)
+    #: Monotonic instant (``toolhost._determinism.monotonic``) after which nothing runs.
+    deadline: float | None = None
+    cancellation: Cancellation = attrs.field(factory=Cancellation, eq=False)
+    conversation_id: str | None = None
+    user_turn: str | None = None
+    #: The run's WorkspaceHandle (``toolhost._workspace``); None only for hand-built runs.
+    workspace: Any = attrs.field(default=None, eq=False)
