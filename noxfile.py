@@ -1,5 +1,6 @@
 """Sessions: one per plugin (host + that plugin alone, its tests and conformance), the host's
-tests, the conformance suite's own tests, the documented example plugin, lint, and the demo.
+tests, the conformance suite's own tests, the documented example plugin, lint, typing, and
+the demo.
 
 Plugins are discovered from plugins/*/pyproject.toml, so a new plugin gets its session by
 existing. Every session builds a fresh virtualenv and installs real distributions, the way an
@@ -17,8 +18,11 @@ ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
 
-nox.options.sessions = ["lint", "host", "conformance", "plugin", "example"]
+nox.options.sessions = ["lint", "typing", "host", "conformance", "plugin", "example"]
 nox.options.error_on_missing_interpreters = True
+# uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
+# installed, nox falls back to virtualenv and pip.
+nox.options.default_venv_backend = "uv|virtualenv"
 
 
 def _dist_name(project: Path) -> str:
@@ -32,9 +36,21 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def typing(session: nox.Session) -> None:
+    """mypy --strict over the host, the conformance suite, every plugin and the example."""
+    example = ROOT / "examples" / "toolhost-greet"
+    session.install("mypy", *TEST_DEPS, "trustme", ".[mcp]", "./conformance",
+                    *map(str, PLUGINS), str(example))
+    session.run("mypy", "--strict", "host/toolhost")
+    for project in [ROOT / "conformance", *PLUGINS, example]:
+        session.run("mypy", "--strict", str(project.relative_to(ROOT) / "src"))
+
+
+@nox.session
 def host(session: nox.Session) -> None:
     """The host's own tests, with every first-party plugin installed beside it."""
-    session.install(*TEST_DEPS, "hatchling", ".[mcp]", "./conformance", *map(str, PLUGINS))
+    session.install(*TEST_DEPS, "hatchling", "pip", "trustme", ".[mcp]", "./conformance",
+                    *map(str, PLUGINS))
     session.run("pytest", "tests", *session.posargs)
 
 

@@ -13,6 +13,7 @@ from toolhost import (
     Domain,
     Idempotency,
     Kind,
+    Reason,
     Risk,
     SideEffect,
     Source,
@@ -70,17 +71,17 @@ def echo_build(services: Any) -> Callable[..., ToolOutput]:
     return echo
 
 
-def make_tool(spec: ToolSpec | None = None, build: Callable[..., Any] = echo_build,
-              reason_codes: tuple[str, ...] = ()) -> Tool:
-    return Tool(spec=spec or make_spec(), build=build, reason_codes=reason_codes)
+def make_tool(spec: ToolSpec | None = None, build: Callable[..., Any] | None = echo_build,
+              reasons: Sequence[Reason] = (), *, call: Callable[..., Any] | None = None) -> Tool:
+    """A Tool over ``spec`` (default: fx.echo). Pass ``call=`` for a body that needs nothing
+    (``build`` is then left out unless given explicitly)."""
+    if call is not None and build is echo_build:
+        build = None
+    return Tool(spec or make_spec(), call=call, build=build, reasons=tuple(reasons))
 
 
-def make_plugin(
-    domains: Sequence[str] = ("fx",),
-    tools: Sequence[Tool] = (),
-    messages: Mapping[str, str] | None = None,
-) -> object:
-    """A plugin object with the three hookimpls returning exactly what it is given."""
+def make_plugin(domains: Sequence[str] = ("fx",), tools: Sequence[Tool] = ()) -> object:
+    """A plugin object with the two hookimpls returning exactly what it is given."""
 
     @hookimpl
     def toolhost_domains() -> list[Domain]:
@@ -90,14 +91,9 @@ def make_plugin(
     def toolhost_tools(settings: Any) -> list[Tool]:
         return list(tools)
 
-    @hookimpl
-    def toolhost_messages() -> dict[str, str]:
-        return dict(messages or {})
-
     return types.SimpleNamespace(
         toolhost_domains=toolhost_domains,
         toolhost_tools=toolhost_tools,
-        toolhost_messages=toolhost_messages,
     )
 
 

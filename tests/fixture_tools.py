@@ -1,5 +1,7 @@
 """A fixture plugin exercising every pipeline step, before the demo plugin exists.
 
+Every body needs no host service, so each is passed as ``call=``.
+
 ``fx.write`` is classified like demo.external_write (EXTERNAL_WRITE / HIGH / NON_IDEMPOTENT),
 so approval flows run against it. Executions are appended to ``EXECUTIONS`` (and, when the
 environment names one, to a file) so a test can count them across threads and processes.
@@ -23,8 +25,8 @@ from toolhost import (
     Tool,
     ToolOutput,
     Trust,
+    WorkspaceEscape,
 )
-from toolhost._workspace import WorkspaceEscape
 
 EXECUTIONS: list[Mapping[str, Any]] = []
 _lock = threading.Lock()
@@ -40,92 +42,74 @@ def schema(**props: Any) -> dict[str, Any]:
 OUT = schema(echo={"type": "string"})
 
 
-def _write(services: Any) -> Any:
-    def write(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-        with _lock:
-            EXECUTIONS.append(dict(arguments))
-        log = os.environ.get("FX_EXECUTION_LOG")
-        if log:
-            with open(log, "a") as f:
-                f.write(arguments["destination"] + "\n")
-        return ToolOutput(structured={"echo": arguments["destination"]}, content="recorded")
-
-    return write
+def _write(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    with _lock:
+        EXECUTIONS.append(dict(arguments))
+    log = os.environ.get("FX_EXECUTION_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(arguments["destination"] + "\n")
+    return ToolOutput(structured={"echo": arguments["destination"]}, content="recorded")
 
 
-def _sleep(services: Any) -> Any:
-    def sleep(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-        time.sleep(arguments["seconds"])
-        LATE.append("finished")
-        return ToolOutput(structured={"echo": "late"}, content="late")
-
-    return sleep
+def _sleep(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    time.sleep(arguments["seconds"])
+    LATE.append("finished")
+    return ToolOutput(structured={"echo": "late"}, content="late")
 
 
-def _asleep(services: Any) -> Any:
-    async def asleep(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-        try:
-            await asyncio.sleep(arguments["seconds"])
-        except asyncio.CancelledError:
-            LATE.append("cancelled")
-            raise
-        return ToolOutput(structured={"echo": "late"}, content="late")
-
-    return asleep
+async def _asleep(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    try:
+        await asyncio.sleep(arguments["seconds"])
+    except asyncio.CancelledError:
+        LATE.append("cancelled")
+        raise
+    return ToolOutput(structured={"echo": "late"}, content="late")
 
 
-def _big(services: Any) -> Any:
-    def big(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-        text = arguments["unit"] * arguments["count"]
-        return ToolOutput(structured={"echo": "x"}, content=text)
-
-    return big
+def _big(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    text = arguments["unit"] * arguments["count"]
+    return ToolOutput(structured={"echo": "x"}, content=text)
 
 
-def _escape(services: Any) -> Any:
-    def escape(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-        raise WorkspaceEscape("absolute path")
-
-    return escape
+def _escape(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    raise WorkspaceEscape("absolute path")
 
 
-def _echo(services: Any) -> Any:
-    def echo(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-        return ToolOutput(structured={"echo": arguments.get("x", "")}, content=arguments.get("x", ""))
-
-    return echo
+def _echo(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    return ToolOutput(structured={"echo": arguments.get("x", "")}, content=arguments.get("x", ""))
 
 
 def tools() -> list[Tool]:
     seconds = {"type": "number", "minimum": 0, "maximum": 60}
     return [
         Tool(spec=make_spec(name="fx.echo", input_schema=schema(x=STRING), output_schema=OUT),
-             build=_echo),
+             call=_echo),
         Tool(spec=make_spec(
             name="fx.write", input_schema={**schema(destination={"type": "string"}),
                                            "required": ["destination"]},
             output_schema=OUT, side_effect=SideEffect.EXTERNAL_WRITE, risk=Risk.HIGH,
             idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False,
-            required_scopes=("fx.write",)), build=_write),
+            required_scopes=("fx.write",)), call=_write),
         Tool(spec=make_spec(name="fx.sleep", input_schema=schema(seconds=seconds),
-                            output_schema=OUT, timeout_s=0.2), build=_sleep),
+                            output_schema=OUT, timeout_s=0.2), call=_sleep),
         Tool(spec=make_spec(name="fx.sleep_writer", input_schema=schema(seconds=seconds),
                             output_schema=OUT, timeout_s=0.2, side_effect=SideEffect.WORKSPACE_WRITE,
                             idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False),
-             build=_sleep),
+             call=_sleep),
         Tool(spec=make_spec(name="fx.asleep", input_schema=schema(seconds=seconds),
-                            output_schema=OUT, timeout_s=5), build=_asleep),
+                            output_schema=OUT, timeout_s=5), call=_asleep),
         Tool(spec=make_spec(name="fx.big", input_schema=schema(
             unit={"type": "string", "maxLength": 4}, count={"type": "integer"}),
-            output_schema=OUT, maximum_output_bytes=1000), build=_big),
+            output_schema=OUT, maximum_output_bytes=1000), call=_big),
         Tool(spec=make_spec(name="fx.escape", input_schema=schema(), output_schema=OUT),
-             build=_escape),
+             call=_escape),
         Tool(spec=make_spec(name="fx.scoped", input_schema=schema(x=STRING), output_schema=OUT,
-                            required_scopes=("fx.read",)), build=_echo),
+                            required_scopes=("fx.read",)), call=_echo),
         Tool(spec=make_spec(name="fx.hidden", input_schema=schema(x=STRING), output_schema=OUT),
-             build=_echo, default_enabled=False),
+             call=_echo, default_enabled=False),
         Tool(spec=make_spec(name="fx.untrusted", input_schema=schema(x=STRING), output_schema=OUT,
-                            output_trust=Trust.EXTERNAL_UNTRUSTED), build=_echo),
+                            output_trust=Trust.EXTERNAL_UNTRUSTED), call=_echo),
     ]
 
 

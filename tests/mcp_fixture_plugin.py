@@ -73,19 +73,16 @@ def toolhost_domains() -> list[Domain]:
 
 @hookimpl
 def toolhost_tools(settings: Any) -> list[Tool]:
-    def build_write(services: Any) -> Any:
-        def write(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-            _log(settings, "wrote " + arguments["destination"])
-            return ToolOutput(structured={"recorded": True, "destination": arguments["destination"]},
-                              content="recorded " + arguments["destination"])
-        return write
+    # Neither body needs a host service (they close over the settings), so each is a call=.
+    def write(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+        _log(settings, "wrote " + arguments["destination"])
+        return ToolOutput(structured={"recorded": True, "destination": arguments["destination"]},
+                          content="recorded " + arguments["destination"])
 
-    def build_slow(services: Any) -> Any:
-        def slow(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
-            print("stray output from fxw.slow", flush=True)  # a careless plugin
-            _log(settings, "started")
-            time.sleep(arguments["seconds"])
-            return ToolOutput(structured={"slept": arguments["seconds"]}, content="slept")
-        return slow
+    def slow(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+        print("stray output from fxw.slow", flush=True)  # a careless plugin
+        _log(settings, "started")
+        time.sleep(arguments["seconds"])
+        return ToolOutput(structured={"slept": arguments["seconds"]}, content="slept")
 
-    return [Tool(spec=WRITE, build=build_write), Tool(spec=SLOW, build=build_slow)]
+    return [Tool(WRITE, call=write), Tool(SLOW, call=slow)]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import toolhost._artifacts
@@ -92,13 +93,19 @@ def blob_path(store: SQLiteArtifactStore, ref: ArtifactRef | ArtifactRecord) -> 
 def test_public_names() -> None:
     assert set(toolhost._artifacts.__all__) == {
         "ARTIFACT_CEILING", "MIGRATIONS", "ArtifactCorrupted", "ArtifactError",
-        "ArtifactNotFound", "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactStore",
-        "ArtifactTooLarge", "ArtifactWriter", "SQLiteArtifactStore", "open_artifact_store",
+        "ArtifactNotFound", "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactResolver",
+        "ArtifactStore", "ArtifactStream", "ArtifactTooLarge", "ArtifactUnavailable",
+        "ArtifactUpload", "ArtifactWriter", "SQLiteArtifactStore", "SQLiteArtifactUpload",
+        "open_artifact_store",
     }
     assert all(hasattr(toolhost._artifacts, name) for name in toolhost._artifacts.__all__)
     assert ARTIFACT_CEILING == 512 * 1024 * 1024
     assert [o.value for o in ArtifactOrigin] == [
         "TOOL_OUTPUT_CAPTURE", "EXPORT", "MODEL_OUTPUT", "UPLOAD",
+    ]
+    # The spec's ArtifactRef: id, name, media_type, byte_count, checksum (DESIGN §8.1).
+    assert [f.name for f in attrs.fields(ArtifactRef)] == [
+        "id", "name", "media_type", "byte_count", "checksum",
     ]
 
 
@@ -113,17 +120,31 @@ def test_open_lays_out_the_data_dir(tmp_path: Path, store: SQLiteArtifactStore) 
     assert ref.checksum == "sha256:" + digest
 
 
-def test_schema_has_every_field_and_the_identity_index(store: SQLiteArtifactStore) -> None:
+def test_schema_has_every_field_and_the_indexes(store: SQLiteArtifactStore) -> None:
     conn = store._conn
     columns = [r[1] for r in conn.execute("PRAGMA table_info(artifacts)")]
     assert columns == [
         "id", "run_id", "conversation_id", "origin", "name", "media_type", "size", "checksum",
-        "trust", "created_at", "expires_at",
+        "trust", "created_at", "expires_at", "principal_id", "claimed",
     ]
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(artifacts)")}
-    assert "artifacts_identity" in indexes
+    assert {"artifacts_identity", "artifacts_conversation"} <= indexes
     indexed = [r[2] for r in conn.execute("PRAGMA index_info(artifacts_identity)")]
     assert indexed == ["run_id", "origin", "name", "media_type", "checksum"]
+    indexed = [r[2] for r in conn.execute("PRAGMA index_info(artifacts_conversation)")]
+    assert indexed == ["conversation_id", "principal_id", "created_at", "id"]
+
+
+def test_claimed_is_stored_as_zero_or_one(store: SQLiteArtifactStore) -> None:
+    unsent = store.put(run_id="run-1", origin=ArtifactOrigin.UPLOAD, name="photo.jpg",
+                       media_type="image/jpeg", content=b"jpeg", trust=Trust.USER,
+                       principal_id="alice", claimed=False)
+    raw = "SELECT principal_id, claimed FROM artifacts WHERE id = ?"
+    assert store._conn.execute(raw, (unsent.id,)).fetchone() == ("alice", 0)
+    store.claim(unsent.id)
+    assert store._conn.execute(raw, (unsent.id,)).fetchone() == ("alice", 1)
+    with pytest.raises(sqlite3.IntegrityError):
+        store._conn.execute("UPDATE artifacts SET claimed = 2 WHERE id = ?", (unsent.id,))
 
 
 def test_migrations_are_idempotent(tmp_path: Path) -> None:
@@ -135,8 +156,31 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     rows = conn.execute(
         "SELECT version FROM schema_migrations WHERE component = 'artifacts'"
     ).fetchall()
-    assert rows == [(1,)]
+    assert sorted(rows) == [(1,), (2,)]
     assert store.list_run("run-1") == []
+    conn.close()
+
+
+def test_version_2_upgrades_a_version_1_database(tmp_path: Path) -> None:
+    # A database written before principals and claims: its rows come through with no principal
+    # (the resolver then refuses them: fail closed) and claimed (none was an unsent upload).
+    conn = connect(tmp_path / DATABASE_NAME)
+    migrate(conn, MIGRATIONS[:1])
+    checksum = "sha256:" + hashlib.sha256(b"old").hexdigest()
+    conn.execute(
+        "INSERT INTO artifacts (id, run_id, conversation_id, origin, name, media_type, size, "
+        "checksum, trust, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        ("old-1", "run-1", "conv-1", "UPLOAD", "old.txt", "text/plain", 3, checksum, "USER",
+         "2026-07-25T13:03:11.482913+00:00", None),
+    )
+    store = SQLiteArtifactStore(tmp_path / "artifacts", conn, FixedClock(T0))
+    record = store.get("old-1")
+    assert (record.principal_id, record.claimed) == (None, True)
+    assert record.ref.byte_count == 3
+    rows = conn.execute(
+        "SELECT version FROM schema_migrations WHERE component = 'artifacts' ORDER BY version"
+    ).fetchall()
+    assert rows == [(1,), (2,)]
     conn.close()
 
 

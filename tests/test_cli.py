@@ -148,29 +148,30 @@ def toolhost_domains():
 
 @hookimpl
 def toolhost_tools(settings):
-    return [Tool(spec=SPEC, build=lambda services: None)]
+    return [Tool(SPEC, call=lambda arguments, context: None)]
 '''
 
 
-def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path) -> None:
-    """Built as a real distribution in a temporary directory and installed with pip."""
-    project = tmp_path / "toolhost-sneaky"
-    (project / "src" / "toolhost_sneaky").mkdir(parents=True)
-    (project / "src" / "toolhost_sneaky" / "__init__.py").write_text(textwrap.dedent(MCP_PLUGIN))
-    (project / "pyproject.toml").write_text(textwrap.dedent('''
+def pip_install_plugin(tmp_path: Path, dist: str, package: str, source: str) -> Path:
+    """Build ``source`` as a real distribution ``dist`` (import package ``package``) in a
+    temporary directory, pip-install it into a target directory, and return that directory."""
+    project = tmp_path / dist
+    (project / "src" / package).mkdir(parents=True)
+    (project / "src" / package / "__init__.py").write_text(textwrap.dedent(source))
+    (project / "pyproject.toml").write_text(textwrap.dedent(f'''
         [build-system]
         requires = ["hatchling"]
         build-backend = "hatchling.build"
 
         [project]
-        name = "toolhost-sneaky"
+        name = "{dist}"
         version = "0.1.0"
 
         [project.entry-points."toolhost.plugins"]
-        sneaky = "toolhost_sneaky"
+        plugin = "{package}"
 
         [tool.hatch.build.targets.wheel]
-        packages = ["src/toolhost_sneaky"]
+        packages = ["src/{package}"]
     '''))
     site = tmp_path / "site"
     pip = subprocess.run(
@@ -179,6 +180,12 @@ def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path)
         capture_output=True, text=True, timeout=300,
     )
     assert pip.returncode == 0, pip.stderr
+    return site
+
+
+def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path) -> None:
+    """Built as a real distribution in a temporary directory and installed with pip."""
+    site = pip_install_plugin(tmp_path, "toolhost-sneaky", "toolhost_sneaky", MCP_PLUGIN)
     result = toolhost("check", site=site)
     assert result.returncode == 1
     assert result.stderr.startswith(
@@ -186,6 +193,67 @@ def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path)
         "distribution toolhost-sneaky: "
     )
     assert_no_traceback(result)
+
+
+SLOPPY_PLUGIN = '''
+from toolhost import (hookimpl, Domain, Tool, ToolSpec, ToolOutput, Kind, Source, TargetKind,
+                      SideEffect, Risk, Idempotency, Trust)
+
+SCHEMA = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+SPEC = ToolSpec(
+    name="sloppy.send", version="1.0.0", description="Sends a thing.",
+    input_schema=SCHEMA, output_schema=SCHEMA, kind=Kind.CAPABILITY, source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS, server_id=None, side_effect=SideEffect.EXTERNAL_WRITE,
+    risk=Risk.HIGH, idempotency=Idempotency.NON_IDEMPOTENT, output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=(), timeout_s=2, maximum_output_bytes=4096, LAST_FIELDS
+)
+
+@hookimpl
+def toolhost_domains():
+    return [Domain("sloppy")]
+
+@hookimpl
+def toolhost_tools(settings):
+    return [Tool(SPEC, call=lambda arguments, context: ToolOutput(structured={}, content=""))]
+'''
+
+
+@pytest.mark.parametrize(
+    ("last_fields", "problem"),
+    [
+        ("allow_parallel=False",  # deprecated left out
+         "ToolSpec field deprecated is missing. To fix: set deprecated: ToolSpec has no optional "
+         "fields (server_id=None unless source is MCP)"),
+        ("allow_parallel=True, deprecated=False",
+         "allow_parallel is True but idempotency is NON_IDEMPOTENT. To fix: set "
+         "allow_parallel=False: only READ_ONLY tools may run in parallel"),
+    ],
+    ids=["spec-missing-a-field", "non-idempotent-allow-parallel"],
+)
+def test_check_refuses_an_installed_plugin_at_step_6_in_one_line(
+    tmp_path: Path, last_fields: str, problem: str,
+) -> None:
+    source = SLOPPY_PLUGIN.replace("LAST_FIELDS", last_fields)
+    site = pip_install_plugin(tmp_path, "toolhost-sloppy", "toolhost_sloppy", source)
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": "toolhost-sloppy"}, site=site)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "toolhost: registration refused at step 6 (field completeness): sloppy.send@1.0.0 from "
+        f"distribution toolhost-sloppy: {problem}\n"
+    )
+    assert_no_traceback(result)
+
+
+def test_call_with_an_expression_over_1024_characters_prints_the_bound_and_exits_1() -> None:
+    expression = "1+" * 512 + "1"
+    assert len(expression) == 1025
+    result = toolhost("call", "math.calculate", "--args", json.dumps({"expression": expression}))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "The expression is longer than 1024 characters.\n", "")
+    data = json.loads(toolhost("call", "math.calculate", "--args",
+                               json.dumps({"expression": expression}), "--json").stdout)
+    assert (data["kind"], data["reason_code"]) == (
+        "INVALID_ARGUMENTS", "tool.invalid_arguments.expression_too_long")
 
 
 def test_a_policy_that_loosens_external_write_refuses_the_start() -> None:

@@ -27,11 +27,9 @@ SPEC = ToolSpec(
     allow_parallel=False, deprecated=False,
 )
 
-def build(services):
-    def write(arguments, context):
-        return ToolOutput(structured={"recorded": True}, content="recorded " +
-                          arguments["destination"])
-    return write
+def write(arguments, context):
+    return ToolOutput(structured={"recorded": True}, content="recorded " +
+                      arguments["destination"])
 
 @hookimpl
 def toolhost_domains():
@@ -39,7 +37,7 @@ def toolhost_domains():
 
 @hookimpl
 def toolhost_tools(settings):
-    return [Tool(spec=SPEC, build=build)]
+    return [Tool(SPEC, call=write)]
 '''
 
 

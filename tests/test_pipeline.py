@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import CLOSED_OUT, make_plugin, make_spec, make_tool
 
-from toolhost import OutcomeStatus, ToolFailure, ToolFailureKind, ToolOutput, Trust
+from toolhost import OutcomeStatus, Reason, ToolFailure, ToolFailureKind, ToolOutput, Trust
 from toolhost._core_messages import MESSAGES
 from toolhost._host import Host
 from toolhost.testing import host_for
@@ -18,11 +18,11 @@ from toolhost.testing import host_for
 CODE = "tool.not_found.thing"
 
 
-def host_with(build: Any, *, reason_codes: tuple[str, ...] = (), **spec: Any) -> Host:
-    plugin = make_plugin(
-        tools=[make_tool(make_spec(**spec), build=build, reason_codes=reason_codes)],
-        messages={CODE: "No such thing."},
-    )
+REASON = Reason(CODE, "No such thing.")
+
+
+def host_with(build: Any, *, reasons: tuple[Reason, ...] = (), **spec: Any) -> Host:
+    plugin = make_plugin(tools=[make_tool(make_spec(**spec), build=build, reasons=reasons)])
     return host_for({"fx-dist": plugin})
 
 
@@ -80,7 +80,7 @@ def test_unknown_tool_and_version() -> None:
 
 def test_a_declared_failure_renders_its_static_message_and_keeps_detail_for_operators() -> None:
     failure = ToolFailure(CODE, detail={"secret_input": "rm -rf"}, retryable=True)
-    outcome = host_with(returning(failure), reason_codes=(CODE,)).invoke_sync("fx.echo", {})
+    outcome = host_with(returning(failure), reasons=(REASON,)).invoke_sync("fx.echo", {})
     assert outcome.failure is not None
     assert outcome.content == outcome.failure.message == "No such thing."
     assert outcome.failure.kind is ToolFailureKind.NOT_FOUND and outcome.failure.retryable
@@ -89,7 +89,10 @@ def test_a_declared_failure_renders_its_static_message_and_keeps_detail_for_oper
 
 
 def test_an_undeclared_reason_code_is_internal() -> None:
-    outcome = host_with(returning(ToolFailure(CODE))).invoke_sync("fx.echo", {})
+    # The code has a message (a sibling tool declares it), but not on the tool that raised it.
+    sibling = make_tool(make_spec(name="fx.other"), reasons=(REASON,))
+    plugin = make_plugin(tools=[make_tool(build=returning(ToolFailure(CODE))), sibling])
+    outcome = host_for({"fx-dist": plugin}).invoke_sync("fx.echo", {})
     assert outcome.failure and outcome.failure.reason_code == "tool.internal.undeclared_reason_code"
     assert outcome.failure.detail["reason_code"] == CODE
     assert outcome.content == "The tool failed unexpectedly."

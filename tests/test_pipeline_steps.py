@@ -343,7 +343,7 @@ def test_past_the_hard_ceiling_is_output_too_large_with_the_partial_artifactized
     outcome = host.invoke_sync("fx.big", {"unit": "abcd", "count": count}, run=run_for(host))
     assert outcome.failure and outcome.failure.kind is ToolFailureKind.OUTPUT_TOO_LARGE
     (ref,) = outcome.artifacts
-    assert ref["size"] == 8 * 1024 * 1024
+    assert ref["byte_count"] == 8 * 1024 * 1024
     assert host.pipeline.artifacts.read(ref["id"]) == (b"abcd" * count)[: 8 * 1024 * 1024]
 
 
@@ -447,12 +447,12 @@ def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> N
 
 
 def test_an_approved_execution_can_be_cancelled_by_the_caller(tmp_path: Path) -> None:
-    from toolhost._runs import Cancellation
+    from toolhost._runs import CancellationEvent
 
     policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
     h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
     paused = h.invoke_sync("fx.asleep", {"seconds": 3}, run=h.start_run())
-    cancellation = Cancellation()
+    cancellation = CancellationEvent()
 
     async def scenario() -> Any:
         task = asyncio.ensure_future(

@@ -10,6 +10,7 @@ import pytest
 from conftest import make_plugin
 from installed import GOOD_PLUGIN, install_fake_plugin
 
+from toolhost import Reason
 from toolhost._plugins import (
     PluginError,
     PluginSource,
@@ -107,7 +108,7 @@ def toolhost_tool(settings):
     [
         ("toolhost_domains", ["math"], "must return a list of Domain"),
         ("toolhost_tools", {"a": 1}, "must return a list of Tool"),
-        ("toolhost_messages", {"tool.x.y": 3}, "must return a dict of str to str"),
+        ("toolhost_tools", [object()], "must return a list of Tool"),
     ],
 )
 def test_a_hook_returning_the_wrong_type_is_attributed(hook: str, value: object,
@@ -151,19 +152,39 @@ def test_settings_reach_toolhost_tools() -> None:
 def test_settings_redact_secrets_in_repr() -> None:
     settings = Settings(env={"TENSORSCALE_API_KEY": "sk-secret", "TOOLHOST_PLUGINS": "a"})
     assert "sk-secret" not in repr(settings)
-    assert settings.secret("TENSORSCALE_API_KEY") == "sk-secret"
+    secret = settings.secret("TENSORSCALE_API_KEY")
+    assert secret is not None and secret.reveal() == "sk-secret"
 
 
 def test_a_distribution_with_two_entry_points_contributes_once(site: Path) -> None:
     install_fake_plugin(site, "fake-two", "fake_two_a", GOOD_PLUGIN)
-    (site / "fake_two_b.py").write_text(
-        "from toolhost import hookimpl\n\n@hookimpl\ndef toolhost_messages():\n"
-        "    return {'tool.not_found.thing': 'No such thing.'}\n"
-    )
+    (site / "fake_two_b.py").write_text(TOOL_PLUGIN)
     info = site / "fake_two-0.1.dist-info" / "entry_points.txt"
     info.write_text(info.read_text() + "fake_two_b = fake_two_b\n")
     contributions = collect_contributions(make_plugin_manager(discover(only("fake-two"))),
                                           Settings())
     (mine,) = [c for c in contributions if c.distribution == "fake-two"]
     assert [d.name for d in mine.domains] == ["fake"]
-    assert mine.messages == {"tool.not_found.thing": "No such thing."}
+    assert [t.spec.identity for t in mine.tools] == ["fake.thing@1.0.0"]
+    assert mine.tools[0].reasons == (Reason("tool.not_found.thing", "No such thing."),)
+
+
+TOOL_PLUGIN = """\
+from toolhost import (hookimpl, Idempotency, Kind, Reason, Risk, SideEffect, Source, TargetKind,
+                      Tool, ToolSpec, Trust)
+
+SCHEMA = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+SPEC = ToolSpec(
+    name="fake.thing", version="1.0.0", description="A thing.", input_schema=SCHEMA,
+    output_schema=SCHEMA, kind=Kind.CAPABILITY, source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS, server_id=None, side_effect=SideEffect.NONE,
+    risk=Risk.LOW, idempotency=Idempotency.READ_ONLY, output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=(), timeout_s=2, maximum_output_bytes=4096, allow_parallel=True,
+    deprecated=False,
+)
+
+@hookimpl
+def toolhost_tools(settings):
+    return [Tool(SPEC, call=lambda arguments, context: None,
+                 reasons=(Reason("tool.not_found.thing", "No such thing."),))]
+"""

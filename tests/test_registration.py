@@ -1,16 +1,41 @@
-"""The seven ordered refusals (DESIGN §3), plus the message table check."""
+"""The seven ordered refusals (DESIGN §3), plus the reasons check (Step.MESSAGE_TABLE)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
-from conftest import CLOSED_IN, CLOSED_OUT, make_plugin, make_spec, make_tool
+from conftest import CLOSED_IN, CLOSED_OUT, echo_build, make_plugin, make_spec, make_tool
 
-from toolhost import SideEffect, Source, TargetKind, Trust
+from toolhost import (
+    Idempotency,
+    Reason,
+    SchemaRule,
+    SideEffect,
+    Source,
+    TargetKind,
+    Tool,
+    ToolSpec,
+    Trust,
+    hookimpl,
+)
+from toolhost._core_messages import MESSAGES
 from toolhost._host import Host
-from toolhost._plugins import PluginSource, collect_contributions, make_plugin_manager
-from toolhost._registration import HARD_OUTPUT_CEILING, RegistrationRefused, Step, register
+from toolhost._plugins import (
+    Contribution,
+    PluginError,
+    PluginSource,
+    collect_contributions,
+    make_plugin_manager,
+)
+from toolhost._registration import (
+    HARD_OUTPUT_CEILING,
+    RegistrationRefused,
+    Step,
+    register,
+    registration_problems,
+)
 from toolhost._settings import Settings
 
 
@@ -22,6 +47,11 @@ def refusal(plugins: dict[str, object]) -> RegistrationRefused:
 
 def one(**spec_changes: Any) -> dict[str, object]:
     return {"fx-dist": make_plugin(tools=[make_tool(make_spec(**spec_changes))])}
+
+
+def contributions(plugins: dict[str, object]) -> list[Contribution]:
+    sources = [PluginSource(dist, dist, plugin) for dist, plugin in plugins.items()]
+    return collect_contributions(make_plugin_manager(sources), Settings())
 
 
 def test_a_valid_plugin_registers_without_building_anything() -> None:
@@ -119,7 +149,8 @@ OPEN_NESTED = {
         ("input_schema", {**CLOSED_IN, "properties": {"x": {"type": "bogus"}}}, "does not compile"),
         ("input_schema", {**CLOSED_IN, "$schema": "http://json-schema.org/draft-03/schema#"},
          "unsupported dialect"),
-        ("input_schema", {**CLOSED_IN, "properties": {"x": {"prefixItems": []}}}, "prefixItems"),
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {
+            "type": "array", "items": {"type": "string"}, "prefixItems": []}}}, "prefixItems"),
         ("output_schema", {**CLOSED_OUT, "properties": {"e": {"type": "array", "items": {
             "type": "object", "properties": {}}}}}, "/items"),
     ],
@@ -141,6 +172,62 @@ def test_step_5_local_ref_and_2020_12_dialect_are_accepted() -> None:
     Host.from_plugins(one(input_schema=schema))
 
 
+def closed(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": [],
+            "additionalProperties": False, **extra}
+
+
+STRING = {"type": "string", "maxLength": 8}
+#: Open subschemas and keywords step 5 refuses (each admits values or members the schema never
+#: names), with the pointer and the words of the refusal.
+OPEN_SCHEMAS = {
+    "empty property schema": (closed({"a": {}}), "/properties/a: accepts any value"),
+    "description-only property": (closed({"a": {"description": "Anything."}}),
+                                  "/properties/a: accepts any value"),
+    "array without items": (closed({"a": {"type": "array", "maxItems": 4}}),
+                            "/properties/a: an array schema must say what its items are"),
+    "items {}": (closed({"a": {"type": "array", "items": {}}}),
+                 "/properties/a/items: accepts any value"),
+    "patternProperties": (closed({"a": {"type": "object", "properties": {},
+                                        "patternProperties": {"^b": STRING},
+                                        "additionalProperties": False}}),
+                          "/properties/a/patternProperties: patternProperties admits any name"),
+    "dependencies": (closed({"a": STRING, "b": STRING}, dependencies={"a": ["b"]}),
+                     "/dependencies: dependencies adds rules only when"),
+    "dependentSchemas": (closed({"a": STRING, "b": STRING},
+                                dependentSchemas={"a": {"required": ["b"]}}),
+                         "/dependentSchemas: dependentSchemas adds rules only when"),
+    "tuple items": (closed({"a": {"type": "array", "items": [STRING, STRING]}}),
+                    "/properties/a/items: tuple (array-form) items"),
+}
+#: What each of them should have said: the same intent, closed.
+CLOSED_EQUIVALENTS = {
+    "empty property schema": closed({"a": STRING}),
+    "description-only property": closed({"a": {"description": "Anything.", **STRING}}),
+    "array without items": closed({"a": {"type": "array", "maxItems": 4, "items": STRING}}),
+    "items {}": closed({"a": {"type": "array", "items": {"enum": ["x", "y"]}}}),
+    "patternProperties": closed({"a": closed({"b": STRING})}),
+    "dependencies": closed({"a": STRING, "b": STRING}),
+    "dependentSchemas": closed({"a": STRING, "b": STRING}),
+    "tuple items": closed({"a": {"type": "array", "items": STRING, "maxItems": 2}}),
+}
+
+
+@pytest.mark.parametrize("which", ["input_schema", "output_schema"])
+@pytest.mark.parametrize("case", sorted(OPEN_SCHEMAS))
+def test_step_5_refuses_open_subschemas(case: str, which: str) -> None:
+    schema, fragment = OPEN_SCHEMAS[case]
+    exc = refusal(one(**{which: schema}))
+    assert exc.step is Step.SCHEMA_VALIDITY
+    assert f"fx.echo@1.0.0 from distribution fx-dist: {which}: {fragment}" in str(exc)
+
+
+@pytest.mark.parametrize("which", ["input_schema", "output_schema"])
+@pytest.mark.parametrize("case", sorted(CLOSED_EQUIVALENTS))
+def test_step_5_accepts_the_closed_equivalents(case: str, which: str) -> None:
+    assert registration_problems(contributions(one(**{which: CLOSED_EQUIVALENTS[case]}))) == []
+
+
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
@@ -160,6 +247,82 @@ def test_step_5_local_ref_and_2020_12_dialect_are_accepted() -> None:
 def test_step_6_field_completeness(change: dict[str, Any], fragment: str) -> None:
     exc = refusal(one(**change))
     assert exc.step is Step.FIELD_COMPLETENESS and fragment in str(exc)
+
+
+SPEC_FIELDS = [f.name for f in attrs.fields(ToolSpec)]
+#: Fields an earlier step reads (step 1 the name grammar, step 5 the schemas): left out, they
+#: are still step 6's to name, never a bad-value refusal of the earlier step.
+READ_EARLIER = {"name", "version", "input_schema", "output_schema"}
+
+
+def without(field: str) -> ToolSpec:
+    fields = attrs.asdict(make_spec(), recurse=False)
+    del fields[field]
+    return ToolSpec(**fields)
+
+
+@pytest.mark.parametrize("field", SPEC_FIELDS)
+def test_step_6_refuses_a_spec_built_without_a_field(field: str) -> None:
+    spec = without(field)  # no TypeError: the constructor leaves the field MISSING
+    exc = refusal({"fx-dist": make_plugin(tools=[make_tool(spec)])})
+    assert exc.step is Step.FIELD_COMPLETENESS
+    line = str(exc)
+    assert "\n" not in line
+    assert line.startswith(f"registration refused at step 6 (field completeness): "
+                           f"{spec.identity} from distribution fx-dist: ToolSpec field {field} "
+                           f"is missing. To fix: set {field}")
+
+
+@pytest.mark.parametrize("field", sorted(READ_EARLIER))
+def test_a_field_an_earlier_step_reads_is_refused_only_at_step_6(field: str) -> None:
+    problems = registration_problems(contributions(
+        {"fx-dist": make_plugin(tools=[make_tool(without(field))])}))
+    assert [(p.step, p.problem) for p in problems] == [
+        (Step.FIELD_COMPLETENESS, f"ToolSpec field {field} is missing")]
+
+
+@pytest.mark.parametrize(
+    "idempotency",
+    [Idempotency.NON_IDEMPOTENT, Idempotency.IDEMPOTENT, Idempotency.CONDITIONALLY_IDEMPOTENT],
+)
+def test_step_6_refuses_allow_parallel_on_a_tool_that_is_not_read_only(
+    idempotency: Idempotency,
+) -> None:
+    exc = refusal(one(idempotency=idempotency, allow_parallel=True))
+    assert str(exc) == (
+        "registration refused at step 6 (field completeness): fx.echo@1.0.0 from distribution "
+        f"fx-dist: allow_parallel is True but idempotency is {idempotency.value}. To fix: set "
+        "allow_parallel=False: only READ_ONLY tools may run in parallel"
+    )
+    Host.from_plugins(one(idempotency=idempotency, allow_parallel=False))
+    Host.from_plugins(one(idempotency=Idempotency.READ_ONLY, allow_parallel=True))
+
+
+def _body(arguments: Any, context: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("runner", "fragment"),
+    [({}, "the Tool has neither call= nor build="),
+     ({"call": _body, "build": echo_build}, "the Tool has both call= and build=")],
+)
+def test_step_6_refuses_a_tool_without_exactly_one_of_call_and_build(
+    runner: dict[str, Any], fragment: str,
+) -> None:
+    tool = Tool(make_spec(), **runner)
+    exc = refusal({"fx-dist": make_plugin(tools=[tool])})
+    assert exc.step is Step.FIELD_COMPLETENESS
+    assert f"fx.echo@1.0.0 from distribution fx-dist: {fragment}" in str(exc)
+    assert "exactly one" in exc.remedy
+
+
+def test_a_tool_given_only_call_runs_that_body() -> None:
+    def body(arguments: Any, context: Any) -> Any:
+        return echo_build(None)(arguments, context)
+
+    host = Host.from_plugins({"fx-dist": make_plugin(tools=[make_tool(call=body)])})
+    assert host.invoke_sync("fx.echo", {"x": "hi"}).content == "hi"
 
 
 @pytest.mark.parametrize(
@@ -185,6 +348,27 @@ def test_steps_run_in_order_over_every_registration() -> None:
     assert exc.step is Step.RESERVED_DOMAINS
 
 
+def test_registration_problems_lists_every_problem_in_step_order() -> None:
+    # Registry order: the step-6 problem's tool first, the step-5 problem's tool second.
+    parallel_writer = make_tool(make_spec(name="fx.a", idempotency=Idempotency.NON_IDEMPOTENT))
+    open_schema = make_tool(make_spec(name="fx.b", input_schema=closed({"a": {}})))
+    plugins = {"fx-dist": make_plugin(tools=[parallel_writer, open_schema])}
+    problems = registration_problems(contributions(plugins))
+    assert [(p.step, p.tool) for p in problems] == [
+        (Step.SCHEMA_VALIDITY, "fx.b@1.0.0"), (Step.FIELD_COMPLETENESS, "fx.a@1.0.0")]
+    assert all(p.distribution == "fx-dist" and p.remedy for p in problems)
+    with pytest.raises(RegistrationRefused) as info:
+        register(contributions(plugins))
+    exc = info.value
+    assert exc.problems == tuple(problems)
+    assert str(exc) == str(problems[0])
+    assert (exc.step, exc.tool, exc.distribution, exc.problem, exc.remedy) == (
+        problems[0].step, problems[0].tool, problems[0].distribution, problems[0].problem,
+        problems[0].remedy)
+    clean = {"fx-dist": make_plugin(tools=[make_tool()])}
+    assert registration_problems(contributions(clean)) == []
+
+
 def test_refusal_names_step_tool_distribution_and_remedy() -> None:
     exc = refusal(one(side_effect="NONE"))
     assert str(exc) == (
@@ -196,34 +380,99 @@ def test_refusal_names_step_tool_distribution_and_remedy() -> None:
     assert SideEffect.NONE  # the remedy names a real member
 
 
+# ---------------------------------------------------------------- the reasons check
+
+
+def with_reasons(*reasons: Reason, name: str = "fx.echo") -> Tool:
+    return make_tool(make_spec(name=name), reasons=reasons)
+
+
 @pytest.mark.parametrize(
     "message",
     ["Bad {x}.", "Bad %s.", "Bad %(x)s.", "Bad ${x}.", "Bad $x.", "Bad %d items.", ""],
 )
-def test_message_table_refuses_interpolation(message: str) -> None:
-    code = "tool.invalid_arguments.bad"
-    plugin = make_plugin(tools=[make_tool(reason_codes=(code,))], messages={code: message})
+def test_reasons_check_refuses_interpolation(message: str) -> None:
+    plugin = make_plugin(tools=[with_reasons(Reason("tool.invalid_arguments.bad", message))])
     exc = refusal({"fx-dist": plugin})
     assert exc.step is Step.MESSAGE_TABLE and "static" in str(exc)
+    assert str(exc).startswith("registration refused at reasons check")
 
 
-def test_message_table_needs_a_message_for_every_declared_code() -> None:
-    plugin = make_plugin(tools=[make_tool(reason_codes=("tool.not_found.thing",))])
-    exc = refusal({"fx-dist": plugin})
-    assert exc.step is Step.MESSAGE_TABLE and "tool.not_found.thing" in str(exc)
+@pytest.mark.parametrize("code", sorted(MESSAGES))
+def test_reasons_check_refuses_a_host_code_re_declared(code: str) -> None:
+    exc = refusal({"fx-dist": make_plugin(tools=[with_reasons(Reason(code, "Mine."))])})
+    assert exc.step is Step.MESSAGE_TABLE
+    assert f"reason code {code} is the host's own" in str(exc) and "fx-dist" in str(exc)
 
 
 @pytest.mark.parametrize("code", ["invalid_arguments.x", "tool.bogus_kind.x", "tool.not_found."])
-def test_message_table_refuses_malformed_codes(code: str) -> None:
-    exc = refusal({"fx-dist": make_plugin(messages={code: "Fine."})})
+def test_reasons_check_refuses_malformed_codes(code: str) -> None:
+    exc = refusal({"fx-dist": make_plugin(tools=[with_reasons(Reason(code, "Fine."))])})
     assert exc.step is Step.MESSAGE_TABLE and "malformed" in str(exc)
 
 
-def test_message_table_refuses_a_code_owned_twice_with_different_text() -> None:
+def test_reasons_check_refuses_two_tools_declaring_one_code_with_different_messages() -> None:
     code = "tool.not_found.thing"
-    exc = refusal({"a-dist": make_plugin(domains=["a"], messages={code: "One."}),
-                   "b-dist": make_plugin(domains=["b"], messages={code: "Two."})})
-    assert exc.step is Step.MESSAGE_TABLE and "a-dist" in str(exc)
+    exc = refusal({"a-dist": make_plugin(domains=["a"], tools=[
+                       with_reasons(Reason(code, "One."), name="a.one")]),
+                   "b-dist": make_plugin(domains=["b"], tools=[
+                       with_reasons(Reason(code, "Two."), name="b.two")])})
+    assert exc.step is Step.MESSAGE_TABLE
+    assert "b.two@1.0.0 from distribution b-dist" in str(exc) and "(from a-dist)" in str(exc)
+    # One code, one message: two tools declaring the same text is one entry of the table.
+    host = Host.from_plugins({"fx-dist": make_plugin(tools=[
+        with_reasons(Reason(code, "One."), name="fx.one"),
+        with_reasons(Reason(code, "One."), name="fx.two")])})
+    assert host.pipeline.messages[code] == "One."
+
+
+def test_reasons_check_refuses_a_code_declared_twice_on_one_tool() -> None:
+    code = "tool.not_found.thing"
+    exc = refusal({"fx-dist": make_plugin(tools=[with_reasons(Reason(code, "One."),
+                                                              Reason(code, "One."))])})
+    assert exc.step is Step.MESSAGE_TABLE and "declared twice" in str(exc)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [SchemaRule("/nope", "maxLength"),  # no such property
+     SchemaRule("/x", "minLength"),  # the property has no such keyword
+     SchemaRule("x", "maxLength")],  # not a JSON pointer
+)
+def test_reasons_check_refuses_a_schema_rule_the_input_schema_lacks(rule: SchemaRule) -> None:
+    reason = Reason("tool.invalid_arguments.too_long", "Too long.", schema_rules=(rule,))
+    exc = refusal({"fx-dist": make_plugin(tools=[with_reasons(reason)])})
+    assert exc.step is Step.MESSAGE_TABLE
+    assert f"maps schema rule {rule!r}, which the input schema does not have" in str(exc)
+
+
+def test_a_schema_rule_the_input_schema_has_maps_that_failure_to_its_reason() -> None:
+    assert CLOSED_IN["properties"]["x"]["maxLength"] == 8
+    reason = Reason("tool.invalid_arguments.too_long", "Too long.",
+                    schema_rules=(SchemaRule("/x", "maxLength"),))
+    host = Host.from_plugins({"fx-dist": make_plugin(tools=[with_reasons(reason)])})
+    outcome = host.invoke_sync("fx.echo", {"x": "123456789"})
+    assert outcome.failure and outcome.failure.reason_code == "tool.invalid_arguments.too_long"
+    assert outcome.content == "Too long."
+    other = host.invoke_sync("fx.echo", {"x": 1})  # another rule: the host's schema failure
+    assert other.failure and other.failure.reason_code == "tool.invalid_arguments.schema"
+
+
+def test_a_plugin_still_implementing_toolhost_messages_is_told_what_replaced_it() -> None:
+    plugin = make_plugin(tools=[make_tool()])
+
+    @hookimpl
+    def toolhost_messages() -> dict[str, str]:
+        return {"tool.not_found.thing": "No such thing."}
+
+    plugin.toolhost_messages = toolhost_messages  # type: ignore[attr-defined]
+    with pytest.raises(PluginError) as info:
+        Host.from_plugins({"fx-dist": plugin})
+    assert str(info.value) == (
+        "plugin fx-dist: toolhost_messages was removed in plugin API 1.0; declare each reason "
+        "once on its tool: Tool(..., reasons=(Reason(code, message), ...)) (leave it out with "
+        "TOOLHOST_PLUGINS, or fix and reinstall it)"
+    )
 
 
 def test_register_is_pure_over_contributions() -> None:

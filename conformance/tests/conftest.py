@@ -61,11 +61,11 @@ def install_fake_plugin(site: Path, dist: str, module: str, source: str) -> None
 #: A self-contained conforming plugin, for installing as a fake distribution.
 INSTALLABLE_GOOD = '''
 from toolhost import (
-    Domain, Idempotency, Kind, Risk, SideEffect, Source, TargetKind, Tool, ToolFailure,
+    Domain, Idempotency, Kind, Reason, Risk, SideEffect, Source, TargetKind, Tool, ToolFailure,
     ToolOutput, ToolSpec, Trust, hookimpl,
 )
 
-BLANK = "tool.invalid_arguments.blank_name"
+BLANK = Reason("tool.invalid_arguments.blank_name", "The name is blank. Provide a name.")
 SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string", "maxLength": 64}},
@@ -88,13 +88,11 @@ SPEC = ToolSpec(
 )
 
 
-def build(services):
-    def greet(arguments, context):
-        name = arguments["name"].strip()
-        if not name:
-            raise ToolFailure(BLANK)
-        return ToolOutput(structured={"greeting": "Hello, " + name}, content="Hello, " + name)
-    return greet
+def greet(arguments, context):
+    name = arguments["name"].strip()
+    if not name:
+        raise ToolFailure(BLANK.code)
+    return ToolOutput(structured={"greeting": "Hello, " + name}, content="Hello, " + name)
 
 
 @hookimpl
@@ -104,12 +102,7 @@ def toolhost_domains():
 
 @hookimpl
 def toolhost_tools(settings):
-    return [Tool(spec=SPEC, build=build, reason_codes=(BLANK,))]
-
-
-@hookimpl
-def toolhost_messages():
-    return {BLANK: "The name is blank. Provide a name."}
+    return [Tool(SPEC, call=greet, reasons=(BLANK,))]
 '''
 
 #: A plugin refused at step 2 (it declares the reserved domain mcp).

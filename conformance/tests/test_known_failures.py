@@ -14,24 +14,26 @@ NO_CACHE = ("-p", "no:cacheprovider")
 def test_a_known_failure_with_a_reason_is_a_strict_xfail(pytester: pytest.Pytester) -> None:
     write_suite(
         pytester,
-        {"fx-misbehaving": "fx_misbehaving"},
+        {"fx-parallel": "fx_parallel"},
         body='''
         known_failures = {
+            "registration": "parallel appends land in 2.0; tracked in #12",
             "parallel_only_read_only": "the batch API needs it; tracked in #12",
-            "property_run[tool=misbehaving.crash@1.0.0]": "crash fix lands in 2.0",
-            "test_property_run[tool=misbehaving.shape@1.0.0]": "schema fix lands in 2.0",
+            "property_run[tool=parallel.append@1.0.0]": "not run until registration passes",
+            "test_property_run[tool=parallel.read@1.0.0]": "not run until registration passes",
         }
         ''',
     )
     result = pytester.runpytest(*NO_CACHE, "-rx", "--toolhost-examples", "5")
-    # parallel_only_read_only passes for the other two tools: a check-wide entry is a strict
-    # xfail for every case, so those XPASS and fail; per-case keys are the precise tool.
-    result.assert_outcomes(passed=13, xfailed=3, failed=2)
+    # parallel_only_read_only passes for parallel.read: a check-wide entry is a strict xfail
+    # for every case, so that one XPASSes and fails; per-case keys are the precise tool.
+    result.assert_outcomes(passed=8, xfailed=4, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*XFAIL*test_parallel_only_read_only[[]tool=misbehaving.parallel@1.0.0[]]*"
+            "*XFAIL*test_registration*known failure: parallel appends land in 2.0*",
+            "*XFAIL*test_parallel_only_read_only[[]tool=parallel.append@1.0.0[]]*"
             "known failure: the batch API needs it; tracked in #12*",
-            "*XFAIL*misbehaving.crash*known failure: crash fix lands in 2.0*",
+            "*XFAIL*parallel.append*known failure: not run until registration passes*",
         ],
         consecutive=False,
     )
@@ -41,15 +43,15 @@ def test_a_known_failure_with_a_reason_is_a_strict_xfail(pytester: pytest.Pytest
 def test_a_case_key_leaves_the_other_cases_alone(pytester: pytest.Pytester) -> None:
     write_suite(
         pytester,
-        {"fx-misbehaving": "fx_misbehaving"},
+        {"fx-parallel": "fx_parallel"},
         body='''
         known_failures = {
-            "parallel_only_read_only[tool=misbehaving.parallel@1.0.0]": "tracked in #12",
+            "parallel_only_read_only[tool=parallel.append@1.0.0]": "tracked in #12",
         }
         ''',
     )
     result = pytester.runpytest(*NO_CACHE, "-k", "parallel_only_read_only")
-    result.assert_outcomes(passed=2, xfailed=1)
+    result.assert_outcomes(passed=1, xfailed=1)
 
 
 def test_the_command_line_option_is_the_same(pytester: pytest.Pytester) -> None:
@@ -88,6 +90,14 @@ def test_an_entry_naming_no_check_is_an_error(pytester: pytest.Pytester) -> None
     result = pytester.runpytest(*NO_CACHE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*known failure 'propery_run' in * names no check*"])
+
+
+def test_an_entry_naming_a_renamed_check_names_the_new_one() -> None:
+    with pytest.raises(KnownFailureError, match="reason_codes_have_messages, which is now reasons"):
+        validate({"reason_codes_have_messages[tool=a.b@1.0.0]": "why"}, CHECKS, "here")
+    assert validate({"reasons[tool=a.b@1.0.0]": "why"}, CHECKS, "here") == {
+        "reasons[tool=a.b@1.0.0]": "why"
+    }
 
 
 # ---------------------------------------------------------------------------- the parser

@@ -28,7 +28,7 @@ def test_public_names() -> None:
 def test_every_check_is_a_test_method() -> None:
     assert set(CHECKS) == {
         "registration",
-        "reason_codes_have_messages",
+        "reasons",
         "messages_static",
         "schemas_closed",
         "parallel_only_read_only",

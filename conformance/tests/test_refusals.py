@@ -1,7 +1,8 @@
 """Each negative fixture is refused at the right step, with the right message pieces.
 
-Asserted twice: directly against the host (``Host.from_plugins``), and through the suite's
-``registration`` check, which must fail with that one line and no traceback.
+Asserted three times: directly against the host (``Harness.over`` builds it as startup
+does), through the suite's ``registration`` check, which must fail with that line and no
+traceback, and through the one per-tool or per-distribution check that reports the step.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import importlib
 import pytest
 from conftest import write_suite
 
-from toolhost._host import Host
 from toolhost._registration import RegistrationRefused, Step
+from toolhost.testing import Harness
 
 #: (plugins {distribution: module}, step, pieces the one-line message must contain)
 REFUSALS = {
@@ -51,11 +52,30 @@ REFUSALS = {
         ["step 7", "box.run@1.0.0", "distribution fx-sandbox-trusted", "target_kind sandbox",
          "INTERNAL_TOOL", "To fix: set output_trust=Trust.EXTERNAL_UNTRUSTED"],
     ),
+    "open-property": (
+        {"fx-open-property": "fx_open_property"},
+        Step.SCHEMA_VALIDITY,
+        ["step 5", "anyvalue.echo@1.0.0", "distribution fx-open-property", "input_schema",
+         "/properties/extra", "accepts any value; give the property a type"],
+    ),
+    "missing-field": (
+        {"fx-missing-field": "fx_missing_field"},
+        Step.FIELD_COMPLETENESS,
+        ["step 6", "partial.echo@1.0.0", "distribution fx-missing-field",
+         "ToolSpec field deprecated is missing", "To fix: set deprecated"],
+    ),
+    "parallel-writer": (
+        {"fx-parallel": "fx_parallel"},
+        Step.FIELD_COMPLETENESS,
+        ["step 6", "parallel.append@1.0.0", "distribution fx-parallel",
+         "allow_parallel is True but idempotency is NON_IDEMPOTENT",
+         "To fix: set allow_parallel=False"],
+    ),
     "interpolating-message": (
         {"fx-interpolating": "fx_interpolating"},
         Step.MESSAGE_TABLE,
-        ["message table check", "tool.not_found.no_such_text", "distribution fx-interpolating",
-         "placeholder", "To fix: write a fixed message"],
+        ["reasons check", "interp.find@1.0.0", "tool.not_found.no_such_text",
+         "distribution fx-interpolating", "placeholder", "To fix: write a fixed message"],
     ),
 }
 
@@ -69,7 +89,7 @@ def test_the_host_refuses_at_the_right_step(
     modules: dict[str, str], step: Step, pieces: list[str]
 ) -> None:
     with pytest.raises(RegistrationRefused) as refused:
-        Host.from_plugins(_plugins(modules))
+        Harness.over(_plugins(modules)).close()
     assert refused.value.step is step
     message = str(refused.value)
     assert "\n" not in message  # one line for an operator
@@ -90,27 +110,47 @@ def test_the_registration_check_fails_with_the_refusal_line(
     assert "Traceback" not in result.stdout.str()
 
 
-def test_the_suite_names_the_check_each_refusal_breaks(pytester: pytest.Pytester) -> None:
-    # Beyond registration, the suite's own per-tool checks point at the same defect.
-    write_suite(
-        pytester,
-        {"fx-open-schema": "fx_open_schema"},
-        name="test_open",
-    )
-    write_suite(pytester, {"fx-sandbox-trusted": "fx_sandbox_trusted"}, name="test_box")
-    write_suite(pytester, {"fx-interpolating": "fx_interpolating"}, name="test_interp")
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", "-k", "schemas_closed or forced_trust or messages_static"
-    )
-    result.assert_outcomes(passed=6, failed=3)
-    failed = {r.nodeid.split("::")[-1] for r in result.reprec.getfailures()}  # type: ignore[attr-defined]
-    assert failed == {
-        "test_schemas_closed[tool=open.nested@1.0.0]",
-        "test_forced_trust[tool=box.run@1.0.0]",
+#: The check (beside ``registration``) that reports each fixture's refusal, with its case id;
+#: None where only ``registration`` does (steps 1-4, and step 6 but for allow_parallel).
+REPORTED_BY = {
+    "mcp-domain": None,
+    "mcp-tool": None,
+    "shared-domain": None,
+    "duplicate": None,
+    "open-schema": ["test_schemas_closed[tool=open.nested@1.0.0]"],
+    "sandbox-trusted": ["test_forced_trust[tool=box.run@1.0.0]"],
+    "open-property": ["test_schemas_closed[tool=anyvalue.echo@1.0.0]"],
+    "missing-field": None,
+    "parallel-writer": ["test_parallel_only_read_only[tool=parallel.append@1.0.0]"],
+    "interpolating-message": [
         "test_messages_static[dist=fx-interpolating]",
-    }
-    result.stdout.fnmatch_lines(["*input_schema /properties/options: object schema must set*"])
-    result.stdout.fnmatch_lines(["*placeholder '{text}'*"])
+        "test_reasons[tool=interp.find@1.0.0]",
+    ],
+}
+#: Every check that reports a share of registration's problems, besides registration.
+SHARE_CHECKS = (
+    "schemas_closed or parallel_only_read_only or forced_trust or reasons or messages_static"
+)
+
+
+@pytest.mark.parametrize(("modules", "step", "pieces"), REFUSALS.values(), ids=REFUSALS.keys())
+def test_the_check_that_owns_the_step_reports_the_same_problem(
+    pytester: pytest.Pytester,
+    request: pytest.FixtureRequest,
+    modules: dict[str, str],
+    step: Step,
+    pieces: list[str],
+) -> None:
+    expected = REPORTED_BY[request.node.callspec.id]
+    write_suite(pytester, modules)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", SHARE_CHECKS)
+    failed = {r.nodeid.split("::")[-1] for r in result.reprec.getfailures()}  # type: ignore[attr-defined]
+    assert failed == set(expected or ())
+    if expected:
+        # The registration problem itself, verbatim: the check has no rule of its own.
+        refusal = next(line for line in result.outlines if "registration refused at" in line)
+        for piece in pieces:
+            assert piece in refusal
 
 
 def test_a_refused_registration_fails_the_property_run_instead_of_skipping_it(
@@ -123,4 +163,4 @@ def test_a_refused_registration_fails_the_property_run_instead_of_skipping_it(
     write_suite(pytester, {"fx-interpolating": "fx_interpolating"})
     result = pytester.runpytest("-p", "no:cacheprovider", "-k", "property_run")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*not run: registration refused at message table check*"])
+    result.stdout.fnmatch_lines(["*not run: registration refused at reasons check*"])

@@ -5,9 +5,20 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, INSTALLABLE_GOOD, INSTALLABLE_MCP, install_fake_plugin, write_suite
+
+from toolhost import (
+    FailureInfo,
+    Outcome,
+    OutcomeStatus,
+    ToolFailureKind,
+    ToolValidationError,
+)
+from toolhost.testing import Harness
+from toolhost_conformance.suite import _check_outcome
 
 NO_CACHE = ("-p", "no:cacheprovider")
 
@@ -38,7 +49,7 @@ def test_every_check_is_one_test_with_per_tool_ids(pytester: pytest.Pytester) ->
             "test_subject.py::TestConformance::test_registration",
             "test_subject.py::TestConformance::test_messages_static[[]dist=fx-good[]]",
             "test_subject.py::TestConformance::test_no_ambient_reads[[]dist=fx-good[]]",
-            "test_subject.py::TestConformance::test_reason_codes_have_messages[[]tool=good.echo@1.0.0[]]",
+            "test_subject.py::TestConformance::test_reasons[[]tool=good.echo@1.0.0[]]",
             "test_subject.py::TestConformance::test_schemas_closed[[]tool=good.echo@2.0.0[]]",
             "test_subject.py::TestConformance::test_parallel_only_read_only[[]tool=good.stats@1.0.0[]]",
             "test_subject.py::TestConformance::test_forced_trust[[]tool=good.shell@1.0.0[]]",
@@ -86,21 +97,55 @@ def test_an_undeclared_reason_code_fails_the_property_run(pytester: pytest.Pytes
     )
 
 
-def test_suite_only_checks_catch_what_registration_lets_through(
+def test_the_property_run_catches_what_registration_lets_through(
     pytester: pytest.Pytester,
 ) -> None:
     write_suite(pytester, {"fx-misbehaving": "fx_misbehaving"})
     result = pytester.runpytest(*NO_CACHE, "--toolhost-examples", "10")
     assert _failed_ids(result) == {
-        "test_parallel_only_read_only[tool=misbehaving.parallel@1.0.0]",
         "test_property_run[tool=misbehaving.crash@1.0.0]",
         "test_property_run[tool=misbehaving.shape@1.0.0]",
     }
+    result.assert_outcomes(passed=16, failed=2)
     output = result.stdout.str()
-    assert "allow_parallel=True but idempotency is NON_IDEMPOTENT" in output
     assert "failed with tool.internal.unexpected: an exception escaped the tool body" in output
     assert '"exception": "KeyError"' in output
     assert "failed with tool.output_invalid.schema" in output
+
+
+def test_a_workspace_refusal_of_a_schema_valid_path_is_an_accepted_outcome(
+    pytester: pytest.Pytester,
+) -> None:
+    # Every path ws.peek's schema admits escapes the workspace or names nothing: pipeline
+    # step 9's tool.invalid_arguments.schema (with a "workspace" detail) is a correct outcome.
+    write_suite(pytester, {"fx-workspace": "fx_workspace"})
+    result = pytester.runpytest(*NO_CACHE, "-k", "property_run", "--toolhost-derandomize")
+    result.assert_outcomes(passed=1)
+
+
+def test_the_registration_check_lists_every_problem(pytester: pytest.Pytester) -> None:
+    write_suite(
+        pytester,
+        {"fx-open-property": "fx_open_property", "fx-parallel": "fx_parallel",
+         "fx-sandbox-trusted": "fx_sandbox_trusted", "fx-interpolating": "fx_interpolating"},
+    )
+    result = pytester.runpytest(*NO_CACHE, "-k", "registration")
+    result.assert_outcomes(failed=1)
+    refusals = [line.strip() for line in result.outlines if "registration refused at" in line]
+    # In step order, each once, each in the line the host refuses with.
+    assert [line.split(":")[0] for line in refusals] == [
+        "registration refused at step 5 (schema validity)",
+        "registration refused at step 6 (field completeness)",
+        "registration refused at step 7 (forced trust)",
+        "registration refused at reasons check (declared reasons)",
+    ]
+    assert "anyvalue.echo@1.0.0 from distribution fx-open-property" in refusals[0]
+    assert "parallel.append@1.0.0 from distribution fx-parallel" in refusals[1]
+    assert "box.run@1.0.0 from distribution fx-sandbox-trusted" in refusals[2]
+    assert "interp.find@1.0.0 from distribution fx-interpolating" in refusals[3]
+    result.stdout.fnmatch_lines(["*registration finds 4 problems in fx-open-property, "
+                                 "fx-parallel, fx-sandbox-trusted, fx-interpolating*"])
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_ambient_reads_fail_the_determinism_check(pytester: pytest.Pytester) -> None:
@@ -351,3 +396,31 @@ def test_a_hook_that_raises_fails_registration_in_one_line(pytester: pytest.Pyte
          "unreachable (leave it out with TOOLHOST_PLUGINS, or fix and reinstall it)*"]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+# ---------------------------------------------------------------------------- the outcome rule
+
+
+def _schema_failure(detail: dict[str, str]) -> tuple[Any, dict[str, str], Outcome]:
+    import fx_workspace
+
+    with Harness.over({"fx-workspace": fx_workspace}) as harness:
+        registered = harness.host.registry.resolve("ws.peek", "1.0.0")
+        table = dict(harness.host.messages)
+    code = ToolValidationError.REASON_CODE
+    failure = FailureInfo(kind=ToolFailureKind.INVALID_ARGUMENTS, reason_code=code,
+                          message=table[code], retryable=False, detail=detail)
+    outcome = Outcome(tool="ws.peek", version="1.0.0", status=OutcomeStatus.FAILED,
+                      content=table[code], failure=failure)
+    return registered, table, outcome
+
+
+def test_the_schema_code_is_accepted_only_for_a_workspace_refusal() -> None:
+    registered, table, outcome = _schema_failure({"workspace": "absolute path"})
+    _check_outcome(registered, table, {"path": "/etc/passwd"}, outcome)  # step 9: accepted
+    registered, table, outcome = _schema_failure({"problem": "'x' is not one of [...]"})
+    with pytest.raises(AssertionError, match=(
+        r"failed with tool.invalid_arguments.schema: the host rejected arguments generated "
+        r"from input_schema\. Operator detail: .*is not one of"
+    )):
+        _check_outcome(registered, table, {"path": "x"}, outcome)

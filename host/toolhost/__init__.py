@@ -1,10 +1,18 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API. Importing this package loads no plugin; ``toolhost._host.load_host()``
-does, when a command needs it.
+The public plugin API, version 1.0: everything a plugin needs is importable from here, and
+everything its tests need from ``toolhost.testing``. Every other module is private. Importing
+this package loads no plugin.
 """
 
-from toolhost._clock import Clock, FixedClock, ScriptedClock, SystemClock
+from toolhost._artifacts import (
+    ArtifactOrigin,
+    ArtifactRef,
+    ArtifactTooLarge,
+    ArtifactUnavailable,
+)
+from toolhost._clock import Clock
+from toolhost._digest import sha256_checksum
 from toolhost._outcome import (
     FailureInfo,
     Outcome,
@@ -14,13 +22,26 @@ from toolhost._outcome import (
     ToolOutput,
     ToolValidationError,
 )
-from toolhost._services import Principal, Services, ToolCallable, ToolExecutionContext
+from toolhost._secrets import Secret
+from toolhost._services import (
+    ArtifactReader,
+    ArtifactStream,
+    ArtifactWriter,
+    Cancellation,
+    Principal,
+    Services,
+    ToolCallable,
+    ToolExecutionContext,
+    Workspace,
+)
 from toolhost._settings import Settings
 from toolhost._spec import (
     Domain,
     Idempotency,
     Kind,
+    Reason,
     Risk,
+    SchemaRule,
     SideEffect,
     Source,
     TargetKind,
@@ -28,25 +49,46 @@ from toolhost._spec import (
     ToolSpec,
     Trust,
 )
+from toolhost._workspace import (
+    ListedEntry,
+    Listing,
+    Provenance,
+    WorkspaceEscape,
+    WorkspaceIsDirectory,
+    WorkspaceNotDirectory,
+    WorkspaceNotFound,
+    WriteResult,
+)
 from toolhost.hookspecs import hookimpl
 
 __all__ = [
+    "ArtifactOrigin",
+    "ArtifactReader",
+    "ArtifactRef",
+    "ArtifactStream",
+    "ArtifactTooLarge",
+    "ArtifactUnavailable",
+    "ArtifactWriter",
+    "Cancellation",
     "Clock",
     "Domain",
     "FailureInfo",
-    "FixedClock",
     "Idempotency",
     "Kind",
+    "ListedEntry",
+    "Listing",
     "Outcome",
     "OutcomeStatus",
     "Principal",
+    "Provenance",
+    "Reason",
     "Risk",
-    "ScriptedClock",
+    "SchemaRule",
+    "Secret",
     "Services",
     "Settings",
     "SideEffect",
     "Source",
-    "SystemClock",
     "TargetKind",
     "Tool",
     "ToolCallable",
@@ -57,7 +99,17 @@ __all__ = [
     "ToolSpec",
     "ToolValidationError",
     "Trust",
+    "Workspace",
+    "WorkspaceEscape",
+    "WorkspaceIsDirectory",
+    "WorkspaceNotDirectory",
+    "WorkspaceNotFound",
+    "WriteResult",
     "hookimpl",
+    "sha256_checksum",
 ]
 
-__version__ = "0.1.0"
+#: The plugin API version this host implements (``hookspecs`` documents what changed).
+PLUGIN_API_VERSION = "1.0"
+
+__version__ = "0.2.0"

@@ -1,13 +1,12 @@
-"""The host's own reason codes: failures the pipeline raises rather than a tool.
+"""The host's own reason codes: failures the pipeline produces rather than a tool.
 
-Registered as a plugin of the ``toolhost`` distribution through the same hook every domain
-plugin uses, so there is one message table and one rule for it.
+Plugins never declare these (registration refuses it): a schema failure, a timeout or a
+cancellation is the same failure with the same message whichever tool it happened to.
 """
 
 from __future__ import annotations
 
 from toolhost._outcome import ToolValidationError
-from toolhost.hookspecs import hookimpl
 
 UNKNOWN_TOOL = "tool.invalid_arguments.unknown_tool"
 UNKNOWN_VERSION = "tool.invalid_arguments.unknown_version"
@@ -43,8 +42,3 @@ MESSAGES = {
     "artifact.",
     DIGEST_MISMATCH: "The tool failed unexpectedly.",
 }
-
-
-@hookimpl
-def toolhost_messages() -> dict[str, str]:
-    return dict(MESSAGES)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
+
+
+class _Hasher(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def hexdigest(self) -> str: ...
 
 __all__ = [
     "argument_digest",
@@ -31,13 +38,18 @@ def canonical_json(value: Any) -> bytes:
 
 
 def sha256_digest(data: bytes) -> str:
-    """``sha256:`` + lowercase hex, the one checksum form toolhost writes anywhere."""
-    return sha256_checksum(hashlib.sha256(data))
+    """``sha256:`` + lowercase hex of ``data``: the one checksum form toolhost writes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def sha256_checksum(hasher: Any) -> str:
-    """The same form for a ``hashlib.sha256()`` fed incrementally (a chunked read)."""
-    return "sha256:" + str(hasher.hexdigest())
+def sha256_checksum(data: bytes | bytearray | memoryview | _Hasher) -> str:
+    """The ``sha256:`` checksum of bytes, or of a ``hashlib.sha256()`` already fed (a chunked
+    read hashes as it goes): ``sha256:`` followed by 64 lowercase hex digits."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+    if getattr(data, "name", None) != "sha256":
+        raise TypeError("sha256_checksum takes bytes or a hashlib.sha256() object")
+    return "sha256:" + data.hexdigest()
 
 
 def argument_digest(name: str, version: str, arguments: Mapping[str, Any]) -> str:

@@ -1,9 +1,11 @@
-"""Pipeline step 8 (and 9): run the tool under its deadline, with the run's cancellation.
+"""Pipeline step 8 (and 9): run the tool under its deadline, with its own cancellation.
 
-Async tools run as tasks and are cancelled on timeout or run cancellation. Sync tools run on
-daemon worker threads: a sync tool cannot be interrupted, so on timeout or cancellation it is
-abandoned and its late result discarded, and a daemon thread means an abandoned tool never
-holds the process open at exit.
+Each call has a cancellation of its own (``context.cancellation``), set when the run's is and
+when the call's deadline passes. Async tools run as tasks and are also cancelled at their next
+``await``. Sync tools run on daemon worker threads: Python cannot interrupt one, so the call's
+cancellation is the signal it gets (a body blocked in ``cancellation.wait`` wakes at once) and
+the pipeline stops waiting for it; its late result is discarded, and a daemon thread means an
+abandoned tool never holds the process open at exit.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolhost._runs import Cancellation
+from toolhost._runs import CancellationEvent
 from toolhost._services import ToolCallable, ToolExecutionContext
 
 __all__ = ["Cancelled", "DeadlineExceeded", "run_tool"]
@@ -105,13 +107,34 @@ async def run_tool(
     context: ToolExecutionContext,
     *,
     timeout: float,
-    cancellation: Cancellation,
+    call: CancellationEvent,
+    run: CancellationEvent,
 ) -> Any:
-    """The tool's return value; its exception; DeadlineExceeded; or Cancelled."""
-    if cancellation.cancelled:
-        raise Cancelled
-    if timeout <= 0:
-        raise DeadlineExceeded
+    """The tool's return value; its exception; DeadlineExceeded; or Cancelled.
+
+    ``call`` is the cancellation the tool sees in its context; it is set here when ``run``
+    is, and when ``timeout`` passes, before this returns.
+    """
+    unlink = run.add_callback(call.cancel)
+    try:
+        if run.cancelled:
+            raise Cancelled
+        if timeout <= 0:
+            call.cancel()
+            raise DeadlineExceeded
+        return await _wait_for_tool(tool, arguments, context, timeout, call, run)
+    finally:
+        unlink()
+
+
+async def _wait_for_tool(
+    tool: ToolCallable,
+    arguments: Mapping[str, Any],
+    context: ToolExecutionContext,
+    timeout: float,
+    call: CancellationEvent,
+    run: CancellationEvent,
+) -> Any:
     loop = asyncio.get_running_loop()
     if _is_async(tool):
         work: asyncio.Future[Any] = asyncio.ensure_future(tool(arguments, context))  # type: ignore[arg-type]
@@ -123,7 +146,10 @@ async def run_tool(
         if not cancelled.done():
             cancelled.set_result(None)
 
-    remove = cancellation.add_callback(lambda: loop.call_soon_threadsafe(wake))
+    def wake_soon() -> None:
+        loop.call_soon_threadsafe(wake)
+
+    remove = call.add_callback(wake_soon)
     try:
         done, _ = await asyncio.wait(
             {work, cancelled}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -132,13 +158,18 @@ async def run_tool(
         remove()
         if not cancelled.done():
             cancelled.cancel()
-    if work in done:
+    # A body that finished because it saw its cancellation (a sync body woken from
+    # ``cancellation.wait``) finished cancelled: its result is discarded like a late one.
+    if work in done and not call.cancelled:
         result = work.result()
         if inspect.isawaitable(result):  # a sync callable that returned a coroutine
             result = await asyncio.wait_for(result, timeout)
         return result
+    # Timed out or cancelled: the body is told first, so a sync body that waits on its
+    # cancellation (or kills the processes it started) stops, rather than running on unseen.
+    call.cancel()
     work.cancel()
     if isinstance(work, asyncio.Task):
         # Give a cancelled async tool a moment to run its cleanup, bounded.
         await asyncio.wait({work}, timeout=1.0)
-    raise Cancelled if cancelled in done else DeadlineExceeded
+    raise Cancelled if run.cancelled else DeadlineExceeded

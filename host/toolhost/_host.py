@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from toolhost._clock import Clock, SystemClock
 from toolhost._plugins import (
     PluginSource,
@@ -24,6 +26,9 @@ from toolhost._services import Principal, Services, ToolCallable
 from toolhost._settings import Settings
 
 if TYPE_CHECKING:
+    import httpx
+
+    from toolhost._http import HttpClients
     from toolhost._outcome import Outcome
     from toolhost._pipeline import Pipeline, ToolCall
     from toolhost._policy import Policy
@@ -49,14 +54,21 @@ class Host:
         *,
         data_dir: Path | None = None,
         policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.registry = registry
         self.messages = dict(messages)
         self.services = services
         self.settings = settings
         self._data_dir = data_dir
+        # A data directory the host made for itself (none given) is the host's to remove.
+        self._owns_data_dir = False
         self._policy = policy
+        self._http_transports = (http_transport, async_http_transport)
+        self._http: HttpClients | None = None
         self._built: dict[tuple[str, str], ToolCallable] = {}
+        self._services: dict[str, Services] = {}
         self._pipeline: Pipeline | None = None
 
     @classmethod
@@ -68,18 +80,22 @@ class Host:
         clock: Clock | None = None,
         data_dir: Path | None = None,
         policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> Host:
         """Register exactly these plugins. Raises PluginError or RegistrationRefused.
 
-        Without ``data_dir`` the stores live in a fresh temporary directory (tests,
-        conformance); ``load_host`` passes the operator's TOOLHOST_DATA_DIR.
+        Without ``data_dir`` the stores live in a fresh temporary directory that ``close``
+        removes (tests, conformance); ``load_host`` passes the operator's TOOLHOST_DATA_DIR.
+        The transports, when given, serve every client ``Services.http`` builds (tests).
         """
         settings = settings if settings is not None else Settings()
         pm = make_plugin_manager(sources)
         registered, messages = register(collect_contributions(pm, settings))
-        services = Services(clock=clock if clock is not None else SystemClock())
+        services = Services(clock=clock if clock is not None else SystemClock(), settings=settings)
         return cls(Registry(registered), messages, services, settings, data_dir=data_dir,
-                   policy=policy)
+                   policy=policy, http_transport=http_transport,
+                   async_http_transport=async_http_transport)
 
     @classmethod
     def from_plugins(
@@ -90,11 +106,14 @@ class Host:
         clock: Clock | None = None,
         data_dir: Path | None = None,
         policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> Host:
         """Register plugin objects that are not installed: ``{distribution: plugin}``."""
         sources = [PluginSource(distribution=d, name=d, plugin=p) for d, p in plugins.items()]
         return cls.from_sources(sources, settings=settings, clock=clock, data_dir=data_dir,
-                                policy=policy)
+                                policy=policy, http_transport=http_transport,
+                                async_http_transport=async_http_transport)
 
     # ------------------------------------------------------------------ composition
 
@@ -106,6 +125,7 @@ class Host:
     def data_dir(self) -> Path:
         if self._data_dir is None:
             self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
+            self._owns_data_dir = True
         return self._data_dir
 
     @property
@@ -153,20 +173,53 @@ class Host:
 
         return WorkspaceHandle(self.data_dir / "workspaces" / f"{run_id}-{new_id()}", owned=True)
 
+    def services_for(self, distribution: str) -> Services:
+        """The Services a distribution's tools are built with: the host's clock and settings,
+        that distribution's own data directory, the artifact resolver, the HTTP clients."""
+        services = self._services.get(distribution)
+        if services is None:
+            from toolhost._artifacts import ArtifactResolver
+
+            services = self._services[distribution] = attrs.evolve(
+                self.services,
+                data_dir=self.data_dir / "plugins" / distribution,
+                artifacts=_ContextReader(ArtifactResolver(self.pipeline.artifacts, self.clock)),
+                http_clients=self._http_clients,
+            )
+        return services
+
+    def _http_clients(self) -> HttpClients:
+        # One per host: its TLS context (with TOOLHOST_CA_BUNDLE) is built once.
+        if self._http is None:
+            from toolhost._http import HttpClients
+
+            transport, async_transport = self._http_transports
+            self._http = HttpClients(self.settings, transport=transport,
+                                     async_transport=async_transport)
+        return self._http
+
     def _tool_callable(self, registered: Registered) -> ToolCallable:
         # Built on first use, once: registration never constructs anything, and a command
         # that calls one tool pays for building one.
         key = (registered.spec.name, registered.spec.version)
         tool = self._built.get(key)
         if tool is None:
-            tool = self._built[key] = registered.tool.build(self.services)
+            services = self.services_for(registered.distribution)
+            tool = self._built[key] = registered.tool.callable_for(services)
         return tool
 
     def close(self) -> None:
-        """Close the stores' database connections. The host is unusable afterwards."""
+        """Close the stores' database connections, and remove the data directory if the host
+        made it for itself. The host is unusable afterwards."""
         if self._pipeline is not None:
             self._pipeline.close()
             self._pipeline = None
+        if self._owns_data_dir and self._data_dir is not None:
+            from toolhost._workspace import remove_tree
+
+            remove_tree(self._data_dir)
+            self._data_dir = None
+            self._owns_data_dir = False
 
     def __enter__(self) -> Host:
         return self
@@ -254,6 +307,19 @@ class Host:
         import asyncio
 
         return asyncio.run(self.pipeline.approve(invocation_id, approver))
+
+
+@attrs.frozen
+class _ContextReader:
+    """``services.artifacts``: the resolver, asked with the caller's context."""
+
+    resolver: Any
+
+    def read(self, artifact_id: str, context: Any, *, max_bytes: int) -> bytes:
+        return bytes(self.resolver.read(
+            artifact_id, principal_id=context.principal.id, run_id=context.run_id,
+            conversation_id=context.conversation_id, max_bytes=max_bytes,
+        ))
 
 
 def log_policy_changes(policy: Policy) -> None:

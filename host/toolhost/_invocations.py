@@ -231,11 +231,10 @@ class SQLiteInvocationStore:
 
     def get(self, invocation_id: str) -> InvocationRecord:
         with self._lock:
-            row = self._rows("SELECT * FROM tool_invocations WHERE id = ?", (invocation_id,))
-        row = row[0] if row else None
-        if row is None:
+            rows = self._rows("SELECT * FROM tool_invocations WHERE id = ?", (invocation_id,))
+        if not rows:
             raise InvocationNotFound(invocation_id)
-        return _from_row(row)
+        return _from_row(rows[0])
 
     def transition(
         self,

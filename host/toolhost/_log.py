@@ -2,8 +2,8 @@
 
 Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when stderr is not a
 TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
-key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` key, and any
-``Bearer`` credential inside a string.
+key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` key, any
+``Bearer`` credential inside a string, and any ``Secret`` value, however deeply nested.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import logging as _stdlib_logging
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
-from typing import IO, Any
+from typing import Any, TextIO
 
 import structlog
 
 from toolhost._clock import Clock
+from toolhost._secrets import Secret
 from toolhost._settings import is_secret_name
 
 __all__ = ["REDACTED", "configure_logging", "get_logger", "redact_secrets"]
@@ -31,10 +32,12 @@ def _is_secret_key(key: str) -> bool:
 
 
 def _redact(value: Any) -> Any:
+    if isinstance(value, Secret):
+        return REDACTED
     if isinstance(value, Mapping):
         return {k: REDACTED if isinstance(k, str) and _is_secret_key(k) else _redact(v)
                 for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return type(value)(_redact(v) for v in value)
     if isinstance(value, str):
         return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
@@ -60,7 +63,7 @@ def _clock_timestamper(clock: Clock) -> Any:
 
 
 def configure_logging(
-    clock: Clock, *, level: str = "info", stream: IO[str] | None = None, json: bool | None = None
+    clock: Clock, *, level: str = "info", stream: TextIO | None = None, json: bool | None = None
 ) -> None:
     """Configure structlog once for the process. ``json`` defaults to "stderr is not a TTY"."""
     stream = stream if stream is not None else sys.stderr

@@ -45,15 +45,16 @@ from toolhost._outcome import (
 from toolhost._policy import Policy, PolicyAction, PolicyDecision
 from toolhost._registration import HARD_OUTPUT_CEILING, Registered
 from toolhost._registry import Registry, UnknownTool, UnknownVersion
-from toolhost._runs import Cancellation, Run
+from toolhost._runs import CancellationEvent, Run
 from toolhost._services import Principal, ToolCallable, ToolExecutionContext
 from toolhost._spec import Idempotency, Trust
-from toolhost._workspace import WorkspaceEscape
+from toolhost._workspace import NO_WORKSPACE, WorkspaceEscape
 
 __all__ = [
     "InvocationStateError",
     "Pipeline",
     "ToolCall",
+    "call_deadline",
     "check_enabled",
     "check_scopes",
     "clamp_trust",
@@ -129,16 +130,23 @@ def check_scopes(principal: Principal, registered: Registered) -> None:
 
 
 def validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any]:
-    """Validate against input_schema and apply defaults (on a copy: the caller's is untouched)."""
+    """Validate against input_schema and apply defaults (on a copy: the caller's is untouched).
+
+    A failed rule the tool maps to a reason of its own (``Reason(schema_rules=...)``) fails
+    with that reason; every other failure is the host's one validation failure.
+    """
     if not isinstance(arguments, Mapping):
         raise _Refused(ToolValidationError(detail={"problem": "arguments are not an object"}))
     data = copy.deepcopy(dict(arguments))
     try:
         registered.validate_input(data)
     except fastjsonschema.JsonSchemaValueException as exc:
-        raise _Refused(
-            ToolValidationError(detail={"problem": exc.message, "rule": exc.rule})
-        ) from None
+        detail = {"problem": exc.message, "rule": exc.rule}
+        pointer = "".join(f"/{part}" for part in (exc.path or [])[1:])
+        code = registered.schema_reasons.get((pointer, str(exc.rule)))
+        failure = ToolValidationError(detail=detail) if code is None else ToolFailure(
+            code, detail=detail)
+        raise _Refused(failure) from None
     return data
 
 
@@ -167,12 +175,10 @@ def decide_policy(policy: Policy, registered: Registered) -> PolicyDecision:
 # ---------------------------------------------------------------------- steps 8-9: execute
 
 
-def _timeout_for(registered: Registered, deadline: float | None) -> float:
-    """min(timeout_s, what is left of the run's deadline)."""
-    timeout = float(registered.spec.timeout_s)
-    if deadline is not None:
-        timeout = min(timeout, deadline - monotonic())
-    return timeout
+def call_deadline(registered: Registered, run_deadline: float | None) -> float:
+    """This call's deadline, a monotonic instant: min(now + timeout_s, the run's deadline)."""
+    deadline = monotonic() + float(registered.spec.timeout_s)
+    return deadline if run_deadline is None else min(deadline, run_deadline)
 
 
 def _timeout_retryable(registered: Registered) -> bool:
@@ -185,12 +191,13 @@ async def execute(
     tool: ToolCallable,
     arguments: Mapping[str, Any],
     context: ToolExecutionContext,
+    call: CancellationEvent,
     run: Run,
 ) -> Any:
     try:
         return await run_tool(
             tool, arguments, context,
-            timeout=_timeout_for(registered, run.deadline), cancellation=run.cancellation,
+            timeout=context.deadline - monotonic(), call=call, run=run.cancellation,
         )
     except DeadlineExceeded:
         raise _Refused(
@@ -237,7 +244,7 @@ def build_tool(build: Callable[[Registered], ToolCallable], registered: Register
 # ---------------------------------------------------------------------- step 10: output
 
 
-def validate_output(registered: Registered, output: Any) -> ToolOutput:
+def validate_output(registered: Registered, output: object) -> ToolOutput:
     problem = None
     if not isinstance(output, ToolOutput):
         problem = "not a ToolOutput"
@@ -251,9 +258,9 @@ def validate_output(registered: Registered, output: Any) -> ToolOutput:
             registered.validate_output(output.structured)
         except (fastjsonschema.JsonSchemaValueException, TypeError, ValueError) as exc:
             problem = str(exc)
-    if problem is not None:
+    if problem is not None or not isinstance(output, ToolOutput):
         raise _Refused(ToolFailure(core_messages.OUTPUT_SCHEMA, detail={"problem": problem}))
-    return output  # type: ignore[return-value]
+    return output
 
 
 # ---------------------------------------------------------------------- step 11: trust
@@ -443,14 +450,19 @@ class Pipeline:
         *, inserted: bool = True,
     ) -> Outcome:
         """Steps 8 to 13 for a ``running`` record (already a row unless ``inserted`` is False)."""
-        writer = ArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id)
+        writer = ArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
+                                principal_id=run.principal.id)
+        # Each call has its own cancellation: set when the run's is, and at its deadline.
+        call = CancellationEvent()
         context = ToolExecutionContext(
-            run_id=run.id, principal=run.principal, workspace=run.workspace, artifacts=writer,
-            deadline=run.deadline, cancellation=run.cancellation, user_turn=run.user_turn,
+            run_id=run.id, principal=run.principal,
+            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
+            artifacts=writer, deadline=call_deadline(registered, run.deadline),
+            cancellation=call, conversation_id=run.conversation_id, user_turn=run.user_turn,
         )
         try:
             tool = build_tool(self._build, registered)
-            raw = await execute(registered, tool, record.arguments, context, run)
+            raw = await execute(registered, tool, record.arguments, context, call, run)
             log.debug("pipeline.execute", step=8)
             output = validate_output(registered, raw)
             log.debug("pipeline.output", step=10)
@@ -521,7 +533,7 @@ class Pipeline:
     # ------------------------------------------------------------------ approvals
 
     async def approve(
-        self, invocation_id: str, approver: str, *, cancellation: Cancellation | None = None
+        self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None
     ) -> Outcome:
         """Approve and run exactly the validated arguments that were approved, once.
 
@@ -565,7 +577,7 @@ class Pipeline:
         run = Run(
             id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
             conversation_id=record.conversation_id, workspace=workspace,
-            cancellation=cancellation if cancellation is not None else Cancellation(),
+            cancellation=cancellation if cancellation is not None else CancellationEvent(),
         )
         try:
             return await self._run_and_persist(run, registered, record, log)

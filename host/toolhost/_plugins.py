@@ -15,7 +15,6 @@ from typing import Any
 import attrs
 import pluggy
 
-from toolhost import _core_messages as core_messages
 from toolhost import hookspecs
 from toolhost._settings import Settings, normalize_dist_name
 from toolhost._spec import Domain, Tool
@@ -64,7 +63,14 @@ class Contribution:
     distribution: str
     domains: tuple[Domain, ...]
     tools: tuple[Tool, ...]
-    messages: Mapping[str, str]
+
+
+#: Hooks of earlier plugin API versions, and what replaced them: a plugin still implementing
+#: one gets this remedy rather than "no hookspec declares it".
+_REMOVED_HOOKS = {
+    "toolhost_messages": "toolhost_messages was removed in plugin API 1.0; declare each "
+    "reason once on its tool: Tool(..., reasons=(Reason(code, message), ...))",
+}
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
@@ -117,10 +123,9 @@ def load_distributions(names: Iterable[str]) -> list[PluginSource]:
 
 
 def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager:
-    """A plugin manager with the hookspecs, the host's own messages, and these plugins."""
+    """A plugin manager with the hookspecs and these plugins."""
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
-    pm.register(core_messages, name=HOST_DISTRIBUTION)
     for source in sources:
         # One distribution may ship several entry points; each is its own pluggy plugin,
         # named "<distribution>:<entry point>", and their contributions are merged.
@@ -134,9 +139,12 @@ def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
+        dist = distribution_of(pm.get_name(exc.plugin) or "<unknown>")
+        for hook, remedy in _REMOVED_HOOKS.items():
+            if hook in str(exc):
+                raise PluginError(dist, remedy) from None
         raise PluginError(
-            distribution_of(pm.get_name(exc.plugin) or "<unknown>"),
-            f"implements a hook no hookspec declares ({exc}); check the hook's name",
+            dist, f"implements a hook no hookspec declares ({exc}); check the hook's name",
         ) from None
     return pm
 
@@ -163,21 +171,10 @@ def _as_tuple(dist: str, hook: str, value: Any, item_type: type) -> tuple[Any, .
     return tuple(value)
 
 
-def _as_messages(dist: str, value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise PluginError(dist, "hook toolhost_messages must return a dict of str to str")
-    return dict(value)
-
-
 def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[Contribution]:
-    """Call the three hooks, in order, and gather what each distribution returned."""
+    """Call the two hooks, in order, and gather what each distribution returned."""
     domains = _call_each(pm, "toolhost_domains", {})
     tools = _call_each(pm, "toolhost_tools", {"settings": settings})
-    messages = _call_each(pm, "toolhost_messages", {})
     merged: dict[str, Contribution] = {}
     for name, _ in pm.list_name_plugin():
         dist = distribution_of(name)
@@ -185,7 +182,6 @@ def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[
             distribution=dist,
             domains=_as_tuple(dist, "toolhost_domains", domains.get(name), Domain),
             tools=_as_tuple(dist, "toolhost_tools", tools.get(name), Tool),
-            messages=_as_messages(dist, messages.get(name)),
         )
         if dist in merged:
             before = merged[dist]
@@ -193,7 +189,6 @@ def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[
                 distribution=dist,
                 domains=before.domains + part.domains,
                 tools=before.tools + part.tools,
-                messages={**before.messages, **part.messages},
             )
         merged[dist] = part
     return list(merged.values())

@@ -15,14 +15,15 @@ import attrs
 
 from toolhost._services import Principal
 
-__all__ = ["Cancellation", "Run"]
+__all__ = ["CancellationEvent", "Run"]
 
 
-class Cancellation:
-    """A one-way flag that can be set from any thread, with callbacks for waiters.
+class CancellationEvent:
+    """A one-way flag that can be set from any thread, with callbacks for waiters: the host's
+    implementation of the public ``Cancellation`` protocol, plus ``cancel``.
 
-    The pipeline registers a callback that wakes its event loop, so an async tool is cancelled
-    at once and a sync tool is abandoned (its late result discarded).
+    A run has one; each call gets its own, set when the run's is and when the call's deadline
+    passes, so a sync body blocked in ``wait`` wakes for either.
     """
 
     def __init__(self) -> None:
@@ -33,6 +34,10 @@ class Cancellation:
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until cancelled or ``timeout`` seconds pass; True if cancelled."""
+        return self._event.wait(timeout)
 
     def cancel(self) -> None:
         with self._lock:
@@ -70,7 +75,7 @@ class Run:
     pins: Mapping[str, str] = attrs.field(factory=dict)
     #: Monotonic instant (``toolhost._determinism.monotonic``) after which nothing runs.
     deadline: float | None = None
-    cancellation: Cancellation = attrs.field(factory=Cancellation, eq=False)
+    cancellation: CancellationEvent = attrs.field(factory=CancellationEvent, eq=False)
     conversation_id: str | None = None
     user_turn: str | None = None
     #: The run's WorkspaceHandle (``toolhost._workspace``); None only for hand-built runs.

@@ -19,6 +19,7 @@ __all__ = [
     "Validator",
     "compile_schema",
     "schema_problems",
+    "subschema_at",
 ]
 
 Validator = Callable[[Any], Any]
@@ -42,10 +43,26 @@ _DIALECT_SENSITIVE = frozenset(
         "$recursiveAnchor",
         "unevaluatedProperties",
         "unevaluatedItems",
-        "dependentSchemas",
         "dependentRequired",
         "$vocabulary",
     }
+)
+
+# Keywords that admit members or items the schema never names, so a schema using them is not
+# closed however its object levels are written.
+_OPENING = {
+    "patternProperties": "patternProperties admits any name matching the pattern; name each "
+    "property under properties",
+    "dependencies": "dependencies adds rules only when some property is present; name every "
+    "property under properties",
+    "dependentSchemas": "dependentSchemas adds rules only when some property is present; name "
+    "every property under properties",
+}
+
+# What makes a subschema say something about its value. A property or items schema with none
+# of these (``{}``, or only a description) accepts any value at all, objects included.
+_CONSTRAINING = frozenset(
+    {"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "properties"}
 )
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
@@ -83,6 +100,12 @@ def _is_object_level(schema: Mapping[str, Any]) -> bool:
     return "object" in types or "properties" in schema or "patternProperties" in schema
 
 
+def _is_array_level(schema: Mapping[str, Any]) -> bool:
+    declared = schema.get("type")
+    types = declared if isinstance(declared, list) else [declared]
+    return "array" in types
+
+
 def _under_definitions(pointer: str) -> bool:
     return "/$defs/" in pointer or "/definitions/" in pointer
 
@@ -104,8 +127,22 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
         yield SchemaProblem(f"{pointer}/$ref", "remote $ref is not allowed; use a local #/$defs")
     for key in sorted(_DIALECT_SENSITIVE & schema.keys()):
         yield SchemaProblem(f"{pointer}/{key}", f"{key} differs between draft-07 and 2020-12")
+    for key in sorted(_OPENING.keys() & schema.keys()):
+        yield SchemaProblem(f"{pointer}/{key}", _OPENING[key])
     if isinstance(schema.get("items"), list):
-        yield SchemaProblem(f"{pointer}/items", "array-form items differs between dialects")
+        yield SchemaProblem(f"{pointer}/items", "tuple (array-form) items differs between "
+                            "dialects; use one items schema")
+    elif _is_array_level(schema) and "items" not in schema:
+        yield SchemaProblem(pointer, "an array schema must say what its items are (items)")
+    for key in ("properties",):
+        members = schema.get(key)
+        if isinstance(members, Mapping):
+            for name, sub in members.items():
+                if isinstance(sub, Mapping) and not (_CONSTRAINING & sub.keys()):
+                    yield SchemaProblem(f"{pointer}/{key}/{name}",
+                                        "accepts any value; give the property a type")
+    if isinstance(schema.get("items"), Mapping) and not (_CONSTRAINING & schema["items"].keys()):
+        yield SchemaProblem(f"{pointer}/items", "accepts any value; give the items a type")
     if "default" in schema and ("$ref" in schema or _under_definitions(pointer)):
         # fastjsonschema applies no default reached through a $ref, so step 4 would silently
         # skip it: put the default on the property itself.
@@ -116,6 +153,18 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
         if sub_pointer.endswith("/additionalProperties") and sub is False:
             continue
         yield from schema_problems(sub, sub_pointer)
+
+
+def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] | None:
+    """The subschema that validates the arguments at ``pointer`` (``/options/limit``),
+    following ``properties`` only; None if the schema names no such property."""
+    node: Any = schema
+    for name in pointer.split("/")[1:] if pointer.startswith("/") else [None]:
+        properties = node.get("properties") if isinstance(node, Mapping) else None
+        if name is None or not isinstance(properties, Mapping) or name not in properties:
+            return None
+        node = properties[name]
+    return node if isinstance(node, Mapping) else None
 
 
 def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True) -> Validator:

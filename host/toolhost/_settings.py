@@ -8,6 +8,8 @@ from pathlib import Path
 
 import attrs
 
+from toolhost._secrets import Secret
+
 __all__ = ["Settings"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -37,7 +39,7 @@ class Settings:
     rather than from ``os.environ``, so a test hands a plugin exactly the settings it means.
     """
 
-    env: Mapping[str, str] = attrs.field(repr=_redact, factory=dict)
+    env: Mapping[str, str] = attrs.field(repr=lambda env: repr(_redact(env)), factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -50,10 +52,10 @@ class Settings:
         """True for 1/true/yes/on (any case); false when absent or anything else."""
         return self.env.get(name, "").strip().lower() in _TRUE
 
-    def secret(self, name: str) -> str | None:
-        """A credential, or None when absent or blank."""
+    def secret(self, name: str) -> Secret | None:
+        """The credential setting ``name`` as a redacted ``Secret``, or None when absent or blank."""
         value = self.env.get(name, "").strip()
-        return value or None
+        return Secret(value) if value else None
 
     @property
     def data_dir(self) -> Path:

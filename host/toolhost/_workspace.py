@@ -31,6 +31,7 @@ import threading
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import attrs
 
@@ -38,6 +39,7 @@ from toolhost._determinism import new_id
 
 __all__ = [
     "MAX_PATH_BYTES",
+    "NO_WORKSPACE",
     "ListedEntry",
     "Listing",
     "Provenance",
@@ -47,6 +49,7 @@ __all__ = [
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
     "WriteResult",
+    "remove_tree",
 ]
 
 MAX_PATH_BYTES = 4096
@@ -208,7 +211,7 @@ def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]
             yield entry
 
 
-def _remove_tree(root: Path) -> None:
+def remove_tree(root: Path) -> None:
     """Remove a workspace however deep it is, with two fds and no recursion.
 
     ``shutil.rmtree`` recurses once per level (and a 4096-byte path allows about 2000), so
@@ -289,7 +292,7 @@ class WorkspaceHandle:
         a cache, discarded when the run finishes or pauses."""
         self.close()
         if self._owned:
-            _remove_tree(self._root)
+            remove_tree(self._root)
 
     def __enter__(self) -> WorkspaceHandle:
         return self
@@ -516,3 +519,19 @@ class WorkspaceHandle:
         bisect.insort(kept, (key, entry), key=lambda item: item[0])
         if len(kept) > limit + 1:
             kept.pop()
+
+
+class _NoWorkspace:
+    """The workspace of a run that has none (a run built by hand): every use is refused the
+    way a path outside the root is, so a tool needs no special case for it."""
+
+    def _refuse(self, *_: object, **__: object) -> NoReturn:
+        raise WorkspaceEscape("this run has no workspace")
+
+    read = read_chunks = write = listdir = _refuse
+
+    def provenance(self, path: str) -> Provenance:
+        return Provenance.UNKNOWN
+
+
+NO_WORKSPACE: Any = _NoWorkspace()

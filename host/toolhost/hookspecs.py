@@ -5,9 +5,13 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Hooks are called once per process start, in this order: ``toolhost_domains``,
-``toolhost_tools``, ``toolhost_messages``. Registration (the seven ordered refusals) runs over
+Plugin API 1.0. Hooks are called once per process start, in this order: ``toolhost_domains``,
+``toolhost_tools``. Registration (the seven ordered refusals, then the reasons check) runs over
 the union of what they return before any tool is built.
+
+Version notes: 1.0 removed ``toolhost_messages``. A reason code is declared once, with its
+static message, on the tool that raises it (``Tool(..., reasons=(Reason(code, message),))``);
+a plugin that still implements the hook is refused at startup with that remedy.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def toolhost_domains() -> list[Domain]:
+def toolhost_domains() -> list[Domain]:  # type: ignore[empty-body]
     """Declare the domains this plugin owns.
 
     Called once at startup, before ``toolhost_tools``. Every tool the plugin returns must live
@@ -44,26 +48,15 @@ def toolhost_domains() -> list[Domain]:
 
 
 @hookspec
-def toolhost_tools(settings: Settings) -> list[Tool]:
+def toolhost_tools(settings: Settings) -> list[Tool]:  # type: ignore[empty-body]
     """Return the tools this plugin registers under these settings.
 
     Called once at startup, after ``toolhost_domains``. Conditional tools decide here: with
     their flag or credential absent, return nothing for them. Must be pure apart from reading
     ``settings``: no I/O, nothing built — ``Tool.build`` runs only after registration passed.
+    Each ``Tool`` declares its reasons (``Reason(code, message)``): the host assembles the
+    model-facing message table from them.
 
     :param settings: the host settings (environment flags, data directory, secrets).
     :return: one ``Tool`` per registered (name, version), historical versions included.
-    """
-
-
-@hookspec
-def toolhost_messages() -> dict[str, str]:
-    """Return the static model-facing message for every reason code the plugin's tools raise.
-
-    Called once at startup. The host assembles one outcome message table from every plugin;
-    a message is rendered to the model byte for byte, so it must carry no placeholders and
-    never the input (the reason code carries the diagnosis, the message the remedy).
-
-    :return: ``{reason_code: message}``, reason codes in the form
-        ``tool.<failure kind in lower case>.<code>``.
     """

@@ -1,25 +1,36 @@
-"""Test helpers for plugin authors and for the host's own suite.
+"""The test kit for plugin authors (and the host's own suite), shipped as a pytest plugin.
 
-- ``ClockContract``: subclass it with ``make_clock`` to hold any Clock to the port's contract.
-- ``find_ambient_reads``: the static determinism check (only ``toolhost._determinism`` may read
-  ambient time or make identifiers), usable over any plugin's source tree.
-- ``host_for``: a Host over plugin objects that are not installed, with a fixed clock.
-- ``InvocationStoreContract``: what any InvocationStore backend must pass.
+Installed with toolhost (pytest11 entry point ``toolhost``), so a plugin's tests get, with no
+import at all:
 
-It imports pytest: use it from tests, not from a tool.
+- ``toolhost_host``: a ``Harness`` over the plugins the ``toolhost_plugins`` fixture names (a
+  conftest overrides it), with a FixedClock at ``DEFAULT_INSTANT``, its stores in a temporary
+  data directory, and everything closed and removed afterwards;
+- ``toolhost_settings``: the environment ``toolhost_tools(settings)`` sees (override it to
+  turn conditional tools on).
+
+``Harness.invoke(name, **arguments)`` runs one call through the real pipeline and returns its
+``Outcome``; ``Harness.context()`` makes a ``ToolExecutionContext`` for calling a tool body
+directly; ``Harness.tool(name)`` is the body as the host builds it. The port contract suites
+(``ClockContract``, ``InvocationStoreContract``, ``ArtifactStoreContract``) hold any backend
+to the port's contract; ``find_ambient_reads`` is the static determinism check.
+
+It imports pytest: use it from tests, never from a tool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from toolhost._ambient import find_ambient_reads
-from toolhost._clock import Clock, FixedClock
+from toolhost._artifact_contract import ArtifactStoreContract
+from toolhost._clock import Clock, ClockExhausted, FixedClock, ScriptedClock
 from toolhost._host import Host
 from toolhost._invocations import (
     InvocationNotFound,
@@ -27,19 +38,39 @@ from toolhost._invocations import (
     InvocationState,
     InvocationStore,
 )
-from toolhost._policy import Policy
+from toolhost._outcome import Outcome
+from toolhost._plugins import load_distributions
+from toolhost._runs import CancellationEvent, Run
+from toolhost._services import Principal, Services, ToolCallable, ToolExecutionContext
 from toolhost._settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+
+    from toolhost._policy import Policy
 
 __all__ = [
     "DEFAULT_INSTANT",
+    "ArtifactStoreContract",
+    "CancellationEvent",
     "ClockContract",
+    "ClockExhausted",
+    "FixedClock",
+    "Harness",
+    "InvocationState",
     "InvocationStoreContract",
+    "Run",
+    "ScriptedClock",
     "find_ambient_reads",
     "host_for",
+    "toolhost_host",
+    "toolhost_plugins",
+    "toolhost_settings",
 ]
 
 #: The instant the deterministic harness uses unless told otherwise.
 DEFAULT_INSTANT = dt.datetime(2026, 7, 25, 13, 3, 11, 482913, tzinfo=dt.UTC)
+
 
 def host_for(
     plugins: Mapping[str, object],
@@ -50,11 +81,192 @@ def host_for(
     policy: Policy | None = None,
 ) -> Host:
     """A Host over ``{distribution: plugin}`` objects, with a FixedClock by default and its
-    stores in ``data_dir`` (a fresh temporary directory when omitted)."""
+    stores in ``data_dir`` (a fresh temporary directory, removed by ``close``, when omitted)."""
     return Host.from_plugins(
         plugins, clock=clock if clock is not None else FixedClock(DEFAULT_INSTANT),
         settings=settings, data_dir=data_dir, policy=policy,
     )
+
+
+class Harness:
+    """A real host over the plugins under test, driven synchronously from a test.
+
+    Build one with ``Harness.over(...)`` (or take the ``toolhost_host`` fixture). Everything
+    runs through the host's real pipeline and stores; use it as a context manager, or call
+    ``close``, to release them.
+    """
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    @classmethod
+    def over(
+        cls,
+        plugins: Mapping[str, object] | Sequence[str],
+        *,
+        settings: Mapping[str, str] | Settings | None = None,
+        clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Harness:
+        """A harness over plugin objects that are not installed (``{distribution: module}``)
+        or over installed distributions by name (``("toolhost-math",)``, loaded alone)."""
+        if not isinstance(settings, Settings):
+            settings = Settings(env=dict(settings or {}))
+        if isinstance(plugins, Mapping):
+            sources = [_source(d, p) for d, p in plugins.items()]
+        else:
+            sources = load_distributions(plugins)
+        host = Host.from_sources(
+            sources, settings=settings,
+            clock=clock if clock is not None else FixedClock(DEFAULT_INSTANT),
+            data_dir=data_dir, policy=policy, http_transport=http_transport,
+            async_http_transport=async_http_transport,
+        )
+        return cls(host)
+
+    # ------------------------------------------------------------------ calls
+
+    def invoke(self, name: str, /, **arguments: Any) -> Outcome:
+        """One call of the latest version through the pipeline, in a run of its own that
+        enables every registered tool and grants every scope they require."""
+        return self.call(name, arguments)
+
+    def call(
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+    ) -> Outcome:
+        """One call with full control: a pinned ``version``, a ``run`` of your own
+        (``start_run``), arguments that need not be an object."""
+        return self.host.invoke_sync(name, arguments, version=version, run=run)
+
+    def approve(self, invocation_id: str, approver: str = "tester") -> Outcome:
+        """Approve a paused call and run it."""
+        return self.host.approve_sync(invocation_id, approver)
+
+    def deny(self, invocation_id: str, reason: str = "denied in a test") -> Outcome:
+        return self.host.pipeline.deny(invocation_id, "tester", reason)
+
+    def record(self, invocation_id: str) -> InvocationRecord:
+        """The invocation's durable row."""
+        return self.host.pipeline.invocations.get(invocation_id)
+
+    # ------------------------------------------------------------------ runs and contexts
+
+    def start_run(
+        self,
+        *,
+        scopes: Iterable[str] | None = None,
+        enabled_tools: Iterable[str] | None = None,
+        workspace: Path | str | None = None,
+        **options: Any,
+    ) -> Run:
+        """A run: ``scopes`` (default: every scope a registered tool requires),
+        ``enabled_tools`` (default: every registered tool), ``workspace`` (an existing
+        directory; default: a fresh one), and ``Host.start_run``'s other options
+        (``pins``, ``timeout_s``, ``conversation_id``, ``user_turn``, ``run_id``)."""
+        principal = None if scopes is None else Principal("tester", frozenset(scopes))
+        tools = self.host.registry.names() if enabled_tools is None else enabled_tools
+        return self.host.start_run(principal=principal, enabled_tools=tools,
+                                   workspace=workspace, **options)
+
+    def end_run(self, run: Run) -> None:
+        self.host.end_run(run)
+
+    def context(
+        self,
+        *,
+        run: Run | None = None,
+        timeout_s: float = 10.0,
+        cancellation: CancellationEvent | None = None,
+    ) -> ToolExecutionContext:
+        """A context for calling a tool body directly, bound to ``run`` (default: a fresh run
+        with a fresh workspace): its workspace, its run-bound artifact writer, a deadline
+        ``timeout_s`` from now, and a cancellation of its own (or ``cancellation``)."""
+        from toolhost._artifacts import ArtifactWriter
+        from toolhost._determinism import monotonic
+        from toolhost._workspace import NO_WORKSPACE
+
+        run = run if run is not None else self.start_run()
+        return ToolExecutionContext(
+            run_id=run.id, principal=run.principal,
+            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
+            artifacts=ArtifactWriter(self.host.pipeline.artifacts, run.id, self.host.clock,
+                                     run.conversation_id, principal_id=run.principal.id),
+            deadline=monotonic() + timeout_s,
+            cancellation=cancellation if cancellation is not None else CancellationEvent(),
+            conversation_id=run.conversation_id, user_turn=run.user_turn,
+        )
+
+    def services(self, distribution: str) -> Services:
+        """The Services the host builds ``distribution``'s tools with."""
+        return self.host.services_for(distribution)
+
+    def tool(self, name: str, version: str | None = None) -> ToolCallable:
+        """The tool body as the host builds it (once per host)."""
+        return self.host._tool_callable(self.host.registry.resolve(name, version))
+
+    def run_body(self, name: str, arguments: Mapping[str, Any],
+                 context: ToolExecutionContext | None = None) -> Any:
+        """Call the body directly (no pipeline), awaiting it if it is async: what it returns,
+        or the exception it raises."""
+        result = self.tool(name)(arguments, context if context is not None else self.context())
+        if asyncio.iscoroutine(result):
+            return asyncio.run(result)
+        return result
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self.host.close()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _source(distribution: str, plugin: object) -> Any:
+    from toolhost._plugins import PluginSource
+
+    return PluginSource(distribution=distribution, name=distribution, plugin=plugin)
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def toolhost_plugins() -> Mapping[str, object] | Sequence[str]:
+    """The plugins ``toolhost_host`` runs: override it in your conftest with
+    ``{"your-dist": your_plugin_module}`` or ``("your-dist",)`` (installed)."""
+    pytest.fail(
+        "override the toolhost_plugins fixture in your conftest: return "
+        '{"your-dist": plugin_module} or ("your-dist",)', pytrace=False,
+    )
+
+
+@pytest.fixture
+def toolhost_settings() -> Mapping[str, str]:
+    """The environment ``toolhost_tools(settings)`` sees; override it to turn conditional
+    tools on (``{"AGENT_PEOPLE_ENABLED": "1"}``)."""
+    return {}
+
+
+@pytest.fixture
+def toolhost_host(
+    toolhost_plugins: Mapping[str, object] | Sequence[str],
+    toolhost_settings: Mapping[str, str],
+) -> Iterator[Harness]:
+    """A Harness over ``toolhost_plugins`` with a temporary data directory, closed and
+    removed after the test."""
+    # No data_dir: the host makes a temporary one and removes it on close.
+    with Harness.over(toolhost_plugins, settings=toolhost_settings) as harness:
+        yield harness
+
+
+# ---------------------------------------------------------------------------- contract suites
 
 
 class ClockContract:

@@ -1,36 +1,49 @@
 """What the suite runs on: the plugins of the distributions under test, loaded once per class.
 
 Loading happens at collection (the per-tool checks are parametrized by what the plugins
-return), so nothing here raises: a plugin that does not load, or a registration that is
-refused, is recorded and reported by the check it belongs to, in the host's own one line.
+return), so nothing here raises: a plugin that does not load is recorded and reported by the
+``registration`` check in the host's own one line. Registration is the one source of its
+rules: the problems are what ``registration_problems`` returns for exactly these
+contributions, and each check reports its share of them, never a rule of its own.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
-from toolhost import _core_messages as core_messages
-from toolhost._clock import Clock
+# The host's private composition API: what the host itself does at startup, step by step.
+# Nothing else of the host's internals is imported by the suite (see the README).
 from toolhost._host import Host
 from toolhost._plugins import (
-    HOST_DISTRIBUTION,
-    Contribution,
     PluginError,
     PluginSource,
     collect_contributions,
     load_distributions,
     make_plugin_manager,
 )
-from toolhost._registration import RegistrationRefused
-from toolhost._settings import Settings, normalize_dist_name
-from toolhost._spec import Tool, ToolSpec
+from toolhost._registration import (
+    RegistrationProblem,
+    RegistrationRefused,
+    Step,
+    registration_problems,
+)
 from toolhost_conformance.ambient import distribution_files, module_files
 
-__all__ = ["Subject", "ToolUnderTest"]
+if TYPE_CHECKING:
+    from toolhost import Clock, Settings, Tool, ToolSpec
+    from toolhost._plugins import Contribution
+
+__all__ = ["Step", "Subject", "ToolUnderTest"]
+
+
+def normalize_dist_name(name: str) -> str:
+    """PEP 503 normalization, so ``Toolhost_Math`` and ``toolhost-math`` are one name."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 @attrs.frozen
@@ -42,6 +55,7 @@ class ToolUnderTest:
 
     @property
     def identity(self) -> str:
+        """``name@version``, spelled as registration labels its problems."""
         spec = self.tool.spec
         return f"{getattr(spec, 'name', '?')}@{getattr(spec, 'version', '?')}"
 
@@ -78,9 +92,12 @@ class Subject:
         self.origin = origin
         #: Where the host keeps its stores; set before the host is first built.
         self.data_dir: Path | None = None
+        #: Why the plugins could not be loaded (one line), or None.
         self.load_error: str | None = None
         self.sources: list[PluginSource] = []
         self.contributions: list[Contribution] = []
+        #: Every problem registration finds in the contributions, in step order.
+        self.problems: list[RegistrationProblem] = []
         self._host: Host | None = None
         self._refusal: BaseException | None = None
         self._registered = False
@@ -105,16 +122,20 @@ class Subject:
                 PluginSource(distribution=d, name=d, plugin=p) for d, p in self.plugins.items()
             ]
             pm = make_plugin_manager(self.sources)
-            self.contributions = [
-                c
-                for c in collect_contributions(pm, self.settings)
-                if c.distribution != HOST_DISTRIBUTION
-            ]
+            self.contributions = list(collect_contributions(pm, self.settings))
         except PluginError as exc:
             self.load_error = str(exc)
             self._refusal = exc
+            return
         except Exception as exc:  # a host bug: reported by the registration check, with traceback
             self.load_error = f"loading crashed: {type(exc).__name__}: {exc}"
+            self._refusal = exc
+            return
+        try:
+            # Pure: the seven steps and the reasons check over exactly these contributions,
+            # nothing constructed. The same list the host refuses to start with.
+            self.problems = list(registration_problems(self.contributions))
+        except Exception as exc:  # a host bug, or a contribution that breaks a step itself
             self._refusal = exc
 
     # ------------------------------------------------------------------ static view
@@ -124,21 +145,24 @@ class Subject:
         """Every tool the plugins return, in contribution order (duplicates kept)."""
         return [ToolUnderTest(c.distribution, t) for c in self.contributions for t in c.tools]
 
-    def messages_of(self, distribution: str) -> Mapping[str, Any]:
-        for c in self.contributions:
-            if c.distribution == distribution:
-                return c.messages
-        return {}
-
-    def table(self) -> dict[str, str]:
-        """The assembled message table; the union of contributions if registration refused."""
-        host = self.host()
-        if host is not None:
-            return dict(host.messages)
-        table = dict(core_messages.MESSAGES)
-        for c in self.contributions:
-            table.update({k: v for k, v in c.messages.items() if isinstance(v, str)})
-        return table
+    def problems_at(
+        self,
+        step: Step,
+        *,
+        tool: ToolUnderTest | None = None,
+        distribution: str | None = None,
+    ) -> list[RegistrationProblem]:
+        """Registration's own problems at ``step``: those of one tool (its ``name@version``
+        from its distribution), or those a distribution contributed."""
+        found = [p for p in self.problems if p.step is step]
+        if tool is not None:
+            found = [
+                p for p in found
+                if p.tool == tool.identity and p.distribution == tool.distribution
+            ]
+        if distribution is not None:
+            found = [p for p in found if p.distribution == distribution]
+        return found
 
     def files(self, distribution: str) -> list[Path]:
         """The modules to scan for ambient reads. Raises PackageNotFoundError if not installed."""
@@ -154,6 +178,9 @@ class Subject:
             self._registered = True
             if self._refusal is not None:  # the plugins did not load: nothing to register
                 return None
+            if self.problems:
+                self._refusal = RegistrationRefused(self.problems)
+                return None
             try:
                 # The real composition path, end to end: load_distributions (done), then
                 # Host.from_sources runs the hooks and the seven steps exactly as at startup.
@@ -162,16 +189,16 @@ class Subject:
                     data_dir=self.data_dir,
                 )
             except (PluginError, RegistrationRefused) as exc:
+                # The hooks answered differently the second time (they should not).
                 self._refusal = exc
             except Exception as exc:  # a host bug, or a plugin that breaks registration itself
                 self._refusal = exc
         return self._host
 
     def close(self) -> None:
-        """Release the host's stores, where the host offers a way to (``Host.close``)."""
-        close = getattr(self._host, "close", None)
-        if callable(close):
-            close()
+        """Release the host's stores (``Host.close``)."""
+        if self._host is not None:
+            self._host.close()
 
     def refusal(self) -> BaseException | None:
         """Why ``host()`` is None: the PluginError or RegistrationRefused (or a crash)."""
@@ -179,6 +206,7 @@ class Subject:
         return self._refusal
 
     def refusal_line(self) -> str | None:
+        """The one line an operator reads when the host does not start (the first problem)."""
         exc = self.refusal()
         if exc is None:
             return None

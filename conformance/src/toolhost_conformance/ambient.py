@@ -1,7 +1,7 @@
-"""Locating a distribution's files for the determinism scan (``toolhost._ambient``).
+"""Locating a distribution's files for the determinism scan.
 
-The scan itself lives in the host, so the host's own static test and every plugin team's
-conformance run apply one rule.
+The scan itself is the host's (``toolhost.testing.find_ambient_reads``), so the host's own
+static test and every plugin team's conformance run apply one rule.
 """
 
 from __future__ import annotations
@@ -13,15 +13,12 @@ import types
 from importlib import metadata
 from pathlib import Path
 
-from toolhost._ambient import AMBIENT_CALLS, AMBIENT_MODULES, find_ambient_reads, scan_source
+from toolhost.testing import find_ambient_reads
 
 __all__ = [
-    "AMBIENT_CALLS",
-    "AMBIENT_MODULES",
     "distribution_files",
     "find_ambient_reads",
     "module_files",
-    "scan_source",
 ]
 
 

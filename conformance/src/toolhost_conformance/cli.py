@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="toolhost-conformance",
         description="Run the toolhost conformance suite on installed plugin distributions.",
         epilog="Arguments after -- are passed to pytest, e.g. -- -k registration. "
-        "Checks: registration, reason_codes_have_messages, messages_static, schemas_closed, "
+        "Checks: registration, reasons, messages_static, schemas_closed, "
         "parallel_only_read_only, forced_trust, property_run, no_ambient_reads.",
     )
     parser.add_argument(

@@ -13,6 +13,11 @@ that hold per tool are parametrized per registered (name, version), with ids lik
 A spec's classification decides which checks apply: the property run invokes only
 ``in_process`` tools, and says so (a skip with its reason) for the others.
 
+Registration is the one source of its rules: ``registration`` reports every problem
+``toolhost._registration.registration_problems`` finds, and ``schemas_closed``,
+``parallel_only_read_only``, ``forced_trust``, ``reasons`` and ``messages_static`` each report
+their share of that list (by step, tool and distribution). None of them re-implements a step.
+
 The distributions under test come from, in order: the class's ``distributions`` and
 ``plugins`` attributes, else the ``toolhost_distributions`` fixture (``--toolhost-dist``, or a
 conftest override). They are loaded at collection, because the per-tool parametrization is
@@ -28,7 +33,7 @@ import inspect
 import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import attrs
 import fastjsonschema
@@ -37,19 +42,19 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis.errors import HypothesisWarning
 
-from toolhost import _core_messages as core_messages
-from toolhost._clock import Clock, FixedClock
-from toolhost._host import Host
-from toolhost._outcome import REASON_CODE_PATTERN, Outcome, OutcomeStatus
-from toolhost._registration import PLACEHOLDER_PATTERN, Registered, trust_is_forced
-from toolhost._runs import Run
-from toolhost._schema import SchemaProblem, compile_schema, schema_problems
-from toolhost._services import Principal
-from toolhost._settings import Settings
-from toolhost._spec import Idempotency, TargetKind, ToolSpec, Trust
-from toolhost.testing import DEFAULT_INSTANT
+from toolhost import (
+    Clock,
+    Outcome,
+    OutcomeStatus,
+    Principal,
+    Settings,
+    TargetKind,
+    ToolValidationError,
+    Trust,
+)
+from toolhost.testing import DEFAULT_INSTANT, FixedClock
 from toolhost_conformance import _known
-from toolhost_conformance._subject import Subject, ToolUnderTest
+from toolhost_conformance._subject import Step, Subject, ToolUnderTest
 from toolhost_conformance.ambient import find_ambient_reads
 from toolhost_conformance.pytest_plugin import (
     DEFAULT_EXAMPLES,
@@ -58,28 +63,31 @@ from toolhost_conformance.pytest_plugin import (
 )
 from toolhost_conformance.strategies import UnsupportedSchema, from_schema
 
-__all__ = ["CHECKS", "PLACEHOLDER_PATTERN", "ConformanceSuite"]
+if TYPE_CHECKING:
+    from toolhost import ToolSpec
+    from toolhost._host import Host
+    from toolhost._registration import Registered, RegistrationProblem
+    from toolhost.testing import Run
+
+__all__ = ["CHECKS", "ConformanceSuite"]
 
 
-
-#: What a host-owned code means when a property run meets it. Looked up by name so that a
-#: code the host renames or drops only loses its explanation, not the suite.
-_HOST_CODE_MEANINGS = {
-    "INTERNAL_UNEXPECTED": "an exception escaped the tool body (or its build)",
-    "INTERNAL_UNDECLARED": "the tool raised a reason code it did not declare",
-    "OUTPUT_SCHEMA": "the tool returned output that does not match output_schema",
-    "INVALID_SCHEMA": "the host rejected arguments generated from input_schema",
-    "DEADLINE": "the tool did not finish within its declared timeout_s",
-    "HARD_CEILING": "the output exceeded the host's 8 MiB ceiling",
-    "NOT_ENABLED": "the run did not enable the tool (make_run must enable it)",
-    "MISSING_SCOPE": "the run lacks a required scope (make_run must grant it)",
-    "UNKNOWN_TOOL": "the host could not resolve the tool",
-    "UNKNOWN_VERSION": "the host could not resolve the pinned version",
-}
+#: What a host-owned code means when a property run meets it. These codes are the host's
+#: model-facing contract (documented with the pipeline); a code missing here only loses its
+#: explanation, not the check.
 _HOST_CODES = {
-    getattr(core_messages, name): meaning
-    for name, meaning in _HOST_CODE_MEANINGS.items()
-    if isinstance(getattr(core_messages, name, None), str)
+    "tool.internal.unexpected": "an exception escaped the tool body (or its build)",
+    "tool.internal.undeclared_reason_code": "the tool raised a reason code it did not declare",
+    "tool.output_invalid.schema": "the tool returned output that does not match output_schema",
+    ToolValidationError.REASON_CODE: "the host rejected arguments generated from input_schema",
+    "tool.timeout.deadline": "the tool did not finish within its declared timeout_s",
+    "tool.output_too_large.hard_ceiling": "the output exceeded the host's 8 MiB ceiling",
+    "tool.permission_denied.not_enabled": "the run did not enable the tool (make_run must "
+    "enable it)",
+    "tool.permission_denied.missing_scope": "the run lacks a required scope (make_run must "
+    "grant it)",
+    "tool.invalid_arguments.unknown_tool": "the host could not resolve the tool",
+    "tool.invalid_arguments.unknown_version": "the host could not resolve the pinned version",
 }
 _APPROVER = "toolhost-conformance"
 
@@ -112,20 +120,21 @@ def _in_process(spec: Any) -> str | None:
     return None
 
 
-def _spec_of(tool: ToolUnderTest) -> ToolSpec:
-    __tracebackhide__ = True
-    if not isinstance(tool.spec, ToolSpec):
-        pytest.fail(
-            f"{tool.identity} from {tool.distribution}: Tool.spec is a "
-            f"{type(tool.spec).__name__}, not a toolhost.ToolSpec",
-            pytrace=False,
-        )
-    return tool.spec
-
-
 def _fail(lines: Sequence[str]) -> NoReturn:
     __tracebackhide__ = True
     pytest.fail("\n".join(lines), pytrace=False)
+
+
+def _report(
+    subject: ToolUnderTest | str, what: str, problems: Sequence[RegistrationProblem]
+) -> None:
+    """Fail with registration's own problems, each in the line the host refuses with."""
+    __tracebackhide__ = True
+    if problems:
+        who = subject if isinstance(subject, str) else (
+            f"{subject.identity} from {subject.distribution}"
+        )
+        _fail([f"{who}: {what}:", *(f"  {p}" for p in problems)])
 
 
 def _json(value: Any, limit: int = 600) -> str:
@@ -186,13 +195,14 @@ class ConformanceSuite:
     def make_run(self, host: Host, spec: ToolSpec) -> Run:
         """The run each property-run invocation belongs to (called once per example).
 
-        The default enables exactly this tool and grants exactly its ``required_scopes``, so
-        the pipeline's steps 2 and 3 pass and nothing else is granted. Override it to give a
-        workspace tool a workspace (``attrs.evolve(run, workspace=handle)``).
+        The default enables exactly this tool, grants exactly its ``required_scopes`` (so
+        the pipeline's steps 2 and 3 pass and nothing else is granted) and has a fresh, empty
+        workspace, discarded when the example ends. Override it to give a workspace tool a
+        prepared one (``host.start_run(..., workspace=directory)``).
 
         :param host: the host under test.
         :param spec: the tool being invoked.
-        :return: a ``toolhost._runs.Run``.
+        :return: a ``toolhost.testing.Run``.
         """
         return host.start_run(
             principal=Principal("toolhost-conformance", frozenset(spec.required_scopes)),
@@ -236,10 +246,26 @@ class ConformanceSuite:
             )
 
     # ------------------------------------------------------------------ checks: the whole set
+    #
+    # Registration is the one source of the rules: every check below reports a share of the
+    # problems ``registration_problems`` finds (by step, tool and distribution), in the line
+    # the host refuses to start with. None re-implements a step.
 
     @_check("run")
     def test_registration(self, toolhost_subject: Subject) -> None:
-        """The seven steps (and the message table check) pass for everything registered."""
+        """Registration (the seven steps, then the reasons check) accepts everything the
+        plugins return. A refusal lists every problem registration finds, not just the
+        first one the host stops at."""
+        problems = toolhost_subject.problems
+        if problems:
+            count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+            _fail(
+                [
+                    f"registration finds {count} in {toolhost_subject.label} (the host "
+                    f"refuses to start at the first; fix them all):",
+                    *(f"  {p}" for p in problems),
+                ]
+            )
         if toolhost_subject.host() is None:
             exc = toolhost_subject.refusal()
             line = toolhost_subject.refusal_line()
@@ -251,20 +277,13 @@ class ConformanceSuite:
 
     @_check("dist")
     def test_messages_static(self, toolhost_subject: Subject, toolhost_dist: str) -> None:
-        """Every message the distribution contributes is fixed text: no placeholder, no input."""
-        problems = []
-        for code, message in sorted(toolhost_subject.messages_of(toolhost_dist).items()):
-            if not REASON_CODE_PATTERN.match(code):
-                problems.append(f"  {code!r}: not a reason code (tool.<failure kind>.<code>)")
-            if not isinstance(message, str) or not message.strip():
-                problems.append(f"  {code}: the message is empty")
-            elif match := PLACEHOLDER_PATTERN.search(message):
-                problems.append(
-                    f"  {code}: placeholder {match.group(0)!r} in {message!r}; a message is "
-                    f"rendered byte for byte, so it carries the remedy, never the input"
-                )
-        if problems:
-            _fail([f"{toolhost_dist}: messages that are not static:", *problems])
+        """Every Reason the distribution's tools declare is static text of its own: the
+        reasons-check problems of its tools (a message is rendered byte for byte, so it
+        carries the remedy, never the input)."""
+        _report(
+            toolhost_dist, "reasons whose messages are not static, or otherwise refused",
+            toolhost_subject.problems_at(Step.MESSAGE_TABLE, distribution=toolhost_dist),
+        )
 
     @_check("dist")
     def test_no_ambient_reads(self, toolhost_subject: Subject, toolhost_dist: str) -> None:
@@ -288,80 +307,45 @@ class ConformanceSuite:
     # ------------------------------------------------------------------ checks: per tool
 
     @_check("tool")
-    def test_reason_codes_have_messages(
-        self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest
-    ) -> None:
-        """Every reason code the tool declares has a message in the assembled table."""
-        codes = toolhost_tool.tool.reason_codes
-        if not isinstance(codes, tuple):
-            _fail([f"{toolhost_tool.identity}: reason_codes is not a tuple of reason codes"])
-        table = toolhost_subject.table()
-        problems = [
-            f"  {code!r}: not of the form tool.<failure kind in lower case>.<code>"
-            for code in codes
-            if not isinstance(code, str) or not REASON_CODE_PATTERN.match(code)
-        ] + [
-            f"  {code}: no message; return one from toolhost_messages"
-            for code in codes
-            if isinstance(code, str) and REASON_CODE_PATTERN.match(code) and code not in table
-        ]
-        if problems:
-            _fail([f"{toolhost_tool.identity} from {toolhost_tool.distribution}:", *problems])
+    def test_reasons(self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest) -> None:
+        """The tool's reasons pass registration's reasons check: each code well formed, not
+        the host's, declared once, with one static message, and every schema rule it maps
+        present in the input schema."""
+        _report(
+            toolhost_tool, "registration refuses its reasons",
+            toolhost_subject.problems_at(Step.MESSAGE_TABLE, tool=toolhost_tool),
+        )
 
     @_check("tool")
     def test_schemas_closed(self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest) -> None:
-        """Both schemas compile, keep $ref local, and are closed at every object level."""
-        spec = _spec_of(toolhost_tool)
-        problems = []
-        for which in ("input_schema", "output_schema"):
-            schema = getattr(spec, which)
-            if not isinstance(schema, Mapping) or schema.get("type") != "object":
-                problems.append(f'  {which}: the top level must be {{"type": "object"}}')
-                continue
-            problems += [f"  {which} {p}" for p in schema_problems(schema)]
-            try:
-                compile_schema(schema)
-            except SchemaProblem as exc:
-                problems.append(f"  {which} {exc}")
-        if problems:
-            _fail(
-                [
-                    f"{toolhost_tool.identity}: schemas not closed (set additionalProperties: "
-                    f"false at every object level, keep $ref local):",
-                    *problems,
-                ]
-            )
+        """Both schemas pass step 5: objects, closed at every object level, every property
+        and array item typed, $ref local, dialect-neutral, and they compile."""
+        _report(
+            toolhost_tool, "registration refuses its schemas (step 5)",
+            toolhost_subject.problems_at(Step.SCHEMA_VALIDITY, tool=toolhost_tool),
+        )
 
     @_check("tool")
     def test_parallel_only_read_only(
         self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest
     ) -> None:
-        """allow_parallel only where idempotency is READ_ONLY."""
-        spec = _spec_of(toolhost_tool)
-        if spec.allow_parallel and spec.idempotency is not Idempotency.READ_ONLY:
-            _fail(
-                [
-                    f"{toolhost_tool.identity}: allow_parallel=True but idempotency is "
-                    f"{getattr(spec.idempotency, 'name', spec.idempotency)}; only READ_ONLY "
-                    f"tools may run in parallel (set allow_parallel=False)"
-                ]
-            )
+        """allow_parallel only where idempotency is READ_ONLY: step 6's problems with the
+        tool's allow_parallel."""
+        _report(
+            toolhost_tool, "registration refuses its allow_parallel (step 6)",
+            [
+                p for p in toolhost_subject.problems_at(Step.FIELD_COMPLETENESS, tool=toolhost_tool)
+                if p.problem.startswith("allow_parallel ")
+            ],
+        )
 
     @_check("tool")
     def test_forced_trust(self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest) -> None:
-        """Sandbox/device targets and MCP/DEVICE sources are never above EXTERNAL_UNTRUSTED."""
-        spec = _spec_of(toolhost_tool)
-        forced = trust_is_forced(spec)
-        trust = spec.output_trust
-        if forced and (not isinstance(trust, Trust) or trust.rank > Trust.EXTERNAL_UNTRUSTED.rank):
-            _fail(
-                [
-                    f"{toolhost_tool.identity}: source {getattr(spec.source, 'name', spec.source)}"
-                    f" / target_kind {getattr(spec.target_kind, 'value', spec.target_kind)} "
-                    f"forces output_trust EXTERNAL_UNTRUSTED, but it declares "
-                    f"{getattr(trust, 'name', trust)}"
-                ]
-            )
+        """Sandbox/device targets and MCP/DEVICE sources declare EXTERNAL_UNTRUSTED (step 7)."""
+        _report(
+            toolhost_tool, "registration refuses its output_trust (step 7)",
+            toolhost_subject.problems_at(Step.FORCED_TRUST, tool=toolhost_tool),
+        )
 
     @_check("tool", applies=_in_process)
     def test_property_run(
@@ -371,15 +355,19 @@ class ConformanceSuite:
 
         Every outcome must be a success whose structured output is valid against
         output_schema, or a failure with a reason code the tool declared whose rendered
-        message is its table entry byte for byte. ``tool.internal.*`` (an exception escaped,
-        or an undeclared code) fails the check and shows the operator detail; an exception
-        escaping the pipeline fails it too.
+        message is its table entry byte for byte. A workspace tool's handle refusing a path
+        the schema allows (pipeline step 9: ``tool.invalid_arguments.schema`` with a
+        ``workspace`` detail) is such a failure too. ``tool.internal.*`` (an exception
+        escaped, or an undeclared code) fails the check and shows the operator detail; an
+        exception escaping the pipeline fails it too.
         """
         host = toolhost_subject.host()
         if host is None:
             _fail([f"not run: {toolhost_subject.refusal_line()}"])
-        spec = _spec_of(toolhost_tool)
-        registered = host.registry.resolve(spec.name, spec.version)
+        # Registration passed, so the spec is a complete ToolSpec; the host's registration of
+        # it carries the validators compiled at step 5 (the property run uses no other).
+        registered = host.registry.resolve(toolhost_tool.spec.name, toolhost_tool.spec.version)
+        spec = registered.spec
         try:
             strategy = from_schema(spec.input_schema)
         except UnsupportedSchema as exc:
@@ -454,18 +442,27 @@ class ConformanceSuite:
 # ---------------------------------------------------------------------------- outcome check
 
 
-def _structured_problems(spec: ToolSpec, structured: Any) -> list[str]:
+def _structured_problems(registered: Registered, structured: Any) -> list[str]:
     """Checked again here, independently of the pipeline's step 10: the structured output must
-    be JSON (what reaches the model) and valid against output_schema."""
+    be JSON (what reaches the model) and valid against output_schema (the validator the host
+    compiled at registration)."""
     try:
         data = json.loads(json.dumps(structured, allow_nan=False))
     except (TypeError, ValueError) as exc:
         return [f"structured output is not JSON: {exc}"]
     try:
-        compile_schema(spec.output_schema)(data)
+        registered.validate_output(data)
     except fastjsonschema.JsonSchemaValueException as exc:
         return [f"structured output does not match output_schema: {exc.message}"]
     return []
+
+
+def _workspace_refusal(code: str, detail: Mapping[str, Any]) -> bool:
+    """Pipeline step 9: the run's workspace handle refused a path the input schema allows
+    (an escape, say), which the host reports as its validation failure with the handle's
+    reason under ``workspace``. A correct outcome for a workspace tool, not a host rejection
+    of the generated arguments."""
+    return code == ToolValidationError.REASON_CODE and "workspace" in detail
 
 
 def _check_outcome(
@@ -494,7 +491,7 @@ def _check_outcome(
             if not outcome.artifacts:
                 problems.append("truncated, but no artifact holds the whole output")
         else:
-            problems += _structured_problems(spec, outcome.structured)
+            problems += _structured_problems(registered, outcome.structured)
         trust = outcome.output_trust
         if isinstance(trust, Trust) and trust.rank > spec.output_trust.rank:
             problems.append(
@@ -512,8 +509,12 @@ def _check_outcome(
     if failure is None:
         raise AssertionError(f"{where}: a failed outcome without failure information")
     code = failure.reason_code
-    if code.startswith("tool.internal.") or code not in registered.tool.reason_codes:
-        meaning = _HOST_CODES.get(code, "a reason code the tool did not declare")
+    declared = code in registered.tool.reason_codes and not code.startswith("tool.internal.")
+    if not declared and not _workspace_refusal(code, failure.detail):
+        meaning = _HOST_CODES.get(code) or (
+            "a failure the host produced" if code in table
+            else "a reason code the tool did not declare"
+        )
         raise AssertionError(
             f"{where} failed with {code}: {meaning}. Operator detail: {_json(failure.detail)}"
         )

@@ -55,7 +55,7 @@ from toolhost._outcome import Outcome, OutcomeStatus
 from toolhost._pipeline import InvocationStateError
 from toolhost._policy import PolicyAction
 from toolhost._registration import Registered
-from toolhost._runs import Cancellation, Run
+from toolhost._runs import CancellationEvent, Run
 
 __all__ = ["CANCEL_GRACE_S", "ToolCalls"]
 
@@ -95,7 +95,7 @@ class ToolCalls:
     # ------------------------------------------------------------------ the plain path
 
     async def _invoke(self, run: Run, name: str, arguments: Any) -> Outcome:
-        call_run = attrs.evolve(run, cancellation=Cancellation())
+        call_run = attrs.evolve(run, cancellation=CancellationEvent())
         return await _cancellable(
             self._pipeline.invoke(call_run, name, arguments), call_run.cancellation.cancel)
 
@@ -154,7 +154,7 @@ class ToolCalls:
         try:
             if decision is Decision.APPROVE:
                 log.info("mcp.approval.accepted", approver=approver)
-                cancellation = Cancellation()
+                cancellation = CancellationEvent()
                 outcome = await _cancellable(
                     self._pipeline.approve(record.id, approver, cancellation=cancellation),
                     cancellation.cancel)

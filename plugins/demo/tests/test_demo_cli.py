@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from toolhost._db import DATABASE_NAME
+from demo_support import database
+
+#: The operator's command, the console script installed beside this interpreter.
+TOOLHOST = shutil.which("toolhost", path=str(Path(sys.executable).parent)) or "toolhost"
 
 
 @pytest.fixture
@@ -25,8 +29,8 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def toolhost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolhost._cli", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run([TOOLHOST, *args], capture_output=True, text=True, env=env,
+                          timeout=120)
 
 
 def test_call_pauses_pending_lists_approve_completes(env: dict[str, str], tmp_path: Path) -> None:
@@ -58,7 +62,7 @@ def test_call_pauses_pending_lists_approve_completes(env: dict[str, str], tmp_pa
     assert json.loads(toolhost(env, "pending", "--json").stdout) == []
 
     # The record is on the invocation's row, and the row is the only one.
-    conn = sqlite3.connect(tmp_path / "data" / DATABASE_NAME)
+    conn = sqlite3.connect(database(tmp_path / "data"))
     rows = conn.execute("SELECT id, state, result_structured, arguments FROM tool_invocations"
                         ).fetchall()
     conn.close()

@@ -1,30 +1,34 @@
-"""Fixtures: the tool as the host builds it, and two ways to call it.
+"""Fixtures, all from the toolhost test kit (``toolhost.testing``).
 
-Tests go through ``toolhost_math.tool.build(Services(clock=...))`` and the real callable, so
-what they assert is what the pipeline would run.
+- ``toolhost_plugins`` tells the kit's ``toolhost_host`` fixture to run this plugin alone, not
+  whatever is installed: tests that go through the pipeline take ``toolhost_host: Harness``.
+- The many grammar, number and property tests call the tool body directly, for speed. They
+  share one session-scoped ``Harness`` over the plugin: ``calculate_tool`` is the body exactly
+  as that host builds it (``Harness.tool``), and ``context`` a context the kit made for it.
+  What they assert is what the pipeline would run, minus the pipeline's own checks.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from toolhost import (
-    FixedClock,
-    Principal,
-    Services,
-    ToolExecutionContext,
-    ToolFailure,
-    ToolOutput,
-)
-from toolhost_math import tool
+from toolhost import ToolExecutionContext, ToolFailure, ToolOutput
+from toolhost.testing import Harness
+from toolhost_math import plugin
 
 Call = Callable[[str], ToolOutput]
 Fail = Callable[[str], ToolFailure]
+
+PLUGINS = {"toolhost-math": plugin}
+
+
+@pytest.fixture
+def toolhost_plugins() -> dict[str, object]:
+    return dict(PLUGINS)
 
 
 def drive(result: Any) -> Any:
@@ -40,15 +44,23 @@ def drive(result: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
-def calculate_tool() -> Callable[..., Any]:
-    clock = FixedClock(dt.datetime(2026, 7, 25, 13, 3, 11, tzinfo=dt.UTC))
-    built = tool.build(Services(clock=clock))
-    return lambda arguments, context: drive(built(arguments, context))
+def math_harness() -> Iterator[Harness]:
+    """One host over the plugin for the whole session (the direct-call tests only read it)."""
+    with Harness.over(PLUGINS) as harness:
+        yield harness
 
 
 @pytest.fixture(scope="session")
-def context() -> ToolExecutionContext:
-    return ToolExecutionContext(run_id="run-test", principal=Principal("tester"))
+def calculate_tool(math_harness: Harness) -> Callable[..., Any]:
+    """The body as the host builds it, driven inline: ``calculate_tool(arguments, context)``."""
+    body = math_harness.tool("math.calculate")
+    return lambda arguments, context: drive(body(arguments, context))
+
+
+@pytest.fixture(scope="session")
+def context(math_harness: Harness) -> ToolExecutionContext:
+    # The body reads nothing from its context; the deadline is the kit's, and is not checked.
+    return math_harness.context()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from toolhost import ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
+from toolhost import ToolFailure, ToolOutput, ToolValidationError
+from toolhost.testing import Harness
 
 Call = Callable[[str], ToolOutput]
 Fail = Callable[[str], ToolFailure]
@@ -60,10 +61,19 @@ def test_every_failure_is_invalid_arguments_and_not_retryable(fail: Fail) -> Non
         assert failure.kind.value == "INVALID_ARGUMENTS"
 
 
-def test_a_non_string_expression_is_refused_not_crashed(
-    calculate_tool: ToolCallable, context: ToolExecutionContext
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"expression": 17}, {"expression": None}, {"expression": ["1"]}, {"expression": ""},
+     {"expression": "1", "precision": 80}, ["17 * 23"], "17 * 23"],
+    ids=["missing", "int", "null", "list", "empty", "extra", "array", "string"],
+)
+def test_arguments_the_schema_refuses_never_reach_the_body(
+    toolhost_host: Harness, arguments: object
 ) -> None:
-    for arguments in ({}, {"expression": 17}, {"expression": None}, {"expression": ["1"]}):
-        with pytest.raises(ToolFailure) as caught:
-            calculate_tool(arguments, context)
-        assert caught.value.reason_code == "tool.invalid_arguments.syntax"
+    # The body no longer re-checks what step 4 guarantees (a string of 1 to 1024 characters):
+    # the pipeline refuses everything else with the host's one validation failure.
+    outcome = toolhost_host.call("math.calculate", arguments)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == ToolValidationError.REASON_CODE
+    assert outcome.failure.retryable is False
+    assert outcome.structured is None

@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from toolhost import ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
+from toolhost import (
+    ToolCallable,
+    ToolExecutionContext,
+    ToolFailure,
+    ToolFailureKind,
+    ToolOutput,
+)
+from toolhost.testing import Harness
 
 Call = Callable[[str], ToolOutput]
 Fail = Callable[[str], ToolFailure]
@@ -40,11 +47,56 @@ def test_hostile_expressions_fail_fast_with_their_own_code(
 # ------------------------------------------------------------------ length
 
 
+TOO_LONG = "tool.invalid_arguments.expression_too_long"
+TOO_LONG_MESSAGE = "The expression is longer than 1024 characters."
+
+
 def test_1024_characters_pass_and_1025_fail(call: Call, fail: Fail) -> None:
+    # Called directly, with no pipeline in front: the tokenizer holds the bound itself.
     assert call("1" + " " * 1023).content == "1"
     failure = fail("1" + " " * 1024)
-    assert failure.reason_code == "tool.invalid_arguments.expression_too_long"
+    assert failure.reason_code == TOO_LONG
     assert failure.detail == {"length": 1025, "limit": 1024}
+
+
+@pytest.mark.parametrize(
+    "expression", ["1" + " " * 1024, "1" * 1025, "$" * 1025, "(" * 1025, "1" * 2000],
+    ids=["padded", "digits", "junk", "deep", "2000"],
+)
+def test_through_the_pipeline_1025_characters_are_expression_too_long(
+    toolhost_host: Harness, expression: str
+) -> None:
+    # Hard gate 5 end to end: the input schema's maxLength fails at step 4, and the tool maps
+    # that rule (SchemaRule("/expression", "maxLength")) to its own reason, not the host's
+    # generic schema failure. The message is the static one, byte for byte.
+    outcome = toolhost_host.invoke("math.calculate", expression=expression)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == TOO_LONG
+    assert outcome.failure.kind is ToolFailureKind.INVALID_ARGUMENTS
+    assert outcome.failure.retryable is False
+    assert outcome.content == outcome.failure.message == TOO_LONG_MESSAGE
+    assert outcome.content.encode() == b"The expression is longer than 1024 characters."
+    assert outcome.failure.detail["rule"] == "maxLength"  # step 4's, not the tokenizer's
+
+
+@pytest.mark.parametrize(
+    ("expression", "content"),
+    [("1" + " " * 1023, "1"), (" " * 1023 + "7", "7"), ("1" * 1024, None)],
+    ids=["padded", "leading", "digits"],
+)
+def test_through_the_pipeline_1024_characters_are_not_refused_for_length(
+    toolhost_host: Harness, expression: str, content: str | None
+) -> None:
+    assert len(expression) == 1024
+    outcome = toolhost_host.invoke("math.calculate", expression=expression)
+    assert outcome.ok, outcome.to_json()
+    assert outcome.structured is not None
+    assert outcome.structured["expression"] == expression
+    if content is not None:
+        assert outcome.content == content
+    else:  # a 1024-digit literal: rounded to fifty digits, and said so
+        assert outcome.structured["result"] == "1." + "1" * 49 + "e+1023"
+        assert outcome.structured["result_exact"] is False
 
 
 def test_length_is_checked_before_anything_else(fail: Fail) -> None:

@@ -12,19 +12,21 @@ from toolhost import (
     Domain,
     Idempotency,
     Kind,
+    Reason,
     Risk,
+    SchemaRule,
     Settings,
     SideEffect,
     Source,
     TargetKind,
     Tool,
+    ToolValidationError,
     Trust,
 )
-from toolhost._host import Host
-from toolhost.testing import find_ambient_reads, host_for
+from toolhost.testing import Harness, find_ambient_reads
 from toolhost_math import plugin, tool
-from toolhost_math.errors import Reason
-from toolhost_math.messages import MESSAGES, REASON_CODES
+from toolhost_math.errors import Reason as Code
+from toolhost_math.messages import MESSAGES, REASON_CODES, REASONS
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -59,8 +61,34 @@ def test_tools() -> None:
     (registered,) = plugin.toolhost_tools(Settings())
     assert isinstance(registered, Tool)
     assert registered.spec is tool.SPEC
-    assert registered.build is tool.build
+    # The body is passed as call= (it needs no host service): no build, no factory.
+    assert registered.call is tool.calculate_tool
+    assert registered.build is None
+    assert registered.reasons == REASONS
     assert registered.reason_codes == tuple(SPEC_MESSAGES)
+    assert registered.default_enabled is True
+
+
+def test_each_reason_is_declared_once_with_its_spec_message() -> None:
+    (registered,) = plugin.toolhost_tools(Settings())
+    assert all(isinstance(r, Reason) for r in registered.reasons)
+    assert len({r.code for r in registered.reasons}) == len(registered.reasons)
+    assert {r.code: r.message for r in registered.reasons} == SPEC_MESSAGES
+
+
+def test_only_expression_too_long_maps_a_schema_rule() -> None:
+    # The bounds table's first row: maxLength at step 4 is expression_too_long, not the
+    # host's generic schema failure. No other rule of the schema is mapped.
+    rules = {r.code: r.schema_rules for r in REASONS if r.schema_rules}
+    assert rules == {
+        "tool.invalid_arguments.expression_too_long": (SchemaRule("/expression", "maxLength"),)
+    }
+    assert tool.SPEC.input_schema["properties"]["expression"]["maxLength"] == 1024
+
+
+def test_no_host_code_is_declared() -> None:
+    assert ToolValidationError.REASON_CODE not in REASON_CODES
+    assert all(code.startswith("tool.invalid_arguments.") for code in REASON_CODES)
 
 
 def test_tools_are_unconditional() -> None:
@@ -68,23 +96,20 @@ def test_tools_are_unconditional() -> None:
     assert plugin.toolhost_tools(flags) == plugin.toolhost_tools(Settings())
 
 
-def test_messages_hook_returns_a_fresh_copy_of_the_table() -> None:
-    messages = plugin.toolhost_messages()
-    assert messages == SPEC_MESSAGES
-    messages.clear()
-    assert plugin.toolhost_messages() == SPEC_MESSAGES
-
-
 def test_hooks_are_consistent() -> None:
     (registered,) = plugin.toolhost_tools(Settings())
     domains = {d.name for d in plugin.toolhost_domains()}
     assert registered.spec.domain in domains
-    assert set(registered.reason_codes) == set(plugin.toolhost_messages())
 
 
-def test_every_hook_is_a_hookimpl() -> None:
-    for name in ("toolhost_domains", "toolhost_tools", "toolhost_messages"):
+def test_the_two_hooks_are_hookimpls_and_there_is_no_messages_hook() -> None:
+    for name in ("toolhost_domains", "toolhost_tools"):
         assert hasattr(getattr(plugin, name), "toolhost_impl"), name
+    assert not hasattr(plugin, "toolhost_messages")
+    hooks = sorted(name for name, value in vars(plugin).items()
+                   if hasattr(value, "toolhost_impl"))
+    assert hooks == ["toolhost_domains", "toolhost_tools"]
+    assert sorted(plugin.__all__) == ["DOMAIN", "toolhost_domains", "toolhost_tools"]
 
 
 def test_entry_point_and_package() -> None:
@@ -103,7 +128,7 @@ def test_entry_point_and_package() -> None:
 def test_every_reason_code_has_its_spec_message() -> None:
     assert MESSAGES == SPEC_MESSAGES
     assert tuple(MESSAGES) == REASON_CODES
-    assert [code.rsplit(".", 1)[1] for code in REASON_CODES] == [r.value for r in Reason]
+    assert [code.rsplit(".", 1)[1] for code in REASON_CODES] == [c.value for c in Code]
 
 
 @pytest.mark.parametrize("code", REASON_CODES)
@@ -207,27 +232,40 @@ def test_no_eval_no_ast_no_third_party_parser() -> None:
 # ------------------------------------------------------------------ through the host
 
 
-@pytest.fixture(scope="module")
-def host() -> Host:
-    return host_for({"toolhost-math": plugin})
-
-
-def test_registration_passes_and_the_demo_is_391(host: Host) -> None:
-    outcome = host.invoke_sync("math.calculate", {"expression": "17 * 23"})
+def test_registration_passes_and_the_demo_is_391(toolhost_host: Harness) -> None:
+    outcome = toolhost_host.invoke("math.calculate", expression="17 * 23")
     assert outcome.ok
     assert outcome.content == "391"
     assert outcome.structured == {"result": "391", "result_exact": True, "expression": "17 * 23"}
     assert outcome.output_trust is Trust.INTERNAL_TOOL
 
 
+def test_the_row_records_the_call(toolhost_host: Harness) -> None:
+    outcome = toolhost_host.invoke("math.calculate", expression="17 * 23")
+    assert outcome.invocation_id is not None
+    row = toolhost_host.record(outcome.invocation_id)
+    assert (row.tool_name, row.tool_version) == ("math.calculate", "1.0.0")
+    assert row.arguments == {"expression": "17 * 23"}
+    assert row.result_structured == outcome.structured
+
+
+def test_the_body_is_what_the_host_runs(toolhost_host: Harness) -> None:
+    assert toolhost_host.tool("math.calculate") is tool.calculate_tool
+    output = toolhost_host.run_body("math.calculate", {"expression": "2^10"})
+    assert (output.content, output.structured["result"]) == ("1024", "1024")
+
+
 @pytest.mark.parametrize(
     ("expression", "code"),
-    [("1 +", "syntax"), ("sin(1)", "unknown_name"), ("1/0", "division_by_zero")],
+    [("1 +", "syntax"), ("sin(1)", "unknown_name"), ("abs(1, 2)", "arity"),
+     ("sqrt(-1)", "domain"), ("1/0", "division_by_zero"), ("9**9**9", "result_out_of_range"),
+     ("1" + "+1" * 256, "expression_too_long"), ("(" * 33 + "1" + ")" * 33,
+                                                 "expression_too_deep")],
 )
 def test_failures_reach_the_model_as_the_static_message(
-    host: Host, expression: str, code: str
+    toolhost_host: Harness, expression: str, code: str
 ) -> None:
-    outcome = host.invoke_sync("math.calculate", {"expression": expression})
+    outcome = toolhost_host.invoke("math.calculate", expression=expression)
     assert not outcome.ok
     assert outcome.failure is not None
     assert outcome.failure.reason_code == f"tool.invalid_arguments.{code}"
@@ -236,7 +274,11 @@ def test_failures_reach_the_model_as_the_static_message(
     assert expression not in outcome.content
 
 
-def test_the_schema_refuses_before_the_tool(host: Host) -> None:
-    outcome = host.invoke_sync("math.calculate", {"expression": "1" * 1025})
-    assert not outcome.ok  # maxLength at pipeline step 4; the tokenizer would refuse it too
-    assert host.invoke_sync("math.calculate", {"expression": ""}).ok is False
+def test_the_schema_refuses_before_the_tool(toolhost_host: Harness) -> None:
+    # maxLength is the tool's own reason (test_math_bounds); every other rule is the host's.
+    too_long = toolhost_host.invoke("math.calculate", expression="1" * 1025)
+    assert too_long.failure is not None
+    assert too_long.failure.reason_code == "tool.invalid_arguments.expression_too_long"
+    empty = toolhost_host.invoke("math.calculate", expression="")
+    assert empty.failure is not None
+    assert empty.failure.reason_code == ToolValidationError.REASON_CODE

@@ -1,28 +1,28 @@
-"""Fixtures: a real host over the plugin, a real workspace directory, and the call helper.
+"""Fixtures: the test kit's host over this plugin, a real workspace directory, and the call
+helper.
 
-Every test goes through the host's pipeline (``toolhost.testing.host_for``), so trust is the
-effective, clamped trust, a rejected path has the pipeline's ToolValidationError shape, and
-what is asserted is what a model would get.
+Every test goes through the host's real pipeline (``toolhost.testing``'s ``toolhost_host``), so
+trust is the effective, clamped trust, a rejected path has the pipeline's ToolValidationError
+shape, and what is asserted is what a model would get.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolhost import Outcome
-from toolhost._host import Host
-from toolhost._runs import Run
-from workspace_support import ALL_TOOLS, SECRET, Call, make_host
+from toolhost.testing import Harness, Run
+from workspace_support import PLUGINS, SECRET, Call
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Iterator[Host]:
-    with make_host(tmp_path / "data") as h:
-        yield h
+def toolhost_plugins() -> Mapping[str, object]:
+    """What the kit's ``toolhost_host`` runs: this plugin alone, not the installed set."""
+    return PLUGINS
 
 
 @pytest.fixture
@@ -43,19 +43,19 @@ def root(base: Path) -> Path:
 
 
 @pytest.fixture
-def run(host: Host, root: Path) -> Iterator[Run]:
-    """A run whose workspace is ``root``, with all three tools enabled (list_files is not in
-    the default roster, so it must be named)."""
-    r = host.start_run(workspace=root, enabled_tools=ALL_TOOLS)
+def run(toolhost_host: Harness, root: Path) -> Iterator[Run]:
+    """A run whose workspace is ``root``. The kit enables every registered tool, so
+    list_files (not in the default roster) is on too."""
+    r = toolhost_host.start_run(workspace=root)
     yield r
-    host.end_run(r)
+    toolhost_host.end_run(r)
 
 
 @pytest.fixture
-def call(host: Host, run: Run) -> Call:
+def call(toolhost_host: Harness, run: Run) -> Call:
     """``call(name, **arguments)``: one invocation through the pipeline in ``run``."""
 
     def invoke(name: str, /, **arguments: Any) -> Outcome:
-        return host.invoke_sync(name, arguments, run=run)
+        return toolhost_host.call(name, arguments, run=run)
 
     return invoke

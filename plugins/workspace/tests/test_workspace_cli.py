@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+#: The operator's command, the console script the host installs: the one beside this Python
+#: (a virtual environment's bin), else the one on PATH.
+TOOLHOST = (shutil.which("toolhost", path=os.path.dirname(sys.executable))
+            or shutil.which("toolhost"))
 
 
 @pytest.fixture
@@ -21,8 +27,9 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def toolhost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolhost._cli", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    assert TOOLHOST is not None, "the toolhost console script is not installed"
+    return subprocess.run([TOOLHOST, *args], capture_output=True, text=True, env=env,
+                          timeout=120)
 
 
 def test_write_then_read_round_trips_with_equal_checksums(

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost import Trust
-from toolhost._host import Host
-from toolhost._runs import Run
-from toolhost_workspace import list_files
+from toolhost import Settings, Trust
+from toolhost.testing import Harness, Run
+from toolhost_workspace import list_files, plugin
 from toolhost_workspace.list_files import LIMIT
-from workspace_support import Call, make_host, remove_tree
+from workspace_support import PLUGINS, Call, remove_tree
 
 
 def paths(outcome: Any) -> list[str]:
@@ -94,25 +93,27 @@ def build(root: Path, rows: list[tuple[str, str, str]]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def prop_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    with make_host(tmp_path_factory.mktemp("list-property-data")) as host:
-        yield host
+def prop_host() -> Iterator[Harness]:
+    # One host for every example (the kit's toolhost_host is per test, and hypothesis runs
+    # many examples in one test); its data directory is a temporary one, removed on close.
+    with Harness.over(PLUGINS) as harness:
+        yield harness
 
 
 @settings(max_examples=150, deadline=None)
 @given(rows=workspaces(), recursive=st.booleans(), cap=st.integers(min_value=0, max_value=12))
 def test_gate_13_ordering_prefix_truncation_and_no_symlinks(
-    prop_host: Host, tmp_path_factory: pytest.TempPathFactory,
+    prop_host: Harness, tmp_path_factory: pytest.TempPathFactory,
     rows: list[tuple[str, str, str]], recursive: bool, cap: int,
 ) -> None:
     root = tmp_path_factory.mktemp("ws")
     links = build(root, rows)
     run = prop_host.start_run(workspace=root, enabled_tools=["workspace.list_files"])
     args = {"path": "", "recursive": recursive}
-    full = prop_host.invoke_sync("workspace.list_files", args, run=run)
+    full = prop_host.call("workspace.list_files", args, run=run)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(list_files, "LIMIT", cap)  # the cap, lowered so generated trees exceed it
-        capped = prop_host.invoke_sync("workspace.list_files", args, run=run)
+        capped = prop_host.call("workspace.list_files", args, run=run)
     prop_host.end_run(run)
 
     whole, part = paths(full), paths(capped)
@@ -161,7 +162,9 @@ def test_recursive_truncation_is_a_prefix_across_directories(call: Call, root: P
     assert paths(call("workspace.list_files", recursive=True)) == whole[:1000]
 
 
-def test_a_recursive_listing_of_the_deepest_tree(call: Call, root: Path, host: Host) -> None:
+def test_a_recursive_listing_of_the_deepest_tree(
+    toolhost_host: Harness, call: Call, run: Run, root: Path
+) -> None:
     try:
         assert call("workspace.write_text", path="/".join(["a"] * 2048), content="x").ok
         outcome = call("workspace.list_files", recursive=True)
@@ -169,11 +172,17 @@ def test_a_recursive_listing_of_the_deepest_tree(call: Call, root: Path, host: H
         # A thousand paths of up to 2000 characters are over list_files' 262144-byte limit,
         # so step 12 excerpts the text and keeps the whole listing as an artifact.
         assert outcome.truncated and outcome.structured is None
-        (ref,) = outcome.artifacts
-        whole = json.loads(host.pipeline.artifacts.read(ref["id"]))["structured"]
+        assert len(outcome.artifacts) == 1
+        # The artifact is a captured tool output, which no tool may read back, so the whole
+        # listing is checked on the body's own result over the same run's workspace.
+        body = toolhost_host.run_body("workspace.list_files", {"path": "", "recursive": True},
+                                      context=toolhost_host.context(run=run))
+        assert body.structured is not None
+        whole = body.structured
         assert [e["path"] for e in whole["entries"]] == ["/".join(["a"] * n)
                                                          for n in range(1, 1001)]
         assert whole["truncated"] is True
+        assert len(json.dumps(whole).encode()) > list_files.SPEC.maximum_output_bytes
     finally:
         remove_tree(root / "a")
 
@@ -209,11 +218,16 @@ def test_bytewise_order_is_not_component_order(call: Call, root: Path) -> None:
         "B", "a", "a-b", "a/z", "a0", "é"]
 
 
-def test_the_defaults_are_the_root_and_not_recursive(call: Call, root: Path) -> None:
+def test_no_arguments_list_the_root_not_recursively(call: Call, root: Path) -> None:
+    # The body reads both arguments as given: step 4 applied the schema's defaults
+    # (path "", recursive false) before it ran, so {} reaches it as the root, one level.
     (root / "d").mkdir()
     (root / "d" / "inner").write_bytes(b"")
-    assert paths(call("workspace.list_files")) == ["d"]
+    top = call("workspace.list_files")
+    assert paths(top) == ["d"]
+    assert top.structured is not None and top.structured["path"] == ""
     assert paths(call("workspace.list_files", recursive=True)) == ["d", "d/inner"]
+    assert paths(call("workspace.list_files", path="d")) == ["d/inner"]
 
 
 def test_an_empty_directory(call: Call, root: Path) -> None:
@@ -262,16 +276,22 @@ def test_a_missing_directory_is_no_such_path(call: Call) -> None:
 # ---------------------------------------------------------------------------- the roster
 
 
-def test_registered_but_not_in_the_default_roster(host: Host, root: Path) -> None:
-    registered = host.registry.resolve("workspace.list_files", None)
-    assert registered.tool.default_enabled is False
-    default: Run = host.start_run(workspace=root)
-    refused = host.invoke_sync("workspace.list_files", {}, run=default)
+def test_registered_but_not_in_the_default_roster() -> None:
+    # The host builds the default roster from default_enabled (its own tests cover that).
+    roster = {t.spec.name: t.default_enabled for t in plugin.toolhost_tools(Settings())}
+    assert roster == {"workspace.read_text": True, "workspace.write_text": True,
+                      "workspace.list_files": False}
+
+
+def test_a_run_that_does_not_name_it_cannot_list(toolhost_host: Harness, root: Path) -> None:
+    roster = toolhost_host.start_run(
+        workspace=root, enabled_tools=["workspace.read_text", "workspace.write_text"])
+    refused = toolhost_host.call("workspace.list_files", {}, run=roster)
     assert refused.failure is not None
     assert refused.failure.reason_code == "tool.permission_denied.not_enabled"
-    # The other two are in the default roster.
-    assert host.invoke_sync("workspace.write_text", {"path": "a", "content": ""},
-                            run=default).ok
-    assert host.invoke_sync("workspace.read_text", {"path": "a"}, run=default).ok
-    named = host.start_run(workspace=root, enabled_tools=["workspace.list_files"])
-    assert host.invoke_sync("workspace.list_files", {}, run=named).ok
+    # The other two run in that run.
+    assert toolhost_host.call("workspace.write_text", {"path": "a", "content": ""},
+                              run=roster).ok
+    assert toolhost_host.call("workspace.read_text", {"path": "a"}, run=roster).ok
+    named = toolhost_host.start_run(workspace=root, enabled_tools=["workspace.list_files"])
+    assert toolhost_host.call("workspace.list_files", {}, run=named).ok

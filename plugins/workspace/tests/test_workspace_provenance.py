@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from toolhost import Trust
-from toolhost._host import Host
+from toolhost.testing import Harness
 from workspace_support import Call
 
 INTERNAL, UNTRUSTED = Trust.INTERNAL_TOOL, Trust.EXTERNAL_UNTRUSTED
@@ -82,10 +82,12 @@ def test_writing_a_placed_file_makes_it_tool_written(call: Call, root: Path) -> 
     assert call("workspace.read_text", path="b.md").output_trust is INTERNAL
 
 
-def test_another_runs_writes_do_not_establish_this_runs_reads(host: Host, root: Path) -> None:
-    writer = host.start_run(workspace=root)
-    assert host.invoke_sync("workspace.write_text", {"path": "a.md", "content": "x"},
-                            run=writer).ok
-    reader = host.start_run(workspace=root)
-    read = host.invoke_sync("workspace.read_text", {"path": "a.md"}, run=reader)
+def test_another_runs_writes_do_not_establish_this_runs_reads(
+    toolhost_host: Harness, root: Path
+) -> None:
+    writer = toolhost_host.start_run(workspace=root)
+    assert toolhost_host.call("workspace.write_text", {"path": "a.md", "content": "x"},
+                              run=writer).ok
+    reader = toolhost_host.start_run(workspace=root)
+    read = toolhost_host.call("workspace.read_text", {"path": "a.md"}, run=reader)
     assert (read.ok, read.output_trust) == (True, UNTRUSTED)

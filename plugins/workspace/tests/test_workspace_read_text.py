@@ -13,12 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolhost import Outcome, Trust
-from toolhost._host import Host
-from toolhost._runs import Run
-from toolhost._workspace import WorkspaceHandle
+from toolhost.testing import Harness, Run
 from toolhost_workspace import read_text
 from toolhost_workspace.read_text import CHUNK_SIZE
-from workspace_support import Call, make_host
+from workspace_support import PLUGINS, Call, SpyWorkspace, with_workspace
 
 NOT_TEXT = "Not a UTF-8 text file. This tool reads text only."
 CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -65,7 +63,7 @@ def test_gate_11_bytes_61_00_62_are_not_text(call: Call, root: Path) -> None:
 
 @pytest.mark.parametrize("character", ["é", "€", "𝄞", "😀", "\u0800", "\U0010ffff"])
 def test_gate_11_a_character_split_across_the_chunk_boundary_decodes(
-    call: Call, root: Path, character: str
+    toolhost_host: Harness, call: Call, run: Run, root: Path, character: str
 ) -> None:
     encoded = character.encode("utf-8")
     for cut in range(1, len(encoded)):
@@ -73,12 +71,17 @@ def test_gate_11_a_character_split_across_the_chunk_boundary_decodes(
         data = b"a" * (CHUNK_SIZE - cut) + encoded + b" tail\n"
         assert data[:CHUNK_SIZE].endswith(encoded[:cut])
         (root / "split.txt").write_bytes(data)
-        # The split is real: the handle's first chunk at CHUNK_SIZE does not decode alone.
-        with WorkspaceHandle(root) as handle:
-            first = next(handle.read_chunks("split.txt", CHUNK_SIZE))
+        # The split is real: the first chunk the body is handed does not decode alone.
+        context = toolhost_host.context(run=run)
+        spy = SpyWorkspace(context.workspace)
+        body = toolhost_host.run_body("workspace.read_text", {"path": "split.txt"},
+                                      context=with_workspace(context, spy))
+        assert body.content == data.decode("utf-8")
+        first = spy.chunks[0]
         assert len(first) == CHUNK_SIZE
         with pytest.raises(UnicodeDecodeError):
             first.decode("utf-8")
+        # And through the pipeline, what the model gets.
         assert_text(call("workspace.read_text", path="split.txt"), data)
 
 
@@ -89,18 +92,15 @@ def test_gate_11_a_split_on_a_later_boundary_decodes_too(call: Call, root: Path)
 
 
 def test_the_chunk_size_is_the_one_the_tool_reads_with(
-    call: Call, root: Path, monkeypatch: pytest.MonkeyPatch
+    toolhost_host: Harness, run: Run, root: Path
 ) -> None:
-    sizes: list[int] = []
-    real = WorkspaceHandle.read_chunks
-
-    def spy(self: WorkspaceHandle, path: str, chunk_size: int = 0) -> Iterator[bytes]:
-        sizes.append(chunk_size)
-        return real(self, path, chunk_size)
-
-    monkeypatch.setattr(WorkspaceHandle, "read_chunks", spy)
-    assert read(call, root, b"hello").ok
-    assert sizes == [CHUNK_SIZE] and CHUNK_SIZE == 64 * 1024
+    (root / "f.txt").write_bytes(b"hello")
+    context = toolhost_host.context(run=run)
+    spy = SpyWorkspace(context.workspace)
+    body = toolhost_host.run_body("workspace.read_text", {"path": "f.txt"},
+                                  context=with_workspace(context, spy))
+    assert body.content == "hello"
+    assert spy.chunk_sizes == [CHUNK_SIZE] and CHUNK_SIZE == 64 * 1024
 
 
 # ---------------------------------------------------------------------------- the binary rule
@@ -145,11 +145,13 @@ def test_bytes_that_are_not_strict_utf8_are_not_text(call: Call, root: Path, dat
     assert_not_text(outcome)
 
 
-def test_not_text_leaves_no_content_on_the_row(host: Host, call: Call, root: Path) -> None:
+def test_not_text_leaves_no_content_on_the_row(
+    toolhost_host: Harness, call: Call, root: Path
+) -> None:
     outcome = read(call, root, b"good text " * 1000 + b"\xff")
     assert_not_text(outcome)
     assert outcome.invocation_id is not None
-    row = host.pipeline.invocations.get(outcome.invocation_id)
+    row = toolhost_host.record(outcome.invocation_id)
     assert row.result_structured is None and row.result_content is None
     # Operators get where it failed; the model never does.
     assert row.failure_detail == {"problem": "invalid UTF-8 (invalid start byte)",
@@ -247,14 +249,15 @@ def test_a_file_a_sandbox_left_is_external_untrusted(call: Call, root: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def prop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Run, Path]]:
-    base = tmp_path_factory.mktemp("read-property")
-    root = base / "root"
+def prop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, Run, Path]]:
+    # One host for every example (the kit's toolhost_host is per test, and hypothesis runs
+    # many examples in one test); its data directory is a temporary one, removed on close.
+    root = tmp_path_factory.mktemp("read-property") / "root"
     root.mkdir()
-    with make_host(base / "data") as host:
-        run = host.start_run(workspace=root, enabled_tools=["workspace.read_text"])
-        yield host, run, root
-        host.end_run(run)
+    with Harness.over(PLUGINS) as harness:
+        run = harness.start_run(workspace=root, enabled_tools=["workspace.read_text"])
+        yield harness, run, root
+        harness.end_run(run)
 
 
 @settings(max_examples=150, deadline=None)
@@ -264,14 +267,14 @@ def prop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Run, 
     chunk=st.integers(min_value=1, max_value=7),
 )
 def test_any_text_decodes_whatever_the_chunk_size(
-    prop: tuple[Host, Run, Path], text: str, chunk: int
+    prop: tuple[Harness, Run, Path], text: str, chunk: int
 ) -> None:
     host, run, root = prop
     data = text.encode("utf-8")
     (root / "p.txt").write_bytes(data)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(read_text, "CHUNK_SIZE", chunk)  # every boundary lands somewhere new
-        outcome = host.invoke_sync("workspace.read_text", {"path": "p.txt"}, run=run)
+        outcome = host.call("workspace.read_text", {"path": "p.txt"}, run=run)
     assert outcome.ok and outcome.content == text
     assert outcome.structured is not None and outcome.structured["checksum"] == sha(data)
 
@@ -279,13 +282,13 @@ def test_any_text_decodes_whatever_the_chunk_size(
 @settings(max_examples=150, deadline=None)
 @given(data=st.binary(max_size=48), chunk=st.integers(min_value=1, max_value=7))
 def test_any_bytes_are_text_exactly_when_they_decode_and_hold_no_nul(
-    prop: tuple[Host, Run, Path], data: bytes, chunk: int
+    prop: tuple[Harness, Run, Path], data: bytes, chunk: int
 ) -> None:
     host, run, root = prop
     (root / "b.bin").write_bytes(data)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(read_text, "CHUNK_SIZE", chunk)
-        outcome = host.invoke_sync("workspace.read_text", {"path": "b.bin"}, run=run)
+        outcome = host.call("workspace.read_text", {"path": "b.bin"}, run=run)
     try:
         expected: str | None = data.decode("utf-8") if b"\x00" not in data else None
     except UnicodeDecodeError:

@@ -1,7 +1,7 @@
 """Issue #4's security cases, through each of the three tools and the real pipeline.
 
-The handle owns containment and ``tests/test_workspace_handle.py`` covers it directly; these
-tests assert the tools' half: every refused path reaches the model as the pipeline's
+The handle owns containment and the host's ``tests/test_workspace_handle.py`` covers it
+directly; these tests assert the tools' half: every refused path reaches the model as the pipeline's
 ToolValidationError shape (``tool.invalid_arguments.schema``) with one identical message across
 all three tools, and nothing outside the root is read or written. Each fails if containment is
 loosened, whether in the handle or by a tool that starts resolving paths itself.
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from toolhost import Outcome
-from toolhost._runs import Run
+from toolhost import Outcome, WorkspaceEscape
+from toolhost.testing import Harness, Run
 from workspace_support import SECRET, Call
 
 SCHEMA = "tool.invalid_arguments.schema"
@@ -272,7 +272,9 @@ def test_listing_a_special_file_is_refused_and_never_blocks(
                                                        "truncated": False}
 
 
-def test_a_file_that_is_not_readable_is_refused(call: Call, root: Path, run: Run) -> None:
+def test_a_file_that_is_not_readable_is_refused(
+    toolhost_host: Harness, call: Call, root: Path, run: Run
+) -> None:
     (root / "locked").write_bytes(b"x")
     os.chmod(root / "locked", 0)
     if os.geteuid() != 0:
@@ -280,14 +282,8 @@ def test_a_file_that_is_not_readable_is_refused(call: Call, root: Path, run: Run
         return
     # Root reads a mode-000 file anyway: run the tool body as nobody in a forked child, with
     # the workspace's root fd inherited, and expect the WorkspaceEscape step 9 maps.
-    from toolhost import FixedClock, Principal, Services, ToolExecutionContext
-    from toolhost._workspace import WorkspaceEscape
-    from toolhost.testing import DEFAULT_INSTANT
-    from toolhost_workspace import read_text
-
-    body = read_text.build(Services(clock=FixedClock(DEFAULT_INSTANT)))
-    context = ToolExecutionContext(run_id=run.id, principal=Principal("p"),
-                                   workspace=run.workspace)
+    body = toolhost_host.tool("workspace.read_text")
+    context = toolhost_host.context(run=run)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 3
@@ -303,6 +299,17 @@ def test_a_file_that_is_not_readable_is_refused(call: Call, root: Path, run: Run
         finally:
             os._exit(code)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("path", ["a\ud800b", "\udfff/x", "d/\ud83d"])
+def test_a_lone_surrogate_in_a_path_is_refused_at_step_4(
+    call: Call, root: Path, base: Path, tool: str, path: str
+) -> None:
+    # Not text, so no path: step 4 refuses it before the body or the handle sees it.
+    before = snapshot(base)
+    assert_refused(call(tool, **arguments(tool, path)))
+    assert snapshot(base) == before and os.listdir(root) == []
 
 
 @pytest.mark.parametrize("tool", TOOLS)

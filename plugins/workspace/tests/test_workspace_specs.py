@@ -1,5 +1,5 @@
-"""The three specs against the specification's tables and schemas, the reason codes and their
-messages byte for byte, and the plugin's hooks."""
+"""The three specs against the specification's tables and schemas, the reasons each tool
+declares and their messages byte for byte, and the plugin's hooks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,28 @@ from typing import Any
 
 import pytest
 
-from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, ToolSpec, Trust
-from toolhost._host import Host
+from toolhost import (
+    Idempotency,
+    Kind,
+    Reason,
+    Risk,
+    Settings,
+    SideEffect,
+    Source,
+    TargetKind,
+    Tool,
+    ToolSpec,
+    Trust,
+)
+from toolhost.testing import Harness
 from toolhost_workspace import list_files, messages, plugin, read_text, write_text
+
+SCHEMA = "tool.invalid_arguments.schema"
+SCHEMA_MESSAGE = "The arguments do not match the tool's input schema."
+
+
+def tools() -> dict[str, Tool]:
+    return {t.spec.name: t for t in plugin.toolhost_tools(Settings())}
 
 SPECS = {s.name: s for s in (read_text.SPEC, write_text.SPEC, list_files.SPEC)}
 
@@ -94,26 +113,40 @@ def test_the_four_messages_byte_for_byte() -> None:
         "tool.invalid_arguments.not_a_file": "That path is a directory.",
         "tool.invalid_arguments.not_a_directory": "That path is a file. Use workspace.read_text.",
     }
-    assert plugin.toolhost_messages() == messages.MESSAGES
+    # What the host renders is what the tools declare: each code once, on its tool, with
+    # exactly that message, and no schema rule mapped to it.
+    declared = {r.code: r for t in tools().values() for r in t.reasons}
+    assert {code: r.message for code, r in declared.items()} == messages.MESSAGES
+    assert all(isinstance(r, Reason) and r.schema_rules == () for r in declared.values())
 
 
-def test_each_tool_declares_what_it_may_end_with(host: Host) -> None:
-    declared = {r.spec.name: r.tool.reason_codes for r in host.registry}
+def test_each_tool_declares_what_it_may_end_with() -> None:
+    declared = {name: t.reason_codes for name, t in tools().items()}
     assert declared == {
         "workspace.read_text": ("tool.not_found.no_such_path", "tool.invalid_arguments.not_text",
-                                "tool.invalid_arguments.not_a_file",
-                                "tool.invalid_arguments.schema"),
+                                "tool.invalid_arguments.not_a_file"),
         "workspace.write_text": ("tool.not_found.no_such_path",
-                                 "tool.invalid_arguments.not_a_file",
-                                 "tool.invalid_arguments.schema"),
+                                 "tool.invalid_arguments.not_a_file"),
         "workspace.list_files": ("tool.not_found.no_such_path",
-                                 "tool.invalid_arguments.not_a_directory",
-                                 "tool.invalid_arguments.schema"),
+                                 "tool.invalid_arguments.not_a_directory"),
     }
-    # The schema code is the host's: its message comes from the host's table, not ours.
-    assert "tool.invalid_arguments.schema" not in messages.MESSAGES
-    assert host.messages["tool.invalid_arguments.schema"] == (
-        "The arguments do not match the tool's input schema.")
+    # The schema code is the host's: no tool declares it, and the plugin has no message for it.
+    assert SCHEMA not in messages.MESSAGES
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_a_path_the_handle_rejects_is_the_hosts_schema_failure(
+    toolhost_host: Harness, name: str
+) -> None:
+    # Undeclared, yet a valid-by-schema path the handle refuses still ends with it (step 9),
+    # rendered with the host's one message.
+    arguments: dict[str, Any] = {"path": "../outside"}
+    if name == "workspace.write_text":
+        arguments["content"] = "x"
+    outcome = toolhost_host.invoke(name, **arguments)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == SCHEMA
+    assert outcome.content == outcome.failure.message == SCHEMA_MESSAGE
 
 
 def test_the_not_a_file_message_names_no_tool() -> None:
@@ -122,10 +155,18 @@ def test_the_not_a_file_message_names_no_tool() -> None:
     assert messages.MESSAGES[messages.NOT_A_DIRECTORY].endswith("Use workspace.read_text.")
 
 
-def test_the_plugin_registers_its_domain_and_three_tools(host: Host) -> None:
+def test_the_plugin_registers_its_domain_and_three_tools(toolhost_host: Harness) -> None:
     assert [d.name for d in plugin.toolhost_domains()] == ["workspace"]
-    assert sorted(host.registry.names()) == sorted(TABLE)
-    assert {r.distribution for r in host.registry} == {"toolhost-workspace"}
+    assert sorted(tools()) == sorted(TABLE)
+    # The host registered all three (the kit's run enables every registered tool)...
+    assert toolhost_host.start_run().enabled_tools == frozenset(TABLE)
+    # ...each running the body its module defines, called directly, not built.
+    for name, module in (("workspace.read_text", read_text),
+                         ("workspace.write_text", write_text),
+                         ("workspace.list_files", list_files)):
+        tool = tools()[name]
+        assert (tool.call, tool.build) == (getattr(module, name.split(".")[1]), None)
+        assert toolhost_host.tool(name) is tool.call
 
 
 def test_the_entry_point_is_installed() -> None:
@@ -135,12 +176,12 @@ def test_the_entry_point_is_installed() -> None:
     assert metadata.requires("toolhost-workspace") is not None
 
 
-def test_operator_detail_never_reaches_the_model(host: Host, tmp_path: Any) -> None:
+def test_operator_detail_never_reaches_the_model(toolhost_host: Harness, tmp_path: Any) -> None:
     root = tmp_path / "r"
     root.mkdir()
     (root / "bin").write_bytes(b"\xff")
-    run = host.start_run(workspace=root)
-    outcome = host.invoke_sync("workspace.read_text", {"path": "bin"}, run=run)
+    run = toolhost_host.start_run(workspace=root)
+    outcome = toolhost_host.call("workspace.read_text", {"path": "bin"}, run=run)
     assert outcome.failure is not None and outcome.failure.detail  # operators get it...
     data = outcome.to_json()
     assert "detail" not in data and "offset" not in str(data)  # ...the model does not

@@ -8,19 +8,23 @@ A gate that only ever sees passing code cannot tell a strict check from one that
 
 What it enforces, per tool module and every first-party module it imports:
 
-- imports: only an allow-list (``codecs``, ``hashlib``, ``json``, ``errno``, typing, the host's
-  public API, exception and value names from ``toolhost._workspace``, and this package's own
-  checked modules). os, os.path, pathlib, shutil and glob are named in the gate; io, builtins,
-  importlib and the rest are refused by not being on the list, because each is a way around it.
-  ``WorkspaceHandle`` itself may not be imported: a tool that builds its own handle chooses its
-  own root.
+- imports: only an allow-list (``codecs``, ``hashlib``, ``json``, ``errno``, typing, exactly
+  the public ``toolhost`` names the modules use, by ``from toolhost import ...``, and this
+  package's own checked modules). os, os.path, pathlib, shutil and glob are named in the gate;
+  io, builtins, importlib and the rest are refused by not being on the list, because each is a
+  way around it. Every private host module (``toolhost._workspace`` and the rest) is refused,
+  whatever name is taken from it, and so is a bare ``import toolhost`` (its attributes reach
+  the private modules). ``WorkspaceHandle`` may not be named at all: a tool that builds its
+  own handle chooses its own root.
 - names: no ``open`` (called or not), no ``__import__``/``exec``/``eval``/``compile``/
-  ``getattr``/``globals``/``vars``, and no ``.open`` attribute (``codecs.open`` opens a file).
+  ``getattr``/``globals``/``vars``, no ``.open`` attribute (``codecs.open`` opens a file), and
+  no dunder attribute (``context.workspace.__class__`` is the handle's class).
 - the context: a tool's ``ToolExecutionContext`` parameter is used only as
   ``context.workspace`` (never another attribute, never passed whole to a helper).
 - the call graph: every ``read_chunks``/``read``/``write``/``listdir``/``provenance`` call is
   made on ``context.workspace`` or on a value that came from it: a local bound to it, or a
-  parameter of a module function that every call site passes it to.
+  parameter of a module function that every call site passes it to. And the handle is used
+  only through those methods (``workspace.root`` is a path the tool could open itself).
 - ``WorkspaceEscape`` is never caught: no handler names it, ``Exception`` or ``BaseException``,
   and there is no bare ``except:``, so step 9 of the pipeline always sees it.
 """
@@ -36,6 +40,7 @@ from types import ModuleType
 
 import pytest
 
+import toolhost
 from toolhost_workspace import list_files, read_text, write_text
 
 TOOL_MODULES: dict[str, ModuleType] = {
@@ -49,19 +54,23 @@ GATE_MODULES = frozenset({"os", "os.path", "pathlib", "shutil", "glob"})
 
 ALLOWED_IMPORTS = frozenset({
     "__future__", "codecs", "collections.abc", "errno", "hashlib", "json", "typing",
-    "toolhost", "toolhost._digest", "toolhost._workspace",
 })
-#: From toolhost._workspace: exceptions, the enum and value types; never WorkspaceHandle.
-ALLOWED_WORKSPACE_NAMES = frozenset({
-    "ListedEntry", "Listing", "MAX_PATH_BYTES", "Provenance", "WorkspaceIsDirectory",
-    "WorkspaceNotDirectory", "WorkspaceNotFound", "WriteResult",
+HOST = "toolhost"
+#: Exactly the public names the modules take ``from toolhost``: the spec's vocabulary, the
+#: outcome types, the workspace's exceptions and Provenance, the checksum helper, and Reason
+#: (messages). Not WorkspaceEscape (a tool never catches it), not the Workspace protocol (a
+#: tool is handed one), and nothing private.
+ALLOWED_HOST_NAMES = frozenset({
+    "Idempotency", "Kind", "Provenance", "Reason", "Risk", "SideEffect", "Source",
+    "TargetKind", "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec", "Trust",
+    "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound", "sha256_checksum",
 })
 FIRST_PARTY = "toolhost_workspace"
 BANNED_NAMES = frozenset({
     "open", "__import__", "exec", "eval", "compile", "getattr", "setattr", "globals", "locals",
-    "vars", "__builtins__", "breakpoint",
+    "vars", "__builtins__", "breakpoint", "WorkspaceHandle",
 })
-BANNED_ATTRIBUTES = frozenset({"open", "fdopen", "__import__"})
+BANNED_ATTRIBUTES = frozenset({"open", "fdopen", "__import__", "WorkspaceHandle"})
 FILE_METHODS = frozenset({"read_chunks", "read", "write", "listdir", "provenance"})
 NEVER_CAUGHT = frozenset({"WorkspaceEscape", "Exception", "BaseException"})
 
@@ -178,6 +187,9 @@ def _import_problems(m: _Module, imported: set[str]) -> Iterator[str]:
                     yield f"{m.where(node)}: imports {alias.name} (hard gate 10)"
                 elif alias.name.startswith(FIRST_PARTY + "."):
                     imported.add(alias.name)
+                elif alias.name == HOST or alias.name.startswith(HOST + "."):
+                    yield (f"{m.where(node)}: imports {alias.name}; take public names with "
+                           f"`from toolhost import ...` only")
                 elif alias.name not in ALLOWED_IMPORTS:
                     yield f"{m.where(node)}: imports {alias.name}, which is not on the allow-list"
         elif isinstance(node, ast.ImportFrom):
@@ -191,19 +203,24 @@ def _import_problems(m: _Module, imported: set[str]) -> Iterator[str]:
                 imported.update(
                     f"{FIRST_PARTY}.{n}" if module == FIRST_PARTY else module for n in names
                 )
+            elif module == HOST:
+                for name in sorted(set(names) - ALLOWED_HOST_NAMES):
+                    yield (f"{m.where(node)}: imports {name} from toolhost, which is not on "
+                           f"the allow-list of public names")
+            elif module.startswith(HOST + "."):
+                yield (f"{m.where(node)}: imports from {module}; a tool takes public names "
+                       f"with `from toolhost import ...` only")
             elif module not in ALLOWED_IMPORTS:
                 yield f"{m.where(node)}: imports from {module}, which is not on the allow-list"
-            elif module == "toolhost._workspace":
-                for name in sorted(set(names) - ALLOWED_WORKSPACE_NAMES):
-                    yield (f"{m.where(node)}: imports {name} from toolhost._workspace; only "
-                           f"exception and value names may be imported")
 
 
 def _name_problems(m: _Module) -> Iterator[str]:
     for node in ast.walk(m.tree):
         if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
             yield f"{m.where(node)}: names {node.id}"
-        elif isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRIBUTES:
+        elif isinstance(node, ast.Attribute) and (
+                node.attr in BANNED_ATTRIBUTES
+                or (node.attr.startswith("__") and node.attr.endswith("__"))):
             yield f"{m.where(node)}: names .{node.attr}"
         elif isinstance(node, ast.ExceptHandler):
             caught = node.type
@@ -236,6 +253,29 @@ def _context_problems(m: _Module) -> Iterator[str]:
                 and node.func.attr in FILE_METHODS and not m.is_handle(node.func.value)):
             yield (f"{m.where(node)}: calls .{node.func.attr}() on something that is not "
                    f"context.workspace")
+        if (isinstance(node, ast.Attribute) and node.attr not in FILE_METHODS
+                and m.is_handle(node.value)):
+            yield (f"{m.where(node)}: takes .{node.attr} from the workspace; a tool uses "
+                   f"only its {', '.join(sorted(FILE_METHODS))}")
+        elif m.is_handle(node) and not _handle_use_is_tracked(m, node):
+            yield (f"{m.where(node)}: hands the workspace to something the gate cannot follow; "
+                   f"call its methods, bind it to a local, or pass it to a module function")
+
+
+def _handle_use_is_tracked(m: _Module, node: ast.AST) -> bool:
+    """Whether a handle-bearing expression is used in a way the call graph follows: a method
+    taken from it, a plain name bound to it, an argument to one of this module's functions."""
+    parent = m.parent.get(node)
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return True  # the name being bound
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return True  # the attribute rule above checks which one
+    if isinstance(parent, ast.Assign) and parent.value is node:
+        return all(isinstance(t, ast.Name) for t in parent.targets)
+    if isinstance(parent, ast.keyword):
+        parent = m.parent.get(parent)
+    return (isinstance(parent, ast.Call) and parent.func is not node
+            and isinstance(parent.func, ast.Name) and parent.func.id in m.top_level)
 
 
 def boundary_problems(modules: dict[str, str]) -> list[str]:
@@ -280,6 +320,18 @@ def test_the_three_tool_modules_pass() -> None:
     assert boundary_problems(sources()) == []
 
 
+def test_the_host_names_allowed_are_public_and_all_used() -> None:
+    # The allow-list is the public API and no wider than what the modules take from it.
+    assert set(toolhost.__all__) >= ALLOWED_HOST_NAMES
+    used: set[str] = set()
+    modules = [*TOOL_MODULES.values(), importlib.import_module(f"{FIRST_PARTY}.messages")]
+    for module in modules:
+        tree = ast.parse(Path(inspect.getsourcefile(module) or "").read_text())
+        used |= {a.name for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module == HOST for a in n.names}
+    assert used == ALLOWED_HOST_NAMES
+
+
 def test_the_walk_follows_first_party_imports() -> None:
     # messages is reached through the import graph and held to the same rules.
     module = _Module("m", ast.parse(sources()[f"{FIRST_PARTY}.read_text"]))
@@ -314,8 +366,26 @@ MODULE_LEVEL = [
     "import importlib",
     "import tempfile",
     "import subprocess",
-    "from toolhost._workspace import WorkspaceHandle",
     "from toolhost_workspace import nowhere",
+    # The host: a private module, whatever is taken from it, even a name that is public...
+    "from toolhost._workspace import WorkspaceHandle",
+    "from toolhost._workspace import Provenance",
+    "from toolhost._digest import sha256_checksum",
+    "from toolhost._workspace import WorkspaceEscape",
+    "import toolhost._workspace",
+    "import toolhost._workspace as ws",
+    "from toolhost import _workspace",
+    "import toolhost",
+    "import toolhost as th",
+    "from toolhost.testing import Harness",
+    "from toolhost.hookspecs import hookimpl",
+    # ...and public names that are not on the list: the handle's exception, its protocol,
+    # and names the host does not export at all.
+    "from toolhost import WorkspaceEscape",
+    "from toolhost import Workspace",
+    "from toolhost import WorkspaceHandle",
+    "from toolhost import Provenance, WorkspaceHandle",
+    "from toolhost import *",
 ]
 
 IN_THE_BODY = [
@@ -330,6 +400,13 @@ IN_THE_BODY = [
     "_sneak(context)",
     "other = object(); other.read_chunks(path)",
     "path.write('x')",
+    "WorkspaceHandle(path)",
+    "handle = toolhost.WorkspaceHandle",
+    "root = context.workspace.root",
+    "alias = context.workspace\nalias.root / path",
+    "kind = type(context.workspace)",
+    "kind = context.workspace.__class__",
+    "context.workspace._root_fd",
     "try:\n    pass\nexcept Exception:\n    pass",
     "try:\n    pass\nexcept:\n    pass",
     "try:\n    pass\nexcept (KeyError, WorkspaceEscape):\n    pass",

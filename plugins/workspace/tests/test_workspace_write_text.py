@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost import Principal, ToolExecutionContext, ToolValidationError, Trust
-from toolhost._host import Host
-from toolhost._workspace import WorkspaceHandle
-from toolhost_workspace.write_text import SPEC, write_text
-from workspace_support import Call, make_host, remove_tree
+from toolhost import Trust
+from toolhost.testing import Harness
+from toolhost_workspace.write_text import SPEC
+from workspace_support import PLUGINS, Call, remove_tree
+
+SCHEMA = "tool.invalid_arguments.schema"
+SCHEMA_MESSAGE = "The arguments do not match the tool's input schema."
 
 
 def sha(data: bytes) -> str:
@@ -107,16 +110,35 @@ def test_the_deepest_path_the_schema_allows_is_written(call: Call, root: Path) -
         remove_tree(root / "a")
 
 
-def test_a_run_that_wrote_the_deepest_path_is_discarded(host: Host) -> None:
-    run = host.start_run()  # a fresh workspace of its own, which end_run must remove
-    root = run.workspace.root
-    try:
-        assert host.invoke_sync("workspace.write_text",
+def _shallow(top: Path, depth: int) -> list[Path]:
+    """Every path under ``top`` at most ``depth`` levels down, without recursion (a deep tree
+    left behind would otherwise overflow the stack of the search looking for it)."""
+    found: list[Path] = []
+    level = [top]
+    for _ in range(depth):
+        level = [Path(e.path) for d in level for e in os.scandir(d)
+                 if not e.is_symlink()]
+        found += level
+        level = [p for p in level if p.is_dir()]
+    return found
+
+
+def test_a_run_that_wrote_the_deepest_path_is_discarded(tmp_path: Path) -> None:
+    # A fresh workspace (no workspace= given) lives under the host's data directory, and
+    # end_run discards it. Where exactly is the host's business: the search is a few levels
+    # of the whole data directory, and it is shown to find the tree before the run ends.
+    data = tmp_path / "data"
+    with Harness.over(PLUGINS, data_dir=data) as harness:
+        run = harness.start_run()
+        try:
+            assert harness.call("workspace.write_text",
                                 {"path": "/".join(["a"] * 2048), "content": "x"}, run=run).ok
-        host.end_run(run)
-        assert not root.exists()
-    finally:
-        remove_tree(root)
+            assert [p for p in _shallow(data, 6) if p.name == "a"]
+            harness.end_run(run)
+            assert [p for p in _shallow(data, 6) if p.name == "a"] == []
+        finally:
+            for left in [p for p in _shallow(data, 6) if p.name == "a"]:
+                remove_tree(left.parent)
 
 
 # ---------------------------------------------------------------------------- failures
@@ -144,8 +166,8 @@ def test_over_long_content_is_a_schema_failure_and_writes_nothing(
 ) -> None:
     outcome = call("workspace.write_text", path="big.txt", content="x" * 1048577)
     assert outcome.failure is not None
-    assert outcome.failure.reason_code == "tool.invalid_arguments.schema"
-    assert outcome.content == "The arguments do not match the tool's input schema."
+    assert outcome.failure.reason_code == SCHEMA
+    assert outcome.content == SCHEMA_MESSAGE
     assert not (root / "big.txt").exists()
 
 
@@ -156,26 +178,24 @@ def test_content_at_the_limit_is_written(call: Call, root: Path) -> None:
 
 @pytest.mark.parametrize("arguments", [{"path": "x"}, {"content": "x"}, {"path": "x",
                          "content": "y", "mode": "append"}, {"path": 1, "content": "y"}])
-def test_malformed_arguments_are_schema_failures(host: Host, call: Call,
+def test_malformed_arguments_are_schema_failures(call: Call,
                                                  arguments: dict[str, object]) -> None:
     outcome = call("workspace.write_text", **arguments)
     assert outcome.failure is not None
-    assert outcome.failure.reason_code == "tool.invalid_arguments.schema"
+    assert outcome.failure.reason_code == SCHEMA
 
 
-def test_the_body_refuses_a_lone_surrogate_as_an_argument_error(root: Path) -> None:
-    # A JSON string can carry \ud800, which is not text and has no UTF-8 form.
-    context = ToolExecutionContext(run_id="r", principal=Principal("p"),
-                                   workspace=WorkspaceHandle(root))
-    with pytest.raises(ToolValidationError):
-        write_text({"path": "s.txt", "content": "a\ud800b"}, context)
-    assert os.listdir(root) == []
-
-
-def test_a_lone_surrogate_through_the_pipeline_is_a_validation_failure(call: Call) -> None:
-    outcome = call("workspace.write_text", path="s.txt", content="a\ud800b")
+@pytest.mark.parametrize("content", ["a\ud800b", "\udfff", "ok \ud83d"])
+def test_a_lone_surrogate_in_content_is_a_schema_failure(
+    call: Call, root: Path, content: str
+) -> None:
+    # A JSON string can carry \ud800, which is not text and has no UTF-8 form. Step 4 refuses
+    # it, so the body (which encodes strictly and does not check again) never sees it.
+    outcome = call("workspace.write_text", path="s.txt", content=content)
     assert outcome.failure is not None
-    assert outcome.failure.reason_code == "tool.invalid_arguments.schema"
+    assert outcome.failure.reason_code == SCHEMA
+    assert outcome.content == outcome.failure.message == SCHEMA_MESSAGE
+    assert os.listdir(root) == []
 
 
 # ---------------------------------------------------------------------------- the description
@@ -191,18 +211,24 @@ def test_the_description_says_the_workspace_is_a_cache() -> None:
 # ---------------------------------------------------------------------------- property
 
 
+@pytest.fixture(scope="module")
+def prop_host() -> Iterator[Harness]:
+    # One host for every example (the kit's toolhost_host is per test, and hypothesis runs
+    # many examples in one test); its data directory is a temporary one, removed on close.
+    with Harness.over(PLUGINS) as harness:
+        yield harness
+
+
 @settings(max_examples=60, deadline=None)
 @given(content=st.text(st.characters(codec="utf-8"), max_size=200))
-def test_any_content_round_trips(tmp_path_factory: pytest.TempPathFactory,
+def test_any_content_round_trips(prop_host: Harness, tmp_path_factory: pytest.TempPathFactory,
                                  content: str) -> None:
-    base = tmp_path_factory.mktemp("write-property")
-    (base / "root").mkdir()
-    with make_host(base / "data") as host:
-        run = host.start_run(workspace=base / "root")
-        wrote = host.invoke_sync("workspace.write_text", {"path": "p", "content": content},
-                                 run=run)
-        read = host.invoke_sync("workspace.read_text", {"path": "p"}, run=run)
-    assert (base / "root" / "p").read_bytes() == content.encode("utf-8")
+    root = tmp_path_factory.mktemp("write-property")
+    run = prop_host.start_run(workspace=root)
+    wrote = prop_host.call("workspace.write_text", {"path": "p", "content": content}, run=run)
+    read = prop_host.call("workspace.read_text", {"path": "p"}, run=run)
+    prop_host.end_run(run)
+    assert (root / "p").read_bytes() == content.encode("utf-8")
     if "\x00" in content:
         # A NUL is text in a JSON string, but a file holding one is binary to the reader.
         assert read.failure is not None

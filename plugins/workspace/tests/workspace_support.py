@@ -1,34 +1,72 @@
 """Helpers the workspace tests share (a module with a name of its own: two plugins' test
-directories each have a conftest, so importing from "conftest" is ambiguous)."""
+directories each have a conftest, so importing from "conftest" is ambiguous).
+
+The host itself comes from the test kit (``toolhost.testing``): the ``toolhost_host`` fixture,
+or ``Harness.over(PLUGINS)`` where a test needs one that outlives a single test.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from toolhost import Outcome
-from toolhost._host import Host
-from toolhost.testing import host_for
+from toolhost import Listing, Outcome, Provenance, ToolExecutionContext, Workspace, WriteResult
 from toolhost_workspace import plugin
 
-ALL_TOOLS = ("workspace.read_text", "workspace.write_text", "workspace.list_files")
+#: What the kit's host runs: this plugin alone, as an object (not the installed set).
+PLUGINS: Mapping[str, object] = {"toolhost-workspace": plugin}
 SECRET = b"outside the root\n"
 
 Call = Callable[..., Outcome]
 
 
-def make_host(data_dir: Path) -> Host:
-    return host_for({"toolhost-workspace": plugin}, data_dir=data_dir)
+class SpyWorkspace:
+    """A ``Workspace`` that hands every call to the run's real one and records what the tool
+    asked for and the chunks it was given, so a test sees the body's side of the port."""
+
+    def __init__(self, real: Workspace) -> None:
+        self.real = real
+        self.chunk_sizes: list[int] = []
+        self.chunks: list[bytes] = []
+
+    def read(self, path: str) -> bytes:
+        return self.real.read(path)
+
+    def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
+        self.chunk_sizes.append(chunk_size)
+        for chunk in self.real.read_chunks(path, chunk_size):
+            self.chunks.append(chunk)
+            yield chunk
+
+    def write(self, path: str, data: bytes, *,
+              provenance: Provenance = Provenance.TOOL_WRITTEN) -> WriteResult:
+        return self.real.write(path, data, provenance=provenance)
+
+    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
+        return self.real.listdir(path, recursive=recursive, limit=limit)
+
+    def provenance(self, path: str) -> Provenance:
+        return self.real.provenance(path)
+
+
+def with_workspace(context: ToolExecutionContext, workspace: Workspace) -> ToolExecutionContext:
+    """``context`` with another workspace in it, every other field kept."""
+    return ToolExecutionContext(
+        run_id=context.run_id, principal=context.principal, workspace=workspace,
+        artifacts=context.artifacts, deadline=context.deadline,
+        cancellation=context.cancellation, conversation_id=context.conversation_id,
+        user_turn=context.user_turn,
+    )
 
 
 def remove_tree(path: Path) -> None:
     """Remove a directory tree of any depth, never following a symlink.
 
     Iterative on purpose: write_text may create a path of 4096 characters, about 2000
-    directories deep, and ``shutil.rmtree`` (and so the host's ``WorkspaceHandle.discard`` and
-    pytest's own temporary-directory cleanup) recurses once a level and raises RecursionError
-    on such a tree on Python 3.11. The tests remove what they create with this instead.
+    directories deep, and ``shutil.rmtree`` (and so pytest's own temporary-directory cleanup)
+    recurses once a level and raises RecursionError on such a tree on Python 3.11. The tests
+    remove what they create with this instead.
     """
     if not os.path.lexists(path):
         return

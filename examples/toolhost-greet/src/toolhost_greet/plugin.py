@@ -1,14 +1,20 @@
 """greet.hello: the smallest plugin that passes toolhost-conformance."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from toolhost import (
     Domain,
     Idempotency,
     Kind,
+    Reason,
     Risk,
+    Settings,
     SideEffect,
     Source,
     TargetKind,
     Tool,
+    ToolExecutionContext,
     ToolFailure,
     ToolOutput,
     ToolSpec,
@@ -16,7 +22,12 @@ from toolhost import (
     hookimpl,
 )
 
-BLANK_NAME = "tool.invalid_arguments.blank_name"
+# Declared once, on the tool that raises it. Static: the code carries the diagnosis, the
+# message the remedy, never the input.
+BLANK_NAME = Reason(
+    "tool.invalid_arguments.blank_name",
+    "The name is blank. Provide a name with at least one letter.",
+)
 
 SPEC = ToolSpec(
     name="greet.hello",
@@ -50,27 +61,19 @@ SPEC = ToolSpec(
 )
 
 
-def build(services):
-    def hello(arguments, context):
-        name = arguments["name"].strip()
-        if not name:
-            raise ToolFailure(BLANK_NAME, detail={"length": len(arguments["name"])})
-        return ToolOutput(structured={"greeting": f"Hello, {name}!"}, content=f"Hello, {name}!")
-
-    return hello
+def hello(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+    # The host validated the arguments against input_schema: "name" is a string here.
+    name = arguments["name"].strip()
+    if not name:
+        raise ToolFailure(BLANK_NAME.code, detail={"length": len(arguments["name"])})
+    return ToolOutput(structured={"greeting": f"Hello, {name}!"}, content=f"Hello, {name}!")
 
 
 @hookimpl
-def toolhost_domains():
+def toolhost_domains() -> list[Domain]:
     return [Domain("greet", "Greetings.")]
 
 
 @hookimpl
-def toolhost_tools(settings):
-    return [Tool(spec=SPEC, build=build, reason_codes=(BLANK_NAME,))]
-
-
-@hookimpl
-def toolhost_messages():
-    # Static: the reason code carries the diagnosis, the message the remedy, never the input.
-    return {BLANK_NAME: "The name is blank. Provide a name with at least one letter."}
+def toolhost_tools(settings: Settings) -> list[Tool]:
+    return [Tool(SPEC, call=hello, reasons=(BLANK_NAME,))]

@@ -24,19 +24,17 @@ from toolhost import (
     Idempotency,
     Kind,
     Risk,
-    Services,
     SideEffect,
     Source,
     TargetKind,
-    ToolCallable,
     ToolExecutionContext,
     ToolOutput,
     ToolSpec,
     Trust,
+    sha256_checksum,
 )
-from toolhost._digest import sha256_digest
 
-__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "external_write"]
+__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "external_write"]
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -97,7 +95,7 @@ def external_write(arguments: Mapping[str, Any], context: ToolExecutionContext) 
     del context  # it touches nothing the context could give it
     destination = arguments["destination"]
     data = arguments["content"].encode("utf-8")
-    checksum = sha256_digest(data)
+    checksum = sha256_checksum(data)
     noun = "byte" if len(data) == 1 else "bytes"
     return ToolOutput(
         # No timestamp: the invocation row carries the timing. No content: the row's
@@ -112,8 +110,3 @@ def external_write(arguments: Mapping[str, Any], context: ToolExecutionContext) 
                  f" ({checksum}). Nothing was sent: this demo tool only records."),
     )
 
-
-def build(services: Services) -> ToolCallable:
-    """The callable the host runs. It needs no service."""
-    del services
-    return external_write

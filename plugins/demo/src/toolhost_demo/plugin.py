@@ -1,7 +1,7 @@
 """The toolhost plugin: the entry point ``demo = "toolhost_demo.plugin"`` names this module.
 
-Three hooks, all pure: the demo domain, its one tool, and no messages, because the tool's body
-has no failures (every way a call can stop is the host's, with the host's messages).
+Two hooks, both pure: the demo domain, and its one tool with no reasons, because the tool's
+body has no failures (every way a call can stop is the host's, with the host's messages).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from toolhost import Domain, Settings, Tool, hookimpl
 from toolhost_demo import external_write
 
-__all__ = ["DOMAIN", "toolhost_domains", "toolhost_messages", "toolhost_tools"]
+__all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
 
 DOMAIN = Domain("demo", "Fixtures for the approval path: tools that record and send nothing.")
 
@@ -22,9 +22,4 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # demo.external_write is unconditional
-    return [Tool(spec=external_write.SPEC, build=external_write.build, reason_codes=())]
-
-
-@hookimpl
-def toolhost_messages() -> dict[str, str]:
-    return {}
+    return [Tool(external_write.SPEC, call=external_write.external_write)]

@@ -7,27 +7,38 @@ whose failure text is attacker-controlled. Where a syntax error was lives in ``d
 
 from __future__ import annotations
 
-from toolhost_math.errors import Reason
+from toolhost import Reason, SchemaRule
+from toolhost_math.errors import Reason as Code
 
-__all__ = ["MESSAGES", "REASON_CODES"]
+__all__ = ["MESSAGES", "REASONS", "REASON_CODES"]
 
-_TEXT: dict[Reason, str] = {
-    Reason.SYNTAX: "The expression could not be parsed.",
+_TEXT: dict[Code, str] = {
+    Code.SYNTAX: "The expression could not be parsed.",
     # One line: the spec's two-line rendering is a print wrap, not a newline in the message.
-    Reason.UNKNOWN_NAME: (
+    Code.UNKNOWN_NAME: (
         "Unknown function or constant. Functions: abs, ceil, exp, floor, ln, log10, max, min, "
         "round, sqrt. Constants: pi, e."
     ),
-    Reason.ARITY: "Wrong number of arguments for that function.",
-    Reason.DOMAIN: "An argument is outside the function's domain.",
-    Reason.DIVISION_BY_ZERO: "Division by zero.",
-    Reason.RESULT_OUT_OF_RANGE: "The result is too large or too small to represent.",
-    Reason.EXPRESSION_TOO_LONG: "The expression is longer than 1024 characters.",
-    Reason.EXPRESSION_TOO_DEEP: "The expression is nested more than 32 levels deep.",
+    Code.ARITY: "Wrong number of arguments for that function.",
+    Code.DOMAIN: "An argument is outside the function's domain.",
+    Code.DIVISION_BY_ZERO: "Division by zero.",
+    Code.RESULT_OUT_OF_RANGE: "The result is too large or too small to represent.",
+    Code.EXPRESSION_TOO_LONG: "The expression is longer than 1024 characters.",
+    Code.EXPRESSION_TOO_DEEP: "The expression is nested more than 32 levels deep.",
 }
 
-#: Every reason code math.calculate may raise, in the spec's order.
-REASON_CODES: tuple[str, ...] = tuple(reason.reason_code for reason in Reason)
+#: The bounds table's first row: the expression-length bound is enforced at step 4 (maxLength
+#: in the input schema) *and* by the tokenizer, and both answer expression_too_long.
+_SCHEMA_RULES = {Code.EXPRESSION_TOO_LONG: (SchemaRule("/expression", "maxLength"),)}
 
-#: ``{reason_code: message}``: what ``toolhost_messages`` returns.
-MESSAGES: dict[str, str] = {reason.reason_code: _TEXT[reason] for reason in Reason}
+#: Every reason math.calculate may end with, in the spec's order, each with its message.
+REASONS: tuple[Reason, ...] = tuple(
+    Reason(code.reason_code, _TEXT[code], schema_rules=_SCHEMA_RULES.get(code, ()))
+    for code in Code
+)
+
+#: Every reason code, in the spec's order.
+REASON_CODES: tuple[str, ...] = tuple(reason.code for reason in REASONS)
+
+#: ``{reason_code: message}``.
+MESSAGES: dict[str, str] = {reason.code: reason.message for reason in REASONS}

@@ -1,7 +1,8 @@
 """math.calculate: the ToolSpec, the pure calculation, and the callable the host runs.
 
 Every classification value is the classification table's; both schemas are the spec's,
-exactly. ``calculate`` is the tool body without the host types; ``build`` wraps it.
+exactly. ``calculate`` is the tool body without the host types; ``calculate_tool`` is the
+body the host runs (``Tool(SPEC, call=calculate_tool)``).
 """
 
 from __future__ import annotations
@@ -13,18 +14,16 @@ from toolhost import (
     Idempotency,
     Kind,
     Risk,
-    Services,
     SideEffect,
     Source,
     TargetKind,
-    ToolCallable,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
     ToolSpec,
     Trust,
 )
-from toolhost_math.errors import CalculationError, Reason
+from toolhost_math.errors import CalculationError
 from toolhost_math.evaluator import PRECISION, evaluate
 from toolhost_math.parser import parse
 from toolhost_math.render import render
@@ -39,8 +38,8 @@ __all__ = [
     "SPEC",
     "VERSION",
     "Calculation",
-    "build",
     "calculate",
+    "calculate_tool",
 ]
 
 NAME = "math.calculate"
@@ -135,12 +134,9 @@ def calculate(expression: str) -> Calculation:
 
 
 def _calculate_tool(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-    expression = arguments.get("expression") if isinstance(arguments, Mapping) else None
-    if not isinstance(expression, str):
-        # The input schema already refuses this; a direct caller gets the nearest reason.
-        raise ToolFailure(
-            Reason.SYNTAX.reason_code, detail={"problem": "expression is not a string"}
-        )
+    # Step 4 guarantees a string of 1 to 1024 characters; the tokenizer still bounds the
+    # length itself (the spec's "appears twice on purpose"), for callers outside the pipeline.
+    expression: str = arguments["expression"]
     try:
         calculation = calculate(expression)
     except CalculationError as error:
@@ -164,9 +160,3 @@ async def calculate_tool(arguments: Mapping[str, Any], context: ToolExecutionCon
     context's magnitude traps) hold to well under a millisecond, so it runs on the event loop
     instead of paying a worker-thread hop (about 100 µs) per call."""
     return _calculate_tool(arguments, context)
-
-
-def build(services: Services) -> ToolCallable:
-    """The tool callable. math.calculate needs no host port: it reads nothing but its input."""
-    del services
-    return calculate_tool

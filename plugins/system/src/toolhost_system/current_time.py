@@ -7,17 +7,19 @@ fixed clock.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from toolhost import (
     Idempotency,
     Kind,
+    Reason,
     Risk,
     Services,
     SideEffect,
     Source,
     TargetKind,
+    ToolCallable,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
@@ -26,14 +28,17 @@ from toolhost import (
 )
 from toolhost_system.timezones import resolve_timezone
 
-__all__ = ["MESSAGES", "SPEC", "UNKNOWN_TIMEZONE", "build", "render"]
+__all__ = ["REASONS", "SPEC", "UNKNOWN_TIMEZONE", "build", "render"]
 
 UNKNOWN_TIMEZONE = "tool.invalid_arguments.unknown_timezone"
-MESSAGES = {
-    UNKNOWN_TIMEZONE: (
-        "Unknown timezone. Provide an IANA name such as UTC, America/New_York, or Europe/London."
+#: The tool's only failure: the clock cannot fail, and the conversion cannot once the zone
+#: resolves.
+REASONS = (
+    Reason(
+        UNKNOWN_TIMEZONE,
+        "Unknown timezone. Provide an IANA name such as UTC, America/New_York, or Europe/London.",
     ),
-}
+)
 
 # English, not the process locale: the field is for the model, whose prompt is English.
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -115,15 +120,13 @@ def render(now: dt.datetime, zone_name: str) -> dict[str, Any]:
     }
 
 
-def build(services: Services) -> Callable[[Mapping[str, Any], ToolExecutionContext], ToolOutput]:
+def build(services: Services) -> ToolCallable:
+    """The body, over the injected Clock: the one time it reads."""
     clock = services.clock
 
     def current_time(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-        # The pipeline applies the schema default; the tool applies it again so it is right
-        # when called from anywhere else.
-        zone_name = arguments.get("timezone", "UTC")
-        if not isinstance(zone_name, str):
-            raise ToolFailure(UNKNOWN_TIMEZONE, detail={"timezone": repr(zone_name)})
+        # Step 4 applied the schema's default and checked the type: a string is here.
+        zone_name: str = arguments["timezone"]
         result = render(clock.now(), zone_name)
         content = f"{result['iso8601']} ({result['timezone']}, {result['weekday']})"
         return ToolOutput(structured=result, content=content)

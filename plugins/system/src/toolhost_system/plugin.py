@@ -1,4 +1,4 @@
-"""The toolhost-system plugin: its domain, its tool, its messages."""
+"""The toolhost-system plugin: its domain, and its tool with its one reason."""
 
 from __future__ import annotations
 
@@ -13,15 +13,5 @@ def toolhost_domains() -> list[Domain]:
 
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
-    return [
-        Tool(
-            spec=current_time.SPEC,
-            build=current_time.build,
-            reason_codes=tuple(current_time.MESSAGES),
-        )
-    ]
-
-
-@hookimpl
-def toolhost_messages() -> dict[str, str]:
-    return dict(current_time.MESSAGES)
+    del settings  # system.current_time is unconditional
+    return [Tool(current_time.SPEC, build=current_time.build, reasons=current_time.REASONS)]

@@ -23,22 +23,22 @@ from typing import Any
 from toolhost import (
     Idempotency,
     Kind,
+    Provenance,
     Risk,
-    Services,
     SideEffect,
     Source,
     TargetKind,
-    ToolCallable,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
     ToolSpec,
     Trust,
+    WorkspaceNotDirectory,
+    WorkspaceNotFound,
 )
-from toolhost._workspace import Provenance, WorkspaceNotDirectory, WorkspaceNotFound
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_DIRECTORY
 
-__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "build", "list_files"]
+__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "list_files"]
 
 #: Entries per listing. A constant, not an argument: a limit the model sets is a limit the model
 #: raises. The real bound is maximum_output_bytes; the cap makes overflow a clean truncated flag
@@ -139,9 +139,9 @@ def _render(path: str, entries: list[dict[str, Any]], truncated: bool) -> str:
 
 def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
     """The tool body: one bounded listing from the handle, trust from every entry's provenance."""
-    # The pipeline applies the schema defaults; applied again so the body is right on its own.
-    path = arguments.get("path", "")
-    recursive = arguments.get("recursive", False)
+    # Step 4 applied the schema's defaults: both are here.
+    path = arguments["path"]
+    recursive = arguments["recursive"]
     workspace = context.workspace
     try:
         listing = workspace.listdir(path, recursive=recursive, limit=LIMIT)
@@ -163,8 +163,3 @@ def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
         output_trust=Trust.INTERNAL_TOOL if trusted else Trust.EXTERNAL_UNTRUSTED,
     )
 
-
-def build(services: Services) -> ToolCallable:
-    """The callable the host runs. It needs no service: the handle arrives per call."""
-    del services
-    return list_files

@@ -1,4 +1,4 @@
-"""The four reason codes of the three workspace tools and their static model-facing messages,
+"""The four reasons of the three workspace tools, each with its static model-facing message
 exactly as the specification's "Failures" list prints them.
 
 Messages carry the remedy and never the input: not_a_directory names the sibling tool to use
@@ -8,18 +8,17 @@ instead; not_a_file names none, because the default agent is not offered workspa
 
 from __future__ import annotations
 
-from toolhost import ToolValidationError
+from toolhost import Reason
 
 __all__ = [
-    "INVALID_PATH",
-    "LIST_FILES_CODES",
+    "LIST_FILES_REASONS",
     "MESSAGES",
     "NOT_A_DIRECTORY",
     "NOT_A_FILE",
     "NOT_TEXT",
     "NO_SUCH_PATH",
-    "READ_TEXT_CODES",
-    "WRITE_TEXT_CODES",
+    "READ_TEXT_REASONS",
+    "WRITE_TEXT_REASONS",
 ]
 
 #: NOT_FOUND ("the target, not the tool"), not retryable: the workspace does not change
@@ -31,13 +30,6 @@ NOT_TEXT = "tool.invalid_arguments.not_text"
 NOT_A_FILE = "tool.invalid_arguments.not_a_file"
 NOT_A_DIRECTORY = "tool.invalid_arguments.not_a_directory"
 
-#: The host's code, not ours, and deliberately not in MESSAGES: a path the WorkspaceHandle
-#: rejects raises WorkspaceEscape, which the tools never catch; pipeline step 9 turns it into
-#: ToolValidationError, one shape and one message across all three tools. It is declared in
-#: each tool's reason_codes because it is an outcome of calling the tool with a valid-by-schema
-#: path, and a declared outcome is what the conformance property run accepts.
-INVALID_PATH = ToolValidationError.REASON_CODE
-
 MESSAGES: dict[str, str] = {
     NO_SUCH_PATH: "No such path in the workspace.",
     NOT_TEXT: "Not a UTF-8 text file. This tool reads text only.",
@@ -45,7 +37,16 @@ MESSAGES: dict[str, str] = {
     NOT_A_DIRECTORY: "That path is a file. Use workspace.read_text.",
 }
 
-#: What each tool may end with, beyond the host's own failures (timeout, cancellation, ...).
-READ_TEXT_CODES: tuple[str, ...] = (NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE, INVALID_PATH)
-WRITE_TEXT_CODES: tuple[str, ...] = (NO_SUCH_PATH, NOT_A_FILE, INVALID_PATH)
-LIST_FILES_CODES: tuple[str, ...] = (NO_SUCH_PATH, NOT_A_DIRECTORY, INVALID_PATH)
+
+
+def _reasons(*codes: str) -> tuple[Reason, ...]:
+    return tuple(Reason(code, MESSAGES[code]) for code in codes)
+
+
+#: What each tool may end with, beyond the host's own failures. A path the WorkspaceHandle
+#: rejects is one of those: it raises WorkspaceEscape, which the tools never catch, and
+#: pipeline step 9 turns it into the host's validation failure, one shape and one message
+#: across all three tools, so no tool declares it.
+READ_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE)
+WRITE_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_A_FILE)
+LIST_FILES_REASONS = _reasons(NO_SUCH_PATH, NOT_A_DIRECTORY)

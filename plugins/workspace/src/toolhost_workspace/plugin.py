@@ -1,5 +1,5 @@
 """The toolhost plugin: the entry point ``workspace = "toolhost_workspace.plugin"`` names this
-module. Three hooks, all pure: the workspace domain, the three tools, their four messages.
+module. Two hooks, both pure: the workspace domain, and the three tools with their reasons.
 """
 
 from __future__ import annotations
@@ -7,13 +7,12 @@ from __future__ import annotations
 from toolhost import Domain, Settings, Tool, hookimpl
 from toolhost_workspace import list_files, read_text, write_text
 from toolhost_workspace.messages import (
-    LIST_FILES_CODES,
-    MESSAGES,
-    READ_TEXT_CODES,
-    WRITE_TEXT_CODES,
+    LIST_FILES_REASONS,
+    READ_TEXT_REASONS,
+    WRITE_TEXT_REASONS,
 )
 
-__all__ = ["DOMAIN", "toolhost_domains", "toolhost_messages", "toolhost_tools"]
+__all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
 
 DOMAIN = Domain(
     "workspace",
@@ -30,14 +29,9 @@ def toolhost_domains() -> list[Domain]:
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # the three tools are unconditional
     return [
-        Tool(spec=read_text.SPEC, build=read_text.build, reason_codes=READ_TEXT_CODES),
-        Tool(spec=write_text.SPEC, build=write_text.build, reason_codes=WRITE_TEXT_CODES),
+        Tool(read_text.SPEC, call=read_text.read_text, reasons=READ_TEXT_REASONS),
+        Tool(write_text.SPEC, call=write_text.write_text, reasons=WRITE_TEXT_REASONS),
         # Registered, not advertised by default (ADR-0124); enabled_tools may still name it.
-        Tool(spec=list_files.SPEC, build=list_files.build, reason_codes=LIST_FILES_CODES,
+        Tool(list_files.SPEC, call=list_files.list_files, reasons=LIST_FILES_REASONS,
              default_enabled=False),
     ]
-
-
-@hookimpl
-def toolhost_messages() -> dict[str, str]:
-    return dict(MESSAGES)

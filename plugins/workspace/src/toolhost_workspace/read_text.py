@@ -25,27 +25,23 @@ from typing import Any
 from toolhost import (
     Idempotency,
     Kind,
+    Provenance,
     Risk,
-    Services,
     SideEffect,
     Source,
     TargetKind,
-    ToolCallable,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
     ToolSpec,
     Trust,
-)
-from toolhost._digest import sha256_checksum
-from toolhost._workspace import (
-    Provenance,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
+    sha256_checksum,
 )
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, NOT_TEXT
 
-__all__ = ["CHUNK_SIZE", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "read_text"]
+__all__ = ["CHUNK_SIZE", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "read_text"]
 
 #: Bytes per read. A module constant so the chunk-boundary test (hard gate 11) can place a
 #: multi-byte character exactly across it. 64 KiB matches the handle's own default.
@@ -166,8 +162,3 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
         output_trust=Trust.INTERNAL_TOOL if trusted else Trust.EXTERNAL_UNTRUSTED,
     )
 
-
-def build(services: Services) -> ToolCallable:
-    """The callable the host runs. It needs no service: the handle arrives per call."""
-    del services
-    return read_text

@@ -21,28 +21,23 @@ from typing import Any
 from toolhost import (
     Idempotency,
     Kind,
+    Provenance,
     Risk,
-    Services,
     SideEffect,
     Source,
     TargetKind,
-    ToolCallable,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
     ToolSpec,
-    ToolValidationError,
     Trust,
-)
-from toolhost._digest import sha256_digest
-from toolhost._workspace import (
-    Provenance,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
+    sha256_checksum,
 )
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE
 
-__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "write_text"]
+__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "write_text"]
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -111,15 +106,9 @@ SPEC = ToolSpec(
 def write_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
     """The tool body: encode strictly, hand the bytes to the handle, report what was written."""
     path = arguments["path"]
-    content = arguments["content"]
-    try:
-        data = content.encode("utf-8")  # strict, and "utf-8" never writes a BOM
-    except UnicodeEncodeError as exc:
-        # A JSON string can carry a lone surrogate (\ud800), which is not text and has no UTF-8
-        # form. It is the argument that is wrong, so it gets the argument-validation shape.
-        raise ToolValidationError(detail={
-            "problem": "content is not valid Unicode (a lone surrogate)", "offset": exc.start,
-        }) from None
+    # Strict, and "utf-8" never writes a BOM. Step 4 already refused a lone surrogate (it has
+    # no UTF-8 form), so this cannot fail.
+    data = arguments["content"].encode("utf-8")
     workspace = context.workspace
     try:
         written = workspace.write(path, data, provenance=Provenance.TOOL_WRITTEN)
@@ -127,7 +116,7 @@ def write_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
         raise ToolFailure(NOT_A_FILE) from None
     except WorkspaceNotFound:  # a parent removed while the handle was creating it
         raise ToolFailure(NO_SUCH_PATH) from None
-    checksum = sha256_digest(data)
+    checksum = sha256_checksum(data)
     verb = "Created" if written.created else "Replaced"
     noun = "byte" if written.byte_count == 1 else "bytes"
     return ToolOutput(
@@ -141,8 +130,3 @@ def write_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
                  f"{checksum}."),
     )
 
-
-def build(services: Services) -> ToolCallable:
-    """The callable the host runs. It needs no service: the handle arrives per call."""
-    del services
-    return write_text

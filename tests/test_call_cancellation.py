@@ -1,0 +1,121 @@
+"""Each call has its own deadline and cancellation (plugin API 1.0).
+
+``context.deadline`` is min(timeout_s, the run's deadline); ``context.cancellation`` is set when
+the call times out and when its run is cancelled, so a sync body (which Python cannot
+interrupt) is told, and can stop or kill what it started. The tests synchronize on events the
+body sets, never on sleeps racing the pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from conftest import make_plugin, make_spec
+
+from toolhost import (
+    Idempotency,
+    Tool,
+    ToolExecutionContext,
+    ToolFailureKind,
+    ToolOutput,
+)
+from toolhost._determinism import monotonic
+from toolhost.testing import Harness
+
+SCHEMA = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+OUT = {"type": "object", "properties": {"echo": {"type": "string"}}, "required": ["echo"],
+       "additionalProperties": False}
+
+
+class Observer:
+    """A sync tool body that blocks on its call's cancellation and reports what it saw."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.observed = threading.Event()
+        self.context: ToolExecutionContext | None = None
+
+    def __call__(self, arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        self.context = context
+        self.started.set()
+        # Long enough that only a cancellation ends it within the test's own bound.
+        if context.cancellation.wait(60):
+            self.observed.set()
+        return ToolOutput(structured={"echo": "done"}, content="done")
+
+
+def harness(observer: Observer, timeout_s: float) -> Harness:
+    spec = make_spec(name="fx.wait", input_schema=SCHEMA, output_schema=OUT,
+                     timeout_s=timeout_s, idempotency=Idempotency.READ_ONLY)
+    return Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=observer)])})
+
+
+def test_a_sync_tool_past_its_timeout_observes_its_cancellation() -> None:
+    observer = Observer()
+    with harness(observer, timeout_s=0.2) as h:
+        outcome = h.invoke("fx.wait")
+        assert outcome.failure is not None
+        assert outcome.failure.reason_code == "tool.timeout.deadline"
+        # The pipeline set the call's cancellation before it returned: the body wakes at once.
+        assert observer.observed.wait(10), "the timed-out body was never told"
+        assert observer.context is not None and observer.context.cancellation.cancelled
+
+
+def test_run_cancellation_reaches_the_running_call() -> None:
+    observer = Observer()
+    with harness(observer, timeout_s=30) as h:
+        run = h.start_run()
+
+        async def scenario() -> Any:
+            task = asyncio.ensure_future(h.host.invoke("fx.wait", {}, run=run))
+            # Wait for the body to start without blocking the loop the pipeline runs on.
+            while not observer.started.is_set():
+                await asyncio.sleep(0.005)
+            run.cancellation.cancel()
+            return await task
+
+        outcome = asyncio.run(scenario())
+        assert outcome.failure is not None
+        assert outcome.failure.kind is ToolFailureKind.CANCELLED
+        assert observer.observed.wait(10)
+
+
+def test_each_call_gets_a_cancellation_of_its_own() -> None:
+    seen: list[ToolExecutionContext] = []
+
+    def body(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        seen.append(context)
+        return ToolOutput(structured={"echo": "x"}, content="x")
+
+    spec = make_spec(name="fx.look", input_schema=SCHEMA, output_schema=OUT)
+    with Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=body)])}) as h:
+        run = h.start_run()
+        h.call("fx.look", {}, run=run)
+        h.call("fx.look", {}, run=run)
+    first, second = seen
+    assert first.cancellation is not second.cancellation
+    assert first.cancellation is not run.cancellation
+    assert not first.cancellation.cancelled and not second.cancellation.cancelled
+
+
+@pytest.mark.parametrize(("timeout_s", "run_timeout_s", "bound"), [(2, None, 2), (2, 60, 2),
+                                                                    (60, 2, 2)])
+def test_the_context_deadline_is_the_lesser_of_the_two(
+    timeout_s: float, run_timeout_s: float | None, bound: float
+) -> None:
+    seen: list[float] = []
+
+    def body(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        seen.append(context.deadline - monotonic())
+        return ToolOutput(structured={"echo": "x"}, content="x")
+
+    spec = make_spec(name="fx.look", input_schema=SCHEMA, output_schema=OUT, timeout_s=timeout_s)
+    with Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=body)])}) as h:
+        run = h.start_run(timeout_s=run_timeout_s)
+        assert h.call("fx.look", {}, run=run).ok
+    (left,) = seen
+    assert bound - 1.0 < left <= bound

@@ -1,0 +1,166 @@
+"""The public surface is the contract (plugin API 1.0).
+
+``toolhost.__all__`` and ``toolhost.testing.__all__`` are pinned here name by name, so a name
+appears in or leaves the API only by a change to this file (and the CHANGELOG). Every
+first-party plugin and the example plugin import nothing from ``toolhost`` but those names:
+a walk over their sources, tests included, checks it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import toolhost
+import toolhost.testing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TOOLHOST_ALL = [
+    "ArtifactOrigin",
+    "ArtifactReader",
+    "ArtifactRef",
+    "ArtifactStream",
+    "ArtifactTooLarge",
+    "ArtifactUnavailable",
+    "ArtifactWriter",
+    "Cancellation",
+    "Clock",
+    "Domain",
+    "FailureInfo",
+    "Idempotency",
+    "Kind",
+    "ListedEntry",
+    "Listing",
+    "Outcome",
+    "OutcomeStatus",
+    "Principal",
+    "Provenance",
+    "Reason",
+    "Risk",
+    "SchemaRule",
+    "Secret",
+    "Services",
+    "Settings",
+    "SideEffect",
+    "Source",
+    "TargetKind",
+    "Tool",
+    "ToolCallable",
+    "ToolExecutionContext",
+    "ToolFailure",
+    "ToolFailureKind",
+    "ToolOutput",
+    "ToolSpec",
+    "ToolValidationError",
+    "Trust",
+    "Workspace",
+    "WorkspaceEscape",
+    "WorkspaceIsDirectory",
+    "WorkspaceNotDirectory",
+    "WorkspaceNotFound",
+    "WriteResult",
+    "hookimpl",
+    "sha256_checksum",
+]
+
+TESTING_ALL = [
+    "DEFAULT_INSTANT",
+    "ArtifactStoreContract",
+    "CancellationEvent",
+    "ClockContract",
+    "ClockExhausted",
+    "FixedClock",
+    "Harness",
+    "InvocationState",
+    "InvocationStoreContract",
+    "Run",
+    "ScriptedClock",
+    "find_ambient_reads",
+    "host_for",
+    "toolhost_host",
+    "toolhost_plugins",
+    "toolhost_settings",
+]
+
+PUBLIC_MODULES = {"toolhost", "toolhost.testing", "toolhost.hookspecs"}
+
+
+def test_toolhost_all_is_pinned() -> None:
+    assert toolhost.__all__ == TOOLHOST_ALL
+    for name in toolhost.__all__:
+        assert hasattr(toolhost, name), name
+
+
+def test_toolhost_testing_all_is_pinned() -> None:
+    assert toolhost.testing.__all__ == TESTING_ALL
+    for name in toolhost.testing.__all__:
+        assert hasattr(toolhost.testing, name), name
+
+
+def test_every_public_module_of_the_host_is_named_here() -> None:
+    # A new module without an underscore would be public by accident.
+    package = ROOT / "host" / "toolhost"
+    public = {
+        f"toolhost.{p.stem}" for p in package.iterdir()
+        if not p.name.startswith("_") and (p.suffix == ".py" or (p / "__init__.py").exists())
+    }
+    assert public | {"toolhost"} == PUBLIC_MODULES
+
+
+def _label(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def _violations(path: Path) -> list[str]:
+    found = []
+    where = _label(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            module = node.module
+            if module.split(".")[0] != "toolhost":
+                continue
+            if module not in PUBLIC_MODULES:
+                found.append(f"{where}:{node.lineno}: from {module} import")
+                continue
+            allowed = set(toolhost.__all__ if module == "toolhost" else
+                          toolhost.testing.__all__ if module == "toolhost.testing" else
+                          ["hookimpl", "hookspec", "PROJECT_NAME"])
+            for alias in node.names:
+                if alias.name not in allowed:
+                    found.append(f"{where}:{node.lineno}: {module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "toolhost" and alias.name not in PUBLIC_MODULES:
+                    found.append(f"{where}:{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+            node.value.id == "toolhost" and node.attr.startswith("_")
+            and node.attr not in ("__version__", "__all__")
+        ):
+            found.append(f"{where}:{node.lineno}: toolhost.{node.attr}")
+    return found
+
+
+def _sources() -> list[Path]:
+    trees = [*sorted((ROOT / "plugins").glob("*/")), ROOT / "examples" / "toolhost-greet"]
+    return [p for tree in trees for p in sorted(tree.rglob("*.py"))]
+
+
+def test_the_walk_finds_the_first_party_plugins() -> None:
+    names = {p.relative_to(ROOT).parts[1] for p in _sources()}
+    assert {"math", "system", "workspace", "demo", "toolhost-greet"} <= names
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_plugins_import_only_public_names(path: Path) -> None:
+    assert _violations(path) == []
+
+
+def test_the_walk_would_see_a_private_import(tmp_path: Path) -> None:
+    bad = tmp_path / "probe.py"
+    bad.write_text("from toolhost._pipeline import Pipeline\nfrom toolhost import Host\n"
+                   "import toolhost._host\nfrom toolhost.testing import _source\n")
+    assert len(_violations(bad)) == 4

@@ -1,0 +1,112 @@
+"""Credentials: a ``Secret`` shows ``***`` everywhere but ``reveal()``, and never reaches a log."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from toolhost._clock import FixedClock
+from toolhost._log import REDACTED, configure_logging, get_logger, redact_secrets
+from toolhost._secrets import Secret, resolve_secret
+from toolhost._settings import Settings
+from toolhost.testing import DEFAULT_INSTANT
+
+
+def test_repr_and_str_show_stars_and_reveal_returns_the_value() -> None:
+    secret = Secret("sk-live-123")
+    assert repr(secret) == "Secret('***')"
+    assert str(secret) == "***" and f"{secret}" == "***" and f"{secret!r}" == "Secret('***')"
+    assert "sk-live-123" not in repr([secret, {"k": secret}])
+    assert secret.reveal() == "sk-live-123"
+
+
+def test_equality_and_hash_compare_values() -> None:
+    assert Secret("a") == Secret("a") and hash(Secret("a")) == hash(Secret("a"))
+    assert Secret("a") != Secret("b")
+    plain: object = "a"
+    assert Secret("a") != plain
+
+
+def test_a_secret_is_frozen_and_holds_a_string() -> None:
+    secret = Secret("a")
+    with pytest.raises(AttributeError):
+        secret._value = "b"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Secret(123)  # type: ignore[arg-type]
+
+
+def test_settings_secret_returns_a_secret_or_none() -> None:
+    settings = Settings(env={"TENSORSCALE_API_KEY": " sk-1 ", "BLANK_API_KEY": "  "})
+    assert settings.secret("TENSORSCALE_API_KEY") == Secret("sk-1")
+    assert settings.secret("BLANK_API_KEY") is None
+    assert settings.secret("ABSENT_API_KEY") is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "name"),
+    [("tensorscale", "TENSORSCALE_API_KEY"), ("my_service2", "MY_SERVICE2_API_KEY"), ("x", "X_API_KEY")],
+)
+def test_resolve_secret_maps_the_reference_to_its_api_key_setting(ref: str, name: str) -> None:
+    secret = resolve_secret(Settings(env={name: "sk-value"}), ref)
+    assert secret is not None and secret.reveal() == "sk-value"
+
+
+def test_resolve_secret_is_none_when_absent_or_blank() -> None:
+    assert resolve_secret(Settings(), "tensorscale") is None
+    assert resolve_secret(Settings(env={"TENSORSCALE_API_KEY": " \t"}), "tensorscale") is None
+    # The reference names the *_API_KEY setting only, not the variable itself.
+    assert resolve_secret(Settings(env={"TENSORSCALE": "sk"}), "tensorscale") is None
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["", "Tensorscale", "TENSORSCALE_API_KEY", "1password", "_hidden", "tensor-scale",
+     "tensor scale", "tensorscale\n", "tensörscale", "a.b"],
+)
+def test_a_bad_reference_is_a_one_line_value_error(ref: str) -> None:
+    with pytest.raises(ValueError, match="invalid credential reference") as info:
+        resolve_secret(Settings(env={"TENSORSCALE_API_KEY": "sk"}), ref)
+    assert "\n" not in str(info.value) and repr(ref) in str(info.value)
+
+
+@pytest.fixture
+def stream() -> Iterator[io.StringIO]:
+    out = io.StringIO()
+    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True)
+    yield out
+    structlog.reset_defaults()
+
+
+def test_a_secret_in_a_log_event_is_redacted_at_any_depth(stream: io.StringIO) -> None:
+    get_logger(credential=Secret("sk-bound")).info(
+        "adapter.request",
+        key=Secret("sk-top"),
+        request={"auth": Secret("sk-nested"), "calls": [{"deeper": (Secret("sk-deep"),)}]},
+        plain="visible",
+    )
+    line = stream.getvalue()
+    assert "sk-" not in line
+    event = json.loads(line)
+    assert event["credential"] == REDACTED and event["key"] == REDACTED
+    assert event["request"] == {"auth": REDACTED, "calls": [{"deeper": [REDACTED]}]}
+    assert event["plain"] == "visible"
+
+
+def test_a_secret_is_redacted_by_the_console_renderer_too() -> None:
+    out = io.StringIO()
+    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=False)
+    try:
+        get_logger().info("adapter.request", key=Secret("sk-top"), nested={"a": Secret("sk-2")})
+    finally:
+        structlog.reset_defaults()
+    assert "sk-top" not in out.getvalue() and "sk-2" not in out.getvalue()
+    assert REDACTED in out.getvalue()
+
+
+def test_the_processor_redacts_secrets_in_sets() -> None:
+    event = redact_secrets(None, "info", {"s": frozenset({Secret("sk")}), "n": 1})
+    assert event == {"s": frozenset({REDACTED}), "n": 1}
