@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolhost._clock import SystemClock
-from toolhost._host import Host
-from toolhost._plugins import load_distributions
-from toolhost._services import Principal, ToolExecutionContext
+from toolhost._adapters.system_clock import SystemClock
+from toolhost._composition import Host
+from toolhost._model.context import Principal, ToolExecutionContext
+from toolhost._registration.discovery import load_distributions
 
 ARGS = {"expression": "17 * 23"}
 

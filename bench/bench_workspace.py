@@ -88,7 +88,7 @@ def _tools() -> tuple[Any, Any, Any]:
     from toolhost_workspace import list_files, read_text
 
     from toolhost import Principal, ToolExecutionContext
-    from toolhost._workspace import WorkspaceHandle
+    from toolhost._adapters.fs_workspace import WorkspaceHandle
 
     def context(root: Path) -> Any:
         return ToolExecutionContext(run_id="bench", principal=Principal("bench"),

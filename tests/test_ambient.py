@@ -1,4 +1,4 @@
-"""The determinism scan (toolhost._ambient) beyond the host-wide check: aliases, references,
+"""The determinism scan (toolhost._registration.ambient) beyond the host-wide check: aliases, references,
 entropy modules, pure conversions, lookalikes, unparsable files and exemptions."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from toolhost._ambient import find_ambient_reads, scan_source
+from toolhost._registration.ambient import find_ambient_reads, scan_source
 
 
 def _found(source: str) -> list[str]:
@@ -88,7 +88,7 @@ def test_clean_code_and_lookalikes_are_not_reported() -> None:
     assert _found(
         """
         import datetime as dt
-        from toolhost._determinism import monotonic, new_id
+        from toolhost._adapters.system_clock import monotonic, new_id
         from . import time
         class Clock:
             def now(self): return dt.datetime(2000, 1, 1, tzinfo=dt.UTC)

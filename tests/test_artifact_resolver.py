@@ -15,21 +15,19 @@ from typing import Any
 
 import pytest
 
-from toolhost._artifact_contract import T0
-from toolhost._artifacts import (
+from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
+from toolhost._model.artifacts import (
     ArtifactCorrupted,
     ArtifactError,
     ArtifactNotFound,
     ArtifactOrigin,
     ArtifactRecord,
-    ArtifactResolver,
     ArtifactUnavailable,
-    ArtifactWriter,
-    SQLiteArtifactStore,
-    open_artifact_store,
 )
-from toolhost._clock import FixedClock, ScriptedClock
-from toolhost._spec import Trust
+from toolhost._model.spec import Trust
+from toolhost._pipeline.artifacts import ArtifactResolver, RunArtifactWriter
+from toolhost._testing.artifact_store_contract import T0
+from toolhost._testing.clocks import FixedClock, ScriptedClock
 
 SECOND = dt.timedelta(seconds=1)
 CONTENT = b"\x89PNG\r\n\x1a\n pixels"
@@ -50,7 +48,7 @@ class CountingStore(SQLiteArtifactStore):
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[CountingStore]:
-    from toolhost._db import DATABASE_NAME, connect
+    from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
 
     s = CountingStore(tmp_path / "artifacts", connect(tmp_path / DATABASE_NAME),
                       FixedClock(T0), owns_connection=True)
@@ -135,7 +133,7 @@ def test_a_claimed_upload_becomes_eligible(store: CountingStore) -> None:
 
 
 def test_what_a_run_bound_writer_writes_is_resolvable(store: CountingStore) -> None:
-    writer = ArtifactWriter(store, "run-1", FixedClock(T0), conversation_id="conv-1",
+    writer = RunArtifactWriter(store, "run-1", FixedClock(T0), conversation_id="conv-1",
                             principal_id="alice")
     exported = writer.write(origin=ArtifactOrigin.EXPORT, name="report.md",
                             media_type="text/markdown", content="# Report",

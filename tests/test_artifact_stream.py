@@ -1,7 +1,7 @@
 """Streamed uploads on the SQLite ArtifactStore: how staging looks on disk and what it leaves.
 
 The port's semantics (publish on commit, nothing on abort, the identity rule) are in the
-contract suite (``toolhost._artifact_contract``); this module covers what only this backend can
+contract suite (``toolhost._testing.artifact_store_contract``); this module covers what only this backend can
 show: the staging file, its removal on every path that does not publish, the rename to the
 content address, repair of a damaged content file, and that content is never held whole.
 Real SQLite files and real content files in tmp_path throughout; no mocks.
@@ -20,19 +20,21 @@ from typing import Any
 
 import pytest
 
-from toolhost._artifact_contract import T0
-from toolhost._artifacts import (
-    ArtifactError,
-    ArtifactOrigin,
-    ArtifactRecord,
-    ArtifactTooLarge,
-    ArtifactWriter,
+from toolhost._adapters.sqlite_artifacts import (
     SQLiteArtifactStore,
     SQLiteArtifactUpload,
     open_artifact_store,
 )
-from toolhost._clock import FixedClock
-from toolhost._spec import Trust
+from toolhost._model.artifacts import (
+    ArtifactError,
+    ArtifactOrigin,
+    ArtifactRecord,
+    ArtifactTooLarge,
+)
+from toolhost._model.spec import Trust
+from toolhost._pipeline.artifacts import RunArtifactWriter
+from toolhost._testing.artifact_store_contract import T0
+from toolhost._testing.clocks import FixedClock
 
 SECOND = dt.timedelta(seconds=1)
 
@@ -196,7 +198,7 @@ def test_commit_repairs_a_damaged_content_file(store: SQLiteArtifactStore) -> No
 
 
 def test_the_twin_rule_on_commit_stores_no_second_row(store: SQLiteArtifactStore) -> None:
-    writer = ArtifactWriter(store, "run-1", FixedClock(T0), principal_id="alice")
+    writer = RunArtifactWriter(store, "run-1", FixedClock(T0), principal_id="alice")
     ref = writer.write(origin=ArtifactOrigin.MODEL_OUTPUT, name="image.png",
                        media_type="image/png", content=b"pixels", trust=Trust.USER)
     with writer.stream(origin=ArtifactOrigin.MODEL_OUTPUT, name="image.png",
@@ -233,7 +235,7 @@ def test_a_large_stream_is_never_held_in_memory_whole(store: SQLiteArtifactStore
 
 
 def test_an_abort_from_another_thread_stops_the_producer(store: SQLiteArtifactStore) -> None:
-    writer = ArtifactWriter(store, "run-1", FixedClock(T0), principal_id="alice")
+    writer = RunArtifactWriter(store, "run-1", FixedClock(T0), principal_id="alice")
     started = threading.Event()
     failures: list[BaseException] = []
 

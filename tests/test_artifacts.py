@@ -16,23 +16,25 @@ from typing import Any
 import attrs
 import pytest
 
-import toolhost._artifacts
-from toolhost._artifact_contract import T0, ArtifactStoreContract
-from toolhost._artifacts import (
+import toolhost._adapters.sqlite_artifacts
+import toolhost._model.artifacts
+import toolhost._pipeline.artifacts
+import toolhost._ports.artifacts
+from toolhost._adapters.sqlite_artifacts import MIGRATIONS, SQLiteArtifactStore, open_artifact_store
+from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, migrate
+from toolhost._model.artifacts import (
     ARTIFACT_CEILING,
-    MIGRATIONS,
     ArtifactCorrupted,
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactRef,
-    ArtifactStore,
-    ArtifactWriter,
-    SQLiteArtifactStore,
-    open_artifact_store,
 )
-from toolhost._clock import Clock, FixedClock, ScriptedClock
-from toolhost._db import DATABASE_NAME, connect, migrate
-from toolhost._spec import Trust
+from toolhost._model.spec import Trust
+from toolhost._pipeline.artifacts import RunArtifactWriter
+from toolhost._ports.artifacts import ArtifactStore
+from toolhost._ports.clock import Clock
+from toolhost._testing.artifact_store_contract import T0, ArtifactStoreContract
+from toolhost._testing.clocks import FixedClock, ScriptedClock
 
 SECOND = dt.timedelta(seconds=1)
 
@@ -55,11 +57,11 @@ def store(tmp_path: Path) -> Iterator[SQLiteArtifactStore]:
 
 
 def writer_for(store: SQLiteArtifactStore, run_id: str = "run-1", at: dt.datetime = T0,
-               **kwargs: Any) -> ArtifactWriter:
-    return ArtifactWriter(store, run_id, FixedClock(at), **kwargs)
+               **kwargs: Any) -> RunArtifactWriter:
+    return RunArtifactWriter(store, run_id, FixedClock(at), **kwargs)
 
 
-def write(writer: ArtifactWriter, **overrides: Any) -> ArtifactRef:
+def write(writer: RunArtifactWriter, **overrides: Any) -> ArtifactRef:
     fields: dict[str, Any] = dict(
         origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE,
         name="output.txt",
@@ -91,14 +93,21 @@ def blob_path(store: SQLiteArtifactStore, ref: ArtifactRef | ArtifactRecord) -> 
 
 
 def test_public_names() -> None:
-    assert set(toolhost._artifacts.__all__) == {
-        "ARTIFACT_CEILING", "MIGRATIONS", "ArtifactCorrupted", "ArtifactError",
-        "ArtifactNotFound", "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactResolver",
-        "ArtifactStore", "ArtifactStream", "ArtifactTooLarge", "ArtifactUnavailable",
-        "ArtifactUpload", "ArtifactWriter", "SQLiteArtifactStore", "SQLiteArtifactUpload",
-        "open_artifact_store",
+    # Values, the port, the SQLite adapter and the run-bound writer each live in their layer.
+    surfaces = {
+        toolhost._model.artifacts: {
+            "ARTIFACT_CEILING", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
+            "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactTooLarge",
+            "ArtifactUnavailable", "as_utc", "as_utc_or_none"},
+        toolhost._ports.artifacts: {"ArtifactStore", "ArtifactUpload"},
+        toolhost._adapters.sqlite_artifacts: {
+            "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload", "open_artifact_store"},
+        toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
+                                       "RunArtifactWriter"},
     }
-    assert all(hasattr(toolhost._artifacts, name) for name in toolhost._artifacts.__all__)
+    for module, names in surfaces.items():
+        assert set(module.__all__) == names, module.__name__
+        assert all(hasattr(module, name) for name in names)
     assert ARTIFACT_CEILING == 512 * 1024 * 1024
     assert [o.value for o in ArtifactOrigin] == [
         "TOOL_OUTPUT_CAPTURE", "EXPORT", "MODEL_OUTPUT", "UPLOAD",
@@ -264,7 +273,7 @@ def test_identical_content_is_one_file_across_runs_and_origins(
 def test_writer_binds_run_conversation_and_clock(tmp_path: Path) -> None:
     store = open_artifact_store(tmp_path, FixedClock(T0 - 99 * SECOND))
     at = [T0 + SECOND, T0 + 2 * SECOND]
-    writer = ArtifactWriter(store, "run-7", ScriptedClock(at), conversation_id="conv-7")
+    writer = RunArtifactWriter(store, "run-7", ScriptedClock(at), conversation_id="conv-7")
     refs = [write(writer, name="a"), write(writer, name="b")]
     records = [store.get(r.id) for r in refs]
     assert [r.created_at for r in records] == at  # the writer's instants, one read per write
@@ -363,12 +372,12 @@ def test_writing_the_content_again_repairs_a_damaged_file(
 # --------------------------------------------------------------------------------------------
 
 
-def _race(writers: list[ArtifactWriter], content: bytes) -> list[ArtifactRef]:
+def _race(writers: list[RunArtifactWriter], content: bytes) -> list[ArtifactRef]:
     barrier = threading.Barrier(len(writers))
     refs: list[ArtifactRef] = []
     errors: list[BaseException] = []
 
-    def work(writer: ArtifactWriter) -> None:
+    def work(writer: RunArtifactWriter) -> None:
         try:
             barrier.wait()
             refs.append(write(writer, content=content))
@@ -409,7 +418,7 @@ def test_concurrent_writers_on_separate_connections_leave_one_row(tmp_path: Path
 
 def test_records_survive_a_restart(tmp_path: Path) -> None:
     first = open_artifact_store(tmp_path, FixedClock(T0))
-    writer = ArtifactWriter(first, "run-1", FixedClock(T0), conversation_id="conv-1")
+    writer = RunArtifactWriter(first, "run-1", FixedClock(T0), conversation_id="conv-1")
     refs = [
         write(writer, content=b"one", expires_at=T0 + 60 * SECOND),
         write(writer, content=b"two", trust=Trust.EXTERNAL_UNTRUSTED),
@@ -421,7 +430,7 @@ def test_records_survive_a_restart(tmp_path: Path) -> None:
     assert reopened.list_run("run-1") == before
     assert [reopened.read(r.id) for r in refs] == [b"one", b"two"]
     # The identity rule holds across the restart too.
-    assert write(ArtifactWriter(reopened, "run-1", FixedClock(T0 + SECOND)), content=b"one") == (
+    assert write(RunArtifactWriter(reopened, "run-1", FixedClock(T0 + SECOND)), content=b"one") == (
         refs[0]
     )
     reopened.close()

@@ -23,7 +23,7 @@ from toolhost import (
     ToolFailureKind,
     ToolOutput,
 )
-from toolhost._determinism import monotonic
+from toolhost._adapters.system_clock import monotonic
 from toolhost.testing import Harness
 
 SCHEMA = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}

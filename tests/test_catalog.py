@@ -8,7 +8,7 @@ import pytest
 from conftest import make_spec
 from test_cli import toolhost
 
-from toolhost._catalog import (
+from toolhost._cli.catalog import (
     canonical_catalog,
     export,
     from_export_name,

@@ -7,7 +7,9 @@ import zoneinfo
 
 import pytest
 
-from toolhost._clock import Clock, ClockExhausted, FixedClock, ScriptedClock, SystemClock
+from toolhost._adapters.system_clock import SystemClock
+from toolhost._ports.clock import Clock
+from toolhost._testing.clocks import ClockExhausted, FixedClock, ScriptedClock
 from toolhost.testing import DEFAULT_INSTANT, ClockContract
 
 NEW_YORK = zoneinfo.ZoneInfo("America/New_York")

@@ -1,4 +1,4 @@
-"""Only toolhost._determinism reads ambient time or makes ids, across the host and every plugin."""
+"""Only toolhost._adapters.system_clock reads ambient time or makes ids, across the host and every plugin."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from toolhost.testing import find_ambient_reads
 
 ROOT = Path(__file__).resolve().parent.parent
-DETERMINISM = ROOT / "host" / "toolhost" / "_determinism.py"
+DETERMINISM = ROOT / "host" / "toolhost" / "_adapters" / "system_clock.py"
 
 
 def test_no_module_but_determinism_reads_ambient_state() -> None:

@@ -20,8 +20,8 @@ import httpx
 import pytest
 import trustme
 
-from toolhost._http import CA_BUNDLE_SETTING, HttpClients, HttpConfigError
-from toolhost._settings import Settings
+from toolhost._adapters.http import CA_BUNDLE_SETTING, HttpClients, HttpConfigError
+from toolhost._model.settings import Settings
 
 LOOPBACK = "127.0.0.1"
 

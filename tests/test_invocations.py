@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolhost._db import DATABASE_NAME, connect, migrate, table_names
-from toolhost._invocations import MIGRATIONS, InvocationState, SQLiteInvocationStore
+from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, migrate, table_names
+from toolhost._adapters.sqlite_invocations import MIGRATIONS, SQLiteInvocationStore
+from toolhost._model.invocations import InvocationState
 from toolhost.testing import InvocationStoreContract
 
 

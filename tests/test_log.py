@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from toolhost._clock import FixedClock
-from toolhost._log import REDACTED, configure_logging, get_logger, redact_secrets
+from toolhost._pipeline.log import REDACTED, configure_logging, get_logger, redact_secrets
+from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT
 
 

@@ -31,14 +31,14 @@ from conftest import make_plugin, make_spec, make_tool
 from installed import install_fake_plugin
 
 from toolhost import Outcome, OutcomeStatus, Trust
-from toolhost import _core_messages as core_messages
-from toolhost._settings import Settings
-from toolhost._spec import Idempotency, Risk, SideEffect
+from toolhost._model import host_reasons as core_messages
+from toolhost._model.settings import Settings
+from toolhost._model.spec import Idempotency, Risk, SideEffect
 from toolhost.testing import host_for
 from toolhost_math.tool import INPUT_SCHEMA as MATH_IN
 from toolhost_math.tool import OUTPUT_SCHEMA as MATH_OUT
 
-mcp = pytest.importorskip("mcp", reason="the toolhost[mcp] extra (the MCP SDK) is not installed")
+mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 # Everything below needs the SDK.
 import anyio  # noqa: E402
@@ -46,13 +46,13 @@ import mcp.types as types  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from toolhost._mcp_server.annotations import HINT_TABLE, HINTS, hints_for, title_for  # noqa: E402
-from toolhost._mcp_server.approvals import Decision, decision_of, supports_form_elicitation  # noqa: E402
-from toolhost._mcp_server.config import ConfigError, ServeConfig  # noqa: E402
-from toolhost._mcp_server.frames import error_for_frame  # noqa: E402
-from toolhost._mcp_server.results import to_call_tool_result  # noqa: E402
-from toolhost._mcp_server.server import build_server, parse_http_address  # noqa: E402
-from toolhost._mcp_server.transport import FrameTooLarge, _PipeReader, _PipeWriter  # noqa: E402
+from toolhost._mcp.annotations import HINT_TABLE, HINTS, hints_for, title_for  # noqa: E402
+from toolhost._mcp.approvals import Decision, decision_of, supports_form_elicitation  # noqa: E402
+from toolhost._mcp.config import ConfigError, ServeConfig  # noqa: E402
+from toolhost._mcp.frames import error_for_frame  # noqa: E402
+from toolhost._mcp.results import to_call_tool_result  # noqa: E402
+from toolhost._mcp.server import build_server, parse_http_address  # noqa: E402
+from toolhost._mcp.transport import FrameTooLarge, _PipeReader, _PipeWriter  # noqa: E402
 
 FIRST_PARTY = "toolhost-math,toolhost-system"
 FIXTURE_SOURCE = Path(__file__).with_name("mcp_fixture_plugin.py")
@@ -316,7 +316,7 @@ def test_outcomes_that_are_not_a_plain_success_are_error_results() -> None:
 
 def test_a_server_side_failure_reads_as_the_static_message(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:
-    from toolhost._mcp_server import calls
+    from toolhost._mcp import calls
 
     host = host_for({"fx": make_plugin(tools=[make_tool()])}, data_dir=tmp_path)
     roster = [host.registry.resolve("fx.echo")]

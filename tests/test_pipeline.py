@@ -11,8 +11,8 @@ import pytest
 from conftest import CLOSED_OUT, make_plugin, make_spec, make_tool
 
 from toolhost import OutcomeStatus, Reason, ToolFailure, ToolFailureKind, ToolOutput, Trust
-from toolhost._core_messages import MESSAGES
-from toolhost._host import Host
+from toolhost._composition import Host
+from toolhost._model.host_reasons import MESSAGES
 from toolhost.testing import host_for
 
 CODE = "tool.not_found.thing"

@@ -19,14 +19,14 @@ import structlog
 from fixture_tools import EXECUTIONS, LATE, PLUGIN
 
 from toolhost import OutcomeStatus, Principal, ToolFailureKind, Trust
-from toolhost._core_messages import AWAITING_APPROVAL_TEXT, DENIED_TEXT, MESSAGES
-from toolhost._db import DATABASE_NAME, connect, table_names
-from toolhost._host import Host
-from toolhost._invocations import InvocationState
-from toolhost._log import configure_logging
-from toolhost._pipeline import InvocationStateError, ToolCall
-from toolhost._policy import Policy, PolicyAction
-from toolhost._spec import Risk, SideEffect
+from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, table_names
+from toolhost._composition import Host
+from toolhost._model.host_reasons import AWAITING_APPROVAL_TEXT, DENIED_TEXT, MESSAGES
+from toolhost._model.invocations import InvocationState
+from toolhost._model.spec import Risk, SideEffect
+from toolhost._pipeline.log import configure_logging
+from toolhost._pipeline.pipeline import InvocationStateError, ToolCall
+from toolhost._pipeline.policy import Policy, PolicyAction
 from toolhost.testing import host_for
 
 HERE = Path(__file__).parent
@@ -447,7 +447,7 @@ def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> N
 
 
 def test_an_approved_execution_can_be_cancelled_by_the_caller(tmp_path: Path) -> None:
-    from toolhost._runs import CancellationEvent
+    from toolhost._model.runs import CancellationEvent
 
     policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
     h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)

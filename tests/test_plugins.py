@@ -11,7 +11,8 @@ from conftest import make_plugin
 from installed import GOOD_PLUGIN, install_fake_plugin
 
 from toolhost import Reason
-from toolhost._plugins import (
+from toolhost._model.settings import Settings
+from toolhost._registration.discovery import (
     PluginError,
     PluginSource,
     collect_contributions,
@@ -19,7 +20,6 @@ from toolhost._plugins import (
     load_distributions,
     make_plugin_manager,
 )
-from toolhost._settings import Settings
 
 
 @pytest.fixture

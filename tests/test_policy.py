@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from toolhost._policy import (
+from toolhost._model.spec import Risk, SideEffect
+from toolhost._pipeline.policy import (
     DEFAULT_MATRIX,
     Policy,
     PolicyAction,
     PolicyConfigError,
     policy_from_settings,
 )
-from toolhost._spec import Risk, SideEffect
 
 A, R = PolicyAction.ALLOW, PolicyAction.REQUIRE_APPROVAL
 

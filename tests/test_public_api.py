@@ -161,6 +161,6 @@ def test_plugins_import_only_public_names(path: Path) -> None:
 
 def test_the_walk_would_see_a_private_import(tmp_path: Path) -> None:
     bad = tmp_path / "probe.py"
-    bad.write_text("from toolhost._pipeline import Pipeline\nfrom toolhost import Host\n"
-                   "import toolhost._host\nfrom toolhost.testing import _source\n")
+    bad.write_text("from toolhost._pipeline.pipeline import Pipeline\nfrom toolhost import Host\n"
+                   "import toolhost._composition\nfrom toolhost.testing import _source\n")
     assert len(_violations(bad)) == 4

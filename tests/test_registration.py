@@ -20,23 +20,23 @@ from toolhost import (
     Trust,
     hookimpl,
 )
-from toolhost._core_messages import MESSAGES
-from toolhost._host import Host
-from toolhost._plugins import (
+from toolhost._composition import Host
+from toolhost._model.host_reasons import MESSAGES
+from toolhost._model.settings import Settings
+from toolhost._registration.discovery import (
     Contribution,
     PluginError,
     PluginSource,
     collect_contributions,
     make_plugin_manager,
 )
-from toolhost._registration import (
+from toolhost._registration.refusals import (
     HARD_OUTPUT_CEILING,
     RegistrationRefused,
     Step,
     register,
     registration_problems,
 )
-from toolhost._settings import Settings
 
 
 def refusal(plugins: dict[str, object]) -> RegistrationRefused:

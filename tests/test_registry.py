@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import make_plugin, make_spec, make_tool
 
-from toolhost._host import Host
-from toolhost._registry import UnknownTool, UnknownVersion, version_key
+from toolhost._composition import Host
+from toolhost._registration.registry import UnknownTool, UnknownVersion, version_key
 
 
 def registry(*specs):  # type: ignore[no-untyped-def]

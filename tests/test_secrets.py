@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from toolhost._clock import FixedClock
-from toolhost._log import REDACTED, configure_logging, get_logger, redact_secrets
-from toolhost._secrets import Secret, resolve_secret
-from toolhost._settings import Settings
+from toolhost._model.secrets import Secret, resolve_secret
+from toolhost._model.settings import Settings
+from toolhost._pipeline.log import REDACTED, configure_logging, get_logger, redact_secrets
+from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT
 
 

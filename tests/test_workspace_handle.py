@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost._workspace import (
+from toolhost._adapters.fs_workspace import WorkspaceHandle
+from toolhost._model.workspace import (
     Provenance,
     WorkspaceEscape,
-    WorkspaceHandle,
     WorkspaceIsDirectory,
     WorkspaceNotDirectory,
     WorkspaceNotFound,

@@ -12,9 +12,9 @@ import pytest
 # Imported here, before any pytester run: pytester restores sys.modules after each in-process
 # run, so anything first imported inside one is imported (and assertion-rewritten) again by
 # the next. The suite and the host's pipeline are most of a run's cost.
-import toolhost._db
-import toolhost._host
-import toolhost._pipeline  # noqa: F401
+import toolhost._adapters.sqlite_db
+import toolhost._composition
+import toolhost._pipeline.pipeline  # noqa: F401
 import toolhost_conformance.suite  # noqa: F401
 
 pytest_plugins = ["pytester"]

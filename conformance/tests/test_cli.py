@@ -97,7 +97,7 @@ def test_help_loads_nothing() -> None:
          "import sys\n"
          "from toolhost_conformance.cli import main\n"
          "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-         "print(sorted(m for m in ('pytest', 'hypothesis', 'toolhost._host')"
+         "print(sorted(m for m in ('pytest', 'hypothesis', 'toolhost._composition')"
          " if m in sys.modules))"],
         capture_output=True, text=True, check=True,
     )

@@ -62,7 +62,7 @@ def test_the_pytest_plugin_loads_no_suite() -> None:
     done = subprocess.run(
         [sys.executable, "-c",
          "import sys, toolhost_conformance.pytest_plugin\n"
-         "print([m for m in ('toolhost_conformance.suite', 'hypothesis', 'toolhost._host')"
+         "print([m for m in ('toolhost_conformance.suite', 'hypothesis', 'toolhost._composition')"
          " if m in sys.modules])"],
         capture_output=True, text=True, check=True,
     )

@@ -12,7 +12,7 @@ import importlib
 import pytest
 from conftest import write_suite
 
-from toolhost._registration import RegistrationRefused, Step
+from toolhost._registration.refusals import RegistrationRefused, Step
 from toolhost.testing import Harness
 
 #: (plugins {distribution: module}, step, pieces the one-line message must contain)

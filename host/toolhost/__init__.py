@@ -5,15 +5,15 @@ everything its tests need from ``toolhost.testing``. Every other module is priva
 this package loads no plugin.
 """
 
-from toolhost._artifacts import (
+from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRef,
     ArtifactTooLarge,
     ArtifactUnavailable,
 )
-from toolhost._clock import Clock
-from toolhost._digest import sha256_checksum
-from toolhost._outcome import (
+from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
+from toolhost._model.digest import sha256_checksum
+from toolhost._model.outcome import (
     FailureInfo,
     Outcome,
     OutcomeStatus,
@@ -22,20 +22,9 @@ from toolhost._outcome import (
     ToolOutput,
     ToolValidationError,
 )
-from toolhost._secrets import Secret
-from toolhost._services import (
-    ArtifactReader,
-    ArtifactStream,
-    ArtifactWriter,
-    Cancellation,
-    Principal,
-    Services,
-    ToolCallable,
-    ToolExecutionContext,
-    Workspace,
-)
-from toolhost._settings import Settings
-from toolhost._spec import (
+from toolhost._model.secrets import Secret
+from toolhost._model.settings import Settings
+from toolhost._model.spec import (
     Domain,
     Idempotency,
     Kind,
@@ -49,7 +38,7 @@ from toolhost._spec import (
     ToolSpec,
     Trust,
 )
-from toolhost._workspace import (
+from toolhost._model.workspace import (
     ListedEntry,
     Listing,
     Provenance,
@@ -59,6 +48,10 @@ from toolhost._workspace import (
     WorkspaceNotFound,
     WriteResult,
 )
+from toolhost._ports.cancellation import Cancellation
+from toolhost._ports.clock import Clock
+from toolhost._ports.tool_artifacts import ArtifactReader, ArtifactStream, ArtifactWriter
+from toolhost._ports.workspace import Workspace
 from toolhost.hookspecs import hookimpl
 
 __all__ = [

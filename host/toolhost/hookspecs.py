@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from toolhost._settings import Settings
-    from toolhost._spec import Domain, Tool
+    from toolhost._model.settings import Settings
+    from toolhost._model.spec import Domain, Tool
 
 PROJECT_NAME = "toolhost"
 

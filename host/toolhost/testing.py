@@ -21,33 +21,29 @@ It imports pytest: use it from tests, never from a tool.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from toolhost._ambient import find_ambient_reads
-from toolhost._artifact_contract import ArtifactStoreContract
-from toolhost._clock import Clock, ClockExhausted, FixedClock, ScriptedClock
-from toolhost._host import Host
-from toolhost._invocations import (
-    InvocationNotFound,
-    InvocationRecord,
-    InvocationState,
-    InvocationStore,
-)
-from toolhost._outcome import Outcome
-from toolhost._plugins import load_distributions
-from toolhost._runs import CancellationEvent, Run
-from toolhost._services import Principal, Services, ToolCallable, ToolExecutionContext
-from toolhost._settings import Settings
+from toolhost._composition import Host
+from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
+from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._model.outcome import Outcome
+from toolhost._model.runs import CancellationEvent, Run
+from toolhost._model.settings import Settings
+from toolhost._ports.clock import Clock
+from toolhost._registration.ambient import find_ambient_reads
+from toolhost._registration.discovery import load_distributions
+from toolhost._testing.artifact_store_contract import ArtifactStoreContract
+from toolhost._testing.clocks import DEFAULT_INSTANT, ClockExhausted, FixedClock, ScriptedClock
+from toolhost._testing.contracts import ClockContract, InvocationStoreContract
 
 if TYPE_CHECKING:
     import httpx
 
-    from toolhost._policy import Policy
+    from toolhost._pipeline.policy import Policy
 
 __all__ = [
     "DEFAULT_INSTANT",
@@ -67,9 +63,6 @@ __all__ = [
     "toolhost_plugins",
     "toolhost_settings",
 ]
-
-#: The instant the deterministic harness uses unless told otherwise.
-DEFAULT_INSTANT = dt.datetime(2026, 7, 25, 13, 3, 11, 482913, tzinfo=dt.UTC)
 
 
 def host_for(
@@ -184,17 +177,16 @@ class Harness:
         """A context for calling a tool body directly, bound to ``run`` (default: a fresh run
         with a fresh workspace): its workspace, its run-bound artifact writer, a deadline
         ``timeout_s`` from now, and a cancellation of its own (or ``cancellation``)."""
-        from toolhost._artifacts import ArtifactWriter
-        from toolhost._determinism import monotonic
-        from toolhost._workspace import NO_WORKSPACE
+        from toolhost._model.workspace import NO_WORKSPACE
+        from toolhost._pipeline.artifacts import RunArtifactWriter
 
         run = run if run is not None else self.start_run()
         return ToolExecutionContext(
             run_id=run.id, principal=run.principal,
             workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
-            artifacts=ArtifactWriter(self.host.pipeline.artifacts, run.id, self.host.clock,
+            artifacts=RunArtifactWriter(self.host.pipeline.artifacts, run.id, self.host.clock,
                                      run.conversation_id, principal_id=run.principal.id),
-            deadline=monotonic() + timeout_s,
+            deadline=self.host.deadline_in(timeout_s),
             cancellation=cancellation if cancellation is not None else CancellationEvent(),
             conversation_id=run.conversation_id, user_turn=run.user_turn,
         )
@@ -229,7 +221,7 @@ class Harness:
 
 
 def _source(distribution: str, plugin: object) -> Any:
-    from toolhost._plugins import PluginSource
+    from toolhost._registration.discovery import PluginSource
 
     return PluginSource(distribution=distribution, name=distribution, plugin=plugin)
 
@@ -264,101 +256,3 @@ def toolhost_host(
     # No data_dir: the host makes a temporary one and removes it on close.
     with Harness.over(toolhost_plugins, settings=toolhost_settings) as harness:
         yield harness
-
-
-# ---------------------------------------------------------------------------- contract suites
-
-
-class ClockContract:
-    """The Clock port's contract suite. Subclass, name it ``Test...``, define ``make_clock``."""
-
-    def make_clock(self) -> Clock:
-        raise NotImplementedError
-
-    def test_now_is_aware(self) -> None:
-        now = self.make_clock().now()
-        assert isinstance(now, dt.datetime)
-        assert now.tzinfo is not None and now.utcoffset() is not None
-
-    def test_now_is_utc(self) -> None:
-        now = self.make_clock().now()
-        assert now.utcoffset() == dt.timedelta(0)
-        assert now.tzinfo is dt.UTC
-
-
-class InvocationStoreContract:
-    """The InvocationStore port's contract suite. Subclass with ``make_store(tmp_path)``.
-
-    Any backend that replaces SQLite (a server database, say) must pass it unchanged.
-    """
-
-    def make_store(self, tmp_path: Path) -> InvocationStore:
-        raise NotImplementedError
-
-    @staticmethod
-    def record(**changes: Any) -> InvocationRecord:
-        fields: dict[str, Any] = dict(
-            id="inv-1", run_id="run-1", principal_id="p", scopes=("a.read",),
-            tool_name="fx.echo", tool_version="1.0.0", arguments={"x": "é", "n": [1, 2]},
-            argument_digest="sha256:00", state=InvocationState.AWAITING_APPROVAL,
-            policy={"action": "approval", "rule": "EXTERNAL_WRITE/HIGH"},
-            created_at=DEFAULT_INSTANT,
-        )
-        fields.update(changes)
-        return InvocationRecord(**fields)
-
-    def test_round_trips_every_field(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
-        full = self.record(
-            approver="ops", denial_reason=None, result_structured={"ok": True},
-            result_content="ok", output_trust="INTERNAL_TOOL", failure_kind="NOT_FOUND",
-            reason_code="tool.not_found.x", retryable=True, failure_detail={"offset": 3},
-            artifact_refs=({"id": "a1", "checksum": "sha256:ff"},), conversation_id="c1",
-            started_at=DEFAULT_INSTANT, finished_at=DEFAULT_INSTANT, decided_at=DEFAULT_INSTANT,
-        )
-        store.insert(full)
-        assert store.get("inv-1") == full
-
-    def test_insert_twice_is_refused(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
-        store.insert(self.record())
-        with pytest.raises(ValueError):
-            store.insert(self.record())
-        assert store.count() == 1
-
-    def test_get_unknown_raises(self, tmp_path: Path) -> None:
-        with pytest.raises(InvocationNotFound):
-            self.make_store(tmp_path).get("nope")
-
-    def test_transition_is_compare_and_set(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
-        store.insert(self.record())
-        awaiting = {InvocationState.AWAITING_APPROVAL}
-        assert store.transition("inv-1", expected=awaiting, to=InvocationState.APPROVED,
-                                approver="ops")
-        assert not store.transition("inv-1", expected=awaiting, to=InvocationState.APPROVED,
-                                    approver="someone-else")
-        record = store.get("inv-1")
-        assert (record.state, record.approver) == (InvocationState.APPROVED, "ops")
-
-    def test_transition_refuses_unknown_fields(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
-        store.insert(self.record())
-        with pytest.raises(ValueError):
-            store.transition("inv-1", expected={InvocationState.AWAITING_APPROVAL},
-                             to=InvocationState.DENIED, colour="red")
-
-    def test_list_filters_and_orders(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
-        later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
-        store.insert(self.record(id="b", created_at=later))
-        store.insert(self.record(id="a", created_at=later))
-        store.insert(self.record(id="c", run_id="run-2", state=InvocationState.SUCCEEDED))
-        assert [r.id for r in store.list()] == ["c", "a", "b"]
-        assert [r.id for r in store.list(state=InvocationState.AWAITING_APPROVAL)] == ["a", "b"]
-        assert [r.id for r in store.list(run_id="run-2")] == ["c"]
-        assert [r.id for r in store.list(run_id="run-1", tool_name="fx.echo",
-                                         tool_version="1.0.0",
-                                         argument_digest="sha256:00")] == ["a", "b"]
-        assert store.list(run_id="run-1", argument_digest="sha256:01") == []
-        assert store.count() == 3

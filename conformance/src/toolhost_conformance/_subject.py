@@ -18,15 +18,15 @@ import attrs
 
 # The host's private composition API: what the host itself does at startup, step by step.
 # Nothing else of the host's internals is imported by the suite (see the README).
-from toolhost._host import Host
-from toolhost._plugins import (
+from toolhost._composition import Host
+from toolhost._registration.discovery import (
     PluginError,
     PluginSource,
     collect_contributions,
     load_distributions,
     make_plugin_manager,
 )
-from toolhost._registration import (
+from toolhost._registration.refusals import (
     RegistrationProblem,
     RegistrationRefused,
     Step,
@@ -36,7 +36,7 @@ from toolhost_conformance.ambient import distribution_files, module_files
 
 if TYPE_CHECKING:
     from toolhost import Clock, Settings, Tool, ToolSpec
-    from toolhost._plugins import Contribution
+    from toolhost._registration.discovery import Contribution
 
 __all__ = ["Step", "Subject", "ToolUnderTest"]
 
@@ -68,7 +68,8 @@ class Subject:
     """The distributions (installed) and plugin objects (not installed) under test.
 
     :param distributions: installed distribution names, loaded through
-        ``toolhost._plugins.load_distributions`` (only these, not every installed plugin).
+        ``toolhost._registration.discovery.load_distributions`` (only these, not every
+        installed plugin).
     :param plugins: ``{distribution: plugin object}`` for plugins that are not installed,
         registered exactly as ``Host.from_plugins`` does.
     :param settings: what ``toolhost_tools(settings)`` sees, so conditional tools can be on.

@@ -14,7 +14,7 @@ A spec's classification decides which checks apply: the property run invokes onl
 ``in_process`` tools, and says so (a skip with its reason) for the others.
 
 Registration is the one source of its rules: ``registration`` reports every problem
-``toolhost._registration.registration_problems`` finds, and ``schemas_closed``,
+``toolhost._registration.refusals.registration_problems`` finds, and ``schemas_closed``,
 ``parallel_only_read_only``, ``forced_trust``, ``reasons`` and ``messages_static`` each report
 their share of that list (by step, tool and distribution). None of them re-implements a step.
 
@@ -65,8 +65,8 @@ from toolhost_conformance.strategies import UnsupportedSchema, from_schema
 
 if TYPE_CHECKING:
     from toolhost import ToolSpec
-    from toolhost._host import Host
-    from toolhost._registration import Registered, RegistrationProblem
+    from toolhost._composition import Host
+    from toolhost._registration.refusals import Registered, RegistrationProblem
     from toolhost.testing import Run
 
 __all__ = ["CHECKS", "ConformanceSuite"]

@@ -370,7 +370,7 @@ MODULE_LEVEL = [
     # The host: a private module, whatever is taken from it, even a name that is public...
     "from toolhost._workspace import WorkspaceHandle",
     "from toolhost._workspace import Provenance",
-    "from toolhost._digest import sha256_checksum",
+    "from toolhost._model.digest import sha256_checksum",
     "from toolhost._workspace import WorkspaceEscape",
     "import toolhost._workspace",
     "import toolhost._workspace as ws",

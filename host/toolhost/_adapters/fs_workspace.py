@@ -1,0 +1,472 @@
+"""The Workspace port on the local filesystem: the one place containment lives.
+
+Tools never resolve a path; they hand the caller's string to the handle. The rule rejects
+rather than normalizes:
+
+1. reject a non-string, a NUL, a control character, a backslash, or a path over 4096 bytes;
+2. reject an absolute path;
+3. reject ``..``, ``.`` and empty components — and any component that NFKC-normalizes to one
+   of them (fullwidth full stops, the two-dot leader), so a lookalike cannot mean one thing here and another elsewhere;
+4. walk component by component from the root directory's fd with ``O_NOFOLLOW``, refusing
+   any symlink, holding each directory fd through to the operation;
+5. open the last component relative to its parent fd and check its type with ``fstat``.
+
+Every advisory against the widely used filesystem tool server was a check-then-use race or a
+check that saw a different string from the one the operation used; here the fds from the walk
+are the ones the operation uses, and the checked string is the one split into components. A
+rejected path raises ``WorkspaceEscape``, which tools do not catch: the pipeline maps it to
+ToolValidationError (step 9), one behaviour and one message for every workspace tool.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import errno
+import heapq
+import os
+import stat
+import threading
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from toolhost._adapters.system_clock import new_id
+from toolhost._model.workspace import (
+    MAX_PATH_BYTES,
+    READ_CHUNK,
+    ListedEntry,
+    Listing,
+    Provenance,
+    WorkspaceEscape,
+    WorkspaceIsDirectory,
+    WorkspaceNotDirectory,
+    WorkspaceNotFound,
+    WriteResult,
+)
+
+__all__ = [
+    "WorkspaceHandle",
+    "remove_tree",
+]
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+
+
+
+@attrs.frozen
+class _Stamp:
+    """What a write left on disk; provenance holds only while the file is still that file."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    provenance: Provenance
+
+
+# ----------------------------------------------------------------- steps 1-3: the string
+
+
+def _components(path: object, *, allow_root: bool = False) -> list[str]:
+    if not isinstance(path, str):
+        raise WorkspaceEscape("path is not a string")
+    if path == "" and allow_root:
+        return []
+    if "\x00" in path:
+        raise WorkspaceEscape("path contains NUL")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WorkspaceEscape("path is not valid Unicode") from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise WorkspaceEscape("path is longer than 4096 bytes")
+    if any(unicodedata.category(c) == "Cc" for c in path) or "\\" in path:
+        raise WorkspaceEscape("path contains a control character or a backslash")
+    if path.startswith("/"):
+        raise WorkspaceEscape("absolute path")
+    parts = path.split("/")
+    for part in parts:
+        folded = unicodedata.normalize("NFKC", part)
+        if part in ("", ".", "..") or folded in (".", "..") or "/" in folded or "\\" in folded:
+            raise WorkspaceEscape("path has an empty, '.' or '..' component (or a lookalike)")
+    return parts
+
+
+# ----------------------------------------------------------------- steps 4-5: the walk
+
+
+def _classify(name: str, parent_fd: int) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ENAMETOOLONG and the like: not a path this workspace can hold
+        raise WorkspaceEscape(_os_reason(exc)) from None
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return "a path component is longer than the filesystem allows"
+    return f"the path cannot be used ({errno.errorcode.get(exc.errno or 0, exc.errno)})"
+
+
+def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = False) -> int:
+    """Open one directory component under ``parent_fd``, never through a symlink.
+
+    A file where a directory should be is WorkspaceNotDirectory for the last component (a
+    listing of a file) and WorkspaceNotFound on the way to it (``notes.md/x`` does not exist).
+    """
+    try:
+        return os.open(name, _O_DIR, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            return _open_dir(name, parent_fd, last=last)
+        if exc.errno == errno.ENOENT:
+            raise WorkspaceNotFound(name) from None
+        info = _classify(name, parent_fd)
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise WorkspaceEscape("path goes through a symlink") from None
+        if info is not None and exc.errno == errno.ENOTDIR:
+            if not stat.S_ISREG(info.st_mode):
+                raise WorkspaceEscape(
+                    "path is not a regular file (FIFO, socket or device)") from None
+            if last:
+                raise WorkspaceNotDirectory(name) from None
+            raise WorkspaceNotFound(name) from None
+        if exc.errno == errno.EMFILE:
+            raise WorkspaceEscape("the path is nested deeper than this process can open") from None
+        if exc.errno == errno.EACCES:
+            raise WorkspaceEscape("a directory on the path is not readable") from None
+        raise WorkspaceEscape(_os_reason(exc)) from None
+
+
+def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
+    """Files and directories a listing can show: never a symlink, a FIFO, a socket or a
+    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read)."""
+    for entry in entries:
+        try:
+            entry.name.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        if entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+            yield entry
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a workspace however deep it is, with two fds and no recursion.
+
+    ``shutil.rmtree`` recurses once per level (and a 4096-byte path allows about 2000), so
+    instead every subdirectory is renamed up to the top level before it is emptied: the tree
+    is flattened as it is removed. Symlinks are unlinked, never followed.
+    """
+    try:
+        top = os.open(root, _O_DIR)
+    except OSError:
+        return
+    try:
+        while True:
+            with os.scandir(top) as it:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            if not names:
+                break
+            for name, is_dir in names:
+                if not is_dir:
+                    os.unlink(name, dir_fd=top)
+                    continue
+                sub = os.open(name, _O_DIR, dir_fd=top)
+                try:
+                    with os.scandir(sub) as it:
+                        inner = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                    for child, child_is_dir in inner:
+                        if child_is_dir:
+                            os.rename(child, f".rm-{new_id()}", src_dir_fd=sub, dst_dir_fd=top)
+                        else:
+                            os.unlink(child, dir_fd=sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(root)
+
+
+class WorkspaceHandle:
+    """One run's workspace: a directory the handle holds open from first use to ``close``.
+
+    ``owned`` handles were created for the run (under TOOLHOST_DATA_DIR) and are removed by
+    ``discard``; a directory an operator named is never removed. The directory is created and
+    opened on first use, so a run that never touches its workspace costs nothing.
+    """
+
+    def __init__(self, root: Path | str, *, owned: bool = False) -> None:
+        self._root = Path(root)
+        self._owned = owned
+        self._fd = -1
+        self._stamps: dict[str, _Stamp] = {}
+        self._lock = threading.Lock()
+        if not owned:
+            self._open_root()  # an operator's directory must exist now, not at first call
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def _open_root(self) -> int:
+        if self._fd < 0:
+            if self._owned:
+                self._root.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        return self._fd
+
+    @property
+    def _root_fd(self) -> int:
+        return self._open_root()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def discard(self) -> None:
+        """Close, and remove the directory if it was created for the run: the workspace is
+        a cache, discarded when the run finishes or pauses."""
+        self.close()
+        if self._owned:
+            remove_tree(self._root)
+
+    def __enter__(self) -> WorkspaceHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _parent(self, parts: list[str], *, create: bool = False) -> Iterator[int]:
+        """The fd of the directory holding the last component, walked from the root fd."""
+        fds: list[int] = []
+        try:
+            fd = self._root_fd
+            for name in parts[:-1]:
+                fd = _open_dir(name, fd, create=create)
+                fds.append(fd)
+            yield fd
+        finally:
+            for opened in fds:
+                os.close(opened)
+
+    # ------------------------------------------------------------- read
+
+    def read_chunks(self, path: str, chunk_size: int = READ_CHUNK) -> Iterator[bytes]:
+        """The file's bytes in chunks, from one fd opened and type-checked once.
+
+        :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceIsDirectory:
+        """
+        parts = _components(path)
+        with self._parent(parts) as parent:
+            fd = self._open_file(parts[-1], parent)
+        try:
+            while True:
+                chunk = os.read(fd, chunk_size)
+                if not chunk:
+                    return
+                yield chunk
+        finally:
+            os.close(fd)
+
+    def read(self, path: str) -> bytes:
+        """The whole file (tools that stream should use ``read_chunks``)."""
+        return b"".join(self.read_chunks(path))
+
+    @staticmethod
+    def _open_file(name: str, parent: int) -> int:
+        # O_NONBLOCK: opening a FIFO must never block; it is refused by fstat below anyway.
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
+        try:
+            fd = os.open(name, flags, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise WorkspaceNotFound(name) from None
+            if exc.errno == errno.ELOOP:
+                raise WorkspaceEscape("path is a symlink") from None
+            if exc.errno == errno.EACCES:
+                raise WorkspaceEscape("file is not readable") from None
+            if exc.errno in (errno.ENXIO, errno.ENODEV):  # a socket, or a device with no driver
+                raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)") from None
+            raise WorkspaceEscape(_os_reason(exc)) from None
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            os.set_blocking(fd, True)
+            return fd
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise WorkspaceIsDirectory(name)
+        raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)")
+
+    # ------------------------------------------------------------- write
+
+    def write(
+        self, path: str, data: bytes, *, provenance: Provenance = Provenance.TOOL_WRITTEN
+    ) -> WriteResult:
+        """Write atomically (temp file in the same directory, fsync, rename), creating missing
+        parent directories inside the root, and record provenance in the same operation.
+
+        :raises WorkspaceEscape, WorkspaceIsDirectory, WorkspaceNotDirectory:
+        """
+        parts = _components(path)
+        name = parts[-1]
+        with self._lock, self._parent(parts, create=True) as parent:
+            existing = _classify(name, parent)
+            if existing is not None and stat.S_ISLNK(existing.st_mode):
+                raise WorkspaceEscape("path is a symlink")
+            if existing is not None and stat.S_ISDIR(existing.st_mode):
+                raise WorkspaceIsDirectory(name)
+            if existing is not None and not stat.S_ISREG(existing.st_mode):
+                raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)")
+            temp = f".{name[:200]}.{new_id()}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC,
+                         0o644, dir_fd=parent)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+                try:
+                    # rename replaces whatever now sits at `name` (even a symlink swapped in
+                    # since the check) without following it.
+                    os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp, dir_fd=parent)
+                    if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                        raise WorkspaceIsDirectory(name) from None
+                    raise
+                # Stamped from our own fd after the rename (which sets ctime): whatever is at
+                # `name` later is ours only while inode, size, mtime and ctime all still match.
+                info = os.fstat(fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=parent)
+                raise
+            finally:
+                os.close(fd)
+            os.fsync(parent)
+            self._stamps[path] = _Stamp(info.st_dev, info.st_ino, info.st_size,
+                                        info.st_mtime_ns, info.st_ctime_ns, provenance)
+        return WriteResult(path=path, byte_count=len(data), created=existing is None)
+
+    # ------------------------------------------------------------- provenance
+
+    def provenance(self, path: str) -> Provenance:
+        """TOOL_WRITTEN (or SANDBOX_WRITTEN) only while the file is still the one written."""
+        stamp = self._stamps.get(path)
+        if stamp is None:
+            return Provenance.UNKNOWN
+        try:
+            parts = _components(path)
+            with self._parent(parts) as parent:
+                info = _classify(parts[-1], parent)
+        except (WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory):
+            return Provenance.UNKNOWN
+        if info is None or not stat.S_ISREG(info.st_mode):
+            return Provenance.UNKNOWN
+        current = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if current != (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns, stamp.ctime_ns):
+            return Provenance.UNKNOWN
+        return stamp.provenance
+
+    # ------------------------------------------------------------- list
+
+    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
+        """Entries under ``path`` in bytewise order of their relative path, at most ``limit``,
+        truncated from the tail (a truncated listing is a prefix of the full one). Symlinks are
+        neither followed nor listed, nor is anything that is not a file or directory. Memory is
+        bounded by ``limit``, not by the size of the tree.
+
+        :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory:
+        """
+        parts = _components(path, allow_root=True)
+        kept: list[tuple[bytes, ListedEntry]] = []
+        def full() -> bool:
+            return len(kept) > limit
+
+        def children_of(dir_fd: int) -> list[os.DirEntry[str]]:
+            with os.scandir(dir_fd) as it:
+                # Only the limit+1 smallest listable names of a directory can reach the
+                # listing: each is an entry itself, and everything under a name sorts after
+                # it. So memory is O(limit) a level, however large the directory.
+                return heapq.nsmallest(limit + 1, _listable(it), key=lambda e: os.fsencode(e.name))
+
+        def visit(start_fd: int, start_prefix: str) -> None:
+            # Depth-first with an explicit stack (no recursion, however deep the tree): each
+            # frame holds a directory fd, its remaining children and its path prefix.
+            stack: list[tuple[int, Iterator[os.DirEntry[str]], str]] = [
+                (start_fd, iter(children_of(start_fd)), start_prefix)]
+            try:
+                while stack:
+                    dir_fd, children, prefix = stack[-1]
+                    entry = next(children, None)
+                    if entry is None:
+                        stack.pop()
+                        if dir_fd != start_fd:
+                            os.close(dir_fd)
+                        continue
+                    rel = f"{prefix}{entry.name}"
+                    key = rel.encode("utf-8")
+                    if full() and key >= kept[-1][0]:
+                        # Every later sibling, and everything under it, sorts after this.
+                        stack[-1] = (dir_fd, iter(()), prefix)
+                        continue
+                    if not entry.is_dir(follow_symlinks=False):
+                        size = entry.stat(follow_symlinks=False).st_size
+                        self._keep(kept, key, ListedEntry(rel, "file", size), limit)
+                        continue
+                    self._keep(kept, key, ListedEntry(rel, "directory", 0), limit)
+                    if not recursive or (full() and key + b"/" >= kept[-1][0]):
+                        continue
+                    try:
+                        child = os.open(entry.name, _O_DIR, dir_fd=dir_fd)
+                    except OSError:
+                        continue  # swapped or unreadable since scandir: not listed
+                    try:
+                        stack.append((child, iter(children_of(child)), rel + "/"))
+                    except BaseException:
+                        os.close(child)
+                        raise
+            finally:
+                for dir_fd, _, _ in stack:
+                    if dir_fd != start_fd:
+                        os.close(dir_fd)
+
+        if not parts:
+            start_fd, owned = self._root_fd, False
+        else:
+            with self._parent(parts) as parent:
+                start_fd = _open_dir(parts[-1], parent, last=True)
+            owned = True
+        try:
+            visit(start_fd, "" if not parts else path + "/")
+        finally:
+            if owned:
+                os.close(start_fd)
+        return Listing(entries=tuple(e for _, e in kept[:limit]), truncated=len(kept) > limit)
+
+    @staticmethod
+    def _keep(kept: list[tuple[bytes, ListedEntry]], key: bytes, entry: ListedEntry,
+              limit: int) -> None:
+        # Keep the limit+1 smallest keys seen: one more than returned tells "truncated".
+        if len(kept) > limit and key >= kept[-1][0]:
+            return
+        bisect.insort(kept, (key, entry), key=lambda item: item[0])
+        if len(kept) > limit + 1:
+            kept.pop()
+

@@ -1,0 +1,157 @@
+"""The HTTP clients a plugin gets from ``Services.http(...)``: built by the host, one policy.
+
+Every client ignores the process environment (``trust_env=False``: no ``HTTP(S)_PROXY``, no
+``.netrc``, no ``SSL_CERT_FILE``/``SSL_CERT_DIR``), never follows redirects (a 3xx is returned
+as is), never retries, and always has an explicit, finite timeout. TLS verification is always on,
+against the default trust roots plus the PEM bundle named by ``TOOLHOST_CA_BUNDLE`` in the
+settings' environment snapshot. The ``ssl.SSLContext`` is built once per ``HttpClients`` (the
+bundle is read then) and shared by every client it makes.
+
+Tests inject a transport (``httpx.MockTransport``, or one of their own); it is used as is, for
+every client, and its lifetime is the injector's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Final
+
+import httpx
+
+from toolhost._model.settings import Settings
+
+__all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError"]
+
+CA_BUNDLE_SETTING: Final = "TOOLHOST_CA_BUNDLE"
+
+
+class HttpConfigError(ValueError):
+    """The host's HTTP settings are unusable (e.g. TOOLHOST_CA_BUNDLE is not a PEM file)."""
+
+
+def _default_roots() -> tuple[list[str], str | None]:
+    """(cafiles, capath) of the default trust roots, never taken from the environment.
+
+    certifi's bundle when it is importable (httpx depends on it), and OpenSSL's compiled-in
+    system locations. ``ssl.create_default_context()`` with no arguments would honour
+    SSL_CERT_FILE and SSL_CERT_DIR, which is exactly the inheritance ``trust_env=False`` rules out.
+    """
+    cafiles: list[str] = []
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover - certifi comes with httpx
+        pass
+    else:
+        cafiles.append(certifi.where())
+    paths = ssl.get_default_verify_paths()
+    if os.path.isfile(paths.openssl_cafile):
+        cafiles.append(paths.openssl_cafile)
+    capath = paths.openssl_capath if os.path.isdir(paths.openssl_capath) else None
+    return cafiles, capath
+
+
+def _ssl_context(settings: Settings) -> ssl.SSLContext:
+    cafiles, capath = _default_roots()
+    if not cafiles and capath is None:  # pragma: no cover - no certifi, no OpenSSL roots
+        ctx = ssl.create_default_context()
+    else:
+        # Given a cafile or capath, create_default_context loads only those roots.
+        ctx = ssl.create_default_context(cafile=cafiles[0] if cafiles else None, capath=capath)
+        for cafile in cafiles[1:]:
+            ctx.load_verify_locations(cafile=cafile)
+    bundle = (settings.get(CA_BUNDLE_SETTING) or "").strip()
+    if bundle:
+        if not os.path.isfile(bundle):
+            raise HttpConfigError(
+                f"{CA_BUNDLE_SETTING}={bundle!r} is not a file: point it at a PEM file of extra "
+                "CA certificates, or unset it"
+            )
+        try:
+            ctx.load_verify_locations(cafile=bundle)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise HttpConfigError(
+                f"{CA_BUNDLE_SETTING}={bundle!r} could not be loaded as a PEM CA bundle "
+                f"({type(exc).__name__}): point it at a file of PEM 'BEGIN CERTIFICATE' blocks, "
+                "or unset it"
+            ) from exc
+    # What create_default_context sets, stated: verification is never off.
+    ctx.check_hostname = True
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def _checked_timeout(timeout: object) -> httpx.Timeout:
+    """An explicit, finite, positive timeout for every phase (connect, read, write, pool)."""
+    phases: dict[str, float | None]
+    if isinstance(timeout, httpx.Timeout):
+        phases = {f"timeout.{name}": value for name, value in timeout.as_dict().items()}
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        phases = {"timeout": float(timeout)}
+    else:
+        raise ValueError(
+            "an explicit timeout is required: pass timeout=<seconds> or an httpx.Timeout "
+            f"with every phase set, not {timeout!r}"
+        )
+    for label, seconds in phases.items():
+        if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+            raise ValueError(
+                f"{label}={seconds!r} is refused: every timeout must be a finite number of "
+                "seconds greater than 0"
+            )
+    return timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(phases["timeout"])
+
+
+class HttpClients:
+    """Builds the host's httpx clients from the settings; one SSL context, built here, shared."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._transport = transport
+        self._async_transport = async_transport
+        # Built (and TOOLHOST_CA_BUNDLE read and checked) now, so a bad bundle fails at
+        # composition, not on a plugin's first request.
+        self._ssl_context = _ssl_context(settings)
+
+    def client(
+        self, *, timeout: float | httpx.Timeout, headers: Mapping[str, str] | None = None
+    ) -> httpx.Client:
+        """A sync client; the caller closes it (``with clients.client(timeout=10) as c: ...``)."""
+        checked = _checked_timeout(timeout)
+        transport = self._transport
+        if transport is None:
+            transport = httpx.HTTPTransport(verify=self._ssl_context, trust_env=False, retries=0)
+        return httpx.Client(
+            transport=transport,
+            verify=self._ssl_context,
+            timeout=checked,
+            headers=dict(headers) if headers is not None else None,
+            trust_env=False,
+            follow_redirects=False,
+        )
+
+    def async_client(
+        self, *, timeout: float | httpx.Timeout, headers: Mapping[str, str] | None = None
+    ) -> httpx.AsyncClient:
+        """An async client; the caller closes it (``async with clients.async_client(...)``)."""
+        checked = _checked_timeout(timeout)
+        transport = self._async_transport
+        if transport is None:
+            transport = httpx.AsyncHTTPTransport(
+                verify=self._ssl_context, trust_env=False, retries=0
+            )
+        return httpx.AsyncClient(
+            transport=transport,
+            verify=self._ssl_context,
+            timeout=checked,
+            headers=dict(headers) if headers is not None else None,
+            trust_env=False,
+            follow_redirects=False,
+        )

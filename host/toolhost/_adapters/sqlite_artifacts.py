@@ -1,0 +1,698 @@
+"""The ArtifactStore port, its SQLite backend, the run-bound ArtifactWriter, and the resolver.
+
+An artifact is a blob a run produced or received (a captured tool output too large for the model,
+an export, a model output, an upload) plus the metadata the host needs to hand it around safely:
+who made it (run, conversation, principal, origin), what it is (name, media type), how much to
+trust it, when it stops counting, and, for an upload, whether the user has sent it yet (claimed).
+A tool result or an excerpt marker carries only the small ``ArtifactRef``.
+
+The default backend stores content by address: the file for content with sha256 ``h`` lives at
+``<root>/sha256/<h[:2]>/<h[2:]>``, so identical bytes are on disk once however many runs write
+them, and a file's own path says what its bytes must hash to. Metadata lives in the ``artifacts``
+table of the shared SQLite database (``toolhost._adapters.sqlite_db``). Reads verify size and checksum against the
+metadata and raise ``ArtifactCorrupted`` rather than return bytes that are not what was stored.
+
+Content arrives whole (``put``) or streamed (``begin`` → ``ArtifactUpload``): a stream is staged
+aside and publishes only on ``commit``, so an aborted or failed stream leaves no artifact. The
+shape (begin, write parts, commit or abort) is a multipart upload's, so an object-store backend
+maps onto it directly.
+
+Writers go through ``ArtifactWriter``, which is bound to one run (and its principal) and applies
+the identity rule: the same (origin, name, media type, content) written twice while the first is
+still live returns the first ref and stores nothing. Readers on behalf of a tool go through
+``ArtifactResolver``, which decides from the metadata alone, before any content is opened,
+whether the caller may see an artifact at all (DESIGN §8.1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+from toolhost._adapters.sqlite_db import DATABASE_NAME, Migration, connect, migrate
+from toolhost._adapters.system_clock import new_id
+from toolhost._model.artifacts import (
+    ARTIFACT_CEILING,
+    ArtifactCorrupted,
+    ArtifactError,
+    ArtifactNotFound,
+    ArtifactOrigin,
+    ArtifactRecord,
+    ArtifactTooLarge,
+    as_utc,
+    as_utc_or_none,
+)
+from toolhost._model.digest import sha256_checksum, sha256_digest
+from toolhost._model.spec import Trust
+from toolhost._ports.clock import Clock
+
+__all__ = [
+    "MIGRATIONS",
+    "SQLiteArtifactStore",
+    "SQLiteArtifactUpload",
+    "open_artifact_store",
+]
+
+_UTC = _dt.UTC
+# type "/" subtype, optionally followed by parameters; deliberately loose (RFC 6838 tokens).
+_MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?$")
+_READ_CHUNK = 1024 * 1024
+# Staged uploads live beside the shards (same filesystem, so publishing is a rename) under a
+# name no content address can have: content files are named by hex digits only.
+_STAGED_SUFFIX = ".upload"
+
+
+# --------------------------------------------------------------------------------------------
+# The SQLite backend
+# --------------------------------------------------------------------------------------------
+
+#: The ``artifacts`` component's schema. Timestamps are ISO 8601 text in UTC with fixed
+#: microsecond precision, so text order is time order and SQL can compare them directly.
+MIGRATIONS = (
+    Migration(
+        "artifacts",
+        1,
+        """
+        CREATE TABLE artifacts (
+            id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            conversation_id TEXT,
+            origin TEXT NOT NULL,
+            name TEXT NOT NULL,
+            media_type TEXT NOT NULL,
+            size INTEGER NOT NULL CHECK (size >= 0),
+            checksum TEXT NOT NULL,
+            trust TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT
+        );
+        CREATE INDEX artifacts_identity
+            ON artifacts (run_id, origin, name, media_type, checksum);
+        CREATE INDEX artifacts_run_order ON artifacts (run_id, created_at, id)
+        """,
+    ),
+    # Principal and claim, for the conversation-scoped resolver. Rows written before this
+    # version had no notion of either: they keep no principal (so the resolver refuses them,
+    # failing closed) and count as claimed (none of them is an unsent upload). The index serves
+    # what a conversation may reference: its principal's artifacts, in creation order.
+    Migration(
+        "artifacts",
+        2,
+        """
+        ALTER TABLE artifacts ADD COLUMN principal_id TEXT;
+        ALTER TABLE artifacts ADD COLUMN claimed INTEGER NOT NULL DEFAULT 1
+            CHECK (claimed IN (0, 1));
+        CREATE INDEX artifacts_conversation
+            ON artifacts (conversation_id, principal_id, created_at, id)
+        """,
+    ),
+)
+
+_COLUMNS = (
+    "id, run_id, conversation_id, origin, name, media_type, size, checksum, trust, "
+    "created_at, expires_at, principal_id, claimed"
+)
+_PLACEHOLDERS = ", ".join("?" * len(_COLUMNS.split(", ")))
+
+
+def _ts(value: _dt.datetime) -> str:
+    return value.astimezone(_UTC).isoformat(timespec="microseconds")
+
+
+def _ts_or_none(value: _dt.datetime | None) -> str | None:
+    return None if value is None else _ts(value)
+
+
+def _from_row(row: tuple[Any, ...]) -> ArtifactRecord:
+    (id_, run_id, conversation_id, origin, name, media_type, size, checksum, trust,
+     created_at, expires_at, principal_id, claimed) = row
+    return ArtifactRecord(
+        id=id_,
+        run_id=run_id,
+        conversation_id=conversation_id,
+        origin=ArtifactOrigin(origin),
+        name=name,
+        media_type=media_type,
+        size=size,
+        checksum=checksum,
+        trust=Trust(trust),
+        created_at=_dt.datetime.fromisoformat(created_at),
+        expires_at=None if expires_at is None else _dt.datetime.fromisoformat(expires_at),
+        principal_id=principal_id,
+        claimed=bool(claimed),
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes a rename or a new directory entry durable, not just the file's bytes.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _file_matches(path: Path, size: int, checksum: str) -> bool:
+    """Whether ``path`` holds exactly ``size`` bytes hashing to ``checksum`` (streamed)."""
+    digest = hashlib.sha256()
+    seen = 0
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(_READ_CHUNK):
+                seen += len(chunk)
+                if seen > size:
+                    return False
+                digest.update(chunk)
+    except OSError:
+        return False
+    return seen == size and sha256_checksum(digest) == checksum
+
+
+@attrs.frozen(kw_only=True)
+class _Metadata:
+    """Everything about a new artifact except its content, checked once on the way in."""
+
+    run_id: str
+    origin: ArtifactOrigin
+    name: str
+    media_type: str
+    trust: Trust
+    conversation_id: str | None
+    principal_id: str | None
+    claimed: bool
+    expires_at: _dt.datetime | None
+
+
+class SQLiteArtifactStore:
+    """Content-addressed files under ``root`` plus metadata in the ``artifacts`` table of ``conn``.
+
+    Construction applies the ``artifacts`` migrations (idempotent). ``conn`` is expected to come
+    from ``toolhost._adapters.sqlite_db.connect`` (autocommit, WAL); the store runs its own ``BEGIN IMMEDIATE``
+    transactions on it and serializes them with a lock, so the store is safe to share between
+    threads. Separate connections (or processes) over the same files are safe too: SQLite's
+    write lock serializes their transactions and content files are only ever atomically replaced
+    with identical bytes.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        conn: sqlite3.Connection,
+        clock: Clock,
+        *,
+        owns_connection: bool = False,
+    ) -> None:
+        self.root = Path(root)
+        self._conn = conn
+        self._clock = clock
+        self._owns_connection = owns_connection
+        # The connection is shared by this store's threads; SQLite has one transaction per
+        # connection, so BEGIN..COMMIT blocks must not interleave.
+        self._lock = threading.RLock()
+        self._blobs = self.root / "sha256"
+        self._blobs.mkdir(parents=True, exist_ok=True)
+        migrate(conn, MIGRATIONS)
+
+    # -- port ----------------------------------------------------------------------------------
+
+    def put(
+        self,
+        *,
+        run_id: str,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        content: bytes,
+        trust: Trust,
+        conversation_id: str | None = None,
+        expires_at: _dt.datetime | None = None,
+        principal_id: str | None = None,
+        claimed: bool = True,
+    ) -> ArtifactRecord:
+        """See ``ArtifactStore.put``. Writes the content file (if new) before the row."""
+        _check_content(content)
+        meta = _metadata(
+            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
+            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
+            expires_at=expires_at,
+        )
+        return self._store(meta, content, now=None)
+
+    def put_or_reuse(
+        self,
+        *,
+        run_id: str,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        content: bytes,
+        trust: Trust,
+        now: _dt.datetime,
+        conversation_id: str | None = None,
+        expires_at: _dt.datetime | None = None,
+        principal_id: str | None = None,
+        claimed: bool = True,
+    ) -> ArtifactRecord:
+        """See ``ArtifactStore.put_or_reuse``. Find and insert share one BEGIN IMMEDIATE."""
+        _check_content(content)
+        meta = _metadata(
+            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
+            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
+            expires_at=expires_at,
+        )
+        return self._store(meta, content, now=as_utc(now))
+
+    def begin(
+        self,
+        *,
+        run_id: str,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        trust: Trust,
+        max_bytes: int,
+        conversation_id: str | None = None,
+        principal_id: str | None = None,
+        expires_at: _dt.datetime | None = None,
+        claimed: bool = True,
+    ) -> SQLiteArtifactUpload:
+        """See ``ArtifactStore.begin``. Creates the staging file at once, so a full or
+        read-only disk fails here rather than after the caller started producing bytes."""
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
+            raise TypeError(f"max_bytes must be an int, got {type(max_bytes).__name__}")
+        if max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+        meta = _metadata(
+            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
+            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
+            expires_at=expires_at,
+        )
+        return SQLiteArtifactUpload(self, meta, min(max_bytes, ARTIFACT_CEILING))
+
+    def claim(self, artifact_id: str) -> ArtifactRecord:
+        """See ``ArtifactStore.claim``."""
+        with self._transaction():
+            updated = self._conn.execute(
+                "UPDATE artifacts SET claimed = 1 WHERE id = ?", (artifact_id,)
+            ).rowcount
+            if updated == 0:
+                raise ArtifactNotFound(artifact_id)
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM artifacts WHERE id = ?", (artifact_id,)
+            ).fetchone()
+        return _from_row(row)
+
+    def get(self, artifact_id: str) -> ArtifactRecord:
+        """See ``ArtifactStore.get``."""
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM artifacts WHERE id = ?", (artifact_id,)
+            ).fetchone()
+        if row is None:
+            raise ArtifactNotFound(artifact_id)
+        return _from_row(row)
+
+    def read(self, artifact_id: str) -> bytes:
+        """See ``ArtifactStore.read``."""
+        record = self.get(artifact_id)
+        path = self._blob_path(record.checksum)
+        try:
+            with path.open("rb") as f:
+                # One byte past the recorded size is enough to tell "too long" without reading
+                # whatever a damaged or replaced file might hold.
+                data = f.read(record.size + 1)
+        except FileNotFoundError:
+            raise ArtifactCorrupted(artifact_id, "the content file is missing") from None
+        except OSError as exc:
+            raise ArtifactCorrupted(artifact_id, f"the content file is unreadable: {exc}") from exc
+        if len(data) != record.size:
+            got = f"more than {record.size}" if len(data) > record.size else str(len(data))
+            raise ArtifactCorrupted(artifact_id, f"size {got} bytes, expected {record.size}")
+        if sha256_digest(data) != record.checksum:
+            raise ArtifactCorrupted(artifact_id, "checksum mismatch")
+        return data
+
+    def find_live(
+        self,
+        *,
+        run_id: str,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        checksum: str,
+        now: _dt.datetime,
+    ) -> ArtifactRecord | None:
+        """See ``ArtifactStore.find_live``."""
+        with self._lock:
+            return self._find_live(run_id, origin, name, media_type, checksum, as_utc(now))
+
+    def list_run(self, run_id: str) -> list[ArtifactRecord]:
+        """See ``ArtifactStore.list_run``."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM artifacts WHERE run_id = ? ORDER BY created_at, id",
+                (run_id,),
+            ).fetchall()
+        return [_from_row(r) for r in rows]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection if this store opened it (``open_artifact_store`` without one)."""
+        if self._owns_connection:
+            self._conn.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _store(
+        self, meta: _Metadata, content: bytes, *, now: _dt.datetime | None
+    ) -> ArtifactRecord:
+        # `now` is None for a plain put (created at the store's clock, no identity rule) and the
+        # writer's instant for put_or_reuse (used both for liveness and as created_at, so one
+        # write reads one instant).
+        created_at = now if now is not None else as_utc(self._clock.now())
+        _check_expiry(meta, created_at)
+        checksum = sha256_digest(content)
+        # The file goes first and outside the transaction: a crash between the two leaves an
+        # unreferenced file (harmless), never a row without content; and a slow fsync never
+        # holds the database's write lock.
+        self._ensure_blob(checksum, content)
+        return self._record(meta, len(content), checksum, created_at, reuse=now is not None)
+
+    def _record(
+        self,
+        meta: _Metadata,
+        size: int,
+        checksum: str,
+        created_at: _dt.datetime,
+        *,
+        reuse: bool,
+    ) -> ArtifactRecord:
+        """Insert the row for content already on disk; with ``reuse``, the identity rule first."""
+        with self._transaction():
+            if reuse:
+                match = self._find_live(
+                    meta.run_id, meta.origin, meta.name, meta.media_type, checksum, created_at
+                )
+                if match is not None:
+                    if meta.trust.rank < match.trust.rank:
+                        self._conn.execute(
+                            "UPDATE artifacts SET trust = ? WHERE id = ?",
+                            (meta.trust.value, match.id),
+                        )
+                        match = attrs.evolve(match, trust=meta.trust)
+                    return match
+            record = ArtifactRecord(
+                id=new_id(),
+                run_id=meta.run_id,
+                conversation_id=meta.conversation_id,
+                origin=meta.origin,
+                name=meta.name,
+                media_type=meta.media_type,
+                size=size,
+                checksum=checksum,
+                trust=meta.trust,
+                created_at=created_at,
+                expires_at=meta.expires_at,
+                principal_id=meta.principal_id,
+                claimed=meta.claimed,
+            )
+            self._conn.execute(
+                f"INSERT INTO artifacts ({_COLUMNS}) VALUES ({_PLACEHOLDERS})",
+                (
+                    record.id, record.run_id, record.conversation_id, record.origin.value,
+                    record.name, record.media_type, record.size, record.checksum,
+                    record.trust.value, _ts(record.created_at), _ts_or_none(record.expires_at),
+                    record.principal_id, int(record.claimed),
+                ),
+            )
+            return record
+
+    def _find_live(
+        self,
+        run_id: str,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        checksum: str,
+        now: _dt.datetime,
+    ) -> ArtifactRecord | None:
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM artifacts "
+            "WHERE run_id = ? AND origin = ? AND name = ? AND media_type = ? AND checksum = ? "
+            "AND (expires_at IS NULL OR expires_at > ?) "
+            "ORDER BY created_at, id LIMIT 1",
+            (run_id, origin.value, name, media_type, checksum, _ts(now)),
+        ).fetchone()
+        return None if row is None else _from_row(row)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # BEGIN IMMEDIATE takes SQLite's write lock up front, so a find-then-insert cannot race
+        # another connection's identical find-then-insert.
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _blob_path(self, checksum: str) -> Path:
+        hexdigest = checksum.removeprefix("sha256:")
+        return self._blobs / hexdigest[:2] / hexdigest[2:]
+
+    def _shard_for(self, path: Path) -> Path:
+        shard = path.parent
+        if not shard.is_dir():
+            shard.mkdir(exist_ok=True)
+            _fsync_dir(self._blobs)
+        return shard
+
+    def _ensure_blob(self, checksum: str, content: bytes) -> bool:
+        """Make the content file exist with exactly ``content``; True if a file was written.
+
+        An existing file is verified, not trusted: a damaged one is replaced with the good bytes
+        (which also repairs every record sharing it). Writes are atomic: a temp file in the same
+        directory, fsync, ``os.replace``, fsync of the directory.
+        """
+        path = self._blob_path(checksum)
+        if path.exists() and _file_matches(path, len(content), checksum):
+            return False
+        shard = self._shard_for(path)
+        tmp = shard / f".{new_id()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+                f.flush()
+                os.fsync(f.fileno())
+            # Concurrent writers of the same content each replace the file with identical
+            # bytes; a reader sees either the old complete file or the new complete file.
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        _fsync_dir(shard)
+        return True
+
+    def _stage(self) -> tuple[Path, IO[bytes]]:
+        """A fresh staging file for an upload, open for writing."""
+        tmp = self._blobs / f".{new_id()}{_STAGED_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            return tmp, os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            tmp.unlink()
+            raise
+
+    def _publish_staged(self, tmp: Path, size: int, checksum: str) -> None:
+        """Move a staged, fsynced file to its content address (or drop it if that is intact).
+
+        Like ``_ensure_blob``: an intact file at the address is kept (the staged copy goes),
+        a damaged or missing one is replaced by the rename, atomically.
+        """
+        path = self._blob_path(checksum)
+        if path.exists() and _file_matches(path, size, checksum):
+            tmp.unlink()
+            return
+        shard = self._shard_for(path)
+        os.replace(tmp, path)
+        _fsync_dir(shard)
+
+
+class SQLiteArtifactUpload:
+    """``ArtifactUpload`` for ``SQLiteArtifactStore``: a staging file hashed as it is written.
+
+    Bytes go straight to a staging file beside the shards while a sha256 is fed chunk by chunk,
+    so the content is never held in memory whole. ``commit`` fsyncs it, renames it to its
+    content address and only then inserts the row (the order ``put`` uses: a crash leaves at
+    worst an unreferenced file, never a row without content). ``abort``, an over-bound write, a
+    failed write and a failed commit all close and delete the staging file; no row is inserted.
+    A lock serializes the calls, so an abort from another thread (a cancellation) is safe.
+    """
+
+    def __init__(self, store: SQLiteArtifactStore, meta: _Metadata, limit: int) -> None:
+        self._store = store
+        self._meta = meta
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._digest = hashlib.sha256()
+        self._written = 0
+        self._overflow: int | None = None  # the size an over-bound write would have reached
+        self._tmp, self._file = store._stage()
+        self._state = "open"  # then "committed" or "aborted", for good
+
+    @property
+    def bytes_written(self) -> int:
+        """See ``ArtifactUpload.bytes_written``."""
+        return self._written
+
+    def write(self, chunk: bytes) -> None:
+        """See ``ArtifactUpload.write``."""
+        if not isinstance(chunk, bytes):
+            raise TypeError(f"artifact content must be bytes, got {type(chunk).__name__}")
+        with self._lock:
+            self._check_open()
+            total = self._written + len(chunk)
+            # Checked before the chunk touches the disk: bytes past the bound are never staged.
+            if total > self._limit:
+                self._overflow = total
+                self._discard()
+                raise ArtifactTooLarge(total, self._limit)
+            try:
+                self._file.write(chunk)
+            except BaseException:
+                # A short write leaves the staged bytes unknown; the digest can no longer be
+                # trusted to describe them, so the upload cannot continue.
+                self._discard()
+                raise
+            self._digest.update(chunk)
+            self._written = total
+
+    def commit(self, now: _dt.datetime) -> ArtifactRecord:
+        """See ``ArtifactUpload.commit``."""
+        with self._lock:
+            self._check_open()
+            try:
+                created_at = as_utc(now)
+                _check_expiry(self._meta, created_at)
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
+                checksum = sha256_checksum(self._digest)
+                self._store._publish_staged(self._tmp, self._written, checksum)
+                record = self._store._record(
+                    self._meta, self._written, checksum, created_at, reuse=True
+                )
+            except BaseException:
+                # The content file may already be at its address: harmless, it is only ever
+                # the bytes its name says, and a later write of them reuses it.
+                self._discard()
+                raise
+            self._state = "committed"
+            return record
+
+    def abort(self) -> None:
+        """See ``ArtifactUpload.abort``."""
+        with self._lock:
+            if self._state == "open":
+                self._discard()
+
+    def __del__(self) -> None:
+        # An upload dropped without commit or abort (a caller's bug, a thread that died) must
+        # not hold its descriptor and staging file until the process exits. Nobody else can
+        # hold the lock once the object is unreachable; a half-built one has no ``_state``.
+        if getattr(self, "_state", None) == "open":
+            with contextlib.suppress(Exception):
+                self._discard()
+
+    def _check_open(self) -> None:
+        if self._state == "committed":
+            raise ArtifactError("the upload is already committed")
+        if self._state == "aborted":
+            if self._overflow is not None:
+                raise ArtifactTooLarge(self._overflow, self._limit)
+            raise ArtifactError("the upload was aborted")
+
+    def _discard(self) -> None:
+        self._state = "aborted"
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()
+
+
+def _check_content(content: bytes) -> None:
+    # Size first: it costs nothing, and a too-large content must not be hashed or written.
+    if not isinstance(content, bytes):
+        raise TypeError(f"artifact content must be bytes, got {type(content).__name__}")
+    if len(content) > ARTIFACT_CEILING:
+        raise ArtifactTooLarge(len(content), ARTIFACT_CEILING)
+
+
+def _metadata(
+    *,
+    run_id: str,
+    origin: ArtifactOrigin,
+    name: str,
+    media_type: str,
+    trust: Trust,
+    conversation_id: str | None,
+    principal_id: str | None,
+    claimed: bool,
+    expires_at: _dt.datetime | None,
+) -> _Metadata:
+    if not isinstance(origin, ArtifactOrigin):
+        raise TypeError(f"origin must be an ArtifactOrigin, got {origin!r}")
+    if not isinstance(trust, Trust):
+        raise TypeError(f"trust must be a Trust, got {trust!r}")
+    if not isinstance(claimed, bool):
+        raise TypeError(f"claimed must be a bool, got {claimed!r}")
+    for label, value in (("run_id", run_id), ("name", name)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{label} must be a non-empty string")
+    for label, optional in (("conversation_id", conversation_id), ("principal_id", principal_id)):
+        if optional is not None and (not isinstance(optional, str) or not optional):
+            raise ValueError(f"{label} must be None or a non-empty string")
+    if not isinstance(media_type, str) or not _MEDIA_TYPE.match(media_type):
+        raise ValueError(f"media_type must look like 'type/subtype', got {media_type!r}")
+    return _Metadata(
+        run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
+        conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
+        expires_at=as_utc_or_none(expires_at),
+    )
+
+
+def _check_expiry(meta: _Metadata, created_at: _dt.datetime) -> None:
+    if meta.expires_at is not None and meta.expires_at <= created_at:
+        raise ValueError("expires_at must be after the artifact's creation instant")
+
+
+def open_artifact_store(
+    data_dir: Path, clock: Clock, conn: sqlite3.Connection | None = None
+) -> SQLiteArtifactStore:
+    """The default store under a data dir (``TOOLHOST_DATA_DIR``).
+
+    Files go under ``data_dir / "artifacts"``; metadata into ``conn``, or, when none is given,
+    into ``data_dir / DATABASE_NAME`` opened here (and closed by the store's ``close()``).
+    """
+    data_dir = Path(data_dir)
+    owns = conn is None
+    if conn is None:
+        conn = connect(data_dir / DATABASE_NAME)
+    return SQLiteArtifactStore(data_dir / "artifacts", conn, clock, owns_connection=owns)
+

@@ -1,0 +1,355 @@
+"""The composition root: discover plugins, register their tools, build the pipeline.
+
+Nothing here runs at import time. ``load_host()`` does the work, once, when a command needs
+it; tests build their own host from plugin objects with ``Host.from_plugins``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from toolhost._adapters.system_clock import SystemClock, monotonic, new_id
+from toolhost._model.context import Principal, Services, ToolCallable
+from toolhost._model.settings import Settings
+from toolhost._ports.clock import Clock
+from toolhost._registration.discovery import (
+    PluginSource,
+    collect_contributions,
+    discover,
+    make_plugin_manager,
+)
+from toolhost._registration.refusals import Registered, register
+from toolhost._registration.registry import Registry
+
+if TYPE_CHECKING:
+    import httpx
+
+    from toolhost._adapters.fs_workspace import WorkspaceHandle
+    from toolhost._adapters.http import HttpClients
+    from toolhost._model.outcome import Outcome
+    from toolhost._model.runs import Run
+    from toolhost._pipeline.pipeline import Pipeline, ToolCall
+    from toolhost._pipeline.policy import Policy
+
+__all__ = ["Host", "load_host"]
+
+
+class Host:
+    """A registry that passed registration, its message table, and the pipeline over them.
+
+    The pipeline and its stores are built on first use, so ``toolhost check`` pays for
+    registration and nothing else.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        messages: Mapping[str, str],
+        services: Services,
+        settings: Settings,
+        *,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.registry = registry
+        self.messages = dict(messages)
+        self.services = services
+        self.settings = settings
+        self._data_dir = data_dir
+        # A data directory the host made for itself (none given) is the host's to remove.
+        self._owns_data_dir = False
+        self._policy = policy
+        self._http_transports = (http_transport, async_http_transport)
+        self._http: HttpClients | None = None
+        self._built: dict[tuple[str, str], ToolCallable] = {}
+        self._services: dict[str, Services] = {}
+        self._pipeline: Pipeline | None = None
+
+    @classmethod
+    def from_sources(
+        cls,
+        sources: Sequence[PluginSource],
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Host:
+        """Register exactly these plugins. Raises PluginError or RegistrationRefused.
+
+        Without ``data_dir`` the stores live in a fresh temporary directory that ``close``
+        removes (tests, conformance); ``load_host`` passes the operator's TOOLHOST_DATA_DIR.
+        The transports, when given, serve every client ``Services.http`` builds (tests).
+        """
+        settings = settings if settings is not None else Settings()
+        pm = make_plugin_manager(sources)
+        registered, messages = register(collect_contributions(pm, settings))
+        services = Services(clock=clock if clock is not None else SystemClock(), settings=settings)
+        return cls(Registry(registered), messages, services, settings, data_dir=data_dir,
+                   policy=policy, http_transport=http_transport,
+                   async_http_transport=async_http_transport)
+
+    @classmethod
+    def from_plugins(
+        cls,
+        plugins: Mapping[str, object],
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        data_dir: Path | None = None,
+        policy: Policy | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        async_http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Host:
+        """Register plugin objects that are not installed: ``{distribution: plugin}``."""
+        sources = [PluginSource(distribution=d, name=d, plugin=p) for d, p in plugins.items()]
+        return cls.from_sources(sources, settings=settings, clock=clock, data_dir=data_dir,
+                                policy=policy, http_transport=http_transport,
+                                async_http_transport=async_http_transport)
+
+    # ------------------------------------------------------------------ composition
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def data_dir(self) -> Path:
+        if self._data_dir is None:
+            self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
+            self._owns_data_dir = True
+        return self._data_dir
+
+    @property
+    def pipeline(self) -> Pipeline:
+        if self._pipeline is None:
+            self._pipeline = self._compose_pipeline()
+        return self._pipeline
+
+    def _compose_pipeline(self) -> Pipeline:
+        import structlog
+
+        from toolhost._adapters.sqlite_artifacts import open_artifact_store
+        from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
+        from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
+        from toolhost._pipeline.log import configure_logging
+        from toolhost._pipeline.pipeline import Pipeline
+        from toolhost._pipeline.policy import policy_from_settings
+
+        if not structlog.is_configured():
+            # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
+            configure_logging(self.clock, level=self.settings.get("TOOLHOST_LOG_LEVEL") or "warning")
+        policy = self._policy if self._policy is not None else policy_from_settings(
+            self.settings.env)
+        log_policy_changes(policy)
+        database = self.data_dir / DATABASE_NAME
+        return Pipeline(
+            registry=self.registry,
+            messages=self.messages,
+            build=self._tool_callable,
+            policy=policy,
+            invocations=SQLiteInvocationStore(connect(database)),
+            artifacts=open_artifact_store(self.data_dir, self.clock),
+            clock=self.clock,
+            new_id=new_id,
+            monotonic=monotonic,
+            workspace_for=self.fresh_workspace,
+        )
+
+    def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
+        """An empty workspace for a run, under the data directory, removed by ``discard``.
+
+        Its directory is unique per call, not per run id: a run resumed after an approval gets
+        an empty workspace even while the paused process still holds its old one.
+        """
+        from toolhost._adapters.fs_workspace import WorkspaceHandle
+
+        return WorkspaceHandle(self.data_dir / "workspaces" / f"{run_id}-{new_id()}", owned=True)
+
+    def services_for(self, distribution: str) -> Services:
+        """The Services a distribution's tools are built with: the host's clock and settings,
+        that distribution's own data directory, the artifact resolver, the HTTP clients."""
+        services = self._services.get(distribution)
+        if services is None:
+            from toolhost._pipeline.artifacts import ArtifactResolver
+
+            services = self._services[distribution] = attrs.evolve(
+                self.services,
+                data_dir=self.data_dir / "plugins" / distribution,
+                artifacts=_ContextReader(ArtifactResolver(self.pipeline.artifacts, self.clock)),
+                http_clients=self._http_clients,
+            )
+        return services
+
+    def _http_clients(self) -> HttpClients:
+        # One per host: its TLS context (with TOOLHOST_CA_BUNDLE) is built once.
+        if self._http is None:
+            from toolhost._adapters.http import HttpClients
+
+            transport, async_transport = self._http_transports
+            self._http = HttpClients(self.settings, transport=transport,
+                                     async_transport=async_transport)
+        return self._http
+
+    def _tool_callable(self, registered: Registered) -> ToolCallable:
+        # Built on first use, once: registration never constructs anything, and a command
+        # that calls one tool pays for building one.
+        key = (registered.spec.name, registered.spec.version)
+        tool = self._built.get(key)
+        if tool is None:
+            services = self.services_for(registered.distribution)
+            tool = self._built[key] = registered.tool.callable_for(services)
+        return tool
+
+    def close(self) -> None:
+        """Close the stores' database connections, and remove the data directory if the host
+        made it for itself. The host is unusable afterwards."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
+        if self._owns_data_dir and self._data_dir is not None:
+            from toolhost._adapters.fs_workspace import remove_tree
+
+            remove_tree(self._data_dir)
+            self._data_dir = None
+            self._owns_data_dir = False
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(
+        self,
+        *,
+        principal: Principal | None = None,
+        enabled_tools: Iterable[str] | None = None,
+        pins: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        user_turn: str | None = None,
+        workspace: Path | str | None = None,
+    ) -> Run:
+        """A run for the pipeline. Without a principal: the local operator, granted every
+        scope a registered tool requires (the CLI's trust level). Without ``workspace`` the
+        run gets a fresh one under the data directory; with it, that existing directory is
+        the workspace root. ``end_run`` discards a fresh workspace."""
+        from toolhost._adapters.fs_workspace import WorkspaceHandle
+        from toolhost._model.runs import Run
+
+        if principal is None:
+            scopes = frozenset(s for r in self.registry for s in r.spec.required_scopes)
+            principal = Principal("operator", scopes)
+        run_id = run_id or new_id()
+        handle = (WorkspaceHandle(workspace) if workspace is not None
+                  else self.fresh_workspace(run_id))
+        return Run(
+            id=run_id,
+            workspace=handle,
+            principal=principal,
+            enabled_tools=frozenset(enabled_tools) if enabled_tools is not None else None,
+            pins=dict(pins or {}),
+            deadline=monotonic() + timeout_s if timeout_s is not None else None,
+            conversation_id=conversation_id,
+            user_turn=user_turn,
+        )
+
+    def deadline_in(self, seconds: float) -> float:
+        """A monotonic instant ``seconds`` from now (a run's or a hand-made context's deadline)."""
+        return monotonic() + seconds
+
+    def end_run(self, run: Run) -> None:
+        """The run is over: its workspace is discarded (an operator's directory is kept)."""
+        if run.workspace is not None:
+            run.workspace.discard()
+
+    def local_run(self, workspace: Path | str | None = None) -> Run:
+        """The CLI's run: every registered tool enabled (an operator naming a tool has chosen
+        it) and every scope granted."""
+        return self.start_run(enabled_tools=self.registry.names(), workspace=workspace)
+
+    # ------------------------------------------------------------------ calls
+
+    async def invoke(
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+    ) -> Outcome:
+        return await self.pipeline.invoke(
+            run if run is not None else self.local_run(), name, arguments, version=version
+        )
+
+    async def invoke_step(self, run: Run, calls: Sequence[ToolCall]) -> list[Outcome]:
+        return await self.pipeline.invoke_step(run, calls)
+
+    def invoke_sync(
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+    ) -> Outcome:
+        """The synchronous convenience wrapper the CLI uses. Without a run, the call gets a
+        local run of its own that ends (and discards its workspace) when the call does."""
+        import asyncio  # deferred: registration alone (`toolhost check`) never needs it
+
+        local = run is None
+        run = run if run is not None else self.local_run()
+        try:
+            return asyncio.run(self.invoke(name, arguments, version=version, run=run))
+        finally:
+            if local:
+                self.end_run(run)
+
+    def approve_sync(self, invocation_id: str, approver: str) -> Outcome:
+        import asyncio
+
+        return asyncio.run(self.pipeline.approve(invocation_id, approver))
+
+
+@attrs.frozen
+class _ContextReader:
+    """``services.artifacts``: the resolver, asked with the caller's context."""
+
+    resolver: Any
+
+    def read(self, artifact_id: str, context: Any, *, max_bytes: int) -> bytes:
+        return bytes(self.resolver.read(
+            artifact_id, principal_id=context.principal.id, run_id=context.run_id,
+            conversation_id=context.conversation_id, max_bytes=max_bytes,
+        ))
+
+
+def log_policy_changes(policy: Policy) -> None:
+    """Every cell an operator changed, logged when the pipeline is composed (at startup for
+    a server); a loosened cell is a warning."""
+    if not (policy.loosened or policy.tightened):
+        return
+    from toolhost._pipeline.log import get_logger
+
+    log = get_logger()
+    for cell in policy.loosened:
+        log.warning("policy.loosened", cell=cell)
+    for cell in policy.tightened:
+        log.info("policy.tightened", cell=cell)
+
+
+def load_host(settings: Settings | None = None, *, clock: Clock | None = None) -> Host:
+    """Discover installed plugins (honouring TOOLHOST_PLUGINS), register them, and read the
+    policy configuration, so a bad plugin or a bad policy refuses the start.
+
+    :raises PluginError, RegistrationRefused, PolicyConfigError:
+    """
+    from toolhost._pipeline.policy import policy_from_settings
+
+    settings = settings if settings is not None else Settings.from_environ()
+    policy = policy_from_settings(settings.env)
+    return Host.from_sources(discover(settings), settings=settings, clock=clock,
+                             data_dir=settings.data_dir, policy=policy)

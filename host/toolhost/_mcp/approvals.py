@@ -1,0 +1,152 @@
+"""Approvals over MCP: asking the client's user, and finding a call already decided.
+
+When: a served tool whose policy cell requires approval is called. What:
+
+- ``digest_of`` recomputes the argument digest an approval binds to (pipeline steps 4 and 6:
+  the validated arguments, defaults applied), so a repeated call can be matched to its row;
+- ``find_row`` finds this session's latest row for that tool, version and digest that has not
+  yet been answered, which is how a call repeated after ``toolhost approve`` returns the
+  recorded result instead of pausing (or executing) a second time;
+- ``approval_request`` is the elicitation a client shows its user: the tool, its
+  classification, the arguments and their digest, and the invocation id; ``decision_of``
+  reads the answer. Accept with ``approve: true`` approves; accept with ``false``, or decline,
+  denies; cancel (dismissed without a choice), a timeout or an error leaves the call pending
+  for the operator.
+
+Why scoped to the session's run, and once per row: the approval authorized that invocation,
+for that run's principal; replaying it into another session would hand one run's result to
+another, and replaying it forever would make a deliberate repeat of a non-idempotent call
+impossible. A third identical call therefore asks again.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import fastjsonschema
+import mcp.types as types
+
+from toolhost._model.digest import argument_digest, canonical_text
+from toolhost._model.invocations import InvocationRecord
+from toolhost._ports.invocations import InvocationStore
+from toolhost._registration.refusals import Registered
+
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "ELICITATION_KEY",
+    "Decision",
+    "approval_message",
+    "approval_request",
+    "decision_of",
+    "digest_of",
+    "find_row",
+    "supports_form_elicitation",
+]
+
+#: The key of our one question in an ``InputRequiredResult`` (2026-07-28 clients).
+ELICITATION_KEY = "toolhost.approval"
+
+#: A flat form, as elicitation requires: one boolean the user must set.
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve this call",
+            "description": "Run the tool once with exactly these arguments.",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+#: How much of the arguments the form shows; the digest covers all of them.
+_ARGUMENTS_SHOWN = 512
+
+
+class Decision(enum.Enum):
+    APPROVE = "approve"
+    DENY = "deny"
+    #: No choice was made (cancelled, timed out, unanswerable): the row stays pending.
+    UNDECIDED = "undecided"
+
+
+def digest_of(registered: Registered, arguments: Any) -> str | None:
+    """The digest the pipeline would record for these arguments, or None when they do not
+    validate (the pipeline then refuses the call, and there is nothing to match)."""
+    if not isinstance(arguments, Mapping):
+        return None
+    data = copy.deepcopy(dict(arguments))
+    try:
+        registered.validate_input(data)
+    except fastjsonschema.JsonSchemaValueException:
+        return None
+    try:
+        return argument_digest(registered.spec.name, registered.spec.version, data)
+    except (UnicodeEncodeError, ValueError, TypeError):  # not text: the pipeline refuses it too
+        return None
+
+
+def find_row(
+    store: InvocationStore, run_id: str, registered: Registered, digest: str,
+    answered: Collection[str],
+) -> InvocationRecord | None:
+    """This run's newest row for (tool, version, digest) not in ``answered``."""
+    spec = registered.spec
+    rows = store.list(run_id=run_id, tool_name=spec.name, tool_version=spec.version,
+                      argument_digest=digest)
+    for record in reversed(rows):
+        if record.id not in answered:
+            return record
+    return None
+
+
+def supports_form_elicitation(capabilities: types.ClientCapabilities | None) -> bool:
+    """Form-mode elicitation: declared as ``form``, or as a bare ``elicitation: {}`` (the
+    2025-06-18 shape, which meant form)."""
+    if capabilities is None or capabilities.elicitation is None:
+        return False
+    elicitation = capabilities.elicitation
+    return elicitation.form is not None or elicitation.url is None
+
+
+def approval_message(record: InvocationRecord, registered: Registered) -> str:
+    """What the user reads: enough to decide, and the ids to cross-check with the operator."""
+    spec = registered.spec
+    shown = canonical_text(record.arguments)
+    if len(shown) > _ARGUMENTS_SHOWN:
+        shown = shown[:_ARGUMENTS_SHOWN] + " [...]"
+    return (
+        f"toolhost asks to approve {spec.name} {spec.version} "
+        f"({spec.side_effect.value}, risk {spec.risk.value}) with arguments {shown}. "
+        f"Argument digest {record.argument_digest}; invocation {record.id}. "
+        "Approve runs it once with exactly these arguments."
+    )
+
+
+def approval_request(record: InvocationRecord, registered: Registered) -> types.ElicitRequest:
+    """The form-mode elicitation for one paused invocation."""
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=approval_message(record, registered),
+            requested_schema=copy.deepcopy(APPROVAL_SCHEMA),
+        )
+    )
+
+
+def decision_of(answer: Any) -> Decision:
+    """Read the user's answer; anything that is not an explicit choice is UNDECIDED."""
+    if not isinstance(answer, types.ElicitResult):
+        return Decision.UNDECIDED
+    if answer.action == "decline":
+        return Decision.DENY
+    if answer.action == "accept":
+        approve = (answer.content or {}).get("approve")
+        if approve is True:
+            return Decision.APPROVE
+        if approve is False:
+            return Decision.DENY
+    return Decision.UNDECIDED

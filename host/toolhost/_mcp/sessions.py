@@ -1,0 +1,77 @@
+"""One run per MCP session: the principal, the served roster, a workspace, and what was said.
+
+When: a session's first ``tools/call`` starts its run; ``close`` ends every run when the
+server stops. What a session is: on stdio, the process (one client per process); on
+streamable HTTP, the transport session the ``mcp-session-id`` header names; requests without
+one (2026-07-28 clients, which have no sessions) share one server-wide run. Why one run per
+session: the run is what the pipeline scopes a workspace, a principal and the invocation rows
+to, and an MCP session is the nearest thing the protocol has to an agent run. Each run gets a
+fresh workspace, or the operator's directory when TOOLHOST_MCP_WORKSPACE names one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from toolhost._composition import Host
+from toolhost._model.context import Principal
+from toolhost._model.runs import Run
+from toolhost._pipeline.log import get_logger
+
+__all__ = ["Session", "Sessions", "session_key"]
+
+SESSION_HEADER = "mcp-session-id"
+
+
+@attrs.define(eq=False)
+class Session:
+    """A session's run, and the recorded outcomes already handed back in it."""
+
+    key: str | None
+    run: Run
+    #: Invocation ids whose final recorded outcome this session has returned once (replays).
+    delivered: set[str] = attrs.field(factory=set)
+
+
+def session_key(request: Any) -> str | None:
+    """The transport session of a request: the HTTP ``mcp-session-id`` header, else None."""
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get(SESSION_HEADER)
+    return value or None
+
+
+class Sessions:
+    """The runs of every session this server has seen, created on first use."""
+
+    def __init__(self, host: Host, principal: Principal, enabled: Iterable[str], *,
+                 workspace: Path | None = None) -> None:
+        self._host = host
+        self._principal = principal
+        self._enabled = frozenset(enabled)
+        self._workspace = workspace
+        self._sessions: dict[str | None, Session] = {}
+
+    def get(self, key: str | None) -> Session:
+        session = self._sessions.get(key)
+        if session is None:
+            # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
+            # and tools/list agree by construction.
+            run = self._host.start_run(principal=self._principal, enabled_tools=self._enabled,
+                                       conversation_id=key, workspace=self._workspace)
+            session = self._sessions[key] = Session(key, run)
+            get_logger(run_id=run.id).info("mcp.session.started", session=key,
+                                           principal=self._principal.id)
+        return session
+
+    def close(self) -> None:
+        """End every run: fresh workspaces are discarded, an operator's directory is kept."""
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            session.run.cancellation.cancel()
+            self._host.end_run(session.run)

@@ -1,0 +1,207 @@
+"""Artifacts as values: origins, the small ref a result carries, the full record, errors.
+
+The port is ``toolhost._ports.artifacts``; the SQLite store ``toolhost._adapters.sqlite_artifacts``;
+the run-bound writer and the conversation-scoped resolver ``toolhost._pipeline.artifacts``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import re
+from typing import Any, ClassVar
+
+import attrs
+
+from toolhost._model.spec import Trust
+
+__all__ = [
+    "ARTIFACT_CEILING",
+    "ArtifactCorrupted",
+    "ArtifactError",
+    "ArtifactNotFound",
+    "ArtifactOrigin",
+    "ArtifactRecord",
+    "ArtifactRef",
+    "ArtifactTooLarge",
+    "ArtifactUnavailable",
+    "as_utc",
+    "as_utc_or_none",
+]
+
+ARTIFACT_CEILING = 512 * 1024 * 1024
+
+_UTC = _dt.UTC
+_CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+class ArtifactError(Exception):
+    """Base class of every artifact store failure."""
+
+
+class ArtifactNotFound(ArtifactError, LookupError):
+    """No artifact has this id."""
+
+    def __init__(self, artifact_id: str) -> None:
+        super().__init__(f"no artifact with id {artifact_id!r}")
+        self.artifact_id = artifact_id
+
+
+class ArtifactCorrupted(ArtifactError):
+    """The stored content no longer matches its metadata (changed, truncated or missing).
+
+    Raised instead of returning bytes: a reader never receives content that differs from what
+    was written. ``reason`` is operator detail; it never contains the content itself.
+    """
+
+    def __init__(self, artifact_id: str, reason: str) -> None:
+        super().__init__(f"artifact {artifact_id!r} is corrupted: {reason}")
+        self.artifact_id = artifact_id
+        self.reason = reason
+
+
+class ArtifactTooLarge(ArtifactError, ValueError):
+    """The content is larger than the bound in force; nothing was stored.
+
+    The bound is ``ARTIFACT_CEILING`` for ``put``, and the lower of that and the stream's
+    ``max_bytes`` for a streamed upload (which is aborted by the write that crossed it).
+    """
+
+    def __init__(self, size: int, ceiling: int) -> None:
+        super().__init__(f"artifact of {size} bytes exceeds the ceiling of {ceiling} bytes")
+        self.size = size
+        self.ceiling = ceiling
+
+
+class ArtifactUnavailable(ArtifactError):
+    """The resolver refused an artifact: it does not exist for this caller, or may not be read.
+
+    One type for every refusal, so a caller cannot tell the model (or branch on) "exists but is
+    not yours" apart from "does not exist"; the model only ever sees a static message. ``reason``
+    is one of ``REASONS`` and is operator detail, for logs and the invocation row.
+    """
+
+    REASONS: ClassVar[frozenset[str]] = frozenset({
+        "not_found",  # no artifact has this id
+        "foreign_principal",  # it belongs to another principal (or to none)
+        "other_conversation",  # the caller has a conversation and it is not the artifact's
+        "other_run",  # the caller has no conversation and the artifact is not its run's
+        "expired",  # not live at the resolver's clock
+        "ineligible_origin",  # a captured tool output: never referenceable
+        "unclaimed_upload",  # an upload the user has not sent yet
+        "too_large",  # larger than the read's bound
+    })
+
+    def __init__(self, artifact_id: str, reason: str) -> None:
+        if reason not in self.REASONS:
+            raise ValueError(f"unknown unavailability reason {reason!r}")
+        super().__init__(f"artifact {artifact_id!r} is unavailable: {reason}")
+        self.artifact_id = artifact_id
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------------------------
+# Value objects
+# --------------------------------------------------------------------------------------------
+
+
+class ArtifactOrigin(enum.Enum):
+    """How an artifact came to exist."""
+
+    TOOL_OUTPUT_CAPTURE = "TOOL_OUTPUT_CAPTURE"  # the pipeline's step 12 captured a tool output
+    EXPORT = "EXPORT"  # a tool exported something for the user
+    MODEL_OUTPUT = "MODEL_OUTPUT"  # the model produced it
+    UPLOAD = "UPLOAD"  # the user supplied it
+
+
+def as_utc(value: _dt.datetime) -> _dt.datetime:
+    # A naive datetime would smuggle the process's local zone in; refuse it like the Clock does.
+    if not isinstance(value, _dt.datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("artifact timestamps must be aware datetimes; got a naive one")
+    return value.astimezone(_UTC)
+
+
+def as_utc_or_none(value: _dt.datetime | None) -> _dt.datetime | None:
+    return None if value is None else as_utc(value)
+
+
+def _check_checksum(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not _CHECKSUM.match(value):
+        raise ValueError(f"{attribute.name} must be 'sha256:' + 64 lowercase hex digits")
+
+
+def _check_size(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be a non-negative int")
+
+
+def _nonempty_str(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{attribute.name} must be a non-empty string")
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactRef:
+    """The small handle a tool result or an excerpt marker carries instead of the content."""
+
+    id: str = attrs.field(validator=_nonempty_str)
+    name: str = attrs.field(validator=_nonempty_str)
+    media_type: str = attrs.field(validator=_nonempty_str)
+    byte_count: int = attrs.field(validator=_check_size)
+    checksum: str = attrs.field(validator=_check_checksum)
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactRecord:
+    """Everything the store knows about one artifact. Timestamps are aware UTC.
+
+    ``expires_at`` of None means the artifact never expires. Expiry only decides liveness (the
+    identity rule and the resolver ignore expired artifacts); it does not delete content.
+    ``principal_id`` is who the writing run acted for (None when the writer was not told).
+    ``claimed`` is False only for an upload the user has not sent yet; the resolver refuses
+    such an upload until ``ArtifactStore.claim``.
+    """
+
+    id: str = attrs.field(validator=_nonempty_str)
+    run_id: str = attrs.field(validator=_nonempty_str)
+    conversation_id: str | None = attrs.field(
+        validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+    origin: ArtifactOrigin = attrs.field(validator=attrs.validators.instance_of(ArtifactOrigin))
+    name: str = attrs.field(validator=_nonempty_str)
+    media_type: str = attrs.field(validator=_nonempty_str)
+    size: int = attrs.field(validator=_check_size)
+    checksum: str = attrs.field(validator=_check_checksum)
+    trust: Trust = attrs.field(validator=attrs.validators.instance_of(Trust))
+    created_at: _dt.datetime = attrs.field(converter=as_utc)
+    expires_at: _dt.datetime | None = attrs.field(default=None, converter=as_utc_or_none)
+    principal_id: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+    claimed: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+    @property
+    def ref(self) -> ArtifactRef:
+        """The handle to give out for this artifact."""
+        return ArtifactRef(
+            id=self.id,
+            name=self.name,
+            media_type=self.media_type,
+            byte_count=self.size,
+            checksum=self.checksum,
+        )
+
+
+    def live_at(self, now: _dt.datetime) -> bool:
+        """Whether the artifact is live at ``now``: never expiring, or expiring after ``now``.
+
+        An artifact whose ``expires_at`` equals ``now`` is already expired.
+        """
+        return self.expires_at is None or self.expires_at > as_utc(now)

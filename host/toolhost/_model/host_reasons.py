@@ -1,0 +1,44 @@
+"""The host's own reason codes: failures the pipeline produces rather than a tool.
+
+Plugins never declare these (registration refuses it): a schema failure, a timeout or a
+cancellation is the same failure with the same message whichever tool it happened to.
+"""
+
+from __future__ import annotations
+
+from toolhost._model.outcome import ToolValidationError
+
+UNKNOWN_TOOL = "tool.invalid_arguments.unknown_tool"
+UNKNOWN_VERSION = "tool.invalid_arguments.unknown_version"
+INVALID_SCHEMA = ToolValidationError.REASON_CODE
+INTERNAL_UNEXPECTED = "tool.internal.unexpected"
+INTERNAL_UNDECLARED = "tool.internal.undeclared_reason_code"
+OUTPUT_SCHEMA = "tool.output_invalid.schema"
+NOT_ENABLED = "tool.permission_denied.not_enabled"
+MISSING_SCOPE = "tool.permission_denied.missing_scope"
+DEADLINE = "tool.timeout.deadline"
+RUN_CANCELLED = "tool.cancelled.run_cancelled"
+HARD_CEILING = "tool.output_too_large.hard_ceiling"
+DIGEST_MISMATCH = "tool.internal.digest_mismatch"
+
+#: What the model reads when a call pauses for approval, or an operator denies it. Static like
+#: every message; the denial reason an operator writes stays on the row and in the logs.
+AWAITING_APPROVAL_TEXT = "This call needs an operator's approval. It is recorded and runs once approved."
+RUNNING_TEXT = "This call was approved and is running. Its result is recorded when it finishes."
+DENIED_TEXT = "An operator denied this call. Do not retry it; ask the user how to proceed."
+
+MESSAGES = {
+    UNKNOWN_TOOL: "Unknown tool. Call one of the tools you were given.",
+    UNKNOWN_VERSION: "That version of the tool is not registered. Omit the version to use the latest.",
+    INVALID_SCHEMA: "The arguments do not match the tool's input schema.",
+    INTERNAL_UNEXPECTED: "The tool failed unexpectedly.",
+    INTERNAL_UNDECLARED: "The tool failed unexpectedly.",
+    OUTPUT_SCHEMA: "The tool returned output that does not match its output schema.",
+    NOT_ENABLED: "That tool is not enabled for this run. Call one of the tools you were given.",
+    MISSING_SCOPE: "This run is not granted a scope the tool requires.",
+    DEADLINE: "The tool did not finish before its deadline.",
+    RUN_CANCELLED: "The run was cancelled before the tool finished.",
+    HARD_CEILING: "The output exceeded the 8 MiB ceiling. The partial output was saved as an "
+    "artifact.",
+    DIGEST_MISMATCH: "The tool failed unexpectedly.",
+}

@@ -1,0 +1,82 @@
+"""Runs: who an invocation acts for, which tools it may call, and until when.
+
+A run carries the principal and granted scopes, the enabled tools (None: the default roster),
+version pins, a deadline on the monotonic clock, and a cancellation the pipeline forwards to
+the tool that is running.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from toolhost._model.context import Principal
+
+__all__ = ["CancellationEvent", "Run"]
+
+
+class CancellationEvent:
+    """A one-way flag that can be set from any thread, with callbacks for waiters: the host's
+    implementation of the public ``Cancellation`` protocol, plus ``cancel``.
+
+    A run has one; each call gets its own, set when the run's is and when the call's deadline
+    passes, so a sync body blocked in ``wait`` wakes for either.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until cancelled or ``timeout`` seconds pass; True if cancelled."""
+        return self._event.wait(timeout)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run ``callback`` on cancellation (at once if already cancelled); returns a remover."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._remove(callback)
+        callback()
+        return lambda: None
+
+    def _remove(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+@attrs.frozen(kw_only=True)
+class Run:
+    """One agent run as the pipeline sees it."""
+
+    id: str
+    principal: Principal
+    #: Tool names this run may call; None means the default roster.
+    enabled_tools: frozenset[str] | None = None
+    #: name -> exact version, for chats pinned to an older contract.
+    pins: Mapping[str, str] = attrs.field(factory=dict)
+    #: Monotonic instant (``toolhost._adapters.system_clock.monotonic``) after which nothing runs.
+    deadline: float | None = None
+    cancellation: CancellationEvent = attrs.field(factory=CancellationEvent, eq=False)
+    conversation_id: str | None = None
+    user_turn: str | None = None
+    #: The run's WorkspaceHandle (``toolhost._workspace``); None only for hand-built runs.
+    workspace: Any = attrs.field(default=None, eq=False)

@@ -1,0 +1,228 @@
+"""The tool specification model: the classification enums, ToolSpec, Domain, Reason and Tool.
+
+Every field of ToolSpec is required (the spec has no optional fields), and registration step 6
+is what says so: a spec built without a field holds ``MISSING`` there and is refused with the
+field, the tool@version and the distribution named, rather than failing as a TypeError at
+import time that names nobody. Step 6 also refuses classification fields that are strings
+rather than enum members.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+if TYPE_CHECKING:
+    from toolhost._model.context import Services, ToolCallable
+
+__all__ = [
+    "MISSING",
+    "Domain",
+    "Idempotency",
+    "Kind",
+    "Reason",
+    "Risk",
+    "SchemaRule",
+    "SideEffect",
+    "Source",
+    "TargetKind",
+    "Tool",
+    "ToolSpec",
+    "Trust",
+]
+
+
+class Kind(enum.Enum):
+    CAPABILITY = "CAPABILITY"
+    CONTROL = "CONTROL"
+
+
+class Source(enum.Enum):
+    BUILTIN = "BUILTIN"
+    MCP = "MCP"
+    DEVICE = "DEVICE"
+
+
+class TargetKind(enum.Enum):
+    IN_PROCESS = "in_process"
+    SANDBOX = "sandbox"
+    DEVICE = "device"
+
+
+class SideEffect(enum.Enum):
+    NONE = "NONE"
+    WORKSPACE_READ = "WORKSPACE_READ"
+    WORKSPACE_WRITE = "WORKSPACE_WRITE"
+    CODE_EXECUTION = "CODE_EXECUTION"
+    EXTERNAL_WRITE = "EXTERNAL_WRITE"
+
+
+class Risk(enum.Enum):
+    LOW = "LOW"
+    MEDIUM = "MEDIUM"
+    HIGH = "HIGH"
+
+
+class Idempotency(enum.Enum):
+    READ_ONLY = "READ_ONLY"
+    IDEMPOTENT = "IDEMPOTENT"
+    CONDITIONALLY_IDEMPOTENT = "CONDITIONALLY_IDEMPOTENT"
+    NON_IDEMPOTENT = "NON_IDEMPOTENT"
+
+
+class Trust(enum.Enum):
+    """Output trust. ``rank`` orders them: USER > INTERNAL_TOOL > MEMORY > EXTERNAL_UNTRUSTED."""
+
+    USER = "USER"
+    INTERNAL_TOOL = "INTERNAL_TOOL"
+    MEMORY = "MEMORY"
+    EXTERNAL_UNTRUSTED = "EXTERNAL_UNTRUSTED"
+
+    @property
+    def rank(self) -> int:
+        return _TRUST_RANK[self]
+
+    @staticmethod
+    def lower(a: Trust, b: Trust) -> Trust:
+        """The less trusted of the two (trust may only be lowered, never raised)."""
+        return a if a.rank <= b.rank else b
+
+
+_TRUST_RANK = {
+    Trust.EXTERNAL_UNTRUSTED: 0,
+    Trust.MEMORY: 1,
+    Trust.INTERNAL_TOOL: 2,
+    Trust.USER: 3,
+}
+
+
+class _Missing:
+    """The value of a ToolSpec field the plugin did not set (registration step 6 refuses it)."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: Typed ``Any`` so a ToolSpec field can default to it; ``spec.field is MISSING`` tests it.
+MISSING: Final[Any] = _Missing()
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """One registered (name, version): what the model sees and what policy sorts on.
+
+    Fields are deliberately not validated here, and a field left out is ``MISSING`` rather
+    than a constructor error: registration is the one place that refuses a bad spec, so that
+    the refusal names the step, the tool and the distribution.
+    """
+
+    name: str = MISSING
+    version: str = MISSING
+    description: str = MISSING
+    input_schema: Mapping[str, Any] = MISSING
+    output_schema: Mapping[str, Any] = MISSING
+    kind: Kind = MISSING
+    source: Source = MISSING
+    target_kind: TargetKind = MISSING
+    server_id: str | None = MISSING
+    side_effect: SideEffect = MISSING
+    risk: Risk = MISSING
+    idempotency: Idempotency = MISSING
+    output_trust: Trust = MISSING
+    required_scopes: tuple[str, ...] = MISSING
+    timeout_s: float = MISSING
+    maximum_output_bytes: int = MISSING
+    allow_parallel: bool = MISSING
+    deprecated: bool = MISSING
+
+    @property
+    def domain(self) -> str:
+        """The namespace before the first dot: ``math`` for ``math.calculate``."""
+        return self.name.split(".", 1)[0] if isinstance(self.name, str) else ""
+
+    @property
+    def identity(self) -> str:
+        """``name@version``, the form every refusal and log line uses."""
+        return f"{self.name}@{self.version}"
+
+
+@attrs.frozen
+class Domain:
+    """A namespace a plugin owns. Each domain has exactly one owning distribution."""
+
+    name: str
+    description: str = ""
+
+
+@attrs.frozen
+class SchemaRule:
+    """One rule of a tool's own input schema: the keyword at a property of the arguments.
+
+    ``pointer`` is a JSON pointer into the arguments (``/expression``; nested objects as
+    ``/options/limit``); ``keyword`` is the schema keyword that failed there (``maxLength``).
+    """
+
+    pointer: str
+    keyword: str
+
+
+@attrs.frozen
+class Reason:
+    """A reason code a tool may end with, declared once with its static model-facing message.
+
+    ``code`` reads ``tool.<failure kind in lower case>.<code>``; ``message`` is rendered to the
+    model byte for byte, so it carries the remedy and never the input (no placeholders).
+    ``schema_rules`` maps rules of the tool's own input schema to this code: a call that breaks
+    one fails at pipeline step 4 with this reason instead of the host's generic schema failure
+    (math.calculate: ``SchemaRule("/expression", "maxLength")`` is ``expression_too_long``).
+    """
+
+    code: str
+    message: str
+    schema_rules: tuple[SchemaRule, ...] = attrs.field(default=(), kw_only=True)
+
+
+@attrs.frozen
+class Tool:
+    """What ``toolhost_tools`` returns: the spec, how to run it, and its reasons.
+
+    How to run it is exactly one of ``call`` (the tool body itself, for a tool that needs no
+    host service) and ``build`` (a factory ``build(services) -> body``, called once, after
+    registration passed, never before). ``reasons`` declares every reason code the body may
+    raise, each once, with its static message; codes the host produces (schema, timeout,
+    cancelled, internal, ...) are the host's and are never declared by a plugin.
+    ``default_enabled`` False keeps a registered tool out of the default roster (a run's
+    explicit ``enabled_tools`` may still name it), as ADR-0124 does for workspace.list_files.
+    """
+
+    spec: ToolSpec
+    call: ToolCallable | None = attrs.field(default=None, kw_only=True)
+    build: Callable[[Services], ToolCallable] | None = attrs.field(default=None, kw_only=True)
+    reasons: tuple[Reason, ...] = attrs.field(default=(), kw_only=True)
+    default_enabled: bool = attrs.field(default=True, kw_only=True)
+
+    @property
+    def reason_codes(self) -> tuple[str, ...]:
+        """Every declared reason code, in declaration order."""
+        return tuple(r.code for r in self.reasons if isinstance(r, Reason))
+
+    def callable_for(self, services: Services) -> ToolCallable:
+        """The body the pipeline runs: ``call`` as given, or what ``build(services)`` returns."""
+        if self.call is not None:
+            return self.call
+        if self.build is None:
+            raise TypeError("a Tool needs call= or build=")
+        return self.build(services)

@@ -1,0 +1,89 @@
+"""Workspace values: what the Workspace port returns and raises, and the null workspace of a
+run that has none."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NoReturn
+
+import attrs
+
+__all__ = [
+    "MAX_PATH_BYTES",
+    "NO_WORKSPACE",
+    "READ_CHUNK",
+    "ListedEntry",
+    "Listing",
+    "Provenance",
+    "WorkspaceEscape",
+    "WorkspaceIsDirectory",
+    "WorkspaceNotDirectory",
+    "WorkspaceNotFound",
+    "WriteResult",
+]
+
+MAX_PATH_BYTES = 4096
+READ_CHUNK = 64 * 1024
+
+class WorkspaceEscape(Exception):
+    """A path that is not a plain relative path to a regular file or directory in the root."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class WorkspaceNotFound(Exception):
+    """No such path in the workspace."""
+
+
+class WorkspaceIsDirectory(Exception):
+    """The path names a directory where a file was wanted."""
+
+
+class WorkspaceNotDirectory(Exception):
+    """The path names a file where a directory was wanted."""
+
+
+class Provenance(enum.Enum):
+    """Who produced a workspace file's bytes. Only writes establish it; reads never do."""
+
+    UNKNOWN = "UNKNOWN"
+    TOOL_WRITTEN = "TOOL_WRITTEN"
+    SANDBOX_WRITTEN = "SANDBOX_WRITTEN"
+
+
+@attrs.frozen
+class WriteResult:
+    path: str
+    byte_count: int
+    created: bool
+
+
+@attrs.frozen
+class ListedEntry:
+    path: str
+    kind: str  # "file" or "directory"
+    byte_count: int
+
+
+@attrs.frozen
+class Listing:
+    entries: tuple[ListedEntry, ...]
+    truncated: bool
+
+
+class _NoWorkspace:
+    """The workspace of a run that has none (a run built by hand): every use is refused the
+    way a path outside the root is, so a tool needs no special case for it."""
+
+    def _refuse(self, *_: object, **__: object) -> NoReturn:
+        raise WorkspaceEscape("this run has no workspace")
+
+    read = read_chunks = write = listdir = _refuse
+
+    def provenance(self, path: str) -> Provenance:
+        return Provenance.UNKNOWN
+
+
+NO_WORKSPACE: Any = _NoWorkspace()

@@ -1,0 +1,144 @@
+"""Policy: the 9.2 matrix, held as data, keyed by (side_effect, risk).
+
+Operator configuration may tighten any cell. Loosening a cell is logged at startup; loosening an
+EXTERNAL_WRITE cell is refused unless the operator sets the explicit override, because that row
+is what keeps a model from writing to the outside world without a person agreeing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+
+import attrs
+
+from toolhost._model.settings import Settings
+from toolhost._model.spec import Risk, SideEffect
+
+__all__ = [
+    "DEFAULT_MATRIX",
+    "Policy",
+    "PolicyAction",
+    "PolicyConfigError",
+    "PolicyDecision",
+    "policy_from_settings",
+]
+
+
+class PolicyAction(enum.Enum):
+    ALLOW = "allow"
+    REQUIRE_APPROVAL = "approval"
+    DENY = "deny"
+
+    @property
+    def strictness(self) -> int:
+        return _STRICTNESS[self]
+
+
+_STRICTNESS = {PolicyAction.ALLOW: 0, PolicyAction.REQUIRE_APPROVAL: 1, PolicyAction.DENY: 2}
+
+_A, _R = PolicyAction.ALLOW, PolicyAction.REQUIRE_APPROVAL
+
+
+def _row(low: PolicyAction, medium: PolicyAction, high: PolicyAction) -> dict[Risk, PolicyAction]:
+    return {Risk.LOW: low, Risk.MEDIUM: medium, Risk.HIGH: high}
+
+
+#: DESIGN §5, cell for cell.
+DEFAULT_MATRIX: Mapping[SideEffect, Mapping[Risk, PolicyAction]] = {
+    SideEffect.NONE: _row(_A, _A, _A),
+    SideEffect.WORKSPACE_READ: _row(_A, _A, _A),
+    SideEffect.WORKSPACE_WRITE: _row(_A, _A, _R),
+    SideEffect.CODE_EXECUTION: _row(_A, _R, _R),
+    SideEffect.EXTERNAL_WRITE: _row(_R, _R, _R),
+}
+
+
+class PolicyConfigError(ValueError):
+    """The operator's policy configuration is malformed or loosens without the override."""
+
+
+@attrs.frozen
+class PolicyDecision:
+    """What policy said about one invocation, recorded on its row."""
+
+    action: PolicyAction
+    side_effect: SideEffect
+    risk: Risk
+
+    @property
+    def rule(self) -> str:
+        return f"{self.side_effect.value}/{self.risk.value}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"action": self.action.value, "rule": self.rule}
+
+
+@attrs.frozen
+class Policy:
+    """The effective matrix, and the changes from the default an operator made."""
+
+    matrix: Mapping[SideEffect, Mapping[Risk, PolicyAction]] = DEFAULT_MATRIX
+    loosened: tuple[str, ...] = ()
+    tightened: tuple[str, ...] = ()
+
+    def decide(self, side_effect: SideEffect, risk: Risk) -> PolicyDecision:
+        return PolicyDecision(self.matrix[side_effect][risk], side_effect, risk)
+
+    @classmethod
+    def configured(
+        cls,
+        changes: Mapping[tuple[SideEffect, Risk], PolicyAction],
+        *,
+        allow_external_write_loosening: bool = False,
+    ) -> Policy:
+        matrix = {se: dict(row) for se, row in DEFAULT_MATRIX.items()}
+        loosened: list[str] = []
+        tightened: list[str] = []
+        for (side_effect, risk), action in sorted(
+            changes.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)
+        ):
+            default = DEFAULT_MATRIX[side_effect][risk]
+            cell = f"{side_effect.value}/{risk.value}: {default.value} -> {action.value}"
+            if action.strictness < default.strictness:
+                if side_effect is SideEffect.EXTERNAL_WRITE and not allow_external_write_loosening:
+                    raise PolicyConfigError(
+                        f"policy loosens {cell}; set TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE=1 to "
+                        "allow an EXTERNAL_WRITE call without approval"
+                    )
+                loosened.append(cell)
+            elif action.strictness > default.strictness:
+                tightened.append(cell)
+            matrix[side_effect][risk] = action
+        return cls(matrix=matrix, loosened=tuple(loosened), tightened=tuple(tightened))
+
+
+def _parse_changes(raw: str) -> dict[tuple[SideEffect, Risk], PolicyAction]:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise PolicyConfigError(f"TOOLHOST_POLICY is not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise PolicyConfigError('TOOLHOST_POLICY must be an object like {"CODE_EXECUTION/LOW": '
+                                '"approval"}')
+    changes: dict[tuple[SideEffect, Risk], PolicyAction] = {}
+    for key, value in data.items():
+        try:
+            side_effect_name, risk_name = str(key).split("/")
+            changes[(SideEffect(side_effect_name), Risk(risk_name))] = PolicyAction(value)
+        except ValueError:
+            raise PolicyConfigError(
+                f"TOOLHOST_POLICY entry {key!r}: {value!r} is not SIDE_EFFECT/RISK: "
+                "allow|approval|deny"
+            ) from None
+    return changes
+
+
+def policy_from_settings(env: Mapping[str, str]) -> Policy:
+    """TOOLHOST_POLICY (JSON cell changes) and TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE (0/1)."""
+    raw = env.get("TOOLHOST_POLICY", "").strip()
+    if not raw:
+        return Policy()
+    override = Settings(env=env).flag("TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE")
+    return Policy.configured(_parse_changes(raw), allow_external_write_loosening=override)

@@ -1,0 +1,197 @@
+"""Plugin discovery and the per-plugin calling of hooks.
+
+Each entry point of the ``toolhost.plugins`` group is loaded on its own and each plugin's
+hookimpls are called one plugin at a time, so an import error or a hook that raises is reported
+against its distribution in one line. (pluggy's ``load_setuptools_entrypoints`` neither catches
+load errors nor says who failed.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import metadata
+from typing import Any
+
+import attrs
+import pluggy
+
+from toolhost import hookspecs
+from toolhost._model.settings import Settings, normalize_dist_name
+from toolhost._model.spec import Domain, Tool
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Contribution",
+    "PluginError",
+    "PluginSource",
+    "collect_contributions",
+    "discover",
+    "load_distributions",
+    "make_plugin_manager",
+]
+
+ENTRY_POINT_GROUP = "toolhost.plugins"
+
+
+class PluginError(Exception):
+    """A plugin could not be loaded or its hooks failed. The message is one line for operators."""
+
+    def __init__(self, distribution: str, problem: str) -> None:
+        super().__init__(
+            f"plugin {distribution}: {problem} "
+            f"(leave it out with TOOLHOST_PLUGINS, or fix and reinstall it)"
+        )
+        self.distribution = distribution
+        self.problem = problem
+
+
+@attrs.frozen
+class PluginSource:
+    """One loaded plugin: the distribution that contributed it and the plugin object."""
+
+    distribution: str
+    name: str
+    plugin: object
+
+
+@attrs.frozen
+class Contribution:
+    """Everything one distribution's hooks returned."""
+
+    distribution: str
+    domains: tuple[Domain, ...]
+    tools: tuple[Tool, ...]
+
+
+#: Hooks of earlier plugin API versions, and what replaced them: a plugin still implementing
+#: one gets this remedy rather than "no hookspec declares it".
+_REMOVED_HOOKS = {
+    "toolhost_messages": "toolhost_messages was removed in plugin API 1.0; declare each "
+    "reason once on its tool: Tool(..., reasons=(Reason(code, message), ...))",
+}
+
+
+def _entry_points() -> list[metadata.EntryPoint]:
+    return sorted(
+        metadata.entry_points(group=ENTRY_POINT_GROUP),
+        key=lambda ep: (normalize_dist_name(ep.dist.name) if ep.dist else "", ep.name),
+    )
+
+
+def _dist_name(ep: metadata.EntryPoint) -> str:
+    return normalize_dist_name(ep.dist.name) if ep.dist is not None else f"<unknown:{ep.value}>"
+
+
+def _load(ep: metadata.EntryPoint) -> PluginSource:
+    dist = _dist_name(ep)
+    try:
+        plugin = ep.load()
+    except Exception as exc:  # any import-time failure belongs to that distribution
+        raise PluginError(
+            dist, f"entry point {ep.name} = {ep.value} failed to import: {type(exc).__name__}: {exc}"
+        ) from None
+    return PluginSource(distribution=dist, name=ep.name, plugin=plugin)
+
+
+def discover(settings: Settings) -> list[PluginSource]:
+    """Load every installed plugin, or only those TOOLHOST_PLUGINS names."""
+    allow = settings.plugin_allow_list
+    eps = _entry_points()
+    if allow is not None:
+        installed = {_dist_name(ep) for ep in eps}
+        missing = [name for name in allow if name not in installed]
+        if missing:
+            raise PluginError(
+                missing[0], "TOOLHOST_PLUGINS names it, but no installed distribution provides "
+                f"a {ENTRY_POINT_GROUP} entry point under that name"
+            )
+        eps = [ep for ep in eps if _dist_name(ep) in allow]
+    return [_load(ep) for ep in eps]
+
+
+def load_distributions(names: Iterable[str]) -> list[PluginSource]:
+    """Load exactly the named distributions' plugins (the conformance suite's view)."""
+    wanted = [normalize_dist_name(n) for n in names]
+    eps = _entry_points()
+    found = {_dist_name(ep) for ep in eps}
+    for name in wanted:
+        if name not in found:
+            raise PluginError(name, f"no {ENTRY_POINT_GROUP} entry point is installed for it")
+    return [_load(ep) for ep in eps if _dist_name(ep) in wanted]
+
+
+def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager:
+    """A plugin manager with the hookspecs and these plugins."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    for source in sources:
+        # One distribution may ship several entry points; each is its own pluggy plugin,
+        # named "<distribution>:<entry point>", and their contributions are merged.
+        name = source.distribution
+        if pm.has_plugin(name):
+            name = f"{source.distribution}:{source.name}"
+        try:
+            pm.register(source.plugin, name=name)
+        except ValueError as exc:  # pluggy: already registered, or a hookimpl it refuses
+            raise PluginError(source.distribution, f"cannot be registered: {exc}") from None
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        dist = distribution_of(pm.get_name(exc.plugin) or "<unknown>")
+        for hook, remedy in _REMOVED_HOOKS.items():
+            if hook in str(exc):
+                raise PluginError(dist, remedy) from None
+        raise PluginError(
+            dist, f"implements a hook no hookspec declares ({exc}); check the hook's name",
+        ) from None
+    return pm
+
+
+def _call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Call one hook's implementations one plugin at a time, attributing any failure."""
+    results: dict[str, Any] = {}
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        args = {name: kwargs[name] for name in impl.argnames}
+        try:
+            results[impl.plugin_name] = impl.function(**args)
+        except Exception as exc:
+            raise PluginError(
+                distribution_of(impl.plugin_name), f"hook {hook} raised {type(exc).__name__}: {exc}"
+            ) from None
+    return results
+
+
+def _as_tuple(dist: str, hook: str, value: Any, item_type: type) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, item_type) for v in value):
+        raise PluginError(dist, f"hook {hook} must return a list of {item_type.__name__}")
+    return tuple(value)
+
+
+def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[Contribution]:
+    """Call the two hooks, in order, and gather what each distribution returned."""
+    domains = _call_each(pm, "toolhost_domains", {})
+    tools = _call_each(pm, "toolhost_tools", {"settings": settings})
+    merged: dict[str, Contribution] = {}
+    for name, _ in pm.list_name_plugin():
+        dist = distribution_of(name)
+        part = Contribution(
+            distribution=dist,
+            domains=_as_tuple(dist, "toolhost_domains", domains.get(name), Domain),
+            tools=_as_tuple(dist, "toolhost_tools", tools.get(name), Tool),
+        )
+        if dist in merged:
+            before = merged[dist]
+            part = Contribution(
+                distribution=dist,
+                domains=before.domains + part.domains,
+                tools=before.tools + part.tools,
+            )
+        merged[dist] = part
+    return list(merged.values())
+
+
+def distribution_of(plugin_name: str) -> str:
+    """The distribution a registered plugin name belongs to (see make_plugin_manager)."""
+    return plugin_name.split(":", 1)[0]

@@ -1,0 +1,65 @@
+"""The registry: every registered (name, version), and how a lookup resolves.
+
+Historical versions are active registrations. An unversioned lookup resolves the latest
+non-deprecated version (the latest deprecated one if every version is deprecated); a lookup
+that names a version resolves exactly that registration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from toolhost._registration.refusals import Registered
+
+__all__ = ["Registry", "UnknownTool", "UnknownVersion", "version_key"]
+
+
+class UnknownTool(LookupError):
+    """No registration has this name."""
+
+
+class UnknownVersion(LookupError):
+    """The name is registered, but not at this version."""
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Semantic versions compare numerically: 1.10.0 is after 1.9.0."""
+    return tuple(int(part) for part in version.split("."))
+
+
+class Registry:
+    """Immutable after construction. Iterates sorted by name, then version."""
+
+    def __init__(self, registrations: Iterable[Registered]) -> None:
+        self._by_key = {(r.spec.name, r.spec.version): r for r in registrations}
+        self._versions: dict[str, list[str]] = {}
+        for name, version in sorted(self._by_key, key=lambda k: (k[0], version_key(k[1]))):
+            self._versions.setdefault(name, []).append(version)
+
+    def __iter__(self) -> Iterator[Registered]:
+        for name, versions in sorted(self._versions.items()):
+            for version in versions:
+                yield self._by_key[(name, version)]
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def names(self) -> list[str]:
+        return sorted(self._versions)
+
+    def versions(self, name: str) -> list[str]:
+        """Registered versions of ``name``, oldest first."""
+        return list(self._versions.get(name, ()))
+
+    def resolve(self, name: str, version: str | None = None) -> Registered:
+        """Pipeline step 1: unversioned → latest active, pinned → exact."""
+        versions = self._versions.get(name)
+        if not versions:
+            raise UnknownTool(name)
+        if version is not None:
+            try:
+                return self._by_key[(name, version)]
+            except KeyError:
+                raise UnknownVersion(f"{name}@{version}") from None
+        active = [v for v in versions if not self._by_key[(name, v)].spec.deprecated]
+        return self._by_key[(name, (active or versions)[-1])]

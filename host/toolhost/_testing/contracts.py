@@ -1,0 +1,113 @@
+"""The port contract suites a backend is held to (fsspec's abstract-test shape): subclass one
+in a test module, name the subclass ``Test...``, define its factory, and pytest runs every test
+against your backend. The ArtifactStore's is ``artifact_store_contract``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolhost._model.invocations import InvocationNotFound, InvocationRecord, InvocationState
+from toolhost._ports.clock import Clock
+from toolhost._ports.invocations import InvocationStore
+from toolhost._testing.clocks import DEFAULT_INSTANT
+
+__all__ = ["ClockContract", "InvocationStoreContract"]
+
+
+class ClockContract:
+    """The Clock port's contract suite. Subclass, name it ``Test...``, define ``make_clock``."""
+
+    def make_clock(self) -> Clock:
+        raise NotImplementedError
+
+    def test_now_is_aware(self) -> None:
+        now = self.make_clock().now()
+        assert isinstance(now, dt.datetime)
+        assert now.tzinfo is not None and now.utcoffset() is not None
+
+    def test_now_is_utc(self) -> None:
+        now = self.make_clock().now()
+        assert now.utcoffset() == dt.timedelta(0)
+        assert now.tzinfo is dt.UTC
+
+
+class InvocationStoreContract:
+    """The InvocationStore port's contract suite. Subclass with ``make_store(tmp_path)``.
+
+    Any backend that replaces SQLite (a server database, say) must pass it unchanged.
+    """
+
+    def make_store(self, tmp_path: Path) -> InvocationStore:
+        raise NotImplementedError
+
+    @staticmethod
+    def record(**changes: Any) -> InvocationRecord:
+        fields: dict[str, Any] = dict(
+            id="inv-1", run_id="run-1", principal_id="p", scopes=("a.read",),
+            tool_name="fx.echo", tool_version="1.0.0", arguments={"x": "é", "n": [1, 2]},
+            argument_digest="sha256:00", state=InvocationState.AWAITING_APPROVAL,
+            policy={"action": "approval", "rule": "EXTERNAL_WRITE/HIGH"},
+            created_at=DEFAULT_INSTANT,
+        )
+        fields.update(changes)
+        return InvocationRecord(**fields)
+
+    def test_round_trips_every_field(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        full = self.record(
+            approver="ops", denial_reason=None, result_structured={"ok": True},
+            result_content="ok", output_trust="INTERNAL_TOOL", failure_kind="NOT_FOUND",
+            reason_code="tool.not_found.x", retryable=True, failure_detail={"offset": 3},
+            artifact_refs=({"id": "a1", "checksum": "sha256:ff"},), conversation_id="c1",
+            started_at=DEFAULT_INSTANT, finished_at=DEFAULT_INSTANT, decided_at=DEFAULT_INSTANT,
+        )
+        store.insert(full)
+        assert store.get("inv-1") == full
+
+    def test_insert_twice_is_refused(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record())
+        with pytest.raises(ValueError):
+            store.insert(self.record())
+        assert store.count() == 1
+
+    def test_get_unknown_raises(self, tmp_path: Path) -> None:
+        with pytest.raises(InvocationNotFound):
+            self.make_store(tmp_path).get("nope")
+
+    def test_transition_is_compare_and_set(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record())
+        awaiting = {InvocationState.AWAITING_APPROVAL}
+        assert store.transition("inv-1", expected=awaiting, to=InvocationState.APPROVED,
+                                approver="ops")
+        assert not store.transition("inv-1", expected=awaiting, to=InvocationState.APPROVED,
+                                    approver="someone-else")
+        record = store.get("inv-1")
+        assert (record.state, record.approver) == (InvocationState.APPROVED, "ops")
+
+    def test_transition_refuses_unknown_fields(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record())
+        with pytest.raises(ValueError):
+            store.transition("inv-1", expected={InvocationState.AWAITING_APPROVAL},
+                             to=InvocationState.DENIED, colour="red")
+
+    def test_list_filters_and_orders(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+        store.insert(self.record(id="b", created_at=later))
+        store.insert(self.record(id="a", created_at=later))
+        store.insert(self.record(id="c", run_id="run-2", state=InvocationState.SUCCEEDED))
+        assert [r.id for r in store.list()] == ["c", "a", "b"]
+        assert [r.id for r in store.list(state=InvocationState.AWAITING_APPROVAL)] == ["a", "b"]
+        assert [r.id for r in store.list(run_id="run-2")] == ["c"]
+        assert [r.id for r in store.list(run_id="run-1", tool_name="fx.echo",
+                                         tool_version="1.0.0",
+                                         argument_digest="sha256:00")] == ["a", "b"]
+        assert store.list(run_id="run-1", argument_digest="sha256:01") == []
+        assert store.count() == 3
