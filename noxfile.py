@@ -1,15 +1,15 @@
-"""Sessions: one per plugin (host + that plugin alone, its tests and conformance), the host's
-tests, the conformance suite's own tests, the documented example plugin, lint, typing, and
-the demo.
+"""Sessions: one per plugin (host + that plugin alone, its tests, which include the
+conformance suite), the host's tests, the conformance suite's own tests, the documented example
+plugin, lint, typing, and the demo.
 
 Plugins are discovered from plugins/*/pyproject.toml, so a new plugin gets its session by
-existing. Every session builds a fresh virtualenv and installs real distributions, the way an
-operator or a plugin team's CI would.
+existing (templates/plugin, what a new plugin copies, is deliberately outside plugins/). Every
+session builds a fresh virtualenv and installs real distributions, the way an operator or a
+plugin team's CI would.
 """
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import nox
@@ -25,10 +25,6 @@ nox.options.error_on_missing_interpreters = True
 nox.options.default_venv_backend = "uv|virtualenv"
 
 
-def _dist_name(project: Path) -> str:
-    return tomllib.loads((project / "pyproject.toml").read_text())["project"]["name"]
-
-
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
@@ -37,19 +33,22 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typing(session: nox.Session) -> None:
-    """mypy --strict over the host, the conformance suite, every plugin and the example."""
+    """mypy --strict over the host, the conformance suite, every plugin, the example and the
+    plugin template (as it is, placeholders and all: it type-checks before it is renamed)."""
     example = ROOT / "examples" / "toolhost-greet"
     session.install("mypy", *TEST_DEPS, "trustme", ".[mcp]", "./conformance",
                     *map(str, PLUGINS), str(example))
     session.run("mypy", "--strict", "host/toolhost")
-    for project in [ROOT / "conformance", *PLUGINS, example]:
+    for project in [ROOT / "conformance", *PLUGINS, example, ROOT / "templates" / "plugin"]:
         session.run("mypy", "--strict", str(project.relative_to(ROOT) / "src"))
 
 
 @nox.session
 def host(session: nox.Session) -> None:
     """The host's own tests, with every first-party plugin installed beside it."""
-    session.install(*TEST_DEPS, "hatchling", "pip", "trustme", ".[mcp]", "./conformance",
+    # tests/test_cli.py builds throwaway plugins with hatchling and installs them with uv when
+    # uv is on PATH (installed here, so it is; pip otherwise, which is three times slower).
+    session.install(*TEST_DEPS, "hatchling", "uv", "trustme", ".[mcp]", "./conformance",
                     *map(str, PLUGINS))
     session.run("pytest", "tests", *session.posargs)
 
@@ -61,23 +60,29 @@ def conformance(session: nox.Session) -> None:
     session.run("pytest", "conformance/tests", *session.posargs)
 
 
+def _plugin_tests(session: nox.Session, project: Path) -> None:
+    """The host, the suite and this one plugin, installed; then the plugin's own tests.
+
+    They include its ConformanceSuite subclass (tests/test_packaging.py checks that every plugin has one),
+    so the suite runs once, there: running ``toolhost-conformance DIST`` after them ran the same
+    checks a second time. The command itself is covered by conformance's own tests
+    (conformance/tests/test_cli.py, in the conformance session).
+    """
+    session.install(*TEST_DEPS, ".", "./conformance", str(project))
+    session.run("pytest", str(project / "tests"), *session.posargs)
+
+
 @nox.session
 @nox.parametrize("name", [p.name for p in PLUGINS], ids=[p.name for p in PLUGINS])
 def plugin(session: nox.Session, name: str) -> None:
-    """One plugin alone: the host, this plugin and the suite; its tests, then conformance."""
-    project = ROOT / "plugins" / name
-    session.install(*TEST_DEPS, ".", "./conformance", str(project))
-    session.run("pytest", str(project / "tests"), *session.posargs)
-    session.run("toolhost-conformance", _dist_name(project))
+    """One plugin alone: the host, this plugin and the suite; its tests, conformance included."""
+    _plugin_tests(session, ROOT / "plugins" / name)
 
 
 @nox.session
 def example(session: nox.Session) -> None:
     """The README's "Writing a plugin" example, exactly as a third-party team would run it."""
-    project = ROOT / "examples" / "toolhost-greet"
-    session.install(*TEST_DEPS, ".", "./conformance", str(project))
-    session.run("pytest", str(project / "tests"), *session.posargs)
-    session.run("toolhost-conformance", _dist_name(project))
+    _plugin_tests(session, ROOT / "examples" / "toolhost-greet")
 
 
 @nox.session

@@ -5,6 +5,12 @@ Every body needs no host service, so each is passed as ``call=``.
 ``fx.write`` is classified like demo.external_write (EXTERNAL_WRITE / HIGH / NON_IDEMPOTENT),
 so approval flows run against it. Executions are appended to ``EXECUTIONS`` (and, when the
 environment names one, to a file) so a test can count them across threads and processes.
+
+What a sleeping tool does after the pipeline stopped waiting for it is observable without a
+race: ``fx.asleep`` records its cancellation in ``LATE`` (the pipeline awaits a cancelled async
+tool, bounded, so the entry lands before that invoke returns), and ``fx.sleep`` sets its run's
+``finished(run_id)`` event when its abandoned thread wakes, so a test waits on that, bounded,
+instead of sleeping and hoping the thread was faster.
 """
 
 from __future__ import annotations
@@ -30,7 +36,16 @@ from toolhost import (
 
 EXECUTIONS: list[Mapping[str, Any]] = []
 _lock = threading.Lock()
+#: fx.asleep's cancellations, in order.
 LATE: list[str] = []
+_finished: dict[str, threading.Event] = {}
+
+
+def finished(run_id: str) -> threading.Event:
+    """Set when an ``fx.sleep`` body of this run has slept its time. One event per run: a
+    thread another test abandoned wakes into its own run's event, never into this one's."""
+    with _lock:
+        return _finished.setdefault(run_id, threading.Event())
 
 STRING = {"type": "string", "maxLength": 100000}
 
@@ -54,7 +69,7 @@ def _write(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
 
 def _sleep(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
     time.sleep(arguments["seconds"])
-    LATE.append("finished")
+    finished(context.run_id).set()
     return ToolOutput(structured={"echo": "late"}, content="late")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -152,9 +153,19 @@ def toolhost_tools(settings):
 '''
 
 
-def pip_install_plugin(tmp_path: Path, dist: str, package: str, source: str) -> Path:
-    """Build ``source`` as a real distribution ``dist`` (import package ``package``) in a
-    temporary directory, pip-install it into a target directory, and return that directory."""
+def pip_install_command(project: Path, site: Path) -> list[str]:
+    """Install ``project`` into the target directory ``site``: with uv when it is on PATH (three
+    times faster), else with pip; either builds it with the hatchling of this interpreter."""
+    uv = shutil.which("uv")
+    installer = ([uv, "pip", "install", "--no-config", "--python", sys.executable] if uv
+                 else [sys.executable, "-m", "pip", "install"])
+    return [*installer, "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+            "--target", str(site), str(project)]
+
+
+def write_plugin_project(tmp_path: Path, dist: str, package: str, source: str) -> Path:
+    """Write ``source`` as the project of a real distribution ``dist`` (import package
+    ``package``) in a temporary directory, and return the project's directory."""
     project = tmp_path / dist
     (project / "src" / package).mkdir(parents=True)
     (project / "src" / package / "__init__.py").write_text(textwrap.dedent(source))
@@ -173,19 +184,14 @@ def pip_install_plugin(tmp_path: Path, dist: str, package: str, source: str) -> 
         [tool.hatch.build.targets.wheel]
         packages = ["src/{package}"]
     '''))
-    site = tmp_path / "site"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(site), str(project)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert pip.returncode == 0, pip.stderr
-    return site
+    return project
 
 
-def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(tmp_path: Path) -> None:
-    """Built as a real distribution in a temporary directory and installed with pip."""
-    site = pip_install_plugin(tmp_path, "toolhost-sneaky", "toolhost_sneaky", MCP_PLUGIN)
+def test_a_third_party_plugin_declaring_mcp_is_refused_at_step_2(
+    installed_plugins: dict[str, Path],
+) -> None:
+    """Built as a real distribution in a temporary directory and installed with uv or pip."""
+    site = installed_plugins["mcp"]
     result = toolhost("check", site=site)
     assert result.returncode == 1
     assert result.stderr.startswith(
@@ -218,23 +224,51 @@ def toolhost_tools(settings):
 '''
 
 
+SLOPPY_LAST_FIELDS = [
+    "allow_parallel=False",  # deprecated left out
+    "allow_parallel=True, deprecated=False",
+]
+
+
+@pytest.fixture(scope="module")
+def installed_plugins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every throwaway third-party plugin of this module, each built as a real distribution and
+    installed into a target directory of its own, all at once (the installs run side by side):
+    ``"mcp"`` and each of ``SLOPPY_LAST_FIELDS`` to the directory it is installed in. The tests
+    only read them, so the module builds each once."""
+    plugins = {"mcp": ("toolhost-sneaky", "toolhost_sneaky", MCP_PLUGIN)} | {
+        last_fields: ("toolhost-sloppy", "toolhost_sloppy",
+                      SLOPPY_PLUGIN.replace("LAST_FIELDS", last_fields))
+        for last_fields in SLOPPY_LAST_FIELDS
+    }
+    running = {}
+    for key, (dist, package, source) in plugins.items():
+        base = tmp_path_factory.mktemp("plugin")
+        project = write_plugin_project(base, dist, package, source)
+        command = pip_install_command(project, base / "site")
+        running[key] = (base / "site", subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    errors = {key: install.communicate(timeout=300)[1] for key, (_, install) in running.items()}
+    assert [key for key, (_, install) in running.items() if install.returncode] == [], errors
+    return {key: site for key, (site, _) in running.items()}
+
+
 @pytest.mark.parametrize(
     ("last_fields", "problem"),
     [
-        ("allow_parallel=False",  # deprecated left out
+        (SLOPPY_LAST_FIELDS[0],  # deprecated left out
          "ToolSpec field deprecated is missing. To fix: set deprecated: ToolSpec has no optional "
          "fields (server_id=None unless source is MCP)"),
-        ("allow_parallel=True, deprecated=False",
+        (SLOPPY_LAST_FIELDS[1],
          "allow_parallel is True but idempotency is NON_IDEMPOTENT. To fix: set "
          "allow_parallel=False: only READ_ONLY tools may run in parallel"),
     ],
     ids=["spec-missing-a-field", "non-idempotent-allow-parallel"],
 )
 def test_check_refuses_an_installed_plugin_at_step_6_in_one_line(
-    tmp_path: Path, last_fields: str, problem: str,
+    installed_plugins: dict[str, Path], last_fields: str, problem: str,
 ) -> None:
-    source = SLOPPY_PLUGIN.replace("LAST_FIELDS", last_fields)
-    site = pip_install_plugin(tmp_path, "toolhost-sloppy", "toolhost_sloppy", source)
+    site = installed_plugins[last_fields]
     result = toolhost("check", env={"TOOLHOST_PLUGINS": "toolhost-sloppy"}, site=site)
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == (

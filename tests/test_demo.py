@@ -9,7 +9,8 @@ from conftest import make_plugin, make_spec, make_tool
 from test_cli import toolhost
 
 from toolhost import ToolOutput
-from toolhost._cli.demo import FinalAnswer, ScriptedModelProvider, ToolCall, run_demo
+from toolhost._cli.demo import FinalAnswer, ScriptedModelProvider, run_demo
+from toolhost._model.runs import ToolCall
 from toolhost.testing import host_for
 
 EXPECTED = """\

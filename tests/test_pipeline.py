@@ -186,3 +186,43 @@ def test_the_failure_json_form_has_every_field_and_no_detail() -> None:
         "message": "The arguments do not match the tool's input schema.",
         "retryable": False,
     }
+
+
+# ---------------------------------------------------------------------- step 4: prepare
+
+
+def test_prepare_is_step_4_exactly_as_invoke_runs_it() -> None:
+    from toolhost import SchemaRule, ToolValidationError
+    from toolhost._model.digest import argument_digest
+
+    reason = Reason("tool.invalid_arguments.too_long", "Too long.",
+                    schema_rules=(SchemaRule("/x", "maxLength"),))
+    host = host_for({"fx-dist": make_plugin(tools=[make_tool(reasons=(reason,))])})
+    registered = host.registry.resolve("fx.echo")
+    arguments: dict[str, Any] = {}
+    prepared = host.pipeline.prepare(registered, arguments)
+    assert (prepared.tool, prepared.version, prepared.arguments) == ("fx.echo", "1.0.0",
+                                                                    {"x": "d"})
+    assert prepared.digest == argument_digest("fx.echo", "1.0.0", {"x": "d"})
+    assert arguments == {}  # defaults land on a copy
+    with pytest.raises(ToolFailure) as mapped:  # the tool's own reason for its schema rule
+        host.pipeline.prepare(registered, {"x": "123456789"})
+    assert mapped.value.reason_code == "tool.invalid_arguments.too_long"
+    for bad in ([], {"x": 1}, {"x": "\ud800"}):  # not an object; the schema; not UTF-8
+        with pytest.raises(ToolValidationError):
+            host.pipeline.prepare(registered, bad)
+
+
+def test_the_argument_digest_is_computed_in_one_place() -> None:
+    from pathlib import Path
+
+    import toolhost
+
+    package = Path(toolhost.__file__).parent
+    callers = sorted(
+        str(path.relative_to(package)) for path in package.rglob("*.py")
+        if "argument_digest(" in path.read_text() and path.name != "digest.py"
+    )
+    assert callers == ["_pipeline/steps.py"]
+    mcp = "".join(path.read_text() for path in (package / "_mcp").glob("*.py"))
+    assert "validate_input" not in mcp and "_pipeline.steps" not in mcp

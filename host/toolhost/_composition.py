@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
     from toolhost._model.outcome import Outcome
-    from toolhost._model.runs import Run
-    from toolhost._pipeline.pipeline import Pipeline, ToolCall
+    from toolhost._model.runs import Run, ToolCall
+    from toolhost._pipeline.pipeline import Pipeline
     from toolhost._pipeline.policy import Policy
 
 __all__ = ["Host", "load_host"]

@@ -1,9 +1,9 @@
 """greet.hello through the host's real pipeline, with the toolhost test kit's fixtures."""
 
 import pytest
-from toolhost_greet import plugin
 
 from toolhost.testing import Harness
+from toolhost_greet import plugin
 
 
 @pytest.fixture

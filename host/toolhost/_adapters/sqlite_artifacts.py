@@ -33,7 +33,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,6 +52,7 @@ from toolhost._model.artifacts import (
     as_utc,
     as_utc_or_none,
 )
+from toolhost._model.convert import column_values, from_row, to_row
 from toolhost._model.digest import sha256_checksum, sha256_digest
 from toolhost._model.spec import Trust
 from toolhost._ports.clock import Clock
@@ -63,7 +64,6 @@ __all__ = [
     "open_artifact_store",
 ]
 
-_UTC = _dt.UTC
 # type "/" subtype, optionally followed by parameters; deliberately loose (RFC 6838 tokens).
 _MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?$")
 _READ_CHUNK = 1024 * 1024
@@ -118,39 +118,15 @@ MIGRATIONS = (
     ),
 )
 
-_COLUMNS = (
-    "id, run_id, conversation_id, origin, name, media_type, size, checksum, trust, "
-    "created_at, expires_at, principal_id, claimed"
-)
-_PLACEHOLDERS = ", ".join("?" * len(_COLUMNS.split(", ")))
+# Columns are the record's attributes, in its order; toolhost._model.convert holds what each
+# column stores (ISO text, enum values).
+_NAMES = tuple(f.name for f in attrs.fields(ArtifactRecord))
+_COLUMNS = ", ".join(_NAMES)
+_PLACEHOLDERS = ", ".join("?" * len(_NAMES))
 
 
-def _ts(value: _dt.datetime) -> str:
-    return value.astimezone(_UTC).isoformat(timespec="microseconds")
-
-
-def _ts_or_none(value: _dt.datetime | None) -> str | None:
-    return None if value is None else _ts(value)
-
-
-def _from_row(row: tuple[Any, ...]) -> ArtifactRecord:
-    (id_, run_id, conversation_id, origin, name, media_type, size, checksum, trust,
-     created_at, expires_at, principal_id, claimed) = row
-    return ArtifactRecord(
-        id=id_,
-        run_id=run_id,
-        conversation_id=conversation_id,
-        origin=ArtifactOrigin(origin),
-        name=name,
-        media_type=media_type,
-        size=size,
-        checksum=checksum,
-        trust=Trust(trust),
-        created_at=_dt.datetime.fromisoformat(created_at),
-        expires_at=None if expires_at is None else _dt.datetime.fromisoformat(expires_at),
-        principal_id=principal_id,
-        claimed=bool(claimed),
-    )
+def _from_row(row: Sequence[Any]) -> ArtifactRecord:
+    return from_row(ArtifactRecord, dict(zip(_NAMES, row, strict=True)))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -406,9 +382,9 @@ class SQLiteArtifactStore:
                 )
                 if match is not None:
                     if meta.trust.rank < match.trust.rank:
+                        lowered = column_values(ArtifactRecord, {"trust": meta.trust, "id": match.id})
                         self._conn.execute(
-                            "UPDATE artifacts SET trust = ? WHERE id = ?",
-                            (meta.trust.value, match.id),
+                            "UPDATE artifacts SET trust = ? WHERE id = ?", tuple(lowered.values())
                         )
                         match = attrs.evolve(match, trust=meta.trust)
                     return match
@@ -429,12 +405,7 @@ class SQLiteArtifactStore:
             )
             self._conn.execute(
                 f"INSERT INTO artifacts ({_COLUMNS}) VALUES ({_PLACEHOLDERS})",
-                (
-                    record.id, record.run_id, record.conversation_id, record.origin.value,
-                    record.name, record.media_type, record.size, record.checksum,
-                    record.trust.value, _ts(record.created_at), _ts_or_none(record.expires_at),
-                    record.principal_id, int(record.claimed),
-                ),
+                tuple(to_row(record).values()),
             )
             return record
 
@@ -447,12 +418,16 @@ class SQLiteArtifactStore:
         checksum: str,
         now: _dt.datetime,
     ) -> ArtifactRecord | None:
+        identity = column_values(ArtifactRecord, {
+            "run_id": run_id, "origin": origin, "name": name, "media_type": media_type,
+            "checksum": checksum, "expires_at": as_utc(now),  # live: expires after now
+        })
         row = self._conn.execute(
             f"SELECT {_COLUMNS} FROM artifacts "
             "WHERE run_id = ? AND origin = ? AND name = ? AND media_type = ? AND checksum = ? "
             "AND (expires_at IS NULL OR expires_at > ?) "
             "ORDER BY created_at, id LIMIT 1",
-            (run_id, origin.value, name, media_type, checksum, _ts(now)),
+            tuple(identity.values()),
         ).fetchone()
         return None if row is None else _from_row(row)
 

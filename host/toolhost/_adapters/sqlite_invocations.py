@@ -7,8 +7,6 @@ two processes approving the same invocation cannot both move it to ``running``.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -17,7 +15,7 @@ from typing import Any
 import attrs
 
 from toolhost._adapters.sqlite_db import Migration, migrate
-from toolhost._model.digest import canonical_text
+from toolhost._model.convert import column_values, converter, from_row, to_row
 from toolhost._model.invocations import InvocationNotFound, InvocationRecord, InvocationState
 
 __all__ = [
@@ -69,44 +67,14 @@ MIGRATIONS: Sequence[Migration] = (
     ),
 )
 
-_JSON_FIELDS = frozenset(
-    {"scopes", "arguments", "policy", "result_structured", "failure_detail", "artifact_refs"}
-)
-_TIME_FIELDS = frozenset({"created_at", "started_at", "finished_at", "decided_at"})
+# Columns are the record's attributes, in its order; toolhost._model.convert holds what each
+# column stores (ISO text, enum values, canonical JSON).
 _COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
 
 
-def _to_column(name: str, value: Any) -> Any:
-    if value is None and name not in ("scopes", "artifact_refs", "arguments"):
-        return None
-    if name in _JSON_FIELDS:
-        return canonical_text(list(value) if isinstance(value, tuple) else value)
-    if name in _TIME_FIELDS:
-        return value.isoformat(timespec="microseconds")
-    if name == "state":
-        return value.value
-    if name == "retryable":
-        return int(value)
-    return value
-
-
-def _from_row(row: sqlite3.Row) -> InvocationRecord:
-    data: dict[str, Any] = {}
-    for name in _COLUMNS:
-        value = row[name]
-        if value is not None:
-            if name in _JSON_FIELDS:
-                value = json.loads(value)
-                if name in ("scopes", "artifact_refs"):
-                    value = tuple(value)
-            elif name in _TIME_FIELDS:
-                value = dt.datetime.fromisoformat(value)
-            elif name == "state":
-                value = InvocationState(value)
-            elif name == "retryable":
-                value = bool(value)
-        data[name] = value
-    return InvocationRecord(**data)
+def _records(rows: Iterable[Sequence[Any]]) -> list[InvocationRecord]:
+    return [from_row(InvocationRecord, dict(zip(_COLUMNS, row, strict=True))) for row in rows]
 
 
 class SQLiteInvocationStore:
@@ -118,14 +86,11 @@ class SQLiteInvocationStore:
         # One connection serves every thread of this process; sqlite3 objects need the lock.
         self._lock = threading.Lock()
 
-    def _rows(self, sql: str, values: Sequence[Any]) -> list[sqlite3.Row]:
-        # A per-cursor row factory leaves the connection as the caller configured it.
-        cursor = self._conn.cursor()
-        cursor.row_factory = sqlite3.Row
-        return cursor.execute(sql, values).fetchall()
+    def _rows(self, where: str, values: Sequence[Any]) -> list[Any]:
+        return self._conn.execute(f"{_SELECT}{where}", values).fetchall()
 
     def insert(self, record: InvocationRecord) -> None:
-        values = [_to_column(name, getattr(record, name)) for name in _COLUMNS]
+        values = list(to_row(record).values())
         sql = (
             f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))})"
@@ -138,10 +103,10 @@ class SQLiteInvocationStore:
 
     def get(self, invocation_id: str) -> InvocationRecord:
         with self._lock:
-            rows = self._rows("SELECT * FROM tool_invocations WHERE id = ?", (invocation_id,))
+            rows = self._rows(" WHERE id = ?", (invocation_id,))
         if not rows:
             raise InvocationNotFound(invocation_id)
-        return _from_row(rows[0])
+        return _records(rows)[0]
 
     def transition(
         self,
@@ -154,13 +119,14 @@ class SQLiteInvocationStore:
         unknown = set(fields) - set(_COLUMNS)
         if unknown or "id" in fields or "state" in fields:
             raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
-        states = [s.value for s in expected]
-        assignments = ["state = ?", *(f"{name} = ?" for name in fields)]
+        states = [converter.unstructure(s) for s in expected]
+        columns = column_values(InvocationRecord, {"state": to, **fields})
+        assignments = [f"{name} = ?" for name in columns]
         sql = (
             f"UPDATE tool_invocations SET {', '.join(assignments)} "
             f"WHERE id = ? AND state IN ({', '.join('?' * len(states))})"
         )
-        values = [to.value, *(_to_column(k, v) for k, v in fields.items()), invocation_id, *states]
+        values = [*columns.values(), invocation_id, *states]
         with self._lock:
             changed = self._conn.execute(sql, values).rowcount == 1
         return changed
@@ -174,20 +140,20 @@ class SQLiteInvocationStore:
         tool_version: str | None = None,
         argument_digest: str | None = None,
     ) -> list[InvocationRecord]:
-        criteria = {
-            "state": state.value if state is not None else None,
+        given = {
+            "state": state,
             "run_id": run_id,
             "tool_name": tool_name,
             "tool_version": tool_version,
             "argument_digest": argument_digest,
         }
-        clauses = [f"{column} = ?" for column, value in criteria.items() if value is not None]
-        values = [value for value in criteria.values() if value is not None]
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        criteria = column_values(
+            InvocationRecord, {column: value for column, value in given.items() if value is not None}
+        )
+        where = f" WHERE {' AND '.join(f'{column} = ?' for column in criteria)}" if criteria else ""
         with self._lock:
-            rows = self._rows(f"SELECT * FROM tool_invocations{where} ORDER BY created_at, id",
-                              values)
-        return [_from_row(r) for r in rows]
+            rows = self._rows(f"{where} ORDER BY created_at, id", list(criteria.values()))
+        return _records(rows)
 
     def count(self) -> int:
         with self._lock:

@@ -14,25 +14,17 @@ import attrs
 
 from toolhost._composition import Host
 from toolhost._model.outcome import Outcome
+from toolhost._model.runs import ToolCall
 
 __all__ = [
     "DEMO_QUESTION",
     "FinalAnswer",
     "ScriptedModelProvider",
-    "ToolCall",
     "milestone_1_provider",
     "run_demo",
 ]
 
 DEMO_QUESTION = "What is 17 multiplied by 23?"
-
-
-@attrs.frozen
-class ToolCall:
-    """The model asks for one tool with these arguments."""
-
-    name: str
-    arguments: dict[str, Any]
 
 
 @attrs.frozen
@@ -91,7 +83,7 @@ def run_demo(
             emit("run finished")
             return outcomes
         emit(f"model requests {turn.name} {json.dumps(turn.arguments, sort_keys=True)}")
-        outcome = host.invoke_sync(turn.name, turn.arguments, run=run)
+        outcome = host.invoke_sync(turn.name, turn.arguments, version=turn.version, run=run)
         outcomes.append(outcome)
         emit(f"tool executes: {outcome.tool}@{outcome.version} {outcome.status.value}")
         emit(f"tool result: {outcome.content}")

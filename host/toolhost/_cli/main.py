@@ -14,19 +14,16 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolhost._cli.exit_codes import ExitCode
+
 if TYPE_CHECKING:
     from toolhost._composition import Host
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # the tool call failed, or registration refused
-EXIT_USAGE = 2  # the command line itself is wrong
-EXIT_PAUSED = 3  # the call is awaiting an operator's approval
 
 
 class CommandError(Exception):
     """One line for the operator; the command exits with ``code``."""
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
         super().__init__(message)
         self.code = code
 
@@ -92,7 +89,7 @@ def _load() -> Host:
     try:
         return load_host()
     except (PluginError, RegistrationRefused, PolicyConfigError) as exc:
-        raise CommandError(str(exc), EXIT_FAILED) from None
+        raise CommandError(str(exc), ExitCode.FAILED) from None
 
 
 def _print_json(data: Any) -> None:
@@ -104,8 +101,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     if args.format is not None:
         from toolhost._cli.catalog import export
 
-        names = args.enable if args.enable else [
-            n for n in host.registry.names() if host.registry.resolve(n).tool.default_enabled]
+        names = args.enable if args.enable else host.registry.default_roster()
         specs = []
         for name in names:
             try:
@@ -113,14 +109,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
             except LookupError:
                 raise CommandError(f"no tool {name!r} is registered") from None
         sys.stdout.write(export(specs, args.format).decode("utf-8") + "\n")
-        return EXIT_OK
+        return ExitCode.OK
     if args.json:
         from toolhost._model.convert import spec_to_json
 
         _print_json(
             [{**spec_to_json(r.spec), "distribution": r.distribution} for r in host.registry]
         )
-        return EXIT_OK
+        return ExitCode.OK
     for r in host.registry:
         s = r.spec
         flags = " deprecated" if s.deprecated else ""
@@ -128,14 +124,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
             f"{s.identity:36} {s.side_effect.value}/{s.risk.value}/{s.idempotency.value} "
             f"{s.output_trust.value} ({r.distribution}){flags}"
         )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     host = _load()
     dists = sorted({r.distribution for r in host.registry})
     print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_call(args: argparse.Namespace) -> int:
@@ -162,7 +158,7 @@ def cmd_call(args: argparse.Namespace) -> int:
             print(outcome.invocation_id)
         print(f"toolhost: {args.name} awaits approval: toolhost approve {outcome.invocation_id}",
               file=sys.stderr)
-        return EXIT_PAUSED
+        return ExitCode.PAUSED
     if args.json:
         _print_json(outcome.to_json())
     else:
@@ -177,21 +173,21 @@ def cmd_call(args: argparse.Namespace) -> int:
             print(f"toolhost: {args.name} has no version {args.version!r} (registered: {known})",
                   file=sys.stderr)
     # A denial (a policy cell set to deny) is not a success either.
-    return EXIT_OK if outcome.ok else EXIT_FAILED
+    return ExitCode.OK if outcome.ok else ExitCode.FAILED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     host = _load()
     if "math.calculate" not in host.registry.names():
         raise CommandError("the demo needs toolhost-math installed (pip install plugins/math)",
-                           EXIT_FAILED)
+                           ExitCode.FAILED)
     from toolhost._cli.demo import milestone_1_provider, run_demo
 
     def emit(line: str) -> None:
         print(line, flush=True)
 
     outcomes = run_demo(host, milestone_1_provider(), emit)
-    return EXIT_OK if outcomes and all(o.ok for o in outcomes) else EXIT_FAILED
+    return ExitCode.OK if outcomes and all(o.ok for o in outcomes) else ExitCode.FAILED
 
 
 def _print_outcome(outcome: Any, as_json: bool) -> int:
@@ -199,7 +195,7 @@ def _print_outcome(outcome: Any, as_json: bool) -> int:
         _print_json(outcome.to_json())
     else:
         print(outcome.content)
-    return EXIT_OK if outcome.ok or outcome.status.value == "denied" else EXIT_FAILED
+    return ExitCode.OK if outcome.ok or outcome.status.value == "denied" else ExitCode.FAILED
 
 
 def _decide(args: argparse.Namespace, action: str) -> int:
@@ -214,9 +210,9 @@ def _decide(args: argparse.Namespace, action: str) -> int:
             outcome = host.pipeline.deny(args.id, args.approver, args.reason)
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
-                           EXIT_FAILED) from None
+                           ExitCode.FAILED) from None
     except InvocationStateError as exc:
-        raise CommandError(str(exc), EXIT_FAILED) from None
+        raise CommandError(str(exc), ExitCode.FAILED) from None
     return _print_outcome(outcome, args.json)
 
 
@@ -249,7 +245,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
         for row in rows:
             print(f"{row['id']}  {row['tool']}@{row['version']}  {row['created']}  "
                   f"{row['argument_digest']}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -257,7 +253,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from toolhost._mcp import serve
     except ImportError as exc:
         raise CommandError(
-            f"serve needs the MCP extra: pip install 'toolhost-core[mcp]' ({exc})", EXIT_FAILED
+            f"serve needs the MCP extra: pip install 'toolhost-core[mcp]' ({exc})", ExitCode.FAILED
         ) from None
     host = _load()
     return serve(host, http=args.http, enable=args.enable)
@@ -283,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"toolhost: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":

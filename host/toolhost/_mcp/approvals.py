@@ -2,11 +2,12 @@
 
 When: a served tool whose policy cell requires approval is called. What:
 
-- ``digest_of`` recomputes the argument digest an approval binds to (pipeline steps 4 and 6:
-  the validated arguments, defaults applied), so a repeated call can be matched to its row;
-- ``find_row`` finds this session's latest row for that tool, version and digest that has not
-  yet been answered, which is how a call repeated after ``toolhost approve`` returns the
-  recorded result instead of pausing (or executing) a second time;
+- the pipeline prepares a repeated call's arguments exactly as its step 4 did
+  (``Pipeline.prepare``: the validated arguments, defaults applied, and the digest an approval
+  binds to) and lists this run's rows for that tool, version and digest (``Pipeline.rows_for``);
+- ``find_row`` picks the latest of those rows that has not yet been answered in this session,
+  which is how a call repeated after ``toolhost approve`` returns the recorded result instead
+  of pausing (or executing) a second time;
 - ``approval_request`` is the elicitation a client shows its user: the tool, its
   classification, the arguments and their digest, and the invocation id; ``decision_of``
   reads the answer. Accept with ``approve: true`` approves; accept with ``false``, or decline,
@@ -23,15 +24,13 @@ from __future__ import annotations
 
 import copy
 import enum
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Sequence
 from typing import Any
 
-import fastjsonschema
 import mcp.types as types
 
-from toolhost._model.digest import argument_digest, canonical_text
+from toolhost._model.digest import canonical_text
 from toolhost._model.invocations import InvocationRecord
-from toolhost._ports.invocations import InvocationStore
 from toolhost._registration.refusals import Registered
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "approval_message",
     "approval_request",
     "decision_of",
-    "digest_of",
     "find_row",
     "supports_form_elicitation",
 ]
@@ -74,30 +72,9 @@ class Decision(enum.Enum):
     UNDECIDED = "undecided"
 
 
-def digest_of(registered: Registered, arguments: Any) -> str | None:
-    """The digest the pipeline would record for these arguments, or None when they do not
-    validate (the pipeline then refuses the call, and there is nothing to match)."""
-    if not isinstance(arguments, Mapping):
-        return None
-    data = copy.deepcopy(dict(arguments))
-    try:
-        registered.validate_input(data)
-    except fastjsonschema.JsonSchemaValueException:
-        return None
-    try:
-        return argument_digest(registered.spec.name, registered.spec.version, data)
-    except (UnicodeEncodeError, ValueError, TypeError):  # not text: the pipeline refuses it too
-        return None
-
-
-def find_row(
-    store: InvocationStore, run_id: str, registered: Registered, digest: str,
-    answered: Collection[str],
-) -> InvocationRecord | None:
-    """This run's newest row for (tool, version, digest) not in ``answered``."""
-    spec = registered.spec
-    rows = store.list(run_id=run_id, tool_name=spec.name, tool_version=spec.version,
-                      argument_digest=digest)
+def find_row(rows: Sequence[InvocationRecord], answered: Collection[str]) -> InvocationRecord | None:
+    """The newest of ``rows`` (oldest first, as ``Pipeline.rows_for`` lists them) not in
+    ``answered``."""
     for record in reversed(rows):
         if record.id not in answered:
             return record

@@ -37,7 +37,6 @@ from toolhost._mcp.approvals import (
     Decision,
     approval_request,
     decision_of,
-    digest_of,
     find_row,
     supports_form_elicitation,
 )
@@ -50,7 +49,7 @@ from toolhost._mcp.results import (
 )
 from toolhost._mcp.sessions import Session
 from toolhost._model.invocations import InvocationRecord, InvocationState
-from toolhost._model.outcome import Outcome, OutcomeStatus
+from toolhost._model.outcome import Outcome, OutcomeStatus, ToolFailure
 from toolhost._model.runs import CancellationEvent, Run
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.pipeline import InvocationStateError
@@ -79,8 +78,7 @@ class ToolCalls:
         # policy is read once, at startup.
         self._gated = {
             name: r for name, r in roster.items()
-            if self._pipeline.policy.decide(r.spec.side_effect, r.spec.risk).action
-            is PolicyAction.REQUIRE_APPROVAL
+            if self._pipeline.decide(r).action is PolicyAction.REQUIRE_APPROVAL
         }
 
     async def call(self, ctx: ServerRequestContext[Any, Any], session: Session,
@@ -105,17 +103,20 @@ class ToolCalls:
                           registered: Registered, params: types.CallToolRequestParams,
                           arguments: Any) -> Answer:
         record = None
-        # Never replay past a scope check: without the scopes, the pipeline refuses at step 3.
-        if set(registered.spec.required_scopes) <= session.run.principal.scopes:
-            digest = digest_of(registered, arguments)
-            if digest is not None:
-                record = find_row(self._pipeline.invocations, session.run.id, registered, digest,
-                                  session.delivered)
+        try:
+            # Never replay past a refusal: a call the pipeline refuses at step 3 (scopes) or
+            # step 4 (arguments) has no row to match, and goes through invoke to be refused.
+            self._pipeline.check_scopes(session.run.principal, registered)
+            prepared = self._pipeline.prepare(registered, arguments)
+        except ToolFailure:
+            prepared = None
+        if prepared is not None:
+            record = find_row(self._pipeline.rows_for(session.run.id, prepared), session.delivered)
         if record is None:
             outcome = await self._invoke(session.run, params.name, arguments)
             if not outcome.paused:
                 return self._deliver(session, outcome)
-            record = self._pipeline.invocations.get(str(outcome.invocation_id))
+            record = self._pipeline.row(str(outcome.invocation_id))
         if record.state is InvocationState.AWAITING_APPROVAL:
             return await self._ask(ctx, session, registered, record, params)
         return self._deliver(session, self._pipeline.recorded(record.id))

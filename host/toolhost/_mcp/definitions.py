@@ -45,14 +45,13 @@ class UnknownServedTool(LookupError):
 def served_roster(registry: Registry, enable: Iterable[str] | None) -> list[Registered]:
     """The latest active version of each tool to serve, sorted by name.
 
-    Without ``enable``: every tool whose ``default_enabled`` holds on its latest version (the
-    pipeline's default roster). With it: exactly those names, duplicates collapsed.
+    Without ``enable``: the pipeline's default roster (``Registry.default_roster``). With it:
+    exactly those names, duplicates collapsed.
 
     :raises UnknownServedTool: a name in ``enable`` is not registered.
     """
     if enable is None:
-        latest = (registry.resolve(name) for name in registry.names())
-        return [r for r in latest if r.tool.default_enabled]
+        return [registry.resolve(name) for name in registry.default_roster()]
     roster = []
     for name in sorted(set(enable)):
         try:

@@ -28,6 +28,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from toolhost import __version__
+from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import Host
 from toolhost._mcp.calls import ToolCalls
 from toolhost._mcp.config import ConfigError, ServeConfig
@@ -40,10 +41,6 @@ from toolhost._pipeline.log import get_logger
 from toolhost._registration.refusals import Registered
 
 __all__ = ["build_server", "parse_http_address", "serve", "tracing_configured"]
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 SERVER_NAME = "toolhost"
 
@@ -196,13 +193,13 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         roster = served_roster(host.registry, enable)
     except UnknownServedTool as exc:
         _operator(f"--enable: no tool {exc.args[0]!r} is registered (toolhost tools lists them)")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         config = ServeConfig.from_settings(host.settings, roster)
         address = parse_http_address(http) if http is not None else None
     except (ConfigError, ValueError) as exc:
         _operator(str(exc))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     level = host.settings.get("TOOLHOST_LOG_LEVEL") or "warning"
     _configure_stdlib_logging(level)
     host.pipeline  # noqa: B018 - composed now: a bad database or policy stops the start
@@ -220,8 +217,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         log.info("mcp.serve.terminated")
     except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
         _operator(f"the HTTP transport did not start on {http}")
-        return EXIT_FAILED if exc.code else EXIT_OK
+        return ExitCode.FAILED if exc.code else ExitCode.OK
     finally:
         sessions.close()
         log.info("mcp.serve.stopped")
-    return EXIT_OK
+    return ExitCode.OK

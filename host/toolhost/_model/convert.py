@@ -1,20 +1,54 @@
-"""The one cattrs converter: ToolSpec and friends to and from JSON-ready data.
+"""The one cattrs converter: value objects to and from the plain data around them.
 
-Enums become their values, tuples become lists; schemas pass through as the plain JSON they
-already are. Imported lazily by the commands that print JSON, never at startup.
+Two shapes go through it:
+
+- ``ToolSpec`` to JSON-ready data (``spec_to_json``, for ``toolhost tools --json``): enums become
+  their values, tuples lists; schemas pass through as the plain JSON they already are.
+- ``InvocationRecord`` and ``ArtifactRecord`` to and from their SQLite rows (``to_row``,
+  ``from_row``; ``column_values`` for the few columns an UPDATE sets), a column per attribute,
+  named as the attribute is:
+
+  * a datetime is ISO 8601 text with six fractional digits, offset included
+    (``2026-07-25T13:03:11.000000+00:00``). It is written as the record holds it, which is UTC:
+    ``ArtifactRecord`` converts on construction and invocation times come from the Clock. Fixed
+    width in UTC is what makes text order time order, so SQL compares the column directly;
+  * an enum is its value;
+  * str, int, bool and None are themselves (sqlite3 stores a bool as the integer 0 or 1, and
+    ``bool`` reads it back);
+  * anything else (a mapping, a tuple, ``Any``) is canonical JSON text (``canonical_text``): a
+    tuple is written as a JSON array and read back as a tuple; an optional one is NULL when None.
+
+The stored text is part of the schema: changing a hook changes every database already written.
+The SQLite adapters import this module; nothing on the path of ``toolhost check`` does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+import enum
+import json
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+import attrs
 import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from toolhost._model.artifacts import ArtifactRecord
+from toolhost._model.digest import canonical_text
+from toolhost._model.invocations import InvocationRecord
 from toolhost._model.spec import ToolSpec
 
-__all__ = ["converter", "spec_from_json", "spec_to_json"]
+__all__ = ["column_values", "converter", "from_row", "spec_to_json", "to_row"]
 
 converter = cattrs.Converter()
+
+_Record = TypeVar("_Record", InvocationRecord, ArtifactRecord)
+
+
+# ---------------------------------------------------------------------------- ToolSpec as JSON
 
 
 def spec_to_json(spec: ToolSpec) -> dict[str, Any]:
@@ -24,5 +58,115 @@ def spec_to_json(spec: ToolSpec) -> dict[str, Any]:
     return data
 
 
-def spec_from_json(data: dict[str, Any]) -> ToolSpec:
-    return converter.structure(data, ToolSpec)
+# ---------------------------------------------------------------------------- datetimes
+
+
+def _datetime_text(value: dt.datetime) -> str:
+    return value.isoformat(timespec="microseconds")
+
+
+def _datetime_from_text(value: str, _: Any) -> dt.datetime:
+    return dt.datetime.fromisoformat(value)
+
+
+converter.register_unstructure_hook(dt.datetime, _datetime_text)
+converter.register_structure_hook(dt.datetime, _datetime_from_text)
+
+
+# ---------------------------------------------------------------------------- JSON columns
+
+_SCALARS = frozenset({str, int, float, bool, bytes, dt.datetime})
+
+
+def _without_none(tp: Any) -> tuple[Any, bool]:
+    """``X | None`` → (X, True); anything else → (itself, False)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if type(None) in args:
+            rest = tuple(a for a in args if a is not type(None))
+            return (rest[0] if len(rest) == 1 else typing.Union[rest]), True  # noqa: UP007
+    return tp, False
+
+
+def _is_column_value(tp: Any) -> bool:
+    """Whether a value of this type is stored as itself (or as the ISO text, the enum value)."""
+    if typing.get_origin(tp) is not None or not isinstance(tp, type):
+        return False  # Any, tuple[...], Mapping[...]
+    return tp in _SCALARS or issubclass(tp, enum.Enum)
+
+
+def _json_text(value: Any) -> str:
+    return canonical_text(list(value) if isinstance(value, tuple) else value)
+
+
+def _json_text_or_null(value: Any) -> str | None:
+    return None if value is None else _json_text(value)
+
+
+def _from_json_text(text: str | None, _: Any) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _tuple_from_json_text(text: str | None, _: Any) -> tuple[Any, ...] | None:
+    return None if text is None else tuple(json.loads(text))
+
+
+def _json_overrides(cls: type) -> dict[str, Any]:
+    """The cattrs overrides for ``cls``'s attributes that are stored as JSON text."""
+    overrides: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        tp, optional = _without_none(field.type)
+        if _is_column_value(tp):
+            continue
+        is_tuple = typing.get_origin(tp) is tuple or tp is tuple
+        overrides[field.name] = override(
+            unstruct_hook=_json_text_or_null if optional else _json_text,
+            struct_hook=_tuple_from_json_text if is_tuple else _from_json_text,
+        )
+    return overrides
+
+
+# ---------------------------------------------------------------------------- records as rows
+
+#: Per record class: attribute (= column) name → the function giving its column value.
+_COLUMN_HOOKS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+
+
+def _register_row(cls: type) -> None:
+    attrs.resolve_types(cls)
+    overrides = _json_overrides(cls)
+    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
+    converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **overrides))
+    _COLUMN_HOOKS[cls] = {
+        field.name: (
+            overrides[field.name].unstruct_hook
+            if field.name in overrides
+            else converter.get_unstructure_hook(field.type)
+        )
+        for field in attrs.fields(cls)
+    }
+
+
+for _row_type in (InvocationRecord, ArtifactRecord):
+    _register_row(_row_type)
+
+
+def to_row(record: InvocationRecord | ArtifactRecord) -> dict[str, Any]:
+    """Every column of ``record``'s row, by name, in attribute order."""
+    row: dict[str, Any] = converter.unstructure(record)
+    return row
+
+
+def from_row(cls: type[_Record], row: Mapping[str, Any]) -> _Record:
+    """The record a row (column name → stored value) holds."""
+    return converter.structure(row, cls)
+
+
+def column_values(cls: type[InvocationRecord | ArtifactRecord],
+                  fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Some of a row's columns (attribute name → value), as ``to_row`` would write them.
+
+    :raises KeyError: a name that is not an attribute of ``cls``.
+    """
+    hooks = _COLUMN_HOOKS[cls]
+    return {name: hooks[name](value) for name, value in fields.items()}

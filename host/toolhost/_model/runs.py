@@ -2,7 +2,7 @@
 
 A run carries the principal and granted scopes, the enabled tools (None: the default roster),
 version pins, a deadline on the monotonic clock, and a cancellation the pipeline forwards to
-the tool that is running.
+the tool that is running. A ``ToolCall`` is one call a model asks for within a run.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import attrs
 
 from toolhost._model.context import Principal
 
-__all__ = ["CancellationEvent", "Run"]
+__all__ = ["CancellationEvent", "Run", "ToolCall"]
 
 
 class CancellationEvent:
@@ -61,6 +61,16 @@ class CancellationEvent:
         with self._lock:
             if callback in self._callbacks:
                 self._callbacks.remove(callback)
+
+
+@attrs.frozen
+class ToolCall:
+    """One call the model made in a step: a tool name, its arguments, and an optional exact
+    version (None: the run's pin, else the latest active version)."""
+
+    name: str
+    arguments: Any
+    version: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -1,338 +1,70 @@
-"""The execution pipeline: every call runs through these thirteen steps, each a named function.
+"""The execution pipeline: every call runs through these thirteen steps, each a named call.
 
 Numbered as DESIGN §4 so the spec's references hold:
 
- 1 resolve (name, version)            8 execute under min(timeout_s, run deadline), cancellable
- 2 enabled for this run               9 WorkspaceEscape -> ToolValidationError
- 3 scopes                            10 validate output against output_schema
- 4 validate arguments, defaults      11 clamp trust to the lower of spec and result
- 5 policy decision                   12 excerpt and artifactize, or OUTPUT_TOO_LARGE
- 6 require approval: persist, pause  13 persist the outcome on the tool_invocations row
- 7 (resume) approval binds the digest; a denial ends the row, no ToolResult
+ 1 resolve (name, version)                  ``steps.resolve``
+ 2 enabled for this run                     ``steps.check_enabled``
+ 3 scopes                                   ``steps.check_scopes``
+ 4 validate arguments, defaults, digest     ``steps.prepare``
+ 5 policy decision; a deny cell denies      ``steps.decide_policy``, ``Pipeline._deny_by_policy``
+ 6 require approval: persist, pause         ``Pipeline._pause``
+ 7 (resume) the approval binds the digest   ``steps.bind_approval`` in ``Pipeline.approve``;
+   (an operator's denial ends the row)      ``Pipeline.deny``
+ 8 execute under min(timeout_s, run         ``steps.build_tool``, ``steps.execute``
+   deadline), cancellable
+ 9 WorkspaceEscape -> ToolValidationError   ``steps.workspace_escape``
+10 validate output against output_schema    ``steps.validate_output``
+11 clamp trust to the lower of spec/result  ``steps.clamp_trust``
+12 excerpt and artifactize, or too large    ``steps.limit_output``
+13 persist the outcome on the row           ``Pipeline._persist`` (and its three callers)
 
-A step that ends the invocation raises ``_Refused`` with the ToolFailure to render; the
-pipeline persists exactly one row per invocation and returns an ``Outcome``.
+``Pipeline.invoke`` is the list of steps 1 to 6 and 8 to 13; ``Pipeline.approve`` resumes a
+paused row at step 7 and runs the same steps 8 to 13. The steps that need no store are
+functions in ``toolhost._pipeline.steps``; the ones that write the row are methods here.
+
+A step that ends the invocation raises ``ToolFailure`` (the public exception) with the reason
+to render; the pipeline persists exactly one row per invocation and returns an ``Outcome``.
+Callers outside the pipeline (the MCP server) use its public methods (``prepare``,
+``check_scopes``, ``decide``, ``row``, ``rows_for``), never its steps' internals.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import fastjsonschema
 
 from toolhost._model import host_reasons as core_messages
-from toolhost._model.artifacts import ArtifactOrigin
 from toolhost._model.context import Principal, ToolCallable, ToolExecutionContext
-from toolhost._model.digest import argument_digest, canonical_json
+from toolhost._model.digest import canonical_json
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.outcome import (
     FailureInfo,
     Outcome,
     OutcomeStatus,
     ToolFailure,
-    ToolOutput,
-    ToolValidationError,
     failure_kind_of,
 )
-from toolhost._model.runs import CancellationEvent, Run
+from toolhost._model.runs import CancellationEvent, Run, ToolCall
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape
+from toolhost._pipeline import steps
 from toolhost._pipeline.artifacts import RunArtifactWriter
-from toolhost._pipeline.excerpt import excerpt
-from toolhost._pipeline.execution import Cancelled, DeadlineExceeded, run_tool
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.policy import Policy, PolicyAction, PolicyDecision
 from toolhost._ports.artifacts import ArtifactStore
 from toolhost._ports.clock import Clock
 from toolhost._ports.invocations import InvocationStore
-from toolhost._registration.refusals import HARD_OUTPUT_CEILING, Registered
-from toolhost._registration.registry import Registry, UnknownTool, UnknownVersion
+from toolhost._registration.refusals import Registered
+from toolhost._registration.registry import Registry
 
-__all__ = [
-    "InvocationStateError",
-    "Pipeline",
-    "ToolCall",
-    "call_deadline",
-    "check_enabled",
-    "check_scopes",
-    "clamp_trust",
-    "decide_policy",
-    "digest_arguments",
-    "limit_output",
-    "render_failure",
-    "resolve",
-    "validate_arguments",
-    "validate_output",
-]
-
-
-@attrs.frozen
-class ToolCall:
-    """One call the model made in a step."""
-
-    name: str
-    arguments: Any
-    version: str | None = None
+__all__ = ["InvocationStateError", "Pipeline", "ToolCall"]
 
 
 class InvocationStateError(Exception):
     """approve/deny on an invocation that is not awaiting approval."""
-
-
-class _Refused(Exception):
-    """Internal: a step ended the invocation with this failure."""
-
-    def __init__(self, failure: ToolFailure, artifacts: Sequence[Mapping[str, Any]] = ()) -> None:
-        self.failure = failure
-        self.artifacts = tuple(artifacts)
-
-
-# ---------------------------------------------------------------------- step 1: resolve
-
-
-def resolve(registry: Registry, name: str, version: str | None) -> Registered:
-    """Unversioned → latest active, pinned → exact."""
-    try:
-        return registry.resolve(name, version)
-    except UnknownTool:
-        raise _Refused(ToolFailure(core_messages.UNKNOWN_TOOL, detail={"tool": name})) from None
-    except UnknownVersion:
-        raise _Refused(
-            ToolFailure(core_messages.UNKNOWN_VERSION, detail={"tool": name, "version": version})
-        ) from None
-
-
-# ---------------------------------------------------------------------- step 2: enabled
-
-
-def check_enabled(run: Run, registered: Registered) -> None:
-    """The run's enabled_tools, or the default roster when it names none."""
-    if run.enabled_tools is None:
-        enabled = registered.tool.default_enabled
-    else:
-        enabled = registered.spec.name in run.enabled_tools
-    if not enabled:
-        raise _Refused(ToolFailure(core_messages.NOT_ENABLED, detail={"run": run.id}))
-
-
-# ---------------------------------------------------------------------- step 3: scopes
-
-
-def check_scopes(principal: Principal, registered: Registered) -> None:
-    missing = sorted(set(registered.spec.required_scopes) - principal.scopes)
-    if missing:
-        raise _Refused(ToolFailure(core_messages.MISSING_SCOPE, detail={"missing": missing}))
-
-
-# ---------------------------------------------------------------------- step 4: validate
-
-
-def validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any]:
-    """Validate against input_schema and apply defaults (on a copy: the caller's is untouched).
-
-    A failed rule the tool maps to a reason of its own (``Reason(schema_rules=...)``) fails
-    with that reason; every other failure is the host's one validation failure.
-    """
-    if not isinstance(arguments, Mapping):
-        raise _Refused(ToolValidationError(detail={"problem": "arguments are not an object"}))
-    data = copy.deepcopy(dict(arguments))
-    try:
-        registered.validate_input(data)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        detail = {"problem": exc.message, "rule": exc.rule}
-        pointer = "".join(f"/{part}" for part in (exc.path or [])[1:])
-        code = registered.schema_reasons.get((pointer, str(exc.rule)))
-        failure = ToolValidationError(detail=detail) if code is None else ToolFailure(
-            code, detail=detail)
-        raise _Refused(failure) from None
-    return data
-
-
-def digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
-    """The digest an approval binds to; the last check of step 4.
-
-    A lone surrogate is a valid Python str but not text: it has no UTF-8 form, so it could be
-    neither digested, stored nor handed on. It is an argument error, found here by the one
-    encoding of the arguments the pipeline makes.
-    """
-    try:
-        return argument_digest(registered.spec.name, registered.spec.version, data)
-    except (UnicodeEncodeError, ValueError, TypeError):
-        raise _Refused(
-            ToolValidationError(detail={"problem": "arguments are not encodable as UTF-8 JSON"})
-        ) from None
-
-
-# ---------------------------------------------------------------------- step 5: policy
-
-
-def decide_policy(policy: Policy, registered: Registered) -> PolicyDecision:
-    return policy.decide(registered.spec.side_effect, registered.spec.risk)
-
-
-# ---------------------------------------------------------------------- steps 8-9: execute
-
-
-def call_deadline(registered: Registered, run_deadline: float | None, now: float) -> float:
-    """This call's deadline, a monotonic instant: min(now + timeout_s, the run's deadline)."""
-    deadline = now + float(registered.spec.timeout_s)
-    return deadline if run_deadline is None else min(deadline, run_deadline)
-
-
-def _timeout_retryable(registered: Registered) -> bool:
-    # A timed-out call may have done its work; repeating it is safe only when repetition is.
-    return registered.spec.idempotency in (Idempotency.READ_ONLY, Idempotency.IDEMPOTENT)
-
-
-async def execute(
-    registered: Registered,
-    tool: ToolCallable,
-    arguments: Mapping[str, Any],
-    context: ToolExecutionContext,
-    call: CancellationEvent,
-    run: Run,
-    timeout: float,
-) -> Any:
-    try:
-        return await run_tool(
-            tool, arguments, context,
-            timeout=timeout, call=call, run=run.cancellation,
-        )
-    except DeadlineExceeded:
-        raise _Refused(
-            ToolFailure(core_messages.DEADLINE, detail={"timeout_s": registered.spec.timeout_s},
-                        retryable=_timeout_retryable(registered))
-        ) from None
-    except Cancelled:
-        raise _Refused(ToolFailure(core_messages.RUN_CANCELLED)) from None
-    except WorkspaceEscape as escape:
-        # Step 9: one shape and one message for every workspace tool's rejected path.
-        raise _Refused(ToolValidationError(detail={"workspace": escape.reason})) from None
-    except ToolFailure as failure:
-        if failure.reason_code in registered.tool.reason_codes:
-            raise _Refused(failure) from None
-        raise _Refused(
-            ToolFailure(
-                core_messages.INTERNAL_UNDECLARED,
-                detail={"reason_code": failure.reason_code, "detail": dict(failure.detail)},
-            )
-        ) from None
-    except Exception as exc:  # the model gets the static message; operators the detail
-        raise _unexpected(exc) from None
-
-
-def _unexpected(exc: Exception) -> _Refused:
-    return _Refused(
-        ToolFailure(
-            core_messages.INTERNAL_UNEXPECTED,
-            detail={"exception": type(exc).__name__, "error": str(exc)},
-        )
-    )
-
-
-def build_tool(build: Callable[[Registered], ToolCallable], registered: Registered) -> (
-    ToolCallable
-):
-    """A tool whose factory raises (a missing credential, say) fails as INTERNAL."""
-    try:
-        return build(registered)
-    except Exception as exc:
-        raise _unexpected(exc) from None
-
-
-# ---------------------------------------------------------------------- step 10: output
-
-
-def validate_output(registered: Registered, output: object) -> ToolOutput:
-    problem = None
-    if not isinstance(output, ToolOutput):
-        problem = "not a ToolOutput"
-    elif not isinstance(output.content, str):
-        problem = "content is not text"
-    elif output.output_trust is not None and not isinstance(output.output_trust, Trust):
-        problem = "output_trust is not a Trust member"
-    else:
-        try:
-            # Output validators never apply defaults, so no defensive copy is needed.
-            registered.validate_output(output.structured)
-        except (fastjsonschema.JsonSchemaValueException, TypeError, ValueError) as exc:
-            problem = str(exc)
-    if problem is not None or not isinstance(output, ToolOutput):
-        raise _Refused(ToolFailure(core_messages.OUTPUT_SCHEMA, detail={"problem": problem}))
-    return output
-
-
-# ---------------------------------------------------------------------- step 11: trust
-
-
-def clamp_trust(declared: Trust, returned: Trust | None) -> Trust:
-    """Effective trust is the lower of the spec's and the result's: a tool may only lower it."""
-    return declared if returned is None else Trust.lower(declared, returned)
-
-
-# ---------------------------------------------------------------------- step 12: size
-
-
-@attrs.frozen
-class _Shaped:
-    content: str
-    structured: Mapping[str, Any] | None
-    artifacts: tuple[Mapping[str, Any], ...] = ()
-    truncated: bool = False
-
-
-def limit_output(
-    registered: Registered,
-    output: ToolOutput,
-    trust: Trust,
-    writer: RunArtifactWriter,
-    invocation_id: str,
-) -> _Shaped:
-    """Within maximum_output_bytes: unchanged. Over it: excerpt plus the whole as an artifact.
-    Over the hard ceiling: OUTPUT_TOO_LARGE, with the partial output artifactized."""
-    content = output.content.encode("utf-8")
-    structured = canonical_json(dict(output.structured))
-    size = max(len(content), len(structured))
-    limit = registered.spec.maximum_output_bytes
-    if size <= limit:
-        return _Shaped(output.content, dict(output.structured))
-    name = f"{registered.spec.name}-{invocation_id}"
-    if size > HARD_OUTPUT_CEILING:
-        partial = writer.write(
-            origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE, name=f"{name}.partial.txt",
-            media_type="text/plain; charset=utf-8", content=content[:HARD_OUTPUT_CEILING],
-            trust=trust,
-        )
-        raise _Refused(
-            ToolFailure(core_messages.HARD_CEILING, detail={"bytes": size}),
-            artifacts=[attrs.asdict(partial)],
-        )
-    whole = writer.write(
-        origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE, name=f"{name}.json",
-        media_type="application/json",
-        content=canonical_json({"content": output.content, "structured": output.structured}),
-        trust=trust,
-    )
-    text = excerpt(output.content, limit, whole.id, whole.checksum)
-    return _Shaped(text, None, (attrs.asdict(whole),), truncated=True)
-
-
-# ---------------------------------------------------------------------- rendering
-
-
-def render_failure(messages: Mapping[str, str], failure: ToolFailure) -> FailureInfo:
-    """The model-facing failure: the static table entry, byte for byte, never the detail."""
-    return FailureInfo(
-        kind=failure_kind_of(failure.reason_code),
-        reason_code=failure.reason_code,
-        message=messages[failure.reason_code],
-        retryable=failure.retryable,
-        detail=dict(failure.detail),
-    )
 
 
 _STATUS = {
@@ -387,60 +119,101 @@ class Pipeline:
     async def invoke(
         self, run: Run, name: str, arguments: Any, *, version: str | None = None
     ) -> Outcome:
+        """One call through the thirteen steps: exactly one row, and its ``Outcome``."""
         invocation_id = self._new_id()
         log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=name)
         created = self.clock.now()
         registered: Registered | None = None
         try:
-            registered = resolve(self.registry, name, version or run.pins.get(name))
+            registered = steps.resolve(self.registry, name, version or run.pins.get(name))  # 1
             log.debug("pipeline.resolve", step=1, version=registered.spec.version)
-            check_enabled(run, registered)
+            steps.check_enabled(run, registered)  # 2
             log.debug("pipeline.enabled", step=2)
-            check_scopes(run.principal, registered)
+            steps.check_scopes(run.principal, registered)  # 3
             log.debug("pipeline.scopes", step=3)
-            data = validate_arguments(registered, arguments)
-            digest = digest_arguments(registered, data)
+            prepared = steps.prepare(registered, arguments)  # 4
             log.debug("pipeline.validate", step=4)
-        except _Refused as refused:
-            return self._fail_before_running(
-                run, invocation_id, name, registered, arguments, created, refused, log
-            )
-        spec = registered.spec
-        decision = decide_policy(self.policy, registered)
+        except ToolFailure as failure:
+            return self._persist_refusal(  # 13
+                run, invocation_id, name, registered, arguments, created, failure, log)
+        decision = steps.decide_policy(self.policy, registered)  # 5
         log.debug("pipeline.policy", step=5, action=decision.action.value, rule=decision.rule)
-        record = InvocationRecord(
-            id=invocation_id, run_id=run.id, principal_id=run.principal.id,
-            scopes=tuple(sorted(run.principal.scopes)), conversation_id=run.conversation_id,
-            tool_name=spec.name, tool_version=spec.version, arguments=data,
-            argument_digest=digest,
-            state=InvocationState.RUNNING, policy=decision.to_json(), created_at=created,
-            started_at=created,
-        )
+        record = _running_record(invocation_id, run, prepared, decision, created)
         if decision.action is PolicyAction.DENY:
-            denied = attrs.evolve(
-                record, state=InvocationState.DENIED, decided_at=created, finished_at=created,
-                started_at=None)
-            self.invocations.insert(denied)
-            log.info("pipeline.denied", step=5, rule=decision.rule)
-            return self._outcome(denied)
+            return self._deny_by_policy(record, decision, log)  # 5
         if decision.action is PolicyAction.REQUIRE_APPROVAL:
-            # Step 6: a pause, not a result. The row is durable, so it survives a restart.
-            paused = attrs.evolve(record, state=InvocationState.AWAITING_APPROVAL, started_at=None)
-            self.invocations.insert(paused)
-            log.info("pipeline.awaiting_approval", step=6, digest=record.argument_digest)
-            return self._outcome(paused)
+            return self._pause(record, log)  # 6
         # A call that changes anything is recorded as running before it runs, so a crash
         # mid-call leaves evidence; a read-only call's row is written once, at step 13.
-        inserted = spec.idempotency is not Idempotency.READ_ONLY
+        inserted = registered.spec.idempotency is not Idempotency.READ_ONLY
         if inserted:
             self.invocations.insert(record)
-        return await self._run_and_persist(run, registered, record, log, inserted=inserted)
+        return await self._execute_and_persist(run, registered, record, log,  # 8 to 13
+                                               inserted=inserted)
 
-    def _fail_before_running(
-        self, run: Run, invocation_id: str, name: str, registered: Registered | None,
-        arguments: Any, created: Any, refused: _Refused, log: Any,
+    def _deny_by_policy(self, record: InvocationRecord, decision: PolicyDecision,
+                        log: Any) -> Outcome:
+        """Step 5's deny cell: the row ends ``denied``, a decision rendered, not a result."""
+        created = record.created_at
+        denied = attrs.evolve(record, state=InvocationState.DENIED, decided_at=created,
+                              finished_at=created, started_at=None)
+        self.invocations.insert(denied)
+        log.info("pipeline.denied", step=5, rule=decision.rule)
+        return self._outcome(denied)
+
+    def _pause(self, record: InvocationRecord, log: Any) -> Outcome:
+        """Step 6: a pause, not a result. The row is durable, so it survives a restart."""
+        paused = attrs.evolve(record, state=InvocationState.AWAITING_APPROVAL, started_at=None)
+        self.invocations.insert(paused)
+        log.info("pipeline.awaiting_approval", step=6, digest=record.argument_digest)
+        return self._outcome(paused)
+
+    async def _execute_and_persist(
+        self, run: Run, registered: Registered, record: InvocationRecord, log: Any,
+        *, inserted: bool = True,
     ) -> Outcome:
-        info = render_failure(self.messages, refused.failure)
+        """Steps 8 to 13 for a ``running`` record (already a row unless ``inserted`` is False)."""
+        writer = RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
+                                   principal_id=run.principal.id)
+        # Each call has its own cancellation: set when the run's is, and at its deadline.
+        call = CancellationEvent()
+        context = ToolExecutionContext(
+            run_id=run.id, principal=run.principal,
+            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
+            artifacts=writer,
+            deadline=steps.call_deadline(registered, run.deadline, self._monotonic()),
+            cancellation=call, conversation_id=run.conversation_id, user_turn=run.user_turn,
+        )
+        try:
+            tool = steps.build_tool(self._build, registered)  # 8
+            try:
+                raw = await steps.execute(registered, tool, record.arguments, context, call, run,
+                                          context.deadline - self._monotonic())  # 8
+            except WorkspaceEscape as escape:
+                raise steps.workspace_escape(escape) from None  # 9
+            log.debug("pipeline.execute", step=8)
+            output = steps.validate_output(registered, raw)  # 10
+            log.debug("pipeline.output", step=10)
+            trust = steps.clamp_trust(registered.spec.output_trust, output.output_trust)  # 11
+            log.debug("pipeline.trust", step=11, trust=trust.value)
+            shaped = steps.limit_output(registered, output, trust, writer, record.id)  # 12
+            log.debug("pipeline.size", step=12, truncated=shaped.truncated)
+        except ToolFailure as failure:
+            return self._persist_failure(record, failure, log, inserted=inserted)  # 13
+        except Exception as exc:
+            # A fault of the host's own after the tool ran (the artifact store's disk, say):
+            # the row is still finished, never left running.
+            return self._persist_failure(record, steps.unexpected(exc), log, inserted=inserted)
+        return self._persist_success(record, trust, shaped, log, inserted=inserted)  # 13
+
+    # ------------------------------------------------------------------ step 13: persist
+
+    def _persist_refusal(
+        self, run: Run, invocation_id: str, name: str, registered: Registered | None,
+        arguments: Any, created: Any, failure: ToolFailure, log: Any,
+    ) -> Outcome:
+        """Step 13 for a call a step from 1 to 4 refused: its one row, written ``failed``."""
+        info = steps.render_failure(self.messages, failure)
         log.info("pipeline.failed", reason_code=info.reason_code, detail=dict(info.detail))
         record = InvocationRecord(
             id=invocation_id, run_id=run.id, principal_id=run.principal.id,
@@ -454,38 +227,10 @@ class Pipeline:
         self.invocations.insert(record)
         return self._outcome(record)
 
-    async def _run_and_persist(
-        self, run: Run, registered: Registered, record: InvocationRecord, log: Any,
+    def _persist_success(
+        self, record: InvocationRecord, trust: Trust, shaped: steps.Shaped, log: Any,
         *, inserted: bool = True,
     ) -> Outcome:
-        """Steps 8 to 13 for a ``running`` record (already a row unless ``inserted`` is False)."""
-        writer = RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
-                                principal_id=run.principal.id)
-        # Each call has its own cancellation: set when the run's is, and at its deadline.
-        call = CancellationEvent()
-        context = ToolExecutionContext(
-            run_id=run.id, principal=run.principal,
-            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
-            artifacts=writer, deadline=call_deadline(registered, run.deadline, self._monotonic()),
-            cancellation=call, conversation_id=run.conversation_id, user_turn=run.user_turn,
-        )
-        try:
-            tool = build_tool(self._build, registered)
-            raw = await execute(registered, tool, record.arguments, context, call, run,
-                                context.deadline - self._monotonic())
-            log.debug("pipeline.execute", step=8)
-            output = validate_output(registered, raw)
-            log.debug("pipeline.output", step=10)
-            trust = clamp_trust(registered.spec.output_trust, output.output_trust)
-            log.debug("pipeline.trust", step=11, trust=trust.value)
-            shaped = limit_output(registered, output, trust, writer, record.id)
-            log.debug("pipeline.size", step=12, truncated=shaped.truncated)
-        except _Refused as refused:
-            return self._persist_failure(record, refused, log, inserted=inserted)
-        except Exception as exc:
-            # A fault of the host's own after the tool ran (the artifact store's disk, say):
-            # the row is still finished, never left running.
-            return self._persist_failure(record, _unexpected(exc), log, inserted=inserted)
         fields = dict(
             result_structured=shaped.structured, result_content=shaped.content,
             output_trust=trust.value, artifact_refs=shaped.artifacts,
@@ -494,22 +239,24 @@ class Pipeline:
         return self._persist(record, InvocationState.SUCCEEDED, fields, inserted=inserted)
 
     def _persist_failure(
-        self, record: InvocationRecord, refused: _Refused, log: Any, *, inserted: bool = True,
+        self, record: InvocationRecord, failure: ToolFailure, log: Any, *, inserted: bool = True,
     ) -> Outcome:
-        info = render_failure(self.messages, refused.failure)
+        info = steps.render_failure(self.messages, failure)
         log.info("pipeline.failed", step=13, reason_code=info.reason_code,
                  detail=dict(info.detail))
+        # Step 12's OUTPUT_TOO_LARGE keeps the partial output it artifactized.
+        artifacts = failure.artifacts if isinstance(failure, steps.OutputTooLarge) else ()
         return self._persist(record, InvocationState.FAILED, dict(
             failure_kind=info.kind.value, reason_code=info.reason_code,
             retryable=info.retryable, failure_detail=dict(info.detail),
-            artifact_refs=refused.artifacts,
+            artifact_refs=artifacts,
         ), inserted=inserted)
 
     def _persist(
         self, record: InvocationRecord, state: InvocationState, fields: Mapping[str, Any],
         *, inserted: bool = True,
     ) -> Outcome:
-        """Step 13: the outcome lands on the row, once: only a ``running`` row may finish."""
+        """The outcome lands on the row, once: only a ``running`` row may finish."""
         final = attrs.evolve(record, state=state, finished_at=self.clock.now(), **fields)
         if not inserted:
             self.invocations.insert(final)
@@ -540,7 +287,7 @@ class Pipeline:
                 return False
         return True
 
-    # ------------------------------------------------------------------ approvals
+    # ------------------------------------------------------------------ step 7: approvals
 
     async def approve(
         self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None
@@ -552,8 +299,39 @@ class Pipeline:
         row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
         server whose client went away); by default nothing can.
         """
-        record = self.invocations.get(invocation_id)
+        started = self._start_approved(invocation_id, approver)
+        if isinstance(started, Outcome):
+            return started
+        record = started
         log = get_logger(invocation_id=invocation_id, run_id=record.run_id, tool=record.tool_name)
+        # Pinned, so exact: the version that paused. (A version no longer registered raises
+        # the registry's UnknownTool or UnknownVersion, as it always has.)
+        registered = self.registry.resolve(record.tool_name, record.tool_version)  # 1
+        try:
+            steps.bind_approval(registered, record)  # 7
+        except ToolFailure as failure:
+            log.error("pipeline.digest_mismatch", step=7)
+            return self._persist_failure(record, failure, log)  # 13
+        log.info("pipeline.approved", step=7, approver=approver)
+        # The resumed run is this row's run: same id and principal, a fresh deadline and
+        # cancellation (the original process may be gone), and an empty workspace: the one
+        # before the pause was a cache, discarded when the run paused.
+        workspace = self._workspace_for(record.run_id) if self._workspace_for else None
+        run = Run(
+            id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
+            conversation_id=record.conversation_id, workspace=workspace,
+            cancellation=cancellation if cancellation is not None else CancellationEvent(),
+        )
+        try:
+            return await self._execute_and_persist(run, registered, record, log)  # 8 to 13
+        finally:
+            if workspace is not None:
+                workspace.discard()
+
+    def _start_approved(self, invocation_id: str, approver: str) -> InvocationRecord | Outcome:
+        """Record the approval and take the row from ``approved`` to ``running``: the running
+        record when this caller won it, else the outcome to hand back as the row stands."""
+        record = self.invocations.get(invocation_id)
         if record.state is InvocationState.AWAITING_APPROVAL:
             self.invocations.transition(
                 invocation_id, expected={InvocationState.AWAITING_APPROVAL},
@@ -570,30 +348,7 @@ class Pipeline:
             started_at=self.clock.now(),
         ):
             return self._outcome(self.invocations.get(invocation_id))
-        record = self.invocations.get(invocation_id)
-        # Step 7: the approval binds to the digest of exactly these arguments.
-        if argument_digest(record.tool_name, str(record.tool_version),
-                           record.arguments) != record.argument_digest:
-            log.error("pipeline.digest_mismatch", step=7)
-            return self._persist_failure(record, _Refused(ToolFailure(
-                core_messages.DIGEST_MISMATCH,
-                detail={"problem": "arguments changed after approval"})), log)
-        registered = self.registry.resolve(record.tool_name, record.tool_version)
-        log.info("pipeline.approved", step=7, approver=approver)
-        # The resumed run is this row's run: same id and principal, a fresh deadline and
-        # cancellation (the original process may be gone), and an empty workspace: the one
-        # before the pause was a cache, discarded when the run paused.
-        workspace = self._workspace_for(record.run_id) if self._workspace_for else None
-        run = Run(
-            id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
-            conversation_id=record.conversation_id, workspace=workspace,
-            cancellation=cancellation if cancellation is not None else CancellationEvent(),
-        )
-        try:
-            return await self._run_and_persist(run, registered, record, log)
-        finally:
-            if workspace is not None:
-                workspace.discard()
+        return self.invocations.get(invocation_id)
 
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""
@@ -613,6 +368,33 @@ class Pipeline:
         get_logger(invocation_id=invocation_id, run_id=record.run_id).info(
             "pipeline.denied", step=7, approver=approver, reason=reason)
         return self._outcome(self.invocations.get(invocation_id))
+
+    # ------------------------------------------------------------------ for other callers
+
+    def check_scopes(self, principal: Principal, registered: Registered) -> None:
+        """Step 3 alone: raises the ``ToolFailure`` ``invoke`` would refuse the call with."""
+        steps.check_scopes(principal, registered)
+
+    def prepare(self, registered: Registered, arguments: Any) -> steps.Prepared:
+        """Step 4 alone: the validated arguments and the digest ``invoke`` would record (an
+        approval binds to it), or the ``ToolFailure`` it would refuse them with."""
+        return steps.prepare(registered, arguments)
+
+    def decide(self, registered: Registered) -> PolicyDecision:
+        """Step 5 alone: what the policy decides for calls of this tool."""
+        return steps.decide_policy(self.policy, registered)
+
+    def row(self, invocation_id: str) -> InvocationRecord:
+        """The invocation's row as it stands. Raises ``InvocationNotFound``."""
+        return self.invocations.get(invocation_id)
+
+    def rows_for(self, run_id: str, prepared: steps.Prepared) -> list[InvocationRecord]:
+        """The run's rows for exactly these prepared arguments (tool, version, digest), oldest
+        first: how a repeated call finds the row its first call left."""
+        return list(self.invocations.list(
+            run_id=run_id, tool_name=prepared.tool, tool_version=prepared.version,
+            argument_digest=prepared.digest,
+        ))
 
     def recorded(self, invocation_id: str) -> Outcome:
         """The outcome as its row records it."""
@@ -642,6 +424,20 @@ class Pipeline:
             truncated=status is OutcomeStatus.SUCCEEDED and record.result_structured is None,
             decision=record.policy,
         )
+
+
+def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,
+                    decision: PolicyDecision, created: Any) -> InvocationRecord:
+    """The row of a call that passed steps 1 to 5, as ``running``; the step-5 denial and the
+    step-6 pause evolve it into their own states."""
+    return InvocationRecord(
+        id=invocation_id, run_id=run.id, principal_id=run.principal.id,
+        scopes=tuple(sorted(run.principal.scopes)), conversation_id=run.conversation_id,
+        tool_name=prepared.tool, tool_version=prepared.version, arguments=prepared.arguments,
+        argument_digest=prepared.digest,
+        state=InvocationState.RUNNING, policy=decision.to_json(), created_at=created,
+        started_at=created,
+    )
 
 
 def _jsonable(value: Any) -> Any:

@@ -3,11 +3,15 @@
 Historical versions are active registrations. An unversioned lookup resolves the latest
 non-deprecated version (the latest deprecated one if every version is deprecated); a lookup
 that names a version resolves exactly that registration.
+
+The default roster (what a run that names no tools may call) is defined here once:
+``Registry.enabled`` is the rule the pipeline's step 2 applies, ``Registry.default_roster`` the
+names it admits, which ``toolhost tools --format`` and ``toolhost serve`` show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from toolhost._registration.refusals import Registered
 
@@ -63,3 +67,18 @@ class Registry:
                 raise UnknownVersion(f"{name}@{version}") from None
         active = [v for v in versions if not self._by_key[(name, v)].spec.deprecated]
         return self._by_key[(name, (active or versions)[-1])]
+
+    @staticmethod
+    def enabled(registered: Registered, enabled_tools: Collection[str] | None) -> bool:
+        """Pipeline step 2: a run that names its tools may call exactly those; one that names
+        none (``enabled_tools`` None) may call the default roster, every registration whose
+        tool is ``default_enabled``. Judged on the registration resolved for the call, so a
+        pinned version answers for itself."""
+        if enabled_tools is None:
+            return registered.tool.default_enabled
+        return registered.spec.name in enabled_tools
+
+    def default_roster(self) -> list[str]:
+        """The default roster, sorted: each name whose latest active version is enabled for a
+        run that names no tools."""
+        return [name for name in self.names() if self.enabled(self.resolve(name), None)]

@@ -1,0 +1,379 @@
+"""The pipeline's steps that need no store: one named function each, numbered as DESIGN §4.
+
+ 1 ``resolve``            name and version to a registration
+ 2 ``check_enabled``      the run's enabled_tools, or the default roster
+ 3 ``check_scopes``       required_scopes within the principal's
+ 4 ``prepare``            validate (defaults applied, schema rules mapped) and digest
+ 5 ``decide_policy``      the §5 matrix: allow, require approval or deny
+ 7 ``bind_approval``      (resume) the row's arguments still digest to the approved digest
+ 8 ``build_tool``, ``execute``  build the callable; run it under its deadline, cancellable
+ 9 ``workspace_escape``   WorkspaceEscape -> ToolValidationError
+10 ``validate_output``    the structured output against output_schema
+11 ``clamp_trust``        the lower of the spec's trust and the result's
+12 ``limit_output``       excerpt and artifactize, or OUTPUT_TOO_LARGE
+
+Steps 6 (pause) and 13 (persist) write the invocation row, so they are the ``Pipeline``'s own
+methods (``toolhost._pipeline.pipeline``), as is the step-5 denial.
+
+A step that ends the invocation raises ``ToolFailure``, the same public exception a tool body
+raises, carrying the reason code and the operator-only detail; the pipeline renders it from
+the message table and persists it. Step 12's OUTPUT_TOO_LARGE also carries the partial output
+it wrote as an artifact, so it is the small subclass ``OutputTooLarge``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import fastjsonschema
+
+from toolhost._model import host_reasons as core_messages
+from toolhost._model.artifacts import ArtifactOrigin, ArtifactRef
+from toolhost._model.context import Principal, ToolCallable, ToolExecutionContext
+from toolhost._model.digest import argument_digest, canonical_json
+from toolhost._model.invocations import InvocationRecord
+from toolhost._model.outcome import (
+    FailureInfo,
+    ToolFailure,
+    ToolOutput,
+    ToolValidationError,
+    failure_kind_of,
+)
+from toolhost._model.runs import CancellationEvent, Run
+from toolhost._model.spec import Idempotency, Trust
+from toolhost._model.workspace import WorkspaceEscape
+from toolhost._pipeline.artifacts import RunArtifactWriter
+from toolhost._pipeline.excerpt import excerpt
+from toolhost._pipeline.execution import Cancelled, DeadlineExceeded, run_tool
+from toolhost._pipeline.policy import Policy, PolicyDecision
+from toolhost._registration.refusals import HARD_OUTPUT_CEILING, Registered
+from toolhost._registration.registry import Registry, UnknownTool, UnknownVersion
+
+__all__ = [
+    "OutputTooLarge",
+    "Prepared",
+    "Shaped",
+    "bind_approval",
+    "build_tool",
+    "call_deadline",
+    "check_enabled",
+    "check_scopes",
+    "clamp_trust",
+    "decide_policy",
+    "execute",
+    "limit_output",
+    "prepare",
+    "render_failure",
+    "resolve",
+    "unexpected",
+    "validate_output",
+    "workspace_escape",
+]
+
+
+class OutputTooLarge(ToolFailure):
+    """Step 12's failure: OUTPUT_TOO_LARGE, with the partial output already artifactized."""
+
+    def __init__(self, size: int, artifacts: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(core_messages.HARD_CEILING, detail={"bytes": size})
+        self.artifacts = tuple(artifacts)
+
+
+def unexpected(exc: Exception) -> ToolFailure:
+    """INTERNAL_UNEXPECTED for an exception nobody declared: the model gets the static message,
+    operators the exception's type and text."""
+    return ToolFailure(
+        core_messages.INTERNAL_UNEXPECTED,
+        detail={"exception": type(exc).__name__, "error": str(exc)},
+    )
+
+
+# ---------------------------------------------------------------------- step 1: resolve
+
+
+def resolve(registry: Registry, name: str, version: str | None) -> Registered:
+    """Unversioned → latest active, pinned → exact."""
+    try:
+        return registry.resolve(name, version)
+    except UnknownTool:
+        raise ToolFailure(core_messages.UNKNOWN_TOOL, detail={"tool": name}) from None
+    except UnknownVersion:
+        raise ToolFailure(
+            core_messages.UNKNOWN_VERSION, detail={"tool": name, "version": version}
+        ) from None
+
+
+# ---------------------------------------------------------------------- step 2: enabled
+
+
+def check_enabled(run: Run, registered: Registered) -> None:
+    """The run's enabled_tools, or the default roster when it names none."""
+    if not Registry.enabled(registered, run.enabled_tools):
+        raise ToolFailure(core_messages.NOT_ENABLED, detail={"run": run.id})
+
+
+# ---------------------------------------------------------------------- step 3: scopes
+
+
+def check_scopes(principal: Principal, registered: Registered) -> None:
+    """required_scopes ⊆ the principal's scopes, else PERMISSION_DENIED (not retryable)."""
+    missing = sorted(set(registered.spec.required_scopes) - principal.scopes)
+    if missing:
+        raise ToolFailure(core_messages.MISSING_SCOPE, detail={"missing": missing})
+
+
+# ---------------------------------------------------------------------- step 4: validate
+
+
+@attrs.frozen
+class Prepared:
+    """Step 4's result: the arguments as validated (a copy, defaults applied) and the digest
+    an approval binds to, for exactly this tool and version."""
+
+    tool: str
+    version: str
+    arguments: dict[str, Any]
+    digest: str
+
+
+def prepare(registered: Registered, arguments: Any) -> Prepared:
+    """Step 4, the one place arguments are validated and digested: ``invoke`` records what it
+    returns, ``approve`` re-checks a paused row with it (step 7), and the MCP server finds a
+    repeated call's row by its digest."""
+    data = _validate_arguments(registered, arguments)
+    return Prepared(registered.spec.name, registered.spec.version, data,
+                    _digest_arguments(registered, data))
+
+
+def _validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any]:
+    """Validate against input_schema and apply defaults (on a copy: the caller's is untouched).
+
+    A failed rule the tool maps to a reason of its own (``Reason(schema_rules=...)``) fails
+    with that reason; every other failure is the host's one validation failure.
+    """
+    if not isinstance(arguments, Mapping):
+        raise ToolValidationError(detail={"problem": "arguments are not an object"})
+    data = copy.deepcopy(dict(arguments))
+    try:
+        registered.validate_input(data)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        detail = {"problem": exc.message, "rule": exc.rule}
+        pointer = "".join(f"/{part}" for part in (exc.path or [])[1:])
+        code = registered.schema_reasons.get((pointer, str(exc.rule)))
+        raise (ToolValidationError(detail=detail) if code is None
+               else ToolFailure(code, detail=detail)) from None
+    return data
+
+
+def _digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
+    """The digest an approval binds to; the last check of step 4.
+
+    A lone surrogate is a valid Python str but not text: it has no UTF-8 form, so it could be
+    neither digested, stored nor handed on. It is an argument error, found here by the one
+    encoding of the arguments the pipeline makes.
+    """
+    try:
+        return argument_digest(registered.spec.name, registered.spec.version, data)
+    except (UnicodeEncodeError, ValueError, TypeError):
+        raise ToolValidationError(
+            detail={"problem": "arguments are not encodable as UTF-8 JSON"}
+        ) from None
+
+
+# ---------------------------------------------------------------------- step 5: policy
+
+
+def decide_policy(policy: Policy, registered: Registered) -> PolicyDecision:
+    """The §5 matrix cell for the tool's side effect and risk, as the operator configured it."""
+    return policy.decide(registered.spec.side_effect, registered.spec.risk)
+
+
+# ---------------------------------------------------------------------- step 7: approval
+
+
+def bind_approval(registered: Registered, record: InvocationRecord) -> Prepared:
+    """An approval binds to the digest recorded at the pause (step 6).
+
+    The row's arguments are prepared again, exactly as step 4 prepared them; unless they
+    digest to the recorded digest they are not the arguments that were approved (the row was
+    changed after the pause), and the call ends with DIGEST_MISMATCH without running.
+    """
+    try:
+        prepared: Prepared | None = prepare(registered, record.arguments)
+    except ToolFailure:
+        prepared = None  # arguments that no longer validate were not the validated ones
+    if prepared is None or prepared.digest != record.argument_digest:
+        raise ToolFailure(core_messages.DIGEST_MISMATCH,
+                          detail={"problem": "arguments changed after approval"})
+    return prepared
+
+
+# ---------------------------------------------------------------------- steps 8-9: execute
+
+
+def call_deadline(registered: Registered, run_deadline: float | None, now: float) -> float:
+    """This call's deadline, a monotonic instant: min(now + timeout_s, the run's deadline)."""
+    deadline = now + float(registered.spec.timeout_s)
+    return deadline if run_deadline is None else min(deadline, run_deadline)
+
+
+def _timeout_retryable(registered: Registered) -> bool:
+    # A timed-out call may have done its work; repeating it is safe only when repetition is.
+    return registered.spec.idempotency in (Idempotency.READ_ONLY, Idempotency.IDEMPOTENT)
+
+
+def build_tool(build: Callable[[Registered], ToolCallable], registered: Registered) -> (
+    ToolCallable
+):
+    """Step 8 begins: a tool whose factory raises (a missing credential, say) fails as
+    INTERNAL."""
+    try:
+        return build(registered)
+    except Exception as exc:
+        raise unexpected(exc) from None
+
+
+async def execute(
+    registered: Registered,
+    tool: ToolCallable,
+    arguments: Mapping[str, Any],
+    context: ToolExecutionContext,
+    call: CancellationEvent,
+    run: Run,
+    timeout: float,
+) -> Any:
+    """Step 8: the tool's return value, unchecked (step 10 checks it).
+
+    A deadline, a cancellation, a declared ``ToolFailure`` and any other exception become the
+    failure the model reads; a ``WorkspaceEscape`` passes through untouched, for step 9.
+    """
+    try:
+        return await run_tool(
+            tool, arguments, context,
+            timeout=timeout, call=call, run=run.cancellation,
+        )
+    except DeadlineExceeded:
+        raise ToolFailure(core_messages.DEADLINE, detail={"timeout_s": registered.spec.timeout_s},
+                          retryable=_timeout_retryable(registered)) from None
+    except Cancelled:
+        raise ToolFailure(core_messages.RUN_CANCELLED) from None
+    except WorkspaceEscape:
+        raise
+    except ToolFailure as failure:
+        if failure.reason_code in registered.tool.reason_codes:
+            raise
+        raise ToolFailure(
+            core_messages.INTERNAL_UNDECLARED,
+            detail={"reason_code": failure.reason_code, "detail": dict(failure.detail)},
+        ) from None
+    except Exception as exc:  # the model gets the static message; operators the detail
+        raise unexpected(exc) from None
+
+
+def workspace_escape(escape: WorkspaceEscape) -> ToolFailure:
+    """Step 9: one shape and one message for every workspace tool's rejected path."""
+    return ToolValidationError(detail={"workspace": escape.reason})
+
+
+# ---------------------------------------------------------------------- step 10: output
+
+
+def validate_output(registered: Registered, output: object) -> ToolOutput:
+    """A ``ToolOutput`` with text content, a ``Trust`` (or none), and structured output that
+    matches output_schema; anything else is OUTPUT_INVALID."""
+    problem = None
+    if not isinstance(output, ToolOutput):
+        problem = "not a ToolOutput"
+    elif not isinstance(output.content, str):
+        problem = "content is not text"
+    elif output.output_trust is not None and not isinstance(output.output_trust, Trust):
+        problem = "output_trust is not a Trust member"
+    else:
+        try:
+            # Output validators never apply defaults, so no defensive copy is needed.
+            registered.validate_output(output.structured)
+        except (fastjsonschema.JsonSchemaValueException, TypeError, ValueError) as exc:
+            problem = str(exc)
+    if problem is not None or not isinstance(output, ToolOutput):
+        raise ToolFailure(core_messages.OUTPUT_SCHEMA, detail={"problem": problem})
+    return output
+
+
+# ---------------------------------------------------------------------- step 11: trust
+
+
+def clamp_trust(declared: Trust, returned: Trust | None) -> Trust:
+    """Effective trust is the lower of the spec's and the result's: a tool may only lower it."""
+    return declared if returned is None else Trust.lower(declared, returned)
+
+
+# ---------------------------------------------------------------------- step 12: size
+
+
+@attrs.frozen
+class Shaped:
+    """Step 12's result: what the row records and the model reads."""
+
+    content: str
+    structured: Mapping[str, Any] | None
+    artifacts: tuple[Mapping[str, Any], ...] = ()
+    truncated: bool = False
+
+
+def limit_output(
+    registered: Registered,
+    output: ToolOutput,
+    trust: Trust,
+    writer: RunArtifactWriter,
+    invocation_id: str,
+) -> Shaped:
+    """Within maximum_output_bytes: unchanged. Over it: excerpt plus the whole as an artifact.
+    Over the hard ceiling: OUTPUT_TOO_LARGE, with the partial output artifactized."""
+    content = output.content.encode("utf-8")
+    structured = canonical_json(dict(output.structured))
+    size = max(len(content), len(structured))
+    limit = registered.spec.maximum_output_bytes
+    if size <= limit:
+        return Shaped(output.content, dict(output.structured))
+    name = f"{registered.spec.name}-{invocation_id}"
+    if size > HARD_OUTPUT_CEILING:
+        partial = _capture(
+            writer, name=f"{name}.partial.txt", media_type="text/plain; charset=utf-8",
+            content=content[:HARD_OUTPUT_CEILING], trust=trust,
+        )
+        raise OutputTooLarge(size, [attrs.asdict(partial)])
+    whole = _capture(
+        writer, name=f"{name}.json", media_type="application/json",
+        content=canonical_json({"content": output.content, "structured": output.structured}),
+        trust=trust,
+    )
+    text = excerpt(output.content, limit, whole.id, whole.checksum)
+    return Shaped(text, None, (attrs.asdict(whole),), truncated=True)
+
+
+def _capture(writer: RunArtifactWriter, *, name: str, media_type: str, content: bytes,
+             trust: Trust) -> ArtifactRef:
+    """Write a TOOL_OUTPUT_CAPTURE artifact. The store is a port and steps signal with
+    ``ToolFailure``: one the store raised is a fault of the host's, never a step's verdict."""
+    try:
+        return writer.write(origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE, name=name,
+                            media_type=media_type, content=content, trust=trust)
+    except ToolFailure as exc:
+        raise unexpected(exc) from None
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def render_failure(messages: Mapping[str, str], failure: ToolFailure) -> FailureInfo:
+    """The model-facing failure: the static table entry, byte for byte, never the detail."""
+    return FailureInfo(
+        kind=failure_kind_of(failure.reason_code),
+        reason_code=failure.reason_code,
+        message=messages[failure.reason_code],
+        retryable=failure.retryable,
+        detail=dict(failure.detail),
+    )

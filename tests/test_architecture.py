@@ -1,0 +1,98 @@
+"""The folder tree is the architecture, and these tests keep it so.
+
+- Adapters (SQLite, the filesystem workspace, the system clock, the HTTP clients) are imported
+  only by the composition root and by other adapters: the host knows ports, never a backend.
+- Ports are Protocols only.
+- Value objects (``_model``) depend on no layer above them at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "host" / "toolhost"
+COMPOSITION_ROOT = PACKAGE / "_composition.py"
+ADAPTERS = PACKAGE / "_adapters"
+LAYERS_ABOVE_MODEL = ("_registration", "_pipeline", "_adapters", "_composition", "_cli", "_mcp",
+                      "_testing")
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imports(tree: ast.AST, *, runtime_only: bool = False) -> Iterator[tuple[int, str]]:
+    """Every ``toolhost...`` module a file imports; with ``runtime_only``, not the ones under
+    ``if TYPE_CHECKING:`` (annotations only)."""
+    skip: set[int] = set()
+    if runtime_only:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skip |= {id(n) for n in ast.walk(node)}
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            yield from ((node.lineno, n) for n in names if n.startswith("toolhost"))
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names
+                        if a.name.startswith("toolhost"))
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path.relative_to(PACKAGE)}:{line}"
+
+
+def test_only_the_composition_root_imports_an_adapter() -> None:
+    found = [
+        f"{_where(path, line)}: {name}"
+        for path in _modules()
+        if path != COMPOSITION_ROOT and ADAPTERS not in path.parents
+        for line, name in _imports(ast.parse(path.read_text()))
+        if name.startswith("toolhost._adapters")
+    ]
+    assert found == []
+
+
+def test_the_adapter_check_sees_an_adapter_import(tmp_path: Path) -> None:
+    probe = ast.parse("from toolhost._adapters.sqlite_db import connect\n"
+                      "import toolhost._adapters.system_clock\n")
+    assert [name for _, name in _imports(probe) if name.startswith("toolhost._adapters")] == [
+        "toolhost._adapters.sqlite_db", "toolhost._adapters.sqlite_db.connect",
+        "toolhost._adapters.system_clock"]
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "_ports").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_ports_are_protocols_only(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bases = {ast.unparse(b) for b in node.bases}
+            assert "Protocol" in bases, f"{path.name}: {node.name} is not a Protocol"
+        else:
+            assert isinstance(node, (ast.Import, ast.ImportFrom, ast.If, ast.Expr, ast.Assign)), (
+                f"{path.name}:{node.lineno}: a port module holds Protocols only")
+
+
+def test_value_objects_depend_on_no_layer_above_them() -> None:
+    found = [
+        f"{_where(path, line)}: {name}"
+        for path in sorted((PACKAGE / "_model").glob("*.py"))
+        for line, name in _imports(ast.parse(path.read_text()), runtime_only=True)
+        if name.split(".")[1] in LAYERS_ABOVE_MODEL
+    ]
+    assert found == []
+
+
+def test_the_tree_is_a_handful_of_folders_and_the_public_modules() -> None:
+    entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
+    assert entries == [
+        "__init__.py", "_adapters", "_cli", "_composition.py", "_mcp", "_model", "_pipeline",
+        "_ports", "_registration", "_testing", "hookspecs.py", "py.typed", "testing.py",
+    ]
