@@ -1,6 +1,7 @@
 """Sessions: one per plugin (host + that plugin alone, its tests, which include the
 conformance suite), the host's tests, the conformance suite's own tests, the documented example
-plugin, lint, typing, and the demo.
+plugin, lint, typing, and the demo; `ci` (the default) runs all but the demo in two concurrent
+streams.
 
 Plugins are discovered from plugins/*/pyproject.toml, so a new plugin gets its session by
 existing (templates/plugin, what a new plugin copies, is deliberately outside plugins/). Every
@@ -10,6 +11,10 @@ plugin team's CI would.
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -18,11 +23,38 @@ ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
 
-nox.options.sessions = ["lint", "typing", "host", "conformance", "plugin", "example"]
+#: What `nox` runs: every test session, in two concurrent streams (see `ci`).
+nox.options.sessions = ["ci"]
+#: The host's tests, the longest session, beside all the others: about the same length each.
+CI_STREAMS = (("host",), ("lint", "typing", "conformance", "plugin", "example"))
 nox.options.error_on_missing_interpreters = True
 # uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
 # installed, nox falls back to virtualenv and pip.
 nox.options.default_venv_backend = "uv|virtualenv"
+
+
+@nox.session(venv_backend="none")
+def ci(session: nox.Session) -> None:
+    """Every test session, as two `nox` processes at once (these machines have two cores and
+    the sessions are mostly one process each). Each stream's output is printed whole, in
+    order, when it ends, so the log reads as if they had run one after the other."""
+    failed = []
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(tempfile.TemporaryFile(mode="w+")) for _ in CI_STREAMS]
+        streams = [
+            subprocess.Popen([sys.executable, "-m", "nox", "-s", *names, *session.posargs],
+                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            for names, log in zip(CI_STREAMS, logs, strict=True)
+        ]
+        for names, stream, log in zip(CI_STREAMS, streams, logs, strict=True):
+            stream.wait()
+            log.seek(0)
+            sys.stdout.write(log.read())
+            sys.stdout.flush()
+            if stream.returncode != 0:
+                failed.append(" ".join(names))
+    if failed:
+        session.error(f"failed: {'; '.join(failed)}")
 
 
 @nox.session
