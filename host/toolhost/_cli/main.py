@@ -12,20 +12,10 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
+from toolhost._cli import approvals
+from toolhost._cli.common import CommandError, load, print_json
 from toolhost._cli.exit_codes import ExitCode
-
-if TYPE_CHECKING:
-    from toolhost._composition import Host
-
-
-class CommandError(Exception):
-    """One line for the operator; the command exits with ``code``."""
-
-    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,19 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="the Milestone 1 run with a scripted fake model")
 
-    pending = sub.add_parser("pending", help="list invocations awaiting approval")
-    pending.add_argument("--json", action="store_true", help="print them as JSON")
-
-    approve = sub.add_parser("approve", help="approve a paused invocation and run it")
-    approve.add_argument("id", help="the invocation id `call` or `pending` printed")
-    approve.add_argument("--approver", default="operator", help="who approves (recorded)")
-    approve.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
-
-    deny = sub.add_parser("deny", help="deny a paused invocation")
-    deny.add_argument("id", help="the invocation id")
-    deny.add_argument("--reason", required=True, help="why (recorded, never shown the model)")
-    deny.add_argument("--approver", default="operator", help="who denies (recorded)")
-    deny.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
+    approvals.add_parsers(sub)
 
     serve = sub.add_parser("serve", help="serve the tools over the Model Context Protocol")
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
@@ -80,24 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load() -> Host:
-    from toolhost._composition import load_host
-    from toolhost._pipeline.policy import PolicyConfigError
-    from toolhost._registration.discovery import PluginError
-    from toolhost._registration.refusals import RegistrationRefused
-
-    try:
-        return load_host()
-    except (PluginError, RegistrationRefused, PolicyConfigError) as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-
-
 def cmd_tools(args: argparse.Namespace) -> int:
-    host = _load()
+    host = load()
     if args.format is not None:
         from toolhost._cli.catalog import export
 
@@ -113,7 +75,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     if args.json:
         from toolhost._model.convert import spec_to_json
 
-        _print_json(
+        print_json(
             [{**spec_to_json(r.spec), "distribution": r.distribution} for r in host.registry]
         )
         return ExitCode.OK
@@ -128,7 +90,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    host = _load()
+    host = load()
     dists = sorted({r.distribution for r in host.registry})
     print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
     return ExitCode.OK
@@ -139,7 +101,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         arguments = json.loads(args.args)
     except json.JSONDecodeError as exc:
         raise CommandError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    host = _load()
+    host = load()
     from toolhost._model import host_reasons as core_messages
 
     workspace = args.workspace
@@ -153,14 +115,14 @@ def cmd_call(args: argparse.Namespace) -> int:
     if outcome.paused:
         # stdout carries the id alone, so a script can approve what it just paused.
         if args.json:
-            _print_json(outcome.to_json())
+            print_json(outcome.to_json())
         else:
             print(outcome.invocation_id)
         print(f"toolhost: {args.name} awaits approval: toolhost approve {outcome.invocation_id}",
               file=sys.stderr)
         return ExitCode.PAUSED
     if args.json:
-        _print_json(outcome.to_json())
+        print_json(outcome.to_json())
     else:
         print(outcome.content)
     if outcome.failure is not None:
@@ -177,7 +139,7 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    host = _load()
+    host = load()
     if "math.calculate" not in host.registry.names():
         raise CommandError("the demo needs toolhost-math installed (pip install plugins/math)",
                            ExitCode.FAILED)
@@ -190,64 +152,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return ExitCode.OK if outcomes and all(o.ok for o in outcomes) else ExitCode.FAILED
 
 
-def _print_outcome(outcome: Any, as_json: bool) -> int:
-    if as_json:
-        _print_json(outcome.to_json())
-    else:
-        print(outcome.content)
-    return ExitCode.OK if outcome.ok or outcome.status.value == "denied" else ExitCode.FAILED
-
-
-def _decide(args: argparse.Namespace, action: str) -> int:
-    from toolhost._model.invocations import InvocationNotFound
-    from toolhost._pipeline.pipeline import InvocationStateError
-
-    host = _load()
-    try:
-        if action == "approve":
-            outcome = host.approve_sync(args.id, args.approver)
-        else:
-            outcome = host.pipeline.deny(args.id, args.approver, args.reason)
-    except InvocationNotFound:
-        raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
-                           ExitCode.FAILED) from None
-    except InvocationStateError as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
-    return _print_outcome(outcome, args.json)
-
-
-def cmd_approve(args: argparse.Namespace) -> int:
-    return _decide(args, "approve")
-
-
-def cmd_deny(args: argparse.Namespace) -> int:
-    return _decide(args, "deny")
-
-
-def cmd_pending(args: argparse.Namespace) -> int:
-    from toolhost._model.invocations import InvocationState
-
-    host = _load()
-    rows = [
-        {
-            "id": r.id,
-            "tool": r.tool_name,
-            "version": r.tool_version,
-            "argument_digest": r.argument_digest,
-            "created": r.created_at.isoformat(timespec="microseconds"),
-            "run_id": r.run_id,
-        }
-        for r in host.pipeline.invocations.list(state=InvocationState.AWAITING_APPROVAL)
-    ]
-    if args.json:
-        _print_json(rows)
-    else:
-        for row in rows:
-            print(f"{row['id']}  {row['tool']}@{row['version']}  {row['created']}  "
-                  f"{row['argument_digest']}")
-    return ExitCode.OK
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from toolhost._mcp import serve
@@ -255,7 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(
             f"serve needs the MCP extra: pip install 'toolhost-core[mcp]' ({exc})", ExitCode.FAILED
         ) from None
-    host = _load()
+    host = load()
     return serve(host, http=args.http, enable=args.enable)
 
 
@@ -264,9 +168,7 @@ _COMMANDS = {
     "check": cmd_check,
     "call": cmd_call,
     "demo": cmd_demo,
-    "pending": cmd_pending,
-    "approve": cmd_approve,
-    "deny": cmd_deny,
+    **approvals.COMMANDS,
     "serve": cmd_serve,
 }
 

@@ -1,0 +1,47 @@
+"""What every ``toolhost`` command shares: the one-line error, loading the host, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from toolhost._cli.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from toolhost._composition import Host
+
+__all__ = ["CommandError", "load", "print_json", "print_outcome"]
+
+
+class CommandError(Exception):
+    """One line for the operator; the command exits with ``code``."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def load() -> Host:
+    """The host over the installed plugins, or a CommandError with the refusal's one line."""
+    from toolhost._composition import load_host
+    from toolhost._pipeline.policy import PolicyConfigError
+    from toolhost._registration.discovery import PluginError
+    from toolhost._registration.refusals import RegistrationRefused
+
+    try:
+        return load_host()
+    except (PluginError, RegistrationRefused, PolicyConfigError) as exc:
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def print_outcome(outcome: Any, as_json: bool) -> int:
+    if as_json:
+        print_json(outcome.to_json())
+    else:
+        print(outcome.content)
+    return ExitCode.OK if outcome.ok or outcome.status.value == "denied" else ExitCode.FAILED
