@@ -83,9 +83,28 @@ def test_bad_input_is_one_clear_line_and_non_zero(args: list[str], stderr: str) 
 
 
 def test_arguments_that_are_not_an_object_are_a_validation_failure() -> None:
-    result = toolhost("call", "math.calculate", "--args", "[1]")
+    result = toolhost("call", "math.calculate", "--args", "[1]",
+                      env={"TOOLHOST_PLUGINS": FIRST_PARTY})
     assert result.returncode == 1
     assert result.stdout == "The arguments do not match the tool's input schema.\n"
+    assert result.stderr == 'toolhost: detail: {"problem": "arguments are not an object"}\n'
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_schema_failure_prints_the_operator_detail_on_stderr(as_json: bool) -> None:
+    # The model's text stays the static message; which rule failed is for the operator.
+    result = toolhost("call", "math.calculate", "--args", '{"expression": 17}',
+                      *(["--json"] if as_json else []), env={"TOOLHOST_PLUGINS": FIRST_PARTY})
+    assert result.returncode == 1
+    assert result.stderr == (
+        'toolhost: detail: {"problem": "data.expression must be string", "rule": "type"}\n')
+    if as_json:
+        data = json.loads(result.stdout)
+        assert (data["content"], data["reason_code"]) == (
+            "The arguments do not match the tool's input schema.", "tool.invalid_arguments.schema")
+        assert "detail" not in data and "must be string" not in result.stdout
+    else:
+        assert result.stdout == "The arguments do not match the tool's input schema.\n"
 
 
 def test_tools_lists_the_registry_and_json_round_trips() -> None:
@@ -119,14 +138,120 @@ def test_help_loads_no_plugin(tmp_path: Path) -> None:
 
 
 def test_a_broken_plugin_stops_the_start_with_one_line(tmp_path: Path) -> None:
-    install_fake_plugin(tmp_path / "site", "fake-broken", "fake_broken", "import nowhere_at_all\n")
+    install_fake_plugin(tmp_path / "site", "fake-broken", "fake_broken",
+                        "import os\nimport nowhere_at_all\n")
     result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-broken"}, site=tmp_path / "site")
     assert result.returncode == 1
     assert result.stderr == (
         "toolhost: plugin fake-broken: entry point fake_broken = fake_broken failed to import: "
-        "ModuleNotFoundError: No module named 'nowhere_at_all' (leave it out with "
-        "TOOLHOST_PLUGINS, or fix and reinstall it)\n"
+        "ModuleNotFoundError: No module named 'nowhere_at_all' at "
+        f"{tmp_path / 'site' / 'fake_broken.py'}:2 (leave it out with TOOLHOST_PLUGINS, or fix "
+        "and reinstall it)\n"
     )
+
+
+def test_version_prints_the_toolhost_core_version() -> None:
+    from importlib import metadata
+
+    result = toolhost("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, f"toolhost-core {metadata.version('toolhost-core')}\n", "")
+
+
+@pytest.mark.parametrize(
+    ("env", "default"),
+    [({"XDG_DATA_HOME": "/srv/xdg"}, "/srv/xdg/toolhost"),
+     ({"HOME": "/home/operator"}, "/home/operator/.local/share/toolhost")],
+)
+def test_help_names_the_settings_and_the_default_data_directory(
+    env: dict[str, str], default: str,
+) -> None:
+    full = {k: v for k, v in os.environ.items() if k != "XDG_DATA_HOME"} | env
+    result = subprocess.run([sys.executable, "-m", "toolhost._cli", "--help"], env=full,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    epilog = result.stdout[result.stdout.index("settings (environment):"):]
+    assert epilog.splitlines() == [
+        "settings (environment):",
+        "  TOOLHOST_DATA_DIR         the invocation records, artifacts and run workspaces",
+        f"                            (default: {default})",
+        "  TOOLHOST_PLUGINS          only these distributions' plugins load (comma-separated)",
+        "  TOOLHOST_PLUGINS_EXCLUDE  these distributions' plugins do not load (comma-separated)",
+        "  TOOLHOST_POLICY           tighten cells of the policy matrix (JSON)",
+        "  TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical",
+    ]
+
+
+@pytest.mark.parametrize("command", [["check"], ["call", "math.calculate", "--args", "{}"]])
+def test_an_unknown_log_level_is_one_line_and_exit_2(command: list[str]) -> None:
+    result = toolhost(*command, env={"TOOLHOST_LOG_LEVEL": "loud",
+                                     "TOOLHOST_PLUGINS": FIRST_PARTY})
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", "toolhost: TOOLHOST_LOG_LEVEL is 'loud', not a log level: set it to one of debug, "
+               "info, warning, error, critical (or leave it unset for warning)\n")
+
+
+@pytest.mark.parametrize("level", ["WARN", " Error ", "debug"])
+def test_log_levels_are_read_in_any_case(level: str) -> None:
+    result = toolhost("call", "math.calculate", "--args", '{"expression": "1"}',
+                      env={"TOOLHOST_LOG_LEVEL": level, "TOOLHOST_PLUGINS": FIRST_PARTY})
+    assert (result.returncode, result.stdout) == (0, "1\n")
+    assert_no_traceback(result)
+
+
+def test_exclude_leaves_one_plugin_out_after_the_allow_list() -> None:
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": FIRST_PARTY,
+                                    "TOOLHOST_PLUGINS_EXCLUDE": "Toolhost_Math"})
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, "ok: 1 tools registered from toolhost-system\n", "")
+
+
+def test_excluding_a_plugin_that_is_not_installed_is_one_line() -> None:
+    from importlib import metadata
+
+    from toolhost._model.settings import normalize_dist_name
+
+    installed = sorted({normalize_dist_name(ep.dist.name)
+                        for ep in metadata.entry_points(group="toolhost.plugins") if ep.dist})
+    result = toolhost("check", env={"TOOLHOST_PLUGINS_EXCLUDE": "toolhost-dmeo"})
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "toolhost: plugin toolhost-dmeo: TOOLHOST_PLUGINS_EXCLUDE names it, but no installed "
+        "distribution provides a toolhost.plugins entry point under that name (installed: "
+        f"{', '.join(installed)})\n")
+
+
+CLOCK_READING_PLUGIN = GOOD_PLUGIN + """
+import datetime as dt
+from time import time
+
+
+def stamp():
+    return dt.datetime.now()
+"""
+
+
+def test_check_refuses_a_plugin_that_reads_ambient_time(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    install_fake_plugin(site, "fake-clock", "fake_clock", CLOCK_READING_PLUGIN)
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-clock"}, site=site)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"toolhost: plugin fake-clock fails the determinism scan: {site / 'fake_clock.py'}:9: "
+        "from time import time (and 1 more): a tool reads the time from services.clock, never "
+        "the system's (leave the plugin out with TOOLHOST_PLUGINS_EXCLUDE=fake-clock, or fix "
+        "and reinstall it)\n")
+    assert_no_traceback(result)
+
+
+def test_check_scans_only_the_plugins_files(tmp_path: Path) -> None:
+    # A module beside the plugin that is not the plugin's own is not the plugin's concern.
+    site = tmp_path / "site"
+    install_fake_plugin(site, "fake-marker", "fake_marker", GOOD_PLUGIN)
+    (site / "unrelated.py").write_text("import datetime\ndatetime.datetime.now()\n")
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-marker"}, site=site)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, "ok: 0 tools registered from no plugins\n", "")
 
 
 MCP_PLUGIN = '''

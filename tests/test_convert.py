@@ -138,6 +138,7 @@ def test_an_invocation_row_on_exact_text() -> None:
         # Written as held: an invocation's instants come from the Clock, in UTC.
         "finished_at": "2026-07-25T15:03:11.482913+02:00",
         "decided_at": None,
+        "owner": None,
     }
 
 

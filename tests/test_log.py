@@ -50,3 +50,55 @@ def test_debug_is_filtered_at_info_and_output_is_json(stream: io.StringIO) -> No
 
 def test_the_processor_leaves_other_values_alone() -> None:
     assert redact_secrets(None, "info", {"a": 1, "b": ["x"]}) == {"a": 1, "b": ["x"]}
+
+
+# Credentials inside strings, in the forms a log line carries them (issue 10's concern). Each
+# case is the string before and after; the name or scheme stays, the credential goes.
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl"
+GITHUB = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # The scheme forms: a colon, URL and form encodings, a token with an underscore.
+    (f"Authorization: Bearer: {JWT}", f"Authorization: Bearer: {REDACTED}"),
+    (f"GET /cb?auth=Bearer%20{JWT}&x=1", f"GET /cb?auth=Bearer%20{REDACTED}&x=1"),
+    (f"auth=Bearer+{JWT}", f"auth=Bearer+{REDACTED}"),
+    (f"Bearer {GITHUB} sent", f"Bearer {REDACTED} sent"),
+    ("Authorization: Basic%20dXNlcjpwYXNz", f"Authorization: Basic%20{REDACTED}"),
+    ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
+     f"Authorization: Token {REDACTED}"),
+    (f"sent token {GITHUB}", f"sent token {REDACTED}"),
+    ("Token: abcdef", f"Token: {REDACTED}"),
+    # Query and form parameters.
+    ("GET https://api.example.invalid/v1/me?access_token=ya29.a0AfH6SMB&page=2",
+     f"GET https://api.example.invalid/v1/me?access_token={REDACTED}&page=2"),
+    ("POST /t body=grant_type=refresh&refresh_token=1//0gLx&client_secret=s3cr3t",
+     f"POST /t body=grant_type=refresh&refresh_token={REDACTED}&client_secret={REDACTED}"),
+    ("GET /v1?token=abc123#top", f"GET /v1?token={REDACTED}#top"),
+    ("GET /v1?api_key=k-1&apikey=k-2", f"GET /v1?api_key={REDACTED}&apikey={REDACTED}"),
+    # Headers written into a string, and a settings line.
+    ("sent x-api-key: sk-live-123 upstream", f"sent x-api-key: {REDACTED} upstream"),
+    ("X-API-Key:sk-live-123", f"X-API-Key:{REDACTED}"),
+    ('headers {"x-api-key": "sk-live-123", "accept": "*/*"}',
+     f'headers {{"x-api-key": "{REDACTED}", "accept": "*/*"}}'),
+    ("env OPENAI_API_KEY=sk-2 python run.py", f"env OPENAI_API_KEY={REDACTED} python run.py"),
+    ("password: hunter2", f"password: {REDACTED}"),
+])
+def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> None:
+    assert redact_secrets(None, "info", {"note": text}) == {"note": expected}
+    assert redact_secrets(None, "info", {"nested": [{"a": (text,)}]}) == {
+        "nested": [{"a": (expected,)}]}
+
+
+@pytest.mark.parametrize("text", [
+    "Token limit exceeded: 4096 tokens used of 4096",
+    "the tokenizer split the prompt into 12 tokens",
+    "max_tokens=512 input_tokens: 40 token_count: 7",
+    "no password was set; the secret store is empty",
+    "reading notes.md (1048576 bytes): sha256:2c26b46b68ffc68ff99b453c1d304134",
+    "GET https://example.invalid/search?q=token&page=2",
+    "Tokenization of the api key docs, the x-api-key header and access tokens",
+    "",
+])
+def test_ordinary_text_is_untouched(text: str) -> None:
+    assert redact_secrets(None, "info", {"note": text}) == {"note": text}

@@ -488,3 +488,37 @@ def test_an_approved_execution_can_be_cancelled_by_the_caller(tmp_path: Path) ->
     outcome = asyncio.run(scenario())
     assert outcome.failure and outcome.failure.kind is ToolFailureKind.CANCELLED
     assert h.pipeline.invocations.get(paused.invocation_id).state is InvocationState.FAILED
+
+
+# ------------------------------------------------------------------ step 12 off the loop
+
+
+def test_step_12_runs_off_the_event_loop(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The big output's artifact write is held until the small call has finished. With step 12
+    # on the event loop, the hold would stall the loop (the small call could not even start)
+    # until the bounded wait gave up, and the small call would finish after the big one.
+    entered, release = threading.Event(), threading.Event()
+    store = host.pipeline.artifacts
+    put_or_reuse = store.put_or_reuse
+
+    def held(**fields: Any) -> Any:
+        entered.set()
+        release.wait(timeout=5)
+        return put_or_reuse(**fields)
+
+    monkeypatch.setattr(store, "put_or_reuse", held)
+    run = run_for(host)
+
+    async def scenario() -> tuple[Any, bool, Any]:
+        big = asyncio.ensure_future(
+            host.invoke("fx.big", {"unit": "a", "count": 200_000}, run=run))
+        assert await asyncio.to_thread(entered.wait, 5)
+        small = await host.invoke("fx.echo", {"x": "small"}, run=run)
+        still_held = not big.done() and not release.is_set()
+        release.set()
+        return small, still_held, await big
+
+    small, still_held, big = asyncio.run(scenario())
+    assert small.ok and small.content == "small"
+    assert still_held  # the small call finished while the big output was being artifactized
+    assert big.ok and big.truncated and len(big.artifacts) == 1

@@ -188,3 +188,97 @@ def toolhost_tools(settings):
     return [Tool(SPEC, call=lambda arguments, context: None,
                  reasons=(Reason("tool.not_found.thing", "No such thing."),))]
 """
+
+
+def test_exclude_leaves_a_plugin_out_after_the_allow_list(site: Path) -> None:
+    install_fake_plugin(site, "fake-good", "fake_good", GOOD_PLUGIN)
+    install_fake_plugin(site, "fake-broken", "fake_broken", "raise ImportError('nope')\n")
+    both = {"TOOLHOST_PLUGINS": "fake-good,fake-broken"}
+    settings = Settings(env={**both, "TOOLHOST_PLUGINS_EXCLUDE": " Fake_Broken ,"})
+    assert [s.distribution for s in discover(settings)] == ["fake-good"]
+    # Without an allow-list: every installed plugin but the excluded one.
+    loaded = {s.distribution for s in discover(
+        Settings(env={"TOOLHOST_PLUGINS_EXCLUDE": "fake-broken"}))}
+    assert "fake-good" in loaded and "fake-broken" not in loaded
+
+
+def test_excluding_a_distribution_that_is_not_installed_is_an_error(site: Path) -> None:
+    install_fake_plugin(site, "fake-good", "fake_good", GOOD_PLUGIN)
+    settings = Settings(env={"TOOLHOST_PLUGINS": "fake-good",
+                             "TOOLHOST_PLUGINS_EXCLUDE": "fake-goood"})
+    with pytest.raises(PluginError) as info:
+        discover(settings)
+    assert str(info.value).startswith(
+        "plugin fake-goood: TOOLHOST_PLUGINS_EXCLUDE names it, but no installed distribution "
+        "provides a toolhost.plugins entry point under that name (installed: ")
+    assert "fake-good" in str(info.value)
+
+
+def _import_error(site: Path, dist: str, module: str, source: str) -> str:
+    install_fake_plugin(site, dist, module, source)
+    with pytest.raises(PluginError) as info:
+        discover(only(dist))
+    return str(info.value)
+
+
+def test_an_import_error_names_the_plugin_line_that_raised(site: Path) -> None:
+    # The last frame inside the plugin: the line that called the library that raised.
+    message = _import_error(site, "fake-deep", "fake_deep", (
+        "import json\n"
+        "\n"
+        "def settings():\n"
+        "    return json.loads('{')\n"
+        "\n"
+        "SETTINGS = settings()\n"
+    ))
+    assert message == (
+        "plugin fake-deep: entry point fake_deep = fake_deep failed to import: JSONDecodeError: "
+        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1) at "
+        f"{site / 'fake_deep.py'}:4 (leave it out with TOOLHOST_PLUGINS, or fix and reinstall it)"
+    )
+
+
+def test_a_syntax_error_names_the_file_and_line(site: Path) -> None:
+    message = _import_error(site, "fake-syntax", "fake_syntax", "X = 1\ndef f(:\n    pass\n")
+    assert message.startswith(
+        "plugin fake-syntax: entry point fake_syntax = fake_syntax failed to import: "
+        "SyntaxError: ")
+    assert message.endswith(
+        f" at {site / 'fake_syntax.py'}:2 (leave it out with TOOLHOST_PLUGINS, or fix and "
+        "reinstall it)")
+
+
+def test_an_import_error_in_a_submodule_names_the_submodule(site: Path) -> None:
+    package = site / "fake_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from fake_pkg import tools\n")
+    (package / "tools.py").write_text("VALUE = 1\nBROKEN = {}['missing']\n")
+    info = site / "fake_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[toolhost.plugins]\nplugin = fake_pkg\n")
+    with pytest.raises(PluginError) as error:
+        discover(only("fake-pkg"))
+    assert str(error.value) == (
+        "plugin fake-pkg: entry point plugin = fake_pkg failed to import: KeyError: 'missing' at "
+        f"{package / 'tools.py'}:2 (leave it out with TOOLHOST_PLUGINS, or fix and reinstall it)"
+    )
+
+
+def test_source_files_are_the_plugins_own_package_or_module(site: Path) -> None:
+    from toolhost._registration.discovery import source_files
+
+    install_fake_plugin(site, "fake-good", "fake_good", GOOD_PLUGIN)
+    package = site / "fake_pkg"
+    (package / "tools").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "tools" / "__init__.py").write_text("")
+    (package / "tools" / "plugin.py").write_text(GOOD_PLUGIN)
+    info = site / "fake_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[toolhost.plugins]\nplugin = fake_pkg.tools.plugin\n")
+    sources = discover(only("fake-good,fake-pkg"))
+    # A module plugin is its file; a plugin inside a package is the whole top-level package.
+    assert source_files(sources) == {"fake-good": [site / "fake_good.py"],
+                                     "fake-pkg": [package]}

@@ -63,3 +63,22 @@ def test_malformed_configuration_is_one_clear_error(raw: str) -> None:
 
 def test_no_configuration_is_the_default() -> None:
     assert policy_from_settings({}) == Policy()
+
+
+def test_a_decision_of_an_overridden_external_write_cell_names_the_override() -> None:
+    policy = policy_from_settings({
+        "TOOLHOST_POLICY": '{"EXTERNAL_WRITE/LOW": "allow", "CODE_EXECUTION/MEDIUM": "allow", '
+                           '"EXTERNAL_WRITE/HIGH": "deny"}',
+        "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1",
+    })
+    assert policy.decide(SideEffect.EXTERNAL_WRITE, Risk.LOW).to_json() == {
+        "action": "allow", "rule": "EXTERNAL_WRITE/LOW",
+        "override": "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE"}
+    # Only a cell the override loosened says so: not a tightened one, not another loosened one.
+    assert policy.decide(SideEffect.EXTERNAL_WRITE, Risk.HIGH).to_json() == {
+        "action": "deny", "rule": "EXTERNAL_WRITE/HIGH"}
+    assert policy.decide(SideEffect.EXTERNAL_WRITE, Risk.MEDIUM).to_json() == {
+        "action": "approval", "rule": "EXTERNAL_WRITE/MEDIUM"}
+    assert policy.decide(SideEffect.CODE_EXECUTION, Risk.MEDIUM).to_json() == {
+        "action": "allow", "rule": "CODE_EXECUTION/MEDIUM"}
+    assert Policy().decide(SideEffect.EXTERNAL_WRITE, Risk.LOW).override is None

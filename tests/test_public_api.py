@@ -19,6 +19,7 @@ import toolhost.testing
 ROOT = Path(__file__).resolve().parent.parent
 
 TOOLHOST_ALL = [
+    "HARD_OUTPUT_CEILING",
     "ArtifactOrigin",
     "ArtifactReader",
     "ArtifactRef",
@@ -61,6 +62,7 @@ TOOLHOST_ALL = [
     "WorkspaceIsDirectory",
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
+    "WorkspaceUnavailable",
     "WriteResult",
     "hookimpl",
     "sha256_checksum",

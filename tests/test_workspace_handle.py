@@ -4,6 +4,7 @@ outside the root is read or written. Each test fails if containment is loosened.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ from toolhost._model.workspace import (
     WorkspaceIsDirectory,
     WorkspaceNotDirectory,
     WorkspaceNotFound,
+    WorkspaceUnavailable,
 )
 
 SECRET = b"outside the root\n"
@@ -379,3 +381,201 @@ def test_an_edit_that_restores_size_and_mtime_still_loses_provenance(
     path.write_bytes(b"evil")  # same size
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime
     assert handle.provenance("a.md") is Provenance.UNKNOWN  # ctime moved
+
+
+# ------------------------------------------------------------------ reliability (issue 10)
+
+
+def _longest_prefix(name: str, limit: int) -> str:
+    """The longest prefix of ``name`` whose UTF-8 form fits in ``limit`` bytes."""
+    out = ""
+    for character in name:
+        if len((out + character).encode("utf-8")) > limit:
+            break
+        out += character
+    return out
+
+
+@pytest.mark.parametrize("name", [
+    "漢" * 80,  # 240 bytes: the issue's case
+    "漢" * 85,  # 255 bytes: NAME_MAX exactly
+    "a" + "漢" * 84,  # 253 bytes: a 200-byte cut falls inside a character
+    "é" * 127,  # 254 bytes, two-byte characters
+    "😀" * 63 + "abc",  # 255 bytes, four-byte characters
+], ids=["cjk-240", "cjk-255", "cut-inside", "two-byte", "four-byte"])
+def test_a_legal_multibyte_name_is_written_and_its_temp_name_fits(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch, name: str,
+) -> None:
+    """Defect 1: the temp name is bounded in bytes, never splitting a character."""
+    handle, _ = layout
+    assert len(name.encode("utf-8")) <= 255
+    temps: list[str] = []
+    real_open = os.open
+
+    def spy(path: str, flags: int, mode: int = 0o777, **kw: int | None) -> int:
+        if flags & os.O_CREAT:
+            temps.append(path)
+        return real_open(path, flags, mode, **kw)
+
+    monkeypatch.setattr(os, "open", spy)
+    result = handle.write(name, b"text")
+    monkeypatch.undo()
+    assert (result.path, result.byte_count, result.created) == (name, 4, True)
+    assert handle.read(name) == b"text"
+    [temp] = temps
+    assert len(temp.encode("utf-8")) <= 255
+    assert temp.startswith("." + _longest_prefix(name, 200) + ".")
+    assert sorted(os.listdir(handle.root)) == sorted(["inside.txt", name])
+
+
+def test_a_hard_link_to_a_file_outside_the_root_is_not_read(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    os.link(base / "secret", handle.root / "linked.txt")
+    with pytest.raises(WorkspaceEscape, match=r"^file has other hard links$"):
+        handle.read("linked.txt")
+    with pytest.raises(WorkspaceEscape, match=r"^file has other hard links$"):
+        list(handle.read_chunks("linked.txt"))
+    # A write replaces the name inside the root; the file outside is untouched.
+    handle.write("linked.txt", b"mine")
+    assert (base / "secret").read_bytes() == SECRET
+    assert handle.read("linked.txt") == b"mine"
+
+
+def _fail_on(monkeypatch: pytest.MonkeyPatch, name: str, code: int,
+             when: object = lambda *a, **k: True) -> None:
+    real = getattr(os, name)
+
+    def failing(*args: object, **kwargs: object) -> object:
+        if when(*args, **kwargs):  # type: ignore[operator]
+            raise OSError(code, os.strerror(code))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, failing)
+
+
+def _creating(path: object, flags: int, *a: object, **k: object) -> bool:
+    return bool(flags & os.O_CREAT)
+
+
+@pytest.mark.parametrize(("where", "code", "error", "message"), [
+    ("write", errno.ENOSPC, WorkspaceUnavailable, "no space is left for the workspace"),
+    ("write", errno.EDQUOT, WorkspaceUnavailable, "no space is left for the workspace"),
+    ("fsync", errno.EIO, WorkspaceUnavailable, "the workspace could not be used (EIO)"),
+    ("open", errno.EMFILE, WorkspaceUnavailable, "too many files are open"),
+    ("open", errno.ENFILE, WorkspaceUnavailable, "too many files are open"),
+    ("open", errno.ENOSPC, WorkspaceUnavailable, "no space is left for the workspace"),
+    ("open", errno.EACCES, WorkspaceEscape, "a directory on the path is not writable"),
+    ("open", errno.EROFS, WorkspaceUnavailable, "the workspace is on a read-only filesystem"),
+    ("mkdir", errno.ENOSPC, WorkspaceUnavailable, "no space is left for the workspace"),
+    ("mkdir", errno.EACCES, WorkspaceEscape, "a directory on the path is not writable"),
+    ("rename", errno.ENOSPC, WorkspaceUnavailable, "no space is left for the workspace"),
+])
+def test_a_write_that_fails_leaves_nothing_and_says_why(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+    where: str, code: int, error: type[Exception], message: str,
+) -> None:
+    """EACCES, ENOSPC, EMFILE and the like: a workspace exception with one static reason, and
+    no directory or temp file left behind. ``a`` exists already; ``a/b/c`` is created."""
+    handle, base = layout
+    (handle.root / "a").mkdir()
+    before = snapshot(base)
+    inside = sorted(p.name for p in handle.root.rglob("*"))
+    if where == "mkdir":  # the second directory the write creates
+        _fail_on(monkeypatch, "mkdir", code, lambda name, *a, **k: name == "c")
+    elif where == "open":
+        _fail_on(monkeypatch, "open", code, _creating)
+    else:
+        _fail_on(monkeypatch, where, code)
+    with pytest.raises(error) as info:
+        handle.write("a/b/c/d.txt", b"data")
+    monkeypatch.undo()
+    assert info.value.args == (message,)
+    assert sorted(p.name for p in handle.root.rglob("*")) == inside  # b and c removed
+    assert snapshot(base) == before
+    # The handle still works afterwards.
+    handle.write("a/b/c/d.txt", b"data")
+    assert handle.read("a/b/c/d.txt") == b"data"
+
+
+def test_a_write_into_a_directory_it_may_not_write_is_refused_for_real(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    """A real EACCES (as nobody: root writes anywhere) is the workspace's refusal, not an
+    unexpected failure, and nothing is created."""
+    handle, _ = layout
+    (handle.root / "locked").mkdir()
+    (handle.root / "locked").chmod(0o755)
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to nobody")
+    for path in ("locked/x.txt", "locked/new/x.txt"):
+        assert _in_child_as_nobody(lambda p=path: handle.write(p, b"x")) == 0
+    assert os.listdir(handle.root / "locked") == []
+
+
+def test_a_read_that_runs_out_of_file_handles_is_unavailable(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handle, _ = layout
+    _fail_on(monkeypatch, "open", errno.EMFILE, lambda name, *a, **k: name == "inside.txt")
+    with pytest.raises(WorkspaceUnavailable, match=r"^too many files are open$"):
+        handle.read("inside.txt")
+    monkeypatch.undo()
+    _fail_on(monkeypatch, "read", errno.EIO)
+    with pytest.raises(WorkspaceUnavailable, match=r"^the workspace could not be used \(EIO\)$"):
+        handle.read("inside.txt")
+
+
+def test_an_owned_workspace_that_cannot_be_created_is_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "file").write_bytes(b"")
+    handle = WorkspaceHandle(tmp_path / "file" / "ws", owned=True)
+    with pytest.raises(WorkspaceUnavailable,
+                       match=r"^the workspace directory cannot be created \(ENOTDIR\)$"):
+        handle.write("a.txt", b"x")
+
+
+def test_a_read_only_file_is_not_replaced(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, _ = layout
+    target = handle.root / "ro.txt"
+    target.write_bytes(b"keep me")
+    target.chmod(0o444)
+    with pytest.raises(WorkspaceEscape, match=r"^file is read-only$"):
+        handle.write("ro.txt", b"replaced")
+    assert target.read_bytes() == b"keep me"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o444
+    assert sorted(os.listdir(handle.root)) == ["inside.txt", "ro.txt"]  # no temp left
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o755, 0o640])
+def test_a_replaced_file_keeps_its_mode(layout: tuple[WorkspaceHandle, Path], mode: int) -> None:
+    handle, _ = layout
+    target = handle.root / "script.sh"
+    target.write_bytes(b"old")
+    target.chmod(mode)
+    handle.write("script.sh", b"new")
+    assert target.read_bytes() == b"new"
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+
+
+def test_a_killed_writes_temp_file_is_not_listed(layout: tuple[WorkspaceHandle, Path]) -> None:
+    """A process killed between writing the temp file and renaming it leaves the temp file;
+    the listing never shows the handle's own temp names."""
+    handle, _ = layout
+    handle.write("d/kept.txt", b"kept")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child, "killed" just before its rename
+        os.rename = lambda *a, **k: os._exit(0)
+        try:
+            handle.write("d/notes.md", b"half")
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    left = [n for n in os.listdir(handle.root / "d") if n.endswith(".tmp")]
+    assert len(left) == 1 and left[0].startswith(".notes.md.")  # the stale temp is there...
+    listing = handle.listdir(recursive=True)
+    assert [e.path for e in listing.entries] == ["d", "d/kept.txt", "inside.txt"]  # ...unlisted
+    assert [e.path for e in handle.listdir("d").entries] == ["d/kept.txt"]
+    # A file of the user's that merely ends in .tmp is listed.
+    handle.write("d/.cache.tmp", b"x")
+    assert [e.path for e in handle.listdir("d").entries] == ["d/.cache.tmp", "d/kept.txt"]

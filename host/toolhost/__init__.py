@@ -14,6 +14,7 @@ from toolhost._model.artifacts import (
 from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
 from toolhost._model.digest import sha256_checksum
 from toolhost._model.outcome import (
+    HARD_OUTPUT_CEILING,
     FailureInfo,
     Outcome,
     OutcomeStatus,
@@ -46,6 +47,7 @@ from toolhost._model.workspace import (
     WorkspaceIsDirectory,
     WorkspaceNotDirectory,
     WorkspaceNotFound,
+    WorkspaceUnavailable,
     WriteResult,
 )
 from toolhost._ports.cancellation import Cancellation
@@ -55,6 +57,7 @@ from toolhost._ports.workspace import Workspace
 from toolhost.hookspecs import hookimpl
 
 __all__ = [
+    "HARD_OUTPUT_CEILING",
     "ArtifactOrigin",
     "ArtifactReader",
     "ArtifactRef",
@@ -97,6 +100,7 @@ __all__ = [
     "WorkspaceIsDirectory",
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
+    "WorkspaceUnavailable",
     "WriteResult",
     "hookimpl",
     "sha256_checksum",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from toolhost._adapters.http import HttpClients
     from toolhost._model.outcome import Outcome
     from toolhost._model.runs import Run, ToolCall
-    from toolhost._pipeline.pipeline import Pipeline
+    from toolhost._pipeline.pipeline import Pipeline, Recovered
     from toolhost._pipeline.policy import Policy
 
 __all__ = ["Host", "load_host"]
@@ -139,7 +139,7 @@ class Host:
         import structlog
 
         from toolhost._adapters.sqlite_artifacts import open_artifact_store
-        from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
+        from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, unusable_directory
         from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
         from toolhost._pipeline.log import configure_logging
         from toolhost._pipeline.pipeline import Pipeline
@@ -151,14 +151,28 @@ class Host:
         policy = self._policy if self._policy is not None else policy_from_settings(
             self.settings.env)
         log_policy_changes(policy)
-        database = self.data_dir / DATABASE_NAME
+        # A data directory or database that cannot be used stops the start here, as
+        # StoreUnavailable (one line naming the path), never as a traceback from a call.
+        conn = connect(self.data_dir / DATABASE_NAME)
+        try:
+            invocations = SQLiteInvocationStore(conn)
+        except BaseException:
+            conn.close()
+            raise
+        try:
+            artifacts = open_artifact_store(self.data_dir, self.clock)
+        except BaseException as exc:
+            invocations.close()
+            if isinstance(exc, OSError):  # the artifacts' directory under the data directory
+                raise unusable_directory(exc) from None
+            raise
         return Pipeline(
             registry=self.registry,
             messages=self.messages,
             build=self._tool_callable,
             policy=policy,
-            invocations=SQLiteInvocationStore(connect(database)),
-            artifacts=open_artifact_store(self.data_dir, self.clock),
+            invocations=invocations,
+            artifacts=artifacts,
             clock=self.clock,
             new_id=new_id,
             monotonic=monotonic,
@@ -313,6 +327,13 @@ class Host:
 
         return asyncio.run(self.pipeline.approve(invocation_id, approver))
 
+    def recover(self, *, rerun: bool = True) -> list[Recovered]:
+        """Settle the rows whose owning process is gone (``Pipeline.recover``), synchronously:
+        ``toolhost recover``, and a server before it serves."""
+        import asyncio
+
+        return asyncio.run(self.pipeline.recover(rerun=rerun))
+
 
 @attrs.frozen
 class _ContextReader:
@@ -329,27 +350,43 @@ class _ContextReader:
 
 def log_policy_changes(policy: Policy) -> None:
     """Every cell an operator changed, logged when the pipeline is composed (at startup for
-    a server); a loosened cell is a warning."""
+    a server); a loosened cell is a warning, written whatever ``TOOLHOST_LOG_LEVEL`` says (a
+    call may run unapproved because of it, so no level may hide it)."""
     if not (policy.loosened or policy.tightened):
         return
+    import structlog
+
     from toolhost._pipeline.log import get_logger
 
-    log = get_logger()
+    # The configured processors and stream, without the configured level's filter.
+    always = structlog.wrap_logger(
+        None, wrapper_class=structlog.make_filtering_bound_logger(0), logger_name="toolhost")
     for cell in policy.loosened:
-        log.warning("policy.loosened", cell=cell)
+        always.warning("policy.loosened", cell=cell)
+    log = get_logger()
     for cell in policy.tightened:
         log.info("policy.tightened", cell=cell)
 
 
-def load_host(settings: Settings | None = None, *, clock: Clock | None = None) -> Host:
-    """Discover installed plugins (honouring TOOLHOST_PLUGINS), register them, and read the
-    policy configuration, so a bad plugin or a bad policy refuses the start.
+def load_host(
+    settings: Settings | None = None,
+    *,
+    clock: Clock | None = None,
+    sources: Sequence[PluginSource] | None = None,
+) -> Host:
+    """Discover installed plugins (honouring TOOLHOST_PLUGINS and TOOLHOST_PLUGINS_EXCLUDE),
+    or take ``sources`` already discovered, register them, and read the log level and the
+    policy configuration, so a bad plugin or a bad setting refuses the start. The data
+    directory is opened when the pipeline is first used (``host.pipeline``), which raises
+    ``StoreUnavailable`` for one that cannot be used.
 
-    :raises PluginError, RegistrationRefused, PolicyConfigError:
+    :raises PluginError, RegistrationRefused, PolicyConfigError, SettingError:
     """
     from toolhost._pipeline.policy import policy_from_settings
 
     settings = settings if settings is not None else Settings.from_environ()
+    settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
     policy = policy_from_settings(settings.env)
-    return Host.from_sources(discover(settings), settings=settings, clock=clock,
-                             data_dir=settings.data_dir, policy=policy)
+    return Host.from_sources(discover(settings) if sources is None else sources,
+                             settings=settings, clock=clock, data_dir=settings.data_dir,
+                             policy=policy)

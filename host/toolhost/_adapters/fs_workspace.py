@@ -9,13 +9,20 @@ rather than normalizes:
    of them (fullwidth full stops, the two-dot leader), so a lookalike cannot mean one thing here and another elsewhere;
 4. walk component by component from the root directory's fd with ``O_NOFOLLOW``, refusing
    any symlink, holding each directory fd through to the operation;
-5. open the last component relative to its parent fd and check its type with ``fstat``.
+5. open the last component relative to its parent fd and check its type with ``fstat``; a
+   regular file with other hard links is not read (one of them may be outside the root).
 
 Every advisory against the widely used filesystem tool server was a check-then-use race or a
 check that saw a different string from the one the operation used; here the fds from the walk
 are the ones the operation uses, and the checked string is the one split into components. A
 rejected path raises ``WorkspaceEscape``, which tools do not catch: the pipeline maps it to
 ToolValidationError (step 9), one behaviour and one message for every workspace tool.
+
+The operating system's own failures are never a bare ``OSError`` (the tool would fail as
+``tool.internal.unexpected``): a path the process may not read or write is ``WorkspaceEscape``
+like any other path the workspace cannot use; running out of space or file handles, a
+read-only or failing filesystem, is ``WorkspaceUnavailable``, one static line each. A write
+that fails leaves nothing behind: not its temp file, not the parent directories it created.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import errno
 import heapq
 import os
+import re
 import stat
 import threading
 import unicodedata
@@ -44,6 +52,7 @@ from toolhost._model.workspace import (
     WorkspaceIsDirectory,
     WorkspaceNotDirectory,
     WorkspaceNotFound,
+    WorkspaceUnavailable,
     WriteResult,
 )
 
@@ -54,6 +63,12 @@ __all__ = [
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+#: Bytes of the target's name kept in its temp file's name: with ``.``, ``.``, the 32-digit id
+#: and ``.tmp`` that is at most 238 bytes, under every filesystem's NAME_MAX (255 bytes).
+_TEMP_NAME_BYTES = 200
+#: The temp files ``write`` names (``.<name>.<uuid4 hex>.tmp``): a write killed before its
+#: rename leaves one, and listings never show them.
+_TEMP_NAME = re.compile(r"\..*\.[0-9a-f]{32}\.tmp", re.DOTALL)
 
 
 
@@ -109,24 +124,70 @@ def _classify(name: str, parent_fd: int) -> os.stat_result | None:
         raise WorkspaceEscape(_os_reason(exc)) from None
 
 
+def _errno_name(exc: OSError) -> str:
+    return str(errno.errorcode.get(exc.errno or 0, exc.errno))
+
+
 def _os_reason(exc: OSError) -> str:
     if exc.errno == errno.ENAMETOOLONG:
         return "a path component is longer than the filesystem allows"
-    return f"the path cannot be used ({errno.errorcode.get(exc.errno or 0, exc.errno)})"
+    return f"the path cannot be used ({_errno_name(exc)})"
 
 
-def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = False) -> int:
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+_NO_HANDLES = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def _failure(exc: OSError, *, writing: bool) -> Exception:
+    """What an ``OSError`` from the filesystem is to a tool: the path's fault (WorkspaceEscape,
+    WorkspaceNotFound) or the workspace's (WorkspaceUnavailable). Static reasons only: the
+    OS's text can carry a path."""
+    code = exc.errno
+    if code in (errno.EACCES, errno.EPERM):
+        return WorkspaceEscape("a directory on the path is not writable" if writing
+                               else "the path is not readable")
+    if code == errno.ENAMETOOLONG:
+        return WorkspaceEscape(_os_reason(exc))
+    if code == errno.ENOENT:  # a directory on the path removed by someone else meanwhile
+        return WorkspaceNotFound("a directory on the path was removed")
+    if code in _NO_SPACE:
+        return WorkspaceUnavailable("no space is left for the workspace")
+    if code in _NO_HANDLES:
+        return WorkspaceUnavailable("too many files are open")
+    if code == errno.EROFS:
+        return WorkspaceUnavailable("the workspace is on a read-only filesystem")
+    return WorkspaceUnavailable(f"the workspace could not be used ({_errno_name(exc)})")
+
+
+def _temp_name(name: str) -> str:
+    """``.<name>.<id>.tmp``, the name cut to ``_TEMP_NAME_BYTES`` bytes of UTF-8 on a character
+    boundary (a cut inside a character drops that character whole), so the temp name of any
+    name the filesystem allows is one it allows too."""
+    kept = name.encode("utf-8")[:_TEMP_NAME_BYTES].decode("utf-8", errors="ignore")
+    return f".{kept}.{new_id()}.tmp"
+
+
+def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = False,
+              made: list[tuple[int, str]] | None = None) -> int:
     """Open one directory component under ``parent_fd``, never through a symlink.
 
     A file where a directory should be is WorkspaceNotDirectory for the last component (a
     listing of a file) and WorkspaceNotFound on the way to it (``notes.md/x`` does not exist).
+    With ``create``, a missing directory is made, and ``(parent_fd, name)`` appended to
+    ``made`` so a write that fails later can remove it again. ``mkdir``'s own failure (no
+    space, no permission) is raised as the ``OSError`` it is, for the caller to map.
     """
     try:
         return os.open(name, _O_DIR, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno == errno.ENOENT and create:
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(name, 0o755, dir_fd=parent_fd)
+            except FileExistsError:
+                pass  # made by someone else meanwhile: theirs, not ours to remove
+            else:
+                if made is not None:
+                    made.append((parent_fd, name))
             return _open_dir(name, parent_fd, last=last)
         if exc.errno == errno.ENOENT:
             raise WorkspaceNotFound(name) from None
@@ -141,21 +202,25 @@ def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = F
                 raise WorkspaceNotDirectory(name) from None
             raise WorkspaceNotFound(name) from None
         if exc.errno == errno.EMFILE:
+            # The walk holds one fd a level: a path a few thousand levels deep runs out (D43).
             raise WorkspaceEscape("the path is nested deeper than this process can open") from None
         if exc.errno == errno.EACCES:
             raise WorkspaceEscape("a directory on the path is not readable") from None
+        if exc.errno == errno.ENFILE:
+            raise _failure(exc, writing=False) from None
         raise WorkspaceEscape(_os_reason(exc)) from None
 
 
 def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
     """Files and directories a listing can show: never a symlink, a FIFO, a socket or a
-    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read)."""
+    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read),
+    nor a temp file of the handle's own (a write killed before its rename leaves one)."""
     for entry in entries:
         try:
             entry.name.encode("utf-8")
         except UnicodeEncodeError:
             continue
-        if entry.is_symlink():
+        if entry.is_symlink() or _TEMP_NAME.fullmatch(entry.name):
             continue
         if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
             yield entry
@@ -215,7 +280,9 @@ class WorkspaceHandle:
         self._stamps: dict[str, _Stamp] = {}
         self._lock = threading.Lock()
         if not owned:
-            self._open_root()  # an operator's directory must exist now, not at first call
+            # An operator's directory must exist now, not at first call (an OSError here is
+            # the caller's to report: it named the directory).
+            self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
 
     @property
     def root(self) -> Path:
@@ -224,8 +291,17 @@ class WorkspaceHandle:
     def _open_root(self) -> int:
         if self._fd < 0:
             if self._owned:
-                self._root.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+                try:
+                    self._root.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise WorkspaceUnavailable(
+                        f"the workspace directory cannot be created ({_errno_name(exc)})"
+                    ) from None
+            try:
+                self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+            except OSError as exc:
+                raise WorkspaceUnavailable(
+                    f"the workspace directory cannot be opened ({_errno_name(exc)})") from None
         return self._fd
 
     @property
@@ -252,14 +328,24 @@ class WorkspaceHandle:
 
     @contextlib.contextmanager
     def _parent(self, parts: list[str], *, create: bool = False) -> Iterator[int]:
-        """The fd of the directory holding the last component, walked from the root fd."""
+        """The fd of the directory holding the last component, walked from the root fd.
+
+        With ``create``, missing directories are made; if anything then fails, before the
+        body or in it, the directories made here are removed again, deepest first (``rmdir``
+        removes only an empty directory and never follows a symlink)."""
         fds: list[int] = []
+        made: list[tuple[int, str]] = []
         try:
             fd = self._root_fd
             for name in parts[:-1]:
-                fd = _open_dir(name, fd, create=create)
+                fd = _open_dir(name, fd, create=create, made=made)
                 fds.append(fd)
             yield fd
+        except BaseException:
+            for parent_fd, name in reversed(made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=parent_fd)
+            raise
         finally:
             for opened in fds:
                 os.close(opened)
@@ -269,14 +355,20 @@ class WorkspaceHandle:
     def read_chunks(self, path: str, chunk_size: int = READ_CHUNK) -> Iterator[bytes]:
         """The file's bytes in chunks, from one fd opened and type-checked once.
 
-        :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceIsDirectory:
+        Reading is lazy: a caller that stops iterating stops the reading (the fd is closed
+        when the iterator is closed or dropped).
+
+        :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceIsDirectory, WorkspaceUnavailable:
         """
         parts = _components(path)
         with self._parent(parts) as parent:
             fd = self._open_file(parts[-1], parent)
         try:
             while True:
-                chunk = os.read(fd, chunk_size)
+                try:
+                    chunk = os.read(fd, chunk_size)
+                except OSError as exc:
+                    raise _failure(exc, writing=False) from None
                 if not chunk:
                     return
                 yield chunk
@@ -302,12 +394,19 @@ class WorkspaceHandle:
                 raise WorkspaceEscape("file is not readable") from None
             if exc.errno in (errno.ENXIO, errno.ENODEV):  # a socket, or a device with no driver
                 raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)") from None
+            if exc.errno in _NO_HANDLES or exc.errno in (errno.ENOMEM, errno.EIO):
+                raise _failure(exc, writing=False) from None
             raise WorkspaceEscape(_os_reason(exc)) from None
         info = os.fstat(fd)
-        if stat.S_ISREG(info.st_mode):
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
             os.set_blocking(fd, True)
             return fd
         os.close(fd)
+        if stat.S_ISREG(info.st_mode):
+            # Another name for these bytes exists, and it may be outside the root: a hard link
+            # is a path the walk cannot see. (A write replaces the name, never the bytes, so
+            # writing to it is safe.)
+            raise WorkspaceEscape("file has other hard links")
         if stat.S_ISDIR(info.st_mode):
             raise WorkspaceIsDirectory(name)
         raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)")
@@ -320,11 +419,24 @@ class WorkspaceHandle:
         """Write atomically (temp file in the same directory, fsync, rename), creating missing
         parent directories inside the root, and record provenance in the same operation.
 
-        :raises WorkspaceEscape, WorkspaceIsDirectory, WorkspaceNotDirectory:
+        Replacing a file keeps its permission bits; a file its owner may not write (no
+        ``S_IWUSR``) is not replaced, as a plain write would not (the rename would). A write
+        that fails removes its temp file and the directories it created.
+
+        :raises WorkspaceEscape, WorkspaceIsDirectory, WorkspaceNotDirectory,
+            WorkspaceNotFound, WorkspaceUnavailable:
         """
         parts = _components(path)
+        with self._lock:
+            try:
+                return self._write(parts, path, data, provenance)
+            except OSError as exc:
+                raise _failure(exc, writing=True) from None
+
+    def _write(self, parts: list[str], path: str, data: bytes,
+               provenance: Provenance) -> WriteResult:
         name = parts[-1]
-        with self._lock, self._parent(parts, create=True) as parent:
+        with self._parent(parts, create=True) as parent:
             existing = _classify(name, parent)
             if existing is not None and stat.S_ISLNK(existing.st_mode):
                 raise WorkspaceEscape("path is a symlink")
@@ -332,10 +444,16 @@ class WorkspaceHandle:
                 raise WorkspaceIsDirectory(name)
             if existing is not None and not stat.S_ISREG(existing.st_mode):
                 raise WorkspaceEscape("path is not a regular file (FIFO, socket or device)")
-            temp = f".{name[:200]}.{new_id()}.tmp"
+            if existing is not None and not existing.st_mode & stat.S_IWUSR:
+                raise WorkspaceEscape("file is read-only")
+            temp = _temp_name(name)
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC,
                          0o644, dir_fd=parent)
             try:
+                if existing is not None:
+                    # The replaced file's permission bits (not set-id or sticky: a write is
+                    # not a way to make a set-id file).
+                    os.fchmod(fd, stat.S_IMODE(existing.st_mode) & 0o777)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
@@ -375,7 +493,7 @@ class WorkspaceHandle:
             parts = _components(path)
             with self._parent(parts) as parent:
                 info = _classify(parts[-1], parent)
-        except (WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory):
+        except (WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory, WorkspaceUnavailable):
             return Provenance.UNKNOWN
         if info is None or not stat.S_ISREG(info.st_mode):
             return Provenance.UNKNOWN
@@ -389,12 +507,19 @@ class WorkspaceHandle:
     def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
         """Entries under ``path`` in bytewise order of their relative path, at most ``limit``,
         truncated from the tail (a truncated listing is a prefix of the full one). Symlinks are
-        neither followed nor listed, nor is anything that is not a file or directory. Memory is
-        bounded by ``limit``, not by the size of the tree.
+        neither followed nor listed, nor is anything that is not a file or directory, nor a
+        temp file of the handle's own. Memory is bounded by ``limit``, not by the size of the
+        tree.
 
-        :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory:
+        :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory, WorkspaceUnavailable:
         """
         parts = _components(path, allow_root=True)
+        try:
+            return self._listdir(parts, path, recursive, limit)
+        except OSError as exc:
+            raise _failure(exc, writing=False) from None
+
+    def _listdir(self, parts: list[str], path: str, recursive: bool, limit: int) -> Listing:
         kept: list[tuple[bytes, ListedEntry]] = []
         def full() -> bool:
             return len(kept) > limit
@@ -427,7 +552,10 @@ class WorkspaceHandle:
                         stack[-1] = (dir_fd, iter(()), prefix)
                         continue
                     if not entry.is_dir(follow_symlinks=False):
-                        size = entry.stat(follow_symlinks=False).st_size
+                        try:
+                            size = entry.stat(follow_symlinks=False).st_size
+                        except FileNotFoundError:
+                            continue  # removed since scandir: not listed
                         self._keep(kept, key, ListedEntry(rel, "file", size), limit)
                         continue
                     self._keep(kept, key, ListedEntry(rel, "directory", 0), limit)

@@ -4,10 +4,17 @@ One database file (``<TOOLHOST_DATA_DIR>/toolhost.sqlite3``) holds every default
 so "one schema" is something a test can count rows over. Each store owns its tables and ships
 its own ordered migrations under a component name; ``schema_migrations`` records what ran.
 Migrations are versioned from the start so a later schema change is a new entry, never an edit.
+
+A data directory or database the host cannot use (a file where the directory should be, no
+write permission, a file that is not a database or is damaged, another schema, a schema from
+a newer toolhost) is ``StoreUnavailable`` from ``connect`` or ``migrate``: one line naming the
+path and what to do, raised when the stores are opened.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -15,7 +22,17 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["DATABASE_NAME", "Migration", "connect", "migrate", "table_names"]
+from toolhost._model.settings import StoreUnavailable
+
+__all__ = [
+    "DATABASE_NAME",
+    "Migration",
+    "connect",
+    "ensure_directory",
+    "migrate",
+    "table_names",
+    "unusable_directory",
+]
 
 DATABASE_NAME = "toolhost.sqlite3"
 
@@ -40,44 +57,212 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 _lock = threading.Lock()
 
 
+_ELSEWHERE = "or set TOOLHOST_DATA_DIR to another directory"
+
+
+def ensure_directory(directory: Path) -> None:
+    """Create ``directory`` (and its parents) if needed, and check this process may write it.
+
+    :raises StoreUnavailable: a file is in its place, it cannot be created, or it is not
+        writable.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unusable_directory(exc, directory) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise StoreUnavailable(
+            directory, f"cannot write the data directory {directory} (permission denied): "
+            f"make it writable by this user, {_ELSEWHERE}")
+
+
+def unusable_directory(exc: OSError, directory: Path | None = None) -> StoreUnavailable:
+    """The one line for the data directory (``directory``), or a directory the stores make
+    under it, that could not be made."""
+    target = directory if directory is not None else Path(exc.filename or ".")
+    what = "the data directory" if directory is not None else "the directory"
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        blocker = next((p for p in (target, *target.parents)
+                        if os.path.lexists(p) and not p.is_dir()), None)
+        if blocker == target:
+            return StoreUnavailable(
+                target, f"{what} {target} is a file, not a directory: move the file away, "
+                f"{_ELSEWHERE}")
+        if blocker is not None:
+            return StoreUnavailable(
+                target, f"{what} {target} cannot be made: {blocker} is a file, not a "
+                f"directory; move the file away, {_ELSEWHERE}")
+    return StoreUnavailable(
+        target, f"cannot make {what} {target} ({exc.strerror or exc}): make its parent "
+        f"writable by this user, {_ELSEWHERE}")
+
+
+def unusable_database(database: Path, exc: sqlite3.Error) -> StoreUnavailable:
+    """The one line for a database SQLite refused, by its result code."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    if code == sqlite3.SQLITE_READONLY:
+        return StoreUnavailable(
+            database, f"cannot write the database {database} ({exc}): make it and "
+            f"{database.parent} writable by this user, {_ELSEWHERE}")
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return StoreUnavailable(
+            database, f"cannot open the database {database} ({exc}): make it and "
+            f"{database.parent} readable and writable by this user, {_ELSEWHERE}")
+    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return StoreUnavailable(
+            database, f"the database {database} is damaged or not a toolhost database ({exc}): "
+            f"restore it from a backup, or move it aside and toolhost starts a new one, "
+            f"{_ELSEWHERE}")
+    if code == sqlite3.SQLITE_FULL:
+        return StoreUnavailable(
+            database, f"cannot write the database {database}: the disk is full; free space, "
+            f"{_ELSEWHERE}")
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StoreUnavailable(
+            database, f"the database {database} stayed locked by another process ({exc}): "
+            f"stop the process holding it, {_ELSEWHERE}")
+    return StoreUnavailable(database, f"cannot use the database {database} ({exc}): "
+                                      f"{_ELSEWHERE}")
+
+
 def connect(path: Path | str) -> sqlite3.Connection:
     """Open (creating if needed) the database in WAL mode with foreign keys on.
 
     ``isolation_level=None`` puts transactions under explicit BEGIN/COMMIT control, which the
     stores need for their compare-and-set state transitions.
+
+    :raises StoreUnavailable: the directory or the database cannot be used.
     """
     if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=30000")
+        ensure_directory(Path(path).parent)
+        if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+            # SQLite would open it read-only, and a WAL database even takes a write lock:
+            # the first write of a call would be the first to fail.
+            raise StoreUnavailable(
+                Path(path), f"cannot write the database {path} (permission denied): make it "
+                f"readable and writable by this user, {_ELSEWHERE}")
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+                               timeout=30)
+    except sqlite3.Error as exc:
+        raise unusable_database(Path(path), exc) from None
+    try:
+        # The first statement reads the file's header: a file that is not a database, or is
+        # cut short, fails here rather than in the middle of a call.
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise unusable_database(Path(path), exc) from None
     return conn
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
-    """Apply the migrations not yet recorded, in version order, each in its own transaction."""
-    with _lock:
-        conn.execute(_BOOTSTRAP)
-        for m in sorted(migrations, key=lambda m: (m.component, m.version)):
+    """Apply the migrations not yet recorded, in version order, then check the tables they
+    make have the columns they should: all in one transaction, so a database that is refused
+    is left exactly as it was.
+
+    :raises StoreUnavailable: the database cannot be written, is damaged, has tables of
+        another schema, or records versions newer than these migrations (a newer toolhost).
+    """
+    try:
+        with _lock:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                done = conn.execute(
-                    "SELECT 1 FROM schema_migrations WHERE component = ? AND version = ?",
-                    (m.component, m.version),
-                ).fetchone()
-                if done is None:
-                    for statement in _statements(m.sql):
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO schema_migrations (component, version) VALUES (?, ?)",
-                        (m.component, m.version),
-                    )
+                conn.execute(_BOOTSTRAP)
+                _refuse_newer(conn, migrations)
+                for m in sorted(migrations, key=lambda m: (m.component, m.version)):
+                    _apply(conn, m)
+                _check_columns(conn, migrations)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
+    except sqlite3.Error as exc:
+        database = _database_path(conn)
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_ERROR:
+            # "table ... already exists", "no such column": tables that are not toolhost's.
+            raise _foreign_schema(database, str(exc)) from None
+        raise unusable_database(database, exc) from None
+
+
+def _apply(conn: sqlite3.Connection, m: Migration) -> None:
+    done = conn.execute(
+        "SELECT 1 FROM schema_migrations WHERE component = ? AND version = ?",
+        (m.component, m.version),
+    ).fetchone()
+    if done is None:
+        for statement in _statements(m.sql):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO schema_migrations (component, version) VALUES (?, ?)",
+            (m.component, m.version),
+        )
+
+
+def _refuse_newer(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
+    known: dict[str, int] = {}
+    for m in migrations:
+        known[m.component] = max(known.get(m.component, 0), m.version)
+    for component, latest in sorted(known.items()):
+        (recorded,) = conn.execute(
+            "SELECT max(version) FROM schema_migrations WHERE component = ?", (component,)
+        ).fetchone()
+        if recorded is not None and recorded > latest:
+            database = _database_path(conn)
+            raise StoreUnavailable(
+                database, f"the database {database} was written by a newer toolhost "
+                f"({component} schema version {recorded}; this one knows {latest}): upgrade "
+                f"toolhost-core, {_ELSEWHERE}")
+
+
+def _check_columns(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
+    """Every table the migrations make has exactly the columns they give it: a table of the
+    same name made by something else is refused at the start, not in the middle of a call."""
+    for table, expected in _expected_columns(tuple(migrations)).items():
+        actual = _columns(conn, table)
+        missing = [c for c in expected if c not in actual]
+        extra = [c for c in actual if c not in expected]
+        if missing or extra:
+            wrong = (f"lacks column {missing[0]}" if missing else f"has column {extra[0]}")
+            more = len(missing) + len(extra) - 1
+            problem = f"table {table} {wrong}" + (f" (and {more} more differences)" if more
+                                                    else "")
+            raise _foreign_schema(_database_path(conn), problem)
+
+
+@functools.lru_cache(maxsize=8)
+def _expected_columns(migrations: tuple[Migration, ...]) -> dict[str, list[str]]:
+    """The columns of each table the migrations make, from running them on an empty database."""
+    reference = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        reference.execute(_BOOTSTRAP)
+        for m in sorted(migrations, key=lambda m: (m.component, m.version)):
+            for statement in _statements(m.sql):
+                reference.execute(statement)
+        return {table: _columns(reference, table) for table in table_names(reference)}
+    finally:
+        reference.close()
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (table,))]
+
+
+def _foreign_schema(database: Path, problem: str) -> StoreUnavailable:
+    return StoreUnavailable(
+        database, f"the database {database} does not have toolhost's schema ({problem}): "
+        f"move it aside and toolhost starts a new one, {_ELSEWHERE}")
+
+
+def _database_path(conn: sqlite3.Connection) -> Path:
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return Path(file or ":memory:")
+    return Path(":memory:")  # pragma: no cover - every connection has a main database
 
 
 def _statements(sql: str) -> list[str]:

@@ -3,20 +3,50 @@
 One row per invocation, and the row is the only place an outcome lives. State changes are
 compare-and-set (``UPDATE ... WHERE state IN (...)``), so the row's transition is the lock:
 two processes approving the same invocation cannot both move it to ``running``.
+
+Who owns a ``running`` row. Every process sharing a SQLite database in WAL mode runs on one
+machine (WAL's index is shared memory; SQLite does not support it over a network filesystem),
+so a process is named by what that machine's kernel says of it (``owner``)::
+
+    {"host": "build-7", "pid": 4242, "boot": "<boot_id>", "pid_ns": "pid:[4026531836]",
+     "start": 183349}
+
+``boot`` is ``/proc/sys/kernel/random/boot_id`` (new at every boot), ``pid_ns`` the pid
+namespace the pid is numbered in, ``start`` the process's start time in clock ticks since boot
+(field 22 of ``/proc/<pid>/stat``). ``owner_state`` then decides, never reporting a live
+process as gone:
+
+- another boot id: the machine restarted since, so the owner is GONE;
+- another pid namespace (a container sharing the data directory): its pids cannot be read
+  from here, UNKNOWN, and the row is left to a ``toolhost recover`` run there;
+- no process with that pid, a zombie, or one with another start time (the pid was reused):
+  GONE; that process with that start time: ALIVE. A pid ``/proc`` hides (``hidepid``) but
+  the kernel still knows is UNKNOWN.
+
+Without ``/proc`` (not Linux) the owner is the host name and the pid alone: a pid that no
+longer exists is GONE, any other ALIVE, so a reused pid keeps a row waiting, never the reverse.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from toolhost._adapters.sqlite_db import Migration, migrate
 from toolhost._model.convert import column_values, converter, from_row, to_row
-from toolhost._model.invocations import InvocationNotFound, InvocationRecord, InvocationState
+from toolhost._model.invocations import (
+    InvocationNotFound,
+    InvocationRecord,
+    InvocationState,
+    OwnerState,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -65,6 +95,9 @@ MIGRATIONS: Sequence[Migration] = (
         2,
         "CREATE INDEX tool_invocations_digest ON tool_invocations (argument_digest, run_id)",
     ),
+    # The process that took the row to running, so a row whose process was killed can be told
+    # from one still executing (``Pipeline.recover``).
+    Migration("invocations", 3, "ALTER TABLE tool_invocations ADD COLUMN owner TEXT"),
 )
 
 # Columns are the record's attributes, in its order; toolhost._model.convert holds what each
@@ -131,6 +164,28 @@ class SQLiteInvocationStore:
             changed = self._conn.execute(sql, values).rowcount == 1
         return changed
 
+    def settle(
+        self,
+        invocation_id: str,
+        *,
+        from_owner: Mapping[str, Any] | None,
+        to: InvocationState,
+        **fields: Any,
+    ) -> bool:
+        unknown = set(fields) - set(_COLUMNS)
+        if unknown or "id" in fields or "state" in fields:
+            raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
+        columns = column_values(InvocationRecord, {"state": to, **fields})
+        running = converter.unstructure(InvocationState.RUNNING)
+        owner = column_values(InvocationRecord, {"owner": from_owner})["owner"]
+        sql = (
+            f"UPDATE tool_invocations SET {', '.join(f'{name} = ?' for name in columns)} "
+            "WHERE id = ? AND state = ? AND owner IS ?"
+        )
+        with self._lock:
+            return bool(self._conn.execute(
+                sql, [*columns.values(), invocation_id, running, owner]).rowcount == 1)
+
     def list(
         self,
         *,
@@ -139,6 +194,7 @@ class SQLiteInvocationStore:
         tool_name: str | None = None,
         tool_version: str | None = None,
         argument_digest: str | None = None,
+        limit: int | None = None,
     ) -> list[InvocationRecord]:
         given = {
             "state": state,
@@ -151,14 +207,111 @@ class SQLiteInvocationStore:
             InvocationRecord, {column: value for column, value in given.items() if value is not None}
         )
         where = f" WHERE {' AND '.join(f'{column} = ?' for column in criteria)}" if criteria else ""
+        values = list(criteria.values())
+        if limit is not None:
+            where, values = f"{where} ORDER BY created_at, id LIMIT ?", [*values, max(limit, 0)]
+        else:
+            where = f"{where} ORDER BY created_at, id"
         with self._lock:
-            rows = self._rows(f"{where} ORDER BY created_at, id", list(criteria.values()))
+            rows = self._rows(where, values)
         return _records(rows)
 
     def count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
 
+    def owner(self) -> Mapping[str, Any]:
+        return this_process()
+
+    def owner_state(self, owner: Mapping[str, Any] | None) -> OwnerState:
+        return process_state(owner)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+# ---------------------------------------------------------------------------- owners
+
+_PROC = Path("/proc")
+#: This process's identity, by pid (a forked child is another process).
+_identity: dict[int, dict[str, Any]] = {}
+
+
+def this_process() -> dict[str, Any]:
+    """This process as a row's owner records it (see the module's docstring)."""
+    pid = os.getpid()
+    identity = _identity.get(pid)
+    if identity is None:
+        identity = {"host": socket.gethostname(), "pid": pid}
+        boot, pid_ns, stat = _boot_id(), _pid_namespace(), _stat(pid)
+        if boot is not None and pid_ns is not None and stat is not None:
+            identity.update(boot=boot, pid_ns=pid_ns, start=stat[1])
+        _identity[pid] = identity
+    return dict(identity)
+
+
+def process_state(owner: Mapping[str, Any] | None) -> OwnerState:
+    """Whether the process ``owner`` names is alive (see the module's docstring)."""
+    if owner is None:
+        return OwnerState.GONE  # recorded before owners were: nothing can still hold it
+    me = this_process()
+    if dict(owner) == me:
+        return OwnerState.ALIVE
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return OwnerState.UNKNOWN
+    if owner.get("boot") is not None and me.get("boot") is not None:
+        if owner["boot"] != me["boot"]:
+            return OwnerState.GONE  # this machine has restarted since
+        if owner.get("pid_ns") != me.get("pid_ns"):
+            return OwnerState.UNKNOWN
+        stat = _stat(pid)
+        if stat is None:
+            return OwnerState.GONE if _no_such_pid(pid) else OwnerState.UNKNOWN
+        state, start = stat
+        if start != owner.get("start") or state in ("Z", "X", "x"):
+            return OwnerState.GONE  # another process under a reused pid, or a zombie
+        return OwnerState.ALIVE
+    if owner.get("host") != me["host"]:
+        return OwnerState.UNKNOWN
+    return OwnerState.GONE if _no_such_pid(pid) else OwnerState.ALIVE
+
+
+def _boot_id() -> str | None:
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink(_PROC / "self/ns/pid")
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in ticks since boot) from ``/proc/<pid>/stat``; None without one."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from after its last ")".
+    fields = text[text.rfind(")") + 2:].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _no_such_pid(pid: int) -> bool:
+    """True only when the kernel says no process has this pid (signal 0 checks, sends none)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # EPERM: it exists, another user's
+    return False

@@ -1,19 +1,49 @@
-"""The approval commands: ``pending``, ``approve``, ``deny``."""
+"""The approval commands: ``pending``, ``show``, ``approve``, ``deny``, and ``recover``.
+
+What an operator reads is the row itself, rendered so a crafted value cannot pass for
+something else: every character that does not print (controls, bidirectional overrides,
+zero-width characters) is shown as its JSON escape, and one-line fields stay on one line.
+
+``approve`` on a row that is already decided runs nothing and says so on stderr; its exit code
+is the recorded outcome's, as the first ``approve`` had (0 for a success), so a retried script
+neither runs the call twice nor fails for having asked twice.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from toolhost._cli.common import CommandError, load, print_json, print_outcome
+from toolhost._cli.common import CommandError, load, print_outcome
 from toolhost._cli.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from toolhost._composition import Host
+    from toolhost._model.invocations import InvocationRecord
 
 __all__ = ["COMMANDS", "add_parsers"]
 
+#: How many paused invocations ``pending`` lists unless told (oldest first).
+PENDING_LIMIT = 50
+#: How many characters of the arguments one ``pending`` line shows (``show`` has them all).
+ARGUMENTS_SHOWN = 80
+#: How many characters of a result ``show`` prints (``show --json`` has it whole).
+RESULT_SHOWN = 2000
+
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    pending = sub.add_parser("pending", help="list invocations awaiting approval")
+    pending = sub.add_parser("pending", help="list invocations awaiting approval, oldest first")
     pending.add_argument("--json", action="store_true", help="print them as JSON")
+    pending.add_argument("--limit", type=_positive, default=PENDING_LIMIT, metavar="N",
+                         help=f"list at most N of them (default {PENDING_LIMIT})")
+
+    show = sub.add_parser("show", help="print one invocation: its arguments and state")
+    show.add_argument("id", help="the invocation id `call` or `pending` printed")
+    show.add_argument("--json", action="store_true", help="print the whole row as JSON")
 
     approve = sub.add_parser("approve", help="approve a paused invocation and run it")
     approve.add_argument("id", help="the invocation id `call` or `pending` printed")
@@ -26,17 +56,235 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     deny.add_argument("--approver", default="operator", help="who denies (recorded)")
     deny.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
 
+    recover = sub.add_parser(
+        "recover", help="settle invocations left running by a process that is gone")
+    recover.add_argument("--json", action="store_true", help="print what was done as JSON")
+    recover.add_argument(
+        "--no-rerun", dest="rerun", action="store_false",
+        help="do not run IDEMPOTENT or READ_ONLY calls again: end them failed, retryable "
+             "(a NON_IDEMPOTENT call is never run again)")
 
-def _decide(args: argparse.Namespace, action: str) -> int:
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return value
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def printable(text: str, *, one_line: bool = True) -> str:
+    """``text`` with every character that does not print as its JSON escape (``\\u202e``);
+    with ``one_line``, line breaks too."""
+    return "".join(
+        ch if ch.isprintable() or (ch == "\n" and not one_line)
+        else json.dumps(ch)[1:-1]
+        for ch in text
+    )
+
+
+def _json_text(value: Any, *, indent: int | None = None) -> str:
+    separators = (",", ": ") if indent is not None else (",", ":")
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent,
+                      separators=separators, default=str)
+    return printable(text, one_line=indent is None)
+
+
+def print_json(data: Any) -> None:
+    """``common.print_json``, with the characters that do not print escaped (still JSON)."""
+    sys.stdout.write(_json_text(data, indent=2) + "\n")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _instant(value: Any) -> str:
+    return value.isoformat(timespec="microseconds") if value is not None else ""
+
+
+def _owner(host: Host, record: InvocationRecord) -> str:
+    """``pid 4242 on build-7 (alive)``: who ran or runs the row, and, if it is running,
+    whether that process still is."""
+    from toolhost._model.invocations import InvocationState, OwnerState
+
+    if record.owner is None:
+        return ""
+    text = f"pid {record.owner.get('pid')} on {printable(str(record.owner.get('host')))}"
+    if record.state is InvocationState.RUNNING:
+        state = host.pipeline.invocations.owner_state(record.owner)
+        text += {OwnerState.ALIVE: " (alive)", OwnerState.GONE: " (gone: toolhost recover "
+                 "settles it)", OwnerState.UNKNOWN: " (cannot be checked from here)"}[state]
+    return text
+
+
+def _row_json(host: Host, record: InvocationRecord) -> dict[str, Any]:
+    import attrs
+
+    from toolhost._model.invocations import InvocationState
+
+    def value(_: Any, __: Any, v: Any) -> Any:
+        if hasattr(v, "isoformat"):
+            return _instant(v)
+        if hasattr(v, "value") and not isinstance(v, (str, int)):
+            return v.value
+        if isinstance(v, tuple):
+            return list(v)
+        return v
+
+    data: dict[str, Any] = attrs.asdict(record, value_serializer=value)
+    if record.state is InvocationState.RUNNING:
+        data["owner_state"] = host.pipeline.invocations.owner_state(record.owner).value
+    if record.reason_code:
+        data["message"] = host.messages.get(record.reason_code)
+    return data
+
+
+# ---------------------------------------------------------------------- pending
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    from toolhost._model.invocations import InvocationState, OwnerState
+
+    host = load(stores=True)
+    invocations = host.pipeline.invocations
+    listed = invocations.list(state=InvocationState.AWAITING_APPROVAL, limit=args.limit + 1)
+    more, listed = len(listed) > args.limit, listed[:args.limit]
+    if args.json:
+        print_json([
+            {"id": r.id, "tool": r.tool_name, "version": r.tool_version,
+             "argument_digest": r.argument_digest, "created": _instant(r.created_at),
+             "run_id": r.run_id, "arguments": r.arguments, "policy": r.policy}
+            for r in listed
+        ])
+    elif not listed:
+        print("no invocations await approval")
+    else:
+        for r in listed:
+            arguments = _cut(_json_text(r.arguments), ARGUMENTS_SHOWN)
+            print(f"{r.id}  {r.tool_name}@{r.tool_version}  {_instant(r.created_at)}  "
+                  f"{arguments}")
+    if more:
+        print(f"toolhost: the oldest {args.limit} are listed; more await approval "
+              f"(toolhost pending --limit {args.limit * 2})", file=sys.stderr)
+    stranded = [r for r in invocations.list(state=InvocationState.RUNNING)
+                if invocations.owner_state(r.owner) is OwnerState.GONE]
+    if stranded:
+        print(f"toolhost: {len(stranded)} invocation(s) were left running by a process that is "
+              "gone: toolhost recover settles them", file=sys.stderr)
+    return ExitCode.OK
+
+
+# ---------------------------------------------------------------------- show
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    host = load(stores=True)
+    record = _row(host, args.id)
+    if args.json:
+        print_json(_row_json(host, record))
+        return ExitCode.OK
+    lines = [
+        ("invocation", record.id),
+        ("tool", f"{record.tool_name} {record.tool_version or ''}".rstrip()),
+        ("state", record.state.value),
+        ("policy", _policy(record.policy)),
+        ("run", record.run_id),
+        ("principal", f"{record.principal_id} (scopes: {', '.join(record.scopes) or 'none'})"),
+        ("conversation", record.conversation_id or ""),
+        ("created", _instant(record.created_at)),
+        ("decided", _instant(record.decided_at)
+         + (f" by {record.approver}" if record.approver else "")),
+        ("denial", record.denial_reason or ""),
+        ("started", _instant(record.started_at)),
+        ("finished", _instant(record.finished_at)),
+        ("owner", _owner(host, record)),
+        ("digest", record.argument_digest or ""),
+    ]
+    if record.reason_code:
+        retryable = "retryable" if record.retryable else "not retryable"
+        lines.append(("failure", f"{record.reason_code} ({retryable}): "
+                                 f"{host.messages.get(record.reason_code, '')}"))
+        if record.failure_detail:
+            lines.append(("detail", _json_text(dict(record.failure_detail))))
+    if record.result_content is not None:
+        content = record.result_content
+        shown = _cut(content, RESULT_SHOWN)
+        lines.append(("result", printable(shown) + (
+            f" ({len(content) - len(shown) + 1} more characters: toolhost show {record.id} "
+            "--json)" if shown != content else "")))
+    for label, text in lines:
+        if text:
+            print(f"{label:<13}{printable(text)}")
+    print("arguments")
+    print(_json_text(record.arguments, indent=2))
+    return ExitCode.OK
+
+
+def _policy(policy: Any) -> str:
+    if not policy:
+        return ""
+    text = f"{policy.get('action')} ({policy.get('rule')})"
+    if policy.get("override"):
+        text += f", allowed by {policy['override']}"
+    return text
+
+
+def _row(host: Host, invocation_id: str) -> InvocationRecord:
+    from toolhost._model.invocations import InvocationNotFound
+
+    try:
+        return host.pipeline.row(invocation_id)
+    except InvocationNotFound:
+        raise CommandError(f"no invocation {invocation_id!r} (toolhost pending lists them)",
+                           ExitCode.FAILED) from None
+
+
+# ---------------------------------------------------------------------- approve, deny
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    from toolhost._model.invocations import InvocationNotFound
+    from toolhost._model.outcome import OutcomeStatus
+    from toolhost._pipeline.pipeline import InvocationStateError
+
+    host = load(stores=True)
+    try:
+        resumed = asyncio.run(host.pipeline.resume(args.id, args.approver))
+    except InvocationNotFound:
+        raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
+                           ExitCode.FAILED) from None
+    except InvocationStateError as exc:
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+    outcome = resumed.outcome
+    code = print_outcome(outcome, args.json)
+    if not resumed.acted:
+        if outcome.status is OutcomeStatus.RUNNING:
+            owner = _owner(host, host.pipeline.row(args.id))
+            what = f"is already running in {owner}" if owner else "is already running"
+        else:
+            what = f"already finished ({outcome.status.value})"
+        print(f"toolhost: invocation {args.id} {what}; it did not run again", file=sys.stderr)
+    elif outcome.status is OutcomeStatus.DENIED:
+        rule = (outcome.decision or {}).get("rule", "")
+        print(f"toolhost: invocation {args.id} did not run: the policy now denies {rule}",
+              file=sys.stderr)
+        return ExitCode.FAILED
+    return code
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
     from toolhost._model.invocations import InvocationNotFound
     from toolhost._pipeline.pipeline import InvocationStateError
 
-    host = load()
+    host = load(stores=True)
     try:
-        if action == "approve":
-            outcome = host.approve_sync(args.id, args.approver)
-        else:
-            outcome = host.pipeline.deny(args.id, args.approver, args.reason)
+        outcome = host.pipeline.deny(args.id, args.approver, args.reason)
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
@@ -45,40 +293,27 @@ def _decide(args: argparse.Namespace, action: str) -> int:
     return print_outcome(outcome, args.json)
 
 
-def cmd_approve(args: argparse.Namespace) -> int:
-    return _decide(args, "approve")
+# ---------------------------------------------------------------------- recover
 
 
-def cmd_deny(args: argparse.Namespace) -> int:
-    return _decide(args, "deny")
-
-
-def cmd_pending(args: argparse.Namespace) -> int:
-    from toolhost._model.invocations import InvocationState
-
-    host = load()
-    rows = [
-        {
-            "id": r.id,
-            "tool": r.tool_name,
-            "version": r.tool_version,
-            "argument_digest": r.argument_digest,
-            "created": r.created_at.isoformat(timespec="microseconds"),
-            "run_id": r.run_id,
-        }
-        for r in host.pipeline.invocations.list(state=InvocationState.AWAITING_APPROVAL)
-    ]
+def cmd_recover(args: argparse.Namespace) -> int:
+    host = load(stores=True)
+    report = host.recover(rerun=args.rerun)
     if args.json:
-        print_json(rows)
-    else:
-        for row in rows:
-            print(f"{row['id']}  {row['tool']}@{row['version']}  {row['created']}  "
-                  f"{row['argument_digest']}")
+        print_json([r.to_json() for r in report])
+        return ExitCode.OK
+    if not report:
+        print("nothing to recover: no invocation is left running")
+    for r in report:
+        print(f"{r.invocation_id}  {r.tool}@{r.version}  {r.action.value}: "
+              f"{printable(r.reason)}")
     return ExitCode.OK
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pending": cmd_pending,
+    "show": cmd_show,
     "approve": cmd_approve,
     "deny": cmd_deny,
+    "recover": cmd_recover,
 }

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from toolhost._composition import Host
+    from toolhost._model.settings import Settings
+    from toolhost._registration.discovery import PluginSource
 
 __all__ = ["CommandError", "load", "print_json", "print_outcome"]
 
@@ -22,17 +25,35 @@ class CommandError(Exception):
         self.code = code
 
 
-def load() -> Host:
-    """The host over the installed plugins, or a CommandError with the refusal's one line."""
+def load(
+    *, stores: bool = False, settings: Settings | None = None,
+    sources: Sequence[PluginSource] | None = None,
+) -> Host:
+    """The host over the installed plugins, or a CommandError with the refusal's one line.
+
+    :param stores: open the data directory's stores now (a command that records calls), so a
+        data directory or database that cannot be used stops the command before it starts.
+    :param settings: the settings to load with (default: the environment).
+    :param sources: plugins already discovered (default: discover them).
+    """
     from toolhost._composition import load_host
+    from toolhost._model.settings import SettingError, StoreUnavailable
     from toolhost._pipeline.policy import PolicyConfigError
     from toolhost._registration.discovery import PluginError
     from toolhost._registration.refusals import RegistrationRefused
 
     try:
-        return load_host()
+        host = load_host(settings, sources=sources)
+    except SettingError as exc:
+        raise CommandError(str(exc), ExitCode.USAGE) from None
     except (PluginError, RegistrationRefused, PolicyConfigError) as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
+    if stores:
+        try:
+            host.pipeline  # noqa: B018 - composed now: the stores are opened and migrated
+        except StoreUnavailable as exc:
+            raise CommandError(str(exc), ExitCode.FAILED) from None
+    return host
 
 
 def print_json(data: Any) -> None:

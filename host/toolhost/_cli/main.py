@@ -12,17 +12,52 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from toolhost._cli import approvals
 from toolhost._cli.common import CommandError, load, print_json
 from toolhost._cli.exit_codes import ExitCode
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed toolhost-core's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=kwargs.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("toolhost-core")
+        except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+            version = "unknown (not installed)"
+        sys.stdout.write(f"toolhost-core {version}\n")
+        parser.exit()
+
+
+def _epilog() -> str:
+    from toolhost._model.settings import default_data_dir
+
+    return f"""\
+settings (environment):
+  TOOLHOST_DATA_DIR         the invocation records, artifacts and run workspaces
+                            (default: {default_data_dir()})
+  TOOLHOST_PLUGINS          only these distributions' plugins load (comma-separated)
+  TOOLHOST_PLUGINS_EXCLUDE  these distributions' plugins do not load (comma-separated)
+  TOOLHOST_POLICY           tighten cells of the policy matrix (JSON)
+  TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolhost",
         description="A plugin-based tool host for LLM agents.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version, help="print the toolhost-core version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     tools = sub.add_parser("tools", help="list the registered tools")
@@ -34,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--enable", action="append", metavar="NAME",
                        help="with --format: these tools instead of the default roster")
 
-    sub.add_parser("check", help="run registration; exit non-zero with the refusal")
+    sub.add_parser("check", help="run registration and the determinism scan over the "
+                                 "plugins' files; exit non-zero with the refusal")
 
     call = sub.add_parser("call", help="invoke one tool through the pipeline")
     call.add_argument("name", help="tool name, e.g. math.calculate")
@@ -90,7 +126,26 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    host = load()
+    from toolhost._model.settings import Settings
+    from toolhost._registration.ambient import find_ambient_reads
+    from toolhost._registration.discovery import PluginError, discover, source_files
+
+    settings = Settings.from_environ()
+    try:
+        sources = discover(settings)
+    except PluginError as exc:
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+    host = load(settings=settings, sources=sources)
+    # The static determinism scan over each plugin's own files (what the conformance suite
+    # runs): a tool reads time only from the injected clock.
+    for dist, files in source_files(sources).items():
+        found = find_ambient_reads(files)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise CommandError(
+                f"plugin {dist} fails the determinism scan: {found[0]}{more}: a tool reads the "
+                f"time from services.clock, never the system's (leave the plugin out with "
+                f"TOOLHOST_PLUGINS_EXCLUDE={dist}, or fix and reinstall it)", ExitCode.FAILED)
     dists = sorted({r.distribution for r in host.registry})
     print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
     return ExitCode.OK
@@ -101,7 +156,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         arguments = json.loads(args.args)
     except json.JSONDecodeError as exc:
         raise CommandError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    host = load()
+    host = load(stores=True)
     from toolhost._model import host_reasons as core_messages
 
     workspace = args.workspace
@@ -134,12 +189,17 @@ def cmd_call(args: argparse.Namespace) -> int:
             known = ", ".join(host.registry.versions(args.name))
             print(f"toolhost: {args.name} has no version {args.version!r} (registered: {known})",
                   file=sys.stderr)
+        elif code == core_messages.INVALID_SCHEMA and outcome.failure.detail:
+            # Which rule failed is for the operator; the model's text above stays static.
+            detail = json.dumps(dict(outcome.failure.detail), sort_keys=True, ensure_ascii=False,
+                                default=str)
+            print(f"toolhost: detail: {detail}", file=sys.stderr)
     # A denial (a policy cell set to deny) is not a success either.
     return ExitCode.OK if outcome.ok else ExitCode.FAILED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    host = load()
+    host = load(stores=True)
     if "math.calculate" not in host.registry.names():
         raise CommandError("the demo needs toolhost-math installed (pip install plugins/math)",
                            ExitCode.FAILED)
@@ -159,7 +219,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(
             f"serve needs the MCP extra: pip install 'toolhost-core[mcp]' ({exc})", ExitCode.FAILED
         ) from None
-    host = load()
+    # The stores are opened before serving: a bad data directory stops the start in one line.
+    host = load(stores=True)
     return serve(host, http=args.http, enable=args.enable)
 
 
@@ -182,6 +243,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except Exception as exc:
+        # A command that opens the stores itself (the approval commands) still stops in one
+        # line on a data directory it cannot use, or a setting it cannot read.
+        from toolhost._model.settings import SettingError, StoreUnavailable
+
+        if isinstance(exc, (StoreUnavailable, SettingError)):
+            print(f"toolhost: {exc}", file=sys.stderr)
+            return ExitCode.FAILED if isinstance(exc, StoreUnavailable) else ExitCode.USAGE
+        raise
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ When: a served tool whose policy cell requires approval is called. What:
   which is how a call repeated after ``toolhost approve`` returns the recorded result instead
   of pausing (or executing) a second time;
 - ``approval_request`` is the elicitation a client shows its user: the tool, its
-  classification, the arguments and their digest, and the invocation id; ``decision_of``
-  reads the answer. Accept with ``approve: true`` approves; accept with ``false``, or decline,
+  classification, the invocation id and the arguments' digest in the host's own words, then
+  the arguments as a fenced block of escaped canonical JSON that nothing in a value can break
+  out of (``arguments_block``); ``decision_of`` reads the answer. Accept with ``approve: true`` approves; accept with ``false``, or decline,
   denies; cancel (dismissed without a choice), a timeout or an error leaves the call pending
   for the operator.
 
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import copy
 import enum
+import re
+import unicodedata
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -35,10 +38,12 @@ from toolhost._registration.refusals import Registered
 
 __all__ = [
     "APPROVAL_SCHEMA",
+    "ARGUMENTS_SHOWN",
     "ELICITATION_KEY",
     "Decision",
     "approval_message",
     "approval_request",
+    "arguments_block",
     "decision_of",
     "find_row",
     "supports_form_elicitation",
@@ -61,8 +66,11 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "required": ["approve"],
 }
 
-#: How much of the arguments the form shows; the digest covers all of them.
-_ARGUMENTS_SHOWN = 512
+#: How many characters of the arguments block the form shows; the digest covers all of them.
+ARGUMENTS_SHOWN = 4000
+
+#: One token of canonical JSON: an escape it wrote (never cut in two), or one character.
+_TOKEN = re.compile(r'\\u[0-9a-fA-F]{4}|\\.|.', re.DOTALL)
 
 
 class Decision(enum.Enum):
@@ -90,17 +98,56 @@ def supports_form_elicitation(capabilities: types.ClientCapabilities | None) -> 
     return elicitation.form is not None or elicitation.url is None
 
 
+def _shown(char: str) -> str:
+    """A character as the form shows it: printable ones as they are; control, format (direction
+    marks, zero-width and tag characters), private-use, surrogate and unassigned characters and
+    every separator but the space as a JSON ``\\u`` escape, so none can break a line, reorder
+    the text or hide in it."""
+    category = unicodedata.category(char)
+    if char == " " or category[0] not in "CZ":
+        return char
+    code = ord(char)
+    if code > 0xFFFF:  # as JSON writes it: a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
+    return f"\\u{code:04x}"
+
+
+def arguments_block(arguments: Any) -> str:
+    """The arguments as the form shows them: their canonical JSON on one line (escaped as
+    ``_shown`` says, so it is still JSON, and equal to the arguments when whole), at most
+    ARGUMENTS_SHOWN characters, then ``[... N more characters]`` on a line of its own when cut;
+    fenced as a code block. Canonical JSON has no raw line break, so nothing in a value can end
+    the block or start a line of the host's own."""
+    text = canonical_text(arguments)
+    shown: list[str] = []
+    length = consumed = 0
+    for token in _TOKEN.finditer(text):
+        piece = token.group()
+        if len(piece) == 1:
+            piece = _shown(piece)
+        if length + len(piece) > ARGUMENTS_SHOWN:
+            break
+        shown.append(piece)
+        length += len(piece)
+        consumed = token.end()
+    lines = ["```json", "".join(shown)]
+    if consumed < len(text):
+        lines.append(f"[... {len(text) - consumed} more characters]")
+    lines.append("```")
+    return "\n".join(lines)
+
+
 def approval_message(record: InvocationRecord, registered: Registered) -> str:
-    """What the user reads: enough to decide, and the ids to cross-check with the operator."""
+    """What the user reads: the host's own two lines (the tool and its classification, the ids
+    to cross-check with the operator, what approving does), then the arguments block."""
     spec = registered.spec
-    shown = canonical_text(record.arguments)
-    if len(shown) > _ARGUMENTS_SHOWN:
-        shown = shown[:_ARGUMENTS_SHOWN] + " [...]"
     return (
         f"toolhost asks to approve {spec.name} {spec.version} "
-        f"({spec.side_effect.value}, risk {spec.risk.value}) with arguments {shown}. "
-        f"Argument digest {record.argument_digest}; invocation {record.id}. "
-        "Approve runs it once with exactly these arguments."
+        f"({spec.side_effect.value}, risk {spec.risk.value}): invocation {record.id}, "
+        f"argument digest {record.argument_digest}.\n"
+        "Approve runs it once with exactly the arguments in the block below (canonical JSON).\n"
+        + arguments_block(record.arguments)
     )
 
 

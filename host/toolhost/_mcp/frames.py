@@ -1,12 +1,22 @@
-"""Answer a frame the transport could not parse, instead of dropping it.
+"""Read one frame strictly, and answer a frame the transport could not read instead of dropping it.
 
 When: between a transport's read stream and the SDK's dispatcher. What: the SDK's stdio
 transport hands a line that is not a JSON-RPC message to the dispatcher as an exception, and
 the dispatcher drops it with a debug log, so a client that wrote one waits for an answer that
 never comes. This stream answers it the way JSON-RPC 2.0 says: ``-32700`` for text that is not
-JSON, ``-32600`` for JSON that is not a valid message (with the request's id when it has a
-usable one and a ``method``, else ``null``), and a warning on stderr. Why a wrapper: it keeps
-the SDK's loop untouched and works for every stream transport.
+JSON (or a line over the transport's limit), ``-32600`` for JSON that is not a valid message
+(with the request's id when it has a usable one and a ``method``, else ``null``), and a warning
+on stderr. Why a wrapper: it keeps the SDK's loop untouched and works for every stream
+transport.
+
+``parse_frame`` is how toolhost's stdio transports read a line. The SDK's parser reads a
+request whose ``id`` is not a string or an integer (an object, a float, ``null``, a boolean, an
+array) as a *notification*, since notifications may carry extra members; the dispatcher then
+handles it as one and never answers, and the client waits forever. A member named ``id`` makes
+a frame a request (JSON-RPC 2.0, section 4.1), and MCP requires it to be a string or an
+integer, never null, so such a frame is refused as ``-32600`` with a null id: there is no id
+the client could match an answer to. ``UnusableIdsRefused`` does the same for the streamable
+HTTP transport, whose SDK parse is out of reach.
 """
 
 from __future__ import annotations
@@ -14,10 +24,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import anyio
 import mcp.types as types
+import pydantic_core
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
@@ -26,7 +37,43 @@ from toolhost._pipeline.log import get_logger
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
-__all__ = ["FrameErrorReplies", "error_for_frame"]
+__all__ = [
+    "FrameErrorReplies",
+    "UnusableIdsRefused",
+    "UnusableRequestId",
+    "error_for_frame",
+    "has_unusable_id",
+    "parse_frame",
+]
+
+
+class UnusableRequestId(ValueError):
+    """A request (a frame with a ``method`` and an ``id`` member) whose id is not a string or an
+    integer: answered ``-32600`` with a null id."""
+
+
+def _usable_id(rid: object) -> TypeGuard[str | int]:
+    return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+
+
+def has_unusable_id(frame: object) -> bool:
+    """Whether a decoded frame is a request whose ``id`` is not a string or an integer."""
+    return isinstance(frame, dict) and "method" in frame and "id" in frame and not _usable_id(
+        frame["id"])
+
+
+def parse_frame(line: str | bytes) -> types.JSONRPCMessage:
+    """One line of the wire as a JSON-RPC message: the SDK's parse, except that a request with an
+    unusable id is refused rather than read as a notification.
+
+    :raises ValueError: the line is not a JSON-RPC message (``error_for_frame`` answers it).
+    """
+    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    # Only a notification can be a misread request; requests and responses cost nothing more.
+    if isinstance(message, types.JSONRPCNotification) and has_unusable_id(
+            pydantic_core.from_json(line)):
+        raise UnusableRequestId("a request id must be a string or an integer")
+    return message
 
 
 def _request_id(exc: ValidationError) -> types.RequestId | None:
@@ -34,24 +81,69 @@ def _request_id(exc: ValidationError) -> types.RequestId | None:
         frame = error.get("input")
         if isinstance(frame, dict) and "method" in frame:
             rid = frame.get("id")
-            if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            if _usable_id(rid):
                 return rid
     return None
 
 
+def _invalid_request(rid: types.RequestId | None) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=rid,
+        error=types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request"))
+
+
 def error_for_frame(exc: Exception) -> types.JSONRPCError:
     """The JSON-RPC error response for one unreadable frame."""
-    if isinstance(exc, ValidationError):
-        if any(e.get("type") == "json_invalid" for e in exc.errors()):
-            return types.JSONRPCError(
-                jsonrpc="2.0", id=None,
-                error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error"))
-        return types.JSONRPCError(
-            jsonrpc="2.0", id=_request_id(exc),
-            error=types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request"))
+    if isinstance(exc, UnusableRequestId):
+        return _invalid_request(None)
+    if isinstance(exc, ValidationError) and not any(
+            e.get("type") == "json_invalid" for e in exc.errors()):
+        return _invalid_request(_request_id(exc))
     return types.JSONRPCError(
         jsonrpc="2.0", id=None,
         error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error"))
+
+
+class UnusableIdsRefused:
+    """ASGI middleware for the streamable HTTP app: a POSTed request with an unusable id is
+    answered ``-32600`` (HTTP 400, null id), as on stdio. The SDK's HTTP transport would read it
+    as a notification and answer 202 Accepted, and no response would ever follow. Every other
+    request reaches the app unchanged (its body replayed as read)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        messages = []
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message.get("type") != "http.request" or not message.get("more_body"):
+                break
+        body = b"".join(m.get("body", b"") for m in messages if m.get("type") == "http.request")
+        try:
+            frame = pydantic_core.from_json(body)
+        except ValueError:
+            frame = None  # not JSON: the transport answers that itself
+        if has_unusable_id(frame):
+            reply = error_for_frame(UnusableRequestId())
+            get_logger().warning("mcp.frame.rejected", code=reply.error.code,
+                                 error=UnusableRequestId.__name__)
+            content = reply.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(content)).encode())]})
+            await send({"type": "http.response.body", "body": content})
+            return
+        replay = iter(messages)
+
+        async def replayed() -> Any:
+            return next(replay, None) or await receive()
+
+        await self._app(scope, replayed, send)
 
 
 class FrameErrorReplies:

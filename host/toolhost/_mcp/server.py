@@ -7,18 +7,22 @@ the low-level ``Server`` and not ``MCPServer``: our tools are data (ToolSpecs wi
 schemas and validators), not decorated Python functions, and the low-level server lets the
 pipeline, not the SDK, validate arguments and render failures.
 
-stdout is the transport: nothing here prints to it. toolhost's structlog events and the SDK's
-stdlib logging both go to stderr, and while serving stdio the SDK points fd 1 at stderr, so
-even a stray ``print`` in a plugin cannot corrupt a frame.
+stdout is the transport: nothing here prints to it. toolhost's structlog events, the SDK's
+stdlib logging and the operator's lines (where it serves, why it could not) all go to stderr,
+and while serving stdio fd 1 points at stderr (``transport``), so even a stray ``print`` in a
+plugin cannot corrupt a frame. SIGTERM and SIGINT (Ctrl-C) stop either transport gracefully.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
+import os
 import signal
+import socket
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -33,14 +37,14 @@ from toolhost._composition import Host
 from toolhost._mcp.calls import ToolCalls
 from toolhost._mcp.config import ConfigError, ServeConfig
 from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, served_roster
-from toolhost._mcp.frames import FrameErrorReplies
+from toolhost._mcp.frames import FrameErrorReplies, UnusableIdsRefused
 from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import Sessions, session_key
 from toolhost._mcp.transport import stdio_streams
 from toolhost._pipeline.log import get_logger
 from toolhost._registration.refusals import Registered
 
-__all__ = ["build_server", "parse_http_address", "serve", "tracing_configured"]
+__all__ = ["build_server", "listen_sockets", "parse_http_address", "serve", "tracing_configured"]
 
 SERVER_NAME = "toolhost"
 
@@ -53,6 +57,9 @@ INSTRUCTIONS = (
 )
 
 _LOOPBACK_NAMES = frozenset({"localhost"})
+
+#: The listen backlog of the HTTP transport's sockets (uvicorn's default).
+_BACKLOG = 2048
 
 
 def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) -> (
@@ -141,52 +148,130 @@ def _configure_stdlib_logging(level: str) -> None:
 
 
 class _Terminated(Exception):
-    """SIGTERM arrived: the transport has stopped (or is to stop) and ``serve`` returns 0."""
+    """SIGTERM or SIGINT arrived: the transport has stopped (or is to stop) gracefully, and
+    ``serve`` returns 0 for SIGTERM, 130 for SIGINT (Ctrl-C, as a shell reports it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-async def _serve_stdio(server: Server[Any], on_loop: bool) -> None:
-    # SIGTERM (a client's second step after closing stdin) cancels the serving task on the
-    # loop, so in-flight calls record their cancellation and the runs end, instead of the
-    # process dying mid-write.
+#: The signals that stop ``serve`` gracefully.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None:
+    # SIGTERM (a client's second step after closing stdin) and SIGINT (Ctrl-C) cancel the
+    # serving task on the loop, so in-flight calls record their cancellation and the runs end,
+    # instead of the process dying mid-write.
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
         if task is not None:
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            task.cancel()
+
+    for signum in _STOP_SIGNALS:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop, signum)
     try:
         async with stdio_streams(on_loop=on_loop) as (read_stream, write_stream):
+            _operator(serving)
             await server.run(FrameErrorReplies(read_stream, write_stream), write_stream,
                              server.create_initialization_options())
     except asyncio.CancelledError:
-        raise _Terminated from None
+        # Without a handler of ours (no loop signal handlers, as on Windows), the cancellation
+        # is asyncio.run's answer to Ctrl-C.
+        raise _Terminated(received[0] if received else signal.SIGINT) from None
 
 
-async def _serve_http(server: Server[Any], bind: str, port: int, level: str) -> None:
+async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: str,
+                      level: str, serving: str) -> None:
     import uvicorn  # deferred: stdio serving never needs the web stack
 
     # DNS-rebinding protection comes on for a loopback host (the SDK's default).
-    app = server.streamable_http_app(host=bind)
-    config = uvicorn.Config(app, host=bind, port=port, log_config=None, access_log=False,
+    app = UnusableIdsRefused(server.streamable_http_app(host=bind))
+    config = uvicorn.Config(app, host=bind, log_config=None, access_log=False,
                             log_level=level.lower(), lifespan="on")
-    # uvicorn shuts down gracefully on SIGTERM, then re-raises it under the handler it found,
-    # which is this one: the re-raise ends ``serve`` cleanly instead of killing the process.
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    # uvicorn shuts down gracefully on SIGTERM and SIGINT, then re-raises the signal under the
+    # handler it found, which is this one: the re-raise ends ``serve`` cleanly instead of
+    # killing the process or leaving a KeyboardInterrupt to unwind it.
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in _STOP_SIGNALS}
     try:
-        await uvicorn.Server(config).serve()
+        _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
+        await uvicorn.Server(config).serve(sockets=sockets)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
-    raise _Terminated
+    raise _Terminated(signum)
+
+
+def listen_sockets(bind: str, port: int) -> list[socket.socket]:
+    """Sockets bound to, and listening on, each loopback address ``bind`` names (``localhost``
+    may name two), for uvicorn to serve. Binding here rather than in uvicorn is what lets
+    ``serve`` say why it could not listen in one line, and say it listens only once it does.
+
+    :raises OSError: an address could not be bound (the port is taken, say).
+    """
+    addresses = dict.fromkeys(
+        (family, address[:2])
+        for family, _, _, _, address in socket.getaddrinfo(
+            bind, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        if ipaddress.ip_address(address[0]).is_loopback)
+    sockets: list[socket.socket] = []
+    unavailable: OSError | None = None
+    try:
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            if os.name == "posix":  # as asyncio and uvicorn do: restart while in TIME_WAIT
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                sock.close()
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise
+                unavailable = exc  # that family is off on this machine (asyncio skips it too)
+                continue
+            sockets.append(sock)
+            sock.listen(_BACKLOG)
+        if not sockets:
+            raise unavailable or OSError(errno.EADDRNOTAVAIL, f"{bind} has no loopback address")
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _why_not_listening(exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return "address already in use (another process holds that port)"
+    reason = exc.strerror or str(exc)
+    return reason[:1].lower() + reason[1:]
+
+
+def _http_url(bind: str, port: int) -> str:
+    return f"http://[{bind}]:{port}/mcp" if ":" in bind else f"http://{bind}:{port}/mcp"
 
 
 def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None = None) -> int:
     """Serve ``host``'s tools until the client goes away (stdio) or the process is stopped.
 
+    Once serving, one line on stderr says where (``toolhost: serving N tools on stdio``, or
+    ``... at http://HOST:PORT/mcp``).
+
     :param http: ``HOST:PORT`` for streamable HTTP on a loopback address; None for stdio.
     :param enable: serve exactly these tool names; None for the default roster.
-    :return: the exit code: 0 after a clean end, 2 for a bad flag or setting, 1 when the
+    :return: the exit code: 0 after a clean end (the client closed stdin, or SIGTERM), 130
+        after Ctrl-C (SIGINT; the same graceful stop), 2 for a bad flag or setting, 1 when the
         transport could not start (the port is taken, say).
     """
     try:
@@ -203,19 +288,30 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     level = host.settings.get("TOOLHOST_LOG_LEVEL") or "warning"
     _configure_stdlib_logging(level)
     host.pipeline  # noqa: B018 - composed now: a bad database or policy stops the start
+    # Rows left `running` by a dead process are settled once, before the first session can
+    # start a call. Idempotent ones are not re-run here: nobody is waiting for them (D85).
+    host.recover(rerun=False)
     server, sessions = build_server(host, roster, config)
     log = get_logger()
     log.info("mcp.serve.started", transport="http" if address else "stdio",
              tools=[r.spec.name for r in roster], principal=config.principal.id,
              scopes=sorted(config.principal.scopes))
+    tools = f"{len(roster)} tool{'' if len(roster) == 1 else 's'}"
     try:
         if address is None:
-            asyncio.run(_serve_stdio(server, config.loop_stdio))
+            asyncio.run(_serve_stdio(server, config.loop_stdio, f"serving {tools} on stdio"))
         else:
-            asyncio.run(_serve_http(server, *address, level))
-    except _Terminated:
-        log.info("mcp.serve.terminated")
-    except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
+            try:
+                sockets = listen_sockets(*address)
+            except OSError as exc:
+                _operator(f"cannot listen on {http}: {_why_not_listening(exc)}")
+                return ExitCode.FAILED
+            asyncio.run(_serve_http(server, sockets, address[0], level,
+                                    f"serving {tools} at {_http_url(*address)}"))
+    except _Terminated as stop:
+        log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
+        return ExitCode.INTERRUPTED if stop.signum == signal.SIGINT else ExitCode.OK
+    except SystemExit as exc:  # uvicorn exits 1 when its startup fails
         _operator(f"the HTTP transport did not start on {http}")
         return ExitCode.FAILED if exc.code else ExitCode.OK
     finally:

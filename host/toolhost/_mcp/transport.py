@@ -11,31 +11,52 @@ nothing, and that is what pays for the full pipeline behind every call. The wire
 same either way, and so is the protection: while serving, fd 0 reads the null device and fd 1
 writes to stderr, so neither a stray ``print`` nor a child process can touch a frame; both
 are restored on exit.
+
+Both read lines the same way: a line is at most MAX_FRAME_BYTES; a longer one is discarded
+whole, through its newline, and answered ``-32700`` (nothing of it is ever read as a frame of
+its own); blank lines are skipped; a request whose id is not a string or an integer is answered
+``-32600`` (``toolhost._mcp.frames.parse_frame``). On the SDK's transport stdin is read by
+``_ThreadLines``, a daemon thread, so that a read blocked on a terminal or an idle pipe never
+holds up the end of serving (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
+import io
 import os
 import stat
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import mcp.types as types
+import pydantic_core
+from mcp.os.win32.utilities import rebind_std_handle_to_fd
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+
+from toolhost._mcp.frames import has_unusable_id, parse_frame
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = ["MAX_FRAME_BYTES", "FrameTooLarge", "pipes_available", "stdio_streams"]
 
-#: The longest frame read; a longer line is answered as unreadable and skipped.
+#: The longest frame read; a longer line is answered as unreadable and discarded whole.
 MAX_FRAME_BYTES = 32 * 1024 * 1024
+
+#: How much the SDK transport's reader thread asks of the wire at a time.
+_CHUNK_BYTES = 64 * 1024
+
+#: What ``_ThreadLines`` hands the SDK's parser in place of a line it refuses: text its parse
+#: rejects with the same answer the loop transport gives (-32700, and -32600 with a null id).
+_OVER_LONG_STAND_IN = f"(a line over {MAX_FRAME_BYTES} bytes, discarded)\n"
+_UNUSABLE_ID_STAND_IN = '{"jsonrpc": "2.0", "id": null, "method": null}\n'
 
 #: How long the last answers may take to flush once the server has stopped.
 _FLUSH_S = 2.0
@@ -67,6 +88,7 @@ def _claimed_std_fds() -> Iterator[tuple[int, int]]:
     try:
         os.dup2(devnull, 0)
         os.dup2(2, 1)
+        _rebind(0, 1)
     finally:
         os.close(devnull)
     try:
@@ -78,7 +100,16 @@ def _claimed_std_fds() -> Iterator[tuple[int, int]]:
             with contextlib.suppress(OSError):
                 os.set_blocking(wire, True)  # the descriptions are shared with the parent's
                 os.dup2(wire, fd)
+                _rebind(fd)
             os.close(wire)
+
+
+def _rebind(*fds: int) -> None:
+    # Windows: a child process inherits the Win32 standard handles, not the C runtime's
+    # descriptors, so those are pointed at them too (a no-op elsewhere).
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            rebind_std_handle_to_fd(fd)
 
 
 class _PipeReader:
@@ -98,9 +129,8 @@ class _PipeReader:
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
-            try:
-                line = await self._reader.readline()
-            except ValueError:  # over the limit: the line was discarded
+            line = await self._line()
+            if line is None:
                 return FrameTooLarge(f"frame over {MAX_FRAME_BYTES} bytes")
             if not line:
                 raise anyio.EndOfStream  # the client closed its end
@@ -108,10 +138,30 @@ class _PipeReader:
                 continue
             text = line.decode("utf-8", errors="replace")  # as the SDK's transport does
             try:
-                return SessionMessage(types.jsonrpc_message_adapter.validate_json(text,
-                                                                                  by_name=False))
+                return SessionMessage(parse_frame(text))
             except ValueError as exc:
                 return exc
+
+    async def _line(self) -> bytes | None:
+        """The next line (empty at the end of input), or None for a line over the limit, which
+        is discarded whole: through its newline, however much of it has yet to arrive. (The
+        stream's own ``readline`` drops only what it holds when the limit is passed, and the rest
+        of the line then reads as a line of its own.)"""
+        try:
+            return await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:
+            return end.partial  # the end of input: the last line, if it has no newline
+        except asyncio.LimitOverrunError:
+            pass
+        while True:
+            try:
+                await self._reader.readuntil(b"\n")  # the newline that ends the long line
+                return None
+            except asyncio.LimitOverrunError as over:
+                # ``consumed`` bytes are buffered and hold no newline: drop them, read on.
+                await self._reader.readexactly(over.consumed)
+            except asyncio.IncompleteReadError:
+                return None  # the input ended inside the long line
 
     async def aclose(self) -> None:
         self._closed = True
@@ -195,6 +245,117 @@ async def _pipe_streams() -> AsyncIterator[tuple[_PipeReader, _PipeWriter]]:
             write_transport.close()
 
 
+def _screened(line: bytes) -> str | None:
+    """A whole line as ``_ThreadLines`` hands it to the SDK: None for a blank line (skipped), a
+    stand-in for a request with an unusable id, else the line as text."""
+    if not line.strip():
+        return None
+    text = line.decode("utf-8", errors="replace")  # as the SDK's transport does
+    try:
+        frame = pydantic_core.from_json(text)
+    except ValueError:
+        return text  # not JSON: the SDK's parse answers it -32700
+    return _UNUSABLE_ID_STAND_IN if has_unusable_id(frame) else text
+
+
+def _wire_lines(fd: int, stopped: threading.Event) -> Iterator[str]:
+    """The screened lines read from ``fd`` (blocking), until the end of input or ``stopped``."""
+    pending = bytearray()
+    scanned = 0  # bytes of ``pending`` already searched for a newline
+    discarding = False  # inside a line over the limit: drop everything up to its newline
+    while not stopped.is_set():
+        try:
+            chunk = os.read(fd, _CHUNK_BYTES)
+        except OSError:
+            chunk = b""  # the wire failed: as good as the end of input
+        if not chunk:
+            break
+        pending += chunk
+        start = 0
+        while (end := pending.find(b"\n", max(start, scanned))) >= 0:
+            line, start, scanned = bytes(pending[start:end + 1]), end + 1, 0
+            if discarding:
+                discarding = False
+            elif len(line) - 1 > MAX_FRAME_BYTES:
+                yield _OVER_LONG_STAND_IN
+            elif (text := _screened(line)) is not None:
+                yield text
+        del pending[:start]
+        scanned = len(pending)
+        if discarding or len(pending) > MAX_FRAME_BYTES:  # no newline yet: nothing to keep
+            if not discarding:
+                yield _OVER_LONG_STAND_IN
+                discarding = True
+            pending.clear()
+            scanned = 0
+    if pending and not discarding and not stopped.is_set():
+        text = _screened(bytes(pending))  # the last line, without a newline
+        if text is not None:
+            yield text
+
+
+class _ThreadLines:
+    """stdin for the SDK's ``stdio_server``: the wire's screened lines, read by a daemon thread.
+
+    The thread owns ``fd`` (a duplicate of the wire) and closes it when it finishes, so the
+    descriptor is never closed, or reused, under a read in progress. Each line waits for the
+    server to take the one before (back-pressure, as the SDK's own reader has). A read blocked on
+    a terminal or an idle pipe when serving ends is left to the thread: a daemon thread is never
+    waited for, so Ctrl-C ends the process at once.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._loop = asyncio.get_running_loop()
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=1)
+        self._stopped = threading.Event()
+        threading.Thread(target=self._run, name="toolhost-stdin", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            for line in _wire_lines(self._fd, self._stopped):
+                if not self._hand_over(line):
+                    return
+            self._hand_over(None)
+        finally:
+            os.close(self._fd)
+
+    def _hand_over(self, line: str | None) -> bool:
+        try:
+            asyncio.run_coroutine_threadsafe(self._lines.put(line), self._loop).result()
+        except (RuntimeError, concurrent.futures.CancelledError):
+            return False  # the loop has closed: nobody is left to read it
+        return not self._stopped.is_set()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def __aiter__(self) -> _ThreadLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._lines.get()
+        if line is None:
+            raise StopAsyncIteration
+        return line
+
+
+@contextlib.asynccontextmanager
+async def _sdk_streams() -> AsyncIterator[
+        tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
+    """The SDK's ``stdio_server`` (its parse, its thread-backed writer) over the claimed wire,
+    reading stdin through ``_ThreadLines``."""
+    with _claimed_std_fds() as (wire_in, wire_out):
+        lines = _ThreadLines(os.dup(wire_in))
+        stdout = anyio.wrap_file(io.TextIOWrapper(
+            os.fdopen(wire_out, "wb", closefd=False), encoding="utf-8"))
+        try:
+            async with stdio_server(stdin=cast(Any, lines), stdout=stdout) as streams:
+                yield streams
+        finally:
+            lines.stop()
+
+
 @contextlib.asynccontextmanager
 async def stdio_streams(*, on_loop: bool = True) -> AsyncIterator[
         tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
@@ -204,5 +365,5 @@ async def stdio_streams(*, on_loop: bool = True) -> AsyncIterator[
         async with _pipe_streams() as streams:
             yield streams
     else:
-        async with stdio_server() as streams:
+        async with _sdk_streams() as streams:
             yield streams

@@ -20,6 +20,11 @@ DEADLINE = "tool.timeout.deadline"
 RUN_CANCELLED = "tool.cancelled.run_cancelled"
 HARD_CEILING = "tool.output_too_large.hard_ceiling"
 DIGEST_MISMATCH = "tool.internal.digest_mismatch"
+#: A ``running`` row whose process is gone (``Pipeline.recover``), or a result the tool produced
+#: that could not be recorded: it may or may not have taken effect.
+INTERRUPTED = "tool.internal.interrupted"
+#: The invocation store failed before anything ran (or for a read, which changes nothing).
+RECORD_STORE = "tool.upstream_unavailable.record_store"
 
 #: What the model reads when a call pauses for approval, or an operator denies it. Static like
 #: every message; the denial reason an operator writes stays on the row and in the logs.
@@ -41,4 +46,8 @@ MESSAGES = {
     HARD_CEILING: "The output exceeded the 8 MiB ceiling. The partial output was saved as an "
     "artifact.",
     DIGEST_MISMATCH: "The tool failed unexpectedly.",
+    INTERRUPTED: "The call was interrupted before its result was recorded. It may or may not "
+    "have taken effect: check before calling it again.",
+    RECORD_STORE: "The host could not record this call, so it has no result and changed "
+    "nothing. Try again later.",
 }

@@ -1,4 +1,10 @@
-"""The ``tool_invocations`` row as a value: its states and its record."""
+"""The ``tool_invocations`` row as a value: its states, its record, and its owner.
+
+A row that goes ``running`` records its *owner*: the process executing it, as the store
+identifies processes (``InvocationStore.owner``). A process killed mid-call leaves the row
+``running`` with an owner that is gone; ``Pipeline.recover`` settles such rows, and leaves a
+row whose owner is alive, or cannot be checked from here, alone (``OwnerState``).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ __all__ = [
     "InvocationNotFound",
     "InvocationRecord",
     "InvocationState",
+    "OwnerState",
 ]
 
 
@@ -30,6 +37,17 @@ class InvocationState(enum.Enum):
 
 
 _FINAL = frozenset({InvocationState.DENIED, InvocationState.SUCCEEDED, InvocationState.FAILED})
+
+
+class OwnerState(enum.Enum):
+    """What can be told about the process that owns a ``running`` row."""
+
+    #: It is still running: the row is its to finish.
+    ALIVE = "alive"
+    #: It has exited (or the machine restarted since): nobody will finish the row.
+    GONE = "gone"
+    #: It cannot be checked from this process (another pid namespace): left alone.
+    UNKNOWN = "unknown"
 
 
 class InvocationNotFound(LookupError):
@@ -65,4 +83,7 @@ class InvocationRecord:
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
     decided_at: dt.datetime | None = None
+    #: The process that took the row to ``running`` (``InvocationStore.owner``), kept after
+    #: it finishes; None for a row that never ran (or ran before owners were recorded).
+    owner: Mapping[str, Any] | None = None
 

@@ -17,6 +17,7 @@ import attrs
 from toolhost._model.spec import Trust
 
 __all__ = [
+    "HARD_OUTPUT_CEILING",
     "REASON_CODE_PATTERN",
     "FailureInfo",
     "Outcome",
@@ -27,6 +28,11 @@ __all__ = [
     "ToolValidationError",
     "failure_kind_of",
 ]
+
+
+#: Global output ceiling: past it a result is OUTPUT_TOO_LARGE (pipeline step 12), and a
+#: tool that reads unbounded input (workspace.read_text) stops there.
+HARD_OUTPUT_CEILING = 8 * 1024 * 1024
 
 
 class ToolFailureKind(enum.Enum):

@@ -10,9 +10,29 @@ import attrs
 
 from toolhost._model.secrets import Secret
 
-__all__ = ["Settings"]
+__all__ = ["LOG_LEVELS", "SettingError", "Settings", "StoreUnavailable", "default_data_dir"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+
+#: The values TOOLHOST_LOG_LEVEL takes (any case); unset means "warning".
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+#: The standard library's other names, accepted as they always were.
+_LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "notset": "debug"}
+
+
+class SettingError(ValueError):
+    """A setting holds a value the host cannot use. The message is one line for operators."""
+
+
+class StoreUnavailable(Exception):
+    """The data directory (TOOLHOST_DATA_DIR) or the database in it cannot be used: it is a
+    file, not writable, not a database, damaged, or of another schema. Raised where the stores
+    are opened, so a command or a server stops at its start. The message is one line that
+    names ``path`` and says what to do."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def _redact(env: Mapping[str, str]) -> dict[str, str]:
@@ -25,8 +45,10 @@ def is_secret_name(name: str) -> bool:
     return upper.endswith(("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"))
 
 
-def _default_data_dir() -> Path:
-    # XDG-style per-user directory; the operator overrides it with TOOLHOST_DATA_DIR.
+def default_data_dir() -> Path:
+    """Where the data lives when TOOLHOST_DATA_DIR is unset (``toolhost --help`` shows it):
+    an XDG-style per-user directory, ``$XDG_DATA_HOME/toolhost`` or
+    ``~/.local/share/toolhost``."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "toolhost"
 
@@ -60,7 +82,24 @@ class Settings:
     @property
     def data_dir(self) -> Path:
         raw = self.env.get("TOOLHOST_DATA_DIR", "").strip()
-        return Path(raw) if raw else _default_data_dir()
+        return Path(raw) if raw else default_data_dir()
+
+    @property
+    def log_level(self) -> str:
+        """TOOLHOST_LOG_LEVEL, lower case; "warning" when unset or blank.
+
+        :raises SettingError: for a value that is not one of ``LOG_LEVELS``.
+        """
+        raw = self.env.get("TOOLHOST_LOG_LEVEL", "").strip()
+        if not raw:
+            return "warning"
+        level = _LEVEL_ALIASES.get(raw.lower(), raw.lower())
+        if level not in LOG_LEVELS:
+            raise SettingError(
+                f"TOOLHOST_LOG_LEVEL is {raw!r}, not a log level: set it to one of "
+                f"{', '.join(LOG_LEVELS)} (or leave it unset for warning)"
+            )
+        return level
 
     @property
     def plugin_allow_list(self) -> tuple[str, ...] | None:
@@ -68,6 +107,13 @@ class Settings:
         raw = self.env.get("TOOLHOST_PLUGINS")
         if raw is None:
             return None
+        return tuple(normalize_dist_name(n) for n in raw.split(",") if n.strip())
+
+    @property
+    def plugin_exclude_list(self) -> tuple[str, ...]:
+        """TOOLHOST_PLUGINS_EXCLUDE as normalized distribution names: left out even when
+        TOOLHOST_PLUGINS (applied first) names them."""
+        raw = self.env.get("TOOLHOST_PLUGINS_EXCLUDE", "")
         return tuple(normalize_dist_name(n) for n in raw.split(",") if n.strip())
 
 

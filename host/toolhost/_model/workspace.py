@@ -19,6 +19,7 @@ __all__ = [
     "WorkspaceIsDirectory",
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
+    "WorkspaceUnavailable",
     "WriteResult",
 ]
 
@@ -35,6 +36,17 @@ class WorkspaceEscape(Exception):
 
 class WorkspaceNotFound(Exception):
     """No such path in the workspace."""
+
+
+class WorkspaceUnavailable(Exception):
+    """The workspace cannot be used right now, whatever the path: no space or no file handles
+    left, a read-only or failing filesystem, a run directory that cannot be created. Not the
+    caller's fault and not the path's (those are ``WorkspaceEscape``); a retry may succeed.
+    ``reason`` is one static line for operators."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class WorkspaceIsDirectory(Exception):

@@ -33,12 +33,38 @@ def _tail(data: bytes, limit: int) -> bytes:
 
 
 def excerpt(content: str, budget: int, artifact_id: str, checksum: str) -> str:
-    """Head and tail of ``content`` around a marker, at most ``budget`` UTF-8 bytes in all."""
+    """Head and tail of ``content`` around a marker, at most ``budget`` UTF-8 bytes in all.
+
+    Head and tail never overlap: content that fits beside the marker is kept whole, before
+    it, and the marker says 0 bytes were elided (the structured result is what was withheld).
+    A budget too small for the marker itself gets as much of the marker as fits and none of
+    the content; the artifact is still in the outcome's ``artifacts``.
+    """
     data = content.encode("utf-8")
-    # The marker's own length depends on the number it prints; size it for the worst case.
-    marker_budget = len(elision_marker(len(data), len(data), artifact_id, checksum).encode())
-    room = max(budget - marker_budget, 0)
+    total = len(data)
+    worst = elision_marker(total, total, artifact_id, checksum).encode()
+    if len(worst) > budget:
+        return _head(worst, max(budget, 0)).decode("utf-8")
+    # The marker's length depends on the count it prints. Sized for the worst count (all of
+    # it elided) the excerpt always fits; sized again for the count that elides, it uses the
+    # few bytes the shorter number left, unless a character boundary made it elide more.
+    head, tail = _cut(data, budget - len(worst))
+    marker = _marker(head, tail, total, artifact_id, checksum)
+    tighter = _cut(data, budget - len(marker))
+    again = _marker(*tighter, total, artifact_id, checksum)
+    if len(tighter[0]) + len(again) + len(tighter[1]) <= budget:
+        (head, tail), marker = tighter, again
+    return head.decode("utf-8") + marker.decode("utf-8") + tail.decode("utf-8")
+
+
+def _marker(head: bytes, tail: bytes, total: int, artifact_id: str, checksum: str) -> bytes:
+    return elision_marker(total - len(head) - len(tail), total, artifact_id, checksum).encode()
+
+
+def _cut(data: bytes, room: int) -> tuple[bytes, bytes]:
+    """The head and tail kept in ``room`` bytes: all of ``data`` when it fits, else about half
+    each, on character boundaries, never overlapping."""
+    if len(data) <= room:
+        return data, b""
     head = _head(data, room // 2)
-    tail = _tail(data, room - room // 2)
-    marker = elision_marker(len(data) - len(head) - len(tail), len(data), artifact_id, checksum)
-    return head.decode("utf-8") + marker + tail.decode("utf-8")
+    return head, _tail(data, room - len(head))

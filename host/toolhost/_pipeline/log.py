@@ -3,7 +3,10 @@
 Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when stderr is not a
 TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
 key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` key, any
-``Bearer`` credential inside a string, and any ``Secret`` value, however deeply nested.
+``Secret`` value, however deeply nested, and credentials inside strings: after an auth scheme
+(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``) and as the
+value of a secret-named header or parameter (``x-api-key: ...``, ``?access_token=...``,
+``OPENAI_API_KEY=...``, ``password: ...``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,26 @@ from toolhost._ports.clock import Clock
 __all__ = ["REDACTED", "configure_logging", "get_logger", "redact_secrets"]
 
 REDACTED = "[redacted]"
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+#: A credential after a scheme: RFC 6750's token68 characters.
+_CHARACTER = r"[A-Za-z0-9._~+/=-]"
+_CREDENTIAL = _CHARACTER + "+"
+#: ``Bearer x``, ``Bearer: x``, ``Bearer=x``, and URL- or form-encoded: ``Bearer%20x``,
+#: ``Bearer+x``.
+_SCHEME = re.compile(rf"(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)({_CREDENTIAL})")
+#: ``Token x`` (GitHub's and Django REST framework's scheme). "token" is also this host's
+#: everyday word ("Token limit exceeded"), so after a plain space only a credential-shaped
+#: word goes: one with a digit or one of ``_./+=~``, or 24 characters or more. With a colon
+#: or ``=`` it is a named value, below, and goes whatever it is.
+_TOKEN_SCHEME = re.compile(
+    rf"(?i)\b(token)(%20|\+|\s+)((?=[A-Za-z-]*[0-9_./+=~]){_CREDENTIAL}|{_CHARACTER}{{24,}})"
+)
+#: The value of a secret-named header, parameter or setting in a string: ``x-api-key: x``,
+#: ``?access_token=x``, ``&client_secret=x``, ``OPENAI_API_KEY=x``, ``"api_key": "x"``,
+#: ``password: x``. The name is a whole word (``max_tokens=5`` is not ``token=``).
+_NAMED = re.compile(
+    r"""(?i)(?<![A-Za-z0-9_-])((?:[A-Za-z0-9_-]*[_-])?(?:api[_-]?key|token|secret|password))"""
+    r"""(["']?\s*[:=]\s*["']?)([^\s"'&#,;]+)"""
+)
 
 
 def _is_secret_key(key: str) -> bool:
@@ -40,8 +62,15 @@ def _redact(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return type(value)(_redact(v) for v in value)
     if isinstance(value, str):
-        return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
+        return _redact_text(value)
     return value
+
+
+def _redact_text(text: str) -> str:
+    """The string with each credential replaced; the scheme or name and separator stay."""
+    for pattern in (_SCHEME, _TOKEN_SCHEME, _NAMED):
+        text = pattern.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
+    return text
 
 
 def redact_secrets(
@@ -66,6 +95,11 @@ def configure_logging(
     clock: Clock, *, level: str = "info", stream: TextIO | None = None, json: bool | None = None
 ) -> None:
     """Configure structlog once for the process. ``json`` defaults to "stderr is not a TTY"."""
+    from toolhost._model.settings import LOG_LEVELS, SettingError
+
+    number = _stdlib_logging.getLevelNamesMapping().get(level.strip().upper())
+    if number is None:  # one line for the operator, not a KeyError
+        raise SettingError(f"{level!r} is not a log level: use one of {', '.join(LOG_LEVELS)}")
     stream = stream if stream is not None else sys.stderr
     as_json = json if json is not None else not stream.isatty()
     renderer: Any = (
@@ -81,9 +115,7 @@ def configure_logging(
             redact_secrets,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            _stdlib_logging.getLevelNamesMapping()[level.upper()]
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(number),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )

@@ -7,15 +7,17 @@ Numbered as DESIGN §4 so the spec's references hold:
  3 scopes                                   ``steps.check_scopes``
  4 validate arguments, defaults, digest     ``steps.prepare``
  5 policy decision; a deny cell denies      ``steps.decide_policy``, ``Pipeline._deny_by_policy``
- 6 require approval: persist, pause         ``Pipeline._pause``
- 7 (resume) the approval binds the digest   ``steps.bind_approval`` in ``Pipeline.approve``;
-   (an operator's denial ends the row)      ``Pipeline.deny``
+ 6 require approval: persist, pause, and   ``Pipeline._pause``
+   discard the run's workspace
+ 7 (resume) the tool is registered, policy  ``Pipeline.resume`` (``approve``):
+   still allows it, the approval binds the  ``steps.bind_approval``
+   digest (an operator's denial ends it)    ``Pipeline.deny``
  8 execute under min(timeout_s, run         ``steps.build_tool``, ``steps.execute``
    deadline), cancellable
  9 WorkspaceEscape -> ToolValidationError   ``steps.workspace_escape``
 10 validate output against output_schema    ``steps.validate_output``
 11 clamp trust to the lower of spec/result  ``steps.clamp_trust``
-12 excerpt and artifactize, or too large    ``steps.limit_output``
+12 excerpt and artifactize, or too large    ``steps.limit_output_off_loop``
 13 persist the outcome on the row           ``Pipeline._persist`` (and its three callers)
 
 ``Pipeline.invoke`` is the list of steps 1 to 6 and 8 to 13; ``Pipeline.approve`` resumes a
@@ -26,11 +28,28 @@ A step that ends the invocation raises ``ToolFailure`` (the public exception) wi
 to render; the pipeline persists exactly one row per invocation and returns an ``Outcome``.
 Callers outside the pipeline (the MCP server) use its public methods (``prepare``,
 ``check_scopes``, ``decide``, ``row``, ``rows_for``), never its steps' internals.
+
+A row that goes ``running`` records its owner, this process (``InvocationStore.owner``).
+``Pipeline.recover`` settles the ``running`` rows whose owner is gone (killed mid-call): a
+NON_IDEMPOTENT or CONDITIONALLY_IDEMPOTENT call is never run again, it ends failed with
+``tool.internal.interrupted`` (it may or may not have taken effect); an IDEMPOTENT or READ_ONLY
+one is run again here, as an approved call resumes, unless its tool is not registered, the
+policy cell now denies it or now wants an approval it never had, or the caller says not to
+(then it ends failed with the same code, retryable). A row whose owner is alive, or cannot be
+checked from here, is left alone.
+
+The invocation store failing (a database that became unwritable) never escapes ``invoke``:
+before anything ran, the call ends ``tool.upstream_unavailable.record_store`` (nothing
+recorded, nothing changed, retryable); after a writing call ran, the result that could not be
+recorded ends it ``tool.internal.interrupted``, and the row is finished as such if the store
+takes that write, else left ``running`` for ``recover`` once this process is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,12 +58,13 @@ import attrs
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.context import Principal, ToolCallable, ToolExecutionContext
 from toolhost._model.digest import canonical_json
-from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
 from toolhost._model.outcome import (
     FailureInfo,
     Outcome,
     OutcomeStatus,
     ToolFailure,
+    ToolFailureKind,
     failure_kind_of,
 )
 from toolhost._model.runs import CancellationEvent, Run, ToolCall
@@ -60,11 +80,68 @@ from toolhost._ports.invocations import InvocationStore
 from toolhost._registration.refusals import Registered
 from toolhost._registration.registry import Registry
 
-__all__ = ["InvocationStateError", "Pipeline", "ToolCall"]
+__all__ = [
+    "ApprovalRefused",
+    "InvocationStateError",
+    "Pipeline",
+    "Recovered",
+    "RecoveryAction",
+    "Resumed",
+    "ToolCall",
+]
 
 
 class InvocationStateError(Exception):
     """approve/deny on an invocation that is not awaiting approval."""
+
+
+class ApprovalRefused(InvocationStateError):
+    """approve on a row this process cannot run (its tool is not registered here): the row is
+    left as it was, awaiting approval, for an ``approve`` where the tool is, or a ``deny``."""
+
+
+@attrs.frozen
+class Resumed:
+    """What ``Pipeline.resume`` did: the outcome, and whether this call acted on the row (ran
+    the tool, or ended the row at step 7) rather than handing it back as it stood."""
+
+    outcome: Outcome
+    acted: bool
+
+
+class RecoveryAction(enum.Enum):
+    #: The owner is alive, or cannot be checked from here: the row is untouched.
+    LEFT = "left"
+    #: Settled ``failed`` with ``tool.internal.interrupted``; the tool was not run again.
+    FAILED = "failed"
+    #: Run again here (IDEMPOTENT or READ_ONLY); ``outcome`` is the new result.
+    RERUN = "rerun"
+    #: Another process settled or took the row first.
+    SETTLED_ELSEWHERE = "settled_elsewhere"
+
+
+@attrs.frozen
+class Recovered:
+    """One row ``Pipeline.recover`` looked at, and what it did."""
+
+    invocation_id: str
+    tool: str
+    version: str | None
+    action: RecoveryAction
+    #: One line for the operator: why this action.
+    reason: str
+    outcome: Outcome | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invocation_id": self.invocation_id, "tool": self.tool, "version": self.version,
+            "action": self.action.value, "reason": self.reason,
+            "outcome": self.outcome.to_json() if self.outcome is not None else None,
+        }
+
+
+#: Calls that may be run again after their process was killed: repeating them is safe.
+_RERUNNABLE = frozenset({Idempotency.READ_ONLY, Idempotency.IDEMPOTENT})
 
 
 _STATUS = {
@@ -106,6 +183,10 @@ class Pipeline:
         # the one place that reads ambient state.
         self._new_id = new_id
         self._monotonic = monotonic
+        # Workspaces in use by an executing call, and whether a pause asked to discard them:
+        # id(workspace) -> [calls executing, discard pending, the workspace].
+        self._busy: dict[int, list[Any]] = {}
+        self._busy_lock = threading.Lock()
 
     def close(self) -> None:
         """Close both stores' connections."""
@@ -142,12 +223,17 @@ class Pipeline:
         if decision.action is PolicyAction.DENY:
             return self._deny_by_policy(record, decision, log)  # 5
         if decision.action is PolicyAction.REQUIRE_APPROVAL:
-            return self._pause(record, log)  # 6
+            return self._pause(run, record, log)  # 6
         # A call that changes anything is recorded as running before it runs, so a crash
-        # mid-call leaves evidence; a read-only call's row is written once, at step 13.
+        # mid-call leaves evidence (and, in ``owner``, whose it was); a read-only call's row
+        # is written once, at step 13.
+        record = attrs.evolve(record, owner=self.invocations.owner())
         inserted = registered.spec.idempotency is not Idempotency.READ_ONLY
         if inserted:
-            self.invocations.insert(record)
+            try:
+                self.invocations.insert(record)
+            except Exception as exc:
+                return self._not_recorded(record, exc, log)
         return await self._execute_and_persist(run, registered, record, log,  # 8 to 13
                                                inserted=inserted)
 
@@ -157,15 +243,29 @@ class Pipeline:
         created = record.created_at
         denied = attrs.evolve(record, state=InvocationState.DENIED, decided_at=created,
                               finished_at=created, started_at=None)
-        self.invocations.insert(denied)
+        try:
+            self.invocations.insert(denied)
+        except Exception as exc:
+            return self._not_recorded(record, exc, log)
         log.info("pipeline.denied", step=5, rule=decision.rule)
         return self._outcome(denied)
 
-    def _pause(self, record: InvocationRecord, log: Any) -> Outcome:
-        """Step 6: a pause, not a result. The row is durable, so it survives a restart."""
+    def _pause(self, run: Run, record: InvocationRecord, log: Any) -> Outcome:
+        """Step 6: a pause, not a result. The row is durable, so it survives a restart.
+
+        The run's workspace is discarded here: it is a cache, and what the run does after the
+        pause (the approved call, and every later call of a run that goes on) starts from an
+        empty one. A workspace the host made is removed; an operator's directory
+        (``--workspace DIR``) is only closed, never deleted, so its files stay. While another
+        call of the run is still executing in it, the discard waits for that call to end.
+        """
         paused = attrs.evolve(record, state=InvocationState.AWAITING_APPROVAL, started_at=None)
-        self.invocations.insert(paused)
+        try:
+            self.invocations.insert(paused)
+        except Exception as exc:
+            return self._not_recorded(record, exc, log)
         log.info("pipeline.awaiting_approval", step=6, digest=record.argument_digest)
+        self._discard_when_idle(run.workspace, log)
         return self._outcome(paused)
 
     async def _execute_and_persist(
@@ -173,6 +273,17 @@ class Pipeline:
         *, inserted: bool = True,
     ) -> Outcome:
         """Steps 8 to 13 for a ``running`` record (already a row unless ``inserted`` is False)."""
+        self._enter_workspace(run.workspace)
+        try:
+            return await self._execute_and_persist_in(run, registered, record, log,
+                                                      inserted=inserted)
+        finally:
+            self._leave_workspace(run.workspace, log)
+
+    async def _execute_and_persist_in(
+        self, run: Run, registered: Registered, record: InvocationRecord, log: Any,
+        *, inserted: bool,
+    ) -> Outcome:
         writer = RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
                                    principal_id=run.principal.id)
         # Each call has its own cancellation: set when the run's is, and at its deadline.
@@ -196,7 +307,8 @@ class Pipeline:
             log.debug("pipeline.output", step=10)
             trust = steps.clamp_trust(registered.spec.output_trust, output.output_trust)  # 11
             log.debug("pipeline.trust", step=11, trust=trust.value)
-            shaped = steps.limit_output(registered, output, trust, writer, record.id)  # 12
+            shaped = await steps.limit_output_off_loop(  # 12
+                registered, output, trust, writer, record.id)
             log.debug("pipeline.size", step=12, truncated=shaped.truncated)
         except ToolFailure as failure:
             return self._persist_failure(record, failure, log, inserted=inserted)  # 13
@@ -205,6 +317,37 @@ class Pipeline:
             # the row is still finished, never left running.
             return self._persist_failure(record, steps.unexpected(exc), log, inserted=inserted)
         return self._persist_success(record, trust, shaped, log, inserted=inserted)  # 13
+
+    # ------------------------------------------------------------------ the run's workspace
+
+    def _enter_workspace(self, workspace: Any) -> None:
+        if workspace is None:
+            return
+        with self._busy_lock:
+            self._busy.setdefault(id(workspace), [0, False, workspace])[0] += 1
+
+    def _leave_workspace(self, workspace: Any, log: Any) -> None:
+        if workspace is None:
+            return
+        with self._busy_lock:
+            entry = self._busy[id(workspace)]
+            entry[0] -= 1
+            if entry[0] == 0:
+                del self._busy[id(workspace)]
+                if entry[1]:
+                    _discard(workspace, log)
+
+    def _discard_when_idle(self, workspace: Any, log: Any) -> None:
+        """Discard the workspace now, or when the last call executing in it ends: never under
+        a call that is using it (its directory descriptor would close beneath it)."""
+        if workspace is None:
+            return
+        with self._busy_lock:
+            entry = self._busy.get(id(workspace))
+            if entry is not None:
+                entry[1] = True
+            else:
+                _discard(workspace, log)
 
     # ------------------------------------------------------------------ step 13: persist
 
@@ -224,7 +367,10 @@ class Pipeline:
             retryable=info.retryable, failure_detail=dict(info.detail),
             created_at=created, finished_at=created,
         )
-        self.invocations.insert(record)
+        try:
+            self.invocations.insert(record)
+        except Exception as exc:
+            return self._not_recorded(record, exc, log)
         return self._outcome(record)
 
     def _persist_success(
@@ -236,7 +382,7 @@ class Pipeline:
             output_trust=trust.value, artifact_refs=shaped.artifacts,
         )
         log.info("pipeline.succeeded", step=13, truncated=shaped.truncated)
-        return self._persist(record, InvocationState.SUCCEEDED, fields, inserted=inserted)
+        return self._persist(record, InvocationState.SUCCEEDED, fields, log, inserted=inserted)
 
     def _persist_failure(
         self, record: InvocationRecord, failure: ToolFailure, log: Any, *, inserted: bool = True,
@@ -250,22 +396,69 @@ class Pipeline:
             failure_kind=info.kind.value, reason_code=info.reason_code,
             retryable=info.retryable, failure_detail=dict(info.detail),
             artifact_refs=artifacts,
-        ), inserted=inserted)
+        ), log, inserted=inserted)
 
     def _persist(
         self, record: InvocationRecord, state: InvocationState, fields: Mapping[str, Any],
-        *, inserted: bool = True,
+        log: Any, *, inserted: bool = True,
     ) -> Outcome:
         """The outcome lands on the row, once: only a ``running`` row may finish."""
         final = attrs.evolve(record, state=state, finished_at=self.clock.now(), **fields)
-        if not inserted:
-            self.invocations.insert(final)
-        elif not self.invocations.transition(
-            record.id, expected={InvocationState.RUNNING}, to=state,
-            finished_at=final.finished_at, **fields,
-        ):
-            raise InvocationStateError(f"invocation {record.id} was not running")
+        try:
+            if not inserted:
+                self.invocations.insert(final)
+            elif not self.invocations.transition(
+                record.id, expected={InvocationState.RUNNING}, to=state,
+                finished_at=final.finished_at, **fields,
+            ):
+                raise InvocationStateError(f"invocation {record.id} was not running")
+        except InvocationStateError:
+            raise
+        except Exception as exc:
+            if not inserted:  # a read: nothing changed, and nothing was recorded
+                return self._not_recorded(record, exc, log)
+            return self._result_not_recorded(final, exc, log)
         return self._outcome(final)
+
+    # ------------------------------------------------------------------ the store failing
+
+    def _not_recorded(self, record: InvocationRecord, exc: Exception, log: Any) -> Outcome:
+        """The store failed before anything ran (or for a read): no row, nothing changed, and
+        the model reads RECORD_STORE, retryable. The operator reads the exception in the log."""
+        log.error("pipeline.store_failed", exception=type(exc).__name__, error=str(exc),
+                  recorded=False)
+        failed = attrs.evolve(
+            record, state=InvocationState.FAILED, finished_at=self.clock.now(),
+            failure_kind=ToolFailureKind.UPSTREAM_UNAVAILABLE.value,
+            reason_code=core_messages.RECORD_STORE, retryable=True,
+            failure_detail={"exception": type(exc).__name__, "error": str(exc)},
+        )
+        return attrs.evolve(self._outcome(failed), invocation_id=None)
+
+    def _result_not_recorded(self, final: InvocationRecord, exc: Exception,
+                             log: Any) -> Outcome:
+        """A writing call ran, and its outcome could not be recorded: it may or may not have
+        taken effect (INTERRUPTED). One more write tries to finish the row as such; if the
+        store refuses that too, the row stays ``running``, owned by this process, and
+        ``recover`` settles it once this process is gone."""
+        detail = {"exception": type(exc).__name__, "error": str(exc),
+                  "unrecorded_state": final.state.value}
+        fields: dict[str, Any] = dict(
+            failure_kind=ToolFailureKind.INTERNAL.value, reason_code=core_messages.INTERRUPTED,
+            retryable=False, failure_detail=detail,
+        )
+        try:
+            finished = self.invocations.transition(
+                final.id, expected={InvocationState.RUNNING}, to=InvocationState.FAILED,
+                finished_at=final.finished_at, **fields)
+        except Exception:
+            finished = False
+        log.error("pipeline.store_failed", exception=type(exc).__name__, error=str(exc),
+                  recorded=False, row="failed" if finished else "running")
+        interrupted = attrs.evolve(final, state=InvocationState.FAILED, result_structured=None,
+                                   result_content=None, output_trust=None, artifact_refs=(),
+                                   **fields)
+        return self._outcome(interrupted)
 
     # ------------------------------------------------------------------ a step of calls
 
@@ -297,25 +490,65 @@ class Pipeline:
         Calling it twice, or from two processes at once, runs the tool once: the row's
         compare-and-set from ``approved`` to ``running`` is the lock, and the loser gets the
         row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
-        server whose client went away); by default nothing can.
+        server whose client went away); by default nothing can. See ``resume``.
         """
+        return (await self.resume(invocation_id, approver, cancellation=cancellation)).outcome
+
+    async def resume(
+        self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None
+    ) -> Resumed:
+        """``approve``, saying whether this call acted on the row (step 7, then 8 to 13).
+
+        Before the row is touched: its tool (at its pinned version) must be registered here,
+        or ``ApprovalRefused`` leaves the row awaiting approval; and the policy is decided
+        again, so a cell tightened to deny since the pause ends the row ``denied`` unrun.
+
+        :raises InvocationNotFound: no such row.
+        :raises InvocationStateError: the row was denied.
+        :raises ApprovalRefused: the tool is not registered in this process.
+        """
+        record = self.invocations.get(invocation_id)
+        if record.state is InvocationState.DENIED:
+            raise InvocationStateError(f"invocation {invocation_id} was denied")
+        if record.state not in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
+            return Resumed(self._outcome(record), acted=False)
+        log = get_logger(invocation_id=invocation_id, run_id=record.run_id, tool=record.tool_name)
+        try:
+            # Pinned, so exact: the version that paused.
+            registered = self.registry.resolve(record.tool_name, record.tool_version)  # 1
+        except LookupError:
+            raise ApprovalRefused(
+                f"invocation {invocation_id} calls {record.tool_name} {record.tool_version}, "
+                "which is not registered here: approve it where its plugin is installed and "
+                "enabled, or deny it"
+            ) from None
+        decision = steps.decide_policy(self.policy, registered)  # 5, again
+        if decision.action is PolicyAction.DENY:
+            return self._deny_at_approval(record, decision, log)
         started = self._start_approved(invocation_id, approver)
         if isinstance(started, Outcome):
-            return started
+            return Resumed(started, acted=False)
         record = started
-        log = get_logger(invocation_id=invocation_id, run_id=record.run_id, tool=record.tool_name)
-        # Pinned, so exact: the version that paused. (A version no longer registered raises
-        # the registry's UnknownTool or UnknownVersion, as it always has.)
-        registered = self.registry.resolve(record.tool_name, record.tool_version)  # 1
         try:
             steps.bind_approval(registered, record)  # 7
         except ToolFailure as failure:
             log.error("pipeline.digest_mismatch", step=7)
-            return self._persist_failure(record, failure, log)  # 13
+            return Resumed(self._persist_failure(record, failure, log), acted=True)  # 13
         log.info("pipeline.approved", step=7, approver=approver)
-        # The resumed run is this row's run: same id and principal, a fresh deadline and
-        # cancellation (the original process may be gone), and an empty workspace: the one
-        # before the pause was a cache, discarded when the run paused.
+        return Resumed(await self._run_resumed(registered, record, log, cancellation),
+                       acted=True)
+
+    async def _run_resumed(
+        self, registered: Registered, record: InvocationRecord, log: Any,
+        cancellation: CancellationEvent | None,
+    ) -> Outcome:
+        """Steps 8 to 13 for a row this process took to ``running`` outside ``invoke``: an
+        approved call, or one ``recover`` runs again.
+
+        The resumed run is this row's run: same id and principal, a fresh deadline and
+        cancellation (the original process may be gone), and an empty workspace: the one
+        before the pause was a cache, discarded when the run paused.
+        """
         workspace = self._workspace_for(record.run_id) if self._workspace_for else None
         run = Run(
             id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
@@ -327,6 +560,21 @@ class Pipeline:
         finally:
             if workspace is not None:
                 workspace.discard()
+
+    def _deny_at_approval(self, record: InvocationRecord, decision: PolicyDecision,
+                          log: Any) -> Resumed:
+        """The policy now denies what paused for approval: the row ends ``denied``, unrun,
+        with the decision that denied it on the row."""
+        now = self.clock.now()
+        reason = f"policy now denies {decision.rule}"
+        if not self.invocations.transition(
+            record.id, expected={InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED},
+            to=InvocationState.DENIED, denial_reason=reason, policy=decision.to_json(),
+            decided_at=now, finished_at=now,
+        ):
+            return Resumed(self._outcome(self.invocations.get(record.id)), acted=False)
+        log.info("pipeline.denied", step=7, rule=decision.rule, reason=reason)
+        return Resumed(self._outcome(self.invocations.get(record.id)), acted=True)
 
     def _start_approved(self, invocation_id: str, approver: str) -> InvocationRecord | Outcome:
         """Record the approval and take the row from ``approved`` to ``running``: the running
@@ -345,10 +593,103 @@ class Pipeline:
         # The row's move from approved to running is the lock: exactly one caller wins it.
         if not self.invocations.transition(
             invocation_id, expected={InvocationState.APPROVED}, to=InvocationState.RUNNING,
-            started_at=self.clock.now(),
+            started_at=self.clock.now(), owner=self.invocations.owner(),
         ):
             return self._outcome(self.invocations.get(invocation_id))
         return self.invocations.get(invocation_id)
+
+    # ------------------------------------------------------------------ recovery
+
+    async def recover(self, *, rerun: bool = True) -> list[Recovered]:
+        """Settle every ``running`` row whose owning process is gone; report every row looked
+        at, oldest first (the ``running`` rows, then any left ``approved``).
+
+        :param rerun: run IDEMPOTENT and READ_ONLY calls again (the default); False ends them
+            failed with ``tool.internal.interrupted``, retryable, like the others but safe to
+            repeat.
+        """
+        report = [await self._recover(record, rerun)
+                  for record in self.invocations.list(state=InvocationState.RUNNING)]
+        report.extend(
+            _recovered(record, RecoveryAction.LEFT,
+                       f"approved but not started: toolhost approve {record.id} runs it")
+            for record in self.invocations.list(state=InvocationState.APPROVED)
+        )
+        return report
+
+    async def _recover(self, record: InvocationRecord, rerun: bool) -> Recovered:
+        owner = _describe_owner(record.owner)
+        state = self.invocations.owner_state(record.owner)
+        if state is OwnerState.ALIVE:
+            return _recovered(record, RecoveryAction.LEFT, f"running in {owner}, alive")
+        if state is OwnerState.UNKNOWN:
+            return _recovered(record, RecoveryAction.LEFT,
+                              f"running in {owner}, which cannot be checked from here (another "
+                              "pid namespace): run toolhost recover where it ran")
+        log = get_logger(invocation_id=record.id, run_id=record.run_id, tool=record.tool_name)
+        try:
+            registered: Registered | None = self.registry.resolve(record.tool_name,
+                                                                  record.tool_version)
+        except LookupError:
+            registered = None
+        why_not = self._why_not_rerun(record, registered, rerun)
+        if why_not is not None or registered is None:
+            safe = registered is not None and registered.spec.idempotency in _RERUNNABLE
+            return self._settle_interrupted(record, owner, why_not or "", safe, log)
+        # Take the row over: compare-and-set on its dead owner, so one recoverer runs it.
+        if not self.invocations.settle(record.id, from_owner=record.owner,
+                                       to=InvocationState.RUNNING, owner=self.invocations.owner(),
+                                       started_at=self.clock.now()):
+            return _recovered(record, RecoveryAction.SETTLED_ELSEWHERE,
+                              "settled by another process meanwhile")
+        taken = self.invocations.get(record.id)
+        log.warning("pipeline.recovered", action="rerun", owner=owner,
+                    idempotency=registered.spec.idempotency.value)
+        try:
+            steps.bind_approval(registered, taken)  # the arguments recorded, unchanged
+        except ToolFailure as failure:
+            outcome = self._persist_failure(taken, failure, log)
+        else:
+            outcome = await self._run_resumed(registered, taken, log, None)
+        return _recovered(
+            record, RecoveryAction.RERUN,
+            f"{owner} is gone; {registered.spec.idempotency.value}, so run again here: "
+            f"{outcome.status.value}", outcome)
+
+    def _why_not_rerun(self, record: InvocationRecord, registered: Registered | None,
+                       rerun: bool) -> str | None:
+        """Why a row whose owner is gone is not run again, or None to run it again."""
+        if registered is None:
+            return f"{record.tool_name} {record.tool_version} is not registered here"
+        idempotency = registered.spec.idempotency
+        if idempotency not in _RERUNNABLE:
+            return f"{idempotency.value}, never run again"
+        if not rerun:
+            return f"{idempotency.value}, not run again here (safe to repeat)"
+        decision = steps.decide_policy(self.policy, registered)
+        if decision.action is PolicyAction.DENY:
+            return f"policy now denies {decision.rule}"
+        if decision.action is PolicyAction.REQUIRE_APPROVAL and record.approver is None:
+            return f"policy now requires approval for {decision.rule}"
+        return None
+
+    def _settle_interrupted(self, record: InvocationRecord, owner: str, why: str,
+                            retryable: bool, log: Any) -> Recovered:
+        """End a row whose owner is gone ``failed`` with INTERRUPTED, without running it."""
+        detail = {"owner": dict(record.owner) if record.owner is not None else None,
+                  "not_run_again": why}
+        if not self.invocations.settle(
+            record.id, from_owner=record.owner, to=InvocationState.FAILED,
+            finished_at=self.clock.now(), failure_kind=ToolFailureKind.INTERNAL.value,
+            reason_code=core_messages.INTERRUPTED, retryable=retryable, failure_detail=detail,
+        ):
+            return _recovered(record, RecoveryAction.SETTLED_ELSEWHERE,
+                              "settled by another process meanwhile")
+        log.warning("pipeline.recovered", action="failed", owner=owner, why=why)
+        return _recovered(
+            record, RecoveryAction.FAILED,
+            f"{owner} is gone; {why}: failed {core_messages.INTERRUPTED} (it may or may not "
+            "have taken effect)", self._outcome(self.invocations.get(record.id)))
 
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""
@@ -424,6 +765,28 @@ class Pipeline:
             truncated=status is OutcomeStatus.SUCCEEDED and record.result_structured is None,
             decision=record.policy,
         )
+
+
+def _discard(workspace: Any, log: Any) -> None:
+    """Discard a workspace (see ``Pipeline._pause``); a failure is logged, never raised: the
+    pause is recorded already."""
+    try:
+        workspace.discard()
+    except Exception as exc:
+        log.error("pipeline.workspace_discard_failed", exception=type(exc).__name__,
+                  error=str(exc))
+
+
+def _describe_owner(owner: Mapping[str, Any] | None) -> str:
+    """The owner for the operator: ``pid 4242 on build-7``."""
+    if owner is None:
+        return "a process recorded before owners were"
+    return f"pid {owner.get('pid')} on {owner.get('host')}"
+
+
+def _recovered(record: InvocationRecord, action: RecoveryAction, reason: str,
+               outcome: Outcome | None = None) -> Recovered:
+    return Recovered(record.id, record.tool_name, record.tool_version, action, reason, outcome)
 
 
 def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,

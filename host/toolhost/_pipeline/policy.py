@@ -2,7 +2,9 @@
 
 Operator configuration may tighten any cell. Loosening a cell is logged at startup; loosening an
 EXTERNAL_WRITE cell is refused unless the operator sets the explicit override, because that row
-is what keeps a model from writing to the outside world without a person agreeing.
+is what keeps a model from writing to the outside world without a person agreeing. A decision
+made by a cell so loosened says so on the row it is recorded on (``PolicyDecision.override``),
+whatever the log level.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from toolhost._model.spec import Risk, SideEffect
 
 __all__ = [
     "DEFAULT_MATRIX",
+    "EXTERNAL_WRITE_OVERRIDE",
     "Policy",
     "PolicyAction",
     "PolicyConfigError",
@@ -55,6 +58,11 @@ DEFAULT_MATRIX: Mapping[SideEffect, Mapping[Risk, PolicyAction]] = {
 }
 
 
+#: The setting that lets an operator loosen an EXTERNAL_WRITE cell, named on every decision such
+#: a cell makes.
+EXTERNAL_WRITE_OVERRIDE = "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE"
+
+
 class PolicyConfigError(ValueError):
     """The operator's policy configuration is malformed or loosens without the override."""
 
@@ -66,13 +74,18 @@ class PolicyDecision:
     action: PolicyAction
     side_effect: SideEffect
     risk: Risk
+    #: The setting that allowed this cell to be looser than the default, when one did.
+    override: str | None = None
 
     @property
     def rule(self) -> str:
         return f"{self.side_effect.value}/{self.risk.value}"
 
     def to_json(self) -> dict[str, str]:
-        return {"action": self.action.value, "rule": self.rule}
+        data = {"action": self.action.value, "rule": self.rule}
+        if self.override is not None:
+            data["override"] = self.override
+        return data
 
 
 @attrs.frozen
@@ -82,9 +95,12 @@ class Policy:
     matrix: Mapping[SideEffect, Mapping[Risk, PolicyAction]] = DEFAULT_MATRIX
     loosened: tuple[str, ...] = ()
     tightened: tuple[str, ...] = ()
+    #: The EXTERNAL_WRITE cells loosened under ``EXTERNAL_WRITE_OVERRIDE``.
+    overridden: frozenset[tuple[SideEffect, Risk]] = frozenset()
 
     def decide(self, side_effect: SideEffect, risk: Risk) -> PolicyDecision:
-        return PolicyDecision(self.matrix[side_effect][risk], side_effect, risk)
+        override = EXTERNAL_WRITE_OVERRIDE if (side_effect, risk) in self.overridden else None
+        return PolicyDecision(self.matrix[side_effect][risk], side_effect, risk, override)
 
     @classmethod
     def configured(
@@ -96,6 +112,7 @@ class Policy:
         matrix = {se: dict(row) for se, row in DEFAULT_MATRIX.items()}
         loosened: list[str] = []
         tightened: list[str] = []
+        overridden: set[tuple[SideEffect, Risk]] = set()
         for (side_effect, risk), action in sorted(
             changes.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)
         ):
@@ -104,14 +121,17 @@ class Policy:
             if action.strictness < default.strictness:
                 if side_effect is SideEffect.EXTERNAL_WRITE and not allow_external_write_loosening:
                     raise PolicyConfigError(
-                        f"policy loosens {cell}; set TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE=1 to "
+                        f"policy loosens {cell}; set {EXTERNAL_WRITE_OVERRIDE}=1 to "
                         "allow an EXTERNAL_WRITE call without approval"
                     )
                 loosened.append(cell)
+                if side_effect is SideEffect.EXTERNAL_WRITE:
+                    overridden.add((side_effect, risk))
             elif action.strictness > default.strictness:
                 tightened.append(cell)
             matrix[side_effect][risk] = action
-        return cls(matrix=matrix, loosened=tuple(loosened), tightened=tuple(tightened))
+        return cls(matrix=matrix, loosened=tuple(loosened), tightened=tuple(tightened),
+                   overridden=frozenset(overridden))
 
 
 def _parse_changes(raw: str) -> dict[tuple[SideEffect, Risk], PolicyAction]:
@@ -140,5 +160,5 @@ def policy_from_settings(env: Mapping[str, str]) -> Policy:
     raw = env.get("TOOLHOST_POLICY", "").strip()
     if not raw:
         return Policy()
-    override = Settings(env=env).flag("TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE")
+    override = Settings(env=env).flag(EXTERNAL_WRITE_OVERRIDE)
     return Policy.configured(_parse_changes(raw), allow_external_write_loosening=override)

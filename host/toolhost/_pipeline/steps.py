@@ -23,6 +23,7 @@ it wrote as an artifact, so it is the small subclass ``OutputTooLarge``.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -65,6 +66,7 @@ __all__ = [
     "decide_policy",
     "execute",
     "limit_output",
+    "limit_output_off_loop",
     "prepare",
     "render_failure",
     "resolve",
@@ -331,10 +333,20 @@ def limit_output(
     invocation_id: str,
 ) -> Shaped:
     """Within maximum_output_bytes: unchanged. Over it: excerpt plus the whole as an artifact.
-    Over the hard ceiling: OUTPUT_TOO_LARGE, with the partial output artifactized."""
+    Over the hard ceiling: OUTPUT_TOO_LARGE, with the partial output artifactized.
+
+    The limit is about the text the model reads: measured is the larger of the content's
+    UTF-8 bytes and the structured result's canonical JSON, where the structured result does
+    not count the content a second time: one string in it that is the content itself
+    (read_text's ``content`` field) counts as "", being the content, already measured raw.
+    Escaping would otherwise make a file of quotes twice its size, and a file of exactly the
+    limit, which write_text accepts, would be cut when read back.
+
+    This is CPU and disk work in proportion to the output: a pipeline on an event loop runs
+    it through ``limit_output_off_loop``.
+    """
     content = output.content.encode("utf-8")
-    structured = canonical_json(dict(output.structured))
-    size = max(len(content), len(structured))
+    size = max(len(content), _structured_size(output))
     limit = registered.spec.maximum_output_bytes
     if size <= limit:
         return Shaped(output.content, dict(output.structured))
@@ -352,6 +364,89 @@ def limit_output(
     )
     text = excerpt(output.content, limit, whole.id, whole.checksum)
     return Shaped(text, None, (attrs.asdict(whole),), truncated=True)
+
+
+#: Step 12 runs on a worker thread when an output may be larger than this (or than the tool's
+#: limit, so that it writes an artifact): encoding, excerpting and writing megabytes on the
+#: event loop would stall every other call a server is running.
+OFF_LOOP_BYTES = 64 * 1024
+
+
+async def limit_output_off_loop(
+    registered: Registered,
+    output: ToolOutput,
+    trust: Trust,
+    writer: RunArtifactWriter,
+    invocation_id: str,
+) -> Shaped:
+    """``limit_output``, on a worker thread unless the output is certainly small.
+
+    The check is a cheap upper bound (the content's length, and a walk of the structured
+    result that stops as soon as it passes the threshold), so deciding costs nothing like
+    the work it moves. ``RunArtifactWriter`` is safe to share between threads.
+    """
+    threshold = min(OFF_LOOP_BYTES, registered.spec.maximum_output_bytes)
+    if _may_exceed(output, threshold):
+        return await asyncio.to_thread(limit_output, registered, output, trust, writer,
+                                       invocation_id)
+    return limit_output(registered, output, trust, writer, invocation_id)
+
+
+def _structured_size(output: ToolOutput) -> int:
+    """The structured result's canonical JSON bytes, its first copy of the content as ""."""
+    return len(canonical_json(_without_content(output.structured, output.content, [False])))
+
+
+def _without_content(value: Any, content: str, seen: list[bool]) -> Any:
+    # ``seen`` holds one flag: only the first copy of the content is left out.
+    if isinstance(value, str):
+        if not seen[0] and value == content:
+            seen[0] = True
+            return ""
+        return value
+    if isinstance(value, Mapping):
+        return {k: _without_content(v, content, seen) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_content(v, content, seen) for v in value]
+    return value
+
+
+#: Bytes one character may take in canonical JSON: six for an escaped control character.
+_ESCAPED = 6
+#: At most this many bytes for a number, boolean or null (an int is bounded by Python's own
+#: digit limit for str(), and canonical JSON of a longer one fails anyway).
+_SCALAR = 32
+
+
+def _may_exceed(output: ToolOutput, threshold: int) -> bool:
+    """Whether what ``limit_output`` measures may pass ``threshold``: never False when it
+    does (content and structured are summed, each at its most bytes per character). Each node
+    of the structured result costs at least two bytes of the budget, so the walk visits at
+    most ``threshold / 2`` of them however large the result."""
+    content = output.content
+    left = threshold - len(content) * (1 if content.isascii() else 4)
+    stack: list[Any] = [output.structured]
+    skipped = False
+    while stack and left >= 0:
+        value = stack.pop()
+        if isinstance(value, str):
+            if not skipped and value == content:
+                skipped = True
+                continue
+            left -= _ESCAPED * len(value) + 3
+        elif isinstance(value, Mapping):
+            left -= 2
+            for key, item in value.items():
+                left -= _ESCAPED * len(str(key)) + 4
+                if left < 0:
+                    break
+                stack.append(item)
+        elif isinstance(value, (list, tuple)):
+            left -= 2 + len(value)
+            stack.extend(value[:max(left, 0)])
+        else:
+            left -= _SCALAR
+    return left < 0
 
 
 def _capture(writer: RunArtifactWriter, *, name: str, media_type: str, content: bytes,

@@ -8,8 +8,12 @@ load errors nor says who failed.)
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -28,6 +32,7 @@ __all__ = [
     "discover",
     "load_distributions",
     "make_plugin_manager",
+    "source_files",
 ]
 
 ENTRY_POINT_GROUP = "toolhost.plugins"
@@ -36,11 +41,9 @@ ENTRY_POINT_GROUP = "toolhost.plugins"
 class PluginError(Exception):
     """A plugin could not be loaded or its hooks failed. The message is one line for operators."""
 
-    def __init__(self, distribution: str, problem: str) -> None:
-        super().__init__(
-            f"plugin {distribution}: {problem} "
-            f"(leave it out with TOOLHOST_PLUGINS, or fix and reinstall it)"
-        )
+    def __init__(self, distribution: str, problem: str, *, remedy: str | None = None) -> None:
+        remedy = remedy or "leave it out with TOOLHOST_PLUGINS, or fix and reinstall it"
+        super().__init__(f"plugin {distribution}: {problem} ({remedy})")
         self.distribution = distribution
         self.problem = problem
 
@@ -87,26 +90,81 @@ def _load(ep: metadata.EntryPoint) -> PluginSource:
     try:
         plugin = ep.load()
     except Exception as exc:  # any import-time failure belongs to that distribution
+        where = _where_in_plugin(exc, ep)
         raise PluginError(
-            dist, f"entry point {ep.name} = {ep.value} failed to import: {type(exc).__name__}: {exc}"
+            dist, f"entry point {ep.name} = {ep.value} failed to import: "
+            f"{type(exc).__name__}: {exc}{f' at {where}' if where else ''}"
         ) from None
     return PluginSource(distribution=dist, name=ep.name, plugin=plugin)
 
 
-def discover(settings: Settings) -> list[PluginSource]:
-    """Load every installed plugin, or only those TOOLHOST_PLUGINS names."""
+def _where_in_plugin(exc: BaseException, ep: metadata.EntryPoint) -> str | None:
+    """``file:line`` of the last traceback frame inside the plugin's own package (the line of
+    the plugin that raised, or that called what raised); for a syntax error in the plugin, the
+    offending line."""
+    top = ep.module.split(".", 1)[0]
+
+    def ours(module: object) -> bool:
+        return isinstance(module, str) and (module == top or module.startswith(f"{top}."))
+
+    where = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if ours(tb.tb_frame.f_globals.get("__name__")):
+            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename:
+        # The parser's error has no frame in the file it could not compile.
+        where = f"{exc.filename}:{exc.lineno or 0}"
+    return where
+
+
+def _select(eps: list[metadata.EntryPoint], settings: Settings) -> list[metadata.EntryPoint]:
+    """The entry points TOOLHOST_PLUGINS allows, less those TOOLHOST_PLUGINS_EXCLUDE names.
+    A name in either that no installed distribution provides is an error: a misspelt name
+    would otherwise load, or leave out, nothing."""
+    installed = {_dist_name(ep) for ep in eps}
     allow = settings.plugin_allow_list
-    eps = _entry_points()
-    if allow is not None:
-        installed = {_dist_name(ep) for ep in eps}
-        missing = [name for name in allow if name not in installed]
+    exclude = settings.plugin_exclude_list
+    for setting, names in (("TOOLHOST_PLUGINS", allow or ()),
+                           ("TOOLHOST_PLUGINS_EXCLUDE", exclude)):
+        missing = [name for name in names if name not in installed]
         if missing:
             raise PluginError(
-                missing[0], "TOOLHOST_PLUGINS names it, but no installed distribution provides "
-                f"a {ENTRY_POINT_GROUP} entry point under that name"
+                missing[0], f"{setting} names it, but no installed distribution provides "
+                f"a {ENTRY_POINT_GROUP} entry point under that name",
+                remedy=f"installed: {', '.join(sorted(installed)) or 'none'}"
+                if setting.endswith("EXCLUDE") else None,
             )
-        eps = [ep for ep in eps if _dist_name(ep) in allow]
-    return [_load(ep) for ep in eps]
+    return [ep for ep in eps
+            if (allow is None or _dist_name(ep) in allow) and _dist_name(ep) not in exclude]
+
+
+def discover(settings: Settings) -> list[PluginSource]:
+    """Load every installed plugin, or only those TOOLHOST_PLUGINS names, less those
+    TOOLHOST_PLUGINS_EXCLUDE names."""
+    return [_load(ep) for ep in _select(_entry_points(), settings)]
+
+
+def source_files(sources: Iterable[PluginSource]) -> dict[str, list[Path]]:
+    """Each distribution's own code, for the determinism scan: the top-level package (its
+    directories) or module (its file) each of its plugin objects lives in. Found from the
+    loaded modules, so nothing is imported and no other distribution's file is included."""
+    found: dict[str, list[Path]] = {}
+    for source in sources:
+        paths = found.setdefault(source.distribution, [])
+        module = (source.plugin if isinstance(source.plugin, types.ModuleType)
+                  else inspect.getmodule(source.plugin))
+        if module is None:
+            continue
+        top = sys.modules.get(module.__name__.split(".", 1)[0], module)
+        locations = getattr(top, "__path__", None)
+        file = getattr(top, "__file__", None)
+        for path in ([Path(p) for p in locations] if locations
+                     else [Path(file)] if file else []):
+            if path not in paths:
+                paths.append(path)
+    return found
 
 
 def load_distributions(names: Iterable[str]) -> list[PluginSource]:

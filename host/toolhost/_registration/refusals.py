@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from toolhost._model.host_reasons import MESSAGES as HOST_MESSAGES
-from toolhost._model.outcome import REASON_CODE_PATTERN
+from toolhost._model.outcome import HARD_OUTPUT_CEILING, REASON_CODE_PATTERN
 from toolhost._model.spec import (
     MISSING,
     Idempotency,
@@ -59,8 +59,6 @@ __all__ = [
     "trust_is_forced",
 ]
 
-#: Global output ceiling: past it a result is OUTPUT_TOO_LARGE (pipeline step 12).
-HARD_OUTPUT_CEILING = 8 * 1024 * 1024
 MAX_NAME_LENGTH = 96
 #: ``domain.tool``: lower-case segments, one dot. The domain is the first segment.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")

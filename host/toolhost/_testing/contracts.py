@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from toolhost._model.invocations import InvocationNotFound, InvocationRecord, InvocationState
+from toolhost._model.invocations import (
+    InvocationNotFound,
+    InvocationRecord,
+    InvocationState,
+    OwnerState,
+)
 from toolhost._ports.clock import Clock
 from toolhost._ports.invocations import InvocationStore
 from toolhost._testing.clocks import DEFAULT_INSTANT
@@ -64,6 +69,7 @@ class InvocationStoreContract:
             reason_code="tool.not_found.x", retryable=True, failure_detail={"offset": 3},
             artifact_refs=({"id": "a1", "checksum": "sha256:ff"},), conversation_id="c1",
             started_at=DEFAULT_INSTANT, finished_at=DEFAULT_INSTANT, decided_at=DEFAULT_INSTANT,
+            owner={"host": "h", "pid": 7, "start": 12},
         )
         store.insert(full)
         assert store.get("inv-1") == full
@@ -111,3 +117,53 @@ class InvocationStoreContract:
                                          argument_digest="sha256:00")] == ["a", "b"]
         assert store.list(run_id="run-1", argument_digest="sha256:01") == []
         assert store.count() == 3
+
+    def test_list_takes_at_most_limit_oldest_first(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        for i in range(3):
+            store.insert(self.record(id=f"r{i}",
+                                     created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i)))
+        assert [r.id for r in store.list(limit=2)] == ["r0", "r1"]
+        assert [r.id for r in store.list(state=InvocationState.AWAITING_APPROVAL,
+                                         limit=5)] == ["r0", "r1", "r2"]
+        assert store.list(limit=0) == []
+
+    # ------------------------------------------------------------------ owners
+
+    def test_this_process_owns_alive(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        owner = store.owner()
+        assert owner == store.owner() and owner == dict(owner)
+        assert store.owner_state(owner) is OwnerState.ALIVE
+
+    def test_a_row_without_an_owner_has_none_alive(self, tmp_path: Path) -> None:
+        assert self.make_store(tmp_path).owner_state(None) is OwnerState.GONE
+
+    def test_the_owner_round_trips_on_the_row(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record(state=InvocationState.RUNNING, owner=store.owner()))
+        owner = store.get("inv-1").owner
+        assert owner == store.owner()
+        assert store.owner_state(owner) is OwnerState.ALIVE
+
+    def test_settle_is_compare_and_set_on_state_and_owner(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        gone = {"host": "h", "pid": 7, "start": 12}
+        store.insert(self.record(state=InvocationState.RUNNING, owner=gone))
+        store.insert(self.record(id="inv-2", state=InvocationState.RUNNING))  # no owner
+        store.insert(self.record(id="inv-3"))  # awaiting approval
+        failed = InvocationState.FAILED
+        assert not store.settle("inv-1", from_owner={**gone, "pid": 8}, to=failed)
+        assert not store.settle("inv-1", from_owner=None, to=failed)
+        assert not store.settle("inv-3", from_owner=None, to=failed)
+        mine = store.owner()
+        assert store.settle("inv-1", from_owner=gone, to=InvocationState.RUNNING, owner=mine)
+        assert not store.settle("inv-1", from_owner=gone, to=failed)  # taken over
+        assert store.settle("inv-1", from_owner=mine, to=failed, reason_code="tool.internal.x")
+        assert store.settle("inv-2", from_owner=None, to=failed)
+        assert not store.settle("inv-2", from_owner=None, to=failed)  # settled once
+        assert [(r.id, r.state, r.owner) for r in store.list()] == [
+            ("inv-1", failed, mine), ("inv-2", failed, None),
+            ("inv-3", InvocationState.AWAITING_APPROVAL, None)]
+        with pytest.raises(ValueError):
+            store.settle("inv-3", from_owner=None, to=failed, colour="red")

@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from toolhost import ToolFailure
+from toolhost import ToolFailure, ToolOutput
 
+Call = Callable[[str], ToolOutput]
 Result = Callable[[str], str]
 Reason = Callable[[str], str]
 Fail = Callable[[str], ToolFailure]
@@ -141,6 +142,29 @@ def test_an_exact_subnormal_is_a_result_not_an_underflow(result: Result) -> None
     # but carried exactly, so it is returned rather than refused. A subnormal that would lose
     # digits is Underflow (test_result_out_of_range).
     assert result("1e-9999 / 1e10") == "1e-10009"
+
+
+@pytest.mark.parametrize(
+    "expression", ["round(1e-10000, -50)", "round(1e-10049, -1)", "round(5e-10045, -10)",
+                   "round(-1e-10049, -50)", "round(1e-10049, 50)", "round(9.9e-9951, -50)"],
+)
+def test_rounding_a_tiny_value_to_a_coarser_place_is_zero(call: Call, expression: str) -> None:
+    # Scaling 1e-10000 by 10**-50 goes below Etiny, but that is a step inside the rounding,
+    # not a result: the value is 0, exactly, as the decimal semantics have it.
+    output = call(expression)
+    assert output.structured["result"] == "0" and output.structured["result_exact"] is True
+    assert output.content == "0"
+
+
+@pytest.mark.parametrize("expression", ["1e-10000 / 1e50", "1e-10000 / 3e10",
+                                        "round(1e-10000 / 1e50, -50)",
+                                        "round(1e-10000, -50) + 1e-10000 / 3e10"])
+def test_a_result_that_underflows_is_still_out_of_range(fail: Fail, expression: str) -> None:
+    # The rounding step's scaling is exempt; a result's underflow is not. (1e-10000 / 1e10 is
+    # 1e-10010: subnormal but exact, so a result, as test_an_exact_subnormal_... has it.)
+    failure = fail(expression)
+    assert failure.reason_code == "tool.invalid_arguments.result_out_of_range"
+    assert failure.detail["signal"] == "Underflow" and failure.detail["operation"] == "/"
 
 
 def test_evaluation_fails_left_to_right(fail: Fail) -> None:

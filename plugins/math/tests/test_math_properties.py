@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -249,3 +250,38 @@ def test_precedence_differential_against_python_ints(
         return
     assert expected is None, (expression, failure)
     assert failure.reason_code == "tool.invalid_arguments.division_by_zero"
+
+
+# ------------------------------------------------------------------ round(x, n) near zero
+
+
+@PROPERTY
+@given(
+    negative=st.booleans(),
+    coefficient=st.integers(min_value=1, max_value=10**50 - 1),
+    exponent=st.one_of(st.integers(min_value=-10049, max_value=-9900),
+                       st.integers(min_value=-120, max_value=0)),
+    places=st.integers(min_value=-50, max_value=50),
+)
+@example(negative=False, coefficient=1, exponent=-10000, places=-50)
+@example(negative=False, coefficient=1, exponent=-10049, places=-1)
+@example(negative=False, coefficient=5, exponent=-10045, places=-10)
+@example(negative=True, coefficient=5, exponent=-51, places=50)
+def test_round_of_a_small_value_is_the_exactly_rounded_value(
+    calculate_tool: ToolCallable, context: ToolExecutionContext, negative: bool,
+    coefficient: int, exponent: int, places: int,
+) -> None:
+    # x = (-1)^negative * coefficient * 10^exponent, an exact literal (a subnormal one is
+    # carried exactly at an exponent of -10049 or above); the oracle rounds it half-even at
+    # 10^-places with Fractions, which have no exponent range to leave.
+    digits = str(coefficient)
+    if exponent + len(digits) - 1 < -10000:  # subnormal: at most this many digits are exact
+        digits = digits[:max(exponent + len(digits) - 1 + 10050, 1)]
+        coefficient = int(digits)
+    expression = f"round({'-' if negative else ''}{digits}e{exponent}, {places})"
+    output = calculate_tool({"expression": expression}, context)
+    assert isinstance(output, ToolOutput), expression
+    x = Fraction(coefficient * (-1 if negative else 1)) * Fraction(10) ** exponent
+    expected = round(x, places)
+    assert Fraction(Decimal(output.structured["result"])) == expected, expression
+    assert output.structured["result_exact"] is True

@@ -295,3 +295,24 @@ def test_a_run_that_does_not_name_it_cannot_list(toolhost_host: Harness, root: P
     assert toolhost_host.call("workspace.read_text", {"path": "a"}, run=roster).ok
     named = toolhost_host.start_run(workspace=root, enabled_tools=["workspace.list_files"])
     assert toolhost_host.call("workspace.list_files", {}, run=named).ok
+
+
+def test_a_killed_writes_temp_file_is_not_listed(
+    toolhost_host: Harness, call: Call, run: Run, root: Path
+) -> None:
+    """A process killed between writing its temp file and the rename leaves the temp file in
+    the workspace; the listing shows only real files."""
+    assert call("workspace.write_text", path="d/kept.md", content="kept").ok
+    body = toolhost_host.tool("workspace.write_text")
+    context = toolhost_host.context(run=run)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child, killed just before its rename
+        os.rename = lambda *a, **k: os._exit(0)  # type: ignore[assignment]
+        try:
+            body({"path": "d/notes.md", "content": "half"}, context)
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert len(os.listdir(root / "d")) == 2  # kept.md and the stale temp file
+    assert paths(call("workspace.list_files", recursive=True)) == ["d", "d/kept.md"]
+    assert paths(call("workspace.list_files", path="d")) == ["d/kept.md"]

@@ -1,5 +1,5 @@
 """workspace.read_text through the pipeline: hard gate 11, the binary rule, the checksum, the
-failures, and no size limit of its own."""
+failures, no size limit of its own, and no reading past the pipeline's hard ceiling."""
 
 from __future__ import annotations
 
@@ -12,11 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost import Outcome, Trust
+from toolhost import HARD_OUTPUT_CEILING, Outcome, Trust
 from toolhost.testing import Harness, Run
 from toolhost_workspace import read_text
 from toolhost_workspace.read_text import CHUNK_SIZE
-from workspace_support import PLUGINS, Call, SpyWorkspace, with_workspace
+from workspace_support import (
+    PLUGINS,
+    Call,
+    SpyWorkspace,
+    UnavailableWorkspace,
+    in_run,
+    with_workspace,
+)
 
 NOT_TEXT = "Not a UTF-8 text file. This tool reads text only."
 CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -297,3 +304,105 @@ def test_any_bytes_are_text_exactly_when_they_decode_and_hold_no_nul(
         assert_not_text(outcome)
     else:
         assert outcome.ok and outcome.content == expected
+
+
+# ---------------------------------------------------------------------------- the hard ceiling
+
+
+CEILING = 8 * 1024 * 1024
+HARD_CEILING = "tool.output_too_large.hard_ceiling"
+
+
+def test_the_ceiling_is_the_pipelines() -> None:
+    assert HARD_OUTPUT_CEILING == CEILING
+
+
+def test_a_file_past_the_hard_ceiling_is_refused_after_reading_only_the_ceiling(
+    toolhost_host: Harness, run: Run, root: Path
+) -> None:
+    """Defect 9: a 40 MiB file is not read whole. Reading stops one chunk past the ceiling at
+    most, and the call ends as the pipeline's OUTPUT_TOO_LARGE with the partial output saved."""
+    data = b"0123456789abcde\n" * (40 * 1024 * 1024 // 16)
+    (root / "big.txt").write_bytes(data)
+    spy = SpyWorkspace(run.workspace, keep_chunks=False)
+    outcome = toolhost_host.call("workspace.read_text", {"path": "big.txt"},
+                                 run=in_run(run, spy))
+    assert CEILING < spy.bytes_read <= CEILING + CHUNK_SIZE
+    assert outcome.failure is not None
+    assert (outcome.failure.reason_code, outcome.failure.kind.value) == (
+        HARD_CEILING, "OUTPUT_TOO_LARGE")
+    assert outcome.content == ("The output exceeded the 8 MiB ceiling. The partial output was "
+                               "saved as an artifact.")
+    [partial] = outcome.artifacts
+    assert partial["byte_count"] == CEILING
+    assert partial["checksum"] == sha(data[:CEILING])
+
+
+def test_a_file_just_past_the_ceiling_is_refused_and_one_at_it_is_not(
+    toolhost_host: Harness, run: Run, root: Path
+) -> None:
+    (root / "at.txt").write_bytes(b"x" * CEILING)
+    (root / "past.txt").write_bytes(b"x" * (CEILING + 1))
+    body = toolhost_host.run_body("workspace.read_text", {"path": "at.txt"},
+                                  context=toolhost_host.context(run=run))
+    assert body.structured["byte_count"] == CEILING  # whole, for step 12 to excerpt
+    outcome = toolhost_host.call("workspace.read_text", {"path": "past.txt"}, run=run)
+    assert outcome.failure is not None and outcome.failure.reason_code == HARD_CEILING
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_reading_stops_on_whole_characters_past_the_ceiling(
+    toolhost_host: Harness, run: Run, root: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """With a ceiling of 10 bytes and 3-byte characters, the text returned is more than the
+    ceiling in whole characters, whatever the chunk size, and a NUL past it is never read."""
+    data = "€".encode() * 10 + b"\x00"
+    (root / "euro.txt").write_bytes(data)
+    monkeypatch.setattr(read_text, "HARD_OUTPUT_CEILING", 10)
+    monkeypatch.setattr(read_text, "CHUNK_SIZE", chunk)
+    context = toolhost_host.context(run=run)
+    spy = SpyWorkspace(context.workspace)
+    body = toolhost_host.run_body("workspace.read_text", {"path": "euro.txt"},
+                                  context=with_workspace(context, spy))
+    # Every whole character read, and no partial one: more than 10 bytes of text.
+    text = "€" * (spy.bytes_read // 3)
+    assert body.content == text and len(text.encode()) > 10
+    assert body.structured["byte_count"] == len(text.encode())
+    assert body.structured["checksum"] == sha(text.encode())
+    assert spy.bytes_read <= 10 + max(chunk, 3)
+
+
+def test_a_file_that_grows_while_it_is_read_is_read_to_the_ceiling_only(
+    toolhost_host: Harness, run: Run, root: Path
+) -> None:
+    """The appended-to case: a workspace whose file never ends."""
+
+    class Endless(SpyWorkspace):
+        def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
+            while True:
+                self.bytes_read += chunk_size
+                yield b"y" * chunk_size
+
+    endless = Endless(run.workspace)
+    outcome = toolhost_host.call("workspace.read_text", {"path": "any.txt"},
+                                 run=in_run(run, endless))
+    assert outcome.failure is not None and outcome.failure.reason_code == HARD_CEILING
+    assert endless.bytes_read == CEILING + CHUNK_SIZE
+
+
+# ---------------------------------------------------------------------------- unavailable
+
+
+def test_a_workspace_that_cannot_be_read_is_unavailable_and_retryable(
+    toolhost_host: Harness, run: Run
+) -> None:
+    broken = UnavailableWorkspace(run.workspace, "too many files are open")
+    outcome = toolhost_host.call("workspace.read_text", {"path": "f.txt"},
+                                 run=in_run(run, broken))
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.upstream_unavailable.workspace_unavailable"
+    assert outcome.failure.kind.value == "UPSTREAM_UNAVAILABLE"
+    assert outcome.failure.retryable is True
+    assert outcome.content == ("The workspace cannot be used right now (no space or no file "
+                               "handles left). Try again later.")
+    assert outcome.failure.detail == {"problem": "too many files are open"}

@@ -319,3 +319,21 @@ def test_a_component_past_name_max_is_refused_not_an_internal_error(
     # 300 bytes is past ext4's NAME_MAX: refused by the handle like every other such path.
     for path in ("n" * 300, "n" * 300 + "/a"):
         assert_refused(call(tool, **arguments(tool, path)))
+
+
+def test_a_hard_link_to_a_file_outside_is_not_read(call: Call, root: Path, base: Path) -> None:
+    os.link(base / "secret", root / "linked.txt")
+    outcome = call("workspace.read_text", path="linked.txt")
+    assert_refused(outcome)
+    assert outcome.failure is not None
+    assert outcome.failure.detail == {"workspace": "file has other hard links"}
+    assert (base / "secret").read_bytes() == SECRET
+
+
+def test_writing_to_a_hard_linked_name_leaves_the_file_outside_alone(
+    call: Call, root: Path, base: Path
+) -> None:
+    os.link(base / "secret", root / "linked.txt")
+    assert call("workspace.write_text", path="linked.txt", content="mine").ok
+    assert (base / "secret").read_bytes() == SECRET
+    assert (root / "linked.txt").read_bytes() == b"mine"

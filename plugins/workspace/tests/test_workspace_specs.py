@@ -106,12 +106,18 @@ def test_schemas_are_the_specs_exactly(name: str) -> None:
     assert (SPECS[name].input_schema, SPECS[name].output_schema) == SCHEMAS[name]
 
 
-def test_the_four_messages_byte_for_byte() -> None:
+UNAVAILABLE = "tool.upstream_unavailable.workspace_unavailable"
+
+
+def test_the_five_messages_byte_for_byte() -> None:
+    # The specification's four, and the filesystem failing (issue 10).
     assert messages.MESSAGES == {
         "tool.not_found.no_such_path": "No such path in the workspace.",
         "tool.invalid_arguments.not_text": "Not a UTF-8 text file. This tool reads text only.",
         "tool.invalid_arguments.not_a_file": "That path is a directory.",
         "tool.invalid_arguments.not_a_directory": "That path is a file. Use workspace.read_text.",
+        UNAVAILABLE: "The workspace cannot be used right now (no space or no file handles "
+                     "left). Try again later.",
     }
     # What the host renders is what the tools declare: each code once, on its tool, with
     # exactly that message, and no schema rule mapped to it.
@@ -124,11 +130,11 @@ def test_each_tool_declares_what_it_may_end_with() -> None:
     declared = {name: t.reason_codes for name, t in tools().items()}
     assert declared == {
         "workspace.read_text": ("tool.not_found.no_such_path", "tool.invalid_arguments.not_text",
-                                "tool.invalid_arguments.not_a_file"),
+                                "tool.invalid_arguments.not_a_file", UNAVAILABLE),
         "workspace.write_text": ("tool.not_found.no_such_path",
-                                 "tool.invalid_arguments.not_a_file"),
+                                 "tool.invalid_arguments.not_a_file", UNAVAILABLE),
         "workspace.list_files": ("tool.not_found.no_such_path",
-                                 "tool.invalid_arguments.not_a_directory"),
+                                 "tool.invalid_arguments.not_a_directory", UNAVAILABLE),
     }
     # The schema code is the host's: no tool declares it, and the plugin has no message for it.
     assert SCHEMA not in messages.MESSAGES

@@ -57,13 +57,15 @@ ALLOWED_IMPORTS = frozenset({
 })
 HOST = "toolhost"
 #: Exactly the public names the modules take ``from toolhost``: the spec's vocabulary, the
-#: outcome types, the workspace's exceptions and Provenance, the checksum helper, and Reason
-#: (messages). Not WorkspaceEscape (a tool never catches it), not the Workspace protocol (a
-#: tool is handed one), and nothing private.
+#: outcome types, the workspace's exceptions and Provenance, the checksum helper, Reason
+#: (messages) and the pipeline's hard output ceiling (read_text stops reading past it). Not
+#: WorkspaceEscape (a tool never catches it), not the Workspace protocol (a tool is handed
+#: one), and nothing private.
 ALLOWED_HOST_NAMES = frozenset({
-    "Idempotency", "Kind", "Provenance", "Reason", "Risk", "SideEffect", "Source",
-    "TargetKind", "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec", "Trust",
-    "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound", "sha256_checksum",
+    "HARD_OUTPUT_CEILING", "Idempotency", "Kind", "Provenance", "Reason", "Risk", "SideEffect",
+    "Source", "TargetKind", "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec",
+    "Trust", "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound",
+    "WorkspaceUnavailable", "sha256_checksum",
 })
 FIRST_PARTY = "toolhost_workspace"
 BANNED_NAMES = frozenset({

@@ -3,19 +3,22 @@ description's lifetime sentence, and the failures."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolhost import Trust
-from toolhost.testing import Harness
+from toolhost.testing import Harness, Run
 from toolhost_workspace.write_text import SPEC
-from workspace_support import PLUGINS, Call, remove_tree
+from workspace_support import PLUGINS, Call, UnavailableWorkspace, in_run, remove_tree
 
 SCHEMA = "tool.invalid_arguments.schema"
 SCHEMA_MESSAGE = "The arguments do not match the tool's input schema."
@@ -237,3 +240,78 @@ def test_any_content_round_trips(prop_host: Harness, tmp_path_factory: pytest.Te
         assert read.content == content
         assert wrote.structured is not None and read.structured is not None
         assert wrote.structured["checksum"] == read.structured["checksum"]
+
+
+# ---------------------------------------------------------------------------- reliability
+
+
+@pytest.mark.parametrize("name", ["漢" * 80, "漢" * 85, "a" + "漢" * 84, "😀" * 63 + "abc"],
+                         ids=["cjk-240-bytes", "cjk-255-bytes", "cut-inside", "four-byte"])
+def test_a_name_of_up_to_255_bytes_is_written_and_read_back(
+    call: Call, root: Path, name: str
+) -> None:
+    """Defect 1: an 80-character CJK name (240 bytes) failed as tool.internal.unexpected."""
+    wrote = call("workspace.write_text", path=f"d/{name}", content="名前")
+    assert wrote.ok, wrote.to_json()
+    assert wrote.structured is not None and wrote.structured["created"] is True
+    read = call("workspace.read_text", path=f"d/{name}")
+    assert read.ok and read.content == "名前"
+    assert os.listdir(root / "d") == [name]  # no temp file left
+
+
+def test_a_read_only_file_is_not_replaced(call: Call, root: Path) -> None:
+    target = root / "ro.md"
+    target.write_bytes(b"the operator's")
+    target.chmod(0o444)
+    outcome = call("workspace.write_text", path="ro.md", content="the model's")
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == SCHEMA
+    assert outcome.content == SCHEMA_MESSAGE
+    assert outcome.failure.detail == {"workspace": "file is read-only"}
+    assert target.read_bytes() == b"the operator's"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o444
+    assert os.listdir(root) == ["ro.md"]
+
+
+def test_a_replaced_file_keeps_its_mode(call: Call, root: Path) -> None:
+    target = root / "run.sh"
+    target.write_bytes(b"#!/bin/sh\n")
+    target.chmod(0o750)
+    outcome = call("workspace.write_text", path="run.sh", content="#!/bin/sh\necho hi\n")
+    assert outcome.ok and outcome.structured is not None
+    assert outcome.structured["created"] is False
+    assert stat.S_IMODE(target.stat().st_mode) == 0o750
+
+
+def test_a_full_workspace_is_unavailable_and_retryable(
+    toolhost_host: Harness, run: Run, root: Path
+) -> None:
+    broken = UnavailableWorkspace(run.workspace, "no space is left for the workspace")
+    outcome = toolhost_host.call("workspace.write_text", {"path": "a/b.md", "content": "x"},
+                                 run=in_run(run, broken))
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.upstream_unavailable.workspace_unavailable"
+    assert outcome.failure.retryable is True
+    assert outcome.content == ("The workspace cannot be used right now (no space or no file "
+                               "handles left). Try again later.")
+    assert outcome.failure.detail == {"problem": "no space is left for the workspace"}
+    assert os.listdir(root) == []
+
+
+def test_a_write_the_filesystem_refuses_leaves_no_directory_behind(
+    call: Call, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC once the parents exist: the tool fails with the declared reason, and the
+    directories this write created are gone again."""
+    real_write = os.write
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    outcome = call("workspace.write_text", path="new/deeper/notes.md", content="x")
+    monkeypatch.setattr(os, "write", real_write)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.upstream_unavailable.workspace_unavailable"
+    assert outcome.failure.detail == {"problem": "no space is left for the workspace"}
+    assert os.listdir(root) == []

@@ -11,7 +11,18 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from toolhost import Listing, Outcome, Provenance, ToolExecutionContext, Workspace, WriteResult
+import attrs
+
+from toolhost import (
+    Listing,
+    Outcome,
+    Provenance,
+    ToolExecutionContext,
+    Workspace,
+    WorkspaceUnavailable,
+    WriteResult,
+)
+from toolhost.testing import Run
 from toolhost_workspace import plugin
 
 #: What the kit's host runs: this plugin alone, as an object (not the installed set).
@@ -25,10 +36,12 @@ class SpyWorkspace:
     """A ``Workspace`` that hands every call to the run's real one and records what the tool
     asked for and the chunks it was given, so a test sees the body's side of the port."""
 
-    def __init__(self, real: Workspace) -> None:
+    def __init__(self, real: Workspace, *, keep_chunks: bool = True) -> None:
         self.real = real
+        self.keep_chunks = keep_chunks
         self.chunk_sizes: list[int] = []
         self.chunks: list[bytes] = []
+        self.bytes_read = 0
 
     def read(self, path: str) -> bytes:
         return self.real.read(path)
@@ -36,7 +49,9 @@ class SpyWorkspace:
     def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         self.chunk_sizes.append(chunk_size)
         for chunk in self.real.read_chunks(path, chunk_size):
-            self.chunks.append(chunk)
+            self.bytes_read += len(chunk)
+            if self.keep_chunks:
+                self.chunks.append(chunk)
             yield chunk
 
     def write(self, path: str, data: bytes, *,
@@ -89,3 +104,29 @@ def remove_tree(path: Path) -> None:
         if parent is not None:
             os.rmdir(name, dir_fd=parent)
     os.rmdir(path)
+
+
+class UnavailableWorkspace(SpyWorkspace):
+    """A workspace whose filesystem has failed (no space, no file handles): every file
+    operation raises ``WorkspaceUnavailable`` with the handle's static reason."""
+
+    def __init__(self, real: Workspace, reason: str) -> None:
+        super().__init__(real)
+        self.reason = reason
+
+    def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
+        raise WorkspaceUnavailable(self.reason)
+        yield b""  # pragma: no cover - a generator, like the handle's
+
+    def write(self, path: str, data: bytes, *,
+              provenance: Provenance = Provenance.TOOL_WRITTEN) -> WriteResult:
+        raise WorkspaceUnavailable(self.reason)
+
+    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
+        raise WorkspaceUnavailable(self.reason)
+
+
+def in_run(run: Run, workspace: Workspace) -> Run:
+    """``run`` with another workspace, so a call through the real pipeline uses it."""
+    return attrs.evolve(run, workspace=workspace)
+

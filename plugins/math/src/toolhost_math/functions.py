@@ -8,8 +8,9 @@ signalled in a result. The implementations run inside the evaluator's local cont
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Sequence
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 
 import attrs
 
@@ -60,8 +61,16 @@ def _round(args: Sequence[Decimal]) -> Decimal:
     if x.as_tuple().exponent >= -n:  # type: ignore[operator]  # finite: int exponent
         return x  # no digit below 10**-n to drop (and scaling could overflow)
     # Scale, round to an integer, scale back: unlike quantize, to_integral_value does not
-    # signal Inexact, so round() no more makes a result inexact than floor() does.
-    return x.scaleb(n).to_integral_value(rounding=ROUND_HALF_EVEN).scaleb(-n)
+    # signal Inexact, so round() no more makes a result inexact than floor() does. The first
+    # two steps run with an unbounded exponent range: scaling 1e-10000 by 10**-50 goes below
+    # Etiny, and in the evaluation context that would trip the Underflow trap, which is for
+    # results; this is a step inside the rounding, and its value rounds to 0. The result
+    # (the scale back) is in the evaluation context: a multiple of 10**-n, so 0 or at least
+    # 10**-50, which can neither underflow nor overflow.
+    steps = decimal.getcontext().copy()
+    steps.Emin, steps.Emax = MIN_EMIN, MAX_EMAX
+    scaled = x.scaleb(n, context=steps)
+    return scaled.to_integral_value(rounding=ROUND_HALF_EVEN, context=steps).scaleb(-n)
 
 
 def _positive(method: Callable[[Decimal], Decimal]) -> Callable[[Sequence[Decimal]], Decimal]:

@@ -10,9 +10,14 @@ incremental strict decoder that carries a multi-byte sequence split across two c
 next one. A file that fails either is ``not_text`` with no content at all: a partial decode
 looks like content, so nothing downstream would treat it as a failure.
 
-There is no size limit here. The pipeline's step 12 owns large results (excerpt and artifact
-past maximum_output_bytes, OUTPUT_TOO_LARGE past the hard ceiling); a second ceiling in the
-tool would be a second truncation shape without the elision marker or the artifact.
+There is no size limit of its own here. The pipeline's step 12 owns large results (excerpt
+and artifact past maximum_output_bytes, OUTPUT_TOO_LARGE past the hard ceiling); a second
+ceiling in the tool would be a second truncation shape without the elision marker or the
+artifact. What the tool does own is how much it reads: a file past the pipeline's
+``HARD_OUTPUT_CEILING`` can only end as OUTPUT_TOO_LARGE, so reading stops as soon as the text
+read is over it (at most one chunk past it), and that text is returned for step 12 to refuse
+and artifactize exactly as it would the whole file. A 40 MiB file, or one that grows while it
+is read, costs the ceiling and a chunk, not its size.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolhost import (
+    HARD_OUTPUT_CEILING,
     Idempotency,
     Kind,
     Provenance,
@@ -37,9 +43,10 @@ from toolhost import (
     Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
+    WorkspaceUnavailable,
     sha256_checksum,
 )
-from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, NOT_TEXT
+from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, NOT_TEXT, unavailable
 
 __all__ = ["CHUNK_SIZE", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "read_text"]
 
@@ -110,6 +117,9 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
     # place (realloc), so the bytes are held once, not copied again at the end.
     data = bytearray()
     byte_count = 0
+    # Bytes at the end of `data` that begin a character the next chunk completes.
+    tail = 0
+    past_ceiling = False
     try:
         for chunk in workspace.read_chunks(path, CHUNK_SIZE):
             # On the bytes, before the decode: U+0000 is valid UTF-8, and it is binary anyway.
@@ -117,7 +127,6 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
             if nul >= 0:
                 raise ToolFailure(NOT_TEXT, detail={"problem": "NUL byte",
                                                     "offset": byte_count + nul})
-            pending = len(decoder.getstate()[0])
             try:
                 # Validation only: the decoded piece is dropped at once (a small allocation
                 # the heap reuses), and the text is decoded once at the end, so a read touches
@@ -126,26 +135,48 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
             except UnicodeDecodeError as exc:
                 raise ToolFailure(NOT_TEXT, detail={
                     "problem": f"invalid UTF-8 ({exc.reason})",
-                    "offset": byte_count - pending + exc.start,
+                    "offset": byte_count - tail + exc.start,
                 }) from None
             data += chunk
             digest.update(chunk)
             byte_count += len(chunk)
-        try:
-            # final=True: a multi-byte sequence cut off by the end of the file is not text.
-            decoder.decode(b"", final=True)  # "" or an error: a complete sequence decoded above
-        except UnicodeDecodeError as exc:
-            raise ToolFailure(NOT_TEXT, detail={
-                "problem": f"invalid UTF-8 at the end of the file ({exc.reason})",
-                "offset": byte_count - len(exc.object) + exc.start,
-            }) from None
+            tail = len(decoder.getstate()[0])
+            if byte_count - tail > HARD_OUTPUT_CEILING:
+                # The whole characters read are already over the pipeline's hard ceiling: the
+                # call ends OUTPUT_TOO_LARGE whatever follows, so stop reading (the handle
+                # reads lazily; the dropped iterator closes the file). Nothing past this
+                # point is checked for text: a NUL further on is never seen.
+                past_ceiling = True
+                break
+        if not past_ceiling:
+            try:
+                # final=True: a multi-byte sequence cut off by the end of the file is not text.
+                decoder.decode(b"", final=True)  # "" or an error: complete sequences decoded
+            except UnicodeDecodeError as exc:
+                raise ToolFailure(NOT_TEXT, detail={
+                    "problem": f"invalid UTF-8 at the end of the file ({exc.reason})",
+                    "offset": byte_count - len(exc.object) + exc.start,
+                }) from None
     except WorkspaceNotFound:
         raise ToolFailure(NO_SUCH_PATH) from None
     except WorkspaceIsDirectory:
         raise ToolFailure(NOT_A_FILE) from None
-    # Already validated chunk by chunk (NUL scan and strict incremental decode), so this one
-    # decode cannot fail.
-    text = data.decode("utf-8")
+    except WorkspaceUnavailable as exc:
+        raise unavailable(exc) from None
+    if past_ceiling:
+        # The text read, without the start of a character the next chunk would have completed:
+        # more than HARD_OUTPUT_CEILING bytes, so step 12 refuses it and saves it as the
+        # partial output. byte_count and checksum describe exactly these bytes.
+        kept = memoryview(data)[:byte_count - tail]
+        text = str(kept, "utf-8")
+        byte_count = len(kept)
+        checksum = sha256_checksum(kept)
+        kept.release()
+    else:
+        # Already validated chunk by chunk (NUL scan and strict incremental decode), so this
+        # one decode cannot fail.
+        text = data.decode("utf-8")
+        checksum = sha256_checksum(digest)
     # Asked after the read, not before: a file replaced between the two makes the stamp stop
     # matching, so a race can only lower trust. Reads never establish provenance; writes do.
     trusted = workspace.provenance(path) is Provenance.TOOL_WRITTEN
@@ -154,11 +185,10 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
             "path": path,
             "content": text,
             "byte_count": byte_count,
-            "checksum": sha256_checksum(digest),
+            "checksum": checksum,
         },
         # What the model reads is the file's text and nothing else: a header would be text the
         # file could imitate, and byte_count and checksum are in the structured result.
         content=text,
         output_trust=Trust.INTERNAL_TOOL if trusted else Trust.EXTERNAL_UNTRUSTED,
     )
-

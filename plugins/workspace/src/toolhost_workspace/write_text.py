@@ -33,9 +33,10 @@ from toolhost import (
     Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
+    WorkspaceUnavailable,
     sha256_checksum,
 )
-from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE
+from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, unavailable
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "write_text"]
 
@@ -116,6 +117,8 @@ def write_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
         raise ToolFailure(NOT_A_FILE) from None
     except WorkspaceNotFound:  # a parent removed while the handle was creating it
         raise ToolFailure(NO_SUCH_PATH) from None
+    except WorkspaceUnavailable as exc:  # no space or file handles left: nothing was written
+        raise unavailable(exc) from None
     checksum = sha256_checksum(data)
     verb = "Created" if written.created else "Replaced"
     noun = "byte" if written.byte_count == 1 else "bytes"
