@@ -12,6 +12,7 @@ plugin team's CI would.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,11 @@ nox.options.error_on_missing_interpreters = True
 # uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
 # installed, nox falls back to virtualenv and pip.
 nox.options.default_venv_backend = "uv|virtualenv"
+# uv's own bundled roots do not include a CA the machine's administrator added; pip finds it
+# through its configuration. Trust the platform's store, as curl and pip do (UV_NATIVE_TLS for
+# older uv releases, UV_SYSTEM_CERTS for newer); an operator's own setting wins.
+os.environ.setdefault("UV_NATIVE_TLS", "1")
+os.environ.setdefault("UV_SYSTEM_CERTS", "1")
 
 
 @nox.session(venv_backend="none")
