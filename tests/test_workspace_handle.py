@@ -579,3 +579,23 @@ def test_a_killed_writes_temp_file_is_not_listed(layout: tuple[WorkspaceHandle, 
     # A file of the user's that merely ends in .tmp is listed.
     handle.write("d/.cache.tmp", b"x")
     assert [e.path for e in handle.listdir("d").entries] == ["d/.cache.tmp", "d/kept.txt"]
+
+
+def test_a_close_during_a_walk_does_not_close_the_fd_under_it(tmp_path: Path) -> None:
+    # A sync tool abandoned at its deadline can still be walking when its run ends. Were the
+    # root fd closed under it, the kernel could hand that number to an unrelated open and the
+    # walk would continue relative to another directory.
+    (tmp_path / "root").mkdir()
+    handle = WorkspaceHandle(tmp_path / "root", owned=True)
+    handle.write("a/b.txt", b"x")
+    with handle._parent(["a", "b.txt"]) as parent, handle._root_fd() as root:
+        handle.close()  # the run ended while the walk holds the root
+        os.fstat(root)  # still this walk's fd, still open
+        assert os.path.samestat(os.fstat(root), os.stat(tmp_path / "root"))
+        assert os.listdir(parent) == ["b.txt"]
+    # The last user out closed the detached fd.
+    with pytest.raises(OSError):
+        os.fstat(root)
+    # A later operation gets a fresh root.
+    assert handle.read("a/b.txt") == b"x"
+    handle.discard()

@@ -265,6 +265,17 @@ def remove_tree(root: Path) -> None:
         os.rmdir(root)
 
 
+class _RootFd:
+    """A root directory fd and the operations using it (see ``WorkspaceHandle._root_fd``)."""
+
+    __slots__ = ("detached", "fd", "users")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.users = 0
+        self.detached = False
+
+
 class WorkspaceHandle:
     """One run's workspace: a directory the handle holds open from first use to ``close``.
 
@@ -276,42 +287,66 @@ class WorkspaceHandle:
     def __init__(self, root: Path | str, *, owned: bool = False) -> None:
         self._root = Path(root)
         self._owned = owned
-        self._fd = -1
+        self._current: _RootFd | None = None
         self._stamps: dict[str, _Stamp] = {}
         self._lock = threading.Lock()
+        self._fd_lock = threading.Lock()
         if not owned:
             # An operator's directory must exist now, not at first call (an OSError here is
             # the caller's to report: it named the directory).
-            self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+            self._current = _RootFd(
+                os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC))
 
     @property
     def root(self) -> Path:
         return self._root
 
     def _open_root(self) -> int:
-        if self._fd < 0:
-            if self._owned:
-                try:
-                    self._root.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise WorkspaceUnavailable(
-                        f"the workspace directory cannot be created ({_errno_name(exc)})"
-                    ) from None
+        if self._owned:
             try:
-                self._fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+                self._root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise WorkspaceUnavailable(
-                    f"the workspace directory cannot be opened ({_errno_name(exc)})") from None
-        return self._fd
+                    f"the workspace directory cannot be created ({_errno_name(exc)})"
+                ) from None
+        try:
+            return os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        except OSError as exc:
+            raise WorkspaceUnavailable(
+                f"the workspace directory cannot be opened ({_errno_name(exc)})") from None
 
-    @property
-    def _root_fd(self) -> int:
-        return self._open_root()
+    @contextlib.contextmanager
+    def _root_fd(self) -> Iterator[int]:
+        """The root directory's fd, held open for the duration of the block.
+
+        A sync tool abandoned at its deadline may still be walking when its run ends and the
+        workspace is closed. Closing the fd under it would let the kernel hand the same
+        number to an unrelated open, and the walk would go on relative to that directory. So
+        ``close`` only detaches the fd while operations use it, and the last of them closes
+        it; an operation after ``close`` gets a fresh fd (an owned workspace, a fresh, empty
+        directory).
+        """
+        with self._fd_lock:
+            if self._current is None:
+                self._current = _RootFd(self._open_root())
+            root = self._current
+            root.users += 1
+        try:
+            yield root.fd
+        finally:
+            with self._fd_lock:
+                root.users -= 1
+                if root.detached and root.users == 0:
+                    os.close(root.fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._fd_lock:
+            root, self._current = self._current, None
+            if root is None:
+                return
+            root.detached = True
+            if root.users == 0:
+                os.close(root.fd)
 
     def discard(self) -> None:
         """Close, and remove the directory if it was created for the run: the workspace is
@@ -336,11 +371,11 @@ class WorkspaceHandle:
         fds: list[int] = []
         made: list[tuple[int, str]] = []
         try:
-            fd = self._root_fd
-            for name in parts[:-1]:
-                fd = _open_dir(name, fd, create=create, made=made)
-                fds.append(fd)
-            yield fd
+            with self._root_fd() as fd:
+                for name in parts[:-1]:
+                    fd = _open_dir(name, fd, create=create, made=made)
+                    fds.append(fd)
+                yield fd
         except BaseException:
             for parent_fd, name in reversed(made):
                 with contextlib.suppress(OSError):
@@ -576,15 +611,14 @@ class WorkspaceHandle:
                         os.close(dir_fd)
 
         if not parts:
-            start_fd, owned = self._root_fd, False
+            with self._root_fd() as start_fd:
+                visit(start_fd, "")
         else:
             with self._parent(parts) as parent:
                 start_fd = _open_dir(parts[-1], parent, last=True)
-            owned = True
-        try:
-            visit(start_fd, "" if not parts else path + "/")
-        finally:
-            if owned:
+            try:
+                visit(start_fd, path + "/")
+            finally:
                 os.close(start_fd)
         return Listing(entries=tuple(e for _, e in kept[:limit]), truncated=len(kept) > limit)
 
