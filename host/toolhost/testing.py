@@ -177,18 +177,10 @@ class Harness:
         """A context for calling a tool body directly, bound to ``run`` (default: a fresh run
         with a fresh workspace): its workspace, its run-bound artifact writer, a deadline
         ``timeout_s`` from now, and a cancellation of its own (or ``cancellation``)."""
-        from toolhost._model.workspace import NO_WORKSPACE
-        from toolhost._pipeline.artifacts import RunArtifactWriter
-
         run = run if run is not None else self.start_run()
-        return ToolExecutionContext(
-            run_id=run.id, principal=run.principal,
-            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
-            artifacts=RunArtifactWriter(self.host.pipeline.artifacts, run.id, self.host.clock,
-                                     run.conversation_id, principal_id=run.principal.id),
-            deadline=self.host.deadline_in(timeout_s),
+        return self.host.pipeline.context_for(
+            run, deadline=self.host.deadline_in(timeout_s),
             cancellation=cancellation if cancellation is not None else CancellationEvent(),
-            conversation_id=run.conversation_id, user_turn=run.user_turn,
         )
 
     def services(self, distribution: str) -> Services:

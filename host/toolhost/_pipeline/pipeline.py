@@ -280,21 +280,30 @@ class Pipeline:
         finally:
             self._leave_workspace(run.workspace, log)
 
+    def context_for(
+        self, run: Run, *, deadline: float, cancellation: CancellationEvent
+    ) -> ToolExecutionContext:
+        """What a call of ``run`` receives: the run's workspace, an artifact writer bound to
+        the run (and its conversation and principal), this deadline and cancellation."""
+        return ToolExecutionContext(
+            run_id=run.id, principal=run.principal,
+            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
+            artifacts=RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
+                                        principal_id=run.principal.id),
+            deadline=deadline, cancellation=cancellation,
+            conversation_id=run.conversation_id, user_turn=run.user_turn,
+        )
+
     async def _execute_and_persist_in(
         self, run: Run, registered: Registered, record: InvocationRecord, log: Any,
         *, inserted: bool,
     ) -> Outcome:
-        writer = RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
-                                   principal_id=run.principal.id)
         # Each call has its own cancellation: set when the run's is, and at its deadline.
         call = CancellationEvent()
-        context = ToolExecutionContext(
-            run_id=run.id, principal=run.principal,
-            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
-            artifacts=writer,
-            deadline=steps.call_deadline(registered, run.deadline, self._monotonic()),
-            cancellation=call, conversation_id=run.conversation_id, user_turn=run.user_turn,
-        )
+        context = self.context_for(
+            run, deadline=steps.call_deadline(registered, run.deadline, self._monotonic()),
+            cancellation=call)
+        writer = context.artifacts
         try:
             tool = steps.build_tool(self._build, registered)  # 8
             try:

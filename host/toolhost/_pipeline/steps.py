@@ -46,10 +46,10 @@ from toolhost._model.outcome import (
 from toolhost._model.runs import CancellationEvent, Run
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import WorkspaceEscape
-from toolhost._pipeline.artifacts import RunArtifactWriter
 from toolhost._pipeline.excerpt import excerpt
 from toolhost._pipeline.execution import Cancelled, DeadlineExceeded, run_tool
 from toolhost._pipeline.policy import Policy, PolicyDecision
+from toolhost._ports.tool_artifacts import ArtifactWriter
 from toolhost._registration.refusals import HARD_OUTPUT_CEILING, Registered
 from toolhost._registration.registry import Registry, UnknownTool, UnknownVersion
 
@@ -329,7 +329,7 @@ def limit_output(
     registered: Registered,
     output: ToolOutput,
     trust: Trust,
-    writer: RunArtifactWriter,
+    writer: ArtifactWriter,
     invocation_id: str,
 ) -> Shaped:
     """Within maximum_output_bytes: unchanged. Over it: excerpt plus the whole as an artifact.
@@ -376,14 +376,14 @@ async def limit_output_off_loop(
     registered: Registered,
     output: ToolOutput,
     trust: Trust,
-    writer: RunArtifactWriter,
+    writer: ArtifactWriter,
     invocation_id: str,
 ) -> Shaped:
     """``limit_output``, on a worker thread unless the output is certainly small.
 
     The check is a cheap upper bound (the content's length, and a walk of the structured
     result that stops as soon as it passes the threshold), so deciding costs nothing like
-    the work it moves. ``RunArtifactWriter`` is safe to share between threads.
+    the work it moves. The run's writer (``RunArtifactWriter``) is safe to share between threads.
     """
     threshold = min(OFF_LOOP_BYTES, registered.spec.maximum_output_bytes)
     if _may_exceed(output, threshold):
@@ -449,7 +449,7 @@ def _may_exceed(output: ToolOutput, threshold: int) -> bool:
     return left < 0
 
 
-def _capture(writer: RunArtifactWriter, *, name: str, media_type: str, content: bytes,
+def _capture(writer: ArtifactWriter, *, name: str, media_type: str, content: bytes,
              trust: Trust) -> ArtifactRef:
     """Write a TOOL_OUTPUT_CAPTURE artifact. The store is a port and steps signal with
     ``ToolFailure``: one the store raised is a fault of the host's, never a step's verdict."""
