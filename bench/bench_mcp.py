@@ -1,45 +1,110 @@
-"""tools/call round trip over stdio (issue #5): ``toolhost serve`` next to the SDK's FastMCP.
+"""tools/call round trip over stdio (issues #5, #11): ``toolhost serve`` next to its peers.
 
 The servers run as subprocesses driven by the SDK's own stdio client (``stdio_client`` and a
-``ClientSession`` on the 2025-11-25 handshake, what desktop clients speak today), in one run:
-toolhost serving math.calculate through the full pipeline (a SQLite row per call);
-``bench/fastmcp_calculate.py``, the SDK's high-level server exposing the same arithmetic as
-one decorated function; and, to show what serving stdio on the event loop buys, toolhost on
-the SDK's own thread-backed stdio transport (TOOLHOST_MCP_STDIO=sdk). Calls alternate in
-batches so machine noise lands on every server alike. The figure is the p50 of the
-client-side round trip of ``call_tool("math.calculate", {"expression": "17 * 23"})``; goal:
-toolhost no slower than FastMCP.
+``ClientSession`` on the 2025-11-25 handshake, what desktop clients speak today), all alive in
+one run, called in alternating batches so machine noise lands on every server alike. The
+figure is the p50 of the client-side round trip of one ``call_tool``.
+
+math.calculate ``{"expression": "17 * 23"}``, an async tool:
+- toolhost serving it through the full pipeline (validation, policy, deadline, output checks,
+  a durable SQLite row per call);
+- toolhost on the SDK's own thread-backed stdio transport (TOOLHOST_MCP_STDIO=sdk), to show
+  what serving stdio on the event loop buys;
+- the SDK's high-level server, ``mcp.server.mcpserver.MCPServer`` (mcp 2.x; ``FastMCP`` in
+  mcp 1.x), exposing the same function body (bench/mcpserver_calculate.py);
+- the ``fastmcp`` package's ``FastMCP``, the same body again (bench/fastmcp_calculate.py).
+
+system.current_time ``{"timezone": "Europe/London"}`` next to the reference ``mcp-server-time``
+server's ``get_current_time``, the same question; both are sync tools, run on a worker thread.
+
+Goal: toolhost no slower than any peer (ratio = toolhost p50 / peer p50 <= 1.00).
 
 Run: python bench/bench_mcp.py [--calls 1000] [--batch 50] [--warmup 100]
-     (needs toolhost[mcp] and toolhost-math installed)
+     (needs toolhost[mcp], toolhost-math and toolhost-system; and, bench-only, never a
+     dependency of toolhost: pip install fastmcp mcp-server-time. A peer not installed is
+     left out and said so.)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
+from typing import Any, NamedTuple
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-HERE = Path(__file__).resolve().parent
-ARGS = {"expression": "17 * 23"}
-OURS = "toolhost serve"
-#: The same server on the SDK's thread-backed stdio transport: what the loop transport saves.
-SDK_STDIO = "  on the SDK's stdio"
-THEIRS = "FastMCP (MCPServer)"
+HERE = os.path.dirname(os.path.abspath(__file__))
+CALCULATE = ("math.calculate", {"expression": "17 * 23"})
+CURRENT_TIME = ("system.current_time", {"timezone": "Europe/London"})
+SUM = "math.calculate 17 * 23 (async tools)"
+NOW = "current time in Europe/London (sync tools)"
+#: toolhost itself on another transport: shown, not a peer to beat.
+SDK_STDIO = "toolhost, SDK stdio"
+
+
+def _calculated(content: dict[str, Any]) -> bool:
+    return bool(content["result"] == "391")
+
+
+def _london(content: dict[str, Any]) -> bool:
+    return bool(content["timezone"] == "Europe/London")
+
+
+class Server(NamedTuple):
+    question: str  # the rows asking the same question are compared
+    label: str
+    params: StdioServerParameters
+    tool: str
+    arguments: dict[str, Any]
+    correct: Callable[[dict[str, Any]], bool]
+    ours: bool  # toolhost's own row of its group
 
 
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def servers(data_dir: str) -> tuple[list[Server], list[str]]:
+    """Every server this machine can run, and a line for each peer left out."""
+    env = {"TOOLHOST_DATA_DIR": data_dir, "TOOLHOST_PLUGINS": "toolhost-math,toolhost-system",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    serve = StdioServerParameters(command=sys.executable, args=["-m", "toolhost._cli", "serve"],
+                                  env=env)
+    sdk_stdio = serve.model_copy(update={"env": {**env, "TOOLHOST_MCP_STDIO": "sdk"}})
+
+    def script(name: str, **more: str) -> StdioServerParameters:
+        return StdioServerParameters(command=sys.executable, args=[os.path.join(HERE, name)],
+                                     env={**env, **more})
+
+    found = [
+        Server(SUM, "toolhost serve", serve, *CALCULATE, _calculated, True),
+        Server(SUM, SDK_STDIO, sdk_stdio, *CALCULATE, _calculated, False),
+        Server(SUM, "SDK MCPServer", script("mcpserver_calculate.py"), *CALCULATE,
+               _calculated, False),
+    ]
+    missing = []
+    if importlib.util.find_spec("fastmcp"):
+        quiet = script("fastmcp_calculate.py", FASTMCP_LOG_LEVEL="WARNING")  # no INFO lines
+        found.append(Server(SUM, "fastmcp FastMCP", quiet, *CALCULATE, _calculated, False))
+    else:
+        missing.append("fastmcp (pip install fastmcp)")
+    found.append(Server(NOW, "toolhost serve", serve, *CURRENT_TIME, _london, True))
+    if importlib.util.find_spec("mcp_server_time"):
+        found.append(Server(NOW, "mcp-server-time", StdioServerParameters(
+            command=sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"],
+            env=env), "get_current_time", CURRENT_TIME[1], _london, False))
+    else:
+        missing.append("mcp-server-time (pip install mcp-server-time)")
+    return found, missing
 
 
 @asynccontextmanager
@@ -50,39 +115,33 @@ async def connect(params: StdioServerParameters) -> AsyncIterator[ClientSession]
         yield session
 
 
-async def one_call(session: ClientSession) -> float:
+async def one_call(session: ClientSession, server: Server) -> float:
     start = time.perf_counter()
-    result = await session.call_tool("math.calculate", ARGS)
+    result = await session.call_tool(server.tool, server.arguments)
     elapsed = (time.perf_counter() - start) * 1e6
-    assert not result.is_error and result.structured_content["result"] == "391", result
+    assert not result.is_error and server.correct(result.structured_content or {}), result
     return elapsed
 
 
-async def bench(calls: int, batch: int, warmup: int) -> dict[str, list[float]]:
-    data_dir = tempfile.mkdtemp(prefix="toolhost-bench-mcp-")
-    env = {"TOOLHOST_DATA_DIR": data_dir, "TOOLHOST_PLUGINS": "toolhost-math",
-           "PYTHONPATH": os.pathsep.join(sys.path)}
-    serve = ["-m", "toolhost._cli", "serve"]
-    servers = {
-        OURS: StdioServerParameters(command=sys.executable, args=serve, env=env),
-        SDK_STDIO: StdioServerParameters(command=sys.executable, args=serve,
-                                         env={**env, "TOOLHOST_MCP_STDIO": "sdk"}),
-        THEIRS: StdioServerParameters(
-            command=sys.executable, args=[str(HERE / "fastmcp_calculate.py")], env=env),
-    }
-    samples: dict[str, list[float]] = {name: [] for name in servers}
+async def bench(found: list[Server], calls: int, batch: int, warmup: int) -> list[list[float]]:
+    samples: list[list[float]] = [[] for _ in found]
     async with AsyncExitStack() as stack:
-        sessions = {name: await stack.enter_async_context(connect(p))
-                    for name, p in servers.items()}
-        for session in sessions.values():
+        # One process per distinct command: toolhost's serves both of its rows.
+        sessions: dict[int, ClientSession] = {}
+        for server in found:
+            key = id(server.params)
+            if key not in sessions:
+                sessions[key] = await stack.enter_async_context(connect(server.params))
+        pairs = [(sessions[id(s.params)], s) for s in found]
+        for session, server in pairs:
             for _ in range(warmup):
-                await one_call(session)
+                await one_call(session, server)
         done = 0
         while done < calls:
             n = min(batch, calls - done)
-            for name, session in sessions.items():
+            for i, (session, server) in enumerate(pairs):
                 for _ in range(n):
-                    samples[name].append(await one_call(session))
+                    samples[i].append(await one_call(session, server))
             done += n
     return samples
 
@@ -93,17 +152,30 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=100)
     args = parser.parse_args()
-    samples = anyio.run(bench, args.calls, args.batch, args.warmup)
-    ours, theirs = samples[OURS], samples[THEIRS]
-    print(f"tools/call math.calculate '17 * 23' over stdio, {args.calls} calls each "
-          f"(after {args.warmup} warm-up), alternating batches of {args.batch}")
-    print(f"{'server':22} {'p50 µs':>9} {'p90 µs':>9} {'p99 µs':>9} {'calls/s':>9}")
-    for name, s in samples.items():
-        print(f"{name:22} {statistics.median(s):9.0f} {percentile(s, .90):9.0f} "
-              f"{percentile(s, .99):9.0f} {1e6 / statistics.mean(s):9.0f}")
-    ratio = statistics.median(ours) / statistics.median(theirs)
-    verdict = "met" if ratio <= 1.0 else "not met"
-    print(f"p50 ratio toolhost / FastMCP: {ratio:.2f} (goal <= 1.00: {verdict})")
+    with tempfile.TemporaryDirectory(prefix="toolhost-bench-mcp-") as data_dir:
+        found, missing = servers(data_dir)
+        samples = anyio.run(bench, found, args.calls, args.batch, args.warmup)
+    print(f"tools/call over stdio, {args.calls} calls each (after {args.warmup} warm-up), "
+          f"alternating batches of {args.batch}")
+    for line in missing:
+        print(f"left out, not installed: {line}")
+    verdicts = []
+    for question in dict.fromkeys(server.question for server in found):
+        rows = [(server, x) for server, x in zip(found, samples, strict=True)
+                if server.question == question]
+        ours = statistics.median(next(x for server, x in rows if server.ours))
+        print(f"\n{question}")
+        print(f"{'server':22} {'p50 µs':>9} {'p90 µs':>9} {'p99 µs':>9} {'calls/s':>9} "
+              f"{'toolhost/this':>14}")
+        for server, x in rows:
+            p50 = statistics.median(x)
+            print(f"{server.label:22} {p50:9.0f} {percentile(x, .90):9.0f} "
+                  f"{percentile(x, .99):9.0f} {1e6 / statistics.mean(x):9.0f} "
+                  f"{ours / p50:14.2f}")
+            if not server.ours and server.label != SDK_STDIO:
+                verdicts.append(ours / p50 <= 1.0)
+    met = "met" if all(verdicts) else "not met"
+    print(f"\ngoal: toolhost p50 no slower than any peer (ratio <= 1.00): {met}")
 
 
 if __name__ == "__main__":

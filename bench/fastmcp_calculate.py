@@ -1,23 +1,21 @@
-"""The reference server bench_mcp.py spawns: the SDK's own high-level server (FastMCP, named
-``MCPServer`` in mcp 2.x) exposing math.calculate as one decorated function.
+"""A reference server bench_mcp.py spawns: the ``fastmcp`` package (``fastmcp.FastMCP``, a
+framework of its own over the MCP SDK; a bench-only dependency, never toolhost's) exposing
+math.calculate as one decorated function.
 
-The function body is the same toolhost_math ``calculate`` the plugin runs, so the two servers
-differ in what wraps the body (the SDK's decorator machinery here, toolhost's pipeline there),
-not in the arithmetic. Async, like the plugin's callable: a sync function would pay MCPServer's
-worker-thread hop, which toolhost's math tool does not.
+The body is the same toolhost_math ``calculate`` the plugin runs, and async, as in
+bench/mcpserver_calculate.py, so the servers differ only in what wraps the body.
 
-Run: python bench/fastmcp_calculate.py   (stdio; the bench starts it)
+Run: python bench/fastmcp_calculate.py   (stdio; the bench starts it; needs ``fastmcp``)
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
-
-from mcp.server.mcpserver import MCPServer
+from fastmcp import FastMCP
+from typing_extensions import TypedDict  # pydantic needs it for a TypedDict before 3.12
 
 from toolhost_math.tool import calculate as _calculate
 
-server = MCPServer("fastmcp-calculate")
+server = FastMCP("fastmcp-calculate")
 
 
 class Calculated(TypedDict):
@@ -34,4 +32,4 @@ async def calculate(expression: str) -> Calculated:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    server.run("stdio", show_banner=False)

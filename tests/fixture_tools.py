@@ -32,6 +32,7 @@ from toolhost import (
     ToolOutput,
     Trust,
     WorkspaceEscape,
+    WorkspaceUnavailable,
 )
 
 EXECUTIONS: list[Mapping[str, Any]] = []
@@ -91,6 +92,10 @@ def _escape(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
     raise WorkspaceEscape("absolute path")
 
 
+def _no_space(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    raise WorkspaceUnavailable("no space is left for the workspace")
+
+
 def _echo(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
     return ToolOutput(structured={"echo": arguments.get("x", "")}, content=arguments.get("x", ""))
 
@@ -119,6 +124,8 @@ def tools() -> list[Tool]:
             output_schema=OUT, maximum_output_bytes=1000), call=_big),
         Tool(spec=make_spec(name="fx.escape", input_schema=schema(), output_schema=OUT),
              call=_escape),
+        Tool(spec=make_spec(name="fx.no_space", input_schema=schema(), output_schema=OUT),
+             call=_no_space),
         Tool(spec=make_spec(name="fx.scoped", input_schema=schema(x=STRING), output_schema=OUT,
                             required_scopes=("fx.read",)), call=_echo),
         Tool(spec=make_spec(name="fx.hidden", input_schema=schema(x=STRING), output_schema=OUT),

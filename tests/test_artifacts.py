@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -42,6 +43,13 @@ SECOND = dt.timedelta(seconds=1)
 class TestSQLiteArtifactStoreContract(ArtifactStoreContract):
     def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
         return open_artifact_store(tmp_path, clock)
+
+
+class TestSQLiteArtifactStoreWithRetentionContract(ArtifactStoreContract):
+    # The host's configuration (TOOLHOST_ARTIFACT_RETENTION_DAYS unset): the whole contract
+    # holds with a retention too.
+    def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
+        return open_artifact_store(tmp_path, clock, retention=dt.timedelta(days=30))
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,10 +106,12 @@ def test_public_names() -> None:
         toolhost._model.artifacts: {
             "ARTIFACT_CEILING", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
             "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactTooLarge",
-            "ArtifactUnavailable", "as_utc", "as_utc_or_none"},
-        toolhost._ports.artifacts: {"ArtifactStore", "ArtifactUpload"},
+            "ArtifactUnavailable", "PurgeReport", "as_utc", "as_utc_or_none"},
+        toolhost._ports.artifacts: {"LIST_LIMIT", "STAGING_STALE_AFTER", "ArtifactStore",
+                                    "ArtifactUpload"},
         toolhost._adapters.sqlite_artifacts: {
-            "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload", "open_artifact_store"},
+            "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload",
+            "open_artifact_store"},
         toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
                                        "RunArtifactWriter"},
     }
@@ -165,7 +175,7 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     rows = conn.execute(
         "SELECT version FROM schema_migrations WHERE component = 'artifacts'"
     ).fetchall()
-    assert sorted(rows) == [(1,), (2,)]
+    assert sorted(rows) == [(1,), (2,), (3,)]
     assert store.list_run("run-1") == []
     conn.close()
 
@@ -189,7 +199,7 @@ def test_version_2_upgrades_a_version_1_database(tmp_path: Path) -> None:
     rows = conn.execute(
         "SELECT version FROM schema_migrations WHERE component = 'artifacts' ORDER BY version"
     ).fetchall()
-    assert rows == [(1,), (2,)]
+    assert rows == [(1,), (2,), (3,)]
     conn.close()
 
 
@@ -445,3 +455,204 @@ def test_a_store_over_a_given_connection_leaves_it_open(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(sqlite3.ProgrammingError):
         conn.execute("SELECT 1")
+
+
+# --------------------------------------------------------------------------------------------
+# Retention: the writer's default expiry
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_writer_expires_what_it_stores_after_the_retention(tmp_path: Path) -> None:
+    store = open_artifact_store(tmp_path, FixedClock(T0), retention=dt.timedelta(days=7))
+    assert store.retention == dt.timedelta(days=7)
+    ref = write(writer_for(store, at=T0 + SECOND))
+    assert store.get(ref.id).expires_at == T0 + SECOND + dt.timedelta(days=7)
+    # Live until then, so the identity rule still finds it a second before.
+    later = writer_for(store, at=T0 + dt.timedelta(days=7))
+    assert write(later) == ref
+    # Written again once expired: a new artifact, with its own week.
+    fresh = write(writer_for(store, at=T0 + SECOND + dt.timedelta(days=7)))
+    assert fresh != ref
+    assert store.get(fresh.id).expires_at == T0 + SECOND + dt.timedelta(days=14)
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("retention", "error"),
+    [(dt.timedelta(0), ValueError), (-SECOND, ValueError), (30, TypeError)],
+)
+def test_a_retention_must_be_a_positive_timedelta(
+    tmp_path: Path, retention: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        open_artifact_store(tmp_path, FixedClock(T0), retention=retention)
+    assert not (tmp_path / DATABASE_NAME).exists()  # refused before anything was opened
+
+
+# --------------------------------------------------------------------------------------------
+# Listing and purging, on disk
+# --------------------------------------------------------------------------------------------
+
+
+def _plan(store: SQLiteArtifactStore, sql: str, params: tuple[Any, ...]) -> list[str]:
+    return [row[3] for row in store._conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+
+
+def test_listing_and_purging_are_served_by_indexes(store: SQLiteArtifactStore) -> None:
+    # The statements the store runs, planned by this SQLite: each uses the index named (a
+    # search, or an ordered walk of the index for the unfiltered page), never a table scan, and
+    # never an in-memory sort, except a conversation's page: sorted after the index search,
+    # bounded by one conversation's artifacts.
+    page = "SELECT * FROM artifacts {}ORDER BY created_at, id LIMIT ?"
+    after = "(created_at, id) > (?, ?)"
+    statements = [
+        (page.format(""), (10,), "artifacts_order", False),
+        (page.format(f"WHERE {after} "), ("t", "i", 10), "artifacts_order", False),
+        (page.format(f"WHERE run_id = ? AND {after} "), ("r", "t", "i", 10),
+         "artifacts_run_order", False),
+        (page.format("WHERE run_id = ? AND conversation_id = ? "), ("r", "c", 10),
+         "artifacts_run_order", False),
+        (page.format(f"WHERE conversation_id = ? AND {after} "), ("c", "t", "i", 10),
+         "artifacts_conversation", True),
+        ("SELECT count(*), coalesce(sum(size), 0) FROM artifacts WHERE expires_at <= ?", ("t",),
+         "artifacts_expiry", False),
+        ("DELETE FROM artifacts WHERE expires_at <= ?", ("t",), "artifacts_expiry", False),
+        ("SELECT 1 FROM artifacts WHERE checksum = ? LIMIT 1", ("c",), "artifacts_checksum",
+         False),
+    ]
+    for sql, params, index, sorted_after in statements:
+        plan = _plan(store, sql, params)
+        assert f"INDEX {index} " in plan[0] + " ", (sql, plan)
+        assert plan[0].startswith("SEARCH") or "WHERE" not in sql, (sql, plan)
+        assert any("TEMP B-TREE" in step for step in plan) is sorted_after, (sql, plan)
+        assert len(plan) == 1 + sorted_after, (sql, plan)
+
+
+def test_purge_removes_expired_rows_and_only_their_unshared_files(
+    store: SQLiteArtifactStore,
+) -> None:
+    soon = T0 + SECOND
+    expired_alone = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
+                              media_type="text/plain", content=b"mine alone",
+                              trust=Trust.INTERNAL_TOOL, expires_at=soon)
+    expired_shared = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="b.txt",
+                               media_type="text/plain", content=b"shared",
+                               trust=Trust.INTERNAL_TOOL, expires_at=soon)
+    kept = store.put(run_id="run-2", origin=ArtifactOrigin.UPLOAD, name="c.txt",
+                     media_type="text/plain", content=b"shared", trust=Trust.USER)
+    assert content_files(store) == sorted([blob_path(store, expired_alone),
+                                           blob_path(store, kept)])
+    report = store.purge(soon)
+    assert (report.artifacts, report.artifact_bytes) == (2, 16)
+    assert (report.content_files, report.freed_bytes, report.staged_uploads) == (1, 10, 0)
+    assert content_files(store) == [blob_path(store, kept)]
+    assert row_count(store) == 1 and store.read(kept.id) == b"shared"
+    assert expired_shared.checksum == kept.checksum
+
+
+def test_an_interrupted_purge_leaves_no_row_without_content(
+    store: SQLiteArtifactStore,
+) -> None:
+    # A purge killed after its row transaction committed leaves exactly this state: the
+    # expired rows gone, their files still there, nothing recording which files they were.
+    expired = [write(writer_for(store, f"run-{i}"), content=b"old %d" % i,
+                     expires_at=T0 + SECOND) for i in range(3)]
+    kept = write(writer_for(store, "run-9"), content=b"kept")
+    store._conn.execute("DELETE FROM artifacts WHERE expires_at <= ?",
+                        ((T0 + SECOND).isoformat(timespec="microseconds"),))
+    assert len(content_files(store)) == 4
+    # Every row left still has its content.
+    for row in store.list_artifacts():
+        assert store.read(row.id)
+    # The next purge finds the files nothing references and finishes the job.
+    report = store.purge(T0 + SECOND)
+    assert (report.artifacts, report.content_files, report.freed_bytes) == (0, 3, 15)
+    assert content_files(store) == [blob_path(store, kept)]
+    assert [store.read(r.id) for r in store.list_artifacts()] == [b"kept"]
+    assert all(blob_path(store, r) not in content_files(store) for r in expired)
+
+
+def test_purge_leaves_what_it_did_not_write_alone(store: SQLiteArtifactStore) -> None:
+    note = store.root / "sha256" / "README"
+    note.write_text("an operator's note")
+    odd_dir = store.root / "sha256" / "ab" / ("c" * 62)
+    odd_dir.mkdir(parents=True)
+    report = store.purge(T0 + dt.timedelta(days=1))
+    assert (report.content_files, report.staged_uploads) == (0, 0)
+    assert note.exists() and odd_dir.is_dir()
+
+
+def _age(path: Path, when: dt.datetime) -> None:
+    os.utime(path, (when.timestamp(), when.timestamp()))
+
+
+def test_purge_removes_stale_staging_left_by_a_dead_process(tmp_path: Path) -> None:
+    store = open_artifact_store(tmp_path, FixedClock(T0))
+    # What a process that died mid-upload leaves: a staged upload and a content temp file.
+    dead = open_artifact_store(tmp_path, FixedClock(T0))
+    abandoned = dead.begin(run_id="run-0", origin=ArtifactOrigin.MODEL_OUTPUT, name="v.mp4",
+                           media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=64)
+    abandoned.write(b"12345")
+    abandoned._file.flush()
+    stale_upload = abandoned._tmp
+    dead._in_use.clear()  # the process is gone: nothing holds it any more
+    stale_tmp = store.root / "sha256" / "ab" / ".0123.tmp"
+    stale_tmp.parent.mkdir()
+    stale_tmp.write_bytes(b"half a blob")
+    # A live process's upload, written to moments ago; and one of this store, idle for long.
+    recent = store.root / "sha256" / f".recent{'.upload'}"
+    recent.write_bytes(b"still coming")
+    mine = store.begin(run_id="run-1", origin=ArtifactOrigin.MODEL_OUTPUT, name="w.mp4",
+                       media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=64)
+    mine.write(b"mine")
+    now = T0 + dt.timedelta(days=1)
+    for path in (stale_upload, stale_tmp, mine._tmp):
+        _age(path, now - dt.timedelta(hours=1))  # untouched for exactly the stale time
+    _age(recent, now - dt.timedelta(minutes=59))
+
+    report = store.purge(now)
+    assert (report.staged_uploads, report.freed_bytes) == (2, 5 + 11)
+    assert not stale_upload.exists() and not stale_tmp.exists()
+    assert recent.exists() and mine._tmp.exists()
+    assert store.read(mine.commit(now).id) == b"mine"
+    abandoned.abort()  # harmless: its file is already gone
+    dead.close()
+    store.close()
+
+
+def test_a_write_whose_content_a_purge_took_puts_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process purges between a write's check of the existing content file and the
+    # write's row: the row must not commit without its content.
+    store = open_artifact_store(tmp_path, FixedClock(T0))
+    purger = open_artifact_store(tmp_path, FixedClock(T0))
+    matches = toolhost._adapters.sqlite_artifacts._file_matches
+    purged: list[int] = []
+
+    def check_then_purge(path: Path, size: int, checksum: str) -> bool:
+        found = matches(path, size, checksum)
+        purged.append(purger.purge(T0 + dt.timedelta(days=1)).content_files)
+        return found
+
+    expired = store.put(run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
+                        media_type="application/octet-stream", content=b"contested",
+                        trust=Trust.USER, expires_at=T0 + SECOND)
+    monkeypatch.setattr(toolhost._adapters.sqlite_artifacts, "_file_matches", check_then_purge)
+    whole = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.bin",
+                      media_type="application/octet-stream", content=b"contested",
+                      trust=Trust.USER)
+    assert purged == [1]  # the purge took the file after the put had seen it intact
+    assert store.read(whole.id) == b"contested"
+
+    store._conn.execute("UPDATE artifacts SET expires_at = ? WHERE id = ?",
+                        ((T0 + SECOND).isoformat(timespec="microseconds"), whole.id))
+    upload = store.begin(run_id="run-2", origin=ArtifactOrigin.EXPORT, name="a.bin",
+                         media_type="application/octet-stream", trust=Trust.USER, max_bytes=64)
+    upload.write(b"contested")
+    streamed = upload.commit(T0)
+    assert purged == [1, 1]
+    assert store.read(streamed.id) == b"contested"
+    assert content_files(store) == [blob_path(store, expired)]  # no staging file left
+    purger.close()
+    store.close()

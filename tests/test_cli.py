@@ -49,6 +49,25 @@ def test_call_json_prints_the_whole_outcome() -> None:
     assert data["status"] == "succeeded" and data["output_trust"] == "INTERNAL_TOOL"
     assert data["structured"]["result_exact"] is False
     assert data["content"].endswith("\nrounded to 50 significant digits")
+    # The run's attachments ride beside the outcome: a calculation exports nothing.
+    assert data["attachments"] == [] and isinstance(data["run_id"], str)
+
+
+def test_call_runs_in_the_run_it_is_given() -> None:
+    result = toolhost("call", "math.calculate", "--args", '{"expression": "1"}', "--json",
+                      "--run", "run-7", "--conversation", "c.1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run_id"] == "run-7"
+
+
+@pytest.mark.parametrize("option", ["--run", "--conversation"])
+@pytest.mark.parametrize("value", ["../x", "a/b", ".x", "", "x" * 129])
+def test_a_run_or_conversation_that_is_not_a_plain_name_is_one_line(
+        option: str, value: str) -> None:
+    result = toolhost("call", "math.calculate", "--args", '{"expression": "1"}', option, value)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"toolhost: {option} must be 1 to 128 letters, digits, '.', '_' "
+                             "or '-', starting with a letter or digit\n")
 
 
 def test_call_failure_prints_the_static_message_and_exits_1() -> None:
@@ -179,6 +198,8 @@ def test_help_names_the_settings_and_the_default_data_directory(
         "  TOOLHOST_PLUGINS_EXCLUDE  these distributions' plugins do not load (comma-separated)",
         "  TOOLHOST_POLICY           tighten cells of the policy matrix (JSON)",
         "  TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical",
+        "  TOOLHOST_ARTIFACT_RETENTION_DAYS",
+        "                            days until what a run stores expires (default 30; 0: never)",
     ]
 
 
@@ -189,6 +210,15 @@ def test_an_unknown_log_level_is_one_line_and_exit_2(command: list[str]) -> None
     assert (result.returncode, result.stdout, result.stderr) == (
         2, "", "toolhost: TOOLHOST_LOG_LEVEL is 'loud', not a log level: set it to one of debug, "
                "info, warning, error, critical (or leave it unset for warning)\n")
+
+
+@pytest.mark.parametrize("command", [["check"], ["tools"]])
+def test_a_bad_retention_refuses_even_commands_that_store_nothing(command: list[str]) -> None:
+    result = toolhost(*command, env={"TOOLHOST_ARTIFACT_RETENTION_DAYS": "soon",
+                                     "TOOLHOST_PLUGINS": FIRST_PARTY})
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("toolhost: TOOLHOST_ARTIFACT_RETENTION_DAYS ")
+    assert result.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize("level", ["WARN", " Error ", "debug"])

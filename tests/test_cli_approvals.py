@@ -216,12 +216,59 @@ def test_pending_shows_enough_to_decide_and_is_bounded(env: dict[str, Any]) -> N
         f'{ids[0]}  fxw.external_write@1.0.0  {created[ids[0]]}  {{"destination":"a"}}\n'
         f"{ids[1]}  fxw.external_write@1.0.0  {created[ids[1]]}  {preview}\n")
     assert listed.stderr == ("toolhost: the oldest 2 are listed; more await approval "
-                             "(toolhost pending --limit 4)\n")
+                             f"(the next page: toolhost pending --after {ids[1]} --limit 2)\n")
     assert [p["id"] for p in json.loads(
         toolhost("pending", "--json", "--limit", "1", **env).stdout)] == ids[:1]
     bad = toolhost("pending", "--limit", "0", **env)
     assert bad.returncode == 2 and "at least 1" in bad.stderr
     assert_no_traceback(bad)
+
+
+def test_pending_pages_after_the_last_id_it_printed(env: dict[str, Any]) -> None:
+    ids = [pause(env, d) for d in ("a", "b", "c")]
+    first = toolhost("pending", "--limit", "2", **env)
+    assert [line.split()[0] for line in first.stdout.splitlines()] == ids[:2]
+    # The next page is the command the first one printed, and it ends the listing.
+    command = first.stderr.split("(the next page: ")[1].rstrip(")\n").split()
+    assert command == ["toolhost", "pending", "--after", ids[1], "--limit", "2"]
+    second = toolhost(*command[1:], **env)
+    assert (second.returncode, second.stderr) == (0, "")
+    assert [line.split()[0] for line in second.stdout.splitlines()] == ids[2:]
+    # A page shorter than its limit is the last; past the end, the command says so.
+    after_all = toolhost("pending", "--after", ids[2], **env)
+    assert (after_all.returncode, after_all.stdout, after_all.stderr) == (
+        0, f"no invocations await approval after {ids[2]}\n", "")
+    assert [p["id"] for p in json.loads(
+        toolhost("pending", "--json", "--after", ids[0], **env).stdout)] == ids[1:]
+    # A decided row still marks its place: paging survives approvals made between pages.
+    assert toolhost("deny", ids[1], "--reason", "no", **env).returncode == 0
+    assert [line.split()[0] for line in toolhost(
+        "pending", "--after", ids[1], **env).stdout.splitlines()] == ids[2:]
+    unknown = toolhost("pending", "--after", "nope", **env)
+    assert (unknown.returncode, unknown.stdout, unknown.stderr) == (
+        1, "", "toolhost: no invocation 'nope' (toolhost pending lists them)\n")
+    assert_no_traceback(unknown)
+
+
+def test_pending_prints_the_row_as_show_does_and_escapes_what_does_not_print(
+    env: dict[str, Any],
+) -> None:
+    # pending reads the listed columns' stored text, not records: the same values show has.
+    destination = "crm://acme\u202e\nmoc.live\x1b[2J é"
+    invocation_id = pause(env, destination)
+    data = row(env, invocation_id)
+    listed = toolhost("pending", **env)
+    assert listed.stdout == (
+        f"{invocation_id}  fxw.external_write@1.0.0  {data['created_at']}  "
+        '{"destination":"crm://acme\\u202e\\nmoc.live\\u001b[2J é"}\n')
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", data["created_at"])
+    (shown,) = json.loads(toolhost("pending", "--json", **env).stdout)
+    assert shown == {
+        "id": invocation_id, "tool": "fxw.external_write", "version": "1.0.0",
+        "argument_digest": data["argument_digest"], "created": data["created_at"],
+        "run_id": data["run_id"], "arguments": {"destination": destination},
+        "policy": data["policy"]}
+    assert data["policy"]["rule"] == "EXTERNAL_WRITE/HIGH"
 
 
 def test_show_prints_the_arguments_and_state_and_escapes_what_does_not_print(

@@ -43,9 +43,11 @@ def test_readme_quick_start_is_exactly_two_commands_and_ci_runs_the_second() -> 
 def test_every_hookspec_is_documented_with_its_return() -> None:
     specs = [f for name, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if name.startswith("toolhost_")]
-    assert {f.__name__ for f in specs} == {"toolhost_domains", "toolhost_tools"}
+    assert {f.__name__ for f in specs} == {"toolhost_domains", "toolhost_readiness",
+                                           "toolhost_tools"}
     # Plugin API 1.0 removed toolhost_messages; the module says so and what replaced it.
     assert "1.0 removed ``toolhost_messages``" in (hookspecs.__doc__ or "")
+    assert "1.1 added\n``toolhost_readiness``" in (hookspecs.__doc__ or "")
     for f in specs:
         doc = inspect.getdoc(f) or ""
         assert "Called" in doc and ":return:" in doc, f.__name__

@@ -4,23 +4,37 @@ namespace)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, migrate, table_names
+from toolhost._adapters.sqlite_db import (
+    CHECKPOINT_EVERY,
+    DATABASE_NAME,
+    WAL_BACKSTOP_PAGES,
+    connect,
+    migrate,
+    table_names,
+)
 from toolhost._adapters.sqlite_invocations import (
+    _COLUMNS,
     MIGRATIONS,
     SQLiteInvocationStore,
     process_state,
     this_process,
 )
-from toolhost._model.invocations import InvocationState, OwnerState
+from toolhost._model.convert import from_row
+from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
+from toolhost._testing.clocks import DEFAULT_INSTANT
 from toolhost.testing import InvocationStoreContract
 
 LINUX = Path("/proc/self/stat").exists()
@@ -36,7 +50,7 @@ def test_wal_mode_and_versioned_migrations(tmp_path: Path) -> None:
     SQLiteInvocationStore(conn)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT component, version FROM schema_migrations").fetchall() == [
-        ("invocations", 1), ("invocations", 2), ("invocations", 3)
+        ("invocations", 1), ("invocations", 2), ("invocations", 3), ("invocations", 4)
     ]
     migrate(conn, MIGRATIONS)  # idempotent
     assert "tool_invocations" in table_names(conn)
@@ -73,6 +87,95 @@ def test_a_database_from_before_owners_gains_the_column_and_keeps_its_rows(
     old = store.get("old")
     assert (old.state, old.owner) == (InvocationState.RUNNING, None)
     assert store.owner_state(old.owner) is OwnerState.GONE
+
+
+def test_a_row_reads_back_as_the_shared_converter_reads_it(tmp_path: Path) -> None:
+    # The store turns rows into records with its own function (cattrs per row was the cost
+    # of a page); it must agree with toolhost._model.convert on every column, set or not.
+    store = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+    instant = DEFAULT_INSTANT + dt.timedelta(microseconds=7)
+    records = [
+        InvocationStoreContract.record(),
+        InvocationStoreContract.record(
+            id="full", conversation_id="c1", tool_version=None, arguments=None,
+            argument_digest=None, state=InvocationState.FAILED, policy=None, approver="ops",
+            denial_reason="why", result_structured={"ok": [1, 2.5, None]}, result_content="ok",
+            output_trust="INTERNAL_TOOL", failure_kind="NOT_FOUND", reason_code="tool.x",
+            retryable=False, failure_detail={"offset": 3, "é": "\u202e"},
+            artifact_refs=({"id": "a1"}, {"id": "a2"}), started_at=instant,
+            finished_at=instant, decided_at=instant, owner={"host": "h", "pid": 7}),
+        InvocationStoreContract.record(id="scalar", arguments=[1, "two", 3.0], retryable=True),
+    ]
+    for record in records:
+        store.insert(record)
+    rows = store._conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations "
+                               "ORDER BY id").fetchall()
+    shared = sorted((from_row(InvocationRecord, dict(zip(_COLUMNS, row, strict=True)))
+                     for row in rows), key=lambda r: r.id)
+    assert sorted(store.list(), key=lambda r: r.id) == shared == sorted(records,
+                                                                       key=lambda r: r.id)
+    assert [type(r.retryable) for r in shared] == [type(r.retryable) for r in sorted(
+        store.list(), key=lambda r: r.id)]
+    store.close()
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+def rows_in_the_database_file(path: Path) -> int:
+    """The rows the database file itself holds, its WAL ignored (``immutable``): the rows a
+    checkpoint has copied back."""
+    conn = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
+    try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        if "tool_invocations" not in tables:
+            return 0
+        return int(conn.execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    """Polls ``condition`` for up to a minute: a wait for another thread, not a timing."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_the_writing_connection_leaves_checkpoints_to_the_checkpointer(tmp_path: Path) -> None:
+    path = tmp_path / DATABASE_NAME
+    store = SQLiteInvocationStore(connect(path))
+    assert store.checkpointer is not None
+    # SQLite's own checkpoint (inside a commit) only past the backstop, far above its default.
+    (pages,) = store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+    assert pages == WAL_BACKSTOP_PAGES > 1000
+    for i in range(CHECKPOINT_EVERY):
+        store.insert(InvocationStoreContract.record(id=f"inv-{i}"))
+    # Well under 1,000 WAL pages: no commit checkpointed, so the thread copied them back.
+    assert eventually(lambda: rows_in_the_database_file(path) == CHECKPOINT_EVERY)
+    store.close()
+    assert not store.checkpointer._thread.is_alive()
+
+
+def test_a_trickle_of_writes_is_checkpointed_once_it_pauses(tmp_path: Path) -> None:
+    path = tmp_path / DATABASE_NAME
+    store = SQLiteInvocationStore(connect(path))
+    store.insert(InvocationStoreContract.record())
+    assert eventually(lambda: rows_in_the_database_file(path) == 1)
+    store.insert(InvocationStoreContract.record(id="inv-2"))  # the next write wakes it again
+    assert eventually(lambda: rows_in_the_database_file(path) == 2)
+    store.close()
+
+
+def test_an_in_memory_database_has_no_checkpointer() -> None:
+    store = SQLiteInvocationStore(connect(":memory:"))
+    assert store.checkpointer is None
+    store.insert(InvocationStoreContract.record())
+    assert store.count() == 1
+    store.close()
 
 
 # ---------------------------------------------------------------------------- owners

@@ -1195,3 +1195,31 @@ def test_streamable_http_serves_the_same_tools(served: Served) -> None:
     assert_no_traceback(err)
     runs = {r["run_id"] for r in served.rows()}
     assert len(runs) == 2  # one run for the HTTP session, one for sessionless requests
+
+
+def test_a_line_read_after_the_loop_closed_leaves_no_unawaited_coroutine() -> None:
+    # Regression: the stdin thread made a Queue.put coroutine for a loop that had just
+    # closed; it was never awaited, and its RuntimeWarning reached serve's stderr at exit.
+    import asyncio
+    import gc
+    import warnings
+
+    from toolhost._mcp.transport import _ThreadLines
+
+    read_end, write_end = os.pipe()
+
+    async def start() -> _ThreadLines:
+        return _ThreadLines(read_end)
+
+    loop = asyncio.new_event_loop()
+    lines = loop.run_until_complete(start())
+    loop.close()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert lines._hand_over("a line nobody will read\n") is False
+            gc.collect()
+        assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    finally:
+        lines.stop()
+        os.close(write_end)  # the thread reads EOF and closes its end

@@ -328,6 +328,18 @@ def test_step_9_workspace_escape_is_a_validation_failure(host: Host) -> None:
     assert outcome.failure.detail == {"workspace": "absolute path"}
 
 
+def test_step_9_an_unavailable_workspace_is_the_hosts_retryable_failure(host: Host) -> None:
+    # Declared by no tool: the fixture tool has no reasons, and it is still not "undeclared".
+    outcome = host.invoke_sync("fx.no_space", {}, run=run_for(host))
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.upstream_unavailable.workspace_unavailable"
+    assert outcome.failure.kind is ToolFailureKind.UPSTREAM_UNAVAILABLE
+    assert outcome.failure.retryable is True
+    assert outcome.content == ("The workspace cannot be used right now (no space or no file "
+                               "handles left). Try again later.")
+    assert outcome.failure.detail == {"problem": "no space is left for the workspace"}
+
+
 def test_step_11_trust_is_persisted_as_clamped(host: Host) -> None:
     outcome = host.invoke_sync("fx.untrusted", {"x": "a"}, run=run_for(host))
     assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED

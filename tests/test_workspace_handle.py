@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import resource
 import signal
 import socket
 import stat
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost._adapters.fs_workspace import WorkspaceHandle
+from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
 from toolhost._model.workspace import (
     Provenance,
     WorkspaceEscape,
@@ -599,3 +600,287 @@ def test_a_close_during_a_walk_does_not_close_the_fd_under_it(tmp_path: Path) ->
     # A later operation gets a fresh root.
     assert handle.read("a/b.txt") == b"x"
     handle.discard()
+
+
+# ----------------------------------------------------------------- sandbox_root
+
+
+def test_sandbox_root_yields_an_fd_of_the_root_only_for_the_block(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    with handle.sandbox_root() as fd:
+        assert os.path.samestat(os.fstat(fd), os.stat(base / "root"))
+        kept = fd
+    with pytest.raises(OSError) as info:
+        os.fstat(kept)
+    assert info.value.errno == errno.EBADF
+
+
+def test_sandbox_root_stamps_every_created_or_changed_file(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    root = base / "root"
+    handle.write("kept.md", b"tool")
+    handle.write("replaced.md", b"tool")
+    handle.write("renamed.md", b"tool")
+    with handle.sandbox_root() as fd:
+        # What a sandboxed command does, through the bound directory.
+        os.makedirs(root / "d" / "e")
+        (root / "d" / "e" / "new.txt").write_bytes(b"new")
+        with open(root / "replaced.md", "r+b") as f:  # in place: same inode and size
+            f.write(b"TOOL")
+        os.rename(root / "renamed.md", root / "moved.md")
+        os.symlink("/etc/passwd", root / "link")
+        os.mkfifo(root / "fifo")
+        os.link(root / "kept.md", root / "d" / "hard")
+        assert fd >= 0
+    assert handle.provenance("d/e/new.txt") is Provenance.SANDBOX_WRITTEN
+    assert handle.provenance("replaced.md") is Provenance.SANDBOX_WRITTEN
+    assert handle.provenance("moved.md") is Provenance.SANDBOX_WRITTEN
+    assert handle.provenance("renamed.md") is Provenance.UNKNOWN  # gone
+    # A new hard link changes the inode's ctime: both names are the sandbox's now.
+    assert handle.provenance("kept.md") is Provenance.SANDBOX_WRITTEN
+    assert handle.provenance("d/hard") is Provenance.SANDBOX_WRITTEN
+    for planted in ("link", "fifo"):
+        assert handle.provenance(planted) is Provenance.UNKNOWN
+    with pytest.raises(WorkspaceEscape):
+        handle.read("link")
+    # A file the block left alone keeps a TOOL_WRITTEN stamp; so does a later tool write.
+    handle.write("after.md", b"tool")
+    with handle.sandbox_root():
+        pass
+    assert handle.provenance("after.md") is Provenance.TOOL_WRITTEN
+    assert handle.provenance("d/e/new.txt") is Provenance.SANDBOX_WRITTEN
+
+
+def test_sandbox_root_clears_set_id_bits(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    target = base / "root" / "tool"
+    with handle.sandbox_root():
+        target.write_bytes(b"#!/bin/sh\n")
+        os.chmod(target, 0o6755)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert handle.provenance("tool") is Provenance.SANDBOX_WRITTEN  # stamped after the chmod
+
+
+def test_sandbox_root_stamps_even_when_the_block_raises(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    with pytest.raises(RuntimeError), handle.sandbox_root():
+        (base / "root" / "half.txt").write_bytes(b"x")
+        raise RuntimeError("the sandbox failed midway")
+    assert handle.provenance("half.txt") is Provenance.SANDBOX_WRITTEN
+
+
+def test_a_run_without_a_workspace_refuses_sandbox_root() -> None:
+    from toolhost._model.workspace import NO_WORKSPACE
+
+    with pytest.raises(WorkspaceEscape):
+        NO_WORKSPACE.sandbox_root()
+
+
+def _set_id_files(root: Path) -> list[bytes]:
+    """Regular files with a set-id bit under ``root``, by bytes path (any name)."""
+    found = []
+    for top, _, files in os.walk(os.fsencode(root)):
+        for name in files:
+            info = os.lstat(os.path.join(top, name))
+            if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                found.append(os.path.join(top, name))
+    return found
+
+
+def test_sandbox_root_clears_set_id_bits_whatever_the_name(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    # No tool can name b"e\xff", yet a set-uid file by that name is one on the host.
+    handle, base = layout
+    root = os.fsencode(base / "root")
+    with handle.sandbox_root():
+        for path in (b"e\xff", b"d\xff/sh", b"d\xff/ok/sh"):
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            with open(os.path.join(root, path), "wb") as f:
+                f.write(b"#!/bin/sh\n")
+            os.chmod(os.path.join(root, path), 0o6755)
+    assert _set_id_files(base / "root") == []
+    assert stat.S_IMODE(os.stat(os.path.join(root, b"d\xff/ok/sh")).st_mode) == 0o755
+
+
+@contextlib.contextmanager
+def _few_fds() -> Iterator[int]:
+    """This process's soft open-file limit lowered for the block to 64 more than it has open
+    (a whole test session holds more than 64 at times)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = min(len(os.listdir("/proc/self/fd")) + 64, soft)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _deep(root: Path, depth: int) -> Iterator[int]:
+    """Make ``depth`` nested directories ``a`` under ``root``, holding two fds at most;
+    yields the deepest directory's fd for the block."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("a", dir_fd=fd)
+            child = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def test_sandbox_root_walks_a_tree_deeper_than_the_fd_limit(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    handle.write("kept.md", b"tool")
+    try:
+        _walk_deeper_than_the_fd_limit(handle, base)
+    finally:
+        # Deeper than shutil.rmtree recurses: pytest's cleanup of old temp dirs would crash.
+        remove_tree(base / "root" / "a")
+
+
+def _walk_deeper_than_the_fd_limit(handle: WorkspaceHandle, base: Path) -> None:
+    with _few_fds() as limit:
+        depth = limit + 100
+        with handle.sandbox_root():
+            for bottom in _deep(base / "root", depth):
+                fd = os.open("sh", os.O_WRONLY | os.O_CREAT, 0o755, dir_fd=bottom)
+                os.fchmod(fd, 0o4755)
+                os.close(fd)
+    fd = os.open(base / "root", os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        child = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    try:
+        assert stat.S_IMODE(os.stat("sh", dir_fd=fd).st_mode) == 0o755
+    finally:
+        os.close(fd)
+    # The walk finished: the deep file is stamped, and the untouched one keeps its stamp.
+    assert handle.provenance("a/" * depth + "sh") is Provenance.SANDBOX_WRITTEN
+    assert handle.provenance("kept.md") is Provenance.TOOL_WRITTEN
+
+
+@pytest.mark.parametrize(("cap", "value"), [("_SANDBOX_WALK_ENTRIES", 10),
+                                            ("_SANDBOX_WALK_DEPTH", 3)])
+def test_a_sandbox_walk_past_its_caps_fails_safe(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch, cap: str, value: int,
+) -> None:
+    from toolhost._adapters import fs_workspace
+
+    handle, base = layout
+    root = base / "root"
+    os.chmod(root, 0o755)
+    handle.write("kept.md", b"tool")
+    monkeypatch.setattr(fs_workspace, cap, value)
+    with handle.sandbox_root():
+        (root / "a" / "b" / "c" / "d" / "e").mkdir(parents=True)
+        for i in range(20):
+            (root / "a" / "b" / "c" / "d" / "e" / f"f{i}").write_bytes(b"x")
+            (root / f"g{i}").write_bytes(b"x")
+    # Every record dropped: nothing reads as the run's, nor as anything but UNKNOWN.
+    assert handle.provenance("kept.md") is Provenance.UNKNOWN
+    assert handle.provenance("g0") is Provenance.UNKNOWN
+    # And no other user can reach what the walk did not see.
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+
+def test_sandbox_records_are_pruned_and_capped(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolhost._adapters import fs_workspace
+
+    handle, base = layout
+    root = base / "root"
+    monkeypatch.setattr(fs_workspace, "_STAMPS_LIMIT", 2)
+    with handle.sandbox_root():
+        for name in ("a", "b", "c"):
+            (root / name).write_bytes(b"x")
+    stamped = [n for n in "abc" if handle.provenance(n) is Provenance.SANDBOX_WRITTEN]
+    assert len(stamped) == 2  # the third is past the cap: UNKNOWN
+    # A complete walk drops the records of paths that are gone, which makes room again.
+    with handle.sandbox_root():
+        for name in "abc":
+            (root / name).unlink()
+        (root / "d").write_bytes(b"x")
+        (root / "e").write_bytes(b"x")
+    assert handle.provenance("d") is Provenance.SANDBOX_WRITTEN
+    assert handle.provenance("e") is Provenance.SANDBOX_WRITTEN
+
+
+def test_the_hosts_workspaces_are_reachable_by_their_owner_only(tmp_path: Path) -> None:
+    from toolhost._composition import Host
+
+    data = tmp_path / "data"
+    (data / "workspaces").mkdir(parents=True, mode=0o755)  # as an older version left it
+    os.chmod(data / "workspaces", 0o755)
+    with Host.from_plugins({}, data_dir=data) as host:
+        handle = host.fresh_workspace("run-1")
+        handle.write("a.txt", b"x")
+        assert stat.S_IMODE((data / "workspaces").stat().st_mode) == 0o700
+        handle.discard()
+
+
+# ----------------------------------------------------------------------- whose bytes a read got
+
+
+def test_a_read_says_whose_bytes_it_read(layout: tuple[WorkspaceHandle, Path]) -> None:
+    from toolhost import ProvenancedChunks
+
+    handle, base = layout
+    root = base / "root"
+    handle.write("d/a.md", b"the run's")
+    chunks = handle.read_chunks("d/a.md", 4)
+    assert isinstance(chunks, ProvenancedChunks)
+    assert chunks.provenance() is Provenance.UNKNOWN  # nothing read yet
+    assert b"".join(chunks) == b"the run's"
+    assert chunks.provenance() is Provenance.TOOL_WRITTEN
+    (root / "outsider.md").write_bytes(b"theirs")
+    outsider = handle.read_chunks("outsider.md")
+    assert b"".join(outsider) == b"theirs" and outsider.provenance() is Provenance.UNKNOWN
+
+
+def test_a_directory_swapped_in_for_the_read_is_not_the_runs_file(
+        layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    root = base / "root"
+    handle.write("d/a.md", b"the run's")
+    (root / "theirs").mkdir()
+    (root / "theirs" / "a.md").write_bytes(b"outsider")
+
+    def swap() -> None:
+        os.rename(root / "d", root / "swap")
+        os.rename(root / "theirs", root / "d")
+        os.rename(root / "swap", root / "theirs")
+
+    swap()
+    chunks = handle.read_chunks("d/a.md")
+    assert b"".join(chunks) == b"outsider"
+    swap()
+    # The path looks like the run's file again; the bytes read were not.
+    assert handle.provenance("d/a.md") is Provenance.TOOL_WRITTEN
+    assert chunks.provenance() is Provenance.UNKNOWN
+
+
+def test_a_file_changed_while_it_is_read_is_not_the_runs(
+        layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    root = base / "root"
+    handle.write("a.md", b"0123456789")
+    chunks = handle.read_chunks("a.md", 4)
+    assert next(chunks) == b"0123"
+    with open(root / "a.md", "r+b") as f:  # the same inode, changed in place
+        f.seek(4)
+        f.write(b"XXXX")
+    assert b"".join(chunks) == b"XXXX89"
+    assert chunks.provenance() is Provenance.UNKNOWN

@@ -41,6 +41,17 @@ def test_a_conforming_plugin_passes_every_check(pytester: pytest.Pytester) -> No
     )
 
 
+def test_a_suite_that_adds_the_sandbox_target_runs_its_property_run(
+        pytester: pytest.Pytester) -> None:
+    # A team whose CI has the isolation its tool runs in opts in (toolhost-sandbox does).
+    write_suite(pytester, {"fx-good": "fx_good"}, body="""
+        from toolhost import TargetKind
+        property_run_targets = frozenset({TargetKind.IN_PROCESS, TargetKind.SANDBOX})
+    """)
+    result = pytester.runpytest(*NO_CACHE, "-rs", "-k", "property_run and good.shell")
+    result.assert_outcomes(passed=1)
+
+
 def test_every_check_is_one_test_with_per_tool_ids(pytester: pytest.Pytester) -> None:
     write_suite(pytester, {"fx-good": "fx_good"})
     result = pytester.runpytest(*NO_CACHE, "--collect-only", "-q")

@@ -6,7 +6,6 @@ it; tests build their own host from plugin objects with ``Host.from_plugins``.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,12 +30,21 @@ if TYPE_CHECKING:
 
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
+    from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.outcome import Outcome
-    from toolhost._model.runs import Run, ToolCall
+    from toolhost._model.runs import Run, RunOutcome, ToolCall
     from toolhost._pipeline.pipeline import Pipeline, Recovered
     from toolhost._pipeline.policy import Policy
 
-__all__ = ["Host", "load_host"]
+__all__ = ["Host", "load_host", "remove_tree"]
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a directory tree however deep it is (the test kit's ``remove_tree``):
+    ``shutil.rmtree`` recurses once per level and fails on a tree a sandboxed command left."""
+    from toolhost._adapters.fs_workspace import remove_tree as remove
+
+    remove(root)
 
 
 class Host:
@@ -125,6 +133,8 @@ class Host:
     @property
     def data_dir(self) -> Path:
         if self._data_dir is None:
+            import tempfile  # only a host without a data directory (tests) needs it
+
             self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
             self._owns_data_dir = True
         return self._data_dir
@@ -160,7 +170,8 @@ class Host:
             conn.close()
             raise
         try:
-            artifacts = open_artifact_store(self.data_dir, self.clock)
+            artifacts = open_artifact_store(self.data_dir, self.clock,
+                                            retention=self.settings.artifact_retention)
         except BaseException as exc:
             invocations.close()
             if isinstance(exc, OSError):  # the artifacts' directory under the data directory
@@ -187,7 +198,16 @@ class Host:
         """
         from toolhost._adapters.fs_workspace import WorkspaceHandle
 
-        return WorkspaceHandle(self.data_dir / "workspaces" / f"{run_id}-{new_id()}", owned=True)
+        workspaces = self.data_dir / "workspaces"
+        # Owner only (also one an older version made): no other local user may reach a
+        # workspace, whose files a sandboxed command made as this process's user. A failure
+        # here resurfaces, reported, when the workspace itself is first created.
+        try:
+            workspaces.mkdir(mode=0o700, parents=True, exist_ok=True)
+            workspaces.chmod(0o700)
+        except OSError:
+            pass
+        return WorkspaceHandle(workspaces / f"{run_id}-{new_id()}", owned=True)
 
     def services_for(self, distribution: str) -> Services:
         """The Services a distribution's tools are built with: the host's clock and settings,
@@ -262,12 +282,17 @@ class Host:
         run gets a fresh one under the data directory; with it, that existing directory is
         the workspace root. ``end_run`` discards a fresh workspace."""
         from toolhost._adapters.fs_workspace import WorkspaceHandle
-        from toolhost._model.runs import Run
+        from toolhost._model.runs import Run, valid_run_id
 
         if principal is None:
             scopes = frozenset(s for r in self.registry for s in r.spec.required_scopes)
             principal = Principal("operator", scopes)
-        run_id = run_id or new_id()
+        if run_id is None:
+            run_id = new_id()
+        elif not valid_run_id(run_id):
+            # A run id names the run's fresh workspace directory: it must be a plain name.
+            raise ValueError("run_id must be 1 to 128 letters, digits, '.', '_' or '-', "
+                             "starting with a letter or digit")
         handle = (WorkspaceHandle(workspace) if workspace is not None
                   else self.fresh_workspace(run_id))
         return Run(
@@ -285,15 +310,27 @@ class Host:
         """A monotonic instant ``seconds`` from now (a run's or a hand-made context's deadline)."""
         return monotonic() + seconds
 
-    def end_run(self, run: Run) -> None:
-        """The run is over: its workspace is discarded (an operator's directory is kept)."""
+    def end_run(self, run: Run) -> RunOutcome:
+        """The run is over: its workspace is discarded (an operator's directory is kept), and
+        what it leaves the owner is returned: the files attached to its reply."""
         if run.workspace is not None:
             run.workspace.discard()
+        from toolhost._model.runs import RunOutcome
 
-    def local_run(self, workspace: Path | str | None = None) -> Run:
+        return RunOutcome(run_id=run.id, attachments=self.attachments(run))
+
+    def attachments(self, run: Run) -> tuple[ArtifactRef, ...]:
+        """Every file the run has exported or generated so far (ADR-0122), in order."""
+        from toolhost._pipeline.attachments import attachments_of
+
+        return attachments_of(self.pipeline.artifacts, run.id)
+
+    def local_run(self, workspace: Path | str | None = None, *, run_id: str | None = None,
+                  conversation_id: str | None = None) -> Run:
         """The CLI's run: every registered tool enabled (an operator naming a tool has chosen
         it) and every scope granted."""
-        return self.start_run(enabled_tools=self.registry.names(), workspace=workspace)
+        return self.start_run(enabled_tools=self.registry.names(), workspace=workspace,
+                              run_id=run_id, conversation_id=conversation_id)
 
     # ------------------------------------------------------------------ calls
 
@@ -386,6 +423,7 @@ def load_host(
 
     settings = settings if settings is not None else Settings.from_environ()
     settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
+    settings.artifact_retention  # noqa: B018 - so does a bad TOOLHOST_ARTIFACT_RETENTION_DAYS
     policy = policy_from_settings(settings.env)
     return Host.from_sources(discover(settings) if sources is None else sources,
                              settings=settings, clock=clock, data_dir=settings.data_dir,

@@ -5,13 +5,16 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.0. Hooks are called once per process start, in this order: ``toolhost_domains``,
+Plugin API 1.1. Hooks are called once per process start, in this order: ``toolhost_domains``,
 ``toolhost_tools``. Registration (the seven ordered refusals, then the reasons check) runs over
-the union of what they return before any tool is built.
+the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
+is called by ``toolhost check`` only.
 
 Version notes: 1.0 removed ``toolhost_messages``. A reason code is declared once, with its
 static message, on the tool that raises it (``Tool(..., reasons=(Reason(code, message),))``);
-a plugin that still implements the hook is refused at startup with that remedy.
+a plugin that still implements the hook is refused at startup with that remedy. 1.1 added
+``toolhost_readiness``, optional (a plugin that does not implement it is ready): every 1.0
+plugin is a 1.1 plugin unchanged.
 """
 
 from __future__ import annotations
@@ -59,4 +62,24 @@ def toolhost_tools(settings: Settings) -> list[Tool]:  # type: ignore[empty-body
 
     :param settings: the host settings (environment flags, data directory, secrets).
     :return: one ``Tool`` per registered (name, version), historical versions included.
+    """
+
+
+# -------------------------------------------------------------------------------------------
+# Operator hooks
+# -------------------------------------------------------------------------------------------
+
+
+@hookspec
+def toolhost_readiness(settings: Settings) -> list[str]:  # type: ignore[empty-body]
+    """Say what keeps this plugin's registered tools from working on this machine.
+
+    Optional. Called by ``toolhost check`` only, never at startup nor before a call, so it may
+    do I/O (probe a binary, try a namespace). A tool that is not ready stays registered and
+    fails closed, each call with a static reason of its own; this hook is how the operator
+    learns why before a model does. Example: toolhost-sandbox reports that no working
+    bubblewrap isolation exists.
+
+    :param settings: the host settings, as ``toolhost_tools`` saw them.
+    :return: one line per problem, each naming the tool and what to do; empty when ready.
     """

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from toolhost._composition import Host
+from toolhost._composition import Host, remove_tree
 from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.outcome import Outcome
-from toolhost._model.runs import CancellationEvent, Run
+from toolhost._model.runs import CancellationEvent, Run, RunOutcome
 from toolhost._model.settings import Settings
 from toolhost._ports.clock import Clock
 from toolhost._registration.ambient import find_ambient_reads
@@ -56,9 +56,11 @@ __all__ = [
     "InvocationState",
     "InvocationStoreContract",
     "Run",
+    "RunOutcome",
     "ScriptedClock",
     "find_ambient_reads",
     "host_for",
+    "remove_tree",
     "toolhost_host",
     "toolhost_plugins",
     "toolhost_settings",
@@ -164,8 +166,9 @@ class Harness:
         return self.host.start_run(principal=principal, enabled_tools=tools,
                                    workspace=workspace, **options)
 
-    def end_run(self, run: Run) -> None:
-        self.host.end_run(run)
+    def end_run(self, run: Run) -> RunOutcome:
+        """End the run (its fresh workspace is discarded); the files attached to its reply."""
+        return self.host.end_run(run)
 
     def context(
         self,

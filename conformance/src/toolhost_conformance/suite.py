@@ -10,8 +10,9 @@
 Every check is one test method, selectable with ``pytest -k`` (``-k property_run``). Checks
 that hold per tool are parametrized per registered (name, version), with ids like
 ``tool=math.calculate@1.0.0``; checks per distribution with ids like ``dist=toolhost-math``.
-A spec's classification decides which checks apply: the property run invokes only
-``in_process`` tools, and says so (a skip with its reason) for the others.
+A spec's classification decides which checks apply: the property run invokes only the target
+kinds in ``property_run_targets`` (``in_process`` unless a subclass adds one), and says so (a
+skip with its reason) for the others.
 
 Registration is the one source of its rules: ``registration`` reports every problem
 ``toolhost._registration.refusals.registration_problems`` finds, and ``schemas_closed``,
@@ -99,12 +100,13 @@ _APPROVER = "toolhost-conformance"
 class _Check:
     name: str
     per: str  # "run" (once), "dist" (per distribution) or "tool" (per registration)
-    #: For a per-tool check: None if it applies to this spec, else why not (a skip reason).
-    applies: Callable[[Any], str | None] | None = None
+    #: For a per-tool check: None if it applies to this spec under this suite class, else why
+    #: not (a skip reason).
+    applies: Callable[[Any, Any], str | None] | None = None
 
 
 def _check(
-    per: str, applies: Callable[[Any], str | None] | None = None
+    per: str, applies: Callable[[Any, Any], str | None] | None = None
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
         fn._toolhost_check = _Check(fn.__name__.removeprefix("test_"), per, applies)  # type: ignore[attr-defined]
@@ -113,10 +115,11 @@ def _check(
     return mark
 
 
-def _in_process(spec: Any) -> str | None:
+def _property_run_target(spec: Any, suite: Any) -> str | None:
     target = getattr(spec, "target_kind", None)
-    if isinstance(target, TargetKind) and target is not TargetKind.IN_PROCESS:
-        return f"target_kind {target.value}: the property run invokes in-process tools only"
+    if isinstance(target, TargetKind) and target not in suite.property_run_targets:
+        return (f"target_kind {target.value}: the property run invokes in-process tools only "
+                f"(add it to property_run_targets to run generated arguments through it)")
     return None
 
 
@@ -172,6 +175,10 @@ class ConformanceSuite:
         ``--toolhost-examples`` / ``--toolhost-derandomize`` options override them.
     ``clock_at``
         The instant of the host's FixedClock.
+    ``property_run_targets``
+        The target kinds the property run invokes (default: ``in_process`` only). Generated
+        arguments reach the tool's body for real, so a team adds another kind (``sandbox``)
+        only where that body runs them in an isolation its CI has.
 
     Methods a subclass may override: ``make_run`` (the run, and so the context, a property-run
     invocation gets: e.g. a workspace for a workspace tool) and ``make_clock``.
@@ -184,6 +191,7 @@ class ConformanceSuite:
     max_examples: ClassVar[int | None] = None
     derandomize: ClassVar[bool | None] = None
     clock_at: ClassVar[_dt.datetime] = DEFAULT_INSTANT
+    property_run_targets: ClassVar[frozenset[TargetKind]] = frozenset({TargetKind.IN_PROCESS})
 
     # ------------------------------------------------------------------ overridable seams
 
@@ -223,7 +231,7 @@ class ConformanceSuite:
             return
         subject = _subject_for(metafunc)
         if info.per == "tool":
-            metafunc.parametrize("toolhost_tool", _tool_params(subject, info))
+            metafunc.parametrize("toolhost_tool", _tool_params(subject, info, metafunc.cls))
         elif info.per == "dist":
             metafunc.parametrize(
                 "toolhost_dist",
@@ -347,7 +355,7 @@ class ConformanceSuite:
             toolhost_subject.problems_at(Step.FORCED_TRUST, tool=toolhost_tool),
         )
 
-    @_check("tool", applies=_in_process)
+    @_check("tool", applies=_property_run_target)
     def test_property_run(
         self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest, pytestconfig: pytest.Config
     ) -> None:
@@ -637,14 +645,14 @@ def _distributions_at_collection(metafunc: pytest.Metafunc) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _tool_params(subject: Subject, info: _Check) -> list[Any]:
+def _tool_params(subject: Subject, info: _Check, suite: Any) -> list[Any]:
     tools = subject.tools
     if not tools:
         why = f"not loaded: {subject.load_error}" if subject.load_error else "no tools registered"
         return [pytest.param(None, id="tool=none", marks=pytest.mark.skip(reason=why))]
     params = []
     for tool in tools:
-        reason = info.applies(tool.spec) if info.applies else None
+        reason = info.applies(tool.spec, suite) if info.applies else None
         marks = [pytest.mark.skip(reason=reason)] if reason else []
         params.append(pytest.param(tool, id=f"tool={tool.identity}", marks=marks))
     return params

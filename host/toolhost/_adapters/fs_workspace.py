@@ -36,7 +36,7 @@ import re
 import stat
 import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import attrs
@@ -265,6 +265,160 @@ def remove_tree(root: Path) -> None:
         os.rmdir(root)
 
 
+#: What one sandbox walk visits at most: entries (of any type) and directory levels. A command
+#: can make far more than a run could ever read (a million files, a tree 25 000 levels deep);
+#: a walk that reaches either cap stops, and is incomplete (see ``_SandboxWalk``).
+_SANDBOX_WALK_ENTRIES = 250_000
+_SANDBOX_WALK_DEPTH = 4096
+#: Provenance records one workspace keeps at most: past it a sandbox's file is not stamped
+#: (it reads UNKNOWN, untrusted like SANDBOX_WRITTEN).
+_STAMPS_LIMIT = 250_000
+_SET_ID = stat.S_ISUID | stat.S_ISGID
+
+#: (device, inode, size, mtime_ns, ctime_ns): what a stamp compares.
+_FileKey = tuple[int, int, int, int, int]
+
+
+def _file_key(info: os.stat_result) -> _FileKey:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _clear_set_id(name: str, dir_fd: int, info: os.stat_result) -> os.stat_result:
+    """Clear the set-id bits of a file a sandbox left (its uid inside maps to the host's
+    owner: a set-uid file there would be one on the host), through an fd opened without
+    following a symlink and checked to be the file that was listed. The new status, or the
+    old one when the file has gone or changed meanwhile."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return info
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return info
+        os.fchmod(fd, stat.S_IMODE(now.st_mode) & ~_SET_ID)
+        return os.fstat(fd)
+    except OSError:
+        return info
+    finally:
+        os.close(fd)
+
+
+def _tool_path(prefix: str | None, name: str) -> str | None:
+    """``prefix + name`` when a tool could name it (UTF-8, at most MAX_PATH_BYTES), else None;
+    a directory that no tool can name has no nameable descendants either."""
+    if prefix is None:
+        return None
+    try:
+        path = prefix + name
+        if len(path.encode("utf-8")) <= MAX_PATH_BYTES:
+            return path
+    except UnicodeEncodeError:  # os.scandir's surrogate escapes of bytes that are not UTF-8
+        pass
+    return None
+
+
+@attrs.define
+class _SandboxWalk:
+    """One walk of a workspace after (or before) a sandbox ran in it.
+
+    ``files``: every regular file a tool could name, by its path, and its key. ``complete``
+    is False when the walk may have missed something: a cap reached, a directory that could
+    not be opened or listed, or a tree that moved under it. Set-id bits (with
+    ``clear_set_id``) are cleared on every regular file the walk meets, whatever its name.
+    """
+
+    clear_set_id: bool
+    files: dict[str, _FileKey] = attrs.field(factory=dict)
+    complete: bool = True
+    entries: int = 0
+
+    def scan(self, dir_fd: int, prefix: str | None) -> list[tuple[str, int, int]]:
+        """Handle the files of one directory as its entries stream past; return only its
+        subdirectories (name, device, inode), the one thing kept for later."""
+        subdirs: list[tuple[str, int, int]] = []
+        try:
+            with os.scandir(dir_fd) as it:
+                for entry in it:
+                    self.entries += 1
+                    if self.entries > _SANDBOX_WALK_ENTRIES:
+                        self.complete = False
+                        break
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed since it was listed
+                    if stat.S_ISDIR(info.st_mode):
+                        subdirs.append((entry.name, info.st_dev, info.st_ino))
+                    elif stat.S_ISREG(info.st_mode):
+                        if self.clear_set_id and info.st_mode & _SET_ID:
+                            info = _clear_set_id(entry.name, dir_fd, info)
+                        path = _tool_path(prefix, entry.name)
+                        if path is not None:
+                            self.files[path] = _file_key(info)
+        except OSError:
+            self.complete = False  # cannot be listed (whole or in part)
+        return subdirs
+
+    def walk(self, root: int) -> None:
+        """Depth first from ``root`` with at most three fds open, however deep the tree: it
+        descends by name and climbs back by ``..``, checking that ``..`` is the directory it
+        came from (else the tree moved, and the walk stops incomplete). A level keeps only
+        its subdirectories' names; a symlink is never followed."""
+        current = os.dup(root)
+        try:
+            here = os.fstat(current)
+            # Each level: the directory's (device, inode), its subdirectories not yet walked,
+            # and the tool path of its entries' prefix (None: no tool can name them).
+            stack: list[tuple[tuple[int, int], list[tuple[str, int, int]], str | None]] = [
+                ((here.st_dev, here.st_ino), self.scan(current, ""), "")]
+            while self.complete:
+                _, pending, prefix = stack[-1]
+                if not pending:
+                    stack.pop()
+                    if not stack:
+                        return
+                    parent = os.open("..", _O_DIR, dir_fd=current)
+                    os.close(current)
+                    current = parent
+                    here = os.fstat(current)
+                    if (here.st_dev, here.st_ino) != stack[-1][0]:
+                        self.complete = False
+                    continue
+                name, device, inode = pending.pop()
+                if len(stack) > _SANDBOX_WALK_DEPTH:
+                    self.complete = False
+                    return
+                try:
+                    child = os.open(name, _O_DIR, dir_fd=current)
+                except FileNotFoundError:
+                    continue  # removed since it was listed
+                except OSError:
+                    self.complete = False  # unreadable, or swapped for a symlink
+                    continue
+                here = os.fstat(child)
+                if (here.st_dev, here.st_ino) != (device, inode):
+                    os.close(child)
+                    self.complete = False  # swapped since it was listed
+                    continue
+                os.close(current)
+                current = child
+                directory = _tool_path(prefix, name)
+                below = None if directory is None else directory + "/"
+                stack.append(((device, inode), self.scan(current, below), below))
+        except OSError:
+            self.complete = False
+        finally:
+            os.close(current)
+
+def _sandbox_walk(root: int, *, clear_set_id: bool = False) -> _SandboxWalk:
+    """Walk the workspace at ``root`` (see ``_SandboxWalk``)."""
+    walk = _SandboxWalk(clear_set_id)
+    walk.walk(root)
+    return walk
+
+
 class _RootFd:
     """A root directory fd and the operations using it (see ``WorkspaceHandle._root_fd``)."""
 
@@ -274,6 +428,58 @@ class _RootFd:
         self.fd = fd
         self.users = 0
         self.detached = False
+
+
+class _FileChunks:
+    """``WorkspaceHandle.read_chunks``: a lazy read of one file, and whose bytes it read.
+
+    An iterator (and a ``ProvenancedChunks``) rather than a bare generator, so the one object
+    that holds the descriptor can also say, after the last chunk, whether that descriptor was
+    the file the handle stamped: checking the path before and after the read cannot see a
+    directory swapped in for the read and swapped back.
+    """
+
+    def __init__(self, handle: WorkspaceHandle, path: str, chunk_size: int) -> None:
+        self._handle = handle
+        self._path = path
+        self._chunk_size = chunk_size
+        self._fd: int | None = None
+        self._at_end: os.stat_result | None = None
+        self._chunks: Generator[bytes, None, None] = self._read()
+
+    def _read(self) -> Generator[bytes, None, None]:
+        parts = _components(self._path)
+        with self._handle._parent(parts) as parent:
+            fd = self._fd = self._handle._open_file(parts[-1], parent)
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, self._chunk_size)
+                except OSError as exc:
+                    raise _failure(exc, writing=False) from None
+                if not chunk:
+                    # The descriptor's own state at the end: what provenance() judges.
+                    self._at_end = os.fstat(fd)
+                    return
+                yield chunk
+        finally:
+            self._fd = None
+            os.close(fd)
+
+    def __iter__(self) -> _FileChunks:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        self._chunks.close()
+
+    def provenance(self) -> Provenance:
+        info = self._at_end
+        if info is None and self._fd is not None:
+            info = os.fstat(self._fd)
+        return self._handle._provenance_of(self._path, info)
 
 
 class WorkspaceHandle:
@@ -304,7 +510,7 @@ class WorkspaceHandle:
     def _open_root(self) -> int:
         if self._owned:
             try:
-                self._root.mkdir(parents=True, exist_ok=True)
+                self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as exc:
                 raise WorkspaceUnavailable(
                     f"the workspace directory cannot be created ({_errno_name(exc)})"
@@ -387,28 +593,17 @@ class WorkspaceHandle:
 
     # ------------------------------------------------------------- read
 
-    def read_chunks(self, path: str, chunk_size: int = READ_CHUNK) -> Iterator[bytes]:
-        """The file's bytes in chunks, from one fd opened and type-checked once.
+    def read_chunks(self, path: str, chunk_size: int = READ_CHUNK) -> _FileChunks:
+        """The file's bytes in chunks, from one fd opened and type-checked once; after the last
+        chunk, ``provenance()`` says whose bytes they were (``ProvenancedChunks``).
 
-        Reading is lazy: a caller that stops iterating stops the reading (the fd is closed
-        when the iterator is closed or dropped).
+        Reading is lazy: the first chunk opens the file (so a bad path raises there), and a
+        caller that stops iterating stops the reading (the fd is closed when the chunks are
+        closed or dropped).
 
         :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceIsDirectory, WorkspaceUnavailable:
         """
-        parts = _components(path)
-        with self._parent(parts) as parent:
-            fd = self._open_file(parts[-1], parent)
-        try:
-            while True:
-                try:
-                    chunk = os.read(fd, chunk_size)
-                except OSError as exc:
-                    raise _failure(exc, writing=False) from None
-                if not chunk:
-                    return
-                yield chunk
-        finally:
-            os.close(fd)
+        return _FileChunks(self, path, chunk_size)
 
     def read(self, path: str) -> bytes:
         """The whole file (tools that stream should use ``read_chunks``)."""
@@ -530,12 +725,62 @@ class WorkspaceHandle:
                 info = _classify(parts[-1], parent)
         except (WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory, WorkspaceUnavailable):
             return Provenance.UNKNOWN
-        if info is None or not stat.S_ISREG(info.st_mode):
+        return self._provenance_of(path, info)
+
+    def _provenance_of(self, path: str, info: os.stat_result | None) -> Provenance:
+        """The stamp's provenance if ``info`` (a stat of the path, or of an fd read from it)
+        is still exactly the file the host stamped at ``path``."""
+        stamp = self._stamps.get(path)
+        if stamp is None or info is None or not stat.S_ISREG(info.st_mode):
             return Provenance.UNKNOWN
         current = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         if current != (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns, stamp.ctime_ns):
             return Provenance.UNKNOWN
         return stamp.provenance
+
+    # ------------------------------------------------------------- sandbox
+
+    @contextlib.contextmanager
+    def sandbox_root(self) -> Iterator[int]:
+        """A duplicate fd of the root for a sandbox to bind (``bwrap --bind-fd``), valid for
+        the block only; then every regular file created or changed during the block is
+        recorded SANDBOX_WRITTEN and the set-id bits of every regular file are cleared.
+
+        Changed means its (device, inode, size, mtime, ctime) differ from before the block:
+        ctime moves on every write, rename, link or chmod and no process can set it back. A
+        symlink, FIFO or device the sandbox made is never followed, opened or recorded (the
+        workspace refuses them anyway). After a complete walk the records of paths that are
+        no longer files are dropped. A walk that cannot finish (past ``_SANDBOX_WALK_ENTRIES``
+        or ``_SANDBOX_WALK_DEPTH``, a directory it cannot open, a tree that moved) fails
+        safe: every record of the workspace is dropped, so every file reads UNKNOWN, and the
+        root loses its group and other permissions, so no other local user can reach a set-id
+        file the walk did not see.
+
+        :raises WorkspaceUnavailable: the root cannot be created or opened.
+        """
+        with self._root_fd() as root:
+            before = _sandbox_walk(root).files
+            bind = os.dup(root)
+            try:
+                yield bind
+            finally:
+                os.close(bind)
+                with self._lock:
+                    self._record_sandbox_changes(root, before)
+
+    def _record_sandbox_changes(self, root: int, before: dict[str, _FileKey]) -> None:
+        after = _sandbox_walk(root, clear_set_id=True)
+        if not after.complete:
+            self._stamps.clear()
+            with contextlib.suppress(OSError):
+                os.fchmod(root, stat.S_IMODE(os.fstat(root).st_mode) & 0o700)
+            return
+        # Records of paths that are not (regular) files any more: a stamp never outlives them.
+        self._stamps = {path: s for path, s in self._stamps.items() if path in after.files}
+        for path, key in after.files.items():
+            if before.get(path) != key and (path in self._stamps
+                                            or len(self._stamps) < _STAMPS_LIMIT):
+                self._stamps[path] = _Stamp(*key, Provenance.SANDBOX_WRITTEN)
 
     # ------------------------------------------------------------- list
 

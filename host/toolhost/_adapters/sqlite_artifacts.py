@@ -17,6 +17,10 @@ aside and publishes only on ``commit``, so an aborted or failed stream leaves no
 shape (begin, write parts, commit or abort) is a multipart upload's, so an object-store backend
 maps onto it directly.
 
+Expired artifacts stay until ``purge``: it deletes their rows in one transaction, then every
+content file no row references (a crash in between leaves unreferenced files, which the next
+purge finds, never a row without content), then staging files a dead process left behind.
+
 Writers go through ``ArtifactWriter``, which is bound to one run (and its principal) and applies
 the identity rule: the same (origin, name, media type, content) written twice while the first is
 still live returns the first ref and stores nothing. Readers on behalf of a tool go through
@@ -32,8 +36,9 @@ import hashlib
 import os
 import re
 import sqlite3
+import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,12 +54,14 @@ from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactTooLarge,
+    PurgeReport,
     as_utc,
     as_utc_or_none,
 )
 from toolhost._model.convert import column_values, from_row, to_row
 from toolhost._model.digest import sha256_checksum, sha256_digest
 from toolhost._model.spec import Trust
+from toolhost._ports.artifacts import LIST_LIMIT, STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
 
 __all__ = [
@@ -70,6 +77,10 @@ _READ_CHUNK = 1024 * 1024
 # Staged uploads live beside the shards (same filesystem, so publishing is a rename) under a
 # name no content address can have: content files are named by hex digits only.
 _STAGED_SUFFIX = ".upload"
+# What purge recognizes under sha256/: shard directories and content files by their hex names;
+# anything else there (an operator's file) is left alone.
+_SHARD = re.compile(r"^[0-9a-f]{2}$")
+_OBJECT = re.compile(r"^[0-9a-f]{62}$")
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,6 +125,18 @@ MIGRATIONS = (
             CHECK (claimed IN (0, 1));
         CREATE INDEX artifacts_conversation
             ON artifacts (conversation_id, principal_id, created_at, id)
+        """,
+    ),
+    # The operator's commands: listing everything in creation order (a run's or a
+    # conversation's list uses the indexes above), finding what has expired, and asking
+    # whether any row still references a content file before purge removes it.
+    Migration(
+        "artifacts",
+        3,
+        """
+        CREATE INDEX artifacts_order ON artifacts (created_at, id);
+        CREATE INDEX artifacts_expiry ON artifacts (expires_at) WHERE expires_at IS NOT NULL;
+        CREATE INDEX artifacts_checksum ON artifacts (checksum)
         """,
     ),
 )
@@ -177,7 +200,8 @@ class SQLiteArtifactStore:
     transactions on it and serializes them with a lock, so the store is safe to share between
     threads. Separate connections (or processes) over the same files are safe too: SQLite's
     write lock serializes their transactions and content files are only ever atomically replaced
-    with identical bytes.
+    with identical bytes. ``purge`` removes a content file only inside such a transaction, and
+    a write checks inside its own that its content is still there, so the two cannot cross.
     """
 
     def __init__(
@@ -187,17 +211,28 @@ class SQLiteArtifactStore:
         clock: Clock,
         *,
         owns_connection: bool = False,
+        retention: _dt.timedelta | None = None,
     ) -> None:
         self.root = Path(root)
         self._conn = conn
         self._clock = clock
         self._owns_connection = owns_connection
+        self._retention = _check_retention(retention)
         # The connection is shared by this store's threads; SQLite has one transaction per
         # connection, so BEGIN..COMMIT blocks must not interleave.
         self._lock = threading.RLock()
         self._blobs = self.root / "sha256"
         self._blobs.mkdir(parents=True, exist_ok=True)
+        # Temp and staging files this instance has open: purge never takes them, however old.
+        # Only set.add/discard touch it (atomic under the GIL), so an upload's __del__ needs
+        # no lock that the collecting thread might already hold.
+        self._in_use: set[Path] = set()
         migrate(conn, MIGRATIONS)
+
+    @property
+    def retention(self) -> _dt.timedelta | None:
+        """See ``ArtifactStore.retention``."""
+        return self._retention
 
     # -- port ----------------------------------------------------------------------------------
 
@@ -341,6 +376,64 @@ class SQLiteArtifactStore:
             ).fetchall()
         return [_from_row(r) for r in rows]
 
+    def list_artifacts(
+        self,
+        *,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        limit: int = LIST_LIMIT,
+        after: str | None = None,
+    ) -> list[ArtifactRecord]:
+        """See ``ArtifactStore.list_artifacts``. Each filter has an index in creation order
+        (``artifacts_run_order``, ``artifacts_order``; a conversation's rows are sorted after
+        the ``artifacts_conversation`` search, which a conversation's size bounds)."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, got {type(limit).__name__}")
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("run_id", run_id), ("conversation_id", conversation_id)):
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"{column} must be None or a non-empty string")
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        with self._lock:
+            if after is not None:
+                row = self._conn.execute(
+                    "SELECT created_at FROM artifacts WHERE id = ?", (after,)).fetchone()
+                if row is None:
+                    raise ArtifactNotFound(str(after))
+                clauses.append("(created_at, id) > (?, ?)")
+                params.extend((row[0], after))
+            where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM artifacts {where}ORDER BY created_at, id LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+        return [_from_row(r) for r in rows]
+
+    def purge(self, now: _dt.datetime) -> PurgeReport:
+        """See ``ArtifactStore.purge``."""
+        now = as_utc(now)
+        cutoff = column_values(ArtifactRecord, {"expires_at": now})["expires_at"]
+        with self._transaction():
+            expired, expired_bytes = self._conn.execute(
+                "SELECT count(*), coalesce(sum(size), 0) FROM artifacts WHERE expires_at <= ?",
+                (cutoff,),
+            ).fetchone()
+            if expired:
+                self._conn.execute("DELETE FROM artifacts WHERE expires_at <= ?", (cutoff,))
+        # Every content file is looked at, not only the expired rows' ones: what an earlier
+        # purge (or a write) left unreferenced when its process died goes too.
+        files, file_bytes = self._sweep_content()
+        staged, staged_bytes = self._sweep_staging(now)
+        return PurgeReport(
+            artifacts=expired, artifact_bytes=expired_bytes, content_files=files,
+            staged_uploads=staged, freed_bytes=file_bytes + staged_bytes,
+        )
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -361,9 +454,17 @@ class SQLiteArtifactStore:
         checksum = sha256_digest(content)
         # The file goes first and outside the transaction: a crash between the two leaves an
         # unreferenced file (harmless), never a row without content; and a slow fsync never
-        # holds the database's write lock.
+        # holds the database's write lock. Only if a purge took the file meanwhile is it
+        # written again, under the lock.
         self._ensure_blob(checksum, content)
-        return self._record(meta, len(content), checksum, created_at, reuse=now is not None)
+        path = self._blob_path(checksum)
+
+        def restore() -> None:
+            if not path.exists():
+                self._ensure_blob(checksum, content)
+
+        return self._record(meta, len(content), checksum, created_at, reuse=now is not None,
+                            place=restore)
 
     def _record(
         self,
@@ -373,8 +474,14 @@ class SQLiteArtifactStore:
         created_at: _dt.datetime,
         *,
         reuse: bool,
+        place: Callable[[], None],
     ) -> ArtifactRecord:
-        """Insert the row for content already on disk; with ``reuse``, the identity rule first."""
+        """Insert the row for content on disk; with ``reuse``, the identity rule first.
+
+        ``place`` runs inside the transaction, just before the insert, and makes sure the
+        content file is at its address: purge removes files only inside a transaction, so
+        a file present here stays until the row that references it has committed.
+        """
         with self._transaction():
             if reuse:
                 match = self._find_live(
@@ -388,6 +495,7 @@ class SQLiteArtifactStore:
                         )
                         match = attrs.evolve(match, trust=meta.trust)
                     return match
+            place()
             record = ArtifactRecord(
                 id=new_id(),
                 run_id=meta.run_id,
@@ -468,6 +576,7 @@ class SQLiteArtifactStore:
         shard = self._shard_for(path)
         tmp = shard / f".{new_id()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        self._in_use.add(tmp)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(content)
@@ -480,6 +589,8 @@ class SQLiteArtifactStore:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             raise
+        finally:
+            self._in_use.discard(tmp)
         _fsync_dir(shard)
         return True
 
@@ -488,25 +599,103 @@ class SQLiteArtifactStore:
         tmp = self._blobs / f".{new_id()}{_STAGED_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            return tmp, os.fdopen(fd, "wb")
+            staged = os.fdopen(fd, "wb")
         except BaseException:
             os.close(fd)
             tmp.unlink()
             raise
+        self._in_use.add(tmp)
+        return tmp, staged
 
-    def _publish_staged(self, tmp: Path, size: int, checksum: str) -> None:
-        """Move a staged, fsynced file to its content address (or drop it if that is intact).
+    def _unstage(self, tmp: Path) -> None:
+        """The staging file is done with: remove it if it is still there."""
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        self._in_use.discard(tmp)
 
-        Like ``_ensure_blob``: an intact file at the address is kept (the staged copy goes),
-        a damaged or missing one is replaced by the rename, atomically.
+    def _publish_staged(
+        self, meta: _Metadata, tmp: Path, size: int, checksum: str, created_at: _dt.datetime
+    ) -> ArtifactRecord:
+        """Record a staged, fsynced file under the identity rule, placing it at its content
+        address unless an intact file is already there.
+
+        The existing file is hashed outside the write lock (it can be large). The rename
+        happens inside the row's transaction, so purge cannot take the content between its
+        arrival and its row; the staging file is removed only once the row has committed.
         """
         path = self._blob_path(checksum)
-        if path.exists() and _file_matches(path, size, checksum):
-            tmp.unlink()
-            return
+        intact = path.exists() and _file_matches(path, size, checksum)
         shard = self._shard_for(path)
-        os.replace(tmp, path)
-        _fsync_dir(shard)
+
+        def place() -> None:
+            if not intact or not path.exists():
+                os.replace(tmp, path)
+                _fsync_dir(shard)
+
+        record = self._record(meta, size, checksum, created_at, reuse=True, place=place)
+        self._unstage(tmp)
+        return record
+
+    def _sweep_content(self) -> tuple[int, int]:
+        """Remove every content file no row references: (files, bytes).
+
+        One transaction per shard holds SQLite's write lock while it checks and unlinks, so a
+        write (which checks for its file under that lock) either sees the file gone and puts
+        it back, or commits its row first and the check here keeps the file.
+        """
+        files = freed = 0
+        for shard in sorted(p for p in self._blobs.iterdir() if _SHARD.match(p.name)):
+            if not shard.is_dir() or shard.is_symlink():
+                continue
+            objects = sorted(p for p in shard.iterdir() if _OBJECT.match(p.name))
+            if not objects:
+                continue
+            removed = 0
+            with self._transaction():
+                for path in objects:
+                    checksum = f"sha256:{shard.name}{path.name}"
+                    if self._conn.execute(
+                        "SELECT 1 FROM artifacts WHERE checksum = ? LIMIT 1", (checksum,)
+                    ).fetchone() is not None:
+                        continue
+                    try:
+                        info = path.lstat()
+                        if not stat.S_ISREG(info.st_mode):
+                            continue  # not something a write put here: left alone
+                        path.unlink()
+                    except FileNotFoundError:
+                        continue
+                    removed += 1
+                    freed += info.st_size
+            if removed:
+                files += removed
+                _fsync_dir(shard)
+        return files, freed
+
+    def _sweep_staging(self, now: _dt.datetime) -> tuple[int, int]:
+        """Remove staging and temp files untouched for STAGING_STALE_AFTER before ``now``
+        that this instance does not have open: (files, bytes)."""
+        # The file's mtime is the filesystem's record of its last write; `now` is the caller's
+        # instant. Nothing here reads the time itself.
+        cutoff = (now - STAGING_STALE_AFTER).timestamp()
+        candidates = list(self._blobs.glob(f".*{_STAGED_SUFFIX}"))
+        for shard in self._blobs.iterdir():
+            if _SHARD.match(shard.name) and shard.is_dir() and not shard.is_symlink():
+                candidates.extend(shard.glob(".*.tmp"))
+        files = freed = 0
+        for path in sorted(candidates):
+            if path in self._in_use:
+                continue
+            try:
+                info = path.lstat()
+                if not stat.S_ISREG(info.st_mode) or info.st_mtime > cutoff:
+                    continue
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            files += 1
+            freed += info.st_size
+        return files, freed
 
 
 class SQLiteArtifactUpload:
@@ -569,9 +758,8 @@ class SQLiteArtifactUpload:
                 os.fsync(self._file.fileno())
                 self._file.close()
                 checksum = sha256_checksum(self._digest)
-                self._store._publish_staged(self._tmp, self._written, checksum)
-                record = self._store._record(
-                    self._meta, self._written, checksum, created_at, reuse=True
+                record = self._store._publish_staged(
+                    self._meta, self._tmp, self._written, checksum, created_at
                 )
             except BaseException:
                 # The content file may already be at its address: harmless, it is only ever
@@ -607,8 +795,8 @@ class SQLiteArtifactUpload:
         self._state = "aborted"
         with contextlib.suppress(OSError):
             self._file.close()
-        with contextlib.suppress(FileNotFoundError):
-            self._tmp.unlink()
+        self._store._unstage(self._tmp)
+
 
 
 def _check_content(content: bytes) -> None:
@@ -652,22 +840,39 @@ def _metadata(
     )
 
 
+def _check_retention(retention: _dt.timedelta | None) -> _dt.timedelta | None:
+    if retention is None:
+        return None
+    if not isinstance(retention, _dt.timedelta):
+        raise TypeError(f"retention must be a timedelta or None, got {retention!r}")
+    if retention <= _dt.timedelta(0):
+        raise ValueError("retention must be positive (None keeps artifacts forever)")
+    return retention
+
+
 def _check_expiry(meta: _Metadata, created_at: _dt.datetime) -> None:
     if meta.expires_at is not None and meta.expires_at <= created_at:
         raise ValueError("expires_at must be after the artifact's creation instant")
 
 
 def open_artifact_store(
-    data_dir: Path, clock: Clock, conn: sqlite3.Connection | None = None
+    data_dir: Path,
+    clock: Clock,
+    conn: sqlite3.Connection | None = None,
+    *,
+    retention: _dt.timedelta | None = None,
 ) -> SQLiteArtifactStore:
     """The default store under a data dir (``TOOLHOST_DATA_DIR``).
 
     Files go under ``data_dir / "artifacts"``; metadata into ``conn``, or, when none is given,
     into ``data_dir / DATABASE_NAME`` opened here (and closed by the store's ``close()``).
+    ``retention`` is ``Settings.artifact_retention`` (``TOOLHOST_ARTIFACT_RETENTION_DAYS``).
     """
     data_dir = Path(data_dir)
+    retention = _check_retention(retention)  # before a connection exists to leak
     owns = conn is None
     if conn is None:
         conn = connect(data_dir / DATABASE_NAME)
-    return SQLiteArtifactStore(data_dir / "artifacts", conn, clock, owns_connection=owns)
+    return SQLiteArtifactStore(data_dir / "artifacts", conn, clock, owns_connection=owns,
+                               retention=retention)
 

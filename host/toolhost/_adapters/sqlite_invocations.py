@@ -29,18 +29,22 @@ longer exists is GONE, any other ALIVE, so a reused pid keeps a row waiting, nev
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
+import json
 import os
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
-from toolhost._adapters.sqlite_db import Migration, migrate
-from toolhost._model.convert import column_values, converter, from_row, to_row
+from toolhost._adapters.sqlite_db import Checkpointer, Migration, migrate
+from toolhost._model.convert import column_values, converter, to_row
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
@@ -52,6 +56,14 @@ __all__ = [
     "MIGRATIONS",
     "SQLiteInvocationStore",
 ]
+
+#: The rows not yet final: migration 4's partial index condition, word for word. A query on
+#: an open state repeats it: SQLite uses a partial index only for a query whose WHERE has the
+#: index's terms, and ``state = ?`` does not imply them. (An ``IN`` of the open states would
+#: be a lookup of its own, and lose the index's order.)
+_OPEN = "state NOT IN ('denied', 'failed', 'succeeded')"
+_OPEN_STATES = frozenset({InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED,
+                          InvocationState.RUNNING})
 
 MIGRATIONS: Sequence[Migration] = (
     Migration(
@@ -98,6 +110,24 @@ MIGRATIONS: Sequence[Migration] = (
     # The process that took the row to running, so a row whose process was killed can be told
     # from one still executing (``Pipeline.recover``).
     Migration("invocations", 3, "ALTER TABLE tool_invocations ADD COLUMN owner TEXT"),
+    # Indexes for the two lookups the host makes, each serving its WHERE and its ORDER BY (no
+    # sort, so a LIMIT stops early): the rows not yet final by state (``pending``, recovery),
+    # partial so a read's row, written final, touches no page of it; and a run's rows by
+    # digest (a repeated MCP call). The old digest index led with the digest and stopped
+    # short of the order, so the planner walked the whole run by the run index and sorted.
+    Migration(
+        "invocations",
+        4,
+        """
+        DROP INDEX tool_invocations_state;
+        DROP INDEX tool_invocations_run;
+        DROP INDEX tool_invocations_digest;
+        CREATE INDEX tool_invocations_open ON tool_invocations (state, created_at, id)
+            WHERE state NOT IN ('denied', 'failed', 'succeeded');
+        CREATE INDEX tool_invocations_digest
+            ON tool_invocations (run_id, argument_digest, created_at, id)
+        """,
+    ),
 )
 
 # Columns are the record's attributes, in its order; toolhost._model.convert holds what each
@@ -106,8 +136,78 @@ _COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
 
 
+def _reader(tp: Any) -> Callable[[Any], Any] | None:
+    """How a non-NULL column value becomes the attribute, by the attribute's type: what
+    ``toolhost._model.convert.from_row`` does, without cattrs' dispatch per value (a page of
+    ``pending`` cost 11 µs a row that way; tests/test_invocations.py holds the two equal)."""
+    args = typing.get_args(tp)
+    if type(None) in args:
+        (tp,) = (a for a in args if a is not type(None))
+    if tp is dt.datetime:
+        return dt.datetime.fromisoformat
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {member.value: member for member in tp}.__getitem__  # Enum(value) is slower
+    if tp is bool:
+        return bool
+    if tp in (str, int, float):
+        return None
+    if tp is tuple or typing.get_origin(tp) is tuple:
+        return lambda text: tuple(_json(text))
+    return _json  # a mapping or Any: canonical JSON text
+
+
+def _json(text: str) -> Any:
+    # The text is canonical JSON this store wrote: no surrounding whitespace for json.loads to
+    # look for, so its scanner is called directly.
+    return _DECODER.raw_decode(text)[0]
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _record_from_row() -> Callable[[Sequence[Any]], InvocationRecord]:
+    """One function for the whole row, written out as attrs and cattrs write theirs: a loop
+    over the columns per row costs as much again as the conversions."""
+    readers = {f"read_{f.name}": _reader(f.type)
+               for f in attrs.fields(attrs.resolve_types(InvocationRecord))}
+    arguments = ", ".join(
+        f"{name}={name}" if readers[f"read_{name}"] is None
+        else f"{name}=None if {name} is None else read_{name}({name})"
+        for name in _COLUMNS)
+    source = (f"def record({', '.join(_COLUMNS)}):\n"
+              f"    return InvocationRecord({arguments})\n")
+    namespace: dict[str, Any] = {"InvocationRecord": InvocationRecord, **readers}
+    exec(compile(source, "<toolhost invocation row>", "exec"), namespace)
+    record: Callable[..., InvocationRecord] = namespace["record"]
+    return lambda row: record(*row)
+
+
+_record = _record_from_row()
+
+_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+
+
 def _records(rows: Iterable[Sequence[Any]]) -> list[InvocationRecord]:
-    return [from_row(InvocationRecord, dict(zip(_COLUMNS, row, strict=True))) for row in rows]
+    return [_record(row) for row in rows]
+
+
+class _PendingCall(NamedTuple):
+    """The port's ``PendingCall``: the row's columns as stored (ISO text, canonical JSON)."""
+
+    id: str
+    run_id: str
+    tool_name: str
+    tool_version: str | None
+    argument_digest: str | None
+    created: str
+    arguments_json: str
+    policy_json: str | None
+
+
+_SELECT_PENDING = ("SELECT id, run_id, tool_name, tool_version, argument_digest, created_at, "
+                   "arguments, policy FROM tool_invocations")
+_AWAITING = InvocationState.AWAITING_APPROVAL.value
 
 
 class SQLiteInvocationStore:
@@ -118,21 +218,24 @@ class SQLiteInvocationStore:
         self._conn = conn
         # One connection serves every thread of this process; sqlite3 objects need the lock.
         self._lock = threading.Lock()
+        # This connection writes a row per call: its WAL checkpoints run on another thread.
+        self.checkpointer = Checkpointer.attach(conn)
+
+    def _wrote(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.wrote()
 
     def _rows(self, where: str, values: Sequence[Any]) -> list[Any]:
         return self._conn.execute(f"{_SELECT}{where}", values).fetchall()
 
     def insert(self, record: InvocationRecord) -> None:
         values = list(to_row(record).values())
-        sql = (
-            f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(_COLUMNS))})"
-        )
         with self._lock:
             try:
-                self._conn.execute(sql, values)
+                self._conn.execute(_INSERT, values)
             except sqlite3.IntegrityError:
                 raise ValueError(f"invocation {record.id} is already recorded") from None
+        self._wrote()
 
     def get(self, invocation_id: str) -> InvocationRecord:
         with self._lock:
@@ -162,6 +265,8 @@ class SQLiteInvocationStore:
         values = [*columns.values(), invocation_id, *states]
         with self._lock:
             changed = self._conn.execute(sql, values).rowcount == 1
+        if changed:
+            self._wrote()
         return changed
 
     def settle(
@@ -183,8 +288,11 @@ class SQLiteInvocationStore:
             "WHERE id = ? AND state = ? AND owner IS ?"
         )
         with self._lock:
-            return bool(self._conn.execute(
-                sql, [*columns.values(), invocation_id, running, owner]).rowcount == 1)
+            changed = self._conn.execute(
+                sql, [*columns.values(), invocation_id, running, owner]).rowcount == 1
+        if changed:
+            self._wrote()
+        return changed
 
     def list(
         self,
@@ -195,6 +303,7 @@ class SQLiteInvocationStore:
         tool_version: str | None = None,
         argument_digest: str | None = None,
         limit: int | None = None,
+        after: str | None = None,
     ) -> list[InvocationRecord]:
         given = {
             "state": state,
@@ -206,15 +315,36 @@ class SQLiteInvocationStore:
         criteria = column_values(
             InvocationRecord, {column: value for column, value in given.items() if value is not None}
         )
-        where = f" WHERE {' AND '.join(f'{column} = ?' for column in criteria)}" if criteria else ""
-        values = list(criteria.values())
-        if limit is not None:
-            where, values = f"{where} ORDER BY created_at, id LIMIT ?", [*values, max(limit, 0)]
-        else:
-            where = f"{where} ORDER BY created_at, id"
+        terms = [f"{column} = ?" for column in criteria]
+        if state in _OPEN_STATES:
+            terms.insert(0, _OPEN)
+        return _records(self._page(_SELECT, terms, list(criteria.values()), limit, after))
+
+    def pending(self, *, limit: int, after: str | None = None) -> Sequence[_PendingCall]:
+        # The listing's columns only, as stored: a row costs its fetch and a tuple.
+        return list(map(_PendingCall._make, self._page(
+            _SELECT_PENDING, [_OPEN, "state = ?"], [_AWAITING], limit, after)))
+
+    def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
+              limit: int | None, after: str | None) -> Sequence[Any]:
+        """``select``'s rows matching every term, oldest first, at most ``limit``, after the
+        row ``after``."""
         with self._lock:
-            rows = self._rows(where, values)
-        return _records(rows)
+            if after is not None:
+                # Keyset paging: strictly after that row in (created_at, id) order, so a page
+                # costs what its rows cost, however deep, and rows added meanwhile shift none.
+                anchor = self._conn.execute(
+                    "SELECT created_at, id FROM tool_invocations WHERE id = ?", (after,)
+                ).fetchone()
+                if anchor is None:
+                    raise InvocationNotFound(after)
+                terms = [*terms, "(created_at, id) > (?, ?)"]
+                values = [*values, *anchor]
+            where = f" WHERE {' AND '.join(terms)}" if terms else ""
+            where += " ORDER BY created_at, id"
+            if limit is not None:
+                where, values = f"{where} LIMIT ?", [*values, max(limit, 0)]
+            return self._conn.execute(f"{select}{where}", values).fetchall()
 
     def count(self) -> int:
         with self._lock:
@@ -227,6 +357,8 @@ class SQLiteInvocationStore:
         return process_state(owner)
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         with self._lock:
             self._conn.close()
 

@@ -12,11 +12,10 @@ neither runs the call twice nor fails for having asked twice.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from toolhost._cli.common import CommandError, load, print_outcome
 from toolhost._cli.exit_codes import ExitCode
@@ -24,6 +23,7 @@ from toolhost._cli.exit_codes import ExitCode
 if TYPE_CHECKING:
     from toolhost._composition import Host
     from toolhost._model.invocations import InvocationRecord
+    from toolhost._ports.invocations import InvocationStore
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -40,6 +40,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     pending.add_argument("--json", action="store_true", help="print them as JSON")
     pending.add_argument("--limit", type=_positive, default=PENDING_LIMIT, metavar="N",
                          help=f"list at most N of them (default {PENDING_LIMIT})")
+    pending.add_argument("--after", metavar="ID",
+                         help="list the ones after this invocation (the next page: the last "
+                              "id the previous page printed)")
 
     show = sub.add_parser("show", help="print one invocation: its arguments and state")
     show.add_argument("id", help="the invocation id `call` or `pending` printed")
@@ -81,6 +84,8 @@ def _positive(text: str) -> int:
 def printable(text: str, *, one_line: bool = True) -> str:
     """``text`` with every character that does not print as its JSON escape (``\\u202e``);
     with ``one_line``, line breaks too."""
+    if text.isprintable():  # nearly every text: one pass in C, not a generator per character
+        return text
     return "".join(
         ch if ch.isprintable() or (ch == "\n" and not one_line)
         else json.dumps(ch)[1:-1]
@@ -149,35 +154,62 @@ def _row_json(host: Host, record: InvocationRecord) -> dict[str, Any]:
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    from toolhost._model.invocations import InvocationState, OwnerState
-
     host = load(stores=True)
-    invocations = host.pipeline.invocations
-    listed = invocations.list(state=InvocationState.AWAITING_APPROVAL, limit=args.limit + 1)
-    more, listed = len(listed) > args.limit, listed[:args.limit]
-    if args.json:
-        print_json([
+    return list_pending(host.pipeline.invocations, limit=args.limit, after=args.after,
+                        as_json=args.json, out=sys.stdout, err=sys.stderr)
+
+
+def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
+                 as_json: bool, out: TextIO, err: TextIO) -> int:
+    """``pending``'s page: the oldest ``limit`` invocations awaiting approval (after the one
+    ``after`` names), each page one indexed range read however many rows wait, of the
+    columns a line shows, printed from their stored text (``InvocationStore.pending``)."""
+    from toolhost._model.invocations import InvocationNotFound, InvocationState, OwnerState
+
+    try:
+        listed = invocations.pending(limit=limit + 1, after=after)
+    except InvocationNotFound:
+        raise CommandError(f"no invocation {after!r} (toolhost pending lists them)",
+                           ExitCode.FAILED) from None
+    more, listed = len(listed) > limit, listed[:limit]
+    if as_json:
+        out.write(_json_text([
             {"id": r.id, "tool": r.tool_name, "version": r.tool_version,
-             "argument_digest": r.argument_digest, "created": _instant(r.created_at),
-             "run_id": r.run_id, "arguments": r.arguments, "policy": r.policy}
+             "argument_digest": r.argument_digest, "created": r.created,
+             "run_id": r.run_id, "arguments": json.loads(r.arguments_json),
+             "policy": None if r.policy_json is None else json.loads(r.policy_json)}
             for r in listed
-        ])
+        ], indent=2) + "\n")
+    elif not listed and after is None:
+        out.write("no invocations await approval\n")
     elif not listed:
-        print("no invocations await approval")
+        out.write(f"no invocations await approval after {after}\n")
     else:
-        for r in listed:
-            arguments = _cut(_json_text(r.arguments), ARGUMENTS_SHOWN)
-            print(f"{r.id}  {r.tool_name}@{r.tool_version}  {_instant(r.created_at)}  "
-                  f"{arguments}")
+        out.write("".join(
+            f"{r.id}  {r.tool_name}@{r.tool_version}  {r.created}  "
+            f"{_arguments_preview(r.arguments_json)}\n" for r in listed))
     if more:
-        print(f"toolhost: the oldest {args.limit} are listed; more await approval "
-              f"(toolhost pending --limit {args.limit * 2})", file=sys.stderr)
+        also = f" --limit {limit}" if limit != PENDING_LIMIT else ""
+        which = f"the oldest {limit} are" if after is None else f"{limit} are"
+        err.write(f"toolhost: {which} listed; more await approval (the next page: "
+                  f"toolhost pending --after {listed[-1].id}{also})\n")
     stranded = [r for r in invocations.list(state=InvocationState.RUNNING)
                 if invocations.owner_state(r.owner) is OwnerState.GONE]
     if stranded:
-        print(f"toolhost: {len(stranded)} invocation(s) were left running by a process that is "
-              "gone: toolhost recover settles them", file=sys.stderr)
+        err.write(f"toolhost: {len(stranded)} invocation(s) were left running by a process "
+                  "that is gone: toolhost recover settles them\n")
     return ExitCode.OK
+
+
+def _arguments_preview(arguments_json: str) -> str:
+    """``_cut(_json_text(arguments), ARGUMENTS_SHOWN)`` from the canonical JSON text (the
+    same text: json.dumps's options, one encoder), without escaping all of a large value: an
+    escape is never shorter than its character, so the first ARGUMENTS_SHOWN + 1 characters
+    decide both the shown text and whether it was cut."""
+    head = arguments_json[:ARGUMENTS_SHOWN + 1]
+    if len(head) <= ARGUMENTS_SHOWN and head.isprintable():  # most lines: nothing to do
+        return head
+    return _cut(printable(head), ARGUMENTS_SHOWN)
 
 
 # ---------------------------------------------------------------------- show
@@ -255,6 +287,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
     host = load(stores=True)
     try:
+        import asyncio  # only resuming an approved call runs a loop: not every command's cost
+
         resumed = asyncio.run(host.pipeline.resume(args.id, args.approver))
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",

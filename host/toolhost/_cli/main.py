@@ -11,12 +11,17 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from toolhost._cli import approvals
+from toolhost._cli import approvals, artifacts
 from toolhost._cli.common import CommandError, load, print_json
 from toolhost._cli.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from toolhost._model.settings import Settings
+    from toolhost._registration.discovery import PluginSource
 
 
 class _Version(argparse.Action):
@@ -47,6 +52,8 @@ settings (environment):
   TOOLHOST_PLUGINS_EXCLUDE  these distributions' plugins do not load (comma-separated)
   TOOLHOST_POLICY           tighten cells of the policy matrix (JSON)
   TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical
+  TOOLHOST_ARTIFACT_RETENTION_DAYS
+                            days until what a run stores expires (default 30; 0: never)
 """
 
 
@@ -80,10 +87,17 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("--workspace", metavar="DIR", default=None,
                       help="an existing directory to use as the run's workspace root "
                            "(default: a fresh workspace, discarded after the call)")
+    call.add_argument("--run", metavar="ID", default=None,
+                      help="the run to call in (default: a new one). Calls given the same run "
+                           "share its artifacts: exporting the same file twice is one artifact")
+    call.add_argument("--conversation", metavar="ID", default=None,
+                      help="the conversation the run belongs to (what its artifacts, and the "
+                           "uploads a tool may read, are scoped to)")
 
     sub.add_parser("demo", help="the Milestone 1 run with a scripted fake model")
 
     approvals.add_parsers(sub)
+    artifacts.add_parsers(sub)
 
     serve = sub.add_parser("serve", help="serve the tools over the Model Context Protocol")
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
@@ -127,19 +141,67 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from toolhost._model.settings import Settings
-    from toolhost._registration.ambient import find_ambient_reads
-    from toolhost._registration.discovery import PluginError, discover, source_files
+    from toolhost._registration.discovery import (
+        PluginError,
+        _call_each,
+        discover,
+        make_plugin_manager,
+    )
 
     settings = Settings.from_environ()
     try:
         sources = discover(settings)
     except PluginError as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
+    # Readiness probes may do I/O (the sandbox runs bwrap once): they run beside
+    # registration and the scan rather than after them.
+    readiness = _Background(lambda: _call_each(make_plugin_manager(sources),
+                                               "toolhost_readiness", {"settings": settings}))
+    try:
+        return _check_loaded(settings, sources, readiness)
+    finally:
+        readiness.join()
+
+
+class _Background(threading.Thread):
+    """One call on a thread of its own, started at once; ``result()`` waits for it and
+    returns its value or raises its exception. (``concurrent.futures`` would cost ``check``
+    the import of ``logging`` and more.)"""
+
+    def __init__(self, call: Callable[[], dict[str, Any]]) -> None:
+        super().__init__(name="toolhost-readiness", daemon=True)
+        self._call = call
+        self._value: dict[str, Any] = {}
+        self._error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to result(), on the caller's thread
+            self._error = exc
+
+    def result(self) -> dict[str, Any]:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
+                  readiness: _Background) -> int:
+    from toolhost._registration.ambient import find_ambient_reads
+    from toolhost._registration.discovery import PluginError, distribution_of, source_files
+    from toolhost._registration.scan_cache import ScanCache
+
     host = load(settings=settings, sources=sources)
     # The static determinism scan over each plugin's own files (what the conformance suite
     # runs): a tool reads time only from the injected clock.
-    for dist, files in source_files(sources).items():
-        found = find_ambient_reads(files)
+    cache = ScanCache(settings.data_dir / "cache" / "determinism-scan.json")
+    scanned = {dist: find_ambient_reads(files, cache=cache)
+               for dist, files in source_files(sources).items()}
+    cache.save()
+    for dist, found in scanned.items():
         if found:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             raise CommandError(
@@ -148,6 +210,15 @@ def cmd_check(args: argparse.Namespace) -> int:
                 f"TOOLHOST_PLUGINS_EXCLUDE={dist}, or fix and reinstall it)", ExitCode.FAILED)
     dists = sorted({r.distribution for r in host.registry})
     print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
+    # Registered tools that fail closed on this machine (the optional toolhost_readiness
+    # hook): one line each. Not a refusal, so the exit stays 0.
+    try:
+        ready = readiness.result()
+    except PluginError as exc:
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+    for plugin_name, lines in ready.items():
+        for line in lines or ():
+            print(f"not ready: {distribution_of(plugin_name)}: {line}")
     return ExitCode.OK
 
 
@@ -158,28 +229,40 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CommandError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
     host = load(stores=True)
     from toolhost._model import host_reasons as core_messages
+    from toolhost._model.runs import valid_run_id
 
     workspace = args.workspace
     if workspace is not None and not os.path.isdir(workspace):
         raise CommandError(f"--workspace {workspace!r} is not an existing directory")
-    run = host.local_run(workspace=workspace)
+    for option, value in (("--run", args.run), ("--conversation", args.conversation)):
+        if value is not None and not valid_run_id(value):
+            raise CommandError(f"{option} must be 1 to 128 letters, digits, '.', '_' or '-', "
+                               "starting with a letter or digit")
+    run = host.local_run(workspace=workspace, run_id=args.run,
+                         conversation_id=args.conversation)
     try:
         outcome = host.invoke_sync(args.name, arguments, version=args.version, run=run)
     finally:
-        host.end_run(run)
+        ended = host.end_run(run)
+    # The run's attachments (ADR-0122): in the JSON beside the outcome, and for a person on
+    # stderr, so stdout stays exactly what the model read.
+    attached = ended.to_json()["attachments"]
     if outcome.paused:
         # stdout carries the id alone, so a script can approve what it just paused.
         if args.json:
-            print_json(outcome.to_json())
+            print_json({**outcome.to_json(), "run_id": run.id, "attachments": attached})
         else:
             print(outcome.invocation_id)
         print(f"toolhost: {args.name} awaits approval: toolhost approve {outcome.invocation_id}",
               file=sys.stderr)
         return ExitCode.PAUSED
     if args.json:
-        print_json(outcome.to_json())
+        print_json({**outcome.to_json(), "run_id": run.id, "attachments": attached})
     else:
         print(outcome.content)
+        for ref in ended.attachments:
+            print(f"toolhost: attached {ref.id} {json.dumps(ref.name, ensure_ascii=False)} "
+                  f"({ref.byte_count} bytes, {ref.media_type})", file=sys.stderr)
     if outcome.failure is not None:
         code = outcome.failure.reason_code
         if code == core_messages.UNKNOWN_TOOL:
@@ -230,6 +313,7 @@ _COMMANDS = {
     "call": cmd_call,
     "demo": cmd_demo,
     **approvals.COMMANDS,
+    **artifacts.COMMANDS,
     "serve": cmd_serve,
 }
 

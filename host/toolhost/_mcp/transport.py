@@ -23,7 +23,6 @@ holds up the end of serving (Ctrl-C).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import io
@@ -307,7 +306,10 @@ class _ThreadLines:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._loop = asyncio.get_running_loop()
-        self._lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=1)
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        # Back-pressure without a coroutine made on this thread: one made for a loop that has
+        # just closed is never awaited, and its warning landed on serve's stderr at exit.
+        self._room = threading.Semaphore(1)
         self._stopped = threading.Event()
         threading.Thread(target=self._run, name="toolhost-stdin", daemon=True).start()
 
@@ -321,9 +323,13 @@ class _ThreadLines:
             os.close(self._fd)
 
     def _hand_over(self, line: str | None) -> bool:
+        # Wait until the server took the line before (a daemon thread: never waited for).
+        while not self._room.acquire(timeout=0.1):
+            if self._stopped.is_set():
+                return False
         try:
-            asyncio.run_coroutine_threadsafe(self._lines.put(line), self._loop).result()
-        except (RuntimeError, concurrent.futures.CancelledError):
+            self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
+        except RuntimeError:
             return False  # the loop has closed: nobody is left to read it
         return not self._stopped.is_set()
 
@@ -335,6 +341,7 @@ class _ThreadLines:
 
     async def __anext__(self) -> str:
         line = await self._lines.get()
+        self._room.release()
         if line is None:
             raise StopAsyncIteration
         return line

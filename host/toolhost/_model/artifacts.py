@@ -25,6 +25,7 @@ __all__ = [
     "ArtifactRef",
     "ArtifactTooLarge",
     "ArtifactUnavailable",
+    "PurgeReport",
     "as_utc",
     "as_utc_or_none",
 ]
@@ -205,3 +206,19 @@ class ArtifactRecord:
         An artifact whose ``expires_at`` equals ``now`` is already expired.
         """
         return self.expires_at is None or self.expires_at > as_utc(now)
+
+
+@attrs.frozen(kw_only=True)
+class PurgeReport:
+    """What one ``ArtifactStore.purge`` removed."""
+
+    #: Expired artifacts (records) removed.
+    artifacts: int
+    #: The sum of their sizes (content shared with a kept artifact counts too).
+    artifact_bytes: int
+    #: Content objects removed because no remaining artifact referenced them.
+    content_files: int
+    #: Stale staged uploads removed (a process died before commit or abort).
+    staged_uploads: int
+    #: Bytes of storage released: the content objects' and the staged uploads'.
+    freed_bytes: int

@@ -25,6 +25,10 @@ DIGEST_MISMATCH = "tool.internal.digest_mismatch"
 INTERRUPTED = "tool.internal.interrupted"
 #: The invocation store failed before anything ran (or for a read, which changes nothing).
 RECORD_STORE = "tool.upstream_unavailable.record_store"
+#: The run's workspace raised ``WorkspaceUnavailable`` (no space or no file handles left, a
+#: read-only or failing filesystem): neither the path's fault nor the tool's, so one host
+#: failure for every tool that touches a workspace, retryable.
+WORKSPACE_UNAVAILABLE = "tool.upstream_unavailable.workspace_unavailable"
 
 #: What the model reads when a call pauses for approval, or an operator denies it. Static like
 #: every message; the denial reason an operator writes stays on the row and in the logs.
@@ -50,4 +54,6 @@ MESSAGES = {
     "have taken effect: check before calling it again.",
     RECORD_STORE: "The host could not record this call, so it has no result and changed "
     "nothing. Try again later.",
+    WORKSPACE_UNAVAILABLE: "The workspace cannot be used right now (no space or no file "
+    "handles left). Try again later.",
 }

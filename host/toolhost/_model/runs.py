@@ -2,20 +2,32 @@
 
 A run carries the principal and granted scopes, the enabled tools (None: the default roster),
 version pins, a deadline on the monotonic clock, and a cancellation the pipeline forwards to
-the tool that is running. A ``ToolCall`` is one call a model asks for within a run.
+the tool that is running. A ``ToolCall`` is one call a model asks for within a run. A
+``RunOutcome`` is what a finished run leaves the owner: the files attached to its reply.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
+from toolhost._model.artifacts import ArtifactRef
 from toolhost._model.context import Principal
 
-__all__ = ["CancellationEvent", "Run", "ToolCall"]
+__all__ = ["CancellationEvent", "Run", "RunOutcome", "ToolCall", "valid_run_id"]
+
+# A run id names the run's fresh workspace directory and is quoted in operator commands:
+# letters, digits and three punctuation marks, never a path separator or a leading dot.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def valid_run_id(value: object) -> bool:
+    """Whether ``value`` may be a run (or conversation) id given from outside."""
+    return isinstance(value, str) and _RUN_ID.fullmatch(value) is not None
 
 
 class CancellationEvent:
@@ -90,3 +102,22 @@ class Run:
     user_turn: str | None = None
     #: The run's WorkspaceHandle (``toolhost._workspace``); None only for hand-built runs.
     workspace: Any = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class RunOutcome:
+    """What a finished run leaves its owner (``Host.end_run``): every file the run exported or
+    generated, attached to its final reply (ADR-0122), in the order the run made them."""
+
+    run_id: str
+    attachments: tuple[ArtifactRef, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id,
+                "attachments": [attachment_json(ref) for ref in self.attachments]}
+
+
+def attachment_json(ref: ArtifactRef) -> dict[str, Any]:
+    """An attachment as JSON: the ref's five fields, as a tool result carries them."""
+    return {"id": ref.id, "name": ref.name, "media_type": ref.media_type,
+            "byte_count": ref.byte_count, "checksum": ref.checksum}

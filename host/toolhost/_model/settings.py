@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,7 +11,14 @@ import attrs
 
 from toolhost._model.secrets import Secret
 
-__all__ = ["LOG_LEVELS", "SettingError", "Settings", "StoreUnavailable", "default_data_dir"]
+__all__ = [
+    "ARTIFACT_RETENTION_DAYS",
+    "LOG_LEVELS",
+    "SettingError",
+    "Settings",
+    "StoreUnavailable",
+    "default_data_dir",
+]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
@@ -18,6 +26,10 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 #: The standard library's other names, accepted as they always were.
 _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "notset": "debug"}
+#: TOOLHOST_ARTIFACT_RETENTION_DAYS when unset: what a run stores expires 30 days later.
+ARTIFACT_RETENTION_DAYS = 30
+#: The most days it takes (about a century): more would overflow a datetime's year range.
+_MAX_RETENTION_DAYS = 36500
 
 
 class SettingError(ValueError):
@@ -100,6 +112,27 @@ class Settings:
                 f"{', '.join(LOG_LEVELS)} (or leave it unset for warning)"
             )
         return level
+
+    @property
+    def artifact_retention(self) -> _dt.timedelta | None:
+        """TOOLHOST_ARTIFACT_RETENTION_DAYS as a lifetime; None (for 0) means never expire.
+
+        Unset or blank: ``ARTIFACT_RETENTION_DAYS``.
+
+        :raises SettingError: for a value that is not a whole number from 0 to 36500.
+        """
+        raw = self.env.get("TOOLHOST_ARTIFACT_RETENTION_DAYS", "").strip()
+        if not raw:
+            return _dt.timedelta(days=ARTIFACT_RETENTION_DAYS)
+        # int() alone would take "1_0" and "٣"; a retention is plain ASCII digits.
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > _MAX_RETENTION_DAYS:
+            raise SettingError(
+                f"TOOLHOST_ARTIFACT_RETENTION_DAYS is {raw!r}, not a number of days: set it to "
+                f"a whole number from 1 to {_MAX_RETENTION_DAYS}, 0 to keep artifacts forever, "
+                f"or leave it unset for {ARTIFACT_RETENTION_DAYS}"
+            )
+        days = int(raw)
+        return _dt.timedelta(days=days) if days else None
 
     @property
     def plugin_allow_list(self) -> tuple[str, ...] | None:

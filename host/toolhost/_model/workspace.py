@@ -92,7 +92,7 @@ class _NoWorkspace:
     def _refuse(self, *_: object, **__: object) -> NoReturn:
         raise WorkspaceEscape("this run has no workspace")
 
-    read = read_chunks = write = listdir = _refuse
+    read = read_chunks = write = listdir = sandbox_root = _refuse
 
     def provenance(self, path: str) -> Provenance:
         return Provenance.UNKNOWN

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -38,8 +39,9 @@ class RunArtifactWriter:
     Bound to one run (and optionally one conversation and the run's principal) so a tool cannot
     write into another run's artifacts or under another principal. Applies the identity rule:
     writing the same (origin, name, media type, content) while the run's earlier artifact is
-    live at ``clock.now()`` returns that artifact's ref and stores nothing. Safe to share
-    between threads.
+    live at ``clock.now()`` returns that artifact's ref and stores nothing. What is written
+    without an ``expires_at`` expires the store's ``retention`` after it is written (never, when
+    that is None). Safe to share between threads.
     """
 
     def __init__(
@@ -86,6 +88,8 @@ class RunArtifactWriter:
         expiry; only its trust may be lowered to ``trust``.
         """
         data = content.encode("utf-8") if isinstance(content, str) else content
+        # One reading of the clock: the creation instant, and what the default expiry counts from.
+        now = self._clock.now()
         record = self._store.put_or_reuse(
             run_id=self._run_id,
             conversation_id=self._conversation_id,
@@ -95,8 +99,8 @@ class RunArtifactWriter:
             media_type=media_type,
             content=data,
             trust=trust,
-            expires_at=expires_at,
-            now=self._clock.now(),
+            expires_at=self._expiry(expires_at, lambda: now),
+            now=now,
         )
         return record.ref
 
@@ -120,7 +124,8 @@ class RunArtifactWriter:
 
         The upload begins on entering the block (so an unentered stream leaves nothing behind)
         and is aborted on leaving it uncommitted, however it is left. ``commit`` applies the
-        identity rule at ``clock.now()``, like ``write``.
+        identity rule at ``clock.now()``, like ``write``. The default expiry counts from entering
+        the block (a stream lasts a tool's timeout at most; retention is days).
         """
         return RunArtifactStream(
             self._store,
@@ -130,7 +135,18 @@ class RunArtifactWriter:
                 principal_id=self._principal_id, origin=origin, name=name,
                 media_type=media_type, trust=trust, max_bytes=max_bytes, expires_at=expires_at,
             ),
+            self._expiry,
         )
+
+    def _expiry(
+        self, expires_at: _dt.datetime | None, now: Callable[[], _dt.datetime]
+    ) -> _dt.datetime | None:
+        # A tool's own expiry wins; the store's retention fills in only when it gives none
+        # (and only then is the clock read, so a scripted clock sees no extra reading).
+        if expires_at is not None:
+            return expires_at
+        retention = self._store.retention
+        return None if retention is None else now() + retention
 
 
 class RunArtifactStream:
@@ -143,10 +159,18 @@ class RunArtifactStream:
     thread (a cancellation) is safe.
     """
 
-    def __init__(self, store: ArtifactStore, clock: Clock, begin: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        store: ArtifactStore,
+        clock: Clock,
+        begin: dict[str, Any],
+        expiry: Callable[
+            [_dt.datetime | None, Callable[[], _dt.datetime]], _dt.datetime | None],
+    ) -> None:
         self._store = store
         self._clock = clock
         self._begin = begin
+        self._expiry = expiry
         self._lock = threading.Lock()
         self._upload: ArtifactUpload | None = None
         self._entered = False
@@ -156,7 +180,8 @@ class RunArtifactStream:
             if self._entered:
                 raise ArtifactError("an artifact stream can be entered once")
             self._entered = True
-            self._upload = self._store.begin(**self._begin)
+            expires_at = self._expiry(self._begin["expires_at"], self._clock.now)
+            self._upload = self._store.begin(**{**self._begin, "expires_at": expires_at})
         return self
 
     def __exit__(

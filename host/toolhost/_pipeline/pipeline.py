@@ -15,6 +15,7 @@ Numbered as DESIGN §4 so the spec's references hold:
  8 execute under min(timeout_s, run         ``steps.build_tool``, ``steps.execute``
    deadline), cancellable
  9 WorkspaceEscape -> ToolValidationError   ``steps.workspace_escape``
+   WorkspaceUnavailable -> retryable failure ``steps.workspace_unavailable``
 10 validate output against output_schema    ``steps.validate_output``
 11 clamp trust to the lower of spec/result  ``steps.clamp_trust``
 12 excerpt and artifactize, or too large    ``steps.limit_output_off_loop``
@@ -69,7 +70,7 @@ from toolhost._model.outcome import (
 )
 from toolhost._model.runs import CancellationEvent, Run, ToolCall
 from toolhost._model.spec import Idempotency, Trust
-from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape
+from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline import steps
 from toolhost._pipeline.artifacts import RunArtifactWriter
 from toolhost._pipeline.log import get_logger
@@ -311,6 +312,8 @@ class Pipeline:
                                           context.deadline - self._monotonic())  # 8
             except WorkspaceEscape as escape:
                 raise steps.workspace_escape(escape) from None  # 9
+            except WorkspaceUnavailable as problem:
+                raise steps.workspace_unavailable(problem) from None  # 9
             log.debug("pipeline.execute", step=8)
             output = steps.validate_output(registered, raw)  # 10
             log.debug("pipeline.output", step=10)

@@ -7,7 +7,8 @@
  5 ``decide_policy``      the §5 matrix: allow, require approval or deny
  7 ``bind_approval``      (resume) the row's arguments still digest to the approved digest
  8 ``build_tool``, ``execute``  build the callable; run it under its deadline, cancellable
- 9 ``workspace_escape``   WorkspaceEscape -> ToolValidationError
+ 9 ``workspace_escape``   WorkspaceEscape -> ToolValidationError (``workspace_unavailable``:
+                            WorkspaceUnavailable -> a retryable host failure)
 10 ``validate_output``    the structured output against output_schema
 11 ``clamp_trust``        the lower of the spec's trust and the result's
 12 ``limit_output``       excerpt and artifactize, or OUTPUT_TOO_LARGE
@@ -45,7 +46,7 @@ from toolhost._model.outcome import (
 )
 from toolhost._model.runs import CancellationEvent, Run
 from toolhost._model.spec import Idempotency, Trust
-from toolhost._model.workspace import WorkspaceEscape
+from toolhost._model.workspace import WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline.excerpt import excerpt
 from toolhost._pipeline.execution import Cancelled, DeadlineExceeded, run_tool
 from toolhost._pipeline.policy import Policy, PolicyDecision
@@ -250,7 +251,8 @@ async def execute(
     """Step 8: the tool's return value, unchecked (step 10 checks it).
 
     A deadline, a cancellation, a declared ``ToolFailure`` and any other exception become the
-    failure the model reads; a ``WorkspaceEscape`` passes through untouched, for step 9.
+    failure the model reads; a ``WorkspaceEscape`` or ``WorkspaceUnavailable`` passes through
+    untouched, for step 9.
     """
     try:
         return await run_tool(
@@ -262,7 +264,7 @@ async def execute(
                           retryable=_timeout_retryable(registered)) from None
     except Cancelled:
         raise ToolFailure(core_messages.RUN_CANCELLED) from None
-    except WorkspaceEscape:
+    except (WorkspaceEscape, WorkspaceUnavailable):
         raise
     except ToolFailure as failure:
         if failure.reason_code in registered.tool.reason_codes:
@@ -278,6 +280,13 @@ async def execute(
 def workspace_escape(escape: WorkspaceEscape) -> ToolFailure:
     """Step 9: one shape and one message for every workspace tool's rejected path."""
     return ToolValidationError(detail={"workspace": escape.reason})
+
+
+def workspace_unavailable(problem: WorkspaceUnavailable) -> ToolFailure:
+    """Step 9: one retryable failure for a workspace the filesystem cannot serve, whichever
+    tool met it; the handle's static reason is operator detail."""
+    return ToolFailure(core_messages.WORKSPACE_UNAVAILABLE, detail={"problem": problem.reason},
+                       retryable=True)
 
 
 # ---------------------------------------------------------------------- step 10: output

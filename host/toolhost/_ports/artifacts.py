@@ -7,13 +7,21 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Protocol, runtime_checkable
 
-from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord
+from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord, PurgeReport
 from toolhost._model.spec import Trust
 
 __all__ = [
+    "LIST_LIMIT",
+    "STAGING_STALE_AFTER",
     "ArtifactStore",
     "ArtifactUpload",
 ]
+
+#: How many records one ``list_artifacts`` page holds unless the caller asks for fewer.
+LIST_LIMIT = 100
+#: A staged upload untouched this long is abandoned (its process died): ``purge`` removes it.
+#: Every write touches it, so only an upload idle for this long (no tool's timeout is) goes.
+STAGING_STALE_AFTER = _dt.timedelta(hours=1)
 
 # --------------------------------------------------------------------------------------------
 # The port
@@ -56,6 +64,7 @@ class ArtifactUpload(Protocol):
         ...
 
 
+
 @runtime_checkable
 class ArtifactStore(Protocol):
     """Where artifacts live. Every backend passes ``toolhost._testing.artifact_store_contract``.
@@ -64,6 +73,14 @@ class ArtifactStore(Protocol):
     upload's commit), which the run-bound ``ArtifactWriter`` uses and which must be atomic (two
     concurrent calls for the same identity leave one record).
     """
+
+    @property
+    def retention(self) -> _dt.timedelta | None:
+        """How long what the run-bound writer stores lives when no expiry is given (the
+        writer sets ``expires_at`` to its creation instant plus this); None means it never
+        expires. Configuration (``TOOLHOST_ARTIFACT_RETENTION_DAYS``): the store's own
+        methods never apply it, so an explicit ``expires_at=None`` still means "never"."""
+        ...
 
     def put(
         self,
@@ -172,5 +189,38 @@ class ArtifactStore(Protocol):
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
         """Every artifact of the run, ordered by ``created_at`` then ``id``."""
+        ...
+
+    def list_artifacts(
+        self,
+        *,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        limit: int = LIST_LIMIT,
+        after: str | None = None,
+    ) -> list[ArtifactRecord]:
+        """One page of artifacts, ordered by ``created_at`` then ``id``, expired ones included.
+
+        Only the run's and/or the conversation's when given. ``after`` is the last id of the
+        previous page: the page starts just past that artifact's place in the order (keyset
+        paging, so a page costs the same however deep it is). Raises ``ArtifactNotFound`` for
+        an ``after`` that is not an artifact, ``TypeError``/``ValueError`` for a ``limit`` that
+        is not a positive int.
+        """
+        ...
+
+    def purge(self, now: _dt.datetime) -> PurgeReport:
+        """Remove every artifact expired at ``now`` (``expires_at <= now``), then every content
+        object no remaining artifact references, then staged uploads abandoned by a process
+        that died (untouched for ``STAGING_STALE_AFTER`` before ``now``; never one this store
+        instance still has open).
+
+        Crash-safe in that order: records go first, in one transaction, and content only once
+        nothing references it, so an interrupted purge leaves unreferenced content (which the
+        next purge removes), never a record without content. A write racing the purge keeps
+        its content: a content object is only removed while no record references it, and a
+        write that finds its content gone puts it back before its record commits. ``now``
+        must be aware (``ValueError``); the store reads no time of its own.
+        """
         ...
 

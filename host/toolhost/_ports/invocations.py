@@ -2,14 +2,50 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
 
 __all__ = [
     "InvocationStore",
+    "PendingCall",
 ]
+
+
+class PendingCall(Protocol):
+    """One invocation awaiting approval, as ``toolhost pending`` lists it: the columns the
+    listing prints, in the text they are stored as, so a page is read without building whole
+    records (26 columns, four of them JSON). A backend returns whatever object has these
+    read-only attributes (a named tuple of its row, say)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def tool_name(self) -> str: ...
+
+    @property
+    def tool_version(self) -> str | None: ...
+
+    @property
+    def argument_digest(self) -> str | None: ...
+
+    @property
+    def created(self) -> str:
+        """``created_at`` as ISO 8601 text with six fractional digits and its offset
+        (``2026-07-25T13:03:11.000000+00:00``)."""
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments as canonical JSON text (``toolhost._model.digest.canonical_text``)."""
+
+    @property
+    def policy_json(self) -> str | None:
+        """The policy decision as canonical JSON text, or None when none was recorded."""
 
 
 class InvocationStore(Protocol):
@@ -64,9 +100,17 @@ class InvocationStore(Protocol):
         tool_version: str | None = None,
         argument_digest: str | None = None,
         limit: int | None = None,
+        after: str | None = None,
     ) -> list[InvocationRecord]:
         """Rows, oldest first (created_at, then id), filtered by every criterion given; at
-        most ``limit`` of them when given."""
+        most ``limit`` of them when given; with ``after`` (an id), only the rows that come
+        after that row in this order (keyset paging: the next page starts after the last id
+        of this one). InvocationNotFound when no row has the id ``after``."""
+
+    def pending(self, *, limit: int, after: str | None = None) -> Sequence[PendingCall]:
+        """The rows awaiting approval as ``list(state=AWAITING_APPROVAL, limit=limit,
+        after=after)`` returns them (same rows, same order, same paging and the same
+        InvocationNotFound), each as a ``PendingCall``: what ``toolhost pending`` prints."""
 
     def count(self) -> int:
         """How many rows there are."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 __all__ = [
+    "ProvenancedChunks",
+    "SandboxWorkspace",
     "Workspace",
 ]
 
@@ -23,7 +26,9 @@ class Workspace(Protocol):
         ...
 
     def read_chunks(self, path: str, chunk_size: int = ...) -> Iterator[bytes]:
-        """The file's bytes in chunks, from one descriptor opened and type-checked once."""
+        """The file's bytes in chunks, from one descriptor opened and type-checked once. The
+        host's handle returns a ``ProvenancedChunks``: after the last chunk it says whose
+        bytes were read."""
         ...
 
     def write(self, path: str, data: bytes, *, provenance: Provenance = ...) -> WriteResult:
@@ -39,3 +44,40 @@ class Workspace(Protocol):
         UNKNOWN."""
         ...
 
+
+class SandboxWorkspace(Workspace, Protocol):
+    """A Workspace a sandbox can run over: the host's handle is one. Separate from
+    ``Workspace`` so that the public Protocol keeps its five members (DESIGN.md section 2) and
+    a plugin's own test fake of it stays complete; a sandboxed tool checks for
+    ``sandbox_root`` and fails closed without it."""
+
+    def sandbox_root(self) -> AbstractContextManager[int]:
+        """For a sandbox that runs code in the workspace: ``with workspace.sandbox_root() as
+        fd`` gives a directory fd of the root, valid for the block only, to bind as the
+        sandbox's one writable directory (``bwrap --bind-fd``; no path string crosses). When
+        the block ends, every regular file created or changed during it is recorded
+        SANDBOX_WRITTEN (a TOOL_WRITTEN file it replaced included) and set-id bits are
+        cleared. End every process that can write there before the block ends."""
+        ...
+
+
+@runtime_checkable
+class ProvenancedChunks(Protocol):
+    """The chunks of one read (``Workspace.read_chunks`` of the host's handle) that can say
+    whose bytes they were: ``provenance()`` compares the descriptor actually read with what
+    the host's last write (or sandbox) left at the path. ``provenance(path)`` asked before
+    and after a read cannot do that: a directory swapped for an outsider's during the read
+    and swapped back leaves the path looking like the run's own file.
+
+    A tool that hands on bytes with a trust (``artifact.export``) asks this one, after the
+    last chunk, and treats chunks that are not a ``ProvenancedChunks`` as UNKNOWN."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def __next__(self) -> bytes: ...
+
+    def provenance(self) -> Provenance:
+        """TOOL_WRITTEN or SANDBOX_WRITTEN only if the bytes read came from the file the host
+        stamped at the path and it did not change while being read; else UNKNOWN (also
+        before the first chunk, and once the chunks were closed before the last)."""
+        ...

@@ -20,6 +20,10 @@ import ast
 from collections.abc import Iterable, Iterator
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from toolhost._registration.scan_cache import ScanCache
 
 __all__ = [
     "AMBIENT_CALLS",
@@ -70,6 +74,15 @@ _NOW_WHEN_SHORT = {"time.gmtime": 1, "time.asctime": 1, "time.strftime": 2}
 AMBIENT_MODULES = frozenset({"random", "secrets"})
 
 
+#: Every dotted prefix of an ambient name: a use resolves to an ambient name only through an
+#: alias whose target is one of these, or lies in an ambient module.
+_AMBIENT_PREFIXES = frozenset(
+    name.rsplit(".", depth)[0]
+    for name in (*AMBIENT_CALLS, *_NOW_WHEN_SHORT)
+    for depth in range(name.count(".") + 1)
+)
+
+
 def _is_ambient(qualified: str) -> bool:
     if qualified in AMBIENT_CALLS or qualified in _NOW_WHEN_SHORT:
         return True
@@ -95,7 +108,10 @@ class _Scan:
                 self._import(node)
             elif isinstance(node, ast.ImportFrom):
                 self._import_from(node)
-        self._uses(self.tree)
+        # With no alias that can lead to an ambient name, the second walk could find nothing.
+        if any(target in _AMBIENT_PREFIXES or target.partition(".")[0] in AMBIENT_MODULES
+               for target in self.aliases.values()):
+            self._uses(self.tree)
         return sorted(self.found)
 
     def _report(self, node: ast.AST, text: str) -> None:
@@ -180,6 +196,7 @@ def find_ambient_reads(
     paths: Iterable[str | PathLike[str]],
     *,
     allowed: Iterable[str | PathLike[str]] = (),
+    cache: ScanCache | None = None,
 ) -> list[str]:
     """Every ambient-time read and identifier made in these files, for a static test.
 
@@ -189,6 +206,8 @@ def find_ambient_reads(
     :return: ``"file:line: call"`` lines, e.g. ``"pkg/mod.py:12: datetime.datetime.now()"``,
         sorted by file then line; empty when the code is clean. Imports that bind an ambient
         name (``from time import time``, ``import random``) are reported as well as calls.
+    :param cache: findings by content (``toolhost check`` keeps one in the data directory):
+        a file whose bytes it has seen is not parsed again.
     """
     exempt = [Path(p).resolve() for p in allowed]
     seen: set[Path] = set()
@@ -202,9 +221,17 @@ def find_ambient_reads(
                 continue
             seen.add(resolved)
             try:
-                source = file.read_text(encoding="utf-8")
+                data = file.read_bytes()
+                key = cache.key(data) if cache is not None else ""
+                if cache is not None and key in cache:
+                    findings.extend(f"{file}:{line}" for line in cache[key])
+                    continue
+                source = data.decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 findings.append(f"{file}:0: cannot read: {exc}")
                 continue
-            findings.extend(scan_source(source, str(file)))
+            found = scan_source(source, str(file))
+            if cache is not None:
+                cache[key] = [line.removeprefix(f"{file}:") for line in found]
+            findings.extend(found)
     return findings

@@ -4,15 +4,25 @@ Each entry point of the ``toolhost.plugins`` group is loaded on its own and each
 hookimpls are called one plugin at a time, so an import error or a hook that raises is reported
 against its distribution in one line. (pluggy's ``load_setuptools_entrypoints`` neither catches
 load errors nor says who failed.)
+
+The entry points are read straight from the ``*.dist-info`` and ``*.egg-info`` directories on
+``sys.path``, where ``importlib.metadata`` looks, without importing it (that import alone was
+about a tenth of ``toolhost check``'s start-up). What only ``importlib.metadata`` reads (a zip
+archive or an ``.egg`` on ``sys.path``, another finder of distributions) is left to it. Nothing
+is cached: each call lists the path entries afresh, so a distribution installed or removed
+since is seen as it now is.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import re
 import sys
 import types
-from collections.abc import Iterable, Mapping, Sequence
-from importlib import metadata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from importlib import import_module
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
@@ -74,19 +84,123 @@ _REMOVED_HOOKS = {
 }
 
 
-def _entry_points() -> list[metadata.EntryPoint]:
-    return sorted(
-        metadata.entry_points(group=ENTRY_POINT_GROUP),
-        key=lambda ep: (normalize_dist_name(ep.dist.name) if ep.dist else "", ep.name),
-    )
+#: ``module`` or ``module:attr.path``, optionally ``[extras]`` (importlib.metadata's syntax).
+_ENTRY_POINT_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?(\[.*\]\s*)?$")
+
+#: The metadata directories importlib.metadata reads on a path entry.
+_INFO_SUFFIXES = (".dist-info", ".egg-info")
 
 
-def _dist_name(ep: metadata.EntryPoint) -> str:
-    return normalize_dist_name(ep.dist.name) if ep.dist is not None else f"<unknown:{ep.value}>"
+@attrs.frozen
+class _EntryPoint:
+    """One ``toolhost.plugins`` entry point: ``name = value`` of a distribution (its name
+    normalized)."""
+
+    distribution: str
+    name: str
+    value: str
+
+    @property
+    def module(self) -> str:
+        return self.value.partition(":")[0].partition("[")[0].strip()
+
+    def load(self) -> object:
+        """Import the module, then follow the attribute path (``EntryPoint.load``'s rule)."""
+        match = _ENTRY_POINT_VALUE.match(self.value)
+        if match is None:
+            raise ValueError(f"{self.value!r} is not module or module:attribute")
+        loaded: object = import_module(match["module"])
+        for attr in filter(None, (match["attr"] or "").split(".")):
+            loaded = getattr(loaded, attr)
+        return loaded
 
 
-def _load(ep: metadata.EntryPoint) -> PluginSource:
-    dist = _dist_name(ep)
+def _entry_points() -> list[_EntryPoint]:
+    found = _read_path_entries(sys.path)
+    if found is None:
+        found = _read_with_importlib_metadata()
+    return sorted(found, key=lambda ep: (ep.distribution, ep.name))
+
+
+def _read_path_entries(path: Sequence[object]) -> list[_EntryPoint] | None:
+    """The group's entry points of every distribution on ``path``, the first of each name
+    winning as in importlib.metadata; None when a path entry or a finder needs its reader."""
+    if not all(finder is PathFinder or not hasattr(finder, "find_distributions")
+               for finder in sys.meta_path):
+        return None
+    seen: set[str] = set()
+    found: list[_EntryPoint] = []
+    for entry in path:
+        if not isinstance(entry, str) or entry.lower().endswith(".egg"):
+            return None
+        root = entry or "."
+        try:
+            children = os.listdir(root)
+        except NotADirectoryError:  # a zip archive
+            return None
+        except OSError:  # a path entry that does not exist holds no distribution
+            continue
+        for child in children:
+            low = child.lower()
+            if not low.endswith(_INFO_SUFFIXES):
+                continue
+            stem = low.rpartition(".")[0].partition("-")[0]
+            key = normalize_dist_name(stem)
+            if key in seen:
+                continue
+            seen.add(key)
+            info = os.path.join(root, child)
+            points = list(_group_entries(_read_text(os.path.join(info, "entry_points.txt"))))
+            if points:
+                dist = normalize_dist_name(_metadata_name(info) or stem)
+                found += [_EntryPoint(dist, name, value) for name, value in points]
+    return found
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):  # absent (most distributions have none) or unreadable
+        return ""
+
+
+def _group_entries(text: str) -> Iterator[tuple[str, str]]:
+    """``(name, value)`` of each line of the toolhost.plugins section of an entry_points.txt."""
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == ENTRY_POINT_GROUP:
+            name, _, value = line.partition("=")
+            yield name.strip(), value.strip()
+
+
+def _metadata_name(info: str) -> str | None:
+    """The ``Name`` header of a metadata directory's METADATA (or PKG-INFO)."""
+    for file in ("METADATA", "PKG-INFO"):
+        for line in _read_text(os.path.join(info, file)).splitlines():
+            if not line.strip():
+                break  # the headers end at the first blank line
+            key, colon, value = line.partition(":")
+            if colon and key.strip().lower() == "name":
+                return value.strip()
+    return None
+
+
+def _read_with_importlib_metadata() -> list[_EntryPoint]:
+    from importlib import metadata
+
+    return [_EntryPoint(normalize_dist_name(ep.dist.name) if ep.dist is not None
+                        else f"<unknown:{ep.value}>", ep.name, ep.value)
+            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)]
+
+
+def _load(ep: _EntryPoint) -> PluginSource:
+    dist = ep.distribution
     try:
         plugin = ep.load()
     except Exception as exc:  # any import-time failure belongs to that distribution
@@ -98,7 +212,7 @@ def _load(ep: metadata.EntryPoint) -> PluginSource:
     return PluginSource(distribution=dist, name=ep.name, plugin=plugin)
 
 
-def _where_in_plugin(exc: BaseException, ep: metadata.EntryPoint) -> str | None:
+def _where_in_plugin(exc: BaseException, ep: _EntryPoint) -> str | None:
     """``file:line`` of the last traceback frame inside the plugin's own package (the line of
     the plugin that raised, or that called what raised); for a syntax error in the plugin, the
     offending line."""
@@ -119,11 +233,11 @@ def _where_in_plugin(exc: BaseException, ep: metadata.EntryPoint) -> str | None:
     return where
 
 
-def _select(eps: list[metadata.EntryPoint], settings: Settings) -> list[metadata.EntryPoint]:
+def _select(eps: list[_EntryPoint], settings: Settings) -> list[_EntryPoint]:
     """The entry points TOOLHOST_PLUGINS allows, less those TOOLHOST_PLUGINS_EXCLUDE names.
     A name in either that no installed distribution provides is an error: a misspelt name
     would otherwise load, or leave out, nothing."""
-    installed = {_dist_name(ep) for ep in eps}
+    installed = {ep.distribution for ep in eps}
     allow = settings.plugin_allow_list
     exclude = settings.plugin_exclude_list
     for setting, names in (("TOOLHOST_PLUGINS", allow or ()),
@@ -137,7 +251,7 @@ def _select(eps: list[metadata.EntryPoint], settings: Settings) -> list[metadata
                 if setting.endswith("EXCLUDE") else None,
             )
     return [ep for ep in eps
-            if (allow is None or _dist_name(ep) in allow) and _dist_name(ep) not in exclude]
+            if (allow is None or ep.distribution in allow) and ep.distribution not in exclude]
 
 
 def discover(settings: Settings) -> list[PluginSource]:
@@ -171,11 +285,11 @@ def load_distributions(names: Iterable[str]) -> list[PluginSource]:
     """Load exactly the named distributions' plugins (the conformance suite's view)."""
     wanted = [normalize_dist_name(n) for n in names]
     eps = _entry_points()
-    found = {_dist_name(ep) for ep in eps}
+    found = {ep.distribution for ep in eps}
     for name in wanted:
         if name not in found:
             raise PluginError(name, f"no {ENTRY_POINT_GROUP} entry point is installed for it")
-    return [_load(ep) for ep in eps if _dist_name(ep) in wanted]
+    return [_load(ep) for ep in eps if ep.distribution in wanted]
 
 
 def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager:

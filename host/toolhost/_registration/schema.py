@@ -8,6 +8,7 @@ use a keyword whose meaning differs between the two (``prefixItems``, array-form
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -175,6 +176,37 @@ def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True) ->
     which the pipeline can then validate without a defensive copy).
     """
     try:
-        return fastjsonschema.compile(dict(schema), use_default=apply_defaults)
+        # Generating the code is where fastjsonschema finds a bad definition, so it happens
+        # here, at registration; turning the code into a function waits for the first
+        # validation (``toolhost check`` validates nothing, and saves that cost).
+        code = fastjsonschema.compile_to_code(dict(schema), use_default=apply_defaults)
     except fastjsonschema.JsonSchemaDefinitionException as exc:
         raise SchemaProblem("", f"does not compile: {exc}") from None
+    return _CompiledOnFirstUse(code)
+
+
+#: The generated module's first function is the schema's root validator (the others, if any,
+#: are what its local ``$ref``s call).
+_FIRST_FUNCTION = re.compile(r"^def (\w+)\(", re.MULTILINE)
+
+
+class _CompiledOnFirstUse:
+    """A validator whose generated code is executed when it first validates."""
+
+    __slots__ = ("_code", "_validate")
+
+    def __init__(self, code: str) -> None:
+        self._code = code
+        self._validate: Validator | None = None
+
+    def __call__(self, data: Any) -> Any:
+        validate = self._validate
+        if validate is None:
+            namespace: dict[str, Any] = {}
+            # fastjsonschema's own generated code, as its compile() would run it.
+            exec(compile(self._code, "<toolhost schema>", "exec"), namespace)
+            match = _FIRST_FUNCTION.search(self._code)
+            if match is None:
+                raise RuntimeError("fastjsonschema generated no validation function")
+            validate = self._validate = namespace[match.group(1)]
+        return validate(data)

@@ -31,6 +31,7 @@ from toolhost._model.artifacts import (
     ArtifactRecord,
     ArtifactRef,
     ArtifactTooLarge,
+    PurgeReport,
 )
 from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import RunArtifactWriter
@@ -656,3 +657,183 @@ class ArtifactStoreContract:
             ref = s.commit()
             raise RuntimeError("after the commit")
         assert store.read(ref.id) == b"kept"
+
+    # -- list_artifacts: the operator's paged listing ------------------------------------------
+
+    def _listing_fixture(self, store: ArtifactStore) -> list[ArtifactRecord]:
+        """Five artifacts over two runs and two conversations, created out of id order."""
+        return [
+            store.put_or_reuse(
+                run_id=run, conversation_id=conv, origin=ArtifactOrigin.EXPORT, name=f"n{i}",
+                media_type="text/plain", content=b"x%d" % i, trust=Trust.INTERNAL_TOOL,
+                now=T0 + offset * _SECOND, expires_at=T0 + (offset + 1) * _SECOND,
+            )
+            for i, (run, conv, offset) in enumerate([
+                ("run-1", "conv-1", 3), ("run-2", "conv-1", 1), ("run-1", None, 2),
+                ("run-2", "conv-2", 1), ("run-1", "conv-1", 0),
+            ])
+        ]
+
+    @staticmethod
+    def _ordered(records: list[ArtifactRecord]) -> list[ArtifactRecord]:
+        return sorted(records, key=lambda r: (r.created_at, r.id))
+
+    def test_list_artifacts_orders_everything_by_created_at_then_id(
+        self, tmp_path: Path
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        made = self._listing_fixture(store)
+        # Expired ones included: listing is the operator's view of what is stored.
+        assert store.list_artifacts() == self._ordered(made)
+        assert store.list_artifacts(limit=2) == self._ordered(made)[:2]
+
+    def test_list_artifacts_filters_by_run_and_conversation(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        made = self._listing_fixture(store)
+
+        def expect(run: str | None, conv: str | None) -> list[ArtifactRecord]:
+            return self._ordered([r for r in made if (run is None or r.run_id == run)
+                                  and (conv is None or r.conversation_id == conv)])
+
+        for run, conv in [("run-1", None), (None, "conv-1"), ("run-1", "conv-1"),
+                          ("run-2", "conv-2"), ("run-3", None), (None, "conv-9")]:
+            got = store.list_artifacts(run_id=run, conversation_id=conv)
+            assert got == expect(run, conv), (run, conv)
+
+    def test_list_artifacts_pages_by_the_last_id(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        made = self._listing_fixture(store)
+        pages: list[list[ArtifactRecord]] = []
+        after: str | None = None
+        while page := store.list_artifacts(limit=2, after=after):
+            pages.append(page)
+            after = page[-1].id
+        assert [len(p) for p in pages] == [2, 2, 1]
+        assert [r for p in pages for r in p] == self._ordered(made)
+        run_1 = self._ordered([r for r in made if r.run_id == "run-1"])
+        assert store.list_artifacts(run_id="run-1", after=run_1[0].id) == run_1[1:]
+        # The cursor may be any artifact: paging continues from its place in the order.
+        assert store.list_artifacts(run_id="run-2", after=run_1[0].id) == self._ordered(
+            [r for r in made if r.run_id == "run-2" and
+             (r.created_at, r.id) > (run_1[0].created_at, run_1[0].id)])
+
+    def test_list_artifacts_shows_no_uncommitted_upload(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        upload = _begin(store)
+        upload.write(b"half")
+        assert store.list_artifacts() == []
+        upload.abort()
+
+    @pytest.mark.parametrize(
+        ("kwargs", "error"),
+        [
+            ({"limit": 0}, ValueError),
+            ({"limit": -1}, ValueError),
+            ({"limit": True}, TypeError),
+            ({"limit": 1.5}, TypeError),
+            ({"run_id": ""}, ValueError),
+            ({"conversation_id": ""}, ValueError),
+            ({"after": "no-such-artifact"}, ArtifactNotFound),
+        ],
+    )
+    def test_list_artifacts_refuses_bad_arguments(
+        self, tmp_path: Path, kwargs: dict[str, Any], error: type[Exception]
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        _put(store)
+        with pytest.raises(error):
+            store.list_artifacts(**kwargs)
+
+    # -- purge -----------------------------------------------------------------------------------
+
+    def test_purge_removes_exactly_what_expired_at_now(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        gone_at_now = _put(store, name="a", content=b"aaaa", expires_at=T0 + 10 * _SECOND)
+        gone_before = _put(store, name="b", content=b"bb", expires_at=T0 + 5 * _SECOND)
+        live = _put(store, name="c", content=b"c", expires_at=T0 + 11 * _SECOND)
+        forever = _put(store, name="d", content=b"d")
+        report = store.purge(T0 + 10 * _SECOND)  # expiring at `now` is expired
+        assert isinstance(report, PurgeReport)
+        assert (report.artifacts, report.artifact_bytes) == (2, 6)
+        assert (report.content_files, report.freed_bytes, report.staged_uploads) == (2, 6, 0)
+        for record in (gone_at_now, gone_before):
+            with pytest.raises(ArtifactNotFound):
+                store.get(record.id)
+            with pytest.raises(ArtifactNotFound):
+                store.read(record.id)
+        assert store.list_artifacts() == self._ordered([live, forever])
+        assert store.read(live.id) == b"c" and store.read(forever.id) == b"d"
+
+    def test_purge_keeps_content_a_remaining_artifact_shares(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        expired = _put(store, name="old", content=b"shared", expires_at=T0 + _SECOND)
+        keeper = _put(store, run_id="run-2", name="new", content=b"shared")
+        report = store.purge(T0 + _SECOND)
+        assert (report.artifacts, report.artifact_bytes) == (1, 6)
+        assert (report.content_files, report.freed_bytes) == (0, 0)
+        with pytest.raises(ArtifactNotFound):
+            store.get(expired.id)
+        assert store.read(keeper.id) == b"shared"
+
+    def test_a_second_purge_finds_nothing(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        _put(store, expires_at=T0 + _SECOND)
+        assert store.purge(T0 + _SECOND).artifacts == 1
+        again = store.purge(T0 + _SECOND)
+        assert (again.artifacts, again.artifact_bytes, again.content_files,
+                again.staged_uploads, again.freed_bytes) == (0, 0, 0, 0, 0)
+
+    def test_content_written_again_after_a_purge_is_whole(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        _put(store, content=b"again", expires_at=T0 + _SECOND)
+        store.purge(T0 + _SECOND)
+        assert store.read(_put(store, content=b"again").id) == b"again"
+        assert store.read(_streamed(store, [b"ag", b"ain"]).id) == b"again"
+
+    def test_purge_leaves_an_open_upload_alone(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        upload = _begin(store)
+        upload.write(b"in progress")
+        # Far enough ahead that any staged upload would be stale: this one is still open.
+        report = store.purge(T0 + dt.timedelta(days=400))
+        assert report.staged_uploads == 0
+        upload.write(b", finished")
+        assert store.read(upload.commit(T0).id) == b"in progress, finished"
+
+    def test_purge_reads_no_clock(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, ScriptedClock([T0]))
+        _put(store, expires_at=T0 + _SECOND)  # the one reading, for created_at
+        assert store.purge(T0 + _SECOND).artifacts == 1
+
+    def test_purge_refuses_a_naive_now(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, expires_at=T0 + _SECOND)
+        with pytest.raises(ValueError):
+            store.purge(dt.datetime(2026, 7, 26))
+        assert store.get(record.id) == record
+
+    # -- retention: the writer's default expiry ------------------------------------------------
+
+    def test_retention_is_none_or_positive(self, tmp_path: Path) -> None:
+        retention = self.make_store(tmp_path, FixedClock(T0)).retention
+        assert retention is None or (
+            isinstance(retention, dt.timedelta) and retention > dt.timedelta(0))
+
+    def test_the_writer_applies_the_retention_when_no_expiry_is_given(
+        self, tmp_path: Path
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        expected = None if store.retention is None else T0 + store.retention
+        writer = RunArtifactWriter(store, "run-1", FixedClock(T0))
+        fields: dict[str, Any] = dict(origin=ArtifactOrigin.EXPORT, media_type="text/plain",
+                                      trust=Trust.INTERNAL_TOOL)
+        default = writer.write(name="default.txt", content=b"d", **fields)
+        assert store.get(default.id).expires_at == expected
+        own = writer.write(name="own.txt", content=b"o", expires_at=T0 + _SECOND, **fields)
+        assert store.get(own.id).expires_at == T0 + _SECOND  # the tool's own expiry wins
+        with writer.stream(name="streamed.txt", max_bytes=8, **fields) as s:
+            s.write(b"s")
+            streamed = s.commit()
+        assert store.get(streamed.id).expires_at == expected
+        # A direct put is not the writer: no expiry given means none.
+        assert _put(store).expires_at is None

@@ -128,6 +128,61 @@ class InvocationStoreContract:
                                          limit=5)] == ["r0", "r1", "r2"]
         assert store.list(limit=0) == []
 
+    def test_list_pages_after_an_id_in_the_same_order(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+        # Two rows share an instant: the id orders them, and a page may end between them.
+        for id, created in (("b", later), ("a", later), ("c", DEFAULT_INSTANT), ("d", later)):
+            store.insert(self.record(id=id, created_at=created))
+        store.insert(self.record(id="e", created_at=later, state=InvocationState.SUCCEEDED))
+        awaiting = InvocationState.AWAITING_APPROVAL
+        pages, after = [], None
+        while page := [r.id for r in store.list(state=awaiting, limit=2, after=after)]:
+            pages.append(page)
+            after = page[-1]
+        assert pages == [["c", "a"], ["b", "d"]]
+        assert [r.id for r in store.list(after="a")] == ["b", "d", "e"]
+        # The anchor need not match the filter: a row approved since still marks the place.
+        assert store.transition("a", expected={awaiting}, to=InvocationState.APPROVED)
+        assert [r.id for r in store.list(state=awaiting, after="a")] == ["b", "d"]
+        with pytest.raises(InvocationNotFound):
+            store.list(after="nope")
+
+    def test_pending_is_the_awaiting_rows_as_list_pages_them(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+        for id, created in (("b", later), ("a", later), ("c", DEFAULT_INSTANT), ("d", later)):
+            store.insert(self.record(id=id, created_at=created))
+        store.insert(self.record(id="e", created_at=later, state=InvocationState.RUNNING))
+        store.insert(self.record(id="f", state=InvocationState.SUCCEEDED))
+        awaiting = InvocationState.AWAITING_APPROVAL
+        for limit, after in ((10, None), (2, None), (2, "a"), (1, "c"), (0, None), (5, "f"),
+                             (5, "d")):
+            assert [p.id for p in store.pending(limit=limit, after=after)] == [
+                r.id for r in store.list(state=awaiting, limit=limit, after=after)]
+        with pytest.raises(InvocationNotFound):
+            store.pending(limit=5, after="nope")
+
+    def test_pending_gives_the_listed_columns_as_their_stored_text(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        arguments = {"x": "é\u202e", "n": [1, 2.5], "a": None}
+        # A whole second still shows six fractional digits (isoformat() alone drops them).
+        second = dt.datetime(2026, 7, 25, 13, 3, 11, tzinfo=dt.UTC)
+        store.insert(self.record(id="one", arguments=arguments, tool_version=None,
+                                 argument_digest=None, created_at=second))
+        store.insert(self.record(id="two", policy=None, run_id="run-2",
+                                 created_at=second + dt.timedelta(microseconds=7)))
+        one, two = store.pending(limit=5)
+        assert (one.id, one.run_id, one.tool_name, one.tool_version, one.argument_digest) == (
+            "one", "run-1", "fx.echo", None, None)
+        assert one.created == "2026-07-25T13:03:11.000000+00:00"
+        assert two.created == "2026-07-25T13:03:11.000007+00:00"
+        # Canonical JSON: sorted keys, no spaces, characters as themselves.
+        assert one.arguments_json == '{"a":null,"n":[1,2.5],"x":"é\u202e"}'
+        assert one.policy_json == '{"action":"approval","rule":"EXTERNAL_WRITE/HIGH"}'
+        assert (two.id, two.run_id, two.tool_version, two.argument_digest, two.policy_json) == (
+            "two", "run-2", "1.0.0", "sha256:00", None)
+
     # ------------------------------------------------------------------ owners
 
     def test_this_process_owns_alive(self, tmp_path: Path) -> None:

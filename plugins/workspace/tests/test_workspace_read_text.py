@@ -372,6 +372,28 @@ def test_reading_stops_on_whole_characters_past_the_ceiling(
     assert spy.bytes_read <= 10 + max(chunk, 3)
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7])
+def test_the_checksum_past_the_ceiling_covers_exactly_the_whole_characters(
+    toolhost_host: Harness, run: Run, root: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """Mixed 1-, 2-, 3- and 4-byte characters, and chunks smaller than a character: the bytes
+    held back for an unfinished character are hashed only once it is whole, so the checksum is
+    the text's own even when a chunk ends inside a character that began chunks earlier."""
+    data = "a😀é€b😀😀€".encode() * 3
+    (root / "mixed.txt").write_bytes(data)
+    monkeypatch.setattr(read_text, "HARD_OUTPUT_CEILING", 17)
+    monkeypatch.setattr(read_text, "CHUNK_SIZE", chunk)
+    body = toolhost_host.run_body("workspace.read_text", {"path": "mixed.txt"},
+                                  context=toolhost_host.context(run=run))
+    text = body.content
+    assert data.decode().startswith(text) and len(text.encode()) > 17
+    # Stopped after the first chunk that took it past: at most that chunk and the bytes an
+    # unfinished character held back before it.
+    assert len(text.encode()) <= 17 + 3 + chunk
+    assert body.structured["byte_count"] == len(text.encode())
+    assert body.structured["checksum"] == sha(text.encode())
+
+
 def test_a_file_that_grows_while_it_is_read_is_read_to_the_ceiling_only(
     toolhost_host: Harness, run: Run, root: Path
 ) -> None:

@@ -109,15 +109,13 @@ def test_schemas_are_the_specs_exactly(name: str) -> None:
 UNAVAILABLE = "tool.upstream_unavailable.workspace_unavailable"
 
 
-def test_the_five_messages_byte_for_byte() -> None:
-    # The specification's four, and the filesystem failing (issue 10).
+def test_the_four_messages_byte_for_byte() -> None:
+    # The specification's four. The filesystem failing is the host's failure (issue 12).
     assert messages.MESSAGES == {
         "tool.not_found.no_such_path": "No such path in the workspace.",
         "tool.invalid_arguments.not_text": "Not a UTF-8 text file. This tool reads text only.",
         "tool.invalid_arguments.not_a_file": "That path is a directory.",
         "tool.invalid_arguments.not_a_directory": "That path is a file. Use workspace.read_text.",
-        UNAVAILABLE: "The workspace cannot be used right now (no space or no file handles "
-                     "left). Try again later.",
     }
     # What the host renders is what the tools declare: each code once, on its tool, with
     # exactly that message, and no schema rule mapped to it.
@@ -130,12 +128,14 @@ def test_each_tool_declares_what_it_may_end_with() -> None:
     declared = {name: t.reason_codes for name, t in tools().items()}
     assert declared == {
         "workspace.read_text": ("tool.not_found.no_such_path", "tool.invalid_arguments.not_text",
-                                "tool.invalid_arguments.not_a_file", UNAVAILABLE),
+                                "tool.invalid_arguments.not_a_file"),
         "workspace.write_text": ("tool.not_found.no_such_path",
-                                 "tool.invalid_arguments.not_a_file", UNAVAILABLE),
+                                 "tool.invalid_arguments.not_a_file"),
         "workspace.list_files": ("tool.not_found.no_such_path",
-                                 "tool.invalid_arguments.not_a_directory", UNAVAILABLE),
+                                 "tool.invalid_arguments.not_a_directory"),
     }
+    # A workspace the filesystem cannot serve is the host's failure, declared by no tool.
+    assert not any(UNAVAILABLE in codes for codes in declared.values())
     # The schema code is the host's: no tool declares it, and the plugin has no message for it.
     assert SCHEMA not in messages.MESSAGES
 

@@ -59,13 +59,14 @@ HOST = "toolhost"
 #: Exactly the public names the modules take ``from toolhost``: the spec's vocabulary, the
 #: outcome types, the workspace's exceptions and Provenance, the checksum helper, Reason
 #: (messages) and the pipeline's hard output ceiling (read_text stops reading past it). Not
-#: WorkspaceEscape (a tool never catches it), not the Workspace protocol (a tool is handed
-#: one), and nothing private.
+#: WorkspaceEscape or WorkspaceUnavailable (a tool never catches them: the pipeline turns
+#: each into the host's failure), not the Workspace protocol (a tool is handed one), and
+#: nothing private.
 ALLOWED_HOST_NAMES = frozenset({
     "HARD_OUTPUT_CEILING", "Idempotency", "Kind", "Provenance", "Reason", "Risk", "SideEffect",
     "Source", "TargetKind", "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec",
     "Trust", "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound",
-    "WorkspaceUnavailable", "sha256_checksum",
+    "sha256_checksum",
 })
 FIRST_PARTY = "toolhost_workspace"
 BANNED_NAMES = frozenset({

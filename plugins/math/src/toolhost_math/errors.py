@@ -35,17 +35,18 @@ class Reason(enum.Enum):
         return REASON_CODE_PREFIX + self.value
 
 
+_REASON_CODES = {reason: reason.reason_code for reason in Reason}
+
+
 class CalculationError(Exception):
     """An expression the tool refuses, with operator-only detail."""
 
     def __init__(self, reason: Reason, **detail: Any) -> None:
-        super().__init__(reason.reason_code)
+        code = _REASON_CODES[reason]  # a dict lookup: Enum.value is a Python-level property
+        self.args = (code,)
         self.reason = reason
+        self.reason_code = code
         self.detail: Mapping[str, Any] = detail
-
-    @property
-    def reason_code(self) -> str:
-        return self.reason.reason_code
 
     def __repr__(self) -> str:
         return f"CalculationError({self.reason.value!r}, {dict(self.detail)!r})"

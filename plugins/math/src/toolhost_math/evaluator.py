@@ -10,9 +10,10 @@ a tiny result to zero is the same lie as quietly returning infinity for a huge o
 
 Exactness is the context's Inexact flag: cleared before, read after.
 
-The walk is iterative (an explicit stack), so a long chain such as 1+1+...+1 costs no
-recursion however the parser shaped it, and operands are evaluated left to right, so the
-first failure in reading order is the one reported.
+The evaluator runs the tree's nodes in post-order, as the parser lists them, on a stack of
+values: a long chain such as 1+1+...+1 costs no recursion however the parser shaped it, and
+operands are evaluated left to right, so the first failure in reading order is the one
+reported.
 """
 
 from __future__ import annotations
@@ -63,67 +64,59 @@ class Evaluation(NamedTuple):
     exact: bool
 
 
-def evaluate(tree: Node) -> Evaluation:
-    """The value of ``tree`` at fifty significant digits, and whether it is exact.
+def evaluate(nodes: list[Node]) -> Evaluation:
+    """The value of the tree whose nodes ``nodes`` lists in evaluation order (post-order, the
+    root last, as ``parse_in_order`` returns it) at fifty significant digits, and whether it
+    is exact.
 
     :raises CalculationError: domain, division_by_zero or result_out_of_range.
     """
     with decimal.localcontext(CONTEXT) as context:
         context.clear_flags()
-        value = _walk(tree, context)
+        value = _run(nodes, context)
         return Evaluation(value, not context.flags[Inexact])
 
 
-def _walk(tree: Node, context: Context) -> Decimal:
-    # The stack holds nodes still to expand and, as 1-tuples, nodes whose operands are on
-    # ``values`` and which are ready to apply. Numbers, the commonest node, are tested first.
-    stack: list[Node | tuple[Node]] = [tree]  # a Node, or a 1-tuple of one
+def _run(nodes: list[Node], context: Context) -> Decimal:
+    # A stack machine over the post-order: each node's operands are the values on top of the
+    # stack when it is reached. Numbers, the commonest node, are tested first.
     values: list[Decimal] = []
-    pop, push, take = stack.pop, values.append, values.pop
+    push, take = values.append, values.pop
     create = context.create_decimal
-    node: Node = tree
+    node = nodes[0]
     try:
-        while stack:
-            item = pop()
-            if type(item) is Number:
-                node = item
+        for node in nodes:
+            if type(node) is Number:
                 # Rounded into the context on creation: a 60-digit literal is 50 digits and
                 # inexact, and 1e99999 overflows here rather than somewhere later.
-                push(create(item.text))
-            elif type(item) is tuple:
-                node = item[0]
-                if type(node) is Binary:
-                    right = take()
-                    left = take()
-                    op = node.op
-                    if op == "+":
-                        push(left + right)
-                    elif op == "-":
-                        push(left - right)
-                    elif op == "*":
-                        push(left * right)
-                    else:
-                        push(_binary(node, left, right))
-                elif type(node) is Unary:
-                    operand = take()
-                    push(-operand if node.op == "-" else +operand)
+                push(create(node.text))
+            elif type(node) is Binary:
+                right = take()
+                op = node.op
+                if op == "+":
+                    values[-1] += right
+                elif op == "*":
+                    values[-1] *= right
+                elif op == "-":
+                    values[-1] -= right
                 else:
-                    assert type(node) is Call
-                    count = len(node.args)
-                    args = values[-count:]
-                    del values[-count:]
-                    push(_call(node, args))
-            elif type(item) is Binary:
-                stack += ((item,), item.right, item.left)
-            elif type(item) is Constant:
-                node = item
-                push(+CONSTANTS[item.name])  # unary plus rounds it to the context
-            elif type(item) is Unary:
-                stack += ((item,), item.operand)
+                    values[-1] = _binary(node, values[-1], right)
+            elif type(node) is Constant:
+                push(+CONSTANTS[node.name])  # unary plus rounds it to the context
+            elif type(node) is Unary:
+                values[-1] = -values[-1] if node.op == "-" else +values[-1]
             else:
-                assert type(item) is Call
-                stack.append((item,))
-                stack += reversed(item.args)
+                assert type(node) is Call
+                count = len(node.args)
+                args = values[-count:]
+                del values[-count:]
+                try:
+                    push(FUNCTIONS[node.function].apply(args))
+                except OutsideDomain as outside:
+                    raise CalculationError(
+                        Reason.DOMAIN, offset=node.offset, function=node.function,
+                        argument=outside.argument,
+                    ) from None
     except (Overflow, Underflow) as signal:
         raise CalculationError(
             Reason.RESULT_OUT_OF_RANGE, offset=node.offset, operation=_label(node),
@@ -207,12 +200,3 @@ def _power(node: Binary, base: Decimal, exponent: Decimal) -> Decimal:
             Reason.DOMAIN, offset=node.offset, operation=POWER, argument=1
         )
     return base**exponent
-
-
-def _call(node: Call, args: list[Decimal]) -> Decimal:
-    try:
-        return FUNCTIONS[node.function].apply(args)
-    except OutsideDomain as outside:
-        raise CalculationError(
-            Reason.DOMAIN, offset=node.offset, function=node.function, argument=outside.argument
-        ) from None

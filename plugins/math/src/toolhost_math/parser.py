@@ -32,7 +32,7 @@ from toolhost_math.errors import CalculationError, Reason
 from toolhost_math.functions import CONSTANTS, FUNCTIONS
 from toolhost_math.tokenizer import END, NAME, NUMBER, POWER, Token
 
-__all__ = ["Binary", "Call", "Constant", "Node", "Number", "Unary", "parse"]
+__all__ = ["Binary", "Call", "Constant", "Node", "Number", "Unary", "parse", "parse_in_order"]
 
 
 # Nodes are never mutated after parsing. They are not frozen only because a frozen
@@ -88,14 +88,23 @@ def parse(tokens: list[Token]) -> Node:
     :raises CalculationError: expression_too_deep or syntax, whichever comes first reading left
         to right; otherwise the first unknown_name or arity.
     """
+    return parse_in_order(tokens)[-1]
+
+
+def parse_in_order(tokens: list[Token]) -> list[Node]:
+    """Every node of the tree for ``tokens`` in evaluation order: post-order, operands left to
+    right, so the root is last. What ``parse`` does, without a second walk for the evaluator.
+
+    :raises CalculationError: as ``parse``.
+    """
     parser = _Parser(tokens)
-    tree = parser.expression(0)
+    parser.expression(0)
     trailing = tokens[parser.index]
     if trailing.kind != END:
         raise _syntax(trailing)
     if parser.unresolved is not None:
         raise parser.unresolved
-    return tree
+    return parser.nodes
 
 
 def _syntax(token: Token) -> CalculationError:
@@ -113,18 +122,19 @@ def _deeper(depth: int, token: Token) -> int:
     return depth
 
 
-def _wrap(signs: list[Token], node: Node) -> Node:
-    for sign in reversed(signs):
-        node = Unary(sign.kind, node, sign.offset)
-    return node
-
-
 class _Parser:
-    __slots__ = ("index", "tokens", "unresolved")
+    """One method per rule, except that ``expression`` folds ``term`` into its loop and
+    ``unary`` folds in ``power``: a Python call is the dearest thing a parser this size does.
+
+    Every node is appended to ``nodes`` as it is built. A node is built once its operands are,
+    and operands are read left to right, so ``nodes`` is the tree in post-order."""
+
+    __slots__ = ("index", "nodes", "tokens", "unresolved")
 
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
         self.index = 0
+        self.nodes: list[Node] = []
         #: The first unknown_name or arity problem, raised only if the whole input parses.
         self.unresolved: CalculationError | None = None
 
@@ -133,17 +143,34 @@ class _Parser:
             self.unresolved = error
 
     def expression(self, depth: int) -> Node:
-        node = self.term(depth)
-        while (token := self.tokens[self.index]).kind in _SIGNS:
-            self.index += 1
-            node = Binary(token.kind, node, self.term(depth), token.offset)
-        return node
-
-    def term(self, depth: int) -> Node:
-        node = self.unary(depth)
-        while (token := self.tokens[self.index]).kind in _TERM_OPERATORS:
-            self.index += 1
-            node = Binary(token.kind, node, self.unary(depth), token.offset)
+        """``term (("+" | "-") term)*`` where ``term`` is ``unary (("*" | ...) unary)*``: the
+        term being read and the sum before it, both left-associative."""
+        tokens, unary, add = self.tokens, self.unary, self.nodes.append
+        term = unary(depth)
+        total: Node | None = None
+        pending: Token | None = None  # the "+" or "-" between ``total`` and ``term``
+        while True:
+            token = tokens[self.index]
+            kind = token.kind
+            if kind in _TERM_OPERATORS:
+                self.index += 1
+                term = Binary(kind, term, unary(depth), token.offset)
+                add(term)
+            elif kind in _SIGNS:
+                self.index += 1
+                if pending is None:
+                    total = term
+                else:
+                    total = Binary(pending.kind, total, term, pending.offset)  # type: ignore[arg-type]
+                    add(total)
+                pending = token
+                term = unary(depth)
+            else:
+                break
+        if pending is None:
+            return term
+        node = Binary(pending.kind, total, term, pending.offset)  # type: ignore[arg-type]
+        add(node)
         return node
 
     def signs(self, depth: int) -> tuple[list[Token], int]:
@@ -155,37 +182,72 @@ class _Parser:
             self.index += 1
         return signs, depth
 
-    def unary(self, depth: int) -> Node:
-        if self.tokens[self.index].kind not in _SIGNS:
-            return self.power(depth)  # the common case, without building an empty chain
-        signs, depth = self.signs(depth)
-        return _wrap(signs, self.power(depth))
+    def wrap(self, signs: list[Token], node: Node) -> Node:
+        for sign in reversed(signs):
+            node = Unary(sign.kind, node, sign.offset)
+            self.nodes.append(node)
+        return node
 
-    def power(self, depth: int) -> Node:
-        base = self.primary(depth)
-        if self.tokens[self.index].kind != POWER:
-            return base
-        # The exponent is a unary whose operand may again be a power: 2^-3^4 is 2^(-(3^4)).
-        # Read the chain in a loop, carrying the depth its signs add, then fold it rightwards.
-        links: list[tuple[Token, list[Token], Node]] = []
-        while (operator := self.tokens[self.index]).kind == POWER:
+    def unary(self, depth: int) -> Node:
+        """``unary`` and ``power`` in one method: the signs, the primary, then the exponent
+        chain if one follows (``-2^2`` is ``-(2^2)``)."""
+        tokens, index = self.tokens, self.index
+        token = tokens[index]
+        if token.kind == NUMBER and tokens[index + 1].kind != POWER:
+            # The commonest operand by far, a number alone, without the general path's calls.
+            self.index = index + 1
+            node: Node = Number(token.text, token.offset)
+            self.nodes.append(node)
+            return node
+        signs = None
+        if token.kind == "(":
+            # A group, without the trip through primary: one call per level of nesting.
+            self.index = index + 1
+            node = self.expression(_deeper(depth, token))
+            self.expect(")")
+        else:
+            if token.kind in _SIGNS:
+                signs, depth = self.signs(depth)
+            node = self.primary(depth)
+        if self.tokens[self.index].kind == POWER:
+            node = self.exponents(node, depth)
+        return node if signs is None else self.wrap(signs, node)
+
+    def exponents(self, base: Node, depth: int) -> Node:
+        """The ``("^" | "**") unary`` after ``base``. That unary's operand may again be a
+        power: 2^-3^4 is 2^(-(3^4)). Read the chain in a loop, carrying the depth its signs
+        add, then fold it rightwards."""
+        tokens = self.tokens
+        links: list[tuple[Token, list[Token] | None, Node]] = []
+        while (operator := tokens[self.index]).kind == POWER:
             self.index += 1
-            signs, depth = self.signs(depth)
+            signs = None
+            if tokens[self.index].kind in _SIGNS:
+                signs, depth = self.signs(depth)
             links.append((operator, signs, self.primary(depth)))
         node = links[-1][2]
-        for i in range(len(links) - 1, 0, -1):
+        add = self.nodes.append
+        for i in range(len(links) - 1, -1, -1):
             operator, signs, _ = links[i]
-            node = Binary(POWER, links[i - 1][2], _wrap(signs, node), operator.offset)
-        operator, signs, _ = links[0]
-        return Binary(POWER, base, _wrap(signs, node), operator.offset)
+            if signs is not None:
+                node = self.wrap(signs, node)
+            node = Binary(POWER, links[i - 1][2] if i else base, node, operator.offset)
+            add(node)
+        return node
 
     def primary(self, depth: int) -> Node:
         token = self.tokens[self.index]
         kind = token.kind
+        node: Node
         if kind == NUMBER:
             self.index += 1
-            return Number(token.text, token.offset)
-        if kind == NAME:
+            node = Number(token.text, token.offset)
+        elif kind == "(":
+            self.index += 1
+            node = self.expression(_deeper(depth, token))
+            self.expect(")")
+            return node
+        elif kind == NAME:
             self.index += 1
             if self.tokens[self.index].kind == "(":
                 return self.call(token, depth)
@@ -193,14 +255,11 @@ class _Parser:
                 self.defer(
                     CalculationError(Reason.UNKNOWN_NAME, offset=token.offset, token=token.text)
                 )
-            return Constant(token.text, token.offset)
-        if kind == "(":
-            depth = _deeper(depth, token)
-            self.index += 1
-            node = self.expression(depth)
-            self.expect(")")
-            return node
-        raise _syntax(token)
+            node = Constant(token.text, token.offset)
+        else:
+            raise _syntax(token)
+        self.nodes.append(node)
+        return node
 
     def call(self, name: Token, depth: int) -> Node:
         function = FUNCTIONS.get(name.text)
@@ -223,7 +282,9 @@ class _Parser:
                     expected=function.arity,
                 )
             )
-        return Call(name.text, tuple(args), name.offset)
+        node = Call(name.text, tuple(args), name.offset)
+        self.nodes.append(node)
+        return node
 
     def expect(self, kind: str) -> None:
         token = self.tokens[self.index]

@@ -25,7 +25,7 @@ from toolhost import (
 )
 from toolhost_math.errors import CalculationError
 from toolhost_math.evaluator import PRECISION, evaluate
-from toolhost_math.parser import parse
+from toolhost_math.parser import parse_in_order
 from toolhost_math.render import render
 from toolhost_math.tokenizer import tokenize
 
@@ -129,27 +129,8 @@ def calculate(expression: str) -> Calculation:
 
     :raises CalculationError: with one of the eight reasons.
     """
-    value, exact = evaluate(parse(tokenize(expression)))
+    value, exact = evaluate(parse_in_order(tokenize(expression)))
     return Calculation(render(value), exact)
-
-
-def _calculate_tool(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-    # Step 4 guarantees a string of 1 to 1024 characters; the tokenizer still bounds the
-    # length itself (the spec's "appears twice on purpose"), for callers outside the pipeline.
-    expression: str = arguments["expression"]
-    try:
-        calculation = calculate(expression)
-    except CalculationError as error:
-        # Not retryable, exactly: a pure function fails the identical call identically.
-        raise ToolFailure(error.reason_code, detail=error.detail, retryable=False) from None
-    return ToolOutput(
-        structured={
-            "result": calculation.result,
-            "result_exact": calculation.exact,
-            "expression": expression,  # verbatim, not canonicalized
-        },
-        content=calculation.content,
-    )
 
 
 async def calculate_tool(arguments: Mapping[str, Any], context: ToolExecutionContext) -> (
@@ -158,5 +139,24 @@ async def calculate_tool(arguments: Mapping[str, Any], context: ToolExecutionCon
     """The callable the host runs. Async on purpose, with nothing to await: the body is pure
     CPU work that the spec's bounds (1024 characters, 512 tokens, depth 32, the decimal
     context's magnitude traps) hold to well under a millisecond, so it runs on the event loop
-    instead of paying a worker-thread hop (about 100 µs) per call."""
-    return _calculate_tool(arguments, context)
+    instead of paying a worker-thread hop (about 100 µs) per call.
+
+    ``calculate`` inlined, without its Calculation: this is the hot path, and a call and a
+    tuple are a tenth of the work for ``17 * 23``."""
+    # Step 4 guarantees a string of 1 to 1024 characters; the tokenizer still bounds the
+    # length itself (the spec's "appears twice on purpose"), for callers outside the pipeline.
+    expression: str = arguments["expression"]
+    try:
+        value, exact = evaluate(parse_in_order(tokenize(expression)))
+    except CalculationError as error:
+        # Not retryable, exactly: a pure function fails the identical call identically.
+        raise ToolFailure(error.reason_code, detail=error.detail, retryable=False) from None
+    result = render(value)
+    return ToolOutput(
+        structured={
+            "result": result,
+            "result_exact": exact,
+            "expression": expression,  # verbatim, not canonicalized
+        },
+        content=result if exact else f"{result}\n{INEXACT_NOTE}",
+    )

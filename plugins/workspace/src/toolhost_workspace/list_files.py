@@ -35,9 +35,8 @@ from toolhost import (
     Trust,
     WorkspaceNotDirectory,
     WorkspaceNotFound,
-    WorkspaceUnavailable,
 )
-from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_DIRECTORY, unavailable
+from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_DIRECTORY
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "list_files"]
 
@@ -150,8 +149,6 @@ def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
         raise ToolFailure(NO_SUCH_PATH) from None
     except WorkspaceNotDirectory:
         raise ToolFailure(NOT_A_DIRECTORY) from None
-    except WorkspaceUnavailable as exc:
-        raise unavailable(exc) from None
     entries = [
         {"path": e.path, "kind": e.kind, "byte_count": e.byte_count} for e in listing.entries
     ]

@@ -1,6 +1,7 @@
 """The reasons of the three workspace tools, each with its static model-facing message: the
-specification's four exactly as its "Failures" list prints them, and workspace_unavailable
-(issue 10: the filesystem itself failing is neither the path's fault nor unexpected).
+specification's four exactly as its "Failures" list prints them. A workspace the filesystem
+cannot serve (``WorkspaceUnavailable``) is the host's failure, not one of these: the tools let
+it pass, like a rejected path, and every tool that touches a workspace ends the same way.
 
 Messages carry the remedy and never the input: not_a_directory names the sibling tool to use
 instead; not_a_file names none, because the default agent is not offered workspace.list_files
@@ -9,7 +10,7 @@ instead; not_a_file names none, because the default agent is not offered workspa
 
 from __future__ import annotations
 
-from toolhost import Reason, ToolFailure, WorkspaceUnavailable
+from toolhost import Reason
 
 __all__ = [
     "LIST_FILES_REASONS",
@@ -19,9 +20,7 @@ __all__ = [
     "NOT_TEXT",
     "NO_SUCH_PATH",
     "READ_TEXT_REASONS",
-    "WORKSPACE_UNAVAILABLE",
     "WRITE_TEXT_REASONS",
-    "unavailable",
 ]
 
 #: NOT_FOUND ("the target, not the tool"), not retryable: the workspace does not change
@@ -32,18 +31,12 @@ NO_SUCH_PATH = "tool.not_found.no_such_path"
 NOT_TEXT = "tool.invalid_arguments.not_text"
 NOT_A_FILE = "tool.invalid_arguments.not_a_file"
 NOT_A_DIRECTORY = "tool.invalid_arguments.not_a_directory"
-#: UPSTREAM_UNAVAILABLE and retryable: no space or no file handles left, a read-only or failing
-#: filesystem. The filesystem is the dependency that is down; the path and the arguments are
-#: fine, and the same call may succeed once space or handles are freed.
-WORKSPACE_UNAVAILABLE = "tool.upstream_unavailable.workspace_unavailable"
 
 MESSAGES: dict[str, str] = {
     NO_SUCH_PATH: "No such path in the workspace.",
     NOT_TEXT: "Not a UTF-8 text file. This tool reads text only.",
     NOT_A_FILE: "That path is a directory.",
     NOT_A_DIRECTORY: "That path is a file. Use workspace.read_text.",
-    WORKSPACE_UNAVAILABLE: "The workspace cannot be used right now (no space or no file "
-    "handles left). Try again later.",
 }
 
 
@@ -56,12 +49,6 @@ def _reasons(*codes: str) -> tuple[Reason, ...]:
 #: rejects is one of those: it raises WorkspaceEscape, which the tools never catch, and
 #: pipeline step 9 turns it into the host's validation failure, one shape and one message
 #: across all three tools, so no tool declares it.
-READ_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE, WORKSPACE_UNAVAILABLE)
-WRITE_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_A_FILE, WORKSPACE_UNAVAILABLE)
-LIST_FILES_REASONS = _reasons(NO_SUCH_PATH, NOT_A_DIRECTORY, WORKSPACE_UNAVAILABLE)
-
-
-def unavailable(exc: WorkspaceUnavailable) -> ToolFailure:
-    """The one failure for a workspace the filesystem cannot serve, from any of the three:
-    retryable, with the handle's static reason for operators."""
-    return ToolFailure(WORKSPACE_UNAVAILABLE, detail={"problem": exc.reason}, retryable=True)
+READ_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE)
+WRITE_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_A_FILE)
+LIST_FILES_REASONS = _reasons(NO_SUCH_PATH, NOT_A_DIRECTORY)

@@ -33,10 +33,9 @@ from toolhost import (
     Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
-    WorkspaceUnavailable,
     sha256_checksum,
 )
-from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, unavailable
+from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "write_text"]
 
@@ -117,8 +116,6 @@ def write_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
         raise ToolFailure(NOT_A_FILE) from None
     except WorkspaceNotFound:  # a parent removed while the handle was creating it
         raise ToolFailure(NO_SUCH_PATH) from None
-    except WorkspaceUnavailable as exc:  # no space or file handles left: nothing was written
-        raise unavailable(exc) from None
     checksum = sha256_checksum(data)
     verb = "Created" if written.created else "Replaced"
     noun = "byte" if written.byte_count == 1 else "bytes"

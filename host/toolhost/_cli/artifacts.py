@@ -1,0 +1,355 @@
+"""The artifact commands: ``toolhost artifacts list``, ``get``, ``upload`` and ``purge``.
+
+Everything goes through the ArtifactStore port of the host's pipeline (the store the data
+directory holds), as the approval commands go through its invocation store. Names and media
+types are shown as the store holds them, rendered so a crafted one cannot pass for something
+else: a name is JSON-quoted (it may hold newlines), and every character that does not print is
+shown as its JSON escape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolhost._cli.approvals import print_json, printable
+from toolhost._cli.common import CommandError, load
+from toolhost._cli.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from toolhost._composition import Host
+    from toolhost._model.artifacts import ArtifactRecord
+    from toolhost._ports.artifacts import ArtifactStore
+
+__all__ = ["COMMANDS", "LIST_LIMIT", "OPERATOR", "add_parsers"]
+
+#: Who an upload belongs to unless ``--principal`` says: the CLI's principal (Host.start_run).
+OPERATOR = "operator"
+#: How much of an uploaded file is read at a time: the store streams it, never holding it whole.
+_CHUNK = 1024 * 1024
+#: ``toolhost._ports.artifacts.LIST_LIMIT``, stated again so that building the parser (every
+#: command, ``--help`` too) does not import the port and its values; a test keeps them equal.
+LIST_LIMIT = 100
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    artifacts = sub.add_parser(
+        "artifacts", help="list, fetch, upload and purge the stored artifacts")
+    verbs = artifacts.add_subparsers(dest="artifacts_command", metavar="COMMAND", required=True)
+
+    listing = verbs.add_parser("list", help="list artifacts, oldest first")
+    listing.add_argument("--run", metavar="R", help="only run R's")
+    listing.add_argument("--conversation", metavar="C", help="only conversation C's")
+    listing.add_argument("--limit", type=_positive, default=LIST_LIMIT, metavar="N",
+                         help=f"list at most N of them (default {LIST_LIMIT})")
+    listing.add_argument("--after", metavar="ID",
+                         help="start after this artifact (the last id of the previous page)")
+    listing.add_argument("--json", action="store_true", help="print the records as JSON")
+
+    get = verbs.add_parser("get", help="write an artifact's exact bytes to a file, after "
+                                       "checking them against its checksum")
+    get.add_argument("id", help="the artifact id `list` printed")
+    get.add_argument("-o", "--output", required=True, metavar="FILE",
+                     help="where to write them (replaced atomically); - for stdout")
+
+    upload = verbs.add_parser("upload", help="store a file as a conversation's upload, sent "
+                                             "(claimed), and print its id")
+    upload.add_argument("file", help="the file to upload")
+    upload.add_argument("--conversation", required=True, metavar="C",
+                        help="the conversation it is uploaded to")
+    upload.add_argument("--principal", default=OPERATOR, metavar="P",
+                        help=f"whose upload it is (default {OPERATOR!r}, the CLI's principal)")
+    upload.add_argument("--name", metavar="N", help="its name (default: the file's name)")
+    upload.add_argument("--media-type", metavar="T",
+                        help="its media type (default: from the name's extension)")
+
+    purge = verbs.add_parser("purge", help="remove expired artifacts, content no artifact "
+                                           "references, and abandoned staged uploads")
+    purge.add_argument("--json", action="store_true", help="print what was removed as JSON")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return value
+
+
+def _store() -> tuple[Host, ArtifactStore]:
+    host = load(stores=True)
+    return host, host.pipeline.artifacts
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a one-line JSON string, every character that does not print escaped."""
+    import json
+
+    return printable(json.dumps(value, ensure_ascii=False))
+
+
+# ---------------------------------------------------------------------- list
+
+
+def record_json(record: ArtifactRecord) -> dict[str, Any]:
+    """One ``list --json`` record."""
+    return {
+        "id": record.id,
+        "run_id": record.run_id,
+        "conversation_id": record.conversation_id,
+        "principal_id": record.principal_id,
+        "origin": record.origin.value,
+        "name": record.name,
+        "media_type": record.media_type,
+        "byte_count": record.size,
+        "checksum": record.checksum,
+        "trust": record.trust.value,
+        "created_at": _instant(record.created_at),
+        "expires_at": None if record.expires_at is None else _instant(record.expires_at),
+        "claimed": record.claimed,
+    }
+
+
+def _instant(value: Any) -> str:
+    return str(value.isoformat(timespec="microseconds"))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from toolhost._model.artifacts import ArtifactNotFound
+
+    for flag, value in (("--run", args.run), ("--conversation", args.conversation)):
+        if value == "":
+            raise CommandError(f"{flag} must not be empty")
+    _, store = _store()
+    try:
+        listed = store.list_artifacts(run_id=args.run, conversation_id=args.conversation,
+                                      limit=args.limit + 1, after=args.after)
+    except ArtifactNotFound:
+        raise CommandError(f"--after {args.after!r} is not an artifact (toolhost artifacts "
+                           "list shows them)", ExitCode.FAILED) from None
+    more, listed = len(listed) > args.limit, listed[:args.limit]
+    if args.json:
+        print_json([record_json(r) for r in listed])
+    elif not listed:
+        print(f"no artifacts{_scope(args)}")
+    else:
+        for r in listed:
+            print(f"{printable(r.id)}  {_instant(r.created_at)}  {r.origin.value}  {r.size}  "
+                  f"{printable(r.media_type)}  {_quoted(r.name)}")
+    if more:
+        print(f"toolhost: the first {args.limit} are listed; more follow (toolhost artifacts "
+              f"list{_filters(args)} --after {printable(listed[-1].id)})", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _scope(args: argparse.Namespace) -> str:
+    parts = []
+    if args.run is not None:
+        parts.append(f"in run {_quoted(args.run)}")
+    if args.conversation is not None:
+        parts.append(f"in conversation {_quoted(args.conversation)}")
+    if args.after is not None:
+        parts.append(f"after {_quoted(args.after)}")
+    return "".join(f" {p}" for p in parts)
+
+
+def _filters(args: argparse.Namespace) -> str:
+    import shlex
+
+    text = ""
+    if args.run is not None:
+        text += f" --run {printable(shlex.quote(args.run))}"
+    if args.conversation is not None:
+        text += f" --conversation {printable(shlex.quote(args.conversation))}"
+    return f"{text} --limit {args.limit}"
+
+
+# ---------------------------------------------------------------------- get
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from toolhost._model.artifacts import ArtifactCorrupted, ArtifactNotFound
+
+    target = None if args.output == "-" else Path(args.output)
+    if target is not None and target.is_dir():
+        raise CommandError(f"-o {args.output!r} is a directory: name the file to write")
+    _, store = _store()
+    # The store's read verifies size and checksum before anything is written: a refused get
+    # leaves no file and no temp file behind.
+    try:
+        data = store.read(args.id)
+    except ArtifactNotFound:
+        raise CommandError(f"no artifact {args.id!r} (toolhost artifacts list shows them)",
+                           ExitCode.FAILED) from None
+    except ArtifactCorrupted as exc:
+        raise CommandError(f"artifact {args.id!r} was not written: its stored content no longer "
+                           f"matches its checksum ({exc.reason})", ExitCode.FAILED) from None
+    if target is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return ExitCode.OK
+    # A symlink is followed, as a shell redirect follows it (`-o /dev/stdout`); what is there
+    # then decides: a regular file (or nothing) is replaced atomically, and anything else (a
+    # FIFO, `/dev/null`) is written through, never replaced by a file of ours.
+    resolved = Path(os.path.realpath(target))
+    try:
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
+                           ExitCode.FAILED) from None
+    if mode is None or stat.S_ISREG(mode):
+        _write_atomically(resolved, data)
+    elif stat.S_ISDIR(mode):
+        raise CommandError(f"-o {args.output!r} is a directory: name the file to write")
+    else:
+        _write_through(resolved, data)
+    return ExitCode.OK
+
+
+def _write_through(target: Path, data: bytes) -> None:
+    """``data`` written into what is at ``target`` (a FIFO, a device), as ``cat > target``."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
+                           ExitCode.FAILED) from None
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """``data`` at ``target``: a temp file beside it, fsynced, renamed over it. On any failure
+    the temp file goes and ``target`` is as it was. The file is private to the operator
+    (mode 0600), as the store's own files are."""
+    import tempfile  # deferred: it imports random, which nothing else on `toolhost check` needs
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    except OSError as exc:
+        raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
+                           ExitCode.FAILED) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
+                               ExitCode.FAILED) from None
+        raise
+
+
+# ---------------------------------------------------------------------- upload
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    from toolhost._model.artifacts import ARTIFACT_CEILING, ArtifactOrigin, ArtifactTooLarge
+    from toolhost._model.context import Principal
+    from toolhost._model.media_types import media_type_for
+    from toolhost._model.runs import valid_run_id
+    from toolhost._model.spec import Trust
+    from toolhost._pipeline.artifacts import RunArtifactWriter
+
+    for flag, value in (("--principal", args.principal), ("--name", args.name),
+                        ("--media-type", args.media_type)):
+        if value == "":
+            raise CommandError(f"{flag} must not be empty")
+    # The ids `toolhost call --conversation` accepts: an upload to any other could never be
+    # referenced by a run.
+    if not valid_run_id(args.conversation):
+        raise CommandError("--conversation must be 1 to 128 letters, digits, '.', '_' or '-', "
+                           "starting with a letter or digit")
+    name = args.name if args.name is not None else os.path.basename(args.file)
+    # The host's one fixed table, as artifact.export uses: the same file, the same type.
+    media_type = (args.media_type if args.media_type is not None
+                  else media_type_for(name).name)
+    try:
+        source = open(args.file, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file!r}: {exc.strerror}") from None
+    with source:
+        host, store = _store()
+        # The upload is a run of its own: the operator (or --principal) sending a file into
+        # the conversation. The store's retention applies, as to anything a run stores.
+        run = host.start_run(principal=Principal(args.principal, frozenset()),
+                             conversation_id=args.conversation)
+        writer = RunArtifactWriter(store, run.id, host.clock, run.conversation_id,
+                                   principal_id=run.principal.id)
+        try:
+            # Claimed (the writer's default): the operator's upload is the user sending it.
+            with writer.stream(origin=ArtifactOrigin.UPLOAD, name=name, media_type=media_type,
+                               trust=Trust.USER, max_bytes=ARTIFACT_CEILING) as stream:
+                while chunk := source.read(_CHUNK):
+                    stream.write(chunk)
+                ref = stream.commit()
+        except ArtifactTooLarge as exc:
+            raise CommandError(f"{args.file!r} is larger than the store's ceiling of "
+                               f"{exc.ceiling} bytes; nothing was stored",
+                               ExitCode.FAILED) from None
+        except ValueError as exc:  # a name or media type the store refuses
+            raise CommandError(f"{exc}; nothing was stored") from None
+        except OSError as exc:
+            raise CommandError(f"cannot read {args.file!r}: {exc.strerror}; nothing was stored",
+                               ExitCode.FAILED) from None
+        finally:
+            host.end_run(run)
+    print(ref.id)
+    return ExitCode.OK
+
+
+# ---------------------------------------------------------------------- purge
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    host, store = _store()
+    report = store.purge(host.clock.now())
+    counts = {
+        "artifacts": report.artifacts,
+        "artifact_bytes": report.artifact_bytes,
+        "content_files": report.content_files,
+        "staged_uploads": report.staged_uploads,
+        "freed_bytes": report.freed_bytes,
+    }
+    if args.json:
+        print_json(counts)
+    elif not any(counts.values()):
+        print("nothing to purge: no artifact has expired and no file is left over")
+    else:
+        print(f"purged {_count(report.artifacts, 'expired artifact')} "
+              f"({_count(report.artifact_bytes, 'byte')}); removed "
+              f"{_count(report.content_files, 'content file')} and "
+              f"{_count(report.staged_uploads, 'stale staged upload')}, freeing "
+              f"{_count(report.freed_bytes, 'byte')}")
+    return ExitCode.OK
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def cmd_artifacts(args: argparse.Namespace) -> int:
+    return _VERBS[args.artifacts_command](args)
+
+
+_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": cmd_list,
+    "get": cmd_get,
+    "upload": cmd_upload,
+    "purge": cmd_purge,
+}
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"artifacts": cmd_artifacts}

@@ -1,0 +1,32 @@
+"""The artifact domain's two hooks: artifact.export 1.0.0 and 2.0.0, both registered.
+
+2.0.0 (ADR-0122) is the latest, so an unversioned call gets it; a run pinned to 1.0.0 keeps
+1.0.0's contract (its schema, its result text). Each version declares its own reasons.
+"""
+
+from __future__ import annotations
+
+from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost_artifact import export_v1, export_v2
+from toolhost_artifact.messages import V1_REASONS, V2_REASONS
+
+__all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
+
+DOMAIN = Domain(
+    "artifact",
+    "Files handed to the owner: exported from the run's workspace, or text the model wrote.",
+)
+
+
+@hookimpl
+def toolhost_domains() -> list[Domain]:
+    return [DOMAIN]
+
+
+@hookimpl
+def toolhost_tools(settings: Settings) -> list[Tool]:
+    del settings  # both versions are unconditional
+    return [
+        Tool(export_v1.SPEC, call=export_v1.export, reasons=V1_REASONS),
+        Tool(export_v2.SPEC, call=export_v2.export, reasons=V2_REASONS),
+    ]

@@ -1,0 +1,97 @@
+"""artifact.export against an outsider sharing the workspace (from a security review): what
+they can do between the provenance check and the read, and special files that must never be
+read or waited on."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from artifact_support import Store, in_run
+from toolhost import Listing, OutcomeStatus, Provenance, Trust, Workspace, WriteResult
+from toolhost.testing import Harness, Run
+
+VERSIONS = ["1.0.0", "2.0.0"]
+
+
+class SwappingWorkspace:
+    """The run's real workspace, with an outsider who swaps the directory holding the file for
+    one of theirs just as the read opens it, and swaps it back once the last chunk is read.
+    Renaming a directory changes neither the inode nor the ctime of the files in it, so the
+    path's provenance is the same before and after the read: only the bytes read differ."""
+
+    def __init__(self, real: Workspace, root: Path) -> None:
+        self.real = real
+        self.root = root
+
+    def _swap(self, a: str, b: str) -> None:
+        os.rename(self.root / a, self.root / "swap")
+        os.rename(self.root / b, self.root / a)
+        os.rename(self.root / "swap", self.root / b)
+
+    def read(self, path: str) -> bytes:
+        return self.real.read(path)
+
+    def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
+        self._swap("d", "theirs")
+        try:
+            yield from self.real.read_chunks(path, chunk_size)
+        finally:
+            self._swap("d", "theirs")
+
+    def write(self, path: str, data: bytes, *,
+              provenance: Provenance = Provenance.TOOL_WRITTEN) -> WriteResult:
+        return self.real.write(path, data, provenance=provenance)
+
+    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
+        return self.real.listdir(path, recursive=recursive, limit=limit)
+
+    def provenance(self, path: str) -> Provenance:
+        return self.real.provenance(path)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_bytes_read_from_a_swapped_in_directory_are_not_internal(
+    host: Harness, run: Run, root: Path, store: Store, version: str,
+) -> None:
+    run.workspace.write("d/a.md", b"written by the run")
+    (root / "theirs").mkdir()
+    (root / "theirs" / "a.md").write_bytes(b"an outsider's bytes")
+
+    outcome = host.call("artifact.export", {"path": "d/a.md"}, version=version,
+                        run=in_run(run, SwappingWorkspace(run.workspace, root)))
+
+    assert outcome.ok and outcome.structured is not None, outcome.to_json()
+    exported = store.read(outcome.structured["id"])
+    trust = store.trust(outcome.structured["id"])
+    # Either the run's own bytes at INTERNAL_TOOL, or whatever was read at EXTERNAL_UNTRUSTED:
+    # never the outsider's bytes passed off as the run's.
+    assert (exported, trust) != (b"an outsider's bytes", Trust.INTERNAL_TOOL)
+    if exported != b"written by the run":
+        assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_a_fifo_or_socket_is_refused_without_waiting(
+    host: Harness, run: Run, root: Path, store: Store, kind: str,
+) -> None:
+    # A FIFO with no writer would block a plain open forever; a socket cannot be read at all.
+    listener = None
+    if kind == "fifo":
+        os.mkfifo(root / "special")
+    else:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(root / "special"))
+    try:
+        outcome = host.call("artifact.export", {"path": "special"}, run=run)
+    finally:
+        if listener is not None:
+            listener.close()
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.invalid_arguments.schema"
+    assert (store.rows(), store.files()) == (0, [])

@@ -1,0 +1,91 @@
+"""What starting a command imports (issue #11): ``toolhost check`` loads what registration and the
+determinism scan use and nothing of the commands that run tools; ``import toolhost`` loads
+none of the public names until one is used. Asserted on ``sys.modules`` of a fresh
+interpreter, never on timings (bench/bench_check.py measures those)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import toolhost
+
+#: Loaded after the command ran, on stderr, so stdout stays the command's own.
+PROBE = """\
+import json, sys
+from toolhost._cli.main import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    sys.stderr.write(json.dumps(sorted(sys.modules)))
+raise SystemExit(code)
+"""
+
+#: What the commands that invoke tools use (the stores, the logger, the converter, the HTTP
+#: clients, MCP), and importlib.metadata, which entry-point discovery no longer needs.
+NOT_FOR_CHECK = (
+    "sqlite3", "structlog", "cattrs", "httpx", "anyio", "mcp", "importlib.metadata", "email",
+    "zipfile", "toolhost._pipeline.pipeline", "toolhost._pipeline.steps", "asyncio",
+    "toolhost._ports.artifacts",
+)
+
+
+def modules_after(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
+    env["TOOLHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="toolhost-startup-")
+    # The two Milestone 1 plugins: what the other CLI tests install and rely on.
+    env["TOOLHOST_PLUGINS"] = "toolhost-math,toolhost-system"
+    result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
+                            text=True, env=env, timeout=120)
+    return result, set(json.loads(result.stderr.splitlines()[-1]))
+
+
+def test_check_loads_nothing_of_the_commands_that_run_tools() -> None:
+    result, loaded = modules_after("check")
+    assert result.stdout == "ok: 2 tools registered from toolhost-math, toolhost-system\n"
+    assert result.returncode == 0
+    assert sorted(loaded.intersection(NOT_FOR_CHECK)) == []
+    assert not any(m.startswith("toolhost._adapters.sqlite") for m in loaded)
+    # It did load what it checks: the plugins, the registry and the scan.
+    assert {"toolhost_math.plugin", "toolhost_system.plugin", "toolhost._registration.registry",
+            "toolhost._registration.ambient"} <= loaded
+
+
+def test_help_loads_no_plugin_and_no_registration() -> None:
+    result, loaded = modules_after("--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage: toolhost")
+    assert not any(m.startswith(("toolhost_", "toolhost._registration", "pluggy"))
+                   for m in loaded)
+
+
+def test_importing_toolhost_loads_no_public_name_until_one_is_used() -> None:
+    probe = ("import sys, toolhost; before = sorted(m for m in sys.modules if "
+             "m.startswith(('toolhost', 'attr', 'pluggy'))); toolhost.Domain; "
+             "after = sorted(m for m in sys.modules if m.startswith('toolhost')); "
+             "print(before, after)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert result.stdout == (
+        "['toolhost'] ['toolhost', 'toolhost._model', 'toolhost._model.spec']\n")
+
+
+def test_every_public_name_loads_from_its_module() -> None:
+    import importlib
+
+    for name in toolhost.__all__:
+        value = getattr(toolhost, name)
+        module = importlib.import_module(toolhost._HOME[name])
+        assert value is getattr(module, name)
+    assert set(toolhost.__all__) <= set(dir(toolhost))
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match=r"^module 'toolhost' has no attribute 'Tol'$"):
+        toolhost.Tol  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(ImportError, match="cannot import name 'Tol'"):
+        from toolhost import Tol  # type: ignore[attr-defined]  # noqa: F401
