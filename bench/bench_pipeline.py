@@ -14,7 +14,14 @@
    a writer thread, with nothing awaiting the commit). What the record costs on the event
    loop, what the rest of the pipeline allows, and what writing the row elsewhere could win.
 
+5. Side by side with another checkout (``--baseline HOST_DIR``, e.g. ``git worktree add
+   /tmp/base d1c5a2b`` and ``/tmp/base/host``): calls/s at N = 64 and sequential p50/p99 (wall
+   and the loop thread's CPU), each tree in a process of its own, the two alternating round by
+   round, with the ratio of each round. ``--plugin-path`` puts one math plugin first on both
+   trees' path, so only the host differs.
+
 Run: python bench/bench_pipeline.py [--calls N] [--batch N] [--where | --where-only] [--rounds N]
+     python bench/bench_pipeline.py --baseline /tmp/base/host [--plugin-path DIR] [--rounds N]
 (needs toolhost and toolhost-math installed)
 """
 
@@ -23,8 +30,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from toolhost._adapters.system_clock import SystemClock
@@ -64,8 +76,19 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--where", action="store_true", help="also run part 4")
     parser.add_argument("--where-only", action="store_true", help="run part 4 alone")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of part 4")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of part 4 or 5")
+    parser.add_argument("--baseline", type=Path, help="part 5 alone: this host directory "
+                        "(another checkout's host/) against this tree's")
+    parser.add_argument("--plugin-path", type=Path, help="part 5: the math plugin's src, "
+                        "first on both trees' path")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(one_tree(args.calls))))
+        return
+    if args.baseline is not None:
+        side_by_side(args.baseline, args.plugin_path, args.rounds, args.calls)
+        return
     if args.where_only:
         asyncio.run(where_it_goes(args.rounds))
         return
@@ -250,6 +273,68 @@ async def where_it_goes(args_rounds: int = 5) -> None:
         writer.close()
     for host in variants.values():
         host.close()
+
+
+async def one_tree(calls: int) -> dict[str, float]:
+    """Part 5's figures for the toolhost this process imports (see ``side_by_side``)."""
+    host = Host.from_sources(load_distributions(["toolhost-math"]), clock=SystemClock())
+    run = host.start_run()
+
+    async def at_64(total: int) -> tuple[float, float]:
+        remaining = total
+
+        async def worker() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                await host.invoke("math.calculate", ARGS, run=run)
+
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        await asyncio.gather(*(worker() for _ in range(64)))
+        return (total / (time.perf_counter() - start),
+                (time.thread_time() - start_cpu) * 1e6 / total)
+
+    await at_64(1000)  # warm up
+    rates = [await at_64(3000) for _ in range(5)]
+    wall, cpu = [], []
+    for _ in range(calls):
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        outcome = await host.invoke("math.calculate", ARGS, run=run)
+        wall.append((time.perf_counter() - start) * 1e6)
+        cpu.append((time.thread_time() - start_cpu) * 1e6)
+        assert outcome.content == "391"
+    host.close()
+    return {"calls/s N=64": statistics.median(r for r, _ in rates),
+            "CPU µs/call N=64": statistics.median(c for _, c in rates),
+            "p50 µs": statistics.median(wall), "p99 µs": percentile(wall, .99),
+            "CPU p50 µs": statistics.median(cpu), "CPU p99 µs": percentile(cpu, .99)}
+
+
+def side_by_side(baseline: Path, plugin_path: Path | None, rounds: int, calls: int) -> None:
+    """Part 5: each tree in a fresh process per round, alternating, so load falls on both."""
+    here = Path(__file__).resolve().parents[1] / "host"
+    trees = {"baseline": baseline.resolve(), "this tree": here}
+    figures: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
+    for _ in range(rounds):
+        for label, host_dir in trees.items():
+            path = [str(host_dir)] + ([str(plugin_path.resolve())] if plugin_path else [])
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+            out = subprocess.run([sys.executable, __file__, "--child", "--calls", str(calls)],
+                                 env=env, check=True, capture_output=True, text=True).stdout
+            figures[label].append(json.loads(out))
+    keys = list(figures["this tree"][0])
+    print(f"side by side, {rounds} alternating rounds ({baseline} against {here}); "
+          "median (range) of the rounds")
+    print(f"{'':18} " + " ".join(f"{k:>22}" for k in keys))
+    for label, runs in figures.items():
+        print(f"{label:18} " + " ".join(
+            f"{statistics.median(r[k] for r in runs):22.0f}" for k in keys))
+    ratios = {k: [ours[k] / theirs[k] for ours, theirs in zip(figures["this tree"],
+                                                              figures["baseline"], strict=True)]
+              for k in keys}
+    print(f"{'this / baseline':18} " + " ".join(
+        f"{f'{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})':>22}"
+        for v in ratios.values()))
 
 
 class GroupWriter:

@@ -66,6 +66,7 @@ TOOLHOST_ALL = [
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
     "WorkspaceUnavailable",
+    "WorkspaceUsage",
     "WriteResult",
     "hookimpl",
     "media_type_for",

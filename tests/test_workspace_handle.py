@@ -10,6 +10,7 @@ import resource
 import signal
 import socket
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from toolhost._model.workspace import (
     WorkspaceNotDirectory,
     WorkspaceNotFound,
     WorkspaceUnavailable,
+    WorkspaceUsage,
 )
 
 SECRET = b"outside the root\n"
@@ -680,6 +682,138 @@ def test_a_run_without_a_workspace_refuses_sandbox_root() -> None:
 
     with pytest.raises(WorkspaceEscape):
         NO_WORKSPACE.sandbox_root()
+    with pytest.raises(WorkspaceEscape):
+        NO_WORKSPACE.usage(max_bytes=1, max_entries=1, max_depth=1)
+
+
+# ----------------------------------------------------------------- usage
+
+_NO_LIMIT = {"max_bytes": 2**62, "max_entries": 2**62, "max_depth": 2**62}
+
+
+def test_usage_counts_disk_blocks_once_per_inode(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    root = base / "root"
+    (root / "d").mkdir()
+    (root / "d" / "f").write_bytes(b"x" * 65536)
+    for i in range(3):
+        os.link(root / "d" / "f", root / f"link{i}")
+    with open(root / "sparse", "wb") as sparse:
+        sparse.truncate(4 * 1024**3)  # 4 GiB long, no blocks: it costs what it stores
+    usage = handle.usage(**_NO_LIMIT)
+    names = ("inside.txt", "d", "d/f", "sparse")  # the links' inode once; not the root itself
+    blocks = sum(os.lstat(root / name).st_blocks for name in names) * 512
+    assert usage == WorkspaceUsage(disk_bytes=blocks, entries=7, depth=1, complete=True)
+    assert usage.disk_bytes < 1024**2
+
+
+def test_usage_reports_the_deepest_level(layout: tuple[WorkspaceHandle, Path]) -> None:
+    handle, base = layout
+    (base / "root" / "a" / "b" / "c").mkdir(parents=True)
+    usage = handle.usage(**_NO_LIMIT)
+    # Levels below the root entered: a, a/b, a/b/c (empty, entered all the same).
+    assert (usage.entries, usage.depth, usage.complete) == (4, 3, True)
+    (base / "root" / "a" / "b" / "c" / "f").write_bytes(b"x")
+    assert handle.usage(**_NO_LIMIT).depth == 3
+    (base / "root" / "a" / "b" / "c" / "d").mkdir()
+    assert handle.usage(**_NO_LIMIT).depth == 4
+
+
+@pytest.mark.parametrize("limit", ["max_bytes", "max_entries", "max_depth"])
+def test_usage_stops_once_a_limit_is_passed(
+    layout: tuple[WorkspaceHandle, Path], limit: str,
+) -> None:
+    handle, base = layout
+    root = base / "root"
+    deep = root / "a" / "b" / "c" / "d" / "e"
+    deep.mkdir(parents=True)
+    for i in range(40):
+        (root / f"g{i}").write_bytes(b"x" * 8192)
+        (deep / f"f{i}").write_bytes(b"x" * 8192)
+    whole = handle.usage(**_NO_LIMIT)
+    assert (whole.entries, whole.depth, whole.complete) == (86, 5, True)
+    usage = handle.usage(**{**_NO_LIMIT, limit: {"max_bytes": 4 * 8192, "max_entries": 10,
+                                                  "max_depth": 2}[limit]})
+    assert not usage.complete
+    # Passed by the entry (or level) that stopped it, no further.
+    if limit == "max_bytes":
+        assert 4 * 8192 < usage.disk_bytes <= 5 * 8192 + 4096
+    elif limit == "max_entries":
+        assert usage.entries == 11
+    else:
+        assert usage.depth == 3
+    assert usage.entries < whole.entries  # it stopped there: the rest was not walked
+
+
+def test_usage_of_a_tree_moved_under_the_walk_is_incomplete(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolhost._adapters import fs_workspace
+
+    handle, base = layout
+    root = base / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "marker").write_bytes(b"x")
+    (base / "elsewhere").mkdir()
+    visit = fs_workspace._UsageWalk.visit
+
+    def moving(self: fs_workspace._UsageWalk, name: str, dir_fd: int, info: os.stat_result,
+               prefix: str | None) -> None:
+        # What a command renaming directories beside the walk does, at a known moment: the
+        # walk stands in a/b when a leaves the root, so ``..`` of a is not the root any more.
+        if name == "marker":
+            os.rename(root / "a", base / "elsewhere" / "a")
+        visit(self, name, dir_fd, info, prefix)
+
+    monkeypatch.setattr(fs_workspace._UsageWalk, "visit", moving)
+    usage = handle.usage(**_NO_LIMIT)
+    assert usage.complete is False
+    # inside.txt, a, b, marker: what it counted before the move stands.
+    assert (usage.entries, usage.depth) == (4, 2)
+
+
+def test_usage_goes_on_past_a_directory_swapped_since_it_was_listed(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolhost._adapters import fs_workspace
+
+    handle, base = layout
+    root = base / "root"
+    (root / "a").mkdir()
+    (root / "z").mkdir()
+    # The walk descends first into the directory listed last: that one is swapped (an empty
+    # one, replaced in place by rename), so the other is walked only if the walk goes on.
+    first = [name for name in os.listdir(root) if name in ("a", "z")][-1]
+    other = "z" if first == "a" else "a"
+    for i in range(5):
+        (root / other / f"f{i}").write_bytes(b"x")
+    (base / "fresh").mkdir()
+    visit = fs_workspace._UsageWalk.visit
+
+    def swapping(self: fs_workspace._UsageWalk, name: str, dir_fd: int, info: os.stat_result,
+                 prefix: str | None) -> None:
+        if name == first and (base / "fresh").exists():  # listed, then swapped before opened
+            os.rename(base / "fresh", root / first)
+        visit(self, name, dir_fd, info, prefix)
+
+    monkeypatch.setattr(fs_workspace._UsageWalk, "visit", swapping)
+    usage = handle.usage(**_NO_LIMIT)
+    # Incomplete, yet the other directory was measured: one swapped directory hides nothing.
+    assert (usage.entries, usage.complete) == (8, False)
+
+
+def test_usage_runs_from_another_thread_during_a_sandbox_block(
+    layout: tuple[WorkspaceHandle, Path],
+) -> None:
+    handle, base = layout
+    found: list[WorkspaceUsage] = []
+    with handle.sandbox_root():
+        (base / "root" / "new").write_bytes(b"x")
+        measuring = threading.Thread(target=lambda: found.append(handle.usage(**_NO_LIMIT)))
+        measuring.start()
+        measuring.join()
+    assert [(u.entries, u.complete) for u in found] == [(2, True)]
+    assert handle.provenance("new") is Provenance.SANDBOX_WRITTEN
 
 
 def _set_id_files(root: Path) -> list[bytes]:

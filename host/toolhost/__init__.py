@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         WorkspaceNotDirectory,
         WorkspaceNotFound,
         WorkspaceUnavailable,
+        WorkspaceUsage,
         WriteResult,
     )
     from toolhost._ports.cancellation import Cancellation
@@ -109,6 +110,7 @@ __all__ = [
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
     "WorkspaceUnavailable",
+    "WorkspaceUsage",
     "WriteResult",
     "hookimpl",
     "media_type_for",
@@ -170,6 +172,7 @@ _HOME = {
     "WorkspaceNotDirectory": "toolhost._model.workspace",
     "WorkspaceNotFound": "toolhost._model.workspace",
     "WorkspaceUnavailable": "toolhost._model.workspace",
+    "WorkspaceUsage": "toolhost._model.workspace",
     "WriteResult": "toolhost._model.workspace",
     "hookimpl": "toolhost.hookspecs",
     "media_type_for": "toolhost._model.media_types",

@@ -53,6 +53,7 @@ from toolhost._model.workspace import (
     WorkspaceNotDirectory,
     WorkspaceNotFound,
     WorkspaceUnavailable,
+    WorkspaceUsage,
     WriteResult,
 )
 
@@ -320,60 +321,70 @@ def _tool_path(prefix: str | None, name: str) -> str | None:
 
 
 @attrs.define
-class _SandboxWalk:
-    """One walk of a workspace after (or before) a sandbox ran in it.
+class _BoundedWalk:
+    """One depth-first walk of a workspace with caps, beside a process that may be changing
+    it: the one copy of the descend/climb logic (subclasses say what an entry counts for).
 
-    ``files``: every regular file a tool could name, by its path, and its key. ``complete``
-    is False when the walk may have missed something: a cap reached, a directory that could
-    not be opened or listed, or a tree that moved under it. Set-id bits (with
-    ``clear_set_id``) are cleared on every regular file the walk meets, whatever its name.
+    ``complete`` is False when the walk may have missed something: a directory that could
+    not be opened or listed, or one swapped since it was listed (the walk goes on with the
+    rest: a command cannot hide a tree behind one unreadable directory), or ``stopped``: a
+    cap passed, or a tree that moved under it. ``entries`` counts every entry met, ``depth``
+    the directory levels below the root entered (``a/b`` entered: 2).
     """
 
-    clear_set_id: bool
-    files: dict[str, _FileKey] = attrs.field(factory=dict)
+    max_entries: int
+    max_depth: int
     complete: bool = True
+    stopped: bool = False
     entries: int = 0
+    depth: int = 0
+
+    def stop(self) -> None:
+        self.complete = False
+        self.stopped = True
+
+    def visit(self, name: str, dir_fd: int, info: os.stat_result, prefix: str | None) -> None:
+        """Count one entry of the directory ``dir_fd`` (``prefix``: its tool path, or None)."""
 
     def scan(self, dir_fd: int, prefix: str | None) -> list[tuple[str, int, int]]:
-        """Handle the files of one directory as its entries stream past; return only its
-        subdirectories (name, device, inode), the one thing kept for later."""
+        """Visit one directory's entries as they stream past; return only its subdirectories
+        (name, device, inode), the one thing kept for later."""
         subdirs: list[tuple[str, int, int]] = []
         try:
             with os.scandir(dir_fd) as it:
                 for entry in it:
                     self.entries += 1
-                    if self.entries > _SANDBOX_WALK_ENTRIES:
-                        self.complete = False
+                    if self.entries > self.max_entries:
+                        self.stop()
                         break
                     try:
                         info = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # removed since it was listed
+                    self.visit(entry.name, dir_fd, info, prefix)
+                    if self.stopped:
+                        break
                     if stat.S_ISDIR(info.st_mode):
                         subdirs.append((entry.name, info.st_dev, info.st_ino))
-                    elif stat.S_ISREG(info.st_mode):
-                        if self.clear_set_id and info.st_mode & _SET_ID:
-                            info = _clear_set_id(entry.name, dir_fd, info)
-                        path = _tool_path(prefix, entry.name)
-                        if path is not None:
-                            self.files[path] = _file_key(info)
         except OSError:
             self.complete = False  # cannot be listed (whole or in part)
         return subdirs
 
-    def walk(self, root: int) -> None:
+    def walk(self, root: int, *, named: bool = True) -> None:
         """Depth first from ``root`` with at most three fds open, however deep the tree: it
         descends by name and climbs back by ``..``, checking that ``..`` is the directory it
         came from (else the tree moved, and the walk stops incomplete). A level keeps only
-        its subdirectories' names; a symlink is never followed."""
+        its subdirectories' names; a symlink is never followed. ``named=False``: no tool
+        path is built (every ``prefix`` is None)."""
         current = os.dup(root)
         try:
             here = os.fstat(current)
             # Each level: the directory's (device, inode), its subdirectories not yet walked,
             # and the tool path of its entries' prefix (None: no tool can name them).
+            top = "" if named else None
             stack: list[tuple[tuple[int, int], list[tuple[str, int, int]], str | None]] = [
-                ((here.st_dev, here.st_ino), self.scan(current, ""), "")]
-            while self.complete:
+                ((here.st_dev, here.st_ino), self.scan(current, top), top)]
+            while not self.stopped:
                 _, pending, prefix = stack[-1]
                 if not pending:
                     stack.pop()
@@ -384,11 +395,12 @@ class _SandboxWalk:
                     current = parent
                     here = os.fstat(current)
                     if (here.st_dev, here.st_ino) != stack[-1][0]:
-                        self.complete = False
+                        self.stop()  # somewhere else now: no way back to the rest
                     continue
                 name, device, inode = pending.pop()
-                if len(stack) > _SANDBOX_WALK_DEPTH:
-                    self.complete = False
+                self.depth = max(self.depth, len(stack))
+                if len(stack) > self.max_depth:
+                    self.stop()
                     return
                 try:
                     child = os.open(name, _O_DIR, dir_fd=current)
@@ -408,15 +420,56 @@ class _SandboxWalk:
                 below = None if directory is None else directory + "/"
                 stack.append(((device, inode), self.scan(current, below), below))
         except OSError:
-            self.complete = False
+            self.stop()
         finally:
             os.close(current)
 
+
+@attrs.define
+class _SandboxWalk(_BoundedWalk):
+    """The provenance walk after (or before) a sandbox ran in a workspace.
+
+    ``files``: every regular file a tool could name, by its path, and its key. Set-id bits
+    (with ``clear_set_id``) are cleared on every regular file the walk meets, whatever its
+    name.
+    """
+
+    clear_set_id: bool = False
+    files: dict[str, _FileKey] = attrs.field(factory=dict)
+
+    def visit(self, name: str, dir_fd: int, info: os.stat_result, prefix: str | None) -> None:
+        if stat.S_ISREG(info.st_mode):
+            if self.clear_set_id and info.st_mode & _SET_ID:
+                info = _clear_set_id(name, dir_fd, info)
+            path = _tool_path(prefix, name)
+            if path is not None:
+                self.files[path] = _file_key(info)
+
+
 def _sandbox_walk(root: int, *, clear_set_id: bool = False) -> _SandboxWalk:
     """Walk the workspace at ``root`` (see ``_SandboxWalk``)."""
-    walk = _SandboxWalk(clear_set_id)
+    walk = _SandboxWalk(_SANDBOX_WALK_ENTRIES, _SANDBOX_WALK_DEPTH, clear_set_id=clear_set_id)
     walk.walk(root)
     return walk
+
+
+@attrs.define
+class _UsageWalk(_BoundedWalk):
+    """The usage measurement: disk blocks of every entry, each inode once (a hard-linked
+    file's blocks are counted at its first link met), stopping once past ``max_bytes``."""
+
+    max_bytes: int = 0
+    disk_bytes: int = 0
+    _linked: set[tuple[int, int]] = attrs.field(factory=set)
+
+    def visit(self, name: str, dir_fd: int, info: os.stat_result, prefix: str | None) -> None:
+        if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+            if (info.st_dev, info.st_ino) in self._linked:
+                return
+            self._linked.add((info.st_dev, info.st_ino))
+        self.disk_bytes += info.st_blocks * 512
+        if self.disk_bytes > self.max_bytes:
+            self.stop()
 
 
 class _RootFd:
@@ -767,6 +820,25 @@ class WorkspaceHandle:
                 os.close(bind)
                 with self._lock:
                     self._record_sandbox_changes(root, before)
+
+    def usage(self, *, max_bytes: int, max_entries: int, max_depth: int) -> WorkspaceUsage:
+        """What the workspace holds now: disk blocks in bytes (each inode once, the root's
+        own excluded), entries, deepest level. The walk stops as soon as one figure passes
+        its ``max_*``, and the result is then incomplete; so it is when a directory moved or
+        could not be read meanwhile (what was counted stands), or no fd was left to start
+        it. Safe from another thread while a ``sandbox_root`` block runs: it only reads,
+        through its own fds.
+
+        :raises WorkspaceUnavailable: the root cannot be created or opened.
+        """
+        walk = _UsageWalk(max_entries, max_depth, max_bytes=max_bytes)
+        with self._root_fd() as root:
+            try:
+                walk.walk(root, named=False)
+            except OSError:  # os.dup of the root: no fd to spare now, a later call may have
+                walk.stop()
+        return WorkspaceUsage(disk_bytes=walk.disk_bytes, entries=walk.entries,
+                              depth=walk.depth, complete=walk.complete)
 
     def _record_sandbox_changes(self, root: int, before: dict[str, _FileKey]) -> None:
         after = _sandbox_walk(root, clear_set_id=True)

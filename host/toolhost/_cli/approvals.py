@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from toolhost._cli.common import CommandError, load, print_outcome
+from toolhost._cli.common import CommandError, load, positive_int, print_outcome
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ RESULT_SHOWN = 2000
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pending = sub.add_parser("pending", help="list invocations awaiting approval, oldest first")
     pending.add_argument("--json", action="store_true", help="print them as JSON")
-    pending.add_argument("--limit", type=_positive, default=PENDING_LIMIT, metavar="N",
+    pending.add_argument("--limit", type=positive_int, default=PENDING_LIMIT, metavar="N",
                          help=f"list at most N of them (default {PENDING_LIMIT})")
     pending.add_argument("--after", metavar="ID",
                          help="list the ones after this invocation (the next page: the last "
@@ -66,16 +66,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--no-rerun", dest="rerun", action="store_false",
         help="do not run IDEMPOTENT or READ_ONLY calls again: end them failed, retryable "
              "(a NON_IDEMPOTENT call is never run again)")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
-    return value
 
 
 # ---------------------------------------------------------------------- rendering

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolhost._cli.approvals import print_json, printable
-from toolhost._cli.common import CommandError, load
+from toolhost._cli.common import CommandError, load, positive_int
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     listing = verbs.add_parser("list", help="list artifacts, oldest first")
     listing.add_argument("--run", metavar="R", help="only run R's")
     listing.add_argument("--conversation", metavar="C", help="only conversation C's")
-    listing.add_argument("--limit", type=_positive, default=LIST_LIMIT, metavar="N",
+    listing.add_argument("--limit", type=positive_int, default=LIST_LIMIT, metavar="N",
                          help=f"list at most N of them (default {LIST_LIMIT})")
     listing.add_argument("--after", metavar="ID",
                          help="start after this artifact (the last id of the previous page)")
@@ -72,16 +72,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     purge = verbs.add_parser("purge", help="remove expired artifacts, content no artifact "
                                            "references, and abandoned staged uploads")
     purge.add_argument("--json", action="store_true", help="print what was removed as JSON")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
-    return value
 
 
 def _store() -> tuple[Host, ArtifactStore]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from toolhost._model.settings import Settings
     from toolhost._registration.discovery import PluginSource
 
-__all__ = ["CommandError", "load", "print_json", "print_outcome"]
+__all__ = ["CommandError", "load", "positive_int", "print_json", "print_outcome"]
 
 
 class CommandError(Exception):
@@ -66,3 +67,14 @@ def print_outcome(outcome: Any, as_json: bool) -> int:
     else:
         print(outcome.content)
     return ExitCode.OK if outcome.ok or outcome.status.value == "denied" else ExitCode.FAILED
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--limit``), else a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return value

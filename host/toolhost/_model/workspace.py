@@ -20,6 +20,7 @@ __all__ = [
     "WorkspaceNotDirectory",
     "WorkspaceNotFound",
     "WorkspaceUnavailable",
+    "WorkspaceUsage",
     "WriteResult",
 ]
 
@@ -85,6 +86,19 @@ class Listing:
     truncated: bool
 
 
+@attrs.frozen
+class WorkspaceUsage:
+    """One measurement of what a workspace holds (``SandboxWorkspace.usage``): disk blocks in
+    bytes, each inode once; entries of any type; ``depth``, how many directory levels below
+    the root the walk entered (``a/b`` entered: 2). ``complete`` is False when the walk stopped early (a limit
+    passed, a directory moved or unreadable): the figures are then what it counted so far."""
+
+    disk_bytes: int
+    entries: int
+    depth: int
+    complete: bool
+
+
 class _NoWorkspace:
     """The workspace of a run that has none (a run built by hand): every use is refused the
     way a path outside the root is, so a tool needs no special case for it."""
@@ -92,7 +106,7 @@ class _NoWorkspace:
     def _refuse(self, *_: object, **__: object) -> NoReturn:
         raise WorkspaceEscape("this run has no workspace")
 
-    read = read_chunks = write = listdir = sandbox_root = _refuse
+    read = read_chunks = write = listdir = sandbox_root = usage = _refuse
 
     def provenance(self, path: str) -> Provenance:
         return Provenance.UNKNOWN

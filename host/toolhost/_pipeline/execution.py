@@ -1,7 +1,8 @@
 """Pipeline step 8 (and 9): run the tool under its deadline, with its own cancellation.
 
 Each call has a cancellation of its own (``context.cancellation``), set when the run's is and
-when the call's deadline passes. Async tools run as tasks and are also cancelled at their next
+when the call's deadline passes. An async tool's first step runs inline (most finish there,
+with no task or timer to pay for); one that suspends goes on as a task, cancelled at its next
 ``await``. Sync tools run on daemon worker threads: Python cannot interrupt one, so the call's
 cancellation is the signal it gets (a body blocked in ``cancellation.wait`` wakes at once) and
 the pipeline stops waiting for it; its late result is discarded, and a daemon thread means an
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import queue
 import threading
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from toolhost._model.context import ToolCallable, ToolExecutionContext
@@ -137,7 +140,19 @@ async def _wait_for_tool(
 ) -> Any:
     loop = asyncio.get_running_loop()
     if _is_async(tool):
-        work: asyncio.Future[Any] = asyncio.ensure_future(tool(arguments, context))  # type: ignore[arg-type]
+        body: Any = tool(arguments, context)  # a coroutine: the tool is async
+        # The body's first step runs here, in a context of its own as a task's would: most
+        # async bodies finish without suspending, and then need no task, timer or waiter.
+        own = contextvars.copy_context()
+        try:
+            suspended = own.run(body.send, None)
+        except StopIteration as finished:
+            return await _finished(finished.value, call, run, timeout)
+        except Exception:
+            if call.cancelled:  # as below: a body that failed after its cancellation
+                raise Cancelled if run.cancelled else DeadlineExceeded from None
+            raise
+        work: asyncio.Future[Any] = loop.create_task(_rest(body, suspended), context=own)
     else:
         work = _start_sync(loop, tool, arguments, context)
     cancelled: asyncio.Future[None] = loop.create_future()
@@ -161,10 +176,7 @@ async def _wait_for_tool(
     # A body that finished because it saw its cancellation (a sync body woken from
     # ``cancellation.wait``) finished cancelled: its result is discarded like a late one.
     if work in done and not call.cancelled:
-        result = work.result()
-        if inspect.isawaitable(result):  # a sync callable that returned a coroutine
-            result = await asyncio.wait_for(result, timeout)
-        return result
+        return await _finished(work.result(), call, run, timeout)
     # Timed out or cancelled: the body is told first, so a sync body that waits on its
     # cancellation (or kills the processes it started) stops, rather than running on unseen.
     call.cancel()
@@ -173,3 +185,39 @@ async def _wait_for_tool(
         # Give a cancelled async tool a moment to run its cleanup, bounded.
         await asyncio.wait({work}, timeout=1.0)
     raise Cancelled if run.cancelled else DeadlineExceeded
+
+
+async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent,
+                    timeout: float) -> Any:
+    """The body's result; a cancellation that came while it ran discards it, like a late one."""
+    if call.cancelled:
+        raise Cancelled if run.cancelled else DeadlineExceeded
+    if inspect.isawaitable(result):  # a sync callable that returned a coroutine
+        result = await asyncio.wait_for(result, timeout)
+    return result
+
+
+async def _rest(body: Coroutine[Any, Any, Any], suspended: Any) -> Any:
+    return await _resume(body, suspended)
+
+
+@types.coroutine
+def _resume(body: Coroutine[Any, Any, Any], suspended: Any) -> Generator[Any, Any, Any]:
+    """The rest of a body whose first step suspended on ``suspended``: what ``await body``
+    would do from there (values and exceptions, cancellation's included, passed through)."""
+    while True:
+        try:
+            sent = yield suspended
+        except GeneratorExit:
+            body.close()
+            raise
+        except BaseException as exc:
+            try:
+                suspended = body.throw(exc)
+            except StopIteration as finished:
+                return finished.value
+        else:
+            try:
+                suspended = body.send(sent)
+            except StopIteration as finished:
+                return finished.value

@@ -122,4 +122,35 @@ def configure_logging(
 
 
 def get_logger(**bound: Any) -> Any:
-    return structlog.get_logger("toolhost").bind(**bound)
+    return _Deferred(bound)
+
+
+#: The level of each logging method a filtering logger may drop.
+_LEVEL_OF = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40,
+             "exception": 40, "critical": 50, "fatal": 50}
+
+
+def _dropped(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class _Deferred:
+    """A logger bound on first use at a level the configuration lets through: the pipeline
+    gets one per call and mostly logs below the level, so binding up front (~5 µs) is waste."""
+
+    __slots__ = ("_bound", "_logger")
+
+    def __init__(self, bound: dict[str, Any]) -> None:
+        self._bound = bound
+        self._logger: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._logger is None:
+            level = _LEVEL_OF.get(name)
+            # Read at each call, not at binding: configure_logging may change it meanwhile.
+            wrapper = structlog.get_config()["wrapper_class"]
+            enabled = getattr(wrapper, "is_enabled_for", None)
+            if level is not None and enabled is not None and not enabled(wrapper, level):
+                return _dropped
+            self._logger = structlog.get_logger("toolhost").bind(**self._bound)
+        return getattr(self._logger, name)

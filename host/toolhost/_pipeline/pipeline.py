@@ -220,15 +220,17 @@ class Pipeline:
                 run, invocation_id, name, registered, arguments, created, failure, log)
         decision = steps.decide_policy(self.policy, registered)  # 5
         log.debug("pipeline.policy", step=5, action=decision.action.value, rule=decision.rule)
-        record = _running_record(invocation_id, run, prepared, decision, created)
         if decision.action is PolicyAction.DENY:
-            return self._deny_by_policy(record, decision, log)  # 5
+            return self._deny_by_policy(  # 5
+                _running_record(invocation_id, run, prepared, decision, created), decision, log)
         if decision.action is PolicyAction.REQUIRE_APPROVAL:
-            return self._pause(run, record, log)  # 6
+            return self._pause(  # 6
+                run, _running_record(invocation_id, run, prepared, decision, created), log)
         # A call that changes anything is recorded as running before it runs, so a crash
         # mid-call leaves evidence (and, in ``owner``, whose it was); a read-only call's row
         # is written once, at step 13.
-        record = attrs.evolve(record, owner=self.invocations.owner())
+        record = _running_record(invocation_id, run, prepared, decision, created,
+                                 owner=self.invocations.owner())
         inserted = registered.spec.idempotency is not Idempotency.READ_ONLY
         if inserted:
             try:
@@ -802,7 +804,8 @@ def _recovered(record: InvocationRecord, action: RecoveryAction, reason: str,
 
 
 def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,
-                    decision: PolicyDecision, created: Any) -> InvocationRecord:
+                    decision: PolicyDecision, created: Any,
+                    owner: Mapping[str, Any] | None = None) -> InvocationRecord:
     """The row of a call that passed steps 1 to 5, as ``running``; the step-5 denial and the
     step-6 pause evolve it into their own states."""
     return InvocationRecord(
@@ -811,7 +814,7 @@ def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,
         tool_name=prepared.tool, tool_version=prepared.version, arguments=prepared.arguments,
         argument_digest=prepared.digest,
         state=InvocationState.RUNNING, policy=decision.to_json(), created_at=created,
-        started_at=created,
+        started_at=created, owner=owner,
     )
 
 

@@ -14,7 +14,7 @@ __all__ = [
 
 if TYPE_CHECKING:
 
-    from toolhost._model.workspace import Listing, Provenance, WriteResult
+    from toolhost._model.workspace import Listing, Provenance, WorkspaceUsage, WriteResult
 
 class Workspace(Protocol):
     """The run's workspace. Containment lives here, never in a tool: hand it the caller's
@@ -58,6 +58,13 @@ class SandboxWorkspace(Workspace, Protocol):
         the block ends, every regular file created or changed during it is recorded
         SANDBOX_WRITTEN (a TOOL_WRITTEN file it replaced included) and set-id bits are
         cleared. End every process that can write there before the block ends."""
+        ...
+
+    def usage(self, *, max_bytes: int, max_entries: int, max_depth: int) -> WorkspaceUsage:
+        """What the workspace holds now: disk blocks in bytes (each inode once), entries,
+        deepest level, measured by the same bounded walk as ``sandbox_root``'s. It stops as
+        soon as one figure passes its ``max_*`` (the result is then incomplete). Callable
+        from another thread while a ``sandbox_root`` block runs, to enforce a quota."""
         ...
 
 

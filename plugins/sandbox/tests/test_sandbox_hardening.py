@@ -9,6 +9,7 @@ import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -178,17 +179,29 @@ def test_a_command_within_the_quota_is_not_killed(call: Call) -> None:
     assert (result["quota_exceeded"], result["stdout"]) == (False, "done\n")
 
 
-def test_the_measure_counts_blocks_once_per_inode(tmp_path: Path) -> None:
-    (tmp_path / "d").mkdir()
-    (tmp_path / "d" / "f").write_bytes(b"x" * 65536)
+def test_the_measure_counts_blocks_once_per_inode(
+        toolhost_host: Harness, run: Run, root: Path) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "f").write_bytes(b"x" * 65536)
     for i in range(3):
-        os.link(tmp_path / "d" / "f", tmp_path / f"link{i}")
-    with open(tmp_path / "sparse", "wb") as sparse:
+        os.link(root / "d" / "f", root / f"link{i}")
+    with open(root / "sparse", "wb") as sparse:
         sparse.truncate(1024 * 1024 * 1024 * 4)  # 4 GiB long, no blocks
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        usage = quota.measure(fd)
-    finally:
-        os.close(fd)
-    blocks = sum(os.lstat(tmp_path / name).st_blocks for name in ("d", "d/f", "sparse")) * 512
-    assert (usage.disk_bytes, usage.entries, usage.depth, usage.over) == (blocks, 6, 1, None)
+    workspace = cast(quota.Measurable, toolhost_host.context(run=run).workspace)
+    usage = quota.measure(workspace)
+    blocks = sum(os.lstat(root / name).st_blocks for name in ("d", "d/f", "sparse")) * 512
+    assert (usage.disk_bytes, usage.entries, usage.depth, usage.complete) == (blocks, 6, 1, True)
+    assert quota.over_quota(usage) is None
+
+
+@pytest.mark.parametrize(("name", "value", "over"), [
+    ("QUOTA_DEPTH", 0, "depth"), ("QUOTA_ENTRIES", 2, "entries"), ("QUOTA_BYTES", 4096, "bytes")])
+def test_over_quota_names_the_quota_passed(
+        toolhost_host: Harness, run: Run, root: Path, monkeypatch: pytest.MonkeyPatch,
+        name: str, value: int, over: str) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "f").write_bytes(b"x" * 8192)
+    workspace = cast(quota.Measurable, toolhost_host.context(run=run).workspace)
+    assert quota.over_quota(quota.measure(workspace)) is None
+    monkeypatch.setattr(quota, name, value)
+    assert quota.over_quota(quota.measure(workspace)) == over

@@ -7,8 +7,10 @@
     primary    := NUMBER | NAME | call | "(" expression ")"
     call       := NAME "(" [expression ("," expression)*] ")"
 
-Recursive descent, one method per rule. Because power's right operand is a full unary,
-``-2^2`` is ``-(2^2)``, ``2^3^2`` is ``2^(3^2)`` and ``2^-1`` parses.
+Recursive descent. Because power's right operand is a full unary, ``-2^2`` is ``-(2^2)``,
+``2^3^2`` is ``2^(3^2)`` and ``2^-1`` parses. ``parse`` returns the tree; ``parse_in_order``
+returns its nodes in the order they were built, which is post-order, so the evaluator runs
+them as a stack machine without walking the tree again.
 
 The depth bound counts grammar recursion, checked as the parser descends so that a 33rd level
 fails before any of its tree is built: a parenthesized group, a call's arguments and each unary

@@ -34,7 +34,9 @@ from toolhost import (
     ToolOutput,
     ToolSpec,
     Trust,
+    WorkspaceUsage,
 )
+from toolhost_sandbox import quota
 from toolhost_sandbox.isolation import IsolationUnavailable, find_bwrap
 from toolhost_sandbox.limits import (
     FILE_BYTES,
@@ -174,14 +176,18 @@ def render(completed: Completed, timeout_s: int) -> ToolOutput:
 
 class _SandboxRoot(Protocol):
     """What the host's workspace offers a sandbox beside the five public Workspace methods
-    (the host's ``SandboxWorkspace``): the root as a directory fd, provenance afterwards."""
+    (the host's ``SandboxWorkspace``): the root as a directory fd, provenance afterwards,
+    and its usage measured while the command runs."""
 
     def sandbox_root(self) -> AbstractContextManager[int]: ...
 
+    def usage(self, *, max_bytes: int, max_entries: int, max_depth: int) -> WorkspaceUsage: ...
+
 
 def _sandbox_root(context: ToolExecutionContext) -> _SandboxRoot:
-    if not callable(getattr(context.workspace, "sandbox_root", None)):
-        raise _unavailable("this run's workspace offers no sandbox_root (not the host's)")
+    if not all(callable(getattr(context.workspace, name, None))
+               for name in ("sandbox_root", "usage")):
+        raise _unavailable("this run's workspace offers no sandbox_root or usage (not the host's)")
     return cast(_SandboxRoot, context.workspace)
 
 
@@ -208,7 +214,8 @@ def build(services: Services) -> ToolCallable:
                 try:
                     completed = run_sandboxed(
                         bwrap, workspace_fd, command, timeout_s=timeout_s,
-                        on_cancel=context.cancellation.add_callback, cgroup=cgroup)
+                        on_cancel=context.cancellation.add_callback, cgroup=cgroup,
+                        measure=lambda: quota.measure(workspace))
                 finally:
                     # Before the workspace's provenance is recorded: nothing may still write.
                     if cgroup is not None:
@@ -236,7 +243,8 @@ def isolation_problem(settings: Settings) -> str | None:
             fd = os.open(empty, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 completed = run_sandboxed(bwrap, fd, "true", timeout_s=10,
-                                          on_cancel=_no_cancellation, cgroup=cgroup)
+                                          on_cancel=_no_cancellation, cgroup=cgroup,
+                                          measure=None)
             finally:
                 os.close(fd)
                 if cgroup is not None:

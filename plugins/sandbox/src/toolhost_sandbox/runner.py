@@ -6,8 +6,8 @@ it in the call's cgroup and sets its resource limits, then sends the line, and t
 becomes bwrap (``exec``) with everything inherited. No ``preexec_fn`` (unsafe in a threaded
 process) and no window in which bwrap runs unlimited.
 
-While it runs, a thread measures the workspace (``quota``) and kills the sandbox once it
-passes its quota.
+While it runs, a thread measures the workspace (``quota``, through the host's
+``SandboxWorkspace.usage``) and kills the sandbox once it passes its quota.
 
 Killing: bwrap's JSON status names the host pid of the sandbox's pid-namespace init;
 SIGKILL to it ends every process in the namespace, one that called ``setsid`` included (a
@@ -25,12 +25,12 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
-import attrs
-
+from toolhost import WorkspaceUsage
 from toolhost_sandbox.isolation import IsolationUnavailable, account_files, bwrap_argv
 from toolhost_sandbox.limits import Cgroup, LimitsUnavailable, apply_rlimits
-from toolhost_sandbox.quota import INTERVAL_S, PAUSE_PER_ENTRY_S, measure
+from toolhost_sandbox.quota import INTERVAL_S, PAUSE_PER_ENTRY_S, over_quota
 from toolhost_sandbox.seccomp import SeccompUnavailable, filter_program
 
 __all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "Completed", "run_sandboxed"]
@@ -43,7 +43,7 @@ _READ = 64 * 1024
 _LAUNCHER = 'read _ && exec "$@" </dev/null'
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Completed:
     """How the command ended. ``exit_code`` is the shell's status (128+N when a signal N
     ended it) and None when the host killed the sandbox; ``killed`` says why then
@@ -165,13 +165,19 @@ def _statuses(buffer: bytearray) -> list[dict[str, object]]:
     return found
 
 
-def _watch_quota(workspace_fd: int, sandbox: _Sandbox, stop: threading.Event) -> None:
+def _watch_quota(measure: Callable[[], WorkspaceUsage], sandbox: _Sandbox,
+                 stop: threading.Event) -> None:
     """Measure the workspace until ``stop`` is set or the sandbox is killed; kill it once the
     workspace passes a quota. The pause between walks grows with the entries walked
     (``PAUSE_PER_ENTRY_S``), so a big tree is not walked back to back."""
     while not stop.is_set() and sandbox.killed is None:
-        usage = measure(workspace_fd)
-        if usage.over is not None:
+        try:
+            usage = measure()
+        except Exception:
+            # A workspace that cannot be measured cannot be held to its quota: fail closed.
+            sandbox.kill("workspace_quota")
+            return
+        if over_quota(usage) is not None:
             sandbox.kill("workspace_quota")
             return
         stop.wait(max(INTERVAL_S, usage.entries * PAUSE_PER_ENTRY_S))
@@ -185,8 +191,13 @@ def run_sandboxed(
     timeout_s: int,
     on_cancel: Callable[[Callable[[], None]], Callable[[], None]],
     cgroup: Cgroup | None,
+    measure: Callable[[], WorkspaceUsage] | None,
 ) -> Completed:
     """Run ``command`` with ``/bin/sh -c`` in the sandbox over ``workspace_fd``.
+
+    ``measure()`` is the workspace's usage now (``quota.measure`` of the host's workspace),
+    called from a thread of its own while the command runs; None: no quota (a probe over an
+    empty directory).
 
     ``on_cancel(callback)`` registers a callback for the call's cancellation and returns its
     remover (``context.cancellation.add_callback``). Returns when every process of the
@@ -203,9 +214,11 @@ def run_sandboxed(
     timer.start()
     remove = on_cancel(lambda: sandbox.kill("cancelled"))
     stop_watching = threading.Event()
-    watcher = threading.Thread(target=_watch_quota, args=(workspace_fd, sandbox, stop_watching),
-                               name="toolhost-sandbox-quota", daemon=True)
-    watcher.start()
+    watcher = None
+    if measure is not None:
+        watcher = threading.Thread(target=_watch_quota, args=(measure, sandbox, stop_watching),
+                                   name="toolhost-sandbox-quota", daemon=True)
+        watcher.start()
     out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
     outputs = {out_fd: bytearray(), err_fd: bytearray()}
     status = bytearray()
@@ -255,7 +268,8 @@ def run_sandboxed(
         timer.cancel()
         remove()
         stop_watching.set()
-        watcher.join()  # before the workspace fd is closed: the walk uses it
+        if watcher is not None:
+            watcher.join()  # before the sandbox_root block ends: nothing walks after it
         if sandbox.killed is None and exit_code is None:
             sandbox.kill("setup")  # bwrap failed before the command: nothing may linger
         with contextlib.suppress(subprocess.TimeoutExpired):
