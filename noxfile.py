@@ -74,7 +74,7 @@ def typing(session: nox.Session) -> None:
     """mypy --strict over the host, the conformance suite, every plugin, the example and the
     plugin template (as it is, placeholders and all: it type-checks before it is renamed)."""
     example = ROOT / "examples" / "toolhost-greet"
-    session.install("mypy", *TEST_DEPS, "trustme", ".[mcp]", "./conformance",
+    session.install("mypy", *TEST_DEPS, "trustme", ".[mcp,postgres,s3]", "./conformance",
                     *map(str, PLUGINS), str(example))
     session.run("mypy", "--strict", "host/toolhost")
     for project in [ROOT / "conformance", *PLUGINS, example, ROOT / "templates" / "plugin"]:
@@ -86,9 +86,13 @@ def host(session: nox.Session) -> None:
     """The host's own tests, with every first-party plugin installed beside it."""
     # tests/test_cli.py builds throwaway plugins with hatchling and installs them with uv when
     # uv is on PATH (installed here, so it is; pip otherwise, which is three times slower).
-    session.install(*TEST_DEPS, "hatchling", "uv", "trustme", ".[mcp]", "./conformance",
-                    *map(str, PLUGINS))
-    session.run("pytest", "tests", *session.posargs)
+    # The PostgreSQL and S3 backends' tests need real servers: the PostgreSQL binaries of the
+    # machine (tests/pg_server.py starts a throwaway cluster) and moto's S3 server (started by
+    # tests/s3_server.py). TOOLHOST_REQUIRE_SERVERS turns "missing, skipped" into a failure, so
+    # CI never counts a backend it could not test as passing.
+    session.install(*TEST_DEPS, "hatchling", "uv", "trustme", "moto[server]",
+                    ".[mcp,postgres,s3]", "./conformance", *map(str, PLUGINS))
+    session.run("pytest", "tests", *session.posargs, env={"TOOLHOST_REQUIRE_SERVERS": "1"})
 
 
 @nox.session
@@ -96,6 +100,20 @@ def conformance(session: nox.Session) -> None:
     """The conformance suite's own tests (its negative fixtures), with no plugin installed."""
     session.install(*TEST_DEPS, ".", "./conformance")
     session.run("pytest", "conformance/tests", *session.posargs)
+
+
+def _local_requirements(project: Path) -> list[str]:
+    """The first-party plugins ``project`` depends on (toolhost-people needs toolhost-email's
+    mail cache), as paths: they are not on an index, so they install from this checkout."""
+    import re
+    import tomllib
+
+    names = {tomllib.loads((p / "pyproject.toml").read_text())["project"]["name"]: p
+             for p in PLUGINS}
+    wanted = tomllib.loads((project / "pyproject.toml").read_text())["project"].get(
+        "dependencies", [])
+    found = {re.split(r"[\s<>=!~;\[]", spec, maxsplit=1)[0] for spec in wanted}
+    return [str(names[name]) for name in sorted(found) if name in names and names[name] != project]
 
 
 def _plugin_tests(session: nox.Session, project: Path) -> None:
@@ -106,7 +124,9 @@ def _plugin_tests(session: nox.Session, project: Path) -> None:
     checks a second time. The command itself is covered by conformance's own tests
     (conformance/tests/test_cli.py, in the conformance session).
     """
-    session.install(*TEST_DEPS, ".", "./conformance", str(project))
+    # trustme: the media and email plugins test against a real loopback HTTPS server.
+    session.install(*TEST_DEPS, "trustme", ".", "./conformance", *_local_requirements(project),
+                    str(project))
     session.run("pytest", str(project / "tests"), *session.posargs)
 
 

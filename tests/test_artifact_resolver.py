@@ -239,7 +239,7 @@ def test_the_reasons_are_a_closed_set() -> None:
     reasons = ArtifactUnavailable.REASONS
     assert reasons == {
         "not_found", "foreign_principal", "other_conversation", "other_run", "expired",
-        "ineligible_origin", "unclaimed_upload", "too_large",
+        "ineligible_origin", "unclaimed_upload", "too_large", "corrupted",
     }
     with pytest.raises(ValueError):
         ArtifactUnavailable("a1", "because")
@@ -297,15 +297,21 @@ def test_too_large_is_refused_before_the_damaged_content(
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__.strip("_"))
-def test_an_admitted_artifact_with_damaged_content_is_corrupted(
+def test_an_admitted_artifact_with_damaged_content_is_unavailable_as_corrupted(
     store: CountingStore, damage: Any
 ) -> None:
+    # A tool reading a reference declares one code for an unavailable artifact; damaged bytes
+    # were an undeclared ArtifactCorrupted (tool.internal.unexpected). The reason tells the
+    # operator, and the store itself still raises ArtifactCorrupted.
     record = put(store)
     damage(blob_path(store, record))
     result: bytes | None = None
-    with pytest.raises(ArtifactCorrupted):
+    with pytest.raises(ArtifactUnavailable) as refused:
         result = resolver(store).read(record.id, **CALLER, max_bytes=1024)
+    assert refused.value.reason == "corrupted"
     assert result is None  # damaged bytes are never handed out
+    with pytest.raises(ArtifactCorrupted):
+        store.read(record.id)
 
 
 # --------------------------------------------------------------------------------------------

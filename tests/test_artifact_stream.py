@@ -234,6 +234,32 @@ def test_a_large_stream_is_never_held_in_memory_whole(store: SQLiteArtifactStore
     assert blob_path(store, record.checksum).stat().st_size == record.size
 
 
+@pytest.mark.parametrize("end", ["commit", "abort"])
+def test_writeback_points_keep_the_staged_bytes_exact(
+    store: SQLiteArtifactStore, end: str
+) -> None:
+    """Every 4 MiB the upload asks the kernel to start writing back (so commit's fsync waits
+    for the last stretch only); chunks the file object still buffers (under 8 KiB) and a point
+    falling mid-chunk must change nothing about the bytes, the checksum, or an abort."""
+    block = bytes(range(251)) * 40  # 10,040 bytes
+    sizes = [1, 4095, 8191, 8192, 8193, 10040, 3]
+    upload = begin(store)
+    sent = bytearray()
+    while len(sent) < 9 * 1024 * 1024 + 7:
+        chunk = block[: sizes[len(sent) % len(sizes)]]
+        upload.write(chunk)
+        sent += chunk
+    assert upload._written_back > 8 * 1024 * 1024  # the points were passed, twice
+    if end == "abort":
+        upload.abort()
+        assert content_files(store) == []
+        return
+    record = upload.commit(T0)
+    assert record.checksum == checksum_of(bytes(sent))
+    assert blob_path(store, record.checksum).read_bytes() == sent
+    assert staged(store) == []
+
+
 def test_an_abort_from_another_thread_stops_the_producer(store: SQLiteArtifactStore) -> None:
     writer = RunArtifactWriter(store, "run-1", FixedClock(T0), principal_id="alice")
     started = threading.Event()

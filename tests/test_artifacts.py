@@ -105,7 +105,8 @@ def test_public_names() -> None:
     surfaces = {
         toolhost._model.artifacts: {
             "ARTIFACT_CEILING", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
-            "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactTooLarge",
+            "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactStoreUnavailable",
+            "ArtifactTooLarge",
             "ArtifactUnavailable", "PurgeReport", "as_utc", "as_utc_or_none"},
         toolhost._ports.artifacts: {"LIST_LIMIT", "STAGING_STALE_AFTER", "ArtifactStore",
                                     "ArtifactUpload"},
@@ -656,3 +657,21 @@ def test_a_write_whose_content_a_purge_took_puts_it_back(
     assert content_files(store) == [blob_path(store, expired)]  # no staging file left
     purger.close()
     store.close()
+
+
+def test_a_ref_as_a_tools_result_matches_its_closed_schema() -> None:
+    # One shape for every tool that returns a ref (artifact.export, image/video.generate).
+    import fastjsonschema
+
+    from toolhost import ArtifactRef
+
+    ref = ArtifactRef(id="a" * 32, name="report.csv", media_type="text/csv", byte_count=3,
+                      checksum="sha256:" + "0" * 64)
+    assert ref.to_json() == {"id": "a" * 32, "name": "report.csv", "media_type": "text/csv",
+                             "byte_count": 3, "checksum": "sha256:" + "0" * 64}
+    schema = ArtifactRef.json_schema()
+    fastjsonschema.compile(schema)(ref.to_json())
+    with pytest.raises(fastjsonschema.JsonSchemaValueException):
+        fastjsonschema.compile(schema)({**ref.to_json(), "path": "/etc/passwd"})
+    schema["properties"].clear()  # a caller's copy: the next one is whole
+    assert set(ArtifactRef.json_schema()["properties"]) == set(ref.to_json())

@@ -119,3 +119,87 @@ def test_the_context_deadline_is_the_lesser_of_the_two(
         assert h.call("fx.look", {}, run=run).ok
     (left,) = seen
     assert bound - 1.0 < left <= bound
+
+
+def test_an_async_body_that_ignores_its_cancellation_is_left_behind() -> None:
+    # The rest of an async body runs in the pipeline's own task (httpx needs its cancel scopes
+    # left in the task that entered them); one that swallows every CancelledError is closed
+    # after the cleanup grace, so the call still ends, and the task is not left cancelled.
+    closed = threading.Event()
+
+    async def stubborn(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        try:
+            while True:
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    continue
+        finally:
+            closed.set()
+
+    spec = make_spec(name="fx.stubborn", input_schema=SCHEMA, output_schema=OUT, timeout_s=0.2,
+                     idempotency=Idempotency.READ_ONLY)
+    with Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=stubborn)])}) as h:
+        run = h.start_run()
+
+        async def scenario() -> tuple[Any, Any]:
+            first = await h.host.invoke("fx.stubborn", {}, run=run)
+            await asyncio.sleep(0.01)  # the task goes on: no stray cancellation arrives here
+            return first, asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+        outcome, cancelling = asyncio.run(scenario())
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.timeout.deadline"
+    assert closed.is_set()
+    assert cancelling == 0
+
+
+def test_a_body_raising_cancelled_error_on_seeing_its_cancellation_ends_the_call_cancelled() -> (
+    None
+):
+    # Regression: a run cancelled from another thread after the body's last ``await``; the
+    # body sees it and raises CancelledError itself. The pipeline took that for its own task
+    # being cancelled from outside: no outcome, and the row stayed running.
+    async def checks_then_raises(
+        arguments: Mapping[str, Any], context: ToolExecutionContext
+    ) -> ToolOutput:
+        await asyncio.sleep(0)  # suspends once: the rest runs in the pipeline's task
+        run_cancellation.cancel()  # as another thread would, between two steps
+        if context.cancellation.cancelled:
+            raise asyncio.CancelledError
+        return ToolOutput(structured={"echo": "done"}, content="done")
+
+    spec = make_spec(name="fx.checks", input_schema=SCHEMA, output_schema=OUT,
+                     idempotency=Idempotency.READ_ONLY)
+    with Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=checks_then_raises)])}) as h:
+        run = h.start_run()
+        run_cancellation = run.cancellation
+        outcome = h.call("fx.checks", {}, run=run)
+        assert outcome.invocation_id is not None
+        row = h.host.pipeline.invocations.get(outcome.invocation_id)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.cancelled.run_cancelled"
+    assert row.state.value == "failed"
+
+
+def test_the_operator_holds_the_scopes_a_body_checks_for_some_calls() -> None:
+    # Tool.checked_scopes (media's artifact.read for references, people's email.read for a
+    # source read): not required to call the tool, granted to the operator's run.
+    seen: list[frozenset[str]] = []
+
+    def body(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        seen.append(context.scopes)
+        return ToolOutput(structured={"echo": "x"}, content="x")
+
+    spec = make_spec(name="fx.look", input_schema=SCHEMA, output_schema=OUT,
+                     required_scopes=("fx.read",))
+    tool = Tool(spec, call=body, checked_scopes=["fx.source"])
+    assert tool.checked_scopes == ("fx.source",)
+    assert tool.scopes == {"fx.read", "fx.source"}
+    with Harness.over({"fx-dist": make_plugin(tools=[tool])}) as h:
+        assert h.invoke("fx.look").ok
+        narrow = h.start_run(scopes={"fx.read"})
+        assert h.call("fx.look", {}, run=narrow).ok  # not required: the call runs
+    assert seen == [frozenset({"fx.read", "fx.source"}), frozenset({"fx.read"})]
+    with pytest.raises(TypeError):
+        Tool(spec, call=body, checked_scopes=[b"fx.source"])  # type: ignore[list-item]

@@ -200,6 +200,10 @@ def test_help_names_the_settings_and_the_default_data_directory(
         "  TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical",
         "  TOOLHOST_ARTIFACT_RETENTION_DAYS",
         "                            days until what a run stores expires (default 30; 0: never)",
+        "  TOOLHOST_CA_BUNDLE        extra trust roots (PEM file) for every outbound HTTPS client",
+        "  TOOLHOST_DATABASE_URL     keep the invocation record on PostgreSQL (postgresql://...)",
+        "  TOOLHOST_ARTIFACT_STORE   keep artifacts on S3-compatible storage (s3://bucket/prefix)",
+        "  TOOLHOST_S3_ENDPOINT_URL  that storage's endpoint (credentials: the AWS_* variables)",
     ]
 
 

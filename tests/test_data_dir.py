@@ -261,3 +261,23 @@ def test_migrate_refuses_a_table_with_an_extra_column(tmp_path: Path) -> None:
         migrate(conn, MIGRATIONS)
     conn.close()
 
+
+
+def test_each_distribution_has_its_own_directory_and_finds_another_s(tmp_path: Path) -> None:
+    # One rule, DATA_DIR/plugins/<distribution>: the host builds Services.data_dir with it, a
+    # plugin's console script finds the same directory from the settings alone, and a
+    # distribution reading another's public store (people reads the email cache) finds it too.
+    from conftest import make_plugin
+
+    from toolhost import Settings
+    from toolhost.testing import Harness
+
+    settings = Settings.from_environ({"TOOLHOST_DATA_DIR": str(tmp_path)})
+    assert settings.plugin_data_dir("toolhost-email") == tmp_path / "plugins" / "toolhost-email"
+    with Harness.over({"fx-dist": make_plugin(tools=[])}, data_dir=tmp_path) as h:
+        services = h.host.services_for("toolhost-people")
+        assert services.data_dir == settings.plugin_data_dir("toolhost-people")
+        assert services.data_dir.is_dir()
+        other = services.data_dir_of("toolhost-email")
+        assert other == settings.plugin_data_dir("toolhost-email")
+        assert not other.exists()  # found, not created: it belongs to the other distribution

@@ -31,6 +31,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.paths.append(self.path)
+        if self.path == "/stall":
+            self.server.release.wait(10)  # until the test is done with it
+            return
         if self.path == "/redirect":
             status, extra, body = 302, {"Location": f"{self.server.base_url}/target"}, b"moved"
         else:
@@ -54,6 +57,7 @@ class _TLSServer(ThreadingHTTPServer):
         super().__init__((LOOPBACK, 0), _Handler)
         self.context = context
         self.paths: list[str] = []
+        self.release = threading.Event()
         self.base_url = f"https://{LOOPBACK}:{self.server_address[1]}"
 
     def get_request(self) -> tuple[Any, Any]:
@@ -91,6 +95,7 @@ def server(ca: trustme.CA) -> Iterator[_TLSServer]:
     try:
         yield httpd
     finally:
+        httpd.release.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join()
@@ -291,3 +296,58 @@ def test_a_missing_zero_or_unbounded_timeout_is_refused(timeout: Any) -> None:
         clients.client(timeout=timeout)
     with pytest.raises(ValueError, match="timeout"):
         clients.async_client(timeout=timeout)
+
+
+# ------------------------------------------------------------- an async tool's own requests
+
+
+def _fetching_tool(timeout_s: float = 5) -> Any:
+    """An async tool whose first ``await`` is a request of the host's async client: httpx
+    (over anyio) enters a cancel scope there that must be left in the same task."""
+    from conftest import make_plugin, make_spec
+
+    from toolhost import Tool, ToolOutput
+
+    def build(services: Any) -> Any:
+        async def fetch(arguments: Any, context: Any) -> ToolOutput:
+            async with services.async_http(timeout=30) as client:
+                response = await client.get(arguments["url"])
+            return ToolOutput(structured={"echo": response.text}, content=response.text)
+        return fetch
+
+    schema = {"type": "object", "properties": {"url": {"type": "string", "maxLength": 100}},
+              "required": ["url"], "additionalProperties": False}
+    spec = make_spec(name="fx.fetch", timeout_s=timeout_s, input_schema=schema)
+    return make_plugin(tools=[Tool(spec, build=build)])
+
+
+def test_an_async_tool_awaiting_a_request_first_gets_its_response(
+    server: _TLSServer, bundle: Path
+) -> None:
+    # Regression: the body's first step ran inline and its rest in a new task, so httpx
+    # failed with "Attempted to exit cancel scope in a different task" (tool.internal.unexpected).
+    from toolhost.testing import Harness
+
+    settings = {CA_BUNDLE_SETTING: str(bundle)}
+    with Harness.over({"fx-dist": _fetching_tool()}, settings=settings) as h:
+        for _ in range(2):
+            outcome = h.invoke("fx.fetch", url=f"{server.base_url}/hello")
+            assert outcome.failure is None, outcome.failure
+            assert outcome.structured == {"echo": "hello -"}
+
+
+def test_an_async_request_past_the_deadline_is_cancelled_and_the_host_goes_on(
+    server: _TLSServer, bundle: Path
+) -> None:
+    from toolhost.testing import Harness
+
+    settings = {CA_BUNDLE_SETTING: str(bundle)}
+    with Harness.over({"fx-dist": _fetching_tool(timeout_s=0.3)},
+                      settings=settings) as h:
+        outcome = h.invoke("fx.fetch", url=f"{server.base_url}/stall")
+        assert outcome.failure is not None
+        assert outcome.failure.reason_code == "tool.timeout.deadline"
+        # The pipeline's task was not left cancelled: the next call through it works.
+        again = h.invoke("fx.fetch", url=f"{server.base_url}/hello")
+        assert again.failure is None, again.failure
+        assert again.structured == {"echo": "hello -"}

@@ -32,7 +32,7 @@ import pytest
 from conftest import make_plugin, make_spec, make_tool
 from installed import install_fake_plugin
 
-from toolhost import Outcome, OutcomeStatus, Trust
+from toolhost import Outcome, OutcomeStatus, Tool, ToolOutput, Trust
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.settings import Settings
 from toolhost._model.spec import Idempotency, Risk, SideEffect
@@ -342,14 +342,21 @@ def test_http_addresses() -> None:
             parse_http_address(remote)
 
 
+def _unused_body(arguments: Any, context: Any) -> ToolOutput:
+    raise AssertionError("never called")
+
+
 def test_config_defaults_grant_the_roster_scopes() -> None:
     class Fake:
-        def __init__(self, scopes: tuple[str, ...]) -> None:
+        def __init__(self, scopes: tuple[str, ...], checked: tuple[str, ...] = ()) -> None:
             self.spec = make_spec(required_scopes=scopes)
+            self.tool = Tool(self.spec, call=_unused_body, checked_scopes=checked)
 
-    roster: Any = [Fake(("a.read",)), Fake(("b.write", "a.read")), Fake(())]
+    roster: Any = [Fake(("a.read",)), Fake(("b.write", "a.read")), Fake((), ("c.read",))]
     config = ServeConfig.from_settings(Settings(), roster)
-    assert (config.principal.id, config.principal.scopes) == ("mcp", frozenset({"a.read", "b.write"}))
+    # Required scopes and the ones a body checks for some calls (Tool.checked_scopes).
+    assert (config.principal.id, config.principal.scopes) == (
+        "mcp", frozenset({"a.read", "b.write", "c.read"}))
     assert (config.elicitation, config.elicitation_timeout_s, config.loop_stdio) == (
         True, 300.0, True)
     chosen = ServeConfig.from_settings(Settings({
@@ -362,11 +369,18 @@ def test_config_defaults_grant_the_roster_scopes() -> None:
     assert ServeConfig.from_settings(Settings({"TOOLHOST_MCP_SCOPES": ""}), roster
                                      ).principal.scopes == frozenset()
     assert chosen.workspace is None
+    assert config.recover_interval_s == 60.0
+    assert ServeConfig.from_settings(Settings({"TOOLHOST_RECOVER_INTERVAL_S": "0"}), roster
+                                     ).recover_interval_s is None
+    assert ServeConfig.from_settings(Settings({"TOOLHOST_RECOVER_INTERVAL_S": "0.5"}), roster
+                                     ).recover_interval_s == 0.5
     for name, value in [("TOOLHOST_MCP_ELICITATION", "maybe"),
                         ("TOOLHOST_MCP_WORKSPACE", "/no/such/directory"),
                         ("TOOLHOST_MCP_ELICITATION_TIMEOUT_S", "0"),
                         ("TOOLHOST_MCP_ELICITATION_TIMEOUT_S", "soon"),
-                        ("TOOLHOST_MCP_STDIO", "threads")]:
+                        ("TOOLHOST_MCP_STDIO", "threads"),
+                        ("TOOLHOST_RECOVER_INTERVAL_S", "-1"),
+                        ("TOOLHOST_RECOVER_INTERVAL_S", "often")]:
         with pytest.raises(ConfigError, match=name):
             ServeConfig.from_settings(Settings({name: value}), roster)
 

@@ -24,7 +24,7 @@ from toolhost._composition import Host
 from toolhost._model.host_reasons import AWAITING_APPROVAL_TEXT, DENIED_TEXT, MESSAGES
 from toolhost._model.invocations import InvocationState
 from toolhost._model.runs import ToolCall
-from toolhost._model.spec import Risk, SideEffect
+from toolhost._model.spec import Idempotency, Risk, SideEffect
 from toolhost._pipeline.log import configure_logging
 from toolhost._pipeline.pipeline import InvocationStateError
 from toolhost._pipeline.policy import Policy, PolicyAction
@@ -281,6 +281,11 @@ def test_a_non_idempotent_timeout_is_never_retryable(host: Host) -> None:
     outcome = host.invoke_sync("fx.sleep_writer", {"seconds": 0.5}, run=run_for(host))
     assert outcome.failure and outcome.failure.kind is ToolFailureKind.TIMEOUT
     assert outcome.failure.retryable is False
+    # ADR-0140: the deadline of a call not safe to repeat warns it may have taken effect.
+    assert outcome.failure.reason_code == "tool.timeout.deadline_may_have_taken_effect"
+    assert outcome.failure.message == (
+        "The tool did not finish before its deadline, but its request may already have taken "
+        "effect and been charged. Do not retry it blindly; ask the user how to proceed.")
 
 
 def test_the_run_deadline_caps_the_tool_timeout(host: Host) -> None:
@@ -534,3 +539,30 @@ def test_step_12_runs_off_the_event_loop(host: Host, monkeypatch: pytest.MonkeyP
     assert small.ok and small.content == "small"
     assert still_held  # the small call finished while the big output was being artifactized
     assert big.ok and big.truncated and len(big.artifacts) == 1
+
+
+@pytest.mark.parametrize(("idempotency", "code", "retryable"), [
+    (Idempotency.IDEMPOTENT, "tool.upstream_unavailable.artifact_store", True),
+    (Idempotency.NON_IDEMPOTENT,
+     "tool.upstream_unavailable.artifact_store_may_have_taken_effect", False),
+])
+def test_an_artifact_store_outage_is_retryable_only_for_a_tool_safe_to_repeat(
+    idempotency: Idempotency, code: str, retryable: bool
+) -> None:
+    # A generation call whose (charged) request was made, then whose artifact could not be
+    # stored, must not be retried blindly; an idempotent export may be.
+    from conftest import make_plugin, make_spec
+
+    from toolhost import Tool, ToolOutput
+    from toolhost._model.artifacts import ArtifactStoreUnavailable
+    from toolhost.testing import Harness
+
+    def body(arguments: Any, context: Any) -> ToolOutput:
+        raise ArtifactStoreUnavailable("the bucket s3://b/p did not answer a put")
+
+    spec = make_spec(name="fx.store", idempotency=idempotency, allow_parallel=False)
+    with Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=body)])}) as h:
+        outcome = h.invoke("fx.store")
+    assert outcome.failure is not None
+    assert (outcome.failure.reason_code, outcome.failure.retryable) == (code, retryable)
+    assert "s3://" not in outcome.content

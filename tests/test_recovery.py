@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -25,7 +26,6 @@ from conftest import make_plugin, make_spec
 
 from toolhost import Idempotency, OutcomeStatus, Risk, SideEffect, Tool, ToolOutput
 from toolhost._composition import Host
-from toolhost._model.digest import canonical_text
 from toolhost._model.invocations import InvocationState
 from toolhost._pipeline.pipeline import InvocationStateError, RecoveryAction
 from toolhost._pipeline.policy import Policy, PolicyAction
@@ -422,6 +422,10 @@ class Unwritable:
         self._write()
         return bool(self.inner.transition(*args, **kwargs))
 
+    def settle(self, *args: Any, **kwargs: Any) -> bool:
+        self._write()
+        return bool(self.inner.settle(*args, **kwargs))
+
 
 @pytest.fixture
 def unwritable(host: Host) -> Iterator[Unwritable]:
@@ -498,7 +502,7 @@ def test_a_write_whose_result_cannot_be_recorded_ends_interrupted_and_the_row_sa
                                   "unrecorded_state": "succeeded"}
 
 
-def test_a_database_unwritable_for_good_mid_call_leaves_the_row_running_for_recover(
+def test_a_database_unwritable_mid_call_leaves_the_row_running_until_recover_writes_it(
     host: Host,
 ) -> None:
     conn = host.pipeline.invocations._conn  # type: ignore[attr-defined]
@@ -512,12 +516,39 @@ def test_a_database_unwritable_for_good_mid_call_leaves_the_row_running_for_reco
     assert outcome.failure.reason_code == "tool.internal.interrupted"
     row = the_row(host)
     assert (row.id, row.state) == (outcome.invocation_id, InvocationState.RUNNING)
-    # Its owner, this process, is alive: left alone until this process is gone.
-    (left,) = host.recover()
-    assert left.action is RecoveryAction.LEFT
-    gone = {**row.owner, "start": -1}
-    conn.execute("UPDATE tool_invocations SET owner = ? WHERE id = ?",
-                 (canonical_text(gone), row.id))
+    # The store is back: this process writes the end it could not write then (recover, as
+    # `toolhost serve` runs it every TOOLHOST_RECOVER_INTERVAL_S), rather than leaving the row
+    # running for as long as the process lives.
     (settled,) = host.recover()
-    assert settled.action is RecoveryAction.FAILED
-    assert the_row(host).reason_code == "tool.internal.interrupted"
+    assert (settled.invocation_id, settled.action) == (row.id, RecoveryAction.FAILED)
+    row = the_row(host)
+    assert (row.state, row.reason_code) == (InvocationState.FAILED, "tool.internal.interrupted")
+    assert host.recover() == []  # written once
+
+
+# ------------------------------------------------------------------- recovery while serving
+
+
+def test_a_server_settles_a_dead_processs_row_while_it_serves(
+    tmp_path: Path, data: Path, log: Path, host: Host,
+) -> None:
+    # Several hosts on one database: a host that dies mid-call leaves a row that the others
+    # settle while they keep serving, not only when one of them restarts.
+    from toolhost._mcp.server import recover_every
+
+    kill_mid_call(tmp_path, data, "invoke", "rx.write")
+    assert the_row(host).state is InvocationState.RUNNING
+
+    async def serving_a_while() -> None:
+        recovery = asyncio.create_task(recover_every(host, 0.05))
+        try:
+            for _ in range(200):  # at most 10 s; settled after the first interval
+                await asyncio.sleep(0.05)
+                if the_row(host).state is not InvocationState.RUNNING:
+                    return
+        finally:
+            recovery.cancel()
+
+    asyncio.run(serving_a_while())
+    row = the_row(host)
+    assert (row.state, row.reason_code) == (InvocationState.FAILED, "tool.internal.interrupted")

@@ -1,5 +1,6 @@
 """Hard gate 1 across the roster: every first-party plugin installed together registers, and
-each of the eight roster tools that exists carries the seed's classification, field by field.
+each of the eight roster tools that exists carries the seed's classification, field by field;
+so does each conditional tool (email, people, media) with its flag or credential set.
 
 The host session installs every distribution under plugins/, so this test sees exactly what an
 operator who installs them all gets. A roster tool whose plugin does not exist yet is listed in
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, Trust
+from toolhost import Idempotency, Kind, Risk, Settings, SideEffect, Source, TargetKind, Trust
 from toolhost._composition import Host
 from toolhost._registration.discovery import load_distributions
 
@@ -55,11 +56,44 @@ ROSTER: dict[str, tuple[Any, ...]] = {
 #: Roster tools whose plugin is not in this repository yet.
 NOT_YET_BUILT: frozenset[str] = frozenset()
 
+# The conditional tools, as the seed classifies them: the Milestone 26 and 31 tables (email),
+# Milestone 28 (people: read-only, parallel-safe, memory trust, people.read; history@1.1.0's
+# source read also email.read) and ADR-0140 (media). Fields: side_effect, risk, idempotency, output_trust,
+# required_scopes, allow_parallel; None where the seed fixes nothing.
+EMAIL_READ, EMAIL_WRITE = "email.read", "email.write"
+CONDITIONAL: dict[str, tuple[Any, ...]] = {
+    "email.context": (SideEffect.NONE, Risk.LOW, Idempotency.READ_ONLY,
+                      Trust.EXTERNAL_UNTRUSTED, (EMAIL_READ,), None),
+    "email.feedback": (SideEffect.NONE, Risk.MEDIUM, Idempotency.IDEMPOTENT, Trust.INTERNAL_TOOL,
+                       (EMAIL_READ, EMAIL_WRITE), None),
+    "email.subscriptions": (SideEffect.NONE, Risk.LOW, Idempotency.READ_ONLY,
+                            Trust.EXTERNAL_UNTRUSTED, (EMAIL_READ,), None),
+    "email.unsubscribe": (SideEffect.EXTERNAL_WRITE, Risk.MEDIUM, Idempotency.IDEMPOTENT,
+                          Trust.INTERNAL_TOOL, (EMAIL_READ, EMAIL_WRITE), None),
+    "people.search": (None, None, Idempotency.READ_ONLY, Trust.MEMORY, ("people.read",), True),
+    "people.context": (None, None, Idempotency.READ_ONLY, Trust.MEMORY, ("people.read",), True),
+    "people.history@1.0.0": (None, None, Idempotency.READ_ONLY, Trust.MEMORY, ("people.read",),
+                             True),
+    # The source read checks email.read when it is asked for (as media checks artifact.read
+    # for references), so an unpinned history page needs people.read alone.
+    "people.history@1.1.0": (None, None, Idempotency.READ_ONLY, Trust.MEMORY,
+                             ("people.read",), True),
+    "image.generate": (SideEffect.EXTERNAL_WRITE, Risk.HIGH, Idempotency.NON_IDEMPOTENT,
+                       Trust.EXTERNAL_UNTRUSTED, ("media.generate", "artifact.write"), False),
+    "video.generate": (SideEffect.EXTERNAL_WRITE, Risk.HIGH, Idempotency.NON_IDEMPOTENT,
+                       Trust.EXTERNAL_UNTRUSTED, ("media.generate", "artifact.write"), False),
+}
+#: What turns every conditional tool on.
+ALL_FLAGS = {"AGENT_EMAIL_MODE_ENABLED": "1", "AGENT_EMAIL_UNSUBSCRIBE_ENABLED": "1",
+             "AGENT_PEOPLE_ENABLED": "1", "TENSORSCALE_API_KEY": "ts-roster-test-key"}
+
 
 @pytest.fixture(scope="module")
-def host() -> Any:
+def host(tmp_path_factory: pytest.TempPathFactory) -> Any:
     # Registration runs all seven steps over the union: one refusal anywhere fails here.
-    with Host.from_sources(load_distributions(FIRST_PARTY)) as h:
+    settings = Settings(env={**ALL_FLAGS,
+                             "TOOLHOST_DATA_DIR": str(tmp_path_factory.mktemp("data"))})
+    with Host.from_sources(load_distributions(FIRST_PARTY), settings=settings) as h:
         yield h
 
 
@@ -83,3 +117,30 @@ def test_each_roster_tool_has_the_seeds_classification(host: Host, name: str) ->
         # The same for all eight: builtin capabilities, no server, not deprecated.
         assert (spec.kind, spec.source, spec.server_id, spec.deprecated) == (
             Kind.CAPABILITY, Source.BUILTIN, None, False)
+
+
+def test_every_conditional_tool_is_registered_with_its_flags(host: Host) -> None:
+    names = {key.split("@")[0] for key in CONDITIONAL}
+    assert names <= set(host.registry.names())
+
+
+@pytest.mark.parametrize("key", sorted(CONDITIONAL))
+def test_each_conditional_tool_has_the_seeds_classification(host: Host, key: str) -> None:
+    name, _, pinned = key.partition("@")
+    versions = [pinned] if pinned else list(host.registry.versions(name))
+    for version in versions:
+        spec = host.registry.resolve(name, version).spec
+        got = (spec.side_effect, spec.risk, spec.idempotency, spec.output_trust,
+               tuple(sorted(spec.required_scopes)), spec.allow_parallel)
+        row = CONDITIONAL[key]
+        expected = (*row[:4], tuple(sorted(row[4])), row[5])
+        assert tuple(e if e is None else g for g, e in zip(got, expected, strict=True)) == (
+            expected), version
+        assert (spec.kind, spec.source, spec.server_id, spec.deprecated) == (
+            Kind.CAPABILITY, Source.BUILTIN, None, False)
+
+
+def test_without_flags_no_conditional_tool_is_registered() -> None:
+    with Host.from_sources(load_distributions(FIRST_PARTY), settings=Settings(env={})) as h:
+        names = set(h.registry.names())
+    assert not names & {key.split("@")[0] for key in CONDITIONAL}

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from toolhost._model.secrets import Secret, resolve_secret
-from toolhost._model.settings import Settings
+from toolhost._model.settings import Settings, is_secret_name
 from toolhost._pipeline.log import REDACTED, configure_logging, get_logger, redact_secrets
 from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT
@@ -110,3 +110,30 @@ def test_a_secret_is_redacted_by_the_console_renderer_too() -> None:
 def test_the_processor_redacts_secrets_in_sets() -> None:
     event = redact_secrets(None, "info", {"s": frozenset({Secret("sk")}), "n": 1})
     assert event == {"s": frozenset({REDACTED}), "n": 1}
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("TENSORSCALE_API_KEY", True), ("AWS_SECRET_ACCESS_KEY", True), ("AWS_SESSION_TOKEN", True),
+    ("PGPASSWORD", True), ("TLS_PRIVATE_KEY", True), ("client_secret", True),
+    ("AWS_ACCESS_KEY_ID", False), ("TOOLHOST_DATABASE_URL", False), ("max_tokens", False),
+])
+def test_a_credential_is_known_by_a_whole_word_of_its_name(name: str, secret: bool) -> None:
+    # Regression: only names ending in _API_KEY, _TOKEN, _SECRET or _PASSWORD were secrets,
+    # so AWS_SECRET_ACCESS_KEY (the S3 store's credential) showed in a Settings repr.
+    assert is_secret_name(name) is secret
+
+
+def test_settings_repr_hides_credentials_and_a_url_password() -> None:
+    settings = Settings(env={
+        "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI",
+        "TOOLHOST_DATABASE_URL": "postgresql://toolhost:hunter2@db.internal:5432/record",
+    })
+    shown = repr(settings)
+    assert "wJalrXUtnFEMI" not in shown and "hunter2" not in shown
+    assert "postgresql://toolhost:***@db.internal:5432/record" in shown
+
+
+def test_a_url_password_in_a_log_line_is_redacted() -> None:
+    event = {"error": "cannot reach postgresql://toolhost:hunter2@db.internal/record"}
+    assert redact_secrets(None, "error", event) == {
+        "error": "cannot reach postgresql://toolhost:***@db.internal/record"}

@@ -19,6 +19,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("site")
     install_fake_plugin(site, "fx-cli-good", "fx_cli_good", INSTALLABLE_GOOD)
     install_fake_plugin(site, "fx-cli-mcp", "fx_cli_mcp", INSTALLABLE_MCP)
+    # A conditional plugin, as media, email and people are: its tool exists only with a flag.
+    conditional = INSTALLABLE_GOOD.replace(
+        "    return [Tool(SPEC, call=greet, reasons=(BLANK,))]",
+        "    if not settings.flag('FX_GREET_ENABLED'):\n        return []\n"
+        "    return [Tool(SPEC, call=greet, reasons=(BLANK,))]")
+    assert conditional != INSTALLABLE_GOOD
+    install_fake_plugin(site, "fx-cli-flagged", "fx_cli_flagged", conditional)
     return site
 
 
@@ -51,6 +58,15 @@ def test_only_the_named_distributions_are_loaded(site: Path, tmp_path: Path) -> 
     done = _run(site, "fx-cli-good", "--", "-k", "registration", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 7 deselected" in done.stdout
+
+
+def test_a_setting_reaches_a_conditional_plugin(site: Path, tmp_path: Path) -> None:
+    args = ("--", "-v", "-k", "schemas_closed", "--toolhost-examples", "5")
+    without = _run(site, "fx-cli-flagged", *args, cwd=tmp_path)
+    assert "test_schemas_closed[tool=hello.greet@1.0.0]" not in without.stdout
+    flagged = _run(site, "fx-cli-flagged", "--setting", "FX_GREET_ENABLED=1", *args, cwd=tmp_path)
+    assert flagged.returncode == 0, flagged.stdout + flagged.stderr
+    assert "test_schemas_closed[tool=hello.greet@1.0.0] PASSED" in flagged.stdout
 
 
 def test_pytest_arguments_pass_through(site: Path, tmp_path: Path) -> None:

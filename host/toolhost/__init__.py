@@ -118,9 +118,9 @@ __all__ = [
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.1"
+PLUGIN_API_VERSION = "1.2"
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 #: Where each public name lives. The names load on first use (PEP 562), so a command that
 #: needs few of them (``toolhost check``, ``--help``) does not import every value module.

@@ -14,7 +14,7 @@ import attrs
 
 from toolhost._adapters.system_clock import SystemClock, monotonic, new_id
 from toolhost._model.context import Principal, Services, ToolCallable
-from toolhost._model.settings import Settings
+from toolhost._model.settings import Settings, plugin_data_dir
 from toolhost._ports.clock import Clock
 from toolhost._registration.discovery import (
     PluginSource,
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from toolhost._model.runs import Run, RunOutcome, ToolCall
     from toolhost._pipeline.pipeline import Pipeline, Recovered
     from toolhost._pipeline.policy import Policy
+    from toolhost._ports.artifacts import ArtifactStore
+    from toolhost._ports.invocations import InvocationStore
 
 __all__ = ["Host", "load_host", "remove_tree"]
 
@@ -148,9 +150,6 @@ class Host:
     def _compose_pipeline(self) -> Pipeline:
         import structlog
 
-        from toolhost._adapters.sqlite_artifacts import open_artifact_store
-        from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, unusable_directory
-        from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
         from toolhost._pipeline.log import configure_logging
         from toolhost._pipeline.pipeline import Pipeline
         from toolhost._pipeline.policy import policy_from_settings
@@ -161,21 +160,13 @@ class Host:
         policy = self._policy if self._policy is not None else policy_from_settings(
             self.settings.env)
         log_policy_changes(policy)
-        # A data directory or database that cannot be used stops the start here, as
-        # StoreUnavailable (one line naming the path), never as a traceback from a call.
-        conn = connect(self.data_dir / DATABASE_NAME)
+        invocations = self._open_invocation_store()
         try:
-            invocations = SQLiteInvocationStore(conn)
+            artifacts = self._open_artifact_store()
         except BaseException:
-            conn.close()
-            raise
-        try:
-            artifacts = open_artifact_store(self.data_dir, self.clock,
-                                            retention=self.settings.artifact_retention)
-        except BaseException as exc:
-            invocations.close()
-            if isinstance(exc, OSError):  # the artifacts' directory under the data directory
-                raise unusable_directory(exc) from None
+            close = getattr(invocations, "close", None)
+            if close is not None:
+                close()
             raise
         return Pipeline(
             registry=self.registry,
@@ -189,6 +180,66 @@ class Host:
             monotonic=monotonic,
             workspace_for=self.fresh_workspace,
         )
+
+    def _open_invocation_store(self) -> InvocationStore:
+        """The record: PostgreSQL when TOOLHOST_DATABASE_URL is set, else SQLite in the data
+        directory.
+
+        A data directory or database that cannot be used stops the start here, as
+        StoreUnavailable (one line naming the path, or the URL without its password), never
+        as a traceback from a call.
+        """
+        url = (self.settings.get("TOOLHOST_DATABASE_URL") or "").strip()
+        if url:
+            from toolhost._model.settings import StoreUnavailable
+
+            try:
+                from toolhost._adapters.pg_invocations import PostgresInvocationStore
+            except ImportError as exc:
+                raise StoreUnavailable(
+                    self.data_dir, f"TOOLHOST_DATABASE_URL needs the PostgreSQL client, which "
+                    f"is not installed ({exc.name}): pip install 'toolhost-core[postgres]'",
+                ) from None
+            return PostgresInvocationStore(url)
+        from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
+        from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
+
+        conn = connect(self.data_dir / DATABASE_NAME)
+        try:
+            return SQLiteInvocationStore(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _open_artifact_store(self) -> ArtifactStore:
+        """The artifact store: content-addressed files under the data directory, or objects
+        in the bucket ``TOOLHOST_ARTIFACT_STORE=s3://bucket/prefix`` names. Metadata goes
+        where the content is shared: with a bucket and ``TOOLHOST_DATABASE_URL``, on that
+        PostgreSQL database (so hosts on it share the bucket); otherwise in the data
+        directory's database (files are one machine's, so their index is too). A bucket or
+        database that cannot be used stops the start here, as StoreUnavailable (one line, no
+        credential)."""
+        from toolhost._adapters.sqlite_artifacts import open_artifact_store
+        from toolhost._adapters.sqlite_db import unusable_directory
+
+        url = (self.settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
+        database = (self.settings.get("TOOLHOST_DATABASE_URL") or "").strip()
+        if url and database:
+            # The invocation store opened first, so the PostgreSQL client is installed.
+            from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
+
+            return open_pg_s3_artifact_store(url, database, self.settings.env, self.clock,
+                                             retention=self.settings.artifact_retention)
+        if url:
+            from toolhost._adapters.s3_artifacts import open_s3_artifact_store
+
+            return open_s3_artifact_store(url, self.settings.env, self.data_dir, self.clock,
+                                          retention=self.settings.artifact_retention)
+        try:
+            return open_artifact_store(self.data_dir, self.clock,
+                                       retention=self.settings.artifact_retention)
+        except OSError as exc:  # the artifacts' directory under the data directory
+            raise unusable_directory(exc) from None
 
     def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
         """An empty workspace for a run, under the data directory, removed by ``discard``.
@@ -218,7 +269,7 @@ class Host:
 
             services = self._services[distribution] = attrs.evolve(
                 self.services,
-                data_dir=self.data_dir / "plugins" / distribution,
+                data_dir=plugin_data_dir(self.data_dir, distribution),
                 artifacts=_ContextReader(ArtifactResolver(self.pipeline.artifacts, self.clock)),
                 http_clients=self._http_clients,
             )
@@ -285,7 +336,9 @@ class Host:
         from toolhost._model.runs import Run, valid_run_id
 
         if principal is None:
-            scopes = frozenset(s for r in self.registry for s in r.spec.required_scopes)
+            # Every scope the tools need: required ones and those a body checks for some
+            # calls only (Tool.checked_scopes: media's references, people's source read).
+            scopes = frozenset(s for r in self.registry for s in r.tool.scopes)
             principal = Principal("operator", scopes)
         if run_id is None:
             run_id = new_id()

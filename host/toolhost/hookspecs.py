@@ -5,7 +5,7 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.1. Hooks are called once per process start, in this order: ``toolhost_domains``,
+Plugin API 1.2. Hooks are called once per process start, in this order: ``toolhost_domains``,
 ``toolhost_tools``. Registration (the seven ordered refusals, then the reasons check) runs over
 the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
@@ -14,7 +14,12 @@ Version notes: 1.0 removed ``toolhost_messages``. A reason code is declared once
 static message, on the tool that raises it (``Tool(..., reasons=(Reason(code, message),))``);
 a plugin that still implements the hook is refused at startup with that remedy. 1.1 added
 ``toolhost_readiness``, optional (a plugin that does not implement it is ready): every 1.0
-plugin is a 1.1 plugin unchanged.
+plugin is a 1.1 plugin unchanged. 1.2 added, without changing a hook:
+``Services.data_dir_of(distribution)`` and ``Settings.plugin_data_dir(distribution)`` (another
+distribution's directory, for a public read API it offers; a console script's own directory),
+``ArtifactRef.to_json()`` and ``ArtifactRef.json_schema()`` (a ref in a tool's result), and the
+host reasons ``tool.timeout.deadline_may_have_taken_effect`` and
+``tool.upstream_unavailable.artifact_store[_may_have_taken_effect]``.
 """
 
 from __future__ import annotations

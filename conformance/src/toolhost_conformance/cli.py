@@ -5,6 +5,8 @@ them with ``pytest.main``, printing pytest's own output. The exit code is pytest
 check passes (known failures included), non-zero otherwise; 2, with one line and no traceback,
 when a name is not an installed toolhost plugin. Arguments after ``--`` go to pytest as they
 are, e.g. ``toolhost-conformance toolhost-math -- -k property_run --toolhost-examples 500``.
+``--setting NAME=VALUE`` (repeatable) is a setting the plugins see, for a conditional tool:
+``toolhost-conformance toolhost-people --setting AGENT_PEOPLE_ENABLED=1``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "distributions", nargs="+", metavar="DIST", help="an installed distribution name"
+    )
+    parser.add_argument(
+        "--setting", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting toolhost_tools(settings) sees (repeatable), e.g. "
+        "AGENT_PEOPLE_ENABLED=1 for a conditional tool",
     )
     return parser
 
@@ -73,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # when it is already loaded).
         "-p", "toolhost_conformance",
         *(arg for name in options.distributions for arg in ("--toolhost-dist", name)),
+        *(arg for setting in options.setting for arg in ("--toolhost-setting", setting)),
         *passthrough,
         "--pyargs", _SUITE_MODULE,
     ]

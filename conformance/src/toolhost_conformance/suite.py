@@ -82,6 +82,8 @@ _HOST_CODES = {
     "tool.output_invalid.schema": "the tool returned output that does not match output_schema",
     ToolValidationError.REASON_CODE: "the host rejected arguments generated from input_schema",
     "tool.timeout.deadline": "the tool did not finish within its declared timeout_s",
+    "tool.timeout.deadline_may_have_taken_effect": "the tool (not safe to repeat) did not "
+    "finish within its declared timeout_s",
     "tool.output_too_large.hard_ceiling": "the output exceeded the host's 8 MiB ceiling",
     "tool.permission_denied.not_enabled": "the run did not enable the tool (make_run must "
     "enable it)",

@@ -77,6 +77,9 @@ _READ_CHUNK = 1024 * 1024
 # Staged uploads live beside the shards (same filesystem, so publishing is a rename) under a
 # name no content address can have: content files are named by hex digits only.
 _STAGED_SUFFIX = ".upload"
+# A streamed upload asks the kernel to start writing its staged bytes back every this many
+# bytes, so the fsync at commit waits for the last stretch only, not for the whole file.
+_WRITEBACK_EVERY = 4 * 1024 * 1024
 # What purge recognizes under sha256/: shard directories and content files by their hex names;
 # anything else there (an operator's file) is left alone.
 _SHARD = re.compile(r"^[0-9a-f]{2}$")
@@ -716,6 +719,7 @@ class SQLiteArtifactUpload:
         self._lock = threading.Lock()
         self._digest = hashlib.sha256()
         self._written = 0
+        self._written_back = 0  # where the last writeback request ended
         self._overflow: int | None = None  # the size an over-bound write would have reached
         self._tmp, self._file = store._stage()
         self._state = "open"  # then "committed" or "aborted", for good
@@ -739,6 +743,9 @@ class SQLiteArtifactUpload:
                 raise ArtifactTooLarge(total, self._limit)
             try:
                 self._file.write(chunk)
+                if total - self._written_back >= _WRITEBACK_EVERY:
+                    self._file.flush()  # the kernel can only write back what it was given
+                    self._start_writeback(total)
             except BaseException:
                 # A short write leaves the staged bytes unknown; the digest can no longer be
                 # trusted to describe them, so the upload cannot continue.
@@ -782,6 +789,16 @@ class SQLiteArtifactUpload:
         if getattr(self, "_state", None) == "open":
             with contextlib.suppress(Exception):
                 self._discard()
+
+    def _start_writeback(self, end: int) -> None:
+        # POSIX_FADV_DONTNEED on freshly written (dirty) pages starts their writeback without
+        # waiting for it and drops none of them (pages being written back stay cached). Only
+        # a hint: where it is missing or refused, commit's fsync does all the work as before.
+        if hasattr(os, "posix_fadvise"):
+            with contextlib.suppress(OSError):
+                os.posix_fadvise(self._file.fileno(), self._written_back,
+                                 end - self._written_back, os.POSIX_FADV_DONTNEED)
+        self._written_back = end
 
     def _check_open(self) -> None:
         if self._state == "committed":

@@ -39,6 +39,10 @@ __all__ = ["ConfigError", "ServeConfig"]
 
 DEFAULT_PRINCIPAL = "mcp"
 DEFAULT_ELICITATION_TIMEOUT_S = 300.0
+#: How often a server settles rows whose process died (TOOLHOST_RECOVER_INTERVAL_S; 0: only at
+#: its start). With several hosts on one database, a host that dies leaves rows another must
+#: settle while it keeps serving, not only when it next restarts.
+DEFAULT_RECOVER_INTERVAL_S = 60.0
 
 
 class ConfigError(ValueError):
@@ -54,6 +58,8 @@ class ServeConfig:
     loop_stdio: bool = True
     #: The operator's directory every run uses as its workspace; None: a fresh one per run.
     workspace: Path | None = None
+    #: Seconds between recoveries while serving; None: only the one at the start.
+    recover_interval_s: float | None = DEFAULT_RECOVER_INTERVAL_S
 
     @classmethod
     def from_settings(cls, settings: Settings, roster: Iterable[Registered]) -> ServeConfig:
@@ -61,7 +67,7 @@ class ServeConfig:
         principal_id = (settings.get("TOOLHOST_MCP_PRINCIPAL") or "").strip() or DEFAULT_PRINCIPAL
         raw_scopes = settings.get("TOOLHOST_MCP_SCOPES")
         if raw_scopes is None:
-            scopes = frozenset(s for r in roster for s in r.spec.required_scopes)
+            scopes = frozenset(s for r in roster for s in r.tool.scopes)
         else:
             scopes = frozenset(s.strip() for s in raw_scopes.split(",") if s.strip())
         switch = (settings.get("TOOLHOST_MCP_ELICITATION") or "on").strip().lower()
@@ -88,4 +94,18 @@ class ServeConfig:
                 f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
         return cls(principal=Principal(principal_id, scopes), elicitation=switch == "on",
                    elicitation_timeout_s=timeout, loop_stdio=stdio == "auto",
-                   workspace=workspace)
+                   workspace=workspace, recover_interval_s=_recover_interval(settings))
+
+
+def _recover_interval(settings: Settings) -> float | None:
+    raw = (settings.get("TOOLHOST_RECOVER_INTERVAL_S") or "").strip()
+    if not raw:
+        return DEFAULT_RECOVER_INTERVAL_S
+    try:
+        interval = float(raw)
+    except ValueError:
+        interval = -1.0
+    if not (interval >= 0 and interval != float("inf")):
+        raise ConfigError(f"TOOLHOST_RECOVER_INTERVAL_S must be a number of seconds (0: only at "
+                          f"the start), not {raw!r}")
+    return interval or None

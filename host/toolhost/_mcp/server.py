@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import mcp.types as types
@@ -42,6 +42,7 @@ from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import Sessions, session_key
 from toolhost._mcp.transport import stdio_streams
 from toolhost._pipeline.log import get_logger
+from toolhost._pipeline.pipeline import RecoveryAction
 from toolhost._registration.refusals import Registered
 
 __all__ = ["build_server", "listen_sockets", "parse_http_address", "serve", "tracing_configured"]
@@ -158,6 +159,37 @@ class _Terminated(Exception):
 
 #: The signals that stop ``serve`` gracefully.
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def _recovering(host: Host, interval: float | None, serving: Awaitable[None]) -> None:
+    """``serving``, while rows whose process died are settled every ``interval`` seconds."""
+    if interval is None:
+        await serving
+        return
+    recovery = asyncio.create_task(recover_every(host, interval))
+    try:
+        await serving
+    finally:
+        recovery.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recovery
+
+
+async def recover_every(host: Host, interval: float) -> None:
+    """Settle rows whose process died, every ``interval`` seconds, until cancelled. A store
+    that cannot be reached is logged and tried again next time: serving goes on."""
+    log = get_logger()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            looked_at = await host.pipeline.recover(rerun=False)
+        except Exception as exc:
+            log.warning("mcp.serve.recover_failed", error=type(exc).__name__)
+            continue
+        settled = [r for r in looked_at if r.action is not RecoveryAction.LEFT]
+        if settled:
+            log.info("mcp.serve.recovered", rows=[r.invocation_id for r in settled],
+                     actions=[r.action.value for r in settled])
 
 
 async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None:
@@ -299,15 +331,19 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     tools = f"{len(roster)} tool{'' if len(roster) == 1 else 's'}"
     try:
         if address is None:
-            asyncio.run(_serve_stdio(server, config.loop_stdio, f"serving {tools} on stdio"))
+            asyncio.run(_recovering(
+                host, config.recover_interval_s,
+                _serve_stdio(server, config.loop_stdio, f"serving {tools} on stdio")))
         else:
             try:
                 sockets = listen_sockets(*address)
             except OSError as exc:
                 _operator(f"cannot listen on {http}: {_why_not_listening(exc)}")
                 return ExitCode.FAILED
-            asyncio.run(_serve_http(server, sockets, address[0], level,
-                                    f"serving {tools} at {_http_url(*address)}"))
+            asyncio.run(_recovering(
+                host, config.recover_interval_s,
+                _serve_http(server, sockets, address[0], level,
+                            f"serving {tools} at {_http_url(*address)}")))
     except _Terminated as stop:
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
         return ExitCode.INTERRUPTED if stop.signum == signal.SIGINT else ExitCode.OK

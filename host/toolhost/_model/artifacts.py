@@ -23,6 +23,7 @@ __all__ = [
     "ArtifactOrigin",
     "ArtifactRecord",
     "ArtifactRef",
+    "ArtifactStoreUnavailable",
     "ArtifactTooLarge",
     "ArtifactUnavailable",
     "PurgeReport",
@@ -66,6 +67,12 @@ class ArtifactCorrupted(ArtifactError):
         self.reason = reason
 
 
+class ArtifactStoreUnavailable(ArtifactError):
+    """The store's backend did not serve a request: an object store unreachable, refusing or
+    failing. Not the caller's fault and not the artifact's; a retry may succeed, and nothing
+    was published. The message is one line for operators and never holds a credential."""
+
+
 class ArtifactTooLarge(ArtifactError, ValueError):
     """The content is larger than the bound in force; nothing was stored.
 
@@ -96,6 +103,7 @@ class ArtifactUnavailable(ArtifactError):
         "ineligible_origin",  # a captured tool output: never referenceable
         "unclaimed_upload",  # an upload the user has not sent yet
         "too_large",  # larger than the read's bound
+        "corrupted",  # its stored bytes no longer match its checksum (an operator's alarm)
     })
 
     def __init__(self, artifact_id: str, reason: str) -> None:
@@ -150,13 +158,39 @@ def _nonempty_str(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
 
 @attrs.frozen(kw_only=True)
 class ArtifactRef:
-    """The small handle a tool result or an excerpt marker carries instead of the content."""
+    """The small handle a tool result or an excerpt marker carries instead of the content.
+
+    ``to_json()`` is the ref as a tool's structured result shows it, and ``json_schema()`` the
+    closed schema of that object, so every tool that returns a ref (artifact.export, the media
+    tools) states and fills it the same way.
+    """
 
     id: str = attrs.field(validator=_nonempty_str)
     name: str = attrs.field(validator=_nonempty_str)
     media_type: str = attrs.field(validator=_nonempty_str)
     byte_count: int = attrs.field(validator=_check_size)
     checksum: str = attrs.field(validator=_check_checksum)
+
+    @staticmethod
+    def json_schema() -> dict[str, Any]:
+        """The closed JSON schema of ``to_json()``'s object (a new dict each time)."""
+        return {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "name": {"type": "string"},
+                "media_type": {"type": "string"},
+                "byte_count": {"type": "integer"},
+                "checksum": {"type": "string"},
+            },
+            "required": ["id", "name", "media_type", "byte_count", "checksum"],
+            "additionalProperties": False,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """``{id, name, media_type, byte_count, checksum}``, as ``json_schema()`` states it."""
+        return {"id": self.id, "name": self.name, "media_type": self.media_type,
+                "byte_count": self.byte_count, "checksum": self.checksum}
 
 
 @attrs.frozen(kw_only=True)

@@ -62,6 +62,13 @@ class Services:
         self._data_dir.mkdir(parents=True, exist_ok=True)
         return self._data_dir
 
+    def data_dir_of(self, distribution: str) -> Path:
+        """Another distribution's directory (not created), for a public read API it offers
+        over its own state: toolhost-people opens the email cache of toolhost-email here."""
+        from toolhost._model.settings import plugin_data_dir
+
+        return plugin_data_dir(self.data_dir.parent.parent, distribution)
+
     def secret(self, ref: str) -> Secret | None:
         """The credential for reference ``ref`` (``tensorscale`` → TENSORSCALE_API_KEY), as a
         value whose repr and every log show ``***``; None when it is not configured."""

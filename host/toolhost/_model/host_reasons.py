@@ -17,6 +17,10 @@ OUTPUT_SCHEMA = "tool.output_invalid.schema"
 NOT_ENABLED = "tool.permission_denied.not_enabled"
 MISSING_SCOPE = "tool.permission_denied.missing_scope"
 DEADLINE = "tool.timeout.deadline"
+#: The deadline of a tool that is not safe to repeat (NON_IDEMPOTENT, CONDITIONALLY_IDEMPOTENT):
+#: its request may already have reached the world, and been paid for (ADR-0140's generation
+#: calls), so the model is told not to retry rather than only that time ran out.
+DEADLINE_MAY_HAVE_TAKEN_EFFECT = "tool.timeout.deadline_may_have_taken_effect"
 RUN_CANCELLED = "tool.cancelled.run_cancelled"
 HARD_CEILING = "tool.output_too_large.hard_ceiling"
 DIGEST_MISMATCH = "tool.internal.digest_mismatch"
@@ -29,6 +33,12 @@ RECORD_STORE = "tool.upstream_unavailable.record_store"
 #: read-only or failing filesystem): neither the path's fault nor the tool's, so one host
 #: failure for every tool that touches a workspace, retryable.
 WORKSPACE_UNAVAILABLE = "tool.upstream_unavailable.workspace_unavailable"
+#: The artifact store raised ``ArtifactStoreUnavailable`` (its object store unreachable or
+#: failing) while a call wrote or read an artifact: retryable, and nothing was published.
+ARTIFACT_STORE = "tool.upstream_unavailable.artifact_store"
+#: The same, for a tool not safe to repeat: its request may already have reached the world
+#: (a generation that may have been charged), so it is not retryable and says so.
+ARTIFACT_STORE_MAY_HAVE_TAKEN_EFFECT = "tool.upstream_unavailable.artifact_store_may_have_taken_effect"
 
 #: What the model reads when a call pauses for approval, or an operator denies it. Static like
 #: every message; the denial reason an operator writes stays on the row and in the logs.
@@ -46,6 +56,9 @@ MESSAGES = {
     NOT_ENABLED: "That tool is not enabled for this run. Call one of the tools you were given.",
     MISSING_SCOPE: "This run is not granted a scope the tool requires.",
     DEADLINE: "The tool did not finish before its deadline.",
+    DEADLINE_MAY_HAVE_TAKEN_EFFECT: "The tool did not finish before its deadline, but its "
+    "request may already have taken effect and been charged. Do not retry it blindly; ask the "
+    "user how to proceed.",
     RUN_CANCELLED: "The run was cancelled before the tool finished.",
     HARD_CEILING: "The output exceeded the 8 MiB ceiling. The partial output was saved as an "
     "artifact.",
@@ -56,4 +69,9 @@ MESSAGES = {
     "nothing. Try again later.",
     WORKSPACE_UNAVAILABLE: "The workspace cannot be used right now (no space or no file "
     "handles left). Try again later.",
+    ARTIFACT_STORE: "The artifact store cannot be reached right now, so nothing was saved. "
+    "Try again later.",
+    ARTIFACT_STORE_MAY_HAVE_TAKEN_EFFECT: "The artifact store cannot be reached right now, so "
+    "nothing was saved, but the tool's request may already have taken effect and been charged. "
+    "Do not retry it blindly; ask the user how to proceed.",
 }

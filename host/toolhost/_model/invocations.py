@@ -46,7 +46,8 @@ class OwnerState(enum.Enum):
     ALIVE = "alive"
     #: It has exited (or the machine restarted since): nobody will finish the row.
     GONE = "gone"
-    #: It cannot be checked from this process (another pid namespace): left alone.
+    #: It cannot be checked from this process (another pid namespace; on PostgreSQL, within the
+    #: grace after a server restart): left alone.
     UNKNOWN = "unknown"
 
 

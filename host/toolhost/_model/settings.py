@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +20,8 @@ __all__ = [
     "Settings",
     "StoreUnavailable",
     "default_data_dir",
+    "plugin_data_dir",
+    "redact_url_password",
 ]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -48,13 +52,30 @@ class StoreUnavailable(Exception):
 
 
 def _redact(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("***" if is_secret_name(k) else v) for k, v in env.items()}
+    return {k: ("***" if is_secret_name(k) else redact_url_password(v)) for k, v in env.items()}
+
+
+#: The words that mark a setting's name as a credential (TENSORSCALE_API_KEY,
+#: AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, PGPASSWORD, TLS_PRIVATE_KEY); whole words, so
+#: MAX_TOKENS is not one.
+_SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY"})
+_SECRET_PAIRS = frozenset({("API", "KEY"), ("PRIVATE", "KEY")})
+#: The password of a URL's userinfo: ``postgresql://user:PASSWORD@host/db``.
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/?#@\s]*):([^@/?#\s]*)@")
 
 
 def is_secret_name(name: str) -> bool:
-    """Settings ending in _API_KEY (and the like) are secrets: never logged, never returned."""
-    upper = name.upper()
-    return upper.endswith(("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"))
+    """Settings whose name has a credential word (TOKEN, SECRET, PASSWORD, API_KEY,
+    PRIVATE_KEY, ...) are secrets: never logged, never returned."""
+    words = name.upper().replace("-", "_").split("_")
+    return (any(w in _SECRET_WORDS or w.endswith("PASSWORD") for w in words)
+            or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words)))
+
+
+def redact_url_password(value: str) -> str:
+    """``value`` with the password of any URL in it shown as ``***`` (TOOLHOST_DATABASE_URL
+    carries one), so a setting's repr or an error that names the URL leaks no credential."""
+    return _URL_PASSWORD.sub(r"\1:***@", value)
 
 
 def default_data_dir() -> Path:
@@ -63,6 +84,16 @@ def default_data_dir() -> Path:
     ``~/.local/share/toolhost``."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "toolhost"
+
+
+def plugin_data_dir(data_dir: Path, distribution: str) -> Path:
+    """Where ``distribution`` keeps the durable state it owns: ``DATA_DIR/plugins/<name>``.
+
+    The one place this layout is decided: the host builds each distribution's
+    ``Services.data_dir`` with it, and a plugin's own console script (or a distribution that
+    reads another's public store, as people reads the email cache) finds it the same way.
+    """
+    return data_dir / "plugins" / distribution
 
 
 @attrs.frozen
@@ -95,6 +126,11 @@ class Settings:
     def data_dir(self) -> Path:
         raw = self.env.get("TOOLHOST_DATA_DIR", "").strip()
         return Path(raw) if raw else default_data_dir()
+
+    def plugin_data_dir(self, distribution: str) -> Path:
+        """``distribution``'s own directory under TOOLHOST_DATA_DIR (not created): what its
+        ``Services.data_dir`` is inside a host started with these settings."""
+        return plugin_data_dir(self.data_dir, distribution)
 
     @property
     def log_level(self) -> str:

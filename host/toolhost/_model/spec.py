@@ -10,7 +10,7 @@ rather than enum members.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -195,6 +195,10 @@ class Reason:
     schema_rules: tuple[SchemaRule, ...] = attrs.field(default=(), kw_only=True)
 
 
+def _scope_tuple(scopes: Iterable[str]) -> tuple[str, ...]:
+    return tuple(scopes)
+
+
 @attrs.frozen
 class Tool:
     """What ``toolhost_tools`` returns: the spec, how to run it, and its reasons.
@@ -206,6 +210,10 @@ class Tool:
     cancelled, internal, ...) are the host's and are never declared by a plugin.
     ``default_enabled`` False keeps a registered tool out of the default roster (a run's
     explicit ``enabled_tools`` may still name it), as ADR-0124 does for workspace.list_files.
+    ``checked_scopes`` are scopes the body itself requires of some calls only (media 1.1.0's
+    references need ``artifact.read``; people.history 1.1.0's source read ``email.read``): not
+    required to call the tool, but granted with the required ones wherever a host grants
+    "what the tools need" (the CLI's operator, ``toolhost serve``'s default principal).
     """
 
     spec: ToolSpec
@@ -213,6 +221,14 @@ class Tool:
     build: Callable[[Services], ToolCallable] | None = attrs.field(default=None, kw_only=True)
     reasons: tuple[Reason, ...] = attrs.field(default=(), kw_only=True)
     default_enabled: bool = attrs.field(default=True, kw_only=True)
+    checked_scopes: tuple[str, ...] = attrs.field(
+        default=(), kw_only=True, converter=_scope_tuple,
+        validator=attrs.validators.deep_iterable(attrs.validators.instance_of(str)))
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """Every scope a call of this tool may need: required and checked."""
+        return frozenset(self.spec.required_scopes) | frozenset(self.checked_scopes)
 
     @property
     def reason_codes(self) -> tuple[str, ...]:

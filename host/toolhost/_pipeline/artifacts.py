@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from toolhost._model.artifacts import (
+    ArtifactCorrupted,
     ArtifactError,
     ArtifactNotFound,
     ArtifactOrigin,
@@ -312,7 +313,12 @@ class ArtifactResolver:
         if record.size > max_bytes:
             raise ArtifactUnavailable(record.id, "too_large")
         # The store's read is bounded by the record's size (checked just above) and verified.
-        return self._store.read(record.id)
+        # Bytes that fail their checksum are unavailable to the caller like any refusal (a
+        # tool declares one code for it); the reason on the row tells the operator.
+        try:
+            return self._store.read(record.id)
+        except ArtifactCorrupted:
+            raise ArtifactUnavailable(record.id, "corrupted") from None
 
 
 def _check_caller(principal_id: str, run_id: str, conversation_id: str | None) -> None:

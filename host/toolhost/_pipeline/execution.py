@@ -1,9 +1,9 @@
 """Pipeline step 8 (and 9): run the tool under its deadline, with its own cancellation.
 
 Each call has a cancellation of its own (``context.cancellation``), set when the run's is and
-when the call's deadline passes. An async tool's first step runs inline (most finish there,
-with no task or timer to pay for); one that suspends goes on as a task, cancelled at its next
-``await``. Sync tools run on daemon worker threads: Python cannot interrupt one, so the call's
+when the call's deadline passes. An async tool runs inline, in the pipeline's own task (most
+finish in their first step, with no task or timer to pay for); one that suspends goes on in
+that same task, cancelled at its next ``await``. Sync tools run on daemon worker threads: Python cannot interrupt one, so the call's
 cancellation is the signal it gets (a body blocked in ``cancellation.wait`` wakes at once) and
 the pipeline stops waiting for it; its late result is discarded, and a daemon thread means an
 abandoned tool never holds the process open at exit.
@@ -148,13 +148,17 @@ async def _wait_for_tool(
             suspended = own.run(body.send, None)
         except StopIteration as finished:
             return await _finished(finished.value, call, run, timeout)
+        except asyncio.CancelledError:
+            if _raised_by_body(asyncio.current_task(), call):
+                raise Cancelled if run.cancelled else DeadlineExceeded from None
+            raise
         except Exception:
             if call.cancelled:  # as below: a body that failed after its cancellation
                 raise Cancelled if run.cancelled else DeadlineExceeded from None
             raise
-        work: asyncio.Future[Any] = loop.create_task(_rest(body, suspended), context=own)
-    else:
-        work = _start_sync(loop, tool, arguments, context)
+        result = await _continue_here(body, suspended, own, timeout, call, run)
+        return await _finished(result, call, run, timeout)
+    work = _start_sync(loop, tool, arguments, context)
     cancelled: asyncio.Future[None] = loop.create_future()
 
     def wake() -> None:
@@ -181,9 +185,6 @@ async def _wait_for_tool(
     # cancellation (or kills the processes it started) stops, rather than running on unseen.
     call.cancel()
     work.cancel()
-    if isinstance(work, asyncio.Task):
-        # Give a cancelled async tool a moment to run its cleanup, bounded.
-        await asyncio.wait({work}, timeout=1.0)
     raise Cancelled if run.cancelled else DeadlineExceeded
 
 
@@ -197,27 +198,120 @@ async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent
     return result
 
 
-async def _rest(body: Coroutine[Any, Any, Any], suspended: Any) -> Any:
-    return await _resume(body, suspended)
+def _raised_by_body(task: asyncio.Task[Any] | None, call: CancellationEvent) -> bool:
+    """A CancelledError the body raised itself on seeing its call's cancellation (set from
+    another thread after the body's last ``await``), not one the task was sent: the call's
+    cancellation, like a body's failure after it."""
+    return call.cancelled and (task is None or task.cancelling() == 0)
 
 
-@types.coroutine
-def _resume(body: Coroutine[Any, Any, Any], suspended: Any) -> Generator[Any, Any, Any]:
-    """The rest of a body whose first step suspended on ``suspended``: what ``await body``
-    would do from there (values and exceptions, cancellation's included, passed through)."""
-    while True:
-        try:
-            sent = yield suspended
-        except GeneratorExit:
-            body.close()
-            raise
-        except BaseException as exc:
+#: How long a cancelled async body has for its cleanup before the pipeline stops driving it.
+CLEANUP_GRACE_S = 1.0
+
+
+class _Driver:
+    """Drives the rest of a suspended async body in the pipeline's own task.
+
+    The body stays in the task it started in: httpx (over anyio) enters a cancel scope in a
+    body's first ``await`` and must leave it in the same task, so a body is never moved to a
+    task of its own. The call's cancellation (its deadline, or the run's) cancels this task
+    once; a body still running ``CLEANUP_GRACE_S`` later is closed and no longer driven.
+    """
+
+    def __init__(self, body: Coroutine[Any, Any, Any], own: contextvars.Context) -> None:
+        self.body = body
+        self.own = own
+        self.task = asyncio.current_task()
+        self.finished = False
+        self.cancelled_here = False
+        self.abandon = False
+        #: How many times this driver cancelled the task: each is taken back when it ends.
+        self.requests = 0
+        self.grace: asyncio.TimerHandle | None = None
+
+    def cancel(self) -> None:
+        # In the loop's thread (scheduled with call_soon_threadsafe by the call's callback).
+        if self.finished or self.cancelled_here or self.task is None:
+            return
+        self.cancelled_here = True
+        self.requests += 1
+        self.task.cancel()
+        self.grace = asyncio.get_running_loop().call_later(CLEANUP_GRACE_S, self.give_up)
+
+    def give_up(self) -> None:
+        if not self.finished and self.task is not None:
+            self.abandon = True
+            self.requests += 1
+            self.task.cancel()
+
+    def end(self) -> None:
+        """The body is done (or left behind): the cancellations it was sent are spent, and the
+        pipeline's task goes on uncancelled."""
+        self.finished = True
+        if self.grace is not None:
+            self.grace.cancel()
+        if self.task is not None:
+            for _ in range(self.requests):
+                self.task.uncancel()
+
+    @types.coroutine
+    def resume(self, suspended: Any) -> Generator[Any, Any, Any]:
+        """What ``await body`` would do from ``suspended`` on (values and exceptions,
+        cancellation's included, passed through), each step in the body's own context."""
+        body, own = self.body, self.own
+        while True:
             try:
-                suspended = body.throw(exc)
-            except StopIteration as finished:
-                return finished.value
-        else:
-            try:
-                suspended = body.send(sent)
-            except StopIteration as finished:
-                return finished.value
+                sent = yield suspended
+            except GeneratorExit:
+                body.close()
+                raise
+            except BaseException as exc:
+                if self.abandon:
+                    with contextlib.suppress(BaseException):
+                        body.close()  # a body that ignores its cancellation is left behind
+                    raise
+                try:
+                    suspended = own.run(body.throw, exc)
+                except StopIteration as finished:
+                    return finished.value
+            else:
+                try:
+                    suspended = own.run(body.send, sent)
+                except StopIteration as finished:
+                    return finished.value
+
+
+async def _continue_here(
+    body: Coroutine[Any, Any, Any],
+    suspended: Any,
+    own: contextvars.Context,
+    timeout: float,
+    call: CancellationEvent,
+    run: CancellationEvent,
+) -> Any:
+    """The rest of an async body that suspended in its first step, in this same task, under
+    the call's deadline and cancellation: its result (which the caller discards if the call
+    was cancelled meanwhile), DeadlineExceeded or Cancelled."""
+    loop = asyncio.get_running_loop()
+    driver = _Driver(body, own)
+
+    def cancel_soon() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
+            loop.call_soon_threadsafe(driver.cancel)
+
+    remove = call.add_callback(cancel_soon)
+    deadline = loop.call_later(timeout, call.cancel)
+    try:
+        return await driver.resume(suspended)
+    except asyncio.CancelledError:
+        if not driver.cancelled_here and not _raised_by_body(driver.task, call):
+            raise  # the pipeline's own task was cancelled from outside: not ours to keep
+        raise Cancelled if run.cancelled else DeadlineExceeded from None
+    except Exception:
+        if call.cancelled:  # a body that failed after its cancellation
+            raise Cancelled if run.cancelled else DeadlineExceeded from None
+        raise
+    finally:
+        deadline.cancel()
+        remove()
+        driver.end()

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import structlog
 
 from toolhost._model.secrets import Secret
-from toolhost._model.settings import is_secret_name
+from toolhost._model.settings import is_secret_name, redact_url_password
 from toolhost._ports.clock import Clock
 
 __all__ = ["REDACTED", "configure_logging", "get_logger", "redact_secrets"]
@@ -70,7 +70,7 @@ def _redact_text(text: str) -> str:
     """The string with each credential replaced; the scheme or name and separator stay."""
     for pattern in (_SCHEME, _TOKEN_SCHEME, _NAMED):
         text = pattern.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
-    return text
+    return redact_url_password(text) if "://" in text else text
 
 
 def redact_secrets(

@@ -188,6 +188,10 @@ class Pipeline:
         # id(workspace) -> [calls executing, discard pending, the workspace].
         self._busy: dict[int, list[Any]] = {}
         self._busy_lock = threading.Lock()
+        #: Rows of this process's calls whose outcome could not be written (the store was
+        #: lost mid-call): id -> (the row as it should end). ``recover`` writes them once the
+        #: store is back, so a row is never left ``running`` for as long as this process lives.
+        self._unsettled: dict[str, InvocationRecord] = {}
 
     def close(self) -> None:
         """Close both stores' connections."""
@@ -329,7 +333,8 @@ class Pipeline:
         except Exception as exc:
             # A fault of the host's own after the tool ran (the artifact store's disk, say):
             # the row is still finished, never left running.
-            return self._persist_failure(record, steps.unexpected(exc), log, inserted=inserted)
+            return self._persist_failure(record, steps.unexpected(exc, registered), log,
+                                         inserted=inserted)
         return self._persist_success(record, trust, shaped, log, inserted=inserted)  # 13
 
     # ------------------------------------------------------------------ the run's workspace
@@ -416,18 +421,17 @@ class Pipeline:
         self, record: InvocationRecord, state: InvocationState, fields: Mapping[str, Any],
         log: Any, *, inserted: bool = True,
     ) -> Outcome:
-        """The outcome lands on the row, once: only a ``running`` row may finish."""
+        """The outcome lands on the row, once: only a ``running`` row this process still
+        owns may finish (compare-and-set on its owner, as recovery's)."""
         final = attrs.evolve(record, state=state, finished_at=self.clock.now(), **fields)
         try:
             if not inserted:
                 self.invocations.insert(final)
-            elif not self.invocations.transition(
-                record.id, expected={InvocationState.RUNNING}, to=state,
+            elif not self.invocations.settle(
+                record.id, from_owner=record.owner, to=state,
                 finished_at=final.finished_at, **fields,
             ):
-                raise InvocationStateError(f"invocation {record.id} was not running")
-        except InvocationStateError:
-            raise
+                return self._result_taken(final, log)
         except Exception as exc:
             if not inserted:  # a read: nothing changed, and nothing was recorded
                 return self._not_recorded(record, exc, log)
@@ -462,8 +466,8 @@ class Pipeline:
             retryable=False, failure_detail=detail,
         )
         try:
-            finished = self.invocations.transition(
-                final.id, expected={InvocationState.RUNNING}, to=InvocationState.FAILED,
+            finished = self.invocations.settle(
+                final.id, from_owner=final.owner, to=InvocationState.FAILED,
                 finished_at=final.finished_at, **fields)
         except Exception:
             finished = False
@@ -472,7 +476,42 @@ class Pipeline:
         interrupted = attrs.evolve(final, state=InvocationState.FAILED, result_structured=None,
                                    result_content=None, output_trust=None, artifact_refs=(),
                                    **fields)
+        if not finished:
+            self._unsettled[final.id] = interrupted
         return self._outcome(interrupted)
+
+    def _settle_own(self) -> list[Recovered]:
+        """Write the INTERRUPTED end of this process's calls whose rows the store refused
+        (``_result_not_recorded``), now that it may take them; a row still refused stays
+        for the next recovery, and one another process settled meanwhile is left as it is."""
+        report = []
+        for invocation_id, interrupted in list(self._unsettled.items()):
+            try:
+                finished = self.invocations.settle(
+                    invocation_id, from_owner=interrupted.owner, to=InvocationState.FAILED,
+                    finished_at=interrupted.finished_at,
+                    failure_kind=interrupted.failure_kind, reason_code=interrupted.reason_code,
+                    retryable=interrupted.retryable, failure_detail=interrupted.failure_detail)
+            except Exception:
+                continue
+            del self._unsettled[invocation_id]
+            report.append(_recovered(
+                interrupted,
+                RecoveryAction.FAILED if finished else RecoveryAction.SETTLED_ELSEWHERE,
+                "this process's call, whose outcome the store could not take when it ended"))
+        return report
+
+    def _result_taken(self, final: InvocationRecord, log: Any) -> Outcome:
+        """A writing call ran, and meanwhile another process settled its row, having found
+        this one gone (a server database's session cut off): the row is left as that process
+        settled it, and this call is INTERRUPTED, its result recorded nowhere."""
+        log.error("pipeline.row_taken", recorded=False, unrecorded_state=final.state.value)
+        return self._outcome(attrs.evolve(
+            final, state=InvocationState.FAILED, result_structured=None, result_content=None,
+            output_trust=None, artifact_refs=(), failure_kind=ToolFailureKind.INTERNAL.value,
+            reason_code=core_messages.INTERRUPTED, retryable=False,
+            failure_detail={"unrecorded_state": final.state.value,
+                            "row": "settled by another process"}))
 
     # ------------------------------------------------------------------ a step of calls
 
@@ -622,8 +661,9 @@ class Pipeline:
             failed with ``tool.internal.interrupted``, retryable, like the others but safe to
             repeat.
         """
-        report = [await self._recover(record, rerun)
-                  for record in self.invocations.list(state=InvocationState.RUNNING)]
+        report = self._settle_own()
+        report.extend([await self._recover(record, rerun)
+                       for record in self.invocations.list(state=InvocationState.RUNNING)])
         report.extend(
             _recovered(record, RecoveryAction.LEFT,
                        f"approved but not started: toolhost approve {record.id} runs it")
@@ -638,8 +678,9 @@ class Pipeline:
             return _recovered(record, RecoveryAction.LEFT, f"running in {owner}, alive")
         if state is OwnerState.UNKNOWN:
             return _recovered(record, RecoveryAction.LEFT,
-                              f"running in {owner}, which cannot be checked from here (another "
-                              "pid namespace): run toolhost recover where it ran")
+                              f"running in {owner}, which cannot be checked from here yet "
+                              "(another pid namespace, or a database server that just "
+                              "restarted): run toolhost recover where it ran, or again later")
         log = get_logger(invocation_id=record.id, run_id=record.run_id, tool=record.tool_name)
         try:
             registered: Registered | None = self.registry.resolve(record.tool_name,

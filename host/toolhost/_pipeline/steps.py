@@ -33,7 +33,7 @@ import attrs
 import fastjsonschema
 
 from toolhost._model import host_reasons as core_messages
-from toolhost._model.artifacts import ArtifactOrigin, ArtifactRef
+from toolhost._model.artifacts import ArtifactOrigin, ArtifactRef, ArtifactStoreUnavailable
 from toolhost._model.context import Principal, ToolCallable, ToolExecutionContext
 from toolhost._model.digest import argument_digest, canonical_json
 from toolhost._model.invocations import InvocationRecord
@@ -85,9 +85,18 @@ class OutputTooLarge(ToolFailure):
         self.artifacts = tuple(artifacts)
 
 
-def unexpected(exc: Exception) -> ToolFailure:
+def unexpected(exc: Exception, registered: Registered | None = None) -> ToolFailure:
     """INTERNAL_UNEXPECTED for an exception nobody declared: the model gets the static message,
-    operators the exception's type and text."""
+    operators the exception's type and text. An artifact store that could not be reached (a
+    tool's write or read, or step 12's capture) is ARTIFACT_STORE instead: retryable when the
+    tool is safe to repeat, and otherwise the non-retryable code that warns it may have taken
+    effect (``registered`` unknown counts as not safe)."""
+    if isinstance(exc, ArtifactStoreUnavailable):
+        safe = registered is not None and _timeout_retryable(registered)
+        code = (core_messages.ARTIFACT_STORE if safe
+                else core_messages.ARTIFACT_STORE_MAY_HAVE_TAKEN_EFFECT)
+        return ToolFailure(code, retryable=safe,
+                           detail={"exception": type(exc).__name__, "error": str(exc)})
     return ToolFailure(
         core_messages.INTERNAL_UNEXPECTED,
         detail={"exception": type(exc).__name__, "error": str(exc)},
@@ -260,8 +269,10 @@ async def execute(
             timeout=timeout, call=call, run=run.cancellation,
         )
     except DeadlineExceeded:
-        raise ToolFailure(core_messages.DEADLINE, detail={"timeout_s": registered.spec.timeout_s},
-                          retryable=_timeout_retryable(registered)) from None
+        retryable = _timeout_retryable(registered)
+        code = core_messages.DEADLINE if retryable else core_messages.DEADLINE_MAY_HAVE_TAKEN_EFFECT
+        raise ToolFailure(code, detail={"timeout_s": registered.spec.timeout_s},
+                          retryable=retryable) from None
     except Cancelled:
         raise ToolFailure(core_messages.RUN_CANCELLED) from None
     except (WorkspaceEscape, WorkspaceUnavailable):
@@ -274,7 +285,7 @@ async def execute(
             detail={"reason_code": failure.reason_code, "detail": dict(failure.detail)},
         ) from None
     except Exception as exc:  # the model gets the static message; operators the detail
-        raise unexpected(exc) from None
+        raise unexpected(exc, registered) from None
 
 
 def workspace_escape(escape: WorkspaceEscape) -> ToolFailure:

@@ -14,29 +14,13 @@ from toolhost import ArtifactRef
 
 __all__ = ["OUTPUT_SCHEMA", "attached_line", "exported_line", "structured"]
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "name": {"type": "string"},
-        "media_type": {"type": "string"},
-        "byte_count": {"type": "integer"},
-        "checksum": {"type": "string"},
-    },
-    "required": ["id", "name", "media_type", "byte_count", "checksum"],
-    "additionalProperties": False,
-}
+#: The ref, as every tool that returns one states it.
+OUTPUT_SCHEMA: dict[str, Any] = ArtifactRef.json_schema()
 
 
 def structured(ref: ArtifactRef) -> dict[str, Any]:
     """The ref as the structured result ``{id, name, media_type, byte_count, checksum}``."""
-    return {
-        "id": ref.id,
-        "name": ref.name,
-        "media_type": ref.media_type,
-        "byte_count": ref.byte_count,
-        "checksum": ref.checksum,
-    }
+    return ref.to_json()
 
 
 def _size(ref: ArtifactRef) -> str:

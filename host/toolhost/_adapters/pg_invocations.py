@@ -1,0 +1,614 @@
+"""The InvocationStore on PostgreSQL: the ``tool_invocations`` table shared by many hosts.
+
+Selected by ``TOOLHOST_DATABASE_URL`` (a ``postgresql://`` URL or a libpq conninfo string).
+The row is stored as the SQLite adapter stores it, column for column (ISO 8601 text for times,
+canonical JSON text, ``COLLATE "C"`` where SQL orders or compares), so both read back the same
+records and ``pending`` gives the same stored text; the free-text columns a caller or a tool
+fills (``_FREE_TEXT``) are UTF-8 ``bytea``, as TEXT cannot hold U+0000 and SQLite can. State
+changes are single conditional UPDATEs (``WHERE state = ANY(...)``, ``WHERE owner IS NOT
+DISTINCT FROM ...``): under READ COMMITTED (forced on every session) a second UPDATE of the row
+waits for the first and re-checks its WHERE on the row the first left, so of two hosts
+approving the same call exactly one moves it.
+
+Who owns a ``running`` row. Hosts on other machines cannot read each other's ``/proc``; what
+all of them can read is the server's lock table. Each store names itself by a random key drawn
+once (``{"host": "web-2", "pid": 4242, "lease": 3017822373391043}``, the same mapping for the
+process's life) and holds the session advisory lock of that key on a session of its own, the
+*lease*. A keeper thread watches the lease's socket and takes the lock again, under the same
+key, on a new session as soon as it is lost (a server restart, a failover, an operator's
+``pg_terminate_backend``, an idle cut). ``owner_state`` reads ``pg_locks``: the lock held is
+ALIVE. Not held is GONE only once it stays so: never within ``_GRACE`` of the server's start or
+of this store's own lease being taken again (every live host is re-taking its lock then), and
+otherwise only when it is still not held ``_CONFIRM`` seconds after it was first seen so (a
+host re-takes its lock within milliseconds of losing it). A killed host's lock goes with its
+session at once, a dead machine's when the server's keepalive probes give up (about a
+minute), so its rows are settleable by any other host soon after.
+
+Connections come from a ``psycopg_pool.ConnectionPool`` that checks a connection before
+handing it out, so after a server restart the next call gets a fresh one: service returns
+without restarting the host. Every session is bounded (``_SESSION``: a lock wait or a
+statement ends in seconds with an error, never blocks the host) and probed (TCP keepalives).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool
+
+# The row's reading is the SQLite adapter's, the stored text being the same.
+from toolhost._adapters.sqlite_invocations import _PendingCall, _record
+from toolhost._adapters.system_clock import new_id
+from toolhost._model.convert import column_values, converter, to_row
+from toolhost._model.invocations import (
+    InvocationNotFound,
+    InvocationRecord,
+    InvocationState,
+    OwnerState,
+)
+from toolhost._model.settings import StoreUnavailable
+
+__all__ = ["MIGRATIONS", "PostgresInvocationStore", "connection_string", "session_settings",
+           "shown_conninfo"]
+
+#: (component, version, SQL). Each runs once, in one transaction with its record.
+MIGRATIONS: Sequence[tuple[str, int, str]] = (
+    (
+        "invocations",
+        1,
+        """
+        CREATE TABLE tool_invocations (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            run_id TEXT COLLATE "C" NOT NULL,
+            principal_id BYTEA NOT NULL,
+            scopes TEXT NOT NULL,
+            conversation_id BYTEA,
+            tool_name TEXT COLLATE "C" NOT NULL,
+            tool_version TEXT COLLATE "C",
+            arguments TEXT NOT NULL,
+            argument_digest TEXT COLLATE "C",
+            state TEXT COLLATE "C" NOT NULL,
+            policy TEXT,
+            approver BYTEA,
+            denial_reason BYTEA,
+            result_structured TEXT,
+            result_content BYTEA,
+            output_trust TEXT,
+            failure_kind TEXT,
+            reason_code TEXT,
+            retryable BOOLEAN,
+            failure_detail TEXT,
+            artifact_refs TEXT NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
+            started_at TEXT,
+            finished_at TEXT,
+            decided_at TEXT,
+            owner TEXT
+        );
+        -- The two lookups, each serving its WHERE and its ORDER BY (as SQLite's migration 4):
+        -- the rows not yet final (pending, recovery), and a run's rows by digest.
+        CREATE INDEX tool_invocations_open ON tool_invocations (state, created_at, id)
+            WHERE state NOT IN ('denied', 'failed', 'succeeded');
+        CREATE INDEX tool_invocations_digest
+            ON tool_invocations (run_id, argument_digest, created_at, id)
+        """,
+    ),
+)
+
+#: Held (per transaction) while migrating, so hosts starting together migrate one at a time:
+#: "toolhost" in ASCII, as a bigint.
+_MIGRATION_LOCK = int.from_bytes(b"toolhost", "big")
+
+_BOOTSTRAP = """CREATE TABLE IF NOT EXISTS toolhost_schema_migrations (
+    component TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (component, version))"""
+
+_OPEN = "state NOT IN ('denied', 'failed', 'succeeded')"
+_OPEN_STATES = frozenset({InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED,
+                          InvocationState.RUNNING})
+_COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
+#: Text a principal, a client, an approver or a tool chose, which may hold U+0000: stored as
+#: its UTF-8 bytes. Nothing orders or filters on these columns.
+_FREE_TEXT = frozenset({"principal_id", "conversation_id", "approver", "denial_reason",
+                        "result_content"})
+_FREE_AT = tuple(i for i, name in enumerate(_COLUMNS) if name in _FREE_TEXT)
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
+_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
+           f"VALUES ({', '.join(['%s'] * len(_COLUMNS))}) ON CONFLICT (id) DO NOTHING")
+_SELECT_PENDING = ("SELECT id, run_id, tool_name, tool_version, argument_digest, created_at, "
+                   "arguments, policy FROM tool_invocations")
+_AWAITING = InvocationState.AWAITING_APPROVAL.value
+_RUNNING = InvocationState.RUNNING.value
+
+_UNPARSED = "(TOOLHOST_DATABASE_URL, which cannot be parsed)"
+
+
+def shown_conninfo(conninfo: str) -> str:
+    """The database as a message may name it: the URL or conninfo without its password.
+
+    Parsed as libpq parses it (a URL's userinfo ends at its last '@', so a password holding
+    '#' or '?' is still the password), then written back without it.
+    """
+    try:
+        params = conninfo_to_dict(conninfo)
+    except (psycopg.Error, ValueError):
+        return _UNPARSED
+    params.pop("password", None)
+    if "://" not in conninfo:
+        return make_conninfo("", **params)
+    return _as_url({name: str(value) for name, value in params.items()})
+
+
+def _as_url(params: dict[str, str]) -> str:
+    quote = urllib.parse.quote
+    user = params.pop("user", "")
+    dbname = params.pop("dbname", "")
+    hosts = params.get("host", "").split(",")
+    ports = params.get("port", "").split(",")
+    netloc = ""
+    if not any(h.startswith("/") for h in hosts) and len(ports) in (1, len(hosts)):
+        params.pop("host", None)
+        params.pop("port", None)
+        ports = ports * len(hosts) if len(ports) == 1 else ports
+        netloc = ",".join(
+            (f"[{h}]" if ":" in h else quote(h, safe="")) + (f":{p}" if p else "")
+            for h, p in zip(hosts, ports, strict=True))
+    if user:
+        netloc = f"{quote(user, safe='')}@{netloc}"
+    query = urllib.parse.urlencode(params)
+    return f"postgresql://{netloc}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+#: libpq's side of every connection: keepalive probes and a bound on unacknowledged data
+#: (ms), so a server that vanished is seen in about a minute, not the kernel's two hours;
+#: and the primary of a multi-host URL, as every session writes. Defaults: the operator's
+#: conninfo wins. ``client_encoding`` is forced: the stored text is UTF-8.
+_CLIENT_DEFAULTS: dict[str, str | int] = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                    "keepalives_count": 3, "tcp_user_timeout": 60_000,
+                    "target_session_attrs": "read-write"}
+
+
+def connection_string(conninfo: str, connect_timeout: int) -> str:
+    """``conninfo`` with the client settings every toolhost connection needs."""
+    given = conninfo_to_dict(conninfo)
+    added = {k: v for k, v in {"connect_timeout": connect_timeout, **_CLIENT_DEFAULTS}.items()
+             if k not in given}
+    return make_conninfo(conninfo, **added, client_encoding="UTF8")
+
+
+#: The server's side of every session, whatever the database's or role's defaults: a lock
+#: wait or a statement ends in an error within seconds (a row locked by an operator's open
+#: transaction must not block a host, whose store calls run on its event loop); the
+#: compare-and-set assumes READ COMMITTED; times are read in ISO.
+_SESSION = {"lock_timeout": "2s", "statement_timeout": "10s",
+            "default_transaction_isolation": "read committed", "DateStyle": "ISO",
+            "idle_in_transaction_session_timeout": "60s"}
+
+
+def session_settings(conn: psycopg.Connection[Any]) -> None:
+    """Set ``_SESSION`` on a new autocommit connection, in one round trip."""
+    calls = ", ".join("set_config(%s, %s, false)" for _ in _SESSION)
+    conn.execute(f"SELECT {calls}", [v for item in _SESSION.items() for v in item])
+
+
+#: The server's TCP keepalive on the lease's session: idle seconds, interval, probes.
+_KEEPALIVES = (("tcp_keepalives_idle", 30), ("tcp_keepalives_interval", 10),
+               ("tcp_keepalives_count", 3))
+#: Seconds after the server's start, or this store's lease being taken again, during which a
+#: lease not held is UNKNOWN: every live host is re-taking its lock then.
+_GRACE = 30.0
+#: Seconds a lease must stay not held before its owner is GONE (a host that lost its session
+#: takes its lock again within milliseconds); a sighting older than ``_CONFIRM_WINDOW`` is
+#: not trusted, the lease may have been held in between.
+_CONFIRM = 2.0
+_CONFIRM_WINDOW = 10.0
+#: Seconds between the keeper's attempts to take the lease again while it cannot; and between
+#: its looks at a lease whose socket stayed quiet (a safety net: an end is seen at once).
+_RETRY = 0.5
+_WATCH = 5.0
+
+_LEASE_HELD = """SELECT EXISTS (
+    SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND classid::bigint = %s AND objid::bigint = %s),
+    extract(epoch FROM now() - pg_postmaster_start_time())::float8"""
+
+
+class _LeaseTaken(Exception):
+    """The lease's key is held by another session: this process's previous one, which the
+    server has not yet seen end."""
+
+
+class _Lease:
+    """The session holding this process's advisory lock (see the module's docstring)."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        # 52 random bits: a JSON number every reader holds exactly, and a bigint lock key.
+        self.key = int(new_id()[:13], 16)
+        self.owner: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(),
+                                      "lease": self.key}
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self.renewed_at: float | None = None  # monotonic: when last taken *again*
+        self._take()
+        self._closed = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._keeper = threading.Thread(target=self._keep, name="toolhost-lease", daemon=True)
+        self._keeper.start()
+
+    def _take(self) -> None:
+        """Open a session and take the lock on it. Called with ``_lock`` held (or alone)."""
+        conn = psycopg.connect(self._conninfo, autocommit=True,
+                               application_name="toolhost lease")
+        try:
+            session_settings(conn)
+            # The session lasts as long as this process, and ends soon after it: never ended
+            # for idling, and probed by the server, so a host whose machine died (no FIN ever
+            # comes) loses its lock in about a minute.
+            conn.execute("SET idle_session_timeout = 0")
+            for setting, value in _KEEPALIVES:
+                conn.execute(f"SET {setting} = {value}")
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+            if row is None or not row[0]:
+                raise _LeaseTaken
+        except BaseException:
+            conn.close()
+            raise
+        if self._conn is not None:
+            self._conn.close()
+            self.renewed_at = time.monotonic()
+        self._conn = conn
+
+    def _lost(self) -> bool:
+        """Whether the lease session is gone. Cheap while it is not: the server writes to an
+        idle session only to end it (or with a rare notice, which the probe reads)."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return True
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+            if readable:
+                conn.execute("SELECT 1")
+        except (psycopg.Error, OSError, ValueError):
+            return True
+        return False
+
+    def ensure(self, *, wait: bool) -> None:
+        """Take the lease again if it was lost; without ``wait``, leave it to the keeper when
+        the keeper is at it already."""
+        if not self._lock.acquire(blocking=wait):
+            return
+        try:
+            if not self._closed and self._lost():
+                with contextlib.suppress(psycopg.Error, _LeaseTaken):
+                    self._take()
+        finally:
+            self._lock.release()
+
+    def _keep(self) -> None:
+        while not self._closed:
+            conn = self._conn
+            try:
+                # A broken connection's descriptor may already be another socket's.
+                fd = -1 if conn is None or conn.closed or conn.broken else conn.fileno()
+            except (psycopg.Error, ValueError):
+                fd = -1
+            watched: list[Any] = [self._wake_r] if fd < 0 else [self._wake_r, fd]
+            try:
+                select.select(watched, [], [], _WATCH if fd >= 0 else _RETRY)
+            except (OSError, ValueError):
+                time.sleep(_RETRY)
+            if self._closed:
+                return
+            self.ensure(wait=True)
+            with self._lock:
+                lost = self._conn is None or self._conn.closed or self._conn.broken
+            if lost:
+                time.sleep(_RETRY)  # the server is away: try again shortly
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+        self._keeper.join(timeout=10)
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _stored(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """Column values as written here: the free-text columns as UTF-8 bytes."""
+    return {name: value.encode() if name in _FREE_TEXT and isinstance(value, str) else value
+            for name, value in columns.items()}
+
+
+def _read(row: Sequence[Any]) -> InvocationRecord:
+    values = list(row)
+    for i in _FREE_AT:
+        if values[i] is not None:
+            values[i] = bytes(values[i]).decode()
+    return _record(values)
+
+
+class PostgresInvocationStore:
+    """The record on a PostgreSQL database that several hosts share.
+
+    :raises StoreUnavailable: the server cannot be reached, or its schema is newer than this
+        toolhost's; the message names the database without its password.
+    """
+
+    def __init__(self, conninfo: str, *, max_size: int = 10, timeout: float = 5.0,
+                 connect_timeout: int = 5) -> None:
+        shown = shown_conninfo(conninfo)
+        try:
+            conninfo_to_dict(conninfo)
+        except psycopg.Error:
+            raise StoreUnavailable(Path(shown), "TOOLHOST_DATABASE_URL is neither a "
+                                   "postgresql:// URL nor a libpq conninfo string") from None
+        conninfo = connection_string(conninfo, connect_timeout)
+        try:
+            psycopg.connect(conninfo).close()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                Path(shown), f"cannot reach the database {shown} ({_first_line(exc)}): start "
+                "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
+        # Migrated first: the checks of the database (its encoding) come before anything
+        # holds a session in it.
+        _migrate(conninfo, connect_timeout, shown)
+        try:
+            self._lease = _Lease(conninfo)
+        except (psycopg.Error, _LeaseTaken) as exc:
+            raise StoreUnavailable(
+                Path(shown), f"cannot reach the database {shown} ({_first_line(exc)}): start "
+                "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
+        self._absent: dict[int, float] = {}  # lease key -> when first seen not held
+        # Every statement commits on its own; ``check`` runs an empty query on a pooled
+        # connection before lending it, so one cut by a server restart is replaced, not used.
+        # The pool retries a failed connect with a doubling delay until ``reconnect_timeout``,
+        # then gives up, and the next call that needs a connection tries at once: kept as
+        # short as ``timeout`` so a server that comes back is used within seconds, not after
+        # a delay doubled for as long as it was down.
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
+            reconnect_timeout=timeout,
+            kwargs={"autocommit": True, "application_name": "toolhost"},
+            configure=session_settings, check=ConnectionPool.check_connection,
+            name="toolhost-invocations")
+        self._pool.open()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._pool.connection() as conn:
+            yield conn
+
+    def insert(self, record: InvocationRecord) -> None:
+        with self._connection() as conn:
+            inserted = conn.execute(_INSERT, list(_stored(to_row(record)).values())).rowcount
+        if inserted != 1:
+            raise ValueError(f"invocation {record.id} is already recorded")
+
+    def get(self, invocation_id: str) -> InvocationRecord:
+        with self._connection() as conn:
+            row = conn.execute(f"{_SELECT} WHERE id = %s", (invocation_id,)).fetchone()
+        if row is None:
+            raise InvocationNotFound(invocation_id)
+        return _read(row)
+
+    def transition(
+        self,
+        invocation_id: str,
+        *,
+        expected: Iterable[InvocationState],
+        to: InvocationState,
+        **fields: Any,
+    ) -> bool:
+        columns = _stored(_settable(fields, to))
+        states = [converter.unstructure(s) for s in expected]
+        sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
+               "WHERE id = %s AND state = ANY(%s)")
+        with self._connection() as conn:
+            return conn.execute(sql, [*columns.values(), invocation_id, states]).rowcount == 1
+
+    def settle(
+        self,
+        invocation_id: str,
+        *,
+        from_owner: Mapping[str, Any] | None,
+        to: InvocationState,
+        **fields: Any,
+    ) -> bool:
+        columns = _stored(_settable(fields, to))
+        owner = column_values(InvocationRecord, {"owner": from_owner})["owner"]
+        sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
+               "WHERE id = %s AND state = %s AND owner IS NOT DISTINCT FROM %s")
+        with self._connection() as conn:
+            return conn.execute(
+                sql, [*columns.values(), invocation_id, _RUNNING, owner]).rowcount == 1
+
+    def list(
+        self,
+        *,
+        state: InvocationState | None = None,
+        run_id: str | None = None,
+        tool_name: str | None = None,
+        tool_version: str | None = None,
+        argument_digest: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[InvocationRecord]:
+        given = {"state": state, "run_id": run_id, "tool_name": tool_name,
+                 "tool_version": tool_version, "argument_digest": argument_digest}
+        criteria = column_values(
+            InvocationRecord, {column: value for column, value in given.items() if value is not None})
+        terms = [f"{column} = %s" for column in criteria]
+        if state in _OPEN_STATES:
+            terms.insert(0, _OPEN)  # the partial index's condition, as the SQLite adapter does
+        rows = self._page(_SELECT, terms, list(criteria.values()), limit, after)
+        return [_read(row) for row in rows]
+
+    def pending(self, *, limit: int, after: str | None = None) -> Sequence[_PendingCall]:
+        return list(map(_PendingCall._make, self._page(
+            _SELECT_PENDING, [_OPEN, "state = %s"], [_AWAITING], limit, after)))
+
+    def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
+              limit: int | None, after: str | None) -> Sequence[Any]:
+        """``select``'s rows matching every term, oldest first (created_at, then id), at most
+        ``limit``, strictly after the row ``after`` (keyset paging)."""
+        with self._connection() as conn:
+            if after is not None:
+                anchor = conn.execute("SELECT created_at, id FROM tool_invocations WHERE id = %s",
+                                      (after,)).fetchone()
+                if anchor is None:
+                    raise InvocationNotFound(after)
+                terms = [*terms, "(created_at, id) > (%s, %s)"]
+                values = [*values, *anchor]
+            where = f" WHERE {' AND '.join(terms)}" if terms else ""
+            where += " ORDER BY created_at, id"
+            if limit is not None:
+                where, values = f"{where} LIMIT %s", [*values, max(limit, 0)]
+            return conn.execute(f"{select}{where}", values).fetchall()
+
+    def count(self) -> int:
+        with self._connection() as conn:
+            row = conn.execute("SELECT count(*) FROM tool_invocations").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def owner(self) -> Mapping[str, Any]:
+        # A row is about to name this process: its lease must be held (or being taken again).
+        self._lease.ensure(wait=False)
+        return dict(self._lease.owner)
+
+    def owner_state(self, owner: Mapping[str, Any] | None) -> OwnerState:
+        if owner is None:
+            return OwnerState.GONE  # recorded before owners were: nothing can still hold it
+        if dict(owner) == self._lease.owner:
+            return OwnerState.ALIVE
+        key = owner.get("lease")
+        if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < 1 << 63:
+            return OwnerState.UNKNOWN  # not a lease's name (a row from another backend)
+        state = self._lease_state(key)
+        if state is not OwnerState.GONE:
+            return state
+        now = time.monotonic()
+        seen = self._absent.get(key)
+        if seen is not None and _CONFIRM <= now - seen <= _CONFIRM_WINDOW:
+            return OwnerState.GONE
+        if seen is None or now - seen > _CONFIRM_WINDOW:
+            for stale in [k for k, t in self._absent.items() if now - t > _CONFIRM_WINDOW]:
+                del self._absent[stale]
+            seen = self._absent[key] = now
+        # Not held a moment ago: a live host may be taking it again right now. Looked at once
+        # more when that has had time; a second row of the same owner is then answered at once.
+        time.sleep(max(0.0, seen + _CONFIRM - now))
+        return self._lease_state(key)
+
+    def _lease_state(self, key: int) -> OwnerState:
+        """ALIVE when ``key``'s lock is held, UNKNOWN within the grace after a restart (or a
+        failover this store lived through), GONE (not yet confirmed) otherwise."""
+        with self._connection() as conn:
+            row = conn.execute(_LEASE_HELD, (key >> 32, key & 0xFFFFFFFF)).fetchone()
+        assert row is not None
+        held, up = bool(row[0]), float(row[1])
+        if held:
+            self._absent.pop(key, None)
+            return OwnerState.ALIVE
+        renewed = self._lease.renewed_at
+        if up < _GRACE or (renewed is not None and time.monotonic() - renewed < _GRACE):
+            return OwnerState.UNKNOWN
+        return OwnerState.GONE
+
+    def close(self) -> None:
+        self._pool.close()
+        self._lease.close()
+
+
+def _settable(fields: Mapping[str, Any], to: InvocationState) -> dict[str, Any]:
+    unknown = set(fields) - set(_COLUMNS)
+    if unknown or "id" in fields or "state" in fields:
+        raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
+    return column_values(InvocationRecord, {"state": to, **fields})
+
+
+def _migrate(conninfo: str, connect_timeout: int, shown: str,
+             migrations: Sequence[tuple[str, int, str]] = MIGRATIONS) -> None:
+    """Apply the ``migrations`` not yet recorded, in one transaction under an advisory lock, so
+    hosts starting at once apply each exactly once and a refused database is left as it was.
+    Other components' migrations (the artifacts' in ``pg_artifacts``) go through here too.
+
+    :raises StoreUnavailable: the schema is newer than these migrations, or the database
+        refuses them (no right to create tables, a foreign ``tool_invocations``).
+    """
+    latest: dict[str, int] = {}
+    for component, version, _ in migrations:
+        latest[component] = max(latest.get(component, 0), version)
+    try:
+        with psycopg.connect(connection_string(conninfo, connect_timeout)) as conn:
+            _check_encoding(conn, shown)
+            # Nothing pending: no DDL and no lock, so a role with row rights only can start.
+            row = conn.execute("SELECT to_regclass('toolhost_schema_migrations')").fetchone()
+            if row is not None and row[0] is not None:
+                done = _versions(conn)
+                _check_newer(done, latest, shown)
+                if all((c, v) in done for c, v, _ in migrations):
+                    return
+            conn.rollback()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute(_BOOTSTRAP)
+                done = _versions(conn)
+                _check_newer(done, latest, shown)
+                for component, version, sql in sorted(migrations):
+                    if (component, version) not in done:
+                        conn.execute(sql)  # several statements: no parameters, one simple query
+                        conn.execute("INSERT INTO toolhost_schema_migrations (component, "
+                                     "version) VALUES (%s, %s)", (component, version))
+    except psycopg.Error as exc:
+        raise StoreUnavailable(
+            Path(shown), f"cannot use the database {shown} ({_first_line(exc)}): give "
+            "TOOLHOST_DATABASE_URL's role the right to create tables there, or use another "
+            "database") from None
+
+
+def _versions(conn: psycopg.Connection[Any]) -> set[tuple[str, int]]:
+    return {(c, v) for c, v in conn.execute(
+        "SELECT component, version FROM toolhost_schema_migrations").fetchall()}
+
+
+def _check_newer(done: set[tuple[str, int]], latest: Mapping[str, int], shown: str) -> None:
+    for component, version in sorted(done):
+        if version > latest.get(component, version):
+            raise StoreUnavailable(
+                Path(shown), f"the database {shown} was written by a newer toolhost "
+                f"({component} schema version {version}; this one knows "
+                f"{latest[component]}): upgrade toolhost-core")
+
+
+def _check_encoding(conn: psycopg.Connection[Any], shown: str) -> None:
+    """A database not in UTF-8 cannot hold every argument a model sends (LATIN1), or hands
+    text back as bytes (SQL_ASCII): refused at start, not call by call."""
+    row = conn.execute("SHOW server_encoding").fetchone()
+    encoding = "?" if row is None else str(row[0])
+    if encoding != "UTF8":
+        raise StoreUnavailable(
+            Path(shown), f"the database {shown} is in the {encoding} encoding: toolhost "
+            "needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)")

@@ -1,0 +1,50 @@
+"""Erasure of one source: an account, a thread or a message, exactly that and nothing else.
+
+Thread and message keys are per account (the same mail imported under two accounts is two
+stored messages with two keys), so erasing a thread or a message of one account never touches
+another account's copy. Feedback about an erased thread or account goes with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from toolhost_email.store import bump_generation, checkpoint, open_writable
+
+__all__ = ["EraseScope", "erase"]
+
+EraseScope = Literal["account", "thread", "message"]
+
+_WHERE = {"account": "account = ?", "thread": "thread_id = ?", "message": "message_key = ?"}
+
+
+def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
+    """Remove every stored message of that source (an account is matched lower-cased); the
+    number of messages removed. The generation advances even when nothing matched."""
+    if scope not in _WHERE:
+        raise ValueError(f"scope must be one of {sorted(_WHERE)}")
+    key = value.strip().lower() if scope == "account" else value.strip()
+    conn = open_writable(data_dir)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            removed = conn.execute(
+                f"DELETE FROM messages WHERE {_WHERE[scope]}", (key,)).rowcount
+            if scope != "message":
+                column = "account" if scope == "account" else "thread_id"
+                doomed = f"SELECT feedback_id FROM feedback WHERE {column} = ?"
+                conn.execute(f"DELETE FROM feedback_versions WHERE feedback_id IN ({doomed})",
+                             (key,))
+                conn.execute(f"DELETE FROM feedback WHERE {column} = ?", (key,))
+            bump_generation(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        # secure_delete zeroed the pages in the new frames; the old frames still in the WAL
+        # hold the erased mail in clear until a checkpoint truncates it.
+        checkpoint(conn)
+    finally:
+        conn.close()
+    return int(removed)

@@ -1,0 +1,333 @@
+"""One raw message to what the cache stores: decoded headers, addresses, thread root, bounded
+plain text, and the list headers the subscription census reads.
+
+Decoding is the standard library's ``email`` package with ``policy.default`` (RFC 2047 words,
+MIME parts, transfer encodings, charsets). A message the parser cannot make sense of is
+``Malformed`` with a closed reason, never an exception out of here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import email.utils
+import hashlib
+import re
+from email.headerregistry import BaseHeader, HeaderRegistry
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import EmailPolicy
+from html.parser import HTMLParser
+from typing import Final, Literal
+
+import attrs
+
+from toolhost_email.cache_model import MailAddress
+
+__all__ = [
+    "MAX_ADDRESSES",
+    "MAX_ADDRESS_CHARS",
+    "MAX_HEADERS",
+    "MAX_HEADER_CHARS",
+    "MAX_MESSAGE_BYTES",
+    "MAX_NAME_CHARS",
+    "MAX_RAW_HEADER_CHARS",
+    "MAX_SUBJECT_CHARS",
+    "MAX_TEXT_CHARS",
+    "SKIP_REASONS",
+    "Malformed",
+    "ParsedMessage",
+    "cut_raw",
+    "message_key_for",
+    "parse_message",
+    "thread_id_for",
+]
+
+#: The bounds the README documents: a message over MAX_MESSAGE_BYTES is skipped; the stored
+#: source keeps the first MAX_HEADERS headers, each value cut to MAX_HEADER_CHARS, and the
+#: first MAX_TEXT_CHARS characters of plain text.
+MAX_MESSAGE_BYTES: Final = 25 * 1024 * 1024
+MAX_HEADERS: Final = 100
+MAX_HEADER_CHARS: Final = 4000
+MAX_TEXT_CHARS: Final = 65536
+#: A raw header value is cut to this before any parsing: the stdlib's address and
+#: encoded-word parsers are quadratic in a value's length (a From phrase of "a." x 4,000 costs
+#: 0.15 s), and no real header is longer.
+MAX_RAW_HEADER_CHARS: Final = 8000
+#: Stored (and so returned) per message: the subject, each display name, each address list
+#: (addresses longer than RFC 5321's path allows are dropped), so one hostile mail cannot
+#: outgrow a result.
+MAX_SUBJECT_CHARS: Final = 1000
+MAX_NAME_CHARS: Final = 200
+MAX_ADDRESS_CHARS: Final = 320
+MAX_ADDRESSES: Final = 100
+
+#: Why a message was skipped (the import report counts each).
+SKIP_REASONS: Final = ("no_header_section", "too_large", "undecodable")
+SkipReason = Literal["no_header_section", "too_large", "undecodable"]
+
+
+
+def cut_raw(value: str) -> str:
+    """``value`` cut to MAX_RAW_HEADER_CHARS, at its last white space when there is one in the
+    second half, so an encoded word or an address is not split."""
+    if len(value) <= MAX_RAW_HEADER_CHARS:
+        return value
+    cut = value[:MAX_RAW_HEADER_CHARS + 1]
+    space = max(cut.rfind(" "), cut.rfind("\t"), cut.rfind("\n"))
+    return cut[:space] if space > MAX_RAW_HEADER_CHARS // 2 else cut[:MAX_RAW_HEADER_CHARS]
+
+
+class _SharedHeaderPolicy(EmailPolicy):
+    """``policy.default`` exactly, except that a value is cut to MAX_RAW_HEADER_CHARS before it
+    is parsed, and a short header (name, value) already parsed is not parsed again: the feed
+    parser and ``get_body`` fetch Content-Type a dozen times per message, and most MIME headers
+    repeat across a mailbox. Header objects are immutable strings, so sharing one is safe; the
+    table is bounded in count and, holding short values only, in size."""
+
+    def header_fetch_parse(self, name: str, value: str) -> str:
+        value = cut_raw(value)
+        if len(value) > _PARSED_VALUE_MAX:
+            return super().header_fetch_parse(name, value)  # type: ignore[no-any-return]
+        key = (name, value)
+        hit = _PARSED.get(key)
+        if hit is None:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            hit = _PARSED[key] = super().header_fetch_parse(name, value)
+        return hit
+
+
+class _HeaderClasses(HeaderRegistry):
+    """The default registry, with each header class made once: the stock one builds a new
+    class with ``type()`` on every header it parses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._made: dict[str, type[BaseHeader]] = {}
+
+    def __getitem__(self, name: str) -> type[BaseHeader]:
+        made = self._made.get(name.lower())
+        if made is None:
+            made = self._made[name.lower()] = super().__getitem__(name)
+        return made
+
+
+_PARSED: dict[tuple[str, str], str] = {}
+_PARSED_MAX: Final = 20_000
+#: Only values up to this long are kept (the repeating MIME headers are far shorter).
+_PARSED_VALUE_MAX: Final = 256
+_PARSER = BytesParser(policy=_SharedHeaderPolicy(header_factory=_HeaderClasses()))
+_MSGID = re.compile(r"<([^<>\s]+)>")
+
+
+@attrs.frozen
+class Malformed:
+    reason: SkipReason
+
+
+@attrs.frozen
+class ParsedMessage:
+    message_key: str
+    account: str
+    thread_id: str
+    message_id: str
+    date: _dt.datetime | None
+    subject: str
+    sender: tuple[MailAddress, ...]
+    to: tuple[MailAddress, ...]
+    cc: tuple[MailAddress, ...]
+    reply_to: tuple[MailAddress, ...]
+    direction: Literal["sent", "received"]
+    headers: tuple[tuple[str, str], ...]
+    text: str
+    truncated: bool
+    list_id: str | None
+    list_unsubscribe: str | None
+    list_unsubscribe_post: str | None
+    auth_results: tuple[str, ...]
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def message_key_for(account: str, raw: bytes) -> str:
+    """Stable per (account, content): line endings and trailing newlines, which mbox and Maildir
+    writers change freely, do not count; anything else is another message."""
+    return "m_" + _digest(account, raw.replace(b"\r\n", b"\n").rstrip(b"\n"))
+
+
+def thread_id_for(account: str, root: str) -> str:
+    return "t_" + _digest(account, root)
+
+
+def _ids(value: str | None) -> list[str]:
+    return _MSGID.findall(value) if value else []
+
+
+def _safe(text: str) -> str:
+    """Text SQLite and JSON can hold: raw 8-bit header bytes (which the parser keeps as lone
+    surrogates) read as UTF-8 (RFC 6532), anything undecodable replaced."""
+    if text.isascii():
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that was not an escaped byte
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _addresses(msg: EmailMessage, name: str) -> tuple[MailAddress, ...]:
+    header = msg.get(name)
+    if header is None:
+        return ()
+    found: list[MailAddress] = []
+    for addr in getattr(header, "addresses", ()):
+        spec = _safe(addr.addr_spec.strip().lower())
+        if spec and spec != "<>" and len(spec) <= MAX_ADDRESS_CHARS:
+            found.append(MailAddress(name=_safe(addr.display_name or "")[:MAX_NAME_CHARS],
+                                     address=spec))
+            if len(found) >= MAX_ADDRESSES:
+                break
+    return tuple(found)
+
+
+def _date(raw: str | None) -> _dt.datetime | None:
+    if raw is None:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed.tzinfo is None:  # "-0000": the zone is unknown; UTC is the stated reading
+        parsed = parsed.replace(tzinfo=_dt.UTC)
+    return parsed.astimezone(_dt.UTC)
+
+
+class _HtmlText(HTMLParser):
+    """Visible text of an HTML part: tags dropped, script and style skipped."""
+
+    _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "blockquote"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        elif tag in self._BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _html_to_text(html: str) -> str:
+    parser = _HtmlText()
+    parser.feed(html)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _part_text(part: EmailMessage) -> str:
+    try:
+        content = part.get_content()
+    except LookupError:  # an unknown charset: the bytes, decoded as UTF-8 with replacement
+        payload = part.get_payload(decode=True)
+        content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+    return content if isinstance(content, str) else ""
+
+
+def _body(msg: EmailMessage) -> str:
+    """The plain text: the text/plain alternative when there is one, else the HTML's text."""
+    part = msg.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return ""
+    text = _part_text(part)  # type: ignore[arg-type]  # get_body's stub says Message
+    if part.get_content_subtype() == "html":
+        text = _html_to_text(text)
+    return _safe(text.replace("\r\n", "\n"))
+
+
+_LINESEP = re.compile(r"\n|\r")
+
+
+def _decoded(msg: EmailMessage, name: str, raw: str) -> str:
+    """The header's value as ``policy.default`` reads it. A value with no encoded word and
+    no non-ASCII byte decodes to itself, unfolded, so the header parser runs only for the
+    values that need it (the parser is most of an import's time)."""
+    raw = cut_raw(raw)
+    if "=?" not in raw and raw.isascii():
+        return "".join(_LINESEP.split(raw)).strip()
+    return _safe(str(msg.policy.header_fetch_parse(name, raw)))
+
+
+def _headers(msg: EmailMessage) -> tuple[tuple[tuple[str, str], ...], dict[str, str], bool]:
+    """(the bounded decoded headers, the first decoded value of each name (lower case),
+    whether a header was cut)."""
+    items = list(msg.raw_items())
+    cut = len(items) > MAX_HEADERS
+    out: list[tuple[str, str]] = []
+    first: dict[str, str] = {}
+    for index, (name, raw) in enumerate(items):
+        text = _decoded(msg, name, raw)
+        first.setdefault(name.lower(), text)
+        if index >= MAX_HEADERS:
+            continue
+        if len(text) > MAX_HEADER_CHARS:
+            text, cut = text[:MAX_HEADER_CHARS], True
+        out.append((name, text))
+    return tuple(out), first, cut
+
+
+def parse_message(account: str, raw: bytes) -> ParsedMessage | Malformed:
+    """``raw`` (one message, no mbox From_ line) as imported under ``account`` (lower-cased)."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        return Malformed("too_large")
+    try:
+        msg = _PARSER.parsebytes(raw)
+        assert isinstance(msg, EmailMessage)
+        if len(msg) == 0:
+            return Malformed("no_header_section")
+        key = message_key_for(account, raw)
+        headers, first, cut = _headers(msg)
+        message_id = (_ids(first.get("message-id")) or [""])[0]
+        root = ((_ids(first.get("references")) or _ids(first.get("in-reply-to"))
+                 or [message_id])[0]) or key
+        sender = _addresses(msg, "From")
+        text = _body(msg)
+        if len(text) > MAX_TEXT_CHARS:
+            text, cut = text[:MAX_TEXT_CHARS], True
+        return ParsedMessage(
+            message_key=key,
+            account=account,
+            thread_id=thread_id_for(account, root),
+            message_id=message_id,
+            date=_date(first.get("date")),
+            subject=first.get("subject", "")[:MAX_SUBJECT_CHARS],
+            sender=sender,
+            to=_addresses(msg, "To"),
+            cc=_addresses(msg, "Cc"),
+            reply_to=_addresses(msg, "Reply-To"),
+            direction="sent" if any(a.address == account for a in sender) else "received",
+            headers=headers,
+            text=text,
+            truncated=cut,
+            list_id=first.get("list-id"),
+            list_unsubscribe=first.get("list-unsubscribe"),
+            list_unsubscribe_post=first.get("list-unsubscribe-post"),
+            auth_results=tuple(v for n, v in headers if n.lower() == "authentication-results"),
+        )
+    except Exception:
+        return Malformed("undecodable")

@@ -1,0 +1,89 @@
+"""Shapes the email tools share: the source wrapper, an address, a date, a bounded text."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Final
+
+from toolhost_email.cache_model import MailAddress
+
+__all__ = [
+    "ACCOUNT_SCHEMA",
+    "ADDRESSES_MAX",
+    "ADDRESSES_SCHEMA",
+    "ADDRESS_CHARS",
+    "DATE_SCHEMA",
+    "NAME_CHARS",
+    "SOURCE_SCHEMA",
+    "SUBJECT_CHARS",
+    "SUBJECT_SCHEMA",
+    "THREAD_ID_SCHEMA",
+    "addresses",
+    "bounded",
+    "iso",
+    "render",
+    "source",
+]
+
+#: What a result carries of one message's headers (the cache keeps more, parse.MAX_*): a
+#: subject, each display name, and the first addresses of a list.
+SUBJECT_CHARS: Final = 300
+NAME_CHARS: Final = 100
+ADDRESSES_MAX: Final = 10
+ADDRESS_CHARS: Final = 320
+
+ACCOUNT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string", "minLength": 3, "maxLength": 320,
+    "description": "An account address as a source wrapper names it.",
+}
+THREAD_ID_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string", "pattern": "^t_[0-9a-f]{32}$",
+    "description": "A thread_id exactly as a source wrapper returned it.",
+}
+SOURCE_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "account": {"type": "string"},
+        "thread_id": {"type": "string"},
+        "message_key": {"type": "string"},
+    },
+    "required": ["account", "thread_id", "message_key"],
+    "additionalProperties": False,
+}
+SUBJECT_SCHEMA: Final[dict[str, Any]] = {"type": "string", "maxLength": SUBJECT_CHARS}
+ADDRESSES_SCHEMA: Final[dict[str, Any]] = {
+    "type": "array",
+    "maxItems": ADDRESSES_MAX,
+    "items": {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": NAME_CHARS},
+                       "address": {"type": "string", "maxLength": ADDRESS_CHARS}},
+        "required": ["name", "address"],
+        "additionalProperties": False,
+    },
+}
+DATE_SCHEMA: Final[dict[str, Any]] = {"type": ["string", "null"]}
+
+
+def source(account: str, thread_id: str, message_key: str) -> dict[str, str]:
+    """The server-authored wrapper naming where an item came from (selective erasure)."""
+    return {"account": account, "thread_id": thread_id, "message_key": message_key}
+
+
+def addresses(found: tuple[MailAddress, ...]) -> list[dict[str, str]]:
+    """The first ADDRESSES_MAX, names cut to NAME_CHARS (the cache bounds addresses)."""
+    return [{"name": a.name[:NAME_CHARS], "address": a.address[:ADDRESS_CHARS]}
+            for a in found[:ADDRESSES_MAX]]
+
+
+def iso(when: _dt.datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+def bounded(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def render(structured: object) -> str:
+    return json.dumps(structured, ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,77 @@
+"""``toolhost-email``: import, erase and their errors, run as the operator runs them (the
+console script in a subprocess, the cache found through TOOLHOST_DATA_DIR)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from email_support import cache_dir
+from mail_support import MALFORMED, OTHER, OWNER, mail, write_mbox
+from toolhost_email import open_mail_cache
+
+
+def _cli(data_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOOLHOST_DATA_DIR": str(data_root)}
+    return subprocess.run([sys.executable, "-m", "toolhost_email.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def _accounts(data_root: Path) -> list[str]:
+    with open_mail_cache(cache_dir(data_root)) as cache:
+        return sorted(m.account for m in cache.messages())
+
+
+def test_import_twice_then_erase_one_account(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    src = write_mbox(tmp_path / "in.mbox", [mail(), MALFORMED])
+    first = _cli(root, "import", "--account", OWNER, str(src))
+    assert (first.returncode, first.stderr) == (0, "")
+    assert first.stdout == (f"imported {src} as {OWNER}: 2 read, 1 added, 0 already cached, "
+                            "1 skipped (1 no_header_section)\n")
+    again = _cli(root, "import", "--account", OWNER, str(src))
+    assert again.stdout == (f"imported {src} as {OWNER}: 2 read, 0 added, 1 already cached, "
+                            "1 skipped (1 no_header_section)\n")
+    assert _cli(root, "import", "--account", OTHER, str(src)).returncode == 0
+    assert _accounts(root) == [OWNER, OTHER]
+    erased = _cli(root, "erase", "--account", OTHER)
+    assert (erased.returncode, erased.stdout) == (
+        0, f"erased account {OTHER}: 1 messages removed\n")
+    assert _accounts(root) == [OWNER]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("import", "--account", "nobody", "{src}"), "--account must be one mail address"),
+    (("import", "--account", OWNER, "{missing}"), "does not exist"),
+    (("import", "--account", OWNER, "{dir}"), "not a Maildir"),
+])
+def test_bad_input_is_one_line_and_status_2(tmp_path: Path, args: tuple[str, ...],
+                                            says: str) -> None:
+    src = write_mbox(tmp_path / "in.mbox", [mail()])
+    (tmp_path / "plain").mkdir()
+    filled = [a.format(src=src, missing=tmp_path / "nope", dir=tmp_path / "plain")
+              for a in args]
+    result = _cli(tmp_path / "data", *filled)
+    assert result.returncode == 2
+    assert result.stderr.startswith("toolhost-email: ") and says in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_erase_needs_exactly_one_source(tmp_path: Path) -> None:
+    result = _cli(tmp_path / "data", "erase", "--account", OWNER, "--thread", "t_1")
+    assert result.returncode == 2 and "not allowed with argument" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_damaged_cache_is_one_line_and_status_2(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    cache_dir(root).mkdir(parents=True)
+    (cache_dir(root) / "mail.sqlite3").write_bytes(b"not a database" * 100)
+    src = write_mbox(tmp_path / "in.mbox", [mail()])
+    result = _cli(root, "import", "--account", OWNER, str(src))
+    assert result.returncode == 2 and "is not a mail cache" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

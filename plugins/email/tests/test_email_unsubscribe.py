@@ -1,0 +1,245 @@
+"""email.unsubscribe against a real loopback HTTPS receiver: one RFC 8058 request per eligible
+pair after approval and none otherwise; redirects not followed; no cookies, no remote content;
+private destinations refused unless the test setting allows them; the address connected to is
+the one checked."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from email_support import AUTHSERV, UNSUBSCRIBE, cache_dir, harness, list_mail, ok
+from mail_support import OWNER, write_mbox
+from receiver import Receiver, receiver
+from toolhost.testing import Harness
+from toolhost_email.importer import import_path
+from toolhost_email.oneclick import is_public
+
+#: The behaviour tests let a call run without the approval pause (an explicit, logged override);
+#: the approval tests keep the default policy.
+ALLOW = {"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/MEDIUM": "allow"}',
+         "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1"}
+PATH = "/unsubscribe/1?list=news"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Receiver]:
+    with receiver(tmp_path) as r:
+        yield r
+
+
+def _settings(server: Receiver, **extra: str) -> dict[str, str]:
+    return {**UNSUBSCRIBE, "TOOLHOST_EMAIL_AUTHSERV_ID": AUTHSERV,
+            "TOOLHOST_CA_BUNDLE": str(server.ca_bundle),
+            "TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS": "1",
+            "TOOLHOST_EMAIL_REQUEST_TIMEOUT_S": "2", **extra}
+
+
+def _import(tmp_path: Path, *messages: Any) -> Path:
+    root = tmp_path / "data"
+    import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "in.mbox", list(messages)))
+    return root
+
+
+def _eligible(server: Receiver, host: str = "localhost", n: int = 1, **kw: Any) -> Any:
+    return list_mail(unsubscribe=f"<{server.url(PATH, host)}>", message_id=f"<e{n}@x>",
+                     list_id=f"List {n} <l{n}.example.org>", **kw)
+
+
+def _pairs(h: Harness) -> list[dict[str, Any]]:
+    return [{"subscription_id": s["subscription_id"], "evidence_digest": s["evidence_digest"]}
+            for s in ok(h.invoke("email.subscriptions"))["subscriptions"]]
+
+
+def _outcomes(outcome: Any) -> list[str]:
+    return [r["outcome"] for r in ok(outcome)["results"]]
+
+
+def test_after_approval_exactly_one_rfc8058_request_and_none_before(
+    tmp_path: Path, server: Receiver,
+) -> None:
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server)) as h:  # the default policy: approval
+        pairs = _pairs(h)
+        paused = h.invoke("email.unsubscribe", requests=pairs)
+        assert paused.paused and paused.invocation_id is not None
+        assert server.arrivals == []
+        done = h.approve(paused.invocation_id)
+    assert _outcomes(done) == ["requested"]
+    (arrival,) = server.arrivals
+    assert (arrival.method, arrival.path, arrival.body) == (
+        "POST", PATH, b"List-Unsubscribe=One-Click")
+    assert arrival.header("Content-Type") == ["application/x-www-form-urlencoded"]
+    assert arrival.header("Host") == [f"localhost:{server.port}"]
+    assert arrival.header("Content-Length") == ["26"]
+    for absent in ("Cookie", "Authorization", "Proxy-Authorization"):
+        assert arrival.header(absent) == []
+    assert "remote content" not in done.content
+
+
+def test_a_denied_call_sends_nothing(tmp_path: Path, server: Receiver) -> None:
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server)) as h:
+        paused = h.invoke("email.unsubscribe", requests=_pairs(h))
+        assert paused.invocation_id is not None
+        h.deny(paused.invocation_id)
+    assert server.arrivals == []
+
+
+def test_ineligible_stale_and_unknown_pairs_send_nothing(tmp_path: Path,
+                                                         server: Receiver) -> None:
+    root = _import(tmp_path, _eligible(server, n=1, post=None),
+                   _eligible(server, n=2))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        found = {s["list_id"]: s for s in ok(h.invoke("email.subscriptions"))["subscriptions"]}
+        ineligible, eligible = found["l1.example.org"], found["l2.example.org"]
+        outcome = h.invoke("email.unsubscribe", requests=[
+            {"subscription_id": ineligible["subscription_id"],
+             "evidence_digest": ineligible["evidence_digest"]},
+            {"subscription_id": eligible["subscription_id"],
+             "evidence_digest": "sha256:" + "0" * 64},
+            {"subscription_id": "s_" + "0" * 24, "evidence_digest": "sha256:" + "0" * 64},
+        ])
+    assert _outcomes(outcome) == ["not_one_click", "evidence_stale", "unknown_subscription"]
+    assert server.arrivals == []
+
+
+def test_newer_mail_makes_the_evidence_stale(tmp_path: Path, server: Receiver) -> None:
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        old = _pairs(h)
+        newer = list_mail(
+            unsubscribe=f"<{server.url('/other-path', 'localhost')}>", message_id="<e9@x>",
+            list_id="List 1 <l1.example.org>", date="Wed, 02 Dec 2026 10:00:00 +0000")
+        import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "newer.mbox", [newer]))
+        assert _outcomes(h.invoke("email.unsubscribe", requests=old)) == ["evidence_stale"]
+    assert server.arrivals == []
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [
+    (200, "requested"), (202, "requested"), (302, "rejected"), (404, "rejected"),
+    (500, "rejected"), ("stall", "unreachable"),
+])
+def test_each_answer_is_one_closed_outcome_and_a_redirect_is_not_followed(
+    tmp_path: Path, server: Receiver, answer: int | str, outcome: str,
+) -> None:
+    server.answer = answer
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        result = h.invoke("email.unsubscribe", requests=_pairs(h))
+    assert _outcomes(result) == [outcome]
+    assert [a.path for a in server.arrivals] == [PATH]  # never /redirected
+    assert "remote content" not in result.content
+
+
+def test_one_request_per_subscription_and_no_cookie_carried_over(
+    tmp_path: Path, server: Receiver,
+) -> None:
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        pairs = _pairs(h)
+        assert _outcomes(h.invoke("email.unsubscribe", requests=pairs * 3)) == ["requested"] * 3
+        assert _outcomes(h.invoke("email.unsubscribe", requests=pairs)) == ["requested"]
+    assert len(server.arrivals) == 2  # one per call, though the first named it three times
+    assert [a.header("Cookie") for a in server.arrivals] == [[], []]
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_a_private_destination_is_refused_without_the_test_setting(
+    tmp_path: Path, server: Receiver, host: str,
+) -> None:
+    root = _import(tmp_path, _eligible(server, host=host))
+    settings = _settings(server, **ALLOW)
+    del settings["TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS"]
+    with harness(root, settings) as h:
+        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == [
+            "refused_destination"]
+    assert server.arrivals == []
+
+
+def _fake_dns(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[str]]) -> list[str]:
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in answers:
+            asked.append(host)
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+                    for a in answers[host]]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return asked
+
+
+def test_a_name_with_any_private_address_is_refused(
+    tmp_path: Path, server: Receiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A public first answer does not hide a private second one (rebinding).
+    asked = _fake_dns(monkeypatch, {"unsub.test": ["93.184.216.34", "127.0.0.1"]})
+    root = _import(tmp_path, _eligible(server, host="unsub.test"))
+    settings = _settings(server, **ALLOW)
+    del settings["TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS"]
+    with harness(root, settings) as h:
+        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == [
+            "refused_destination"]
+    assert asked == ["unsub.test"] and server.arrivals == []
+
+
+def test_the_request_connects_to_the_checked_address_with_the_names_tls_and_host(
+    tmp_path: Path, server: Receiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # unsub.test exists only in this resolver: the request can only have reached the
+    # receiver through the address resolved and checked once, with SNI and Host of the name.
+    asked = _fake_dns(monkeypatch, {"unsub.test": ["127.0.0.1"]})
+    root = _import(tmp_path, _eligible(server, host="unsub.test"))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == ["requested"]
+    assert asked == ["unsub.test"]
+    (arrival,) = server.arrivals
+    assert arrival.header("Host") == [f"unsub.test:{server.port}"]
+
+
+@pytest.mark.parametrize(("address", "public"), [
+    ("93.184.216.34", True), ("2606:2800:220:1:248:1893:25c8:1946", True),
+    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
+    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("::1", False),
+    ("fe80::1", False), ("fc00::1", False), ("::ffff:127.0.0.1", False), ("224.0.0.1", False),
+])
+def test_what_counts_as_a_public_destination(address: str, public: bool) -> None:
+    assert is_public(address) is public
+
+
+def test_the_result_is_closed_codes_only(tmp_path: Path, server: Receiver) -> None:
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        pairs = _pairs(h)
+        result = ok(h.invoke("email.unsubscribe", requests=pairs))
+    assert result == {"results": [{"subscription_id": pairs[0]["subscription_id"],
+                                   "outcome": "requested"}]}
+    assert json.dumps(result).count("localhost") == 0
+
+
+@pytest.mark.parametrize("requests", [[], [{"subscription_id": "s_" + "0" * 24}] * 1,
+                                      [{"subscription_id": "s_" + "0" * 24,
+                                        "evidence_digest": "sha256:" + "0" * 64}] * 26,
+                                      [{"subscription_id": "s_x", "evidence_digest": "y",
+                                        "url": "https://x"}]])
+def test_the_input_is_closed_and_bounded(tmp_path: Path, requests: list[Any]) -> None:
+    with harness(tmp_path / "data", {**UNSUBSCRIBE, **ALLOW}) as h:
+        outcome = h.invoke("email.unsubscribe", requests=requests)
+    assert outcome.failure is not None and outcome.failure.kind.value == "INVALID_ARGUMENTS"
+
+
+def test_an_address_literal_destination_is_checked_and_reached(tmp_path: Path,
+                                                               server: Receiver) -> None:
+    root = _import(tmp_path, _eligible(server, host="127.0.0.1"))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == ["requested"]
+    (arrival,) = server.arrivals
+    assert arrival.header("Host") == [f"127.0.0.1:{server.port}"]

@@ -1,0 +1,164 @@
+"""The tool body: check the arguments, read the references, stream one file into the run's
+artifacts, and return its reference.
+
+Async, so that cancelling the call (its deadline, or its run's cancellation: the pipeline
+cancels the task at its next ``await``) interrupts the read it is waiting on and closes the
+in-flight response at once. The file goes through the run's streaming ArtifactWriter as
+MODEL_OUTPUT at EXTERNAL_UNTRUSTED under a name the platform chooses, hashed and written on a
+writer thread while the next bytes arrive (``background``); it is committed only after the
+provider's stream ended whole and every byte was written, so a failed, oversized, cancelled or
+timed-out stream publishes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolhost import (
+    ArtifactOrigin,
+    ArtifactRef,
+    ArtifactTooLarge,
+    Services,
+    ToolCallable,
+    ToolExecutionContext,
+    ToolFailure,
+    ToolOutput,
+    ToolSpec,
+    Trust,
+)
+from toolhost_media.background import BackgroundWrite
+from toolhost_media.bounds import (
+    IMAGE_REFERENCE_LIMIT,
+    IMAGE_REFERENCE_TOTAL,
+    IMAGE_REFERENCES,
+    MAX_PROMPT,
+    VIDEO_REFERENCE_LIMIT,
+    VIDEO_REFERENCES,
+    is_blank,
+)
+from toolhost_media.messages import (
+    BLANK_PROMPT,
+    NOT_CONFIGURED,
+    PROMPT_TOO_LONG,
+    STREAM_OVER_CAP,
+    TOO_MANY_REFERENCES,
+)
+from toolhost_media.provider import (
+    GenerationRequest,
+    ImageRequest,
+    MediaGenerationProvider,
+    VideoRequest,
+)
+from toolhost_media.references import read_references
+from toolhost_media.tensorscale import (
+    BASE_URL_SETTING,
+    DEFAULT_BASE_URL,
+    TensorScale,
+    base_url_problem,
+)
+
+__all__ = ["CREDENTIAL", "builder", "configuration_problem", "save"]
+
+#: The credential reference: TENSORSCALE_API_KEY.
+CREDENTIAL = "tensorscale"
+
+_EXTENSION = {"image/png": "png", "video/mp4": "mp4"}
+
+
+def configuration_problem(services: Services) -> str | None:
+    """Why this host cannot call TensorScale (one line for the operator), or None."""
+    if services.secret(CREDENTIAL) is None:
+        return "TENSORSCALE_API_KEY is not set"
+    return base_url_problem(_base_url(services))
+
+
+def _base_url(services: Services) -> str:
+    return (services.settings.get(BASE_URL_SETTING) or "").strip() or DEFAULT_BASE_URL
+
+
+def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
+    """``Tool.build`` for ``spec``: the body, bound to the host's services."""
+    kind = spec.name.partition(".")[0]
+
+    def build(services: Services) -> ToolCallable:
+        problem = configuration_problem(services)
+
+        def provider() -> MediaGenerationProvider:
+            key = services.secret(CREDENTIAL)
+            assert key is not None  # configuration_problem said so
+            # One client per call: an httpx client belongs to the event loop it ran on.
+            client = services.async_http(timeout=float(spec.timeout_s))
+            return TensorScale(client, key, _base_url(services))
+
+        async def generate(arguments: Mapping[str, Any],
+                           context: ToolExecutionContext) -> ToolOutput:
+            prompt: str = arguments["prompt"]
+            if is_blank(prompt):
+                raise ToolFailure(BLANK_PROMPT)
+            if len(prompt) > MAX_PROMPT:
+                raise ToolFailure(PROMPT_TOO_LONG)
+            ids: list[str] = list(arguments.get("reference_image_ids") or ())
+            if len(ids) > (IMAGE_REFERENCES if kind == "image" else VIDEO_REFERENCES):
+                raise ToolFailure(TOO_MANY_REFERENCES)
+            if problem is not None:
+                raise ToolFailure(NOT_CONFIGURED, detail={"problem": problem})
+            request: GenerationRequest
+            if kind == "image":
+                references = await read_references(
+                    ids, context, services.artifacts,
+                    each=IMAGE_REFERENCE_LIMIT, total=IMAGE_REFERENCE_TOTAL)
+                request = ImageRequest(prompt=prompt, size=arguments["size"],
+                                       seed=_integer(arguments.get("seed")),
+                                       references=references)
+            else:
+                references = await read_references(
+                    ids, context, services.artifacts,
+                    each=VIDEO_REFERENCE_LIMIT, total=VIDEO_REFERENCES * VIDEO_REFERENCE_LIMIT)
+                request = VideoRequest(prompt=prompt, size=arguments["size"],
+                                       duration_seconds=int(arguments["duration_seconds"]),
+                                       seed=_integer(arguments.get("seed")),
+                                       references=references)
+            stamp = services.clock.now().strftime("%Y%m%d-%H%M%S")
+            name = f"{kind}-{stamp}.{_EXTENSION[request.media_type]}"
+            ref = await save(provider(), request, context, name)
+            return ToolOutput(
+                structured={"artifact": ref.to_json(), "attached": True},
+                content=f"Generated {json.dumps(ref.name)} ({ref.byte_count} bytes, "
+                        f"{ref.media_type}). It is attached to your reply.",
+            )
+
+        return generate
+
+    return build
+
+
+async def save(provider: MediaGenerationProvider, request: GenerationRequest,
+               context: ToolExecutionContext, name: str) -> ArtifactRef:
+    """Stream the provider's file into the run's artifacts; committed only when it is whole."""
+    async with provider:
+        with context.artifacts.stream(
+            origin=ArtifactOrigin.MODEL_OUTPUT, name=name, media_type=request.media_type,
+            trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=request.cap,
+        ) as out:
+            try:
+                async with BackgroundWrite(out) as writer:
+                    async with contextlib.aclosing(provider.stream(request)) as chunks:
+                        async for chunk in chunks:
+                            await writer.write(chunk)
+                    await writer.finish()
+            except ArtifactTooLarge:  # the provider caps first; this is the backstop
+                raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap}) from None
+            # Cancelled from another thread while the last bytes arrived: the pipeline has
+            # already ended the call, so leaving uncommitted is what publishes nothing.
+            if context.cancellation.cancelled:
+                raise asyncio.CancelledError
+            return out.commit()
+
+
+def _integer(value: Any) -> int | None:
+    # JSON Schema's "integer" admits 7.0; the wire gets 7, as the provider's contract says.
+    return None if value is None else int(value)

@@ -1,0 +1,57 @@
+"""The image and video domains' hooks: four tools, only with the TensorScale credential.
+
+With TENSORSCALE_API_KEY set, image.generate and video.generate register at 1.0.0 (pinned
+chats) and 1.1.0 (the latest, with reference_image_ids); without it, neither domain
+advertises a tool. A base URL the adapter refuses (not https://) keeps the tools registered
+and failing closed with a static reason, and ``toolhost check`` says why.
+"""
+
+from __future__ import annotations
+
+from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost_media.generate import CREDENTIAL, builder
+from toolhost_media.messages import reasons
+from toolhost_media.references import READ_SCOPE
+from toolhost_media.specs import IMAGE_V1, IMAGE_V2, VIDEO_V1, VIDEO_V2
+from toolhost_media.tensorscale import BASE_URL_SETTING, DEFAULT_BASE_URL, base_url_problem
+
+__all__ = ["DOMAINS", "toolhost_domains", "toolhost_readiness", "toolhost_tools"]
+
+DOMAINS = [
+    Domain("image", "Images generated from a prompt (and reference images), attached to the "
+           "reply."),
+    Domain("video", "Videos generated from a prompt (and first/last frames), attached to the "
+           "reply."),
+]
+
+
+
+def _has_credential(settings: Settings) -> bool:
+    return settings.secret(f"{CREDENTIAL.upper()}_API_KEY") is not None
+
+
+@hookimpl
+def toolhost_domains() -> list[Domain]:
+    return list(DOMAINS)
+
+
+@hookimpl
+def toolhost_tools(settings: Settings) -> list[Tool]:
+    if not _has_credential(settings):
+        return []
+    return [
+        Tool(spec, build=builder(spec), reasons=reasons(references=spec.version == "1.1.0"),
+             checked_scopes=(READ_SCOPE,) if spec.version == "1.1.0" else ())
+        for spec in (IMAGE_V1, IMAGE_V2, VIDEO_V1, VIDEO_V2)
+    ]
+
+
+@hookimpl
+def toolhost_readiness(settings: Settings) -> list[str]:
+    if not _has_credential(settings):
+        return []  # nothing registered, nothing to be ready
+    base_url = (settings.get(BASE_URL_SETTING) or "").strip() or DEFAULT_BASE_URL
+    problem = base_url_problem(base_url)
+    if problem is None:
+        return []
+    return [f"image.generate, video.generate: {problem}; every call fails until it is fixed"]

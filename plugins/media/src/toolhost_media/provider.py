@@ -1,0 +1,85 @@
+"""The ``MediaGenerationProvider`` port: a typed request in, the generated file's bytes out,
+and a close lifecycle.
+
+A provider validates what it streams (status, media type, a non-empty body with the right
+signature) and enforces the request's cap as bytes arrive; every failure is a
+``ToolFailure`` with one of ``messages``' provider codes and operator-only detail that never
+holds the provider's response text or a credential. Reference bytes travel in the request
+as bytes: encoding them for the wire (TensorScale wants data URIs) is the adapter's business,
+so no argument, event, row or result ever holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Protocol
+
+import attrs
+
+from toolhost_media.bounds import IMAGE_CAP, VIDEO_CAP
+
+__all__ = [
+    "GenerationRequest",
+    "ImageRequest",
+    "MediaGenerationProvider",
+    "ReferenceImage",
+    "VideoRequest",
+]
+
+
+@attrs.frozen
+class ReferenceImage:
+    """One reference, already read and checked: its media type (from its signature) and bytes."""
+
+    media_type: str
+    content: bytes = attrs.field(repr=lambda c: f"<{len(c)} bytes>")
+
+
+@attrs.frozen(kw_only=True)
+class ImageRequest:
+    """One image: text-only, or an edit of ``references`` (in order) when there are any."""
+
+    prompt: str
+    size: str
+    seed: int | None = None
+    references: tuple[ReferenceImage, ...] = ()
+
+    media_type = "image/png"
+    cap = IMAGE_CAP
+
+
+@attrs.frozen(kw_only=True)
+class VideoRequest:
+    """One video; ``references`` are the first frame, then optionally the last."""
+
+    prompt: str
+    size: str
+    duration_seconds: int
+    seed: int | None = None
+    references: tuple[ReferenceImage, ...] = ()
+
+    media_type = "video/mp4"
+    cap = VIDEO_CAP
+
+
+GenerationRequest = ImageRequest | VideoRequest
+
+
+class MediaGenerationProvider(Protocol):
+    """Generates one file per request. Use it as ``async with``; ``aclose`` releases it."""
+
+    def stream(self, request: GenerationRequest) -> AsyncGenerator[bytes, None]:
+        """The generated file's bytes, checked while they arrive (at most ``request.cap``).
+
+        Closing the iterator early (``contextlib.aclosing``), or cancelling the task reading
+        it, closes the in-flight response.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the provider's connections."""
+        ...
+
+    async def __aenter__(self) -> MediaGenerationProvider: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...

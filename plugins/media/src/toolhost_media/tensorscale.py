@@ -1,0 +1,220 @@
+"""TensorScale, the first ``MediaGenerationProvider`` (DESIGN §8.3 fixes its wire contract).
+
+JSON POST with ``Authorization: Bearer <key>`` to, under the HTTPS base URL:
+
+- ``/v2/sensenova-u1.5/t2i``  ``{"prompt", "size", "seed"?}``
+- ``/v2/sensenova-u1.5/edit`` the same plus ``"images": [data URI, ...]`` in order
+- ``/v2/ltx-2.5/fast``        ``{"prompt", "size", "duration_seconds", "seed"?, "frames"?}``,
+  frames ``{"index", "image", "strength": 1}`` at 0 and duration_seconds * 24.
+
+A success is status 200 with ``Content-Type`` image/png (video/mp4) and a non-empty body
+with that signature, at most the request's cap. The client is the host's (no redirects
+followed, no proxy variables, no retries, TOOLHOST_CA_BUNDLE's roots). Nothing the provider
+sends is kept for a message or detail: only the status code and which check failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
+
+from toolhost import Secret, ToolFailure
+from toolhost_media.bounds import FRAMES_PER_SECOND
+from toolhost_media.messages import (
+    CONNECTION_LOST,
+    INVALID_RESPONSE,
+    PROVIDER_FAILED,
+    PROVIDER_REJECTED,
+    PROVIDER_TIMEOUT,
+    PROVIDER_UNREACHABLE,
+    STREAM_OVER_CAP,
+)
+from toolhost_media.provider import GenerationRequest, ImageRequest, ReferenceImage
+
+__all__ = [
+    "BASE_URL_SETTING",
+    "DEFAULT_BASE_URL",
+    "EDIT",
+    "TEXT_TO_IMAGE",
+    "TEXT_TO_VIDEO",
+    "TensorScale",
+    "base_url_problem",
+    "signature_ok",
+]
+
+BASE_URL_SETTING: Final = "TENSORSCALE_BASE_URL"
+#: TensorScale's public API origin, used when TENSORSCALE_BASE_URL is unset.
+DEFAULT_BASE_URL: Final = "https://api.tensorscale.ai"
+
+TEXT_TO_IMAGE: Final = "/v2/sensenova-u1.5/t2i"
+EDIT: Final = "/v2/sensenova-u1.5/edit"
+TEXT_TO_VIDEO: Final = "/v2/ltx-2.5/fast"
+
+#: Enough leading bytes to judge either signature.
+_SIGNATURE_BYTES = 12
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be TensorScale's base URL (one line for the operator), or None.
+
+    HTTPS only (the key is a bearer token), a host, and nothing a request would drop or
+    misread: no credentials, query or fragment. A path prefix (a gateway) is allowed.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        httpx.URL(url)  # what the client will parse: a host it cannot use is refused here
+    except (ValueError, httpx.InvalidURL):
+        return f"{BASE_URL_SETTING} is not a URL"
+    del port  # parsed only to refuse a malformed port
+    if parts.scheme != "https":
+        return f"{BASE_URL_SETTING} must be an https:// URL (the API key is sent with it)"
+    if not parts.hostname:
+        return f"{BASE_URL_SETTING} has no host"
+    if parts.username is not None or parts.password is not None:
+        return f"{BASE_URL_SETTING} must not hold credentials: set TENSORSCALE_API_KEY"
+    # The raw marks, not the parsed parts: "https://host/?" has an empty query, yet a path
+    # appended to it would land after the "?".
+    if "?" in url or "#" in url:
+        return f"{BASE_URL_SETTING} must not have a query or fragment"
+    return None
+
+
+def signature_ok(media_type: str, head: bytes) -> bool:
+    """Whether ``head`` (the first bytes) starts a PNG (image/png) or an MP4 (video/mp4)."""
+    if media_type == "image/png":
+        return head.startswith(b"\x89PNG\r\n\x1a\n")
+    # ISO base media: a box size, then the first box's type, "ftyp".
+    return len(head) >= 8 and head[4:8] == b"ftyp"
+
+
+def _data_uri(reference: ReferenceImage) -> str:
+    encoded = base64.b64encode(reference.content).decode("ascii")
+    return f"data:{reference.media_type};base64,{encoded}"
+
+
+def wire_request(request: GenerationRequest) -> tuple[str, dict[str, Any]]:
+    """The endpoint path and JSON body for ``request`` (reference bytes as data URIs)."""
+    body: dict[str, Any] = {"prompt": request.prompt, "size": request.size}
+    if isinstance(request, ImageRequest):
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if not request.references:
+            return TEXT_TO_IMAGE, body
+        body["images"] = [_data_uri(r) for r in request.references]
+        return EDIT, body
+    body["duration_seconds"] = request.duration_seconds
+    if request.seed is not None:
+        body["seed"] = request.seed
+    if request.references:
+        indices = (0, request.duration_seconds * FRAMES_PER_SECOND)
+        body["frames"] = [{"index": index, "image": _data_uri(reference), "strength": 1}
+                          for index, reference in zip(indices, request.references, strict=False)]
+    return TEXT_TO_VIDEO, body
+
+
+def _status_failure(status: int) -> ToolFailure:
+    detail = {"status": status}
+    if status in (408, 504):  # the provider (or its gateway) gave up waiting on the work
+        return ToolFailure(PROVIDER_TIMEOUT, detail=detail)
+    if 400 <= status < 500:
+        return ToolFailure(PROVIDER_REJECTED, detail=detail)
+    if status >= 500:
+        return ToolFailure(PROVIDER_FAILED, detail=detail)
+    # 1xx/2xx other than 200, and a 3xx: a redirect is returned by the client, never followed.
+    return ToolFailure(INVALID_RESPONSE, detail={**detail, "problem": "status"})
+
+
+def _transport_failure(exc: httpx.TransportError) -> ToolFailure:
+    """httpx's error as a code. Only a failure to connect is known to have sent nothing."""
+    detail = {"error": type(exc).__name__}
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        return ToolFailure(PROVIDER_UNREACHABLE, detail=detail, retryable=True)
+    if isinstance(exc, httpx.TimeoutException):
+        return ToolFailure(PROVIDER_TIMEOUT, detail=detail)
+    return ToolFailure(CONNECTION_LOST, detail=detail)
+
+
+class TensorScale:
+    """The adapter. ``client`` is the host's httpx client (``Services.async_http``); this
+    adapter owns it from here and closes it in ``aclose``."""
+
+    def __init__(self, client: httpx.AsyncClient, key: Secret, base_url: str) -> None:
+        problem = base_url_problem(base_url)
+        if problem is not None:
+            raise ValueError(problem)
+        self._client = client
+        self._key = key
+        self._base_url = base_url.rstrip("/")
+
+    async def stream(self, request: GenerationRequest) -> AsyncGenerator[bytes, None]:
+        path, body = wire_request(request)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        headers = {
+            "Authorization": f"Bearer {self._key.reveal()}",
+            "Content-Type": "application/json",
+            "Accept": request.media_type,
+            # A compressed answer would count its decoded bytes against the cap only late.
+            "Accept-Encoding": "identity",
+        }
+        try:
+            async with self._client.stream("POST", self._base_url + path, content=content,
+                                           headers=headers) as response:
+                async for chunk in _checked(response, request):
+                    yield chunk
+        except httpx.TransportError as exc:
+            raise _transport_failure(exc) from None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> TensorScale:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _checked(response: httpx.Response, request: GenerationRequest) -> AsyncIterator[bytes]:
+    """The response's bytes once its status, type, length and signature pass, under the cap."""
+    if response.status_code != 200:
+        raise _status_failure(response.status_code)
+    media_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != request.media_type:
+        raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "content_type"})
+    # Identity was asked for; a compressed answer is refused before a byte is decoded, so
+    # no decompression bomb inflates in memory past the cap.
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "content_encoding"})
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > request.cap:
+        raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap, "declared": True})
+    head: bytes | None = b""
+    total = 0
+    async for chunk in response.aiter_raw():  # the bytes as sent: nothing is decoded
+        total += len(chunk)
+        if total > request.cap:
+            raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap})
+        if head is not None:
+            # Hold the first bytes back until the signature can be judged.
+            head += chunk
+            if len(head) < _SIGNATURE_BYTES:
+                continue
+            chunk, head = _judged(head, request.media_type), None
+        yield chunk
+    if head is not None:
+        if not head:
+            raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "empty"})
+        yield _judged(head, request.media_type)
+
+
+def _judged(head: bytes, media_type: str) -> bytes:
+    if not signature_ok(media_type, head):
+        raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "signature"})
+    return head

@@ -1,0 +1,191 @@
+"""A fake TensorScale: a real HTTPS server on loopback, and what the media tests share.
+
+The server is a ``ThreadingHTTPServer`` on 127.0.0.1 (ephemeral port) with a certificate from a
+throwaway ``trustme`` CA, which reaches the host only through ``TOOLHOST_CA_BUNDLE``. Each
+POST is recorded (path, headers, parsed JSON body) and answered by the test's ``reply``
+function. Bodies are close-delimited (HTTP/1.0, no Content-Length unless a reply sets one), so
+a reply can stream for as long as it likes, and a write that fails tells the test the client
+closed the connection.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from toolhost import Outcome
+from toolhost.testing import Harness, Run
+from toolhost_media import plugin
+
+PLUGINS: Mapping[str, object] = {"toolhost-media": plugin}
+LOOPBACK = "127.0.0.1"
+#: The credential the tests configure: it must never appear in any output.
+KEY = "ts-test-key-5f1d9c0a7e"
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
+MP4 = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + bytes(range(256)) * 8
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x01" * 200
+_WEBP_BODY = b"WEBPVP8 " + b"\x02" * 200
+#: A RIFF header whose size field counts the bytes after it, as a real WebP's does.
+WEBP = b"RIFF" + len(_WEBP_BODY).to_bytes(4, "little") + _WEBP_BODY
+
+
+@attrs.define
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+Reply = Callable[["Handler"], None]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeTensorScale
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length)
+        self.server.received.append(
+            Received(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
+        )
+        self.server.reply(self)
+
+    def do_GET(self) -> None:
+        self.server.received.append(Received(self.path, dict(self.headers.items()), None))
+        self.respond(404, "text/plain", b"no")
+
+    def head(self, status: int, content_type: str, length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def respond(self, status: int, content_type: str, body: bytes) -> None:
+        self.head(status, content_type)
+        self.wfile.write(body)
+
+    def stream(self, chunks: Iterator[bytes]) -> bool:
+        """Write ``chunks``; False (and the server's ``client_closed`` set) when the client
+        closed the connection first."""
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.server.client_closed.set()
+            return False
+        return True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class FakeTensorScale(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__((LOOPBACK, 0), Handler)
+        self.context = context
+        self.received: list[Received] = []
+        self.reply: Reply = ok(PNG, "image/png")
+        self.client_closed = threading.Event()
+        #: Set by the test (or at shutdown) to end a reply that waits.
+        self.release = threading.Event()
+        self.base_url = f"https://{LOOPBACK}:{self.server_address[1]}"
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = super().get_request()
+        return self.context.wrap_socket(sock, server_side=True,
+                                        do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------- replies
+
+
+def ok(body: bytes, content_type: str, *, length: bool = False) -> Reply:
+    def reply(h: Handler) -> None:
+        h.head(200, content_type, len(body) if length else None)
+        h.stream(iter([body[:5], body[5:]]))  # the signature split across reads
+    return reply
+
+
+def status(code: int, body: bytes = b'{"error": "provider says KEY ts-test-key-5f1d9c0a7e"}'
+           ) -> Reply:
+    def reply(h: Handler) -> None:
+        h.respond(code, "application/json", body)
+    return reply
+
+
+def redirect(h: Handler) -> None:
+    h.send_response(302)
+    h.send_header("Location", f"{h.server.base_url}/elsewhere")
+    h.send_header("Content-Type", "image/png")
+    h.end_headers()
+    h.wfile.write(PNG)
+
+
+def sized(signature: bytes, total: int, content_type: str, *,
+          declared: int | None = None) -> Reply:
+    """``total`` bytes starting with ``signature``, in 1 MiB writes."""
+    def chunks() -> Iterator[bytes]:
+        yield signature
+        left = total - len(signature)
+        block = b"\x00" * (1024 * 1024)
+        while left > 0:
+            yield block[:left]
+            left -= len(block)
+
+    def reply(h: Handler) -> None:
+        h.head(200, content_type, declared)
+        h.stream(chunks())
+    return reply
+
+
+def stall(first: bytes, content_type: str, on_first: Callable[[], None] | None = None, *,
+          trickle: bool = True) -> Reply:
+    """Send the headers and ``first``, call ``on_first``, then wait until the client goes
+    away or the test releases it: with ``trickle``, one byte every 50 ms (which also finds a
+    closed connection at once); without, silence."""
+    def reply(h: Handler) -> None:
+        h.head(200, content_type)
+        if not h.stream(iter([first])):
+            return
+        if on_first is not None:
+            on_first()
+        while not h.server.release.wait(0.05):
+            if trickle and not h.stream(iter([b"\x00"])):
+                return
+    return reply
+
+
+# ---------------------------------------------------------------------------- calls
+
+
+def settings(server: FakeTensorScale, bundle: Path, **extra: str) -> dict[str, str]:
+    """The host's environment: the key, the fake's base URL and CA, and EXTERNAL_WRITE/HIGH
+    allowed (approval is the operator's step, tested on its own)."""
+    return {
+        "TENSORSCALE_API_KEY": KEY,
+        "TENSORSCALE_BASE_URL": server.base_url,
+        "TOOLHOST_CA_BUNDLE": str(bundle),
+        "TOOLHOST_POLICY": '{"EXTERNAL_WRITE/HIGH": "allow"}',
+        "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1",
+        **extra,
+    }
+
+
+def call(host: Harness, tool: str, arguments: Mapping[str, Any], *, version: str | None = None,
+         run: Run | None = None) -> Outcome:
+    return host.call(tool, dict(arguments), version=version, run=run)

@@ -1,0 +1,130 @@
+"""``toolhost-people``: the operator's command for what people cannot derive from mail.
+
+``link ADDRESS ADDRESS`` makes two addresses (and everything already linked to either) one
+person; ``unlink ADDRESS`` undoes it for one address; ``links`` lists the groups; ``me
+ADDRESS`` names an address of the owner's that is no imported account (an alias), so it is
+nobody's person (``me`` alone lists the owner's addresses people know); ``refresh``
+brings the derived index up to date with the mail cache now (the tools do it on their next
+call anyway: after ``toolhost-email erase``, this removes the erased mail from people's own
+files at once). State lives in toolhost-people's data directory under TOOLHOST_DATA_DIR, the
+one a host gives the plugin. Bad input is one line on stderr and exit status 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Sequence
+from contextlib import closing
+from pathlib import Path
+
+from toolhost import Settings
+
+__all__ = ["DISTRIBUTION", "main"]
+
+DISTRIBUTION = "toolhost-people"
+PROG = "toolhost-people"
+
+
+class _Usage(Exception):
+    """One line for the operator; exit status 2."""
+
+
+def _address(text: str) -> str:
+    from toolhost_people.links import normalize_address
+
+    address = normalize_address(text)
+    if address is None:
+        raise _Usage(f"{text!r} is not an email address (local-part@domain, no spaces, at "
+                     f"most 320 characters)")
+    return address
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    link = commands.add_parser("link", help="make two addresses one person")
+    link.add_argument("addresses", nargs=2, metavar="ADDRESS")
+    unlink = commands.add_parser("unlink", help="make an address a person of its own again")
+    unlink.add_argument("address", metavar="ADDRESS")
+    commands.add_parser("links", help="list the linked addresses, one group a line")
+    me = commands.add_parser("me", help="an address of the owner's (never a person)")
+    me.add_argument("address", metavar="ADDRESS", nargs="?")
+    commands.add_parser("refresh", help="bring the people index up to date with the mail cache")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = Settings.from_environ()
+    own_dir = settings.plugin_data_dir(DISTRIBUTION)
+    try:
+        return _run(args, settings, own_dir)
+    except _Usage as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.Error) as exc:
+        print(f"{PROG}: cannot use the data directory {own_dir}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
+    from toolhost_people import links
+
+    if args.command == "link":
+        first, second = (_address(a) for a in args.addresses)
+        if first == second:
+            raise _Usage("give two different addresses")
+        group = links.link(own_dir, first, second)
+        print(f"linked: {' '.join(group)}")
+    elif args.command == "unlink":
+        address = _address(args.address)
+        if not links.unlink(own_dir, address):
+            raise _Usage(f"{address} is not linked to another address")
+        print(f"unlinked: {address}")
+    elif args.command == "links":
+        groups: dict[str, list[str]] = {}
+        for address, person in sorted(links.read_links(own_dir).items()):
+            groups.setdefault(person, []).append(address)
+        for person in sorted(groups):
+            print(" ".join(groups[person]))
+    elif args.command == "me":
+        if args.address is None:
+            for address in sorted(links.read_state(own_dir)[1]):
+                print(address)
+        else:
+            address = _address(args.address)
+            added = links.add_owner(own_dir, address)
+            print(f"{'added' if added else 'already the owner'}: {address}")
+    else:
+        return _refresh(settings, own_dir)
+    return 0
+
+
+def _refresh(settings: Settings, own_dir: Path) -> int:
+    from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable, open_mail_cache
+
+    from toolhost_people.index import open_index, refresh
+    from toolhost_people.links import read_state, record_accounts
+
+    own_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = settings.plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
+    try:
+        reader = open_mail_cache(cache_dir)
+    except CacheUnavailable as exc:
+        print(f"{PROG}: cannot read the mail cache in {cache_dir}: {exc}", file=sys.stderr)
+        return 1
+    links, owners = read_state(own_dir)
+    with reader, closing(open_index(own_dir)) as index:
+        rebuilt = refresh(index, reader, links, owners,
+                          record=lambda found: record_accounts(own_dir, found))
+        (count,) = index.execute("SELECT count(*) FROM person").fetchone()
+    print(f"{'rebuilt' if rebuilt else 'already current'}: {count} people")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

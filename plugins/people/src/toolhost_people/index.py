@@ -1,0 +1,473 @@
+"""The derived index: people, their addresses, names and interactions, built from the mail
+cache and the operator's links, in ``index.sqlite3`` in toolhost-people's own data directory.
+
+It is derived data and nothing else: ``refresh`` compares the cache's generation and the
+links' digest with the pair the index was built from, and rebuilds it whole, in one
+transaction, when either changed. The cache's generation changes on every import that added
+something and on every erase, so an erased account or thread is gone from people at the next
+call that reads them (or ``toolhost-people refresh``). A rebuild of 10,000 messages takes well
+under a second; an incremental index would have to mirror every erasure rule of the cache.
+
+The generation is read before the messages: a change between the two leaves an index tagged
+with the older generation, which the next call rebuilds, never one that hides a change.
+
+Who is a person: every address of a From, To, Cc or Reply-To header except the owner's own
+(every account ever seen in the cache, and the operator's ``me`` addresses), one person per
+address as the cache gives it, or one per group of linked addresses. An interaction is one
+message that names the person, counted once however many of its headers name them: ``sent``
+when any From address is the owner's (the owner's mail copied to their other account is
+still sent), else ``received``. Names and subjects are stored as shown (``bounds.shown``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from toolhost_people.bounds import shown
+from toolhost_people.common import MAX_MESSAGE_ID, MAX_NAME, MAX_SUBJECT
+from toolhost_people.fold import fold
+from toolhost_people.links import digest, normalize_address
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from toolhost_email import CachedMessage
+
+__all__ = [
+    "INDEX_FILE",
+    "NO_DATE",
+    "CacheView",
+    "Interaction",
+    "PersonRow",
+    "SearchRow",
+    "ThreadRow",
+    "addresses_of",
+    "date_text",
+    "find_interaction",
+    "history_page",
+    "is_damage",
+    "names_of",
+    "open_index",
+    "person",
+    "person_id_for",
+    "recent_threads",
+    "refresh",
+    "remove_index",
+    "search",
+    "timestamp",
+]
+
+INDEX_FILE = "index.sqlite3"
+
+#: The index's layout; another value in the file's meta table means drop and rebuild.
+SCHEMA_VERSION = "2"
+
+#: The sort key of a message with no date: below every real one, so it is the oldest.
+NO_DATE = -(2**62)
+
+#: SQLite's primary result codes for a malformed file and for one that is not a database.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_MICROSECOND = _dt.timedelta(microseconds=1)
+
+#: Separates a person's folded names and addresses in ``person.search``; ``fold`` turns every
+#: control character into a space, so no folded text contains it.
+SEPARATOR = "\x1f"
+
+_TABLES = ("meta", "person", "person_address", "person_name", "interaction")
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    # last_ts orders search results; first/last_date are what context shows.
+    "CREATE TABLE person (person_id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+    " search TEXT NOT NULL, sent INTEGER NOT NULL, received INTEGER NOT NULL,"
+    " total INTEGER NOT NULL, first_date TEXT, last_date TEXT, last_ts INTEGER NOT NULL)"
+    " WITHOUT ROWID",
+    "CREATE TABLE person_address (person_id TEXT NOT NULL, address TEXT NOT NULL,"
+    " count INTEGER NOT NULL, PRIMARY KEY (person_id, address)) WITHOUT ROWID",
+    "CREATE TABLE person_name (person_id TEXT NOT NULL, name TEXT NOT NULL,"
+    " count INTEGER NOT NULL, last_ts INTEGER NOT NULL, PRIMARY KEY (person_id, name))"
+    " WITHOUT ROWID",
+    # The primary key is history's order (newest first, read backwards) and its paging key.
+    "CREATE TABLE interaction (person_id TEXT NOT NULL, ts INTEGER NOT NULL,"
+    " message_key TEXT NOT NULL, date TEXT, direction TEXT NOT NULL, subject TEXT NOT NULL,"
+    " thread_id TEXT NOT NULL, message_id TEXT NOT NULL,"
+    " PRIMARY KEY (person_id, ts, message_key)) WITHOUT ROWID",
+    "CREATE UNIQUE INDEX interaction_by_key ON interaction (person_id, message_key)",
+)
+
+
+class PersonRow(NamedTuple):
+    person_id: str
+    name: str
+    sent: int
+    received: int
+    total: int
+    first_date: str | None
+    last_date: str | None
+
+
+class SearchRow(NamedTuple):
+    person_id: str
+    name: str
+    sent: int
+    received: int
+    last_date: str | None
+
+
+class Interaction(NamedTuple):
+    ts: int
+    message_key: str
+    date: str | None
+    direction: str
+    subject: str
+    thread_id: str
+    message_id: str
+
+
+class ThreadRow(NamedTuple):
+    thread_id: str
+    subject: str
+    last_date: str | None
+    interactions: int
+
+
+class CacheView(Protocol):
+    """What the index reads of toolhost-email's ``MailCacheReader``."""
+
+    def generation(self) -> int: ...
+
+    def messages(self) -> Iterator[CachedMessage]: ...
+
+
+# ------------------------------------------------------------------------------ values
+
+
+def person_id_for(canonical: str) -> str:
+    """A person's id: from the address naming it (its own, or its link group's smallest), so
+    the id survives every rebuild."""
+    return "p_" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def timestamp(date: _dt.datetime | None) -> int:
+    """Microseconds since the epoch (exact, unlike a float), ``NO_DATE`` for no date."""
+    return NO_DATE if date is None else (date - _EPOCH) // _MICROSECOND
+
+
+def date_text(date: _dt.datetime | None) -> str | None:
+    """RFC 3339 in UTC with a ``Z``: ``2026-12-03T06:45:00Z``."""
+    if date is None:
+        return None
+    return date.astimezone(_dt.UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+# ------------------------------------------------------------------------------ opening
+
+
+def open_index(data_dir: Path) -> sqlite3.Connection:
+    """The index in ``data_dir``, created (or recreated, if damaged or of another layout)
+    empty. Autocommit: every write is an explicit transaction. Any other error (a directory
+    in its place, no permission, a lock held too long) is raised: deleting would not help."""
+    path = data_dir / INDEX_FILE
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+    # Derived data: a damaged file is removed and rebuilt, never repaired.
+    remove_index(data_dir)
+    return _open(path)
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file is not a database or is malformed (SQLITE_NOTADB,
+    SQLITE_CORRUPT): the only errors that deleting a derived file mends."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def remove_index(data_dir: Path) -> None:
+    """Delete the index file and its WAL and shared-memory files, if there."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{data_dir / INDEX_FILE}{suffix}").unlink(missing_ok=True)
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # derived: a lost commit is a rebuild
+        # What a rebuild drops (an erased thread's subjects, names) is overwritten, not left
+        # in free pages; ``refresh`` also empties the write-ahead log after a rebuild.
+        conn.execute("PRAGMA secure_delete=ON")
+        if _schema_version(conn) != SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            if _schema_version(conn) != SCHEMA_VERSION:
+                for table in _TABLES:
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            conn.execute("COMMIT")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _schema_version(conn: sqlite3.Connection) -> str | None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):  # a new file; anything else is a real error
+            raise
+        return None
+    return None if row is None else str(row[0])
+
+
+def _built_from(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'source'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _tag(generation: int, links: Mapping[str, str], owners: Iterable[str]) -> str:
+    """What an index was built from: the cache's generation, the links, the owner's addresses."""
+    owned = hashlib.sha256("\x1e".join(sorted(owners)).encode()).hexdigest()
+    return f"{generation}:{digest(links)}:{owned}"
+
+
+# ------------------------------------------------------------------------------ building
+
+
+def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],
+            owners: frozenset[str] = frozenset(),
+            record: Callable[[set[str]], None] | None = None) -> bool:
+    """Rebuild the index if the cache, the links or the owner's addresses changed since it
+    was built; True if it rebuilt. Concurrent callers wait for one rebuild rather than each
+    doing their own. Accounts the rebuild sees for the first time go to ``record`` (kept as
+    the owner's) before the index commits, so the tag it records is the next call's."""
+    generation = reader.generation()
+    if _built_from(conn) == _tag(generation, links, owners):
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _built_from(conn) == _tag(generation, links, owners):
+            conn.execute("COMMIT")  # another caller rebuilt it while this one waited
+            return False
+        accounts = _fill(conn, reader.messages(), links, owners)
+        known = owners
+        if record is not None and (new := accounts - owners):
+            record(new)
+            known = owners | new  # what the next call reads back
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('source', ?)",
+                     (_tag(generation, links, known),))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return True
+
+
+class _Message(NamedTuple):
+    """What the index keeps of one message (one object, shared by every address it names)."""
+
+    ts: int
+    key: str
+    date: str | None
+    subject: str
+    thread_id: str
+    message_id: str
+    senders: frozenset[str]
+
+
+class _Address:
+    __slots__ = ("messages", "names")
+
+    def __init__(self) -> None:
+        self.messages: dict[str, _Message] = {}  # by message key: each message once
+        self.names: dict[str, list[int]] = {}  # name: [count, last_ts]
+
+
+def _fill(conn: sqlite3.Connection, messages: Iterable[CachedMessage],
+          links: Mapping[str, str], owners: frozenset[str]) -> set[str]:
+    """Fill the emptied tables from ``messages`` (streamed: what is kept per message is its
+    row, not the message); the accounts seen."""
+    accounts: set[str] = set()
+    by_address: dict[str, _Address] = {}
+    for message in messages:
+        account = normalize_address(message.account)
+        if account is not None:
+            accounts.add(account)
+        ts = timestamp(message.date)
+        kept = _Message(
+            ts, message.message_key, date_text(message.date),
+            shown(message.subject, MAX_SUBJECT)[0], message.thread_id,
+            _message_id(message.message_id),
+            frozenset(a for a in (normalize_address(m.address) for m in message.sender) if a),
+        )
+        for mailbox in (*message.sender, *message.to, *message.cc, *message.reply_to):
+            address = normalize_address(mailbox.address)
+            if address is None:
+                continue
+            entry = by_address.get(address)
+            if entry is None:
+                entry = by_address[address] = _Address()
+            entry.messages[kept.key] = kept
+            name = " ".join(shown(mailbox.name, MAX_NAME)[0].split())
+            if name:
+                seen = entry.names.setdefault(name, [0, ts])
+                seen[0] += 1
+                seen[1] = max(seen[1], ts)
+    # Only now are all the owner's accounts known (messages come in date order).
+    owner = owners | accounts
+    groups: dict[str, list[str]] = {}
+    for address in by_address:
+        if address not in owner:
+            groups.setdefault(links.get(address, address), []).append(address)
+    for table in _TABLES[1:]:
+        conn.execute(f"DELETE FROM {table}")
+    for canonical, members in groups.items():
+        _insert(conn, person_id_for(canonical), {a: by_address[a] for a in members}, owner)
+    return accounts
+
+
+def _insert(conn: sqlite3.Connection, pid: str, members: Mapping[str, _Address],
+            owner: frozenset[str] | set[str]) -> None:
+    """One person's rows: one interaction per message however many of its headers (and of
+    the person's addresses) name them; ``sent`` when any From address is the owner's."""
+    interactions: dict[str, _Message] = {}
+    names: dict[str, list[int]] = {}
+    for entry in members.values():
+        interactions.update(entry.messages)
+        for name, (count, used) in entry.names.items():
+            seen = names.setdefault(name, [0, used])
+            seen[0] += count
+            seen[1] = max(seen[1], used)
+    sent = sum(1 for m in interactions.values() if m.senders & owner)
+    dated = [m for m in interactions.values() if m.ts != NO_DATE]
+    first = min(dated, key=lambda m: m.ts) if dated else None
+    last = max(dated, key=lambda m: m.ts) if dated else None
+    ranked = _ranked_names(names)
+    search = SEPARATOR.join(dict.fromkeys(
+        [fold(n) for n in ranked] + [fold(a) for a in sorted(members)]))
+    conn.execute("INSERT INTO person VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+        pid, ranked[0] if ranked else "", search, sent, len(interactions) - sent,
+        len(interactions), first.date if first else None, last.date if last else None,
+        last.ts if last else NO_DATE,
+    ))
+    conn.executemany("INSERT INTO person_address VALUES (?, ?, ?)",
+                     [(pid, a, len(e.messages)) for a, e in members.items()])
+    conn.executemany("INSERT INTO person_name VALUES (?, ?, ?, ?)",
+                     [(pid, n, c, t) for n, (c, t) in names.items()])
+    conn.executemany("INSERT INTO interaction VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+        (pid, m.ts, m.key, m.date, "sent" if m.senders & owner else "received", m.subject,
+         m.thread_id, m.message_id)
+        for m in interactions.values()])
+
+
+def _message_id(value: str) -> str:
+    """The Message-ID as shown: "" when it is longer than any usable one, or holds a
+    control character."""
+    if len(value) > MAX_MESSAGE_ID or shown(value, MAX_MESSAGE_ID)[0] != value:
+        return ""
+    return value
+
+
+def _ranked_names(names: Mapping[str, Sequence[int]]) -> list[str]:
+    """Most used first, then most recently used, then code point order: the first is the
+    name the person is shown by."""
+    return sorted(names, key=lambda n: (-names[n][0], -names[n][1], n))
+
+
+# ------------------------------------------------------------------------------ queries
+
+
+def search(conn: sqlite3.Connection, folded_query: str, limit: int) -> list[SearchRow]:
+    """Up to ``limit`` people whose folded names or addresses contain ``folded_query``.
+
+    Order: a whole name or address equal to the query first, then one that starts with it,
+    then one with a word starting with it (after a space, ``@`` or ``.``), then any other
+    match; within each, most interactions first, then the most recent, then the id. The
+    order is total, so the same index and query always give the same list.
+    """
+    s, q = SEPARATOR, folded_query
+    rows = conn.execute(
+        "SELECT person_id, name, sent, received, last_date,"
+        " CASE WHEN instr(?1 || search || ?1, ?1 || ?2 || ?1) THEN 0"
+        " WHEN instr(?1 || search, ?1 || ?2) THEN 1"
+        " WHEN instr(search, ' ' || ?2) OR instr(search, '@' || ?2)"
+        " OR instr(search, '.' || ?2) THEN 2 ELSE 3 END AS rank"
+        " FROM person WHERE instr(search, ?2)"
+        " ORDER BY rank, total DESC, last_ts DESC, person_id LIMIT ?3",
+        (s, q, limit),
+    ).fetchall()
+    return [SearchRow(*row[:5]) for row in rows]
+
+
+def person(conn: sqlite3.Connection, person_id: str) -> PersonRow | None:
+    row = conn.execute(
+        "SELECT person_id, name, sent, received, total, first_date, last_date FROM person"
+        " WHERE person_id = ?", (person_id,)).fetchone()
+    return None if row is None else PersonRow(*row)
+
+
+def addresses_of(conn: sqlite3.Connection, person_ids: Sequence[str],
+                 limit: int) -> dict[str, list[str]]:
+    """Each person's addresses, most used first (then code point order), at most ``limit``."""
+    found: dict[str, list[str]] = {p: [] for p in person_ids}
+    marks = ", ".join("?" * len(person_ids))
+    for pid, address in conn.execute(
+            f"SELECT person_id, address FROM person_address WHERE person_id IN ({marks})"
+            " ORDER BY person_id, count DESC, address", tuple(person_ids)):
+        if len(found[pid]) < limit:
+            found[pid].append(address)
+    return found
+
+
+def names_of(conn: sqlite3.Connection, person_id: str, limit: int) -> list[str]:
+    """A person's display names as the mail gave them, in ``_ranked_names`` order."""
+    return [n for (n,) in conn.execute(
+        "SELECT name FROM person_name WHERE person_id = ?"
+        " ORDER BY count DESC, last_ts DESC, name LIMIT ?", (person_id, limit))]
+
+
+def history_page(conn: sqlite3.Connection, person_id: str, limit: int,
+                 after: tuple[int, str] | None) -> list[Interaction]:
+    """Up to ``limit`` interactions newest first (no date last; ties by message key, so
+    the order is total), strictly after the position ``after`` (a previous page's last)."""
+    if after is None:
+        rows = conn.execute(
+            "SELECT ts, message_key, date, direction, subject, thread_id, message_id"
+            " FROM interaction WHERE person_id = ? ORDER BY ts DESC, message_key DESC LIMIT ?",
+            (person_id, limit))
+    else:
+        rows = conn.execute(
+            "SELECT ts, message_key, date, direction, subject, thread_id, message_id"
+            " FROM interaction WHERE person_id = ? AND (ts, message_key) < (?, ?)"
+            " ORDER BY ts DESC, message_key DESC LIMIT ?", (person_id, *after, limit))
+    return [Interaction(*row) for row in rows]
+
+
+def find_interaction(conn: sqlite3.Connection, person_id: str,
+                     message_key: str) -> Interaction | None:
+    row = conn.execute(
+        "SELECT ts, message_key, date, direction, subject, thread_id, message_id"
+        " FROM interaction WHERE person_id = ? AND message_key = ?",
+        (person_id, message_key)).fetchone()
+    return None if row is None else Interaction(*row)
+
+
+def recent_threads(conn: sqlite3.Connection, person_id: str, limit: int) -> list[ThreadRow]:
+    """The person's threads, the one with the latest interaction first; each with the subject
+    and date of that latest interaction (SQLite takes bare columns from the max() row)."""
+    rows = conn.execute(
+        "SELECT thread_id, subject, date, count(*), max(ts) AS latest FROM interaction"
+        " WHERE person_id = ? GROUP BY thread_id ORDER BY latest DESC, thread_id LIMIT ?",
+        (person_id, limit))
+    return [ThreadRow(*row[:4]) for row in rows]
