@@ -100,9 +100,12 @@ def running_server() -> Iterator[PgServer]:
         raise ServerMissing("the client (pip install 'toolhost-core[postgres]')") from None
     run_as: tuple[str, ...] = ()
     if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
+        # runuser lives in the superuser's directories, which a minimal PATH may leave out.
+        path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+        runuser = shutil.which("runuser", path=path)
+        if runuser is None:
             raise ServerMissing("runuser (util-linux), to run the server as the postgres user")
-        run_as = ("runuser", "-u", "postgres", "--")
+        run_as = (runuser, "-u", "postgres", "--")
     root = Path(tempfile.mkdtemp(prefix="toolhost-pg-"))
     if run_as:
         shutil.chown(root, user="postgres")

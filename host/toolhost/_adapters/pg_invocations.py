@@ -50,7 +50,7 @@ from psycopg_pool import ConnectionPool
 
 # The row's reading is the SQLite adapter's, the stored text being the same.
 from toolhost._adapters.sqlite_invocations import _PendingCall, _record
-from toolhost._adapters.system_clock import new_id
+from toolhost._adapters.system_clock import monotonic, new_id
 from toolhost._model.convert import column_values, converter, to_row
 from toolhost._model.invocations import (
     InvocationNotFound,
@@ -272,7 +272,7 @@ class _Lease:
             raise
         if self._conn is not None:
             self._conn.close()
-            self.renewed_at = time.monotonic()
+            self.renewed_at = monotonic()
         self._conn = conn
 
     def _lost(self) -> bool:
@@ -509,7 +509,7 @@ class PostgresInvocationStore:
         state = self._lease_state(key)
         if state is not OwnerState.GONE:
             return state
-        now = time.monotonic()
+        now = monotonic()
         seen = self._absent.get(key)
         if seen is not None and _CONFIRM <= now - seen <= _CONFIRM_WINDOW:
             return OwnerState.GONE
@@ -533,7 +533,7 @@ class PostgresInvocationStore:
             self._absent.pop(key, None)
             return OwnerState.ALIVE
         renewed = self._lease.renewed_at
-        if up < _GRACE or (renewed is not None and time.monotonic() - renewed < _GRACE):
+        if up < _GRACE or (renewed is not None and monotonic() - renewed < _GRACE):
             return OwnerState.UNKNOWN
         return OwnerState.GONE
 
