@@ -111,7 +111,7 @@ def test_public_names() -> None:
         toolhost._ports.artifacts: {"LIST_LIMIT", "STAGING_STALE_AFTER", "ArtifactStore",
                                     "ArtifactUpload"},
         toolhost._adapters.sqlite_artifacts: {
-            "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload",
+            "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload", "StreamedUpload",
             "open_artifact_store"},
         toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
                                        "RunArtifactWriter"},

@@ -44,6 +44,7 @@ import attrs
 from toolhost._adapters.sqlite_artifacts import (
     MIGRATIONS,
     SQLiteArtifactStore,
+    StreamedUpload,
     _check_expiry,
     _check_retention,
     _Metadata,
@@ -54,14 +55,12 @@ from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
     ARTIFACT_CEILING,
     ArtifactCorrupted,
-    ArtifactError,
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactStoreUnavailable,
-    ArtifactTooLarge,
     as_utc,
 )
-from toolhost._model.digest import sha256_checksum, sha256_digest
+from toolhost._model.digest import sha256_digest
 from toolhost._model.settings import SettingError, StoreUnavailable
 from toolhost._model.spec import Trust
 from toolhost._ports.artifacts import STAGING_STALE_AFTER
@@ -547,7 +546,7 @@ class S3ArtifactStore(SQLiteArtifactStore):
         return Path(row[2]) if row is not None and row[2] else Path(DATABASE_NAME)
 
 
-class S3ArtifactUpload:
+class S3ArtifactUpload(StreamedUpload):
     """``ArtifactUpload`` for ``S3ArtifactStore``: a buffered part, then a multipart upload.
 
     Bytes are hashed as they arrive and held until ``PART_SIZE`` of them are; only then is a
@@ -556,84 +555,40 @@ class S3ArtifactUpload:
     address; otherwise it sends the last part, completes the upload, publishes the staged object
     under the identity rule and deletes it. ``abort``, an over-bound write, a failed write and a
     failed commit all abort the multipart upload (or delete the staged object); no row is
-    inserted. A lock serializes the calls, so an abort from another thread is safe.
+    inserted.
     """
 
     def __init__(self, store: S3ArtifactStore, meta: _Metadata, limit: int) -> None:
+        super().__init__(meta, limit)
         self._store = store
-        self._meta = meta
-        self._limit = limit
-        self._lock = threading.Lock()
-        self._digest = hashlib.sha256()
-        self._written = 0
-        self._overflow: int | None = None
         self._buffer = bytearray()
         self._key: str | None = None  # the staging key, once a multipart upload exists
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self._completed = False  # the staged object exists (commit got that far)
-        self._state = "open"  # then "committed" or "aborted", for good
 
-    @property
-    def bytes_written(self) -> int:
-        """See ``ArtifactUpload.bytes_written``."""
-        return self._written
+    def _stage_chunk(self, chunk: bytes, total: int) -> None:
+        self._buffer += chunk
+        while len(self._buffer) >= PART_SIZE:
+            self._send_part(bytes(self._buffer[:PART_SIZE]))
+            del self._buffer[:PART_SIZE]
 
-    def write(self, chunk: bytes) -> None:
-        """See ``ArtifactUpload.write``."""
-        if not isinstance(chunk, bytes):
-            raise TypeError(f"artifact content must be bytes, got {type(chunk).__name__}")
-        with self._lock:
-            self._check_open()
-            total = self._written + len(chunk)
-            if total > self._limit:
-                self._overflow = total
-                self._discard()
-                raise ArtifactTooLarge(total, self._limit)
-            self._buffer += chunk
-            self._digest.update(chunk)
-            self._written = total
-            try:
-                while len(self._buffer) >= PART_SIZE:
-                    self._send_part(bytes(self._buffer[:PART_SIZE]))
-                    del self._buffer[:PART_SIZE]
-            except BaseException:
-                self._discard()
-                raise
+    def _publish(self, created_at: _dt.datetime, checksum: str) -> ArtifactRecord:
+        if self._upload_id is None:
+            return self._store._publish(self._meta, self._written, checksum, created_at,
+                                        content=bytes(self._buffer))
+        if self._buffer:
+            self._send_part(bytes(self._buffer))
+        self._complete()
+        assert self._key is not None
+        return self._store._publish(self._meta, self._written, checksum, created_at,
+                                    staged=self._key)
 
-    def commit(self, now: _dt.datetime) -> ArtifactRecord:
-        """See ``ArtifactUpload.commit``."""
-        with self._lock:
-            self._check_open()
-            try:
-                created_at = as_utc(now)
-                _check_expiry(self._meta, created_at)
-                checksum = sha256_checksum(self._digest)
-                if self._upload_id is None:
-                    record = self._store._publish(self._meta, self._written, checksum,
-                                                  created_at, content=bytes(self._buffer))
-                else:
-                    if self._buffer:
-                        self._send_part(bytes(self._buffer))
-                    self._complete()
-                    assert self._key is not None
-                    record = self._store._publish(self._meta, self._written, checksum,
-                                                  created_at, staged=self._key)
-            except BaseException:
-                self._discard()
-                raise
-            self._state = "committed"
-            # Published: the staged copy is only a leftover now, and a purge would find it.
-            with contextlib.suppress(S3Unavailable):
-                self._drop_staged()
-            self._release()
-            return record
-
-    def abort(self) -> None:
-        """See ``ArtifactUpload.abort``."""
-        with self._lock:
-            if self._state == "open":
-                self._discard()
+    def _committed(self) -> None:
+        # Published: the staged copy is only a leftover now, and a purge would find it.
+        with contextlib.suppress(S3Unavailable):
+            self._drop_staged()
+        self._release()
 
     def __del__(self) -> None:
         # Dropped without commit or abort (a caller's bug): no network call from the garbage
@@ -676,14 +631,6 @@ class S3ArtifactUpload:
         for handle in (self._key, self._upload_id):
             if handle is not None:
                 self._store._open.discard(handle)
-
-    def _check_open(self) -> None:
-        if self._state == "committed":
-            raise ArtifactError("the upload is already committed")
-        if self._state == "aborted":
-            if self._overflow is not None:
-                raise ArtifactTooLarge(self._overflow, self._limit)
-            raise ArtifactError("the upload was aborted")
 
     def _discard(self) -> None:
         """Abort for good: the multipart upload, or the staged object if it was completed.

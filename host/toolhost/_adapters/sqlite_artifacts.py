@@ -68,6 +68,7 @@ __all__ = [
     "MIGRATIONS",
     "SQLiteArtifactStore",
     "SQLiteArtifactUpload",
+    "StreamedUpload",
     "open_artifact_store",
 ]
 
@@ -701,27 +702,23 @@ class SQLiteArtifactStore:
         return files, freed
 
 
-class SQLiteArtifactUpload:
-    """``ArtifactUpload`` for ``SQLiteArtifactStore``: a staging file hashed as it is written.
+class StreamedUpload:
+    """What the stores' ``ArtifactUpload``s share: the bound checked before a byte is staged,
+    a sha256 fed chunk by chunk, one lock over the calls (so an abort from another thread, a
+    cancellation, is safe), and an upload that stays committed or aborted once it is.
 
-    Bytes go straight to a staging file beside the shards while a sha256 is fed chunk by chunk,
-    so the content is never held in memory whole. ``commit`` fsyncs it, renames it to its
-    content address and only then inserts the row (the order ``put`` uses: a crash leaves at
-    worst an unreferenced file, never a row without content). ``abort``, an over-bound write, a
-    failed write and a failed commit all close and delete the staging file; no row is inserted.
-    A lock serializes the calls, so an abort from another thread (a cancellation) is safe.
+    A subclass stages bytes (``_stage_chunk``), publishes them (``_publish``, under the
+    identity rule) and drops them (``_discard``, which leaves ``_state`` "aborted"); a failure
+    in any of them discards the upload, so nothing is ever published half-written.
     """
 
-    def __init__(self, store: SQLiteArtifactStore, meta: _Metadata, limit: int) -> None:
-        self._store = store
+    def __init__(self, meta: _Metadata, limit: int) -> None:
         self._meta = meta
         self._limit = limit
         self._lock = threading.Lock()
         self._digest = hashlib.sha256()
         self._written = 0
-        self._written_back = 0  # where the last writeback request ended
         self._overflow: int | None = None  # the size an over-bound write would have reached
-        self._tmp, self._file = store._stage()
         self._state = "open"  # then "committed" or "aborted", for good
 
     @property
@@ -736,18 +733,15 @@ class SQLiteArtifactUpload:
         with self._lock:
             self._check_open()
             total = self._written + len(chunk)
-            # Checked before the chunk touches the disk: bytes past the bound are never staged.
+            # Checked before the chunk is staged: bytes past the bound are never kept.
             if total > self._limit:
                 self._overflow = total
                 self._discard()
                 raise ArtifactTooLarge(total, self._limit)
             try:
-                self._file.write(chunk)
-                if total - self._written_back >= _WRITEBACK_EVERY:
-                    self._file.flush()  # the kernel can only write back what it was given
-                    self._start_writeback(total)
+                self._stage_chunk(chunk, total)
             except BaseException:
-                # A short write leaves the staged bytes unknown; the digest can no longer be
+                # A failed stage leaves the staged bytes unknown; the digest can no longer be
                 # trusted to describe them, so the upload cannot continue.
                 self._discard()
                 raise
@@ -761,19 +755,12 @@ class SQLiteArtifactUpload:
             try:
                 created_at = as_utc(now)
                 _check_expiry(self._meta, created_at)
-                self._file.flush()
-                os.fsync(self._file.fileno())
-                self._file.close()
-                checksum = sha256_checksum(self._digest)
-                record = self._store._publish_staged(
-                    self._meta, self._tmp, self._written, checksum, created_at
-                )
+                record = self._publish(created_at, sha256_checksum(self._digest))
             except BaseException:
-                # The content file may already be at its address: harmless, it is only ever
-                # the bytes its name says, and a later write of them reuses it.
                 self._discard()
                 raise
             self._state = "committed"
+            self._committed()
             return record
 
     def abort(self) -> None:
@@ -781,6 +768,61 @@ class SQLiteArtifactUpload:
         with self._lock:
             if self._state == "open":
                 self._discard()
+
+    def _stage_chunk(self, chunk: bytes, total: int) -> None:
+        """Keep ``chunk``; ``total`` is the upload's size with it."""
+        raise NotImplementedError
+
+    def _publish(self, created_at: _dt.datetime, checksum: str) -> ArtifactRecord:
+        """Publish what was staged, of ``checksum``, as the store's ``put`` would."""
+        raise NotImplementedError
+
+    def _committed(self) -> None:
+        """After the publish: drop what staging left behind (nothing, by default)."""
+
+    def _discard(self) -> None:
+        """Drop what was staged, for good; ``_state`` becomes "aborted"."""
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        if self._state == "committed":
+            raise ArtifactError("the upload is already committed")
+        if self._state == "aborted":
+            if self._overflow is not None:
+                raise ArtifactTooLarge(self._overflow, self._limit)
+            raise ArtifactError("the upload was aborted")
+
+
+class SQLiteArtifactUpload(StreamedUpload):
+    """``ArtifactUpload`` for ``SQLiteArtifactStore``: a staging file hashed as it is written.
+
+    Bytes go straight to a staging file beside the shards while a sha256 is fed chunk by chunk,
+    so the content is never held in memory whole. ``commit`` fsyncs it, renames it to its
+    content address and only then inserts the row (the order ``put`` uses: a crash leaves at
+    worst an unreferenced file, never a row without content). ``abort``, an over-bound write, a
+    failed write and a failed commit all close and delete the staging file; no row is inserted.
+    """
+
+    def __init__(self, store: SQLiteArtifactStore, meta: _Metadata, limit: int) -> None:
+        super().__init__(meta, limit)
+        self._store = store
+        self._written_back = 0  # where the last writeback request ended
+        self._tmp, self._file = store._stage()
+
+    def _stage_chunk(self, chunk: bytes, total: int) -> None:
+        self._file.write(chunk)
+        if total - self._written_back >= _WRITEBACK_EVERY:
+            self._file.flush()  # the kernel can only write back what it was given
+            self._start_writeback(total)
+
+    def _publish(self, created_at: _dt.datetime, checksum: str) -> ArtifactRecord:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        # A failure after the rename leaves the content file at its address: harmless, it is
+        # only ever the bytes its name says, and a later write of them reuses it.
+        return self._store._publish_staged(self._meta, self._tmp, self._written, checksum,
+                                           created_at)
 
     def __del__(self) -> None:
         # An upload dropped without commit or abort (a caller's bug, a thread that died) must
@@ -800,20 +842,11 @@ class SQLiteArtifactUpload:
                                  end - self._written_back, os.POSIX_FADV_DONTNEED)
         self._written_back = end
 
-    def _check_open(self) -> None:
-        if self._state == "committed":
-            raise ArtifactError("the upload is already committed")
-        if self._state == "aborted":
-            if self._overflow is not None:
-                raise ArtifactTooLarge(self._overflow, self._limit)
-            raise ArtifactError("the upload was aborted")
-
     def _discard(self) -> None:
         self._state = "aborted"
         with contextlib.suppress(OSError):
             self._file.close()
         self._store._unstage(self._tmp)
-
 
 
 def _check_content(content: bytes) -> None:
