@@ -156,42 +156,13 @@ def test_three_hosts_run_every_approved_call_at_most_once(
         assert list(ran.iterdir()) == []  # nothing runs before its approval
 
         # Host 0 takes the blocking call, and is killed in the middle of it.
-        victim = drivers[0]
-        victim.send(f"approve {ids['block-0']}")
-        while not (ran / "block-0.running").exists():
-            assert victim.proc.poll() is None
-            threading.Event().wait(0.01)
-        backend = lease_backend(pg_database, victim.owner)
-        victim.proc.send_signal(signal.SIGKILL)
-        victim.proc.wait()
-        session_ends(pg_database, backend)
-        past_grace(pg_database)  # a lease released right after a server start is UNKNOWN
-        alive = drivers[1:]
-        (settled,) = alive[0].ask("recover")["recovered"]
-        assert settled == [ids["block-0"], "failed"]
-        assert alive[1].ask("recover") == {"recovered": []}
+        victim, alive = drivers[0], drivers[1:]
+        start_blocking_call(victim, ids["block-0"], ran)
+        kill_and_settle(victim, alive, pg_database, ids["block-0"])
 
         # The rest, approved on hosts picked at random; some by two hosts at once.
-        rng = random.Random(17)
         rest = keys[1:]
-        twice = set(rng.sample(rest, TWICE))
-        answers: list[dict[str, Any]] = []
-        answers_lock = threading.Lock()
-
-        def approve(driver: Driver, key: str) -> None:
-            answer = driver.ask(f"approve {ids[key]}")
-            with answers_lock:
-                answers.append(answer)
-
-        for key in rest:
-            if key in twice:
-                both = [threading.Thread(target=approve, args=(d, key)) for d in alive]
-                for t in both:
-                    t.start()
-                for t in both:
-                    t.join()
-            else:
-                approve(rng.choice(alive), key)
+        answers = approve_at_random(alive, {key: ids[key] for key in rest}, TWICE)
 
         acted = [a["id"] for a in answers if a["acted"]]
         assert sorted(acted) == sorted(ids[key] for key in rest)  # each by exactly one
@@ -212,3 +183,50 @@ def test_three_hosts_run_every_approved_call_at_most_once(
         assert owners == {d.owner["lease"] for d in alive}
     finally:
         pauser.close()
+
+
+def start_blocking_call(victim: Driver, invocation_id: str, ran: Path) -> None:
+    """``victim`` approves the call that blocks, and it is running there."""
+    victim.send(f"approve {invocation_id}")
+    while not (ran / "block-0.running").exists():
+        assert victim.proc.poll() is None
+        threading.Event().wait(0.01)
+
+
+def kill_and_settle(victim: Driver, alive: list[Driver], dsn: str, invocation_id: str) -> None:
+    """Kill ``victim`` mid-call; the first of the living hosts settles its row, and the next
+    finds nothing left to settle."""
+    backend = lease_backend(dsn, victim.owner)
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait()
+    session_ends(dsn, backend)
+    past_grace(dsn)  # a lease released right after a server start is UNKNOWN for a grace
+    (settled,) = alive[0].ask("recover")["recovered"]
+    assert settled == [invocation_id, "failed"]
+    assert alive[1].ask("recover") == {"recovered": []}
+
+
+def approve_at_random(alive: list[Driver], ids: Mapping[str, str],
+                      twice: int) -> list[dict[str, Any]]:
+    """Approve each call (``{key: invocation id}``) on a host picked at random, ``twice`` of
+    them on every living host at once; every answer, with the call's key."""
+    rng = random.Random(17)
+    doubled = set(rng.sample(list(ids), twice))
+    answers: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def approve(driver: Driver, key: str) -> None:
+        answer = driver.ask(f"approve {ids[key]}")
+        with lock:
+            answers.append({**answer, "key": key})
+
+    for key in ids:
+        if key in doubled:
+            both = [threading.Thread(target=approve, args=(d, key)) for d in alive]
+            for t in both:
+                t.start()
+            for t in both:
+                t.join()
+        else:
+            approve(rng.choice(alive), key)
+    return answers

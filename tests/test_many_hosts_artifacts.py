@@ -17,8 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-import random
-import signal
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,8 +30,7 @@ from s3_server import (  # noqa: F401 - the fixtures, asked for by name
     s3_bucket_fixture,
     s3_server_fixture,
 )
-from test_many_hosts import Driver
-from test_pg_invocations import lease_backend, past_grace, session_ends
+from test_many_hosts import Driver, approve_at_random, kill_and_settle, start_blocking_call
 
 from toolhost import Idempotency, Risk, SideEffect, Tool, ToolOutput
 from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
@@ -183,44 +180,14 @@ def test_three_hosts_on_one_bucket_lose_and_half_publish_no_artifact(
         assert list(ran.iterdir()) == []  # nothing runs before its approval
 
         # Host 0 takes the blocking call, and is killed mid-stream: a part is in the bucket.
-        victim = drivers[0]
-        victim.send(f"approve {ids['block-0']}")
-        while not (ran / "block-0.running").exists():
-            assert victim.proc.poll() is None
-            threading.Event().wait(0.01)
+        victim, alive = drivers[0], drivers[1:]
+        start_blocking_call(victim, ids["block-0"], ran)
         assert len(open_uploads(s3_server, s3_bucket)) == 1
-        backend = lease_backend(shared["TOOLHOST_DATABASE_URL"], victim.owner)
-        victim.proc.send_signal(signal.SIGKILL)
-        victim.proc.wait()
-        session_ends(shared["TOOLHOST_DATABASE_URL"], backend)
-        # A lease released right after a server start is UNKNOWN for a grace.
-        past_grace(shared["TOOLHOST_DATABASE_URL"])
-        alive = drivers[1:]
-        (settled,) = alive[0].ask("recover")["recovered"]
-        assert settled == [ids["block-0"], "failed"]
-        assert alive[1].ask("recover") == {"recovered": []}
+        kill_and_settle(victim, alive, shared["TOOLHOST_DATABASE_URL"], ids["block-0"])
 
         # The rest, approved on hosts picked at random; some by two hosts at once.
-        rng = random.Random(17)
         rest = keys[1:]
-        twice = set(rng.sample(rest, TWICE))
-        answers: list[dict[str, Any]] = []
-        answers_lock = threading.Lock()
-
-        def approve(driver: Driver, key: str) -> None:
-            answer = driver.ask(f"approve {ids[key]}")
-            with answers_lock:
-                answers.append({**answer, "key": key})
-
-        for key in rest:
-            if key in twice:
-                both = [threading.Thread(target=approve, args=(d, key)) for d in alive]
-                for t in both:
-                    t.start()
-                for t in both:
-                    t.join()
-            else:
-                approve(rng.choice(alive), key)
+        answers = approve_at_random(alive, {key: ids[key] for key in rest}, TWICE)
 
         acted = [a for a in answers if a["acted"]]
         assert sorted(a["id"] for a in acted) == sorted(ids[key] for key in rest)
