@@ -35,11 +35,14 @@ NOT_FOR_CHECK = (
 )
 
 
-def modules_after(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
+def modules_after(
+    *args: str, plugins: str = "toolhost-math,toolhost-system",
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TOOLHOST_", "AGENT_", "TENSORSCALE_"))}
     env["TOOLHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="toolhost-startup-")
-    # The two Milestone 1 plugins: what the other CLI tests install and rely on.
-    env["TOOLHOST_PLUGINS"] = "toolhost-math,toolhost-system"
+    # By default the two Milestone 1 plugins: what the other CLI tests install and rely on.
+    env["TOOLHOST_PLUGINS"] = plugins
     result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
                             text=True, env=env, timeout=120)
     return result, set(json.loads(result.stderr.splitlines()[-1]))
@@ -54,6 +57,20 @@ def test_check_loads_nothing_of_the_commands_that_run_tools() -> None:
     # It did load what it checks: the plugins, the registry and the scan.
     assert {"toolhost_math.plugin", "toolhost_system.plugin", "toolhost._registration.registry",
             "toolhost._registration.ambient"} <= loaded
+
+
+def test_conditional_plugins_without_their_settings_cost_a_start_nothing() -> None:
+    # Regression: toolhost-email imported its tools (and httpx, ~130 ms) at plugin load, so
+    # every command paid for tools no flag had turned on.
+    result, loaded = modules_after("check", plugins="toolhost-email,toolhost-media,toolhost-people")
+    assert result.returncode == 0, result.stderr
+    assert sorted(loaded.intersection(NOT_FOR_CHECK)) == []
+    assert {"toolhost_email.plugin", "toolhost_media.plugin", "toolhost_people.plugin"} <= loaded
+    tools = {m for m in loaded if m.startswith(("toolhost_email.", "toolhost_media.",
+                                                "toolhost_people."))}
+    assert not tools & {"toolhost_email.census", "toolhost_email.oneclick",
+                        "toolhost_media.tensorscale", "toolhost_media.generate",
+                        "toolhost_people.search", "toolhost_people.index"}
 
 
 def test_help_loads_no_plugin_and_no_registration() -> None:

@@ -128,3 +128,11 @@ def test_readiness_names_a_refused_base_url() -> None:
     assert line.startswith("image.generate, video.generate: TENSORSCALE_BASE_URL must be an "
                            "https:// URL")
     assert KEY not in line
+
+
+def test_the_plugin_checks_the_credential_the_tools_use() -> None:
+    # plugin.py names the setting itself, so that an unconfigured host imports nothing else.
+    from toolhost_media import plugin
+    from toolhost_media.generate import CREDENTIAL
+
+    assert plugin._KEY_SETTING == f"{CREDENTIAL.upper()}_API_KEY"

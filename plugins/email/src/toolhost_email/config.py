@@ -3,12 +3,13 @@ way its tools open the cache."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from toolhost import Services, Settings, ToolFailure
 from toolhost_email.messages import CACHE_UNAVAILABLE
-from toolhost_email.reader import MailCacheReader, open_mail_cache
-from toolhost_email.store import CacheUnavailable
+
+if TYPE_CHECKING:
+    from toolhost_email.reader import MailCacheReader
 
 __all__ = [
     "ALLOW_PRIVATE_SETTING",
@@ -47,6 +48,11 @@ def request_seconds(settings: Settings) -> float:
 
 
 def open_reader(services: Services) -> MailCacheReader:
+    # Imported here: the plugin module reads the flags above at every start, the cache only
+    # when a tool opens it.
+    from toolhost_email.reader import open_mail_cache
+    from toolhost_email.store import CacheUnavailable
+
     try:
         return open_mail_cache(services.data_dir)
     except CacheUnavailable as exc:

@@ -2,18 +2,14 @@
 
 With TENSORSCALE_API_KEY set, image.generate and video.generate register at 1.0.0 (pinned
 chats) and 1.1.0 (the latest, with reference_image_ids); without it, neither domain
-advertises a tool. A base URL the adapter refuses (not https://) keeps the tools registered
-and failing closed with a static reason, and ``toolhost check`` says why.
+advertises a tool, and nothing beyond this module is imported (the adapter brings httpx). A
+base URL the adapter refuses (not https://) keeps the tools registered and failing closed with
+a static reason, and ``toolhost check`` says why.
 """
 
 from __future__ import annotations
 
 from toolhost import Domain, Settings, Tool, hookimpl
-from toolhost_media.generate import CREDENTIAL, builder
-from toolhost_media.messages import reasons
-from toolhost_media.references import READ_SCOPE
-from toolhost_media.specs import IMAGE_V1, IMAGE_V2, VIDEO_V1, VIDEO_V2
-from toolhost_media.tensorscale import BASE_URL_SETTING, DEFAULT_BASE_URL, base_url_problem
 
 __all__ = ["DOMAINS", "toolhost_domains", "toolhost_readiness", "toolhost_tools"]
 
@@ -26,8 +22,12 @@ DOMAINS = [
 
 
 
+#: The credential reference (TENSORSCALE_API_KEY); ``generate.CREDENTIAL`` says the same.
+_KEY_SETTING = "TENSORSCALE_API_KEY"
+
+
 def _has_credential(settings: Settings) -> bool:
-    return settings.secret(f"{CREDENTIAL.upper()}_API_KEY") is not None
+    return settings.secret(_KEY_SETTING) is not None
 
 
 @hookimpl
@@ -39,6 +39,11 @@ def toolhost_domains() -> list[Domain]:
 def toolhost_tools(settings: Settings) -> list[Tool]:
     if not _has_credential(settings):
         return []
+    from toolhost_media.generate import builder
+    from toolhost_media.messages import reasons
+    from toolhost_media.references import READ_SCOPE
+    from toolhost_media.specs import IMAGE_V1, IMAGE_V2, VIDEO_V1, VIDEO_V2
+
     return [
         Tool(spec, build=builder(spec), reasons=reasons(references=spec.version == "1.1.0"),
              checked_scopes=(READ_SCOPE,) if spec.version == "1.1.0" else ())
@@ -50,6 +55,8 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
 def toolhost_readiness(settings: Settings) -> list[str]:
     if not _has_credential(settings):
         return []  # nothing registered, nothing to be ready
+    from toolhost_media.tensorscale import BASE_URL_SETTING, DEFAULT_BASE_URL, base_url_problem
+
     base_url = (settings.get(BASE_URL_SETTING) or "").strip() or DEFAULT_BASE_URL
     problem = base_url_problem(base_url)
     if problem is None:

@@ -8,13 +8,6 @@ people.context 1.0.0 and people.history 1.0.0 and 1.1.0; without it, nothing at 
 from __future__ import annotations
 
 from toolhost import Domain, Settings, Tool, hookimpl
-from toolhost_people import context, history, search
-from toolhost_people.messages import (
-    CONTEXT_REASONS,
-    HISTORY_V1_0_REASONS,
-    HISTORY_V1_1_REASONS,
-    SEARCH_REASONS,
-)
 
 __all__ = ["DOMAIN", "FLAG", "toolhost_domains", "toolhost_tools"]
 
@@ -36,6 +29,15 @@ def toolhost_domains() -> list[Domain]:
 def toolhost_tools(settings: Settings) -> list[Tool]:
     if not settings.flag(FLAG):
         return []
+    # Imported only with the flag: without it, people costs a start nothing.
+    from toolhost_people import context, history, search
+    from toolhost_people.messages import (
+        CONTEXT_REASONS,
+        HISTORY_V1_0_REASONS,
+        HISTORY_V1_1_REASONS,
+        SEARCH_REASONS,
+    )
+
     return [
         Tool(search.SPEC, build=search.build, reasons=SEARCH_REASONS),
         Tool(context.SPEC, build=context.build, reasons=CONTEXT_REASONS),
