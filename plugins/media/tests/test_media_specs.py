@@ -135,4 +135,4 @@ def test_the_plugin_checks_the_credential_the_tools_use() -> None:
     from toolhost_media import plugin
     from toolhost_media.generate import CREDENTIAL
 
-    assert plugin._KEY_SETTING == f"{CREDENTIAL.upper()}_API_KEY"
+    assert f"{CREDENTIAL.upper()}_API_KEY" == plugin._KEY_SETTING
