@@ -30,6 +30,7 @@ from s3_server import (  # noqa: F401 - the fixtures, asked for by name
     s3_bucket_fixture,
     s3_server_fixture,
 )
+from test_many_hosts import GATED as MANY_HOSTS_GATED
 from test_many_hosts import Driver, approve_at_random, kill_and_settle, start_blocking_call
 
 from toolhost import Idempotency, Risk, SideEffect, Tool, ToolOutput
@@ -39,7 +40,6 @@ from toolhost._model.artifacts import ArtifactOrigin
 from toolhost._model.invocations import InvocationState
 from toolhost._model.settings import Settings
 from toolhost._model.spec import Trust
-from toolhost._pipeline.policy import Policy, PolicyAction
 from toolhost._ports.artifacts import STAGING_STALE_AFTER
 from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT, host_for
@@ -93,8 +93,8 @@ PLUGIN = make_plugin(domains=["mh"], tools=[
                    idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False, timeout_s=120),
          call=_stream),
 ])
-#: Every mh.stream call waits for approval.
-GATED = Policy.configured({(SideEffect.WORKSPACE_WRITE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
+#: Every mh.stream call waits for approval (a WORKSPACE_WRITE/LOW tool, as mh.write is).
+GATED = MANY_HOSTS_GATED
 #: An hour and a bit after the calls: what a stream left open then is abandoned.
 LATER = DEFAULT_INSTANT + STAGING_STALE_AFTER + dt.timedelta(minutes=1)
 

@@ -48,21 +48,17 @@ from toolhost._adapters.sqlite_artifacts import (
     _check_expiry,
     _check_retention,
     _Metadata,
-    _metadata,
 )
 from toolhost._adapters.sqlite_db import DATABASE_NAME, Migration, connect, migrate
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
-    ARTIFACT_CEILING,
     ArtifactCorrupted,
-    ArtifactOrigin,
     ArtifactRecord,
     ArtifactStoreUnavailable,
     as_utc,
 )
 from toolhost._model.digest import sha256_digest
 from toolhost._model.settings import SettingError, StoreUnavailable
-from toolhost._model.spec import Trust
 from toolhost._ports.artifacts import STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
 
@@ -267,31 +263,9 @@ class S3ArtifactStore(SQLiteArtifactStore):
             raise ArtifactCorrupted(artifact_id, "checksum mismatch")
         return data
 
-    def begin(  # type: ignore[override]  # an S3 upload, not a staging file
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        trust: Trust,
-        max_bytes: int,
-        conversation_id: str | None = None,
-        principal_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        claimed: bool = True,
-    ) -> S3ArtifactUpload:
-        """See ``ArtifactStore.begin``. Nothing reaches the bucket until a part is full."""
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
-            raise TypeError(f"max_bytes must be an int, got {type(max_bytes).__name__}")
-        if max_bytes < 0:
-            raise ValueError("max_bytes must not be negative")
-        meta = _metadata(
-            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
-            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
-            expires_at=expires_at,
-        )
-        return S3ArtifactUpload(self, meta, min(max_bytes, ARTIFACT_CEILING))
+    def _upload(self, meta: _Metadata, limit: int) -> StreamedUpload:
+        """An S3 upload: nothing reaches the bucket until a part is full."""
+        return S3ArtifactUpload(self, meta, limit)
 
     def close(self) -> None:
         """Close the database connection and the client if this store made them."""

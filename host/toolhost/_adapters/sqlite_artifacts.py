@@ -300,7 +300,7 @@ class SQLiteArtifactStore:
         principal_id: str | None = None,
         expires_at: _dt.datetime | None = None,
         claimed: bool = True,
-    ) -> SQLiteArtifactUpload:
+    ) -> StreamedUpload:
         """See ``ArtifactStore.begin``. Creates the staging file at once, so a full or
         read-only disk fails here rather than after the caller started producing bytes."""
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
@@ -312,7 +312,12 @@ class SQLiteArtifactStore:
             conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
             expires_at=expires_at,
         )
-        return SQLiteArtifactUpload(self, meta, min(max_bytes, ARTIFACT_CEILING))
+        return self._upload(meta, min(max_bytes, ARTIFACT_CEILING))
+
+    def _upload(self, meta: _Metadata, limit: int) -> StreamedUpload:
+        """The upload ``begin`` hands out: a staging file here; a store that keeps content
+        elsewhere (S3) hands out its own."""
+        return SQLiteArtifactUpload(self, meta, limit)
 
     def claim(self, artifact_id: str) -> ArtifactRecord:
         """See ``ArtifactStore.claim``."""
