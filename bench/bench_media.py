@@ -9,6 +9,8 @@ provider is remote: in this one its TLS encryption would compete for the GIL wit
 decryption and the store's work. The ways to take it, interleaved run by run so noise hits
 each alike, in one long-lived client process:
 
+- ``httpx, sync client``: the same download with the host's sync client (``Services.http``),
+  for comparison: no event loop, and the TLS read in the ``ssl`` module's C code.
 - ``httpx``: the reference. The host's own async httpx client (``Services.async_http``: same
   TLS context, same policy) POSTs the same JSON and reads the body with ``aiter_bytes``,
   discarding it.
@@ -28,7 +30,9 @@ each alike, in one long-lived client process:
 Figures are medians of N runs in MiB/s, with each path's ratio to httpx's time (target for
 the adapter: at most 1.2x), and the ratio of the CPU time the event loop's thread spent to
 httpx's: on a shared machine the wall time also counts waiting for a core, while the loop
-thread's CPU is the critical path a free core for the writer thread would leave.
+thread's CPU is the critical path a free core for the writer thread would leave. The last
+column is the server process's CPU time per run (Linux ``/proc``): what the provider's side
+costs this machine's two cores.
 """
 
 from __future__ import annotations
@@ -138,6 +142,15 @@ class _Remote:
         port = int(self._process.stdout.readline())
         self.base_url = f"https://127.0.0.1:{port}"
 
+    def cpu(self) -> float:
+        """The server process's CPU seconds so far (Linux ``/proc``; 0.0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1]
+        except OSError:
+            return 0.0
+        utime, stime = fields.split()[11:13]
+        return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         assert self._process.stdin is not None
         self._process.stdin.close()
@@ -157,6 +170,19 @@ async def _plain(harness: Harness, url: str) -> int:
                           headers={"Authorization": f"Bearer {KEY}"}) as response:
         got = 0
         async for chunk in response.aiter_bytes():
+            got += len(chunk)
+        return got
+
+
+def _plain_sync(harness: Harness, url: str) -> int:
+    """The same download with the host's sync client (``Services.http``): no event loop, the
+    TLS read in the ``ssl`` module's C code, for comparison with the async path."""
+    with harness.services("toolhost-media").http(timeout=600) as client, \
+            client.stream("POST", url + "/v2/sensenova-u1.5/t2i",
+                          json={"prompt": "bench", "size": "1024x1024"},
+                          headers={"Authorization": f"Bearer {KEY}"}) as response:
+        got = 0
+        for chunk in response.iter_bytes():
             got += len(chunk)
         return got
 
@@ -210,13 +236,14 @@ def _ok(outcome: Any) -> None:
 
 
 def _measure(harness: Harness, server: _Remote,
-             runs: int) -> dict[str, list[tuple[float, float]]]:
-    """(wall, this thread's CPU) seconds per run of each path, interleaved run by run after
-    one warm-up each."""
+             runs: int) -> dict[str, list[tuple[float, float, float]]]:
+    """(wall, this thread's CPU, the server's CPU) seconds per run of each path, interleaved
+    run by run after one warm-up each."""
     run = harness.start_run()
     url = server.base_url
     paths = {
         "httpx": lambda: asyncio.run(_plain(harness, url)),
+        "httpx, sync client": lambda: _plain_sync(harness, url),
         "adapter, no store": lambda: asyncio.run(_adapter_only(harness, url)),
         "store, no network": lambda: _store_only(harness, run, server.body),
         "adapter → store": lambda: asyncio.run(_adapter(harness, url, run)),
@@ -226,17 +253,17 @@ def _measure(harness: Harness, server: _Remote,
     }
     for fn in paths.values():  # warm up: imports, connections, first files
         fn()
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in paths}
     for _ in range(runs):
         for name, fn in paths.items():
-            times[name].append(_timed(fn))
+            times[name].append(_timed(fn, server))
     return times
 
 
-def _timed(fn: Any) -> tuple[float, float]:
-    start, cpu = time.perf_counter(), time.thread_time()
+def _timed(fn: Any, server: _Remote) -> tuple[float, float, float]:
+    start, cpu, served = time.perf_counter(), time.thread_time(), server.cpu()
     fn()
-    return time.perf_counter() - start, time.thread_time() - cpu
+    return (time.perf_counter() - start, time.thread_time() - cpu, server.cpu() - served)
 
 
 def main() -> None:
@@ -260,7 +287,7 @@ def main() -> None:
               "medians; ratio = time / httpx's time; server in its own process; "
               f"load average {os.getloadavg()[0]:.2f}")
         print(f"{'size':>6}  {'path':<23} {'MiB/s':>8} {'ratio':>6}  (min-max ratio)  "
-              "loop CPU ratio")
+              "loop CPU ratio  server CPU ms")
         for mib in args.mib:
             server = _Remote(mib, cert_chain)
             env = {"TENSORSCALE_API_KEY": KEY, "TENSORSCALE_BASE_URL": server.base_url,
@@ -271,8 +298,9 @@ def main() -> None:
                 with Harness.over({"toolhost-media": plugin}, settings=env,
                                   data_dir=Path(tmp) / f"data-{mib}") as harness:
                     times = _measure(harness, server, args.runs)
-                    walls = {name: [w for w, _ in runs] for name, runs in times.items()}
-                    cpus = {name: [c for _, c in runs] for name, runs in times.items()}
+                    walls = {name: [w for w, _, _ in runs] for name, runs in times.items()}
+                    cpus = {name: [c for _, c, _ in runs] for name, runs in times.items()}
+                    served = {name: [s for _, _, s in runs] for name, runs in times.items()}
                     base = statistics.median(walls["httpx"])
                     base_cpu = statistics.median(cpus["httpx"])
                     for name, spent in walls.items():
@@ -281,9 +309,10 @@ def main() -> None:
                         # The pipeline runs the body on a thread of its own: nothing to show.
                         cpu = ("-" if name == "pipeline call" else
                                f"{statistics.median(cpus[name]) / base_cpu:.2f}")
+                        server_ms = statistics.median(served[name]) * 1000
                         print(f"{mib:>4}MiB  {name:<23} {mib / median:>8.0f} "
                               f"{median / base:>6.2f}  ({min(ratios):.2f}-{max(ratios):.2f})"
-                              f"  {cpu:>10}")
+                              f"  {cpu:>10}  {server_ms:>13.0f}")
             finally:
                 server.close()
         print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -8,16 +8,18 @@
 2. Throughput with N calls in flight (N = 1, 8, 64 tasks on one asyncio loop), both hosts.
 3. 1,000 concurrent read-only invocations: wall time, and a check that exactly 1,000 distinct
    rows were written.
-4. Where a call's time goes at N = 64 (``--where``): the same pipeline with the store's insert
-   replaced by nothing, by building the row's values only, by an in-memory database, and by
-   two upper bounds for group commit (rows queued and committed together, on the loop or on
-   a writer thread, with nothing awaiting the commit). What the record costs on the event
-   loop, what the rest of the pipeline allows, and what writing the row elsewhere could win.
+4. Where a call's time goes at N = 64 (``--where``): the pipeline as shipped (concurrent
+   calls' rows group-committed, each call answered once its row is committed), beside the
+   same pipeline committing each row alone (as before group commit), with an in-memory
+   database, with the rows written by a thread and nothing awaiting them (an upper bound, not
+   durable), with the row's values built but not written, and with no row at all. What the
+   record costs on the event loop, and what the rest of the pipeline allows.
 
 5. Side by side with another checkout (``--baseline HOST_DIR``, e.g. ``git worktree add
    /tmp/base d1c5a2b`` and ``/tmp/base/host``): calls/s at N = 64 and sequential p50/p99 (wall
-   and the loop thread's CPU), each tree in a process of its own, the two alternating round by
-   round, with the ratio of each round. ``--plugin-path`` puts one math plugin first on both
+   and the loop thread's CPU), each tree in a long-lived process of its own, the two driven
+   in short rounds alternately (3,000 calls at N = 64, then ``--calls`` sequential ones), with
+   the ratio of each pair of rounds. ``--plugin-path`` puts one math plugin first on both
    trees' path, so only the host differs.
 
 Run: python bench/bench_pipeline.py [--calls N] [--batch N] [--where | --where-only] [--rounds N]
@@ -45,6 +47,7 @@ from toolhost._model.runs import CancellationEvent, Run
 from toolhost._registration.discovery import load_distributions
 
 ARGS = {"expression": "17 * 23"}
+SHIPPED = "as shipped (group commit, durable)"
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -84,7 +87,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(asyncio.run(one_tree(args.calls))))
+        asyncio.run(one_tree(args.calls))
         return
     if args.baseline is not None:
         side_by_side(args.baseline, args.plugin_path, args.rounds, args.calls)
@@ -217,21 +220,26 @@ async def where_it_goes(args_rounds: int = 5) -> None:
 
     variants: dict[str, Host] = {}
     writers: list[GroupWriter] = []
-    for label in ("as shipped (durable row, WAL file)", "row in an in-memory database",
-                  "rows group-committed on the loop *", "rows group-committed by a thread *",
-                  "row's values built, not written", "no row at all"):
+    for label in (SHIPPED, "each row committed alone", "row in an in-memory database",
+                  "rows written by a thread, not awaited *", "row's values built, not written",
+                  "no row at all"):
         host = variants[label] = make_host(default_checkpointing=False)
         store: Any = host.pipeline.invocations
         if label.startswith("row in"):
             host.pipeline.invocations = SQLiteInvocationStore(connect(":memory:"))
-        elif label.startswith("rows group"):
-            writer = GroupWriter(store._conn, threaded="thread" in label)
+        elif label.startswith("each row"):
+            store.transaction = None  # a store without one: each write commits alone
+        elif label.startswith("rows written"):
+            writer = GroupWriter(store._conn)
             writers.append(writer)
             store.insert = writer.insert
+            store.transaction = None  # nothing to group on the loop: the thread does
         elif label.startswith("row's values"):
             store.insert = to_row
+            store.transaction = None
         elif label.startswith("no row"):
             store.insert = lambda record: None
+            store.transaction = None
     runs = {label: host.start_run() for label, host in variants.items()}
 
     async def rate(host: Host, run: Run, total: int = 3000) -> tuple[float, float]:
@@ -260,23 +268,24 @@ async def where_it_goes(args_rounds: int = 5) -> None:
     print(f"where a call's time goes, N = 64 (median of {args_rounds} rounds of 3,000 calls)")
     print(f"{'':38} {'calls/s':>8} {'µs/call':>8} {'ratio':>6} {'loop CPU µs/call':>17} "
           f"{'ratio':>6}")
-    shipped = statistics.median(rates["as shipped (durable row, WAL file)"])
-    shipped_cpu = statistics.median(cpus["as shipped (durable row, WAL file)"])
+    shipped = statistics.median(rates[SHIPPED])
+    shipped_cpu = statistics.median(cpus[SHIPPED])
     for label, samples in rates.items():
         median, cpu = statistics.median(samples), statistics.median(cpus[label])
         print(f"{label:38} {median:8.0f} {1e6 / median:8.0f} {median / shipped:5.2f}x "
               f"{cpu:17.0f} {shipped_cpu / cpu:5.2f}x")
-    print("* upper bounds for group commit: a call's row is queued and committed with the "
-          "others queued meanwhile, in one transaction,\n  but invoke does not wait for the "
-          "commit (which a durable group commit must, at some cost of its own)")
+    print("* an upper bound, not durable: a call's row is queued for a writer thread and "
+          "invoke does not wait for its commit")
     for writer in writers:
         writer.close()
     for host in variants.values():
         host.close()
 
 
-async def one_tree(calls: int) -> dict[str, float]:
-    """Part 5's figures for the toolhost this process imports (see ``side_by_side``)."""
+async def one_tree(calls: int) -> None:
+    """Part 5's child: the toolhost this process imports, measured a round at a time on
+    command (a line on stdin), each round's figures a line of JSON on stdout (see
+    ``side_by_side``)."""
     host = Host.from_sources(load_distributions(["toolhost-math"]), clock=SystemClock())
     run = host.start_run()
 
@@ -294,37 +303,63 @@ async def one_tree(calls: int) -> dict[str, float]:
         return (total / (time.perf_counter() - start),
                 (time.thread_time() - start_cpu) * 1e6 / total)
 
+    async def sequential() -> tuple[list[float], list[float]]:
+        wall, cpu = [], []
+        for _ in range(calls):
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            outcome = await host.invoke("math.calculate", ARGS, run=run)
+            wall.append((time.perf_counter() - start) * 1e6)
+            cpu.append((time.thread_time() - start_cpu) * 1e6)
+            assert outcome.content == "391"
+        return wall, cpu
+
     await at_64(1000)  # warm up
-    rates = [await at_64(3000) for _ in range(5)]
-    wall, cpu = [], []
-    for _ in range(calls):
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        outcome = await host.invoke("math.calculate", ARGS, run=run)
-        wall.append((time.perf_counter() - start) * 1e6)
-        cpu.append((time.thread_time() - start_cpu) * 1e6)
-        assert outcome.content == "391"
-    host.close()
-    return {"calls/s N=64": statistics.median(r for r, _ in rates),
-            "CPU µs/call N=64": statistics.median(c for _, c in rates),
+    await sequential()
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        rate, per_call = await at_64(3000)
+        wall, cpu = await sequential()
+        print(json.dumps({
+            "calls/s N=64": rate, "CPU µs/call N=64": per_call,
             "p50 µs": statistics.median(wall), "p99 µs": percentile(wall, .99),
-            "CPU p50 µs": statistics.median(cpu), "CPU p99 µs": percentile(cpu, .99)}
+            "CPU p50 µs": statistics.median(cpu), "CPU p99 µs": percentile(cpu, .99)}),
+            flush=True)
+    host.close()
 
 
 def side_by_side(baseline: Path, plugin_path: Path | None, rounds: int, calls: int) -> None:
-    """Part 5: each tree in a fresh process per round, alternating, so load falls on both."""
+    """Part 5: each tree in a process of its own, both started once and driven a short round
+    at a time, alternating, so the two rounds of a pair are a second apart and a shared
+    machine's load falls on both alike; the ratio is taken pair by pair."""
     here = Path(__file__).resolve().parents[1] / "host"
     trees = {"baseline": baseline.resolve(), "this tree": here}
+    children: dict[str, subprocess.Popen[str]] = {}
+    for label, host_dir in trees.items():
+        path = [str(host_dir)] + ([str(plugin_path.resolve())] if plugin_path else [])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        children[label] = subprocess.Popen(
+            [sys.executable, __file__, "--child", "--calls", str(calls)], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     figures: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
-    for _ in range(rounds):
-        for label, host_dir in trees.items():
-            path = [str(host_dir)] + ([str(plugin_path.resolve())] if plugin_path else [])
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-            out = subprocess.run([sys.executable, __file__, "--child", "--calls", str(calls)],
-                                 env=env, check=True, capture_output=True, text=True).stdout
-            figures[label].append(json.loads(out))
+    try:
+        for child in children.values():
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for i in range(rounds):
+            # Which tree goes first alternates too: neither always follows the other.
+            order = list(children.items())[:: 1 if i % 2 == 0 else -1]
+            for label, child in order:
+                assert child.stdin is not None and child.stdout is not None
+                child.stdin.write("round\n")
+                child.stdin.flush()
+                figures[label].append(json.loads(child.stdout.readline()))
+    finally:
+        for child in children.values():
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait()
     keys = list(figures["this tree"][0])
-    print(f"side by side, {rounds} alternating rounds ({baseline} against {here}); "
-          "median (range) of the rounds")
+    print(f"side by side, {rounds} alternating rounds of 3,000 calls at N = 64 and {calls} "
+          f"sequential ({baseline} against {here}); median (range) of the rounds")
     print(f"{'':18} " + " ".join(f"{k:>22}" for k in keys))
     for label, runs in figures.items():
         print(f"{label:18} " + " ".join(
@@ -339,24 +374,22 @@ def side_by_side(baseline: Path, plugin_path: Path | None, rounds: int, calls: i
 
 class GroupWriter:
     """Rows queued by ``insert`` (their values built by the caller, on the loop) and written
-    in one transaction per batch: on the event loop (a flush scheduled at the first row of a
-    pass) or on a thread of its own (sqlite3 releases the GIL in SQLite's code, so that part
-    could run beside the loop). Nothing awaits the commit: an upper bound for what group
-    commit could save, not a durable store."""
+    in one transaction per batch by a thread of its own (sqlite3 releases the GIL in SQLite's
+    code, so that part could run beside the loop). Nothing awaits the commit: an upper bound
+    for writing the row off the loop, not a durable store."""
 
-    def __init__(self, conn: Any, *, threaded: bool) -> None:
+    def __init__(self, conn: Any, *, threaded: bool = True) -> None:
         import threading
 
         from toolhost._adapters.sqlite_invocations import _INSERT
 
-        self._conn, self._insert, self._threaded = conn, _INSERT, threaded
+        self._conn, self._insert = conn, _INSERT
         self._rows: list[Any] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closing = False
-        self._thread = threading.Thread(target=self._run, daemon=True) if threaded else None
-        if self._thread is not None:
-            self._thread.start()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
     def insert(self, record: Any) -> None:
         from toolhost._model.convert import to_row
@@ -364,12 +397,8 @@ class GroupWriter:
         with self._lock:
             first = not self._rows
             self._rows.append(list(to_row(record).values()))
-        if not first:
-            return
-        if self._threaded:
+        if first:
             self._wake.set()
-        else:
-            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         with self._lock:
@@ -388,8 +417,7 @@ class GroupWriter:
     def close(self) -> None:
         self._closing = True
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._thread.join()
         if self._rows:
             self._flush()
 

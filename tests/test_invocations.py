@@ -63,6 +63,16 @@ def test_rows_survive_a_new_connection(tmp_path: Path) -> None:
     assert second.get("inv-1").state is InvocationState.AWAITING_APPROVAL
 
 
+def test_a_transactions_writes_are_seen_elsewhere_only_once_committed(tmp_path: Path) -> None:
+    a = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+    b = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+    with a.transaction():
+        a.insert(InvocationStoreContract.record(id="inv-1"))
+        a.insert(InvocationStoreContract.record(id="inv-2"))
+        assert (a.count(), b.count()) == (2, 0)  # WAL: the other connection reads the last commit
+    assert b.count() == 2
+
+
 def test_two_connections_race_and_exactly_one_wins(tmp_path: Path) -> None:
     a = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
     b = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))

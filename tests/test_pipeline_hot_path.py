@@ -1,27 +1,35 @@
 """The per-call fast paths keep the pipeline's behaviour (issue #11).
 
 An async body runs its first step inline, without a task or a timer, and only a body that
-suspends gets a task of its own; ids are UUID4 hex made without a UUID object; a call's logger
-binds only when a line is written. Each test pins what the slower form did.
+suspends gets a task of its own; a call's logger binds only when a line is written; the final
+row is one constructor call, canonical JSON reuses a C encoder, a call's cancellation makes
+its threading.Event only when waited on. Each test pins what the slower form did (ids:
+tests/test_ids.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import datetime as dt
 import io
 import json
-import uuid
+import threading
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+import pytest
 import structlog
 from conftest import make_plugin, make_spec
 
 from toolhost import Idempotency, Tool, ToolExecutionContext, ToolOutput
-from toolhost._adapters.system_clock import new_id
 from toolhost._model import host_reasons
+from toolhost._model.digest import canonical_text
+from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._model.runs import CancellationEvent
 from toolhost._pipeline.log import configure_logging, get_logger
+from toolhost._pipeline.pipeline import _finished
 from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT, Harness
 
@@ -115,13 +123,66 @@ def test_a_body_that_suspends_past_its_deadline_is_stopped() -> None:
     assert outcome.failure.reason_code == host_reasons.DEADLINE
 
 
-def test_ids_are_uuid4_in_lowercase_hex_and_distinct() -> None:
-    ids = [new_id() for _ in range(2000)]
-    assert len(set(ids)) == len(ids)
-    for text in ids:
-        parsed = uuid.UUID(hex=text)
-        assert (len(text), parsed.hex, parsed.version, parsed.variant) == (
-            32, text, 4, uuid.RFC_4122)
+def test_a_finished_record_is_what_attrs_evolve_made() -> None:
+    # Every field set to a value unlike its default, so a field _finished forgot shows.
+    values: dict[str, Any] = {}
+    for field in attrs.fields(InvocationRecord):
+        values[field.name] = f"{field.name}-value"
+    values.update(state=InvocationState.RUNNING, scopes=("a", "b"),
+                  created_at=DEFAULT_INSTANT, started_at=DEFAULT_INSTANT,
+                  decided_at=DEFAULT_INSTANT, retryable=False, artifact_refs=({"id": "x"},))
+    record = InvocationRecord(**values)
+    later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+    endings: list[tuple[InvocationState, dict[str, Any]]] = [
+        (InvocationState.SUCCEEDED, dict(result_structured={"v": 1}, result_content="391",
+                                         output_trust="internal_tool", artifact_refs=())),
+        (InvocationState.FAILED, dict(failure_kind="k", reason_code="r", retryable=True,
+                                      failure_detail={"d": 1}, artifact_refs=())),
+        (InvocationState.FAILED, {}),
+    ]
+    for state, fields in endings:
+        assert _finished(record, state, later, fields) == attrs.evolve(
+            record, state=state, finished_at=later, **fields)
+
+
+def test_canonical_text_is_the_encoders_text_and_recovers_from_a_failed_encode() -> None:
+    reference = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    shared: dict[str, Any] = {"z": [1, 2.5, None, True], "a": "é\u2028\"", "m": {}}
+    for value in [shared, "text\n", 1, 2.5, [], {}, [shared, shared]]:
+        assert canonical_text(value) == reference.encode(value)
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        canonical_text(cyclic)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        canonical_text({"a": [shared, object()]})
+    # The failed encodes left nothing behind: the same objects encode again.
+    assert canonical_text([shared, shared]) == reference.encode([shared, shared])
+    cyclic["self"] = "no longer"
+    assert canonical_text(cyclic) == '{"self":"no longer"}'
+    seen: list[str] = []
+    thread = threading.Thread(target=lambda: seen.append(canonical_text(shared)))
+    thread.start()
+    thread.join()
+    assert seen == [reference.encode(shared)]
+
+
+def test_a_cancellation_waited_on_before_or_after_it_is_set() -> None:
+    early = CancellationEvent()
+    assert (early.cancelled, early.wait(0)) == (False, False)
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(early.wait(30)))
+    waiter.start()
+    early.cancel()
+    waiter.join()
+    assert (woke, early.cancelled, early.wait(0)) == ([True], True, True)
+    late = CancellationEvent()
+    fired: list[str] = []
+    late.add_callback(lambda: fired.append("before"))
+    late.cancel()
+    late.cancel()
+    late.add_callback(lambda: fired.append("after"))
+    assert (late.cancelled, late.wait(), fired) == (True, True, ["before", "after"])
 
 
 def test_a_calls_logger_writes_at_the_level_configured_when_it_logs() -> None:

@@ -36,11 +36,11 @@ NOT_FOR_CHECK = (
 
 
 def modules_after(
-    *args: str, plugins: str = "toolhost-math,toolhost-system",
+    *args: str, plugins: str = "toolhost-math,toolhost-system", data_dir: str | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TOOLHOST_", "AGENT_", "TENSORSCALE_"))}
-    env["TOOLHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="toolhost-startup-")
+    env["TOOLHOST_DATA_DIR"] = data_dir or tempfile.mkdtemp(prefix="toolhost-startup-")
     # By default the two Milestone 1 plugins: what the other CLI tests install and rely on.
     env["TOOLHOST_PLUGINS"] = plugins
     result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
@@ -59,6 +59,17 @@ def test_check_loads_nothing_of_the_commands_that_run_tools() -> None:
             "toolhost._registration.ambient"} <= loaded
 
 
+def test_a_second_check_generates_no_validator_code() -> None:
+    # The first check generates every validator's code and keeps it in the data directory
+    # (content-keyed); the next one, over the same plugins, does not even import the generator.
+    data_dir = tempfile.mkdtemp(prefix="toolhost-startup-")
+    first, loaded = modules_after("check", data_dir=data_dir)
+    assert first.returncode == 0 and "fastjsonschema" in loaded
+    second, loaded = modules_after("check", data_dir=data_dir)
+    assert (second.returncode, second.stdout) == (0, first.stdout)
+    assert "fastjsonschema" not in loaded
+
+
 def test_conditional_plugins_without_their_settings_cost_a_start_nothing() -> None:
     # Regression: toolhost-email imported its tools (and httpx, ~130 ms) at plugin load, so
     # every command paid for tools no flag had turned on.
@@ -71,6 +82,37 @@ def test_conditional_plugins_without_their_settings_cost_a_start_nothing() -> No
     assert not tools & {"toolhost_email.census", "toolhost_email.oneclick",
                         "toolhost_media.tensorscale", "toolhost_media.generate",
                         "toolhost_people.search", "toolhost_people.index"}
+
+
+#: The tool bodies of the unconditional first-party plugins and what only they import: each
+#: plugin loads its specs, reasons and domain, and the host imports a body when it first builds
+#: the tool (``Tool(spec, build=...)``), which ``check`` never does.
+TOOL_BODIES = (
+    "toolhost_system.current_time", "toolhost_system.timezones", "zoneinfo",
+    "toolhost_workspace.read_text", "toolhost_workspace.write_text",
+    "toolhost_workspace.list_files",
+    "toolhost_demo.external_write",
+    "toolhost_artifact.export_v1", "toolhost_artifact.export_v2",
+    "toolhost_artifact.export_file", "toolhost_artifact.result",
+    "toolhost_sandbox.run_command",
+    "toolhost_math.tool", "toolhost_math.evaluator", "toolhost_math.hotpath",
+    "toolhost_math.parser", "toolhost_math.tokenizer", "toolhost_math.functions",
+    "toolhost_math.render",
+)
+LAZY_PLUGINS = ("toolhost-artifact", "toolhost-demo", "toolhost-math", "toolhost-sandbox",
+                "toolhost-system", "toolhost-workspace")
+
+
+def test_check_imports_the_plugins_specs_and_none_of_their_tool_bodies() -> None:
+    result, loaded = modules_after("check", plugins=",".join(LAZY_PLUGINS))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        f"ok: 9 tools registered from {', '.join(LAZY_PLUGINS)}")
+    assert sorted(loaded.intersection(TOOL_BODIES)) == []
+    # It did load what registration reads: every plugin's specs. The sandbox's readiness probe
+    # loads its own module (and the runner), not the tool's body.
+    assert {f"{d.replace('-', '_')}.specs" for d in LAZY_PLUGINS} <= loaded
+    assert "toolhost_sandbox.readiness" in loaded
 
 
 def test_help_loads_no_plugin_and_no_registration() -> None:

@@ -6,13 +6,14 @@ it; tests build their own host from plugin objects with ``Host.from_plugins``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolhost._adapters.system_clock import SystemClock, monotonic, new_id
+from toolhost._adapters.system_clock import SystemClock, monotonic, new_id, new_invocation_id
 from toolhost._model.context import Principal, Services, ToolCallable
 from toolhost._model.settings import Settings, plugin_data_dir
 from toolhost._ports.clock import Clock
@@ -27,6 +28,7 @@ from toolhost._registration.registry import Registry
 
 if TYPE_CHECKING:
     import httpx
+    import pluggy
 
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from toolhost._pipeline.policy import Policy
     from toolhost._ports.artifacts import ArtifactStore
     from toolhost._ports.invocations import InvocationStore
+    from toolhost._registration.validator_cache import ValidatorCache
 
 __all__ = ["Host", "load_host", "remove_tree"]
 
@@ -81,6 +84,10 @@ class Host:
         self._built: dict[tuple[str, str], ToolCallable] = {}
         self._services: dict[str, Services] = {}
         self._pipeline: Pipeline | None = None
+        # What is made on first use (the data directory, the pipeline and its stores, each
+        # tool's callable) is made once even when several threads, each with its own loop,
+        # make their first call at the same moment.
+        self._first_use = threading.RLock()
 
     @classmethod
     def from_sources(
@@ -93,16 +100,23 @@ class Host:
         policy: Policy | None = None,
         http_transport: httpx.BaseTransport | None = None,
         async_http_transport: httpx.AsyncBaseTransport | None = None,
+        plugin_manager: pluggy.PluginManager | None = None,
+        validator_cache: ValidatorCache | None = None,
     ) -> Host:
         """Register exactly these plugins. Raises PluginError or RegistrationRefused.
 
         Without ``data_dir`` the stores live in a fresh temporary directory that ``close``
         removes (tests, conformance); ``load_host`` passes the operator's TOOLHOST_DATA_DIR.
         The transports, when given, serve every client ``Services.http`` builds (tests).
+        ``plugin_manager``: ``make_plugin_manager(sources)`` already made (``toolhost check``
+        shares it with its readiness probes). ``validator_cache``: the validators' generated
+        code from earlier starts (``load_host`` reads it from the data directory); what is
+        generated now is added to it, and written only by its owner's ``save``.
         """
         settings = settings if settings is not None else Settings()
-        pm = make_plugin_manager(sources)
-        registered, messages = register(collect_contributions(pm, settings))
+        pm = plugin_manager if plugin_manager is not None else make_plugin_manager(sources)
+        registered, messages = register(collect_contributions(pm, settings),
+                                        cache=validator_cache)
         services = Services(clock=clock if clock is not None else SystemClock(), settings=settings)
         return cls(Registry(registered), messages, services, settings, data_dir=data_dir,
                    policy=policy, http_transport=http_transport,
@@ -135,16 +149,20 @@ class Host:
     @property
     def data_dir(self) -> Path:
         if self._data_dir is None:
-            import tempfile  # only a host without a data directory (tests) needs it
+            with self._first_use:
+                if self._data_dir is None:
+                    import tempfile  # only a host without a data directory (tests) needs it
 
-            self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
-            self._owns_data_dir = True
+                    self._owns_data_dir = True
+                    self._data_dir = Path(tempfile.mkdtemp(prefix="toolhost-"))
         return self._data_dir
 
     @property
     def pipeline(self) -> Pipeline:
         if self._pipeline is None:
-            self._pipeline = self._compose_pipeline()
+            with self._first_use:
+                if self._pipeline is None:
+                    self._pipeline = self._compose_pipeline()
         return self._pipeline
 
     def _compose_pipeline(self) -> Pipeline:
@@ -176,7 +194,7 @@ class Host:
             invocations=invocations,
             artifacts=artifacts,
             clock=self.clock,
-            new_id=new_id,
+            new_id=new_invocation_id,
             monotonic=monotonic,
             workspace_for=self.fresh_workspace,
         )
@@ -291,8 +309,11 @@ class Host:
         key = (registered.spec.name, registered.spec.version)
         tool = self._built.get(key)
         if tool is None:
-            services = self.services_for(registered.distribution)
-            tool = self._built[key] = registered.tool.callable_for(services)
+            with self._first_use:
+                tool = self._built.get(key)
+                if tool is None:
+                    services = self.services_for(registered.distribution)
+                    tool = self._built[key] = registered.tool.callable_for(services)
         return tool
 
     def close(self) -> None:
@@ -463,12 +484,18 @@ def load_host(
     *,
     clock: Clock | None = None,
     sources: Sequence[PluginSource] | None = None,
+    plugin_manager: pluggy.PluginManager | None = None,
+    keep_validators: bool = False,
 ) -> Host:
     """Discover installed plugins (honouring TOOLHOST_PLUGINS and TOOLHOST_PLUGINS_EXCLUDE),
     or take ``sources`` already discovered, register them, and read the log level and the
     policy configuration, so a bad plugin or a bad setting refuses the start. The data
     directory is opened when the pipeline is first used (``host.pipeline``), which raises
-    ``StoreUnavailable`` for one that cannot be used.
+    ``StoreUnavailable`` for one that cannot be used. The validators' code generated at an
+    earlier ``check`` is read from ``cache/validators.json`` there (keyed by content, as
+    D128's scan); with ``keep_validators`` (``toolhost check``) what is generated now is
+    written back, even when registration refuses. Other commands write nothing before their
+    stores open, so a start refused over its data directory leaves it as it was.
 
     :raises PluginError, RegistrationRefused, PolicyConfigError, SettingError:
     """
@@ -478,6 +505,14 @@ def load_host(
     settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
     settings.artifact_retention  # noqa: B018 - so does a bad TOOLHOST_ARTIFACT_RETENTION_DAYS
     policy = policy_from_settings(settings.env)
-    return Host.from_sources(discover(settings) if sources is None else sources,
-                             settings=settings, clock=clock, data_dir=settings.data_dir,
-                             policy=policy)
+    from toolhost._registration.validator_cache import ValidatorCache
+
+    cache = ValidatorCache(settings.data_dir / "cache" / "validators.json")
+    try:
+        return Host.from_sources(discover(settings) if sources is None else sources,
+                                 settings=settings, clock=clock, data_dir=settings.data_dir,
+                                 policy=policy, plugin_manager=plugin_manager,
+                                 validator_cache=cache)
+    finally:
+        if keep_validators:
+            cache.save()

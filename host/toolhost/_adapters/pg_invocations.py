@@ -394,11 +394,29 @@ class PostgresInvocationStore:
             configure=session_settings, check=ConnectionPool.check_connection,
             name="toolhost-invocations")
         self._pool.open()
+        # The connection of the ``transaction`` this thread has open, if any.
+        self._in_transaction = threading.local()
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        conn: psycopg.Connection[Any] | None = getattr(self._in_transaction, "conn", None)
+        if conn is not None:
+            yield conn
+            return
         with self._pool.connection() as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The port's group commit: this thread's writes inside it go to one pooled session,
+        between one BEGIN and one COMMIT (a ROLLBACK when anything raised). A write's error
+        aborts the transaction on the server, so it rolls back the whole, as the port says."""
+        with self._pool.connection() as conn, conn.transaction():
+            self._in_transaction.conn = conn
+            try:
+                yield
+            finally:
+                self._in_transaction.conn = None
 
     def insert(self, record: InvocationRecord) -> None:
         with self._connection() as conn:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
+    import pluggy
+
     from toolhost._composition import Host
     from toolhost._model.settings import Settings
     from toolhost._registration.discovery import PluginSource
@@ -29,6 +31,7 @@ class CommandError(Exception):
 def load(
     *, stores: bool = False, settings: Settings | None = None,
     sources: Sequence[PluginSource] | None = None,
+    plugin_manager: pluggy.PluginManager | None = None, keep_validators: bool = False,
 ) -> Host:
     """The host over the installed plugins, or a CommandError with the refusal's one line.
 
@@ -36,6 +39,9 @@ def load(
         data directory or database that cannot be used stops the command before it starts.
     :param settings: the settings to load with (default: the environment).
     :param sources: plugins already discovered (default: discover them).
+    :param plugin_manager: ``make_plugin_manager(sources)``, already made.
+    :param keep_validators: write the validators' generated code to the data directory
+        (``toolhost check``, which writes the scan's cache there too).
     """
     from toolhost._composition import load_host
     from toolhost._model.settings import SettingError, StoreUnavailable
@@ -44,7 +50,8 @@ def load(
     from toolhost._registration.refusals import RegistrationRefused
 
     try:
-        host = load_host(settings, sources=sources)
+        host = load_host(settings, sources=sources, plugin_manager=plugin_manager,
+                         keep_validators=keep_validators)
     except SettingError as exc:
         raise CommandError(str(exc), ExitCode.USAGE) from None
     except (PluginError, RegistrationRefused, PolicyConfigError) as exc:

@@ -12,16 +12,13 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from toolhost._cli import approvals, artifacts
+from toolhost._cli.check import cmd_check
 from toolhost._cli.common import CommandError, load, print_json
 from toolhost._cli.exit_codes import ExitCode
-
-if TYPE_CHECKING:
-    from toolhost._model.settings import Settings
-    from toolhost._registration.discovery import PluginSource
 
 
 class _Version(argparse.Action):
@@ -143,89 +140,6 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from toolhost._model.settings import Settings
-    from toolhost._registration.discovery import (
-        PluginError,
-        _call_each,
-        discover,
-        make_plugin_manager,
-    )
-
-    settings = Settings.from_environ()
-    try:
-        sources = discover(settings)
-    except PluginError as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
-    # Readiness probes may do I/O (the sandbox runs bwrap once): they run beside
-    # registration and the scan rather than after them.
-    readiness = _Background(lambda: _call_each(make_plugin_manager(sources),
-                                               "toolhost_readiness", {"settings": settings}))
-    try:
-        return _check_loaded(settings, sources, readiness)
-    finally:
-        readiness.join()
-
-
-class _Background(threading.Thread):
-    """One call on a thread of its own, started at once; ``result()`` waits for it and
-    returns its value or raises its exception. (``concurrent.futures`` would cost ``check``
-    the import of ``logging`` and more.)"""
-
-    def __init__(self, call: Callable[[], dict[str, Any]]) -> None:
-        super().__init__(name="toolhost-readiness", daemon=True)
-        self._call = call
-        self._value: dict[str, Any] = {}
-        self._error: BaseException | None = None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            self._value = self._call()
-        except BaseException as exc:  # handed to result(), on the caller's thread
-            self._error = exc
-
-    def result(self) -> dict[str, Any]:
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
-                  readiness: _Background) -> int:
-    from toolhost._registration.ambient import find_ambient_reads
-    from toolhost._registration.discovery import PluginError, distribution_of, source_files
-    from toolhost._registration.scan_cache import ScanCache
-
-    host = load(settings=settings, sources=sources)
-    # The static determinism scan over each plugin's own files (what the conformance suite
-    # runs): a tool reads time only from the injected clock.
-    cache = ScanCache(settings.data_dir / "cache" / "determinism-scan.json")
-    scanned = {dist: find_ambient_reads(files, cache=cache)
-               for dist, files in source_files(sources).items()}
-    cache.save()
-    for dist, found in scanned.items():
-        if found:
-            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-            raise CommandError(
-                f"plugin {dist} fails the determinism scan: {found[0]}{more}: a tool reads the "
-                f"time from services.clock, never the system's (leave the plugin out with "
-                f"TOOLHOST_PLUGINS_EXCLUDE={dist}, or fix and reinstall it)", ExitCode.FAILED)
-    dists = sorted({r.distribution for r in host.registry})
-    print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
-    # Registered tools that fail closed on this machine (the optional toolhost_readiness
-    # hook): one line each. Not a refusal, so the exit stays 0.
-    try:
-        ready = readiness.result()
-    except PluginError as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
-    for plugin_name, lines in ready.items():
-        for line in lines or ():
-            print(f"not ready: {distribution_of(plugin_name)}: {line}")
-    return ExitCode.OK
-
-
 def cmd_call(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.args)
@@ -324,6 +238,13 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    code = _run(args)
+    if argv is None and args.command == "check":
+        _exit_now(code)  # the process is the command: nothing runs after it
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[args.command](args)
     except CommandError as exc:
@@ -340,6 +261,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"toolhost: {exc}", file=sys.stderr)
             return ExitCode.FAILED if isinstance(exc, StoreUnavailable) else ExitCode.USAGE
         raise
+
+
+def _exit_now(code: int) -> None:
+    """End ``toolhost check`` without the interpreter's teardown: freeing every module and
+    object it loaded took 10-20 ms after the command was done (the plugins, attrs' classes).
+    What an exit must still do is done first: the atexit handlers run (a plugin may have
+    registered one) and the output is flushed. Only with no other thread alive (the readiness
+    probes are joined), else the interpreter's own exit waits for it as usual."""
+    import atexit
+
+    if threading.active_count() > 1:
+        return
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe: the interpreter's own exit reports it
+        return
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
 
 __all__ = [
+    "GroupCommitStore",
     "InvocationStore",
     "PendingCall",
 ]
@@ -123,3 +125,20 @@ class InvocationStore(Protocol):
         """Whether the process ``owner`` names is alive. A live process is never reported
         GONE (a reused pid included); one that cannot be checked is UNKNOWN; None (a row from
         before owners were recorded) is GONE."""
+
+
+class GroupCommitStore(InvocationStore, Protocol):
+    """A store that can commit several calls' writes together (the pipeline's group commit).
+
+    Optional: the pipeline groups writes only when its store has ``transaction``, and a store
+    without it commits each write alone, as before (``getattr``, so a backend written against
+    the port before this existed keeps working unchanged).
+    """
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One transaction for the writes (``insert``, ``transition``, ``settle``) this thread
+        makes on the store inside the ``with``: each runs as it would alone and returns its
+        own result, seeing the ones before it, and all are committed together when the block
+        ends. An exception inside (a write's included) rolls every one of them back, and
+        propagates; so does a COMMIT that fails. Not nested; other threads' calls wait or use
+        other connections, never join it."""

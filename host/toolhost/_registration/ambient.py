@@ -17,7 +17,8 @@ The host-wide static test and the conformance suite both call it::
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -185,11 +186,34 @@ def scan_source(source: str, filename: str = "<source>") -> list[str]:
     return [f"{filename}:{line}: {text}" for line, _, text in _Scan(tree).run()]
 
 
-def _python_files(path: Path) -> Iterator[Path]:
-    if path.is_dir():
-        yield from sorted(p for p in path.rglob("*.py") if p.is_file())
-    elif path.suffix == ".py":
-        yield path
+def _python_files(path: Path) -> list[tuple[Path, Path]]:
+    """Each ``.py`` file under ``path``, as ``rglob("*.py")`` finds them (a symlinked directory
+    is not entered, a symlinked file is kept), sorted, with its resolved path. Each directory
+    is resolved once, not each file: resolving every file was most of a cached scan's time."""
+    if not path.is_dir():
+        return [(path, path.resolve())] if path.suffix == ".py" else []
+    found: list[tuple[Path, Path]] = []
+    pending = [(path, path.resolve())]
+    while pending:
+        directory, real = pending.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = list(scan)
+        except OSError:  # as rglob: a directory it cannot list holds nothing
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((directory / entry.name, real / entry.name))
+                elif entry.name.endswith(".py") and entry.is_file():
+                    file = directory / entry.name
+                    # Only a symlink's own target differs from its directory's real path.
+                    found.append((file, file.resolve() if entry.is_symlink()
+                                  else real / entry.name))
+            except OSError:
+                continue
+    found.sort()
+    return found
 
 
 def find_ambient_reads(
@@ -213,8 +237,7 @@ def find_ambient_reads(
     seen: set[Path] = set()
     findings: list[str] = []
     for root in paths:
-        for file in _python_files(Path(root)):
-            resolved = file.resolve()
+        for file, resolved in _python_files(Path(root)):
             if resolved in seen or any(
                 resolved == e or resolved.is_relative_to(e) for e in exempt
             ):

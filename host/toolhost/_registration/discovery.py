@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
 from importlib.machinery import PathFinder
 from pathlib import Path
@@ -254,10 +254,41 @@ def _select(eps: list[_EntryPoint], settings: Settings) -> list[_EntryPoint]:
             if (allow is None or ep.distribution in allow) and ep.distribution not in exclude]
 
 
-def discover(settings: Settings) -> list[PluginSource]:
+def discover(
+    settings: Settings, *, on_load: Callable[[PluginSource], object] | None = None,
+    first: Collection[str] = (),
+) -> list[PluginSource]:
     """Load every installed plugin, or only those TOOLHOST_PLUGINS names, less those
-    TOOLHOST_PLUGINS_EXCLUDE names."""
-    return [_load(ep) for ep in _select(_entry_points(), settings)]
+    TOOLHOST_PLUGINS_EXCLUDE names.
+
+    :param on_load: called with each plugin as soon as it is loaded, before the next one is
+        (``toolhost check`` starts its readiness probes there).
+    :param first: distributions to import before the others. Only the order of the imports
+        changes: the plugins are returned, and a failure to load is raised, in entry-point
+        order as without it.
+    """
+    selected = _select(_entry_points(), settings)
+    early: dict[int, PluginSource | PluginError] = {}
+    for index, ep in enumerate(selected):
+        if ep.distribution in first:
+            try:
+                early[index] = _loaded(ep, on_load)
+            except PluginError as exc:  # raised at its own place, after the ones before it
+                early[index] = exc
+    sources = []
+    for index, ep in enumerate(selected):
+        source = early[index] if index in early else _loaded(ep, on_load)
+        if isinstance(source, PluginError):
+            raise source
+        sources.append(source)
+    return sources
+
+
+def _loaded(ep: _EntryPoint, on_load: Callable[[PluginSource], object] | None) -> PluginSource:
+    source = _load(ep)
+    if on_load is not None:
+        on_load(source)
+    return source
 
 
 def source_files(sources: Iterable[PluginSource]) -> dict[str, list[Path]]:
@@ -321,16 +352,19 @@ def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager
 
 def _call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Call one hook's implementations one plugin at a time, attributing any failure."""
-    results: dict[str, Any] = {}
-    for impl in getattr(pm.hook, hook).get_hookimpls():
-        args = {name: kwargs[name] for name in impl.argnames}
-        try:
-            results[impl.plugin_name] = impl.function(**args)
-        except Exception as exc:
-            raise PluginError(
-                distribution_of(impl.plugin_name), f"hook {hook} raised {type(exc).__name__}: {exc}"
-            ) from None
-    return results
+    return {impl.plugin_name: _call_one(impl, hook, kwargs)
+            for impl in getattr(pm.hook, hook).get_hookimpls()}
+
+
+def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: Mapping[str, Any]) -> Any:
+    """Call one plugin's implementation of a hook; a failure is that distribution's."""
+    args = {name: kwargs[name] for name in impl.argnames}
+    try:
+        return impl.function(**args)
+    except Exception as exc:
+        raise PluginError(
+            distribution_of(impl.plugin_name), f"hook {hook} raised {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _as_tuple(dist: str, hook: str, value: Any, item_type: type) -> tuple[Any, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -41,6 +41,9 @@ from toolhost._registration.schema import (
     schema_problems,
     subschema_at,
 )
+
+if TYPE_CHECKING:
+    from toolhost._registration.validator_cache import ValidatorCache
 
 __all__ = [
     "FORCED_TRUST_SOURCES",
@@ -279,17 +282,17 @@ def _schema_problems(e: _Entry, which: str, schema: Any) -> list[RegistrationPro
     return [problem(str(p)) for p in schema_problems(schema)]
 
 
-def _compile(e: _Entry, which: str, schema: Mapping[str, Any], *, apply_defaults: bool) -> (
-    Validator | RegistrationProblem
-):
+def _compile(e: _Entry, which: str, schema: Mapping[str, Any], *, apply_defaults: bool,
+             cache: ValidatorCache | None) -> Validator | RegistrationProblem:
     try:
-        return compile_schema(schema, apply_defaults=apply_defaults)
+        return compile_schema(schema, apply_defaults=apply_defaults, cache=cache)
     except SchemaProblem as exc:
         return e.problem(Step.SCHEMA_VALIDITY, f"{which}: {exc}", _SCHEMA_REMEDY)
 
 
 def _step_schema_validity(
-    entries: Sequence[_Entry], validators: dict[int, tuple[Validator, Validator]]
+    entries: Sequence[_Entry], validators: dict[int, tuple[Validator, Validator]],
+    cache: ValidatorCache | None = None,
 ) -> Problems:
     """Check and compile both schemas; the compiled validators are the ones the host keeps."""
     for index, e in enumerate(entries):
@@ -302,7 +305,7 @@ def _step_schema_validity(
             if found:
                 yield from found
                 continue
-            result = _compile(e, which, schema, apply_defaults=apply_defaults)
+            result = _compile(e, which, schema, apply_defaults=apply_defaults, cache=cache)
             if isinstance(result, RegistrationProblem):
                 yield result
             else:
@@ -501,7 +504,7 @@ _LATER_STEPS = (_step_field_completeness, _step_forced_trust, _step_reasons)
 
 
 def _check(
-    contributions: Sequence[Contribution],
+    contributions: Sequence[Contribution], cache: ValidatorCache | None = None,
 ) -> tuple[list[RegistrationProblem], list[_Entry], dict[int, tuple[Validator, Validator]]]:
     entries = _entries(contributions)
     problems: list[RegistrationProblem] = []
@@ -515,7 +518,7 @@ def _check(
     for step in _STEPS:
         problems += step(entries, contributions)
     validators: dict[int, tuple[Validator, Validator]] = {}
-    problems += _step_schema_validity(entries, validators)
+    problems += _step_schema_validity(entries, validators, cache)
     for later in _LATER_STEPS:
         problems += later(entries, contributions)
     problems.sort(key=lambda p: p.step)  # stable: within a step, registry order
@@ -528,14 +531,17 @@ def registration_problems(contributions: Sequence[Contribution]) -> list[Registr
     return _check(contributions)[0]
 
 
-def register(contributions: Sequence[Contribution]) -> tuple[list[Registered], dict[str, str]]:
-    """Run the seven steps in order, then the reasons check.
+def register(
+    contributions: Sequence[Contribution], *, cache: ValidatorCache | None = None,
+) -> tuple[list[Registered], dict[str, str]]:
+    """Run the seven steps in order, then the reasons check. ``cache`` keeps the validators'
+    generated code between starts (the host's data directory).
 
     :return: every registration with its validators (compiled once, in step 5), and the
         message table (the host's messages and every tool's reasons).
     :raises RegistrationRefused: naming the first problem, in step order.
     """
-    problems, entries, validators = _check(contributions)
+    problems, entries, validators = _check(contributions, cache)
     if problems:
         raise RegistrationRefused(problems)
     table = dict(HOST_MESSAGES)

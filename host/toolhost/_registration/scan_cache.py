@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
@@ -67,6 +66,8 @@ class ScanCache(MutableMapping[str, list[str]]):
         added; the oldest are dropped past ``MAX_ENTRIES``. Failing to write is not an error."""
         if not self._dirty:
             return
+        import tempfile  # only a check that scanned something writes
+
         entries = dict(list(self._entries.items())[-MAX_ENTRIES:])
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import fastjsonschema
+if TYPE_CHECKING:
+    from toolhost._registration.validator_cache import ValidatorCache
 
 __all__ = [
     "SUPPORTED_DIALECTS",
@@ -168,20 +169,30 @@ def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] |
     return node if isinstance(node, Mapping) else None
 
 
-def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True) -> Validator:
+def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,
+                   cache: ValidatorCache | None = None) -> Validator:
     """Compile a checked schema. Raises SchemaProblem if fastjsonschema refuses it.
 
     With ``apply_defaults`` the validator fills ``default`` values into the data it is given
     (pipeline step 4, input schemas); without it the data is never modified (output schemas,
-    which the pipeline can then validate without a defensive copy).
+    which the pipeline can then validate without a defensive copy). With ``cache`` the code
+    generated for the same schema by the same generator at an earlier start is reused.
     """
-    try:
-        # Generating the code is where fastjsonschema finds a bad definition, so it happens
-        # here, at registration; turning the code into a function waits for the first
-        # validation (``toolhost check`` validates nothing, and saves that cost).
-        code = fastjsonschema.compile_to_code(dict(schema), use_default=apply_defaults)
-    except fastjsonschema.JsonSchemaDefinitionException as exc:
-        raise SchemaProblem("", f"does not compile: {exc}") from None
+    key = cache.key(schema, apply_defaults=apply_defaults) if cache is not None else None
+    code = cache.get(key) if cache is not None and key is not None else None
+    if code is None:
+        # Imported here: a start whose every schema is cached does not load fastjsonschema.
+        import fastjsonschema
+
+        try:
+            # Generating the code is where fastjsonschema finds a bad definition, so it
+            # happens here, at registration; turning the code into a function waits for the
+            # first validation (``toolhost check`` validates nothing, and saves that cost).
+            code = fastjsonschema.compile_to_code(dict(schema), use_default=apply_defaults)
+        except fastjsonschema.JsonSchemaDefinitionException as exc:
+            raise SchemaProblem("", f"does not compile: {exc}") from None
+        if cache is not None and key is not None:
+            cache.put(key, code)
     return _CompiledOnFirstUse(code)
 
 

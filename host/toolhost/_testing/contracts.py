@@ -5,6 +5,8 @@ against your backend. The ArtifactStore's is ``artifact_store_contract``."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +184,74 @@ class InvocationStoreContract:
         assert one.policy_json == '{"action":"approval","rule":"EXTERNAL_WRITE/HIGH"}'
         assert (two.id, two.run_id, two.tool_version, two.argument_digest, two.policy_json) == (
             "two", "run-2", "1.0.0", "sha256:00", None)
+
+    # ------------------------------------------------------------------ group commit
+
+    @staticmethod
+    def transaction_of(store: InvocationStore) -> Callable[[], AbstractContextManager[None]]:
+        """The store's ``transaction`` (``GroupCommitStore``): optional, so a backend without
+        one skips these tests, and the pipeline commits each of its writes alone."""
+        transaction: Callable[[], AbstractContextManager[None]] | None = getattr(
+            store, "transaction", None)
+        if transaction is None:
+            pytest.skip("no transaction(): optional (GroupCommitStore); without it the "
+                        "pipeline commits each write alone")
+        return transaction
+
+    def test_a_transaction_commits_its_writes_in_order_each_with_its_own_answer(
+        self, tmp_path: Path,
+    ) -> None:
+        store = self.make_store(tmp_path)
+        transaction = self.transaction_of(store)
+        store.insert(self.record(id="before"))
+        mine = store.owner()
+        running, awaiting = InvocationState.RUNNING, {InvocationState.AWAITING_APPROVAL}
+        with transaction():
+            store.insert(self.record(id="inv-1", state=running, owner=mine))
+            # Each write sees the ones before it: the compare-and-sets answer as they would
+            # one after the other, outside a transaction.
+            assert store.settle("inv-1", from_owner=mine, to=InvocationState.SUCCEEDED,
+                                result_content="ok")
+            assert not store.settle("inv-1", from_owner=mine, to=InvocationState.FAILED)
+            assert store.transition("before", expected=awaiting, to=InvocationState.APPROVED,
+                                    approver="ops")
+            assert not store.transition("before", expected=awaiting,
+                                        to=InvocationState.DENIED)
+            store.insert(self.record(id="inv-2", state=InvocationState.SUCCEEDED))
+        assert [(r.id, r.state) for r in store.list()] == [
+            ("before", InvocationState.APPROVED), ("inv-1", InvocationState.SUCCEEDED),
+            ("inv-2", InvocationState.SUCCEEDED)]
+        assert store.get("inv-1").result_content == "ok"
+        assert store.get("before").approver == "ops"
+
+    def test_a_transaction_that_raises_leaves_none_of_its_writes(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        transaction = self.transaction_of(store)
+        store.insert(self.record(id="before"))
+        with pytest.raises(RuntimeError, match="the caller's"), transaction():
+            store.insert(self.record(id="inv-1"))
+            assert store.transition("before", expected={InvocationState.AWAITING_APPROVAL},
+                                    to=InvocationState.APPROVED)
+            raise RuntimeError("the caller's own failure")
+        assert [(r.id, r.state) for r in store.list()] == [
+            ("before", InvocationState.AWAITING_APPROVAL)]
+        # The store goes on: a write alone, and another transaction.
+        store.insert(self.record(id="inv-2"))
+        with transaction():
+            store.insert(self.record(id="inv-3"))
+        assert [r.id for r in store.list()] == ["before", "inv-2", "inv-3"]
+
+    def test_a_refused_write_in_a_transaction_raises_and_rolls_back_the_rest(
+        self, tmp_path: Path,
+    ) -> None:
+        store = self.make_store(tmp_path)
+        transaction = self.transaction_of(store)
+        store.insert(self.record(id="inv-1"))
+        with pytest.raises(ValueError), transaction():
+            store.insert(self.record(id="inv-2"))
+            store.insert(self.record(id="inv-1"))  # already recorded
+        assert [r.id for r in store.list()] == ["inv-1"]
+        assert store.count() == 1
 
     # ------------------------------------------------------------------ owners
 

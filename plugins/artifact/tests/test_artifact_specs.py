@@ -156,6 +156,15 @@ def test_both_versions_register_and_the_latest_is_2_0_0(host: Harness) -> None:
     assert host.host.registry.resolve(TOOL, "1.0.0").spec is export_v1.SPEC
 
 
+def test_each_version_runs_its_module_body_built_on_first_use(host: Harness) -> None:
+    # build=, not call=: a version's module is imported when the host first builds it, so
+    # registration (and toolhost check) imports only the specs.
+    assert [(t.call, t.build) for t in tools().values()] == [
+        (None, plugin.build_export_v1), (None, plugin.build_export_v2)]
+    assert host.tool(TOOL, "1.0.0") is export_v1.export
+    assert host.tool(TOOL, "2.0.0") is export_v2.export
+
+
 def test_a_run_pinned_to_1_0_0_keeps_its_contract(host: Harness, root: Path) -> None:
     (root / "a.txt").write_bytes(b"abc")
     pinned = host.start_run(workspace=root, pins={TOOL: "1.0.0"})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -61,12 +63,23 @@ def test_tools() -> None:
     (registered,) = plugin.toolhost_tools(Settings())
     assert isinstance(registered, Tool)
     assert registered.spec is tool.SPEC
-    # The body is passed as call= (it needs no host service): no build, no factory.
-    assert registered.call is tool.calculate_tool
-    assert registered.build is None
+    # The body is built at the first call (loading the plugin imports only the spec).
+    assert registered.call is None
+    assert registered.build is plugin.build_calculate
     assert registered.reasons == REASONS
     assert registered.reason_codes == tuple(SPEC_MESSAGES)
     assert registered.default_enabled is True
+
+
+def test_loading_the_plugin_imports_the_spec_not_the_evaluator() -> None:
+    """What ``toolhost check`` pays per plugin: the spec and the reasons, never the body."""
+    code = ("import sys, toolhost_math.plugin as p; p.toolhost_tools(None); "
+            "print(sorted(m for m in sys.modules if m.startswith('toolhost_math') "
+            "or m == 'decimal'))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == repr(["toolhost_math", "toolhost_math.errors", "toolhost_math.messages",
+                           "toolhost_math.plugin", "toolhost_math.specs"])
 
 
 def test_each_reason_is_declared_once_with_its_spec_message() -> None:
@@ -109,7 +122,8 @@ def test_the_two_hooks_are_hookimpls_and_there_is_no_messages_hook() -> None:
     hooks = sorted(name for name, value in vars(plugin).items()
                    if hasattr(value, "toolhost_impl"))
     assert hooks == ["toolhost_domains", "toolhost_tools"]
-    assert sorted(plugin.__all__) == ["DOMAIN", "toolhost_domains", "toolhost_tools"]
+    assert sorted(plugin.__all__) == ["DOMAIN", "build_calculate", "toolhost_domains",
+                                      "toolhost_tools"]
 
 
 def test_entry_point_and_package() -> None:

@@ -83,6 +83,30 @@ def test_toolhost_check_prints_the_line(tmp_path: Path) -> None:
     ]
 
 
+def test_check_reports_a_bwrap_that_cannot_build_when_the_sandbox_loads_first(
+        tmp_path: Path) -> None:
+    # The probe runs on its own thread from the moment the plugin loads, and the second check
+    # loads this plugin before the others (its hint from the first): a bwrap that fails is
+    # still reported by both, after the ok line, and the exit stays 0.
+    assert TOOLHOST is not None, "the toolhost console script is not installed"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
+    env.update(TOOLHOST_DATA_DIR=str(tmp_path / "data"),
+               TOOLHOST_PLUGINS="toolhost-math,toolhost-sandbox,toolhost-system")
+    env[BWRAP_SETTING] = BROKEN["cannot build"]
+    for _ in range(2):
+        done = subprocess.run([TOOLHOST, "check"], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout.splitlines() == [
+            "ok: 3 tools registered from toolhost-math, toolhost-sandbox, toolhost-system",
+            "not ready: toolhost-sandbox: sandbox.run_command@1.0.0 has no working isolation "
+            "(bwrap ended with status 1 (the sandbox never started)): every call fails with "
+            f"{CODE}",
+        ]
+    hints = (tmp_path / "data" / "cache" / "readiness.json").read_text()
+    assert hints == '["toolhost-sandbox"]'
+
+
 def test_a_workspace_without_sandbox_root_fails_closed(toolhost_host: Harness) -> None:
     # A Workspace that is not the host's (a plugin's own fake): nothing can be bound.
     context = attrs.evolve(toolhost_host.context(), workspace=cast(Workspace, object()))

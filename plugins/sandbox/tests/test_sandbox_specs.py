@@ -46,7 +46,8 @@ def test_the_hooks() -> None:
     assert plugin.toolhost_domains() == [plugin.DOMAIN] and plugin.DOMAIN.name == "sandbox"
     # Registered unconditionally: where isolation is missing it fails closed, it is not absent.
     (tool,) = plugin.toolhost_tools(Settings())
-    assert tool.spec is SPEC and tool.build is run_command.build and tool.call is None
+    # build=: the body's module (the runner, subprocess) is imported when the host builds it.
+    assert tool.spec is SPEC and tool.build is plugin.build_run_command and tool.call is None
 
 
 def test_the_reason_and_its_message() -> None:

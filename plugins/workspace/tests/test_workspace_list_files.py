@@ -307,7 +307,7 @@ def test_a_killed_writes_temp_file_is_not_listed(
     context = toolhost_host.context(run=run)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child, killed just before its rename
-        os.rename = lambda *a, **k: os._exit(0)  # type: ignore[assignment]
+        os.rename = lambda *a, **k: os._exit(0)
         try:
             body({"path": "d/notes.md", "content": "half"}, context)
         finally:

@@ -166,13 +166,14 @@ def test_the_plugin_registers_its_domain_and_three_tools(toolhost_host: Harness)
     assert sorted(tools()) == sorted(TABLE)
     # The host registered all three (the kit's run enables every registered tool)...
     assert toolhost_host.start_run().enabled_tools == frozenset(TABLE)
-    # ...each running the body its module defines, called directly, not built.
-    for name, module in (("workspace.read_text", read_text),
-                         ("workspace.write_text", write_text),
-                         ("workspace.list_files", list_files)):
+    # ...each running the body its module defines, built by the plugin's factory, which is
+    # where that module is first imported (registration needs only the specs).
+    for name, module, build in (("workspace.read_text", read_text, plugin.build_read_text),
+                                ("workspace.write_text", write_text, plugin.build_write_text),
+                                ("workspace.list_files", list_files, plugin.build_list_files)):
         tool = tools()[name]
-        assert (tool.call, tool.build) == (getattr(module, name.split(".")[1]), None)
-        assert toolhost_host.tool(name) is tool.call
+        assert (tool.call, tool.build) == (None, build)
+        assert toolhost_host.tool(name) is getattr(module, name.split(".")[1])
 
 
 def test_the_entry_point_is_installed() -> None:

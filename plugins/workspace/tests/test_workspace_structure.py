@@ -327,7 +327,8 @@ def test_the_host_names_allowed_are_public_and_all_used() -> None:
     # The allow-list is the public API and no wider than what the modules take from it.
     assert set(toolhost.__all__) >= ALLOWED_HOST_NAMES
     used: set[str] = set()
-    modules = [*TOOL_MODULES.values(), importlib.import_module(f"{FIRST_PARTY}.messages")]
+    modules = [*TOOL_MODULES.values(), *(importlib.import_module(f"{FIRST_PARTY}.{m}")
+                                         for m in ("messages", "specs"))]
     for module in modules:
         tree = ast.parse(Path(inspect.getsourcefile(module) or "").read_text())
         used |= {a.name for n in ast.walk(tree)
@@ -336,11 +337,11 @@ def test_the_host_names_allowed_are_public_and_all_used() -> None:
 
 
 def test_the_walk_follows_first_party_imports() -> None:
-    # messages is reached through the import graph and held to the same rules.
+    # messages and specs are reached through the import graph and held to the same rules.
     module = _Module("m", ast.parse(sources()[f"{FIRST_PARTY}.read_text"]))
     imported: set[str] = set()
     assert list(_import_problems(module, imported)) == []
-    assert imported == {f"{FIRST_PARTY}.messages"}
+    assert imported == {f"{FIRST_PARTY}.messages", f"{FIRST_PARTY}.specs"}
 
 
 def test_each_tool_touches_its_handle_through_the_context() -> None:

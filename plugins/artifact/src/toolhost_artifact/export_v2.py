@@ -25,16 +25,9 @@ from typing import Any
 
 from toolhost import (
     ArtifactOrigin,
-    Idempotency,
-    Kind,
-    Risk,
-    SideEffect,
-    Source,
-    TargetKind,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
-    ToolSpec,
     Trust,
     media_type_for,
 )
@@ -48,77 +41,16 @@ from toolhost_artifact.messages import (
     NAME_WITH_PATH,
     NO_PATH_OR_CONTENT,
 )
-from toolhost_artifact.result import OUTPUT_SCHEMA, attached_line, structured
+from toolhost_artifact.result import attached_line, structured
+from toolhost_artifact.specs import CONTENT_LIMIT
+from toolhost_artifact.specs import V2_DESCRIPTION as DESCRIPTION
+from toolhost_artifact.specs import V2_INPUT_SCHEMA as INPUT_SCHEMA
+from toolhost_artifact.specs import V2_SPEC as SPEC
 
 __all__ = ["CONTENT_LIMIT", "DEFAULT_NAME", "DESCRIPTION", "INPUT_SCHEMA", "SPEC", "export"]
 
-#: 1 MiB: the most UTF-8 bytes ``content`` may encode to (and the schema's maxLength, in
-#: characters, which is never fewer than the bytes).
-CONTENT_LIMIT = 1048576
-
 #: The name content is saved under when the call gives none.
 DEFAULT_NAME = "export.txt"
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string", "maxLength": 4096, "default": "",
-            "description": "A file in the workspace to export. Leave it empty when giving "
-            "content.",
-        },
-        "content": {
-            "type": "string", "maxLength": CONTENT_LIMIT,
-            "description": "Text to save as a UTF-8 file instead of exporting a workspace "
-            "file: at most 1 MiB (1048576 bytes of UTF-8).",
-        },
-        "name": {
-            "type": "string", "minLength": 1, "maxLength": names.MAX_NAME_BYTES,
-            "pattern": names.PATTERN,
-            "description": "The file name content is saved under (default export.txt): a bare "
-            "file name with a text extension. Only with content.",
-        },
-    },
-    "required": [],
-    "additionalProperties": False,
-}
-
-DESCRIPTION = (
-    "Export a file to the owner: it is attached to your reply. Give exactly one of path and "
-    "content. path is a file in this run's workspace, relative to its root (no leading /, no . "
-    "or .. components, no symlinks): any file, binary included, at most 64 MiB, saved under "
-    "its own name. content is text you wrote, at most 1 MiB of UTF-8, saved as a UTF-8 text "
-    "file under name (default export.txt): a bare file name, no / or \\, not starting with a "
-    "dot, with a text extension such as .txt, .md, .csv, .json or .html; name is not allowed "
-    "with path. The media type comes from the name's extension. Returns the artifact "
-    "reference: id, name, media_type, byte_count and checksum (sha256: followed by the "
-    "lowercase hex SHA-256 of the bytes). Exporting the same file or text again returns the "
-    "same reference. The workspace is a cache, discarded when the run finishes or pauses (for "
-    "example to wait for an approval), and this tool is the only way a file reaches the "
-    "owner: export it before then."
-)
-
-SPEC = ToolSpec(
-    name="artifact.export",
-    version="2.0.0",
-    description=DESCRIPTION,
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.WORKSPACE_READ,
-    risk=Risk.LOW,
-    idempotency=Idempotency.IDEMPOTENT,
-    # Lowered per call for a path export of a file this run's tools did not write.
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=("artifact.write",),
-    timeout_s=30,
-    maximum_output_bytes=4096,
-    allow_parallel=False,
-    deprecated=False,
-)
 
 
 def export(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:

@@ -11,11 +11,9 @@ import json
 from typing import Any
 
 from toolhost import ArtifactRef
+from toolhost_artifact.specs import OUTPUT_SCHEMA
 
 __all__ = ["OUTPUT_SCHEMA", "attached_line", "exported_line", "structured"]
-
-#: The ref, as every tool that returns one states it.
-OUTPUT_SCHEMA: dict[str, Any] = ArtifactRef.json_schema()
 
 
 def structured(ref: ArtifactRef) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from toolhost_math.functions import CONSTANTS, FUNCTIONS, OutsideDomain
 from toolhost_math.parser import Binary, Call, Constant, Node, Number, Unary
 from toolhost_math.tokenizer import POWER
 
-__all__ = ["CONTEXT", "PRECISION", "Evaluation", "evaluate"]
+__all__ = ["CONTEXT", "PRECISION", "Evaluation", "binary", "evaluate"]
 
 PRECISION = 50
 _TRAPS = [InvalidOperation, DivisionByZero, Overflow, Underflow]
@@ -100,7 +100,7 @@ def _run(nodes: list[Node], context: Context) -> Decimal:
                 elif op == "-":
                     values[-1] -= right
                 else:
-                    values[-1] = _binary(node, values[-1], right)
+                    values[-1] = binary(op, node.offset, values[-1], right)
             elif type(node) is Constant:
                 push(+CONSTANTS[node.name])  # unary plus rounds it to the context
             elif type(node) is Unary:
@@ -142,13 +142,13 @@ def _label(node: Node) -> str:
     return "number" if type(node) is Number else "constant"
 
 
-def _binary(node: Binary, a: Decimal, b: Decimal) -> Decimal:
-    """The operators other than + - * (which the walk applies inline)."""
-    op = node.op
+def binary(op: str, offset: int, a: Decimal, b: Decimal) -> Decimal:
+    """``a op b`` for the operators other than + - * (which the walk applies inline), in the
+    current context; ``offset`` is the operator's, for a refusal's detail."""
     if op == POWER:
-        return _power(node, a, b)
+        return _power(offset, a, b)
     if b.is_zero():
-        raise CalculationError(Reason.DIVISION_BY_ZERO, offset=node.offset, operation=op)
+        raise CalculationError(Reason.DIVISION_BY_ZERO, offset=offset, operation=op)
     if op == "/":
         return a / b
     quotient, remainder = floor_divmod(a, b)
@@ -188,15 +188,13 @@ def floor_divmod(a: Decimal, b: Decimal) -> tuple[Decimal, Decimal]:
     return quotient, remainder
 
 
-def _power(node: Binary, base: Decimal, exponent: Decimal) -> Decimal:
+def _power(offset: int, base: Decimal, exponent: Decimal) -> Decimal:
     if base.is_zero():
         if exponent < 0:
-            raise CalculationError(Reason.DIVISION_BY_ZERO, offset=node.offset, operation=POWER)
+            raise CalculationError(Reason.DIVISION_BY_ZERO, offset=offset, operation=POWER)
         # 0^0 is 1, as Python's int and float have it; Decimal would signal InvalidOperation.
         return _ONE if exponent.is_zero() else _ZERO
     if base < 0 and exponent != exponent.to_integral_value():
         # A negative base to a non-integral power is not a real number.
-        raise CalculationError(
-            Reason.DOMAIN, offset=node.offset, operation=POWER, argument=1
-        )
+        raise CalculationError(Reason.DOMAIN, offset=offset, operation=POWER, argument=1)
     return base**exponent

@@ -18,6 +18,8 @@ __all__ = ["CONSTANTS", "FUNCTIONS", "Function", "OutsideDomain"]
 
 #: Bound on round(x, n)'s n, inclusive at both ends.
 ROUND_PLACES = 50
+#: Compared against instead of the int 0, which Decimal converts on every comparison.
+_ZERO = Decimal(0)
 
 
 class OutsideDomain(Exception):
@@ -75,7 +77,7 @@ def _round(args: Sequence[Decimal]) -> Decimal:
 
 def _positive(method: Callable[[Decimal], Decimal]) -> Callable[[Sequence[Decimal]], Decimal]:
     def apply(args: Sequence[Decimal]) -> Decimal:
-        if args[0] <= 0:
+        if args[0] <= _ZERO:
             raise OutsideDomain(1)
         return method(args[0])
 
@@ -83,7 +85,7 @@ def _positive(method: Callable[[Decimal], Decimal]) -> Callable[[Sequence[Decima
 
 
 def _sqrt(args: Sequence[Decimal]) -> Decimal:
-    if args[0] < 0:
+    if args[0] < _ZERO:
         raise OutsideDomain(1)
     return args[0].sqrt()
 

@@ -22,7 +22,7 @@ from typing import NamedTuple, NoReturn
 from toolhost_math.bounds import MAX_LENGTH, MAX_TOKENS
 from toolhost_math.errors import CalculationError, Reason
 
-__all__ = ["END", "NAME", "NUMBER", "POWER", "Token", "tokenize"]
+__all__ = ["END", "HOT_TEXT_PATTERN", "NAME", "NUMBER", "POWER", "Token", "tokenize"]
 
 NUMBER = "number"
 NAME = "name"
@@ -34,10 +34,15 @@ POWER = "^"
 # by whatever comes next (the name e), which the parser then refuses as a trailing token.
 _NUMBER_RE = r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _NAME_RE = r"[a-z][a-z0-9_]*"
+_OPERATOR_RE = r"\*\*?|//?|[-+%^(),]"
 #: A run of whitespace and the token after it, operators first (``**`` before ``*``, ``//``
 #: before ``/``). ``findall`` applies it across the input in C; it skips what starts no token,
 #: which the running offset then shows.
-_TOKEN = re.compile(rf"([ \t\n\r\f\v]*)(\*\*?|//?|[-+%^(),]|{_NUMBER_RE}|{_NAME_RE})")
+_TOKEN = re.compile(rf"([ \t\n\r\f\v]*)({_OPERATOR_RE}|{_NUMBER_RE}|{_NAME_RE})")
+#: For ``toolhost_math.hotpath``: each token's text alone in the one group (so ``findall``
+#: returns plain strings), except that a name directly followed by ``(`` is read with it as
+#: one text, a call.
+HOT_TEXT_PATTERN = rf"[ \t\n\r\f\v]*({_OPERATOR_RE}|{_NUMBER_RE}|{_NAME_RE}\(|{_NAME_RE})"
 _WHITESPACE = " \t\n\r\f\v"
 _SPACE = re.compile(rf"[{_WHITESPACE}]*")
 _OPERATORS = {"**": POWER, "^": POWER, "//": "//"} | {c: c for c in "+-*/%(),"}

@@ -1,5 +1,5 @@
-"""The limits a command runs under, besides wall time and output (``runner``): CPU, memory,
-processes, file size, open files, core dumps.
+"""The limits a command runs under, besides wall time (``runner``): CPU, memory, processes,
+file size, open files, core dumps, and the output ``runner`` reads (``OUTPUT_LIMIT``).
 
 Resource limits (``setrlimit``) are set on the launcher before it becomes bwrap, so bwrap and
 everything the command starts inherit them. Two of them are not enough on their own, and a
@@ -30,6 +30,7 @@ __all__ = [
     "FILE_BYTES",
     "MEMORY_BYTES",
     "OPEN_FILES",
+    "OUTPUT_LIMIT",
     "PROCESSES",
     "Cgroup",
     "LimitsUnavailable",
@@ -44,6 +45,8 @@ PROCESSES = 128
 #: The largest file the command may write.
 FILE_BYTES = 64 * 1024 * 1024
 OPEN_FILES = 1024
+#: stdout and stderr together: past it the sandbox is killed and the output cut there.
+OUTPUT_LIMIT = 1024 * 1024
 #: CPU seconds a process may use beyond the call's wall time: the wall clock ends it first;
 #: this ends a process that somehow outlived it.
 CPU_SLACK_S = 1

@@ -4,11 +4,11 @@ closed), and the readiness ``toolhost check`` reports."""
 
 from __future__ import annotations
 
-from toolhost import Domain, Settings, Tool, hookimpl
-from toolhost_sandbox import run_command
+from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
 from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE, RUN_COMMAND_REASONS
+from toolhost_sandbox.specs import SPEC
 
-__all__ = ["DOMAIN", "toolhost_domains", "toolhost_readiness", "toolhost_tools"]
+__all__ = ["DOMAIN", "build_run_command", "toolhost_domains", "toolhost_readiness", "toolhost_tools"]
 
 DOMAIN = Domain(
     "sandbox",
@@ -24,13 +24,23 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # unconditional: without isolation the tool fails closed, it is not removed
-    return [Tool(run_command.SPEC, build=run_command.build, reasons=RUN_COMMAND_REASONS)]
+    return [Tool(SPEC, build=build_run_command, reasons=RUN_COMMAND_REASONS)]
+
+
+def build_run_command(services: Services) -> ToolCallable:
+    """The body, imported here: registration and ``toolhost check`` need only the spec."""
+    from toolhost_sandbox import run_command
+
+    return run_command.build(services)
 
 
 @hookimpl
 def toolhost_readiness(settings: Settings) -> list[str]:
-    problem = run_command.isolation_problem(settings)
+    # Imported here, on check's probe thread, not when the plugin loads (see readiness).
+    from toolhost_sandbox.readiness import isolation_problem
+
+    problem = isolation_problem(settings)
     if problem is None:
         return []
-    return [f"{run_command.SPEC.name}@{run_command.SPEC.version} has no working isolation "
+    return [f"{SPEC.name}@{SPEC.version} has no working isolation "
             f"({problem}): every call fails with {ISOLATION_UNAVAILABLE}"]

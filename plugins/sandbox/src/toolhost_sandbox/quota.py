@@ -17,9 +17,10 @@ by it, not by the next.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from toolhost import WorkspaceUsage
+if TYPE_CHECKING:  # annotations only: the spec's description imports the quotas at load
+    from toolhost import WorkspaceUsage
 
 __all__ = ["INTERVAL_S", "PAUSE_PER_ENTRY_S", "QUOTA_BYTES", "QUOTA_DEPTH", "QUOTA_ENTRIES",
            "Measurable", "measure", "over_quota"]

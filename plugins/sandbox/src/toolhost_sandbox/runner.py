@@ -29,14 +29,12 @@ from dataclasses import dataclass
 
 from toolhost import WorkspaceUsage
 from toolhost_sandbox.isolation import IsolationUnavailable, account_files, bwrap_argv
-from toolhost_sandbox.limits import Cgroup, LimitsUnavailable, apply_rlimits
+from toolhost_sandbox.limits import OUTPUT_LIMIT, Cgroup, LimitsUnavailable, apply_rlimits
 from toolhost_sandbox.quota import INTERVAL_S, PAUSE_PER_ENTRY_S, over_quota
 from toolhost_sandbox.seccomp import SeccompUnavailable, filter_program
 
 __all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "Completed", "run_sandboxed"]
 
-#: stdout and stderr together: past it the sandbox is killed and the output cut there.
-OUTPUT_LIMIT = 1024 * 1024
 #: How long a killed sandbox has to close its output before the reader stops waiting.
 KILL_GRACE_S = 5.0
 _READ = 64 * 1024

@@ -10,92 +10,15 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from toolhost import (
-    Idempotency,
-    Kind,
-    Reason,
-    Risk,
-    Services,
-    SideEffect,
-    Source,
-    TargetKind,
-    ToolCallable,
-    ToolExecutionContext,
-    ToolFailure,
-    ToolOutput,
-    ToolSpec,
-    Trust,
-)
+from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
+from toolhost_system.specs import REASONS, SPEC, UNKNOWN_TIMEZONE
 from toolhost_system.timezones import resolve_timezone
 
 __all__ = ["REASONS", "SPEC", "UNKNOWN_TIMEZONE", "build", "render"]
 
-UNKNOWN_TIMEZONE = "tool.invalid_arguments.unknown_timezone"
-#: The tool's only failure: the clock cannot fail, and the conversion cannot once the zone
-#: resolves.
-REASONS = (
-    Reason(
-        UNKNOWN_TIMEZONE,
-        "Unknown timezone. Provide an IANA name such as UTC, America/New_York, or Europe/London.",
-    ),
-)
-
 # English, not the process locale: the field is for the model, whose prompt is English.
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-INPUT_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "timezone": {
-            "type": "string",
-            "maxLength": 64,
-            "default": "UTC",
-            "description": "IANA name, e.g. UTC or America/New_York",
-        }
-    },
-    "required": [],
-    "additionalProperties": False,
-}
-
-OUTPUT_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "iso8601": {"type": "string"},
-        "timezone": {"type": "string"},
-        "utc_offset": {"type": "string"},
-        "unix_seconds": {"type": "integer"},
-        "weekday": {"type": "string"},
-    },
-    "required": ["iso8601", "timezone", "utc_offset", "unix_seconds", "weekday"],
-    "additionalProperties": False,
-}
-
-SPEC = ToolSpec(
-    name="system.current_time",
-    version="1.0.0",
-    description=(
-        "The current date and time in a timezone. timezone is an IANA name such as UTC, "
-        "America/New_York or Europe/London (default UTC); abbreviations like EST and fixed "
-        "offsets like +05:30 are not accepted. Returns iso8601 (RFC 3339 with microseconds and "
-        "a numeric offset), the timezone, utc_offset, unix_seconds and the English weekday."
-    ),
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.NONE,
-    risk=Risk.LOW,
-    idempotency=Idempotency.READ_ONLY,
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=(),
-    timeout_s=2,
-    maximum_output_bytes=4096,
-    allow_parallel=True,
-    deprecated=False,
-)
 
 
 def _offset(local: dt.datetime) -> str:

@@ -21,22 +21,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolhost import (
-    Idempotency,
-    Kind,
     Provenance,
-    Risk,
-    SideEffect,
-    Source,
-    TargetKind,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
-    ToolSpec,
     Trust,
     WorkspaceNotDirectory,
     WorkspaceNotFound,
 )
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_DIRECTORY
+from toolhost_workspace.specs import LIST_FILES_DESCRIPTION as DESCRIPTION
+from toolhost_workspace.specs import LIST_FILES_INPUT_SCHEMA as INPUT_SCHEMA
+from toolhost_workspace.specs import LIST_FILES_OUTPUT_SCHEMA as OUTPUT_SCHEMA
+from toolhost_workspace.specs import LIST_FILES_SPEC as SPEC
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "list_files"]
 
@@ -44,72 +41,6 @@ __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "LIMIT", "OUTPUT_SCHEMA", "SPEC", "lis
 #: raises. The real bound is maximum_output_bytes; the cap makes overflow a clean truncated flag
 #: rather than the pipeline's excerpt cutting a JSON document in half. Tests lower it.
 LIMIT = 1000
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "maxLength": 4096, "default": ""},
-        "recursive": {"type": "boolean", "default": False},
-    },
-    "required": [],
-    "additionalProperties": False,
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "entries": {
-            "type": "array",
-            "maxItems": 1000,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "kind": {"enum": ["file", "directory"]},
-                    "byte_count": {"type": "integer"},
-                },
-                "required": ["path", "kind", "byte_count"],
-                "additionalProperties": False,
-            },
-        },
-        "truncated": {"type": "boolean"},
-    },
-    "required": ["path", "entries", "truncated"],
-    "additionalProperties": False,
-}
-
-DESCRIPTION = (
-    "List the files and directories under a directory of this run's workspace. path is "
-    "relative to the workspace root (default \"\", the root itself); recursive (default false) "
-    "descends into subdirectories. Each entry has path (relative to the workspace root), kind "
-    "(file or directory) and byte_count (0 for a directory). Entries are in bytewise ascending "
-    "order of path. At most 1000 are returned; truncated is true when there are more, and the "
-    "entries returned are then the first 1000 in that order, so list a subdirectory to see the "
-    "rest. Symlinks are not listed."
-)
-
-SPEC = ToolSpec(
-    name="workspace.list_files",
-    version="1.0.0",
-    description=DESCRIPTION,
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.WORKSPACE_READ,
-    risk=Risk.LOW,
-    idempotency=Idempotency.READ_ONLY,
-    # Lowered per call: a filename is attacker-controlled whenever the file is.
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=("workspace.read",),
-    timeout_s=10,
-    maximum_output_bytes=262144,
-    allow_parallel=True,
-    deprecated=False,
-)
 
 
 def _quoted(path: str) -> str:

@@ -29,81 +29,26 @@ from typing import Any
 
 from toolhost import (
     HARD_OUTPUT_CEILING,
-    Idempotency,
-    Kind,
     Provenance,
-    Risk,
-    SideEffect,
-    Source,
-    TargetKind,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
-    ToolSpec,
     Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
     sha256_checksum,
 )
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, NOT_TEXT
+from toolhost_workspace.specs import READ_TEXT_DESCRIPTION as DESCRIPTION
+from toolhost_workspace.specs import READ_TEXT_INPUT_SCHEMA as INPUT_SCHEMA
+from toolhost_workspace.specs import READ_TEXT_OUTPUT_SCHEMA as OUTPUT_SCHEMA
+from toolhost_workspace.specs import READ_TEXT_SPEC as SPEC
 
-__all__ = ["CHUNK_SIZE", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "read_text"]
+__all__ = ["CHUNK_SIZE", "DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "read_text"]
 
 #: Bytes per read. A module constant so the chunk-boundary test (hard gate 11) can place a
 #: multi-byte character exactly across it. 64 KiB matches the handle's own default.
 CHUNK_SIZE = 64 * 1024
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "maxLength": 4096},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "content": {"type": "string"},
-        "byte_count": {"type": "integer"},
-        "checksum": {"type": "string"},
-    },
-    "required": ["path", "content", "byte_count", "checksum"],
-    "additionalProperties": False,
-}
-
-DESCRIPTION = (
-    "Read a UTF-8 text file from this run's workspace. path is relative to the workspace root "
-    "(no leading /, no . or .. components, no symlinks). Returns the file's text exactly as "
-    "stored (content), byte_count, and checksum: sha256: followed by the lowercase hex SHA-256 "
-    "of the bytes read, the same form workspace.write_text returns, so the two can be "
-    "compared. A file containing a NUL byte or bytes that are not valid UTF-8 is refused as "
-    "not text, with no partial content. A very large file is returned as an excerpt."
-)
-
-SPEC = ToolSpec(
-    name="workspace.read_text",
-    version="1.0.0",
-    description=DESCRIPTION,
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.WORKSPACE_READ,
-    risk=Risk.LOW,
-    idempotency=Idempotency.READ_ONLY,
-    # Declared INTERNAL_TOOL and lowered per call: only a file this run's tools wrote keeps it.
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=("workspace.read",),
-    timeout_s=10,
-    maximum_output_bytes=1048576,
-    allow_parallel=True,
-    deprecated=False,
-)
 
 
 def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:

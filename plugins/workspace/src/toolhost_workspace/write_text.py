@@ -19,88 +19,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolhost import (
-    Idempotency,
-    Kind,
     Provenance,
-    Risk,
-    SideEffect,
-    Source,
-    TargetKind,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
-    ToolSpec,
-    Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
     sha256_checksum,
 )
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE
+from toolhost_workspace.specs import WRITE_TEXT_DESCRIPTION as DESCRIPTION
+from toolhost_workspace.specs import WRITE_TEXT_INPUT_SCHEMA as INPUT_SCHEMA
+from toolhost_workspace.specs import WRITE_TEXT_OUTPUT_SCHEMA as OUTPUT_SCHEMA
+from toolhost_workspace.specs import WRITE_TEXT_SPEC as SPEC
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "write_text"]
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "maxLength": 4096},
-        # The reader's maximum_output_bytes, so a write and a read of one file are symmetric;
-        # over-long content fails at step 4 and never reaches the tool.
-        "content": {"type": "string", "maxLength": 1048576},
-    },
-    "required": ["path", "content"],
-    "additionalProperties": False,
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "byte_count": {"type": "integer"},
-        "checksum": {"type": "string"},
-        "created": {"type": "boolean"},
-    },
-    "required": ["path", "byte_count", "checksum", "created"],
-    "additionalProperties": False,
-}
-
-# The lifetime sentence is the point of this description: a model that writes notes.md, waits
-# for an approval and reads it back gets no_such_path, and this text is the only place that
-# outcome can be prevented.
-DESCRIPTION = (
-    "Write a UTF-8 text file in this run's workspace, creating it or replacing it whole; "
-    "missing parent directories are created. path is relative to the workspace root (no "
-    "leading /, no . or .. components, no symlinks). content is written exactly as given: no "
-    "BOM, no newline translation, no newline added; at most 1048576 characters. Returns path, "
-    "byte_count, checksum (sha256: followed by the lowercase hex SHA-256 of the bytes written) "
-    "and created (true only when the path did not exist before). The workspace is a cache: it "
-    "is discarded when the run finishes or pauses (for example to wait for an approval), so a "
-    "file written before a pause is gone after it. artifact.export is the only way a file "
-    "reaches the owner."
-)
-
-SPEC = ToolSpec(
-    name="workspace.write_text",
-    version="1.0.0",
-    description=DESCRIPTION,
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.WORKSPACE_WRITE,
-    risk=Risk.MEDIUM,
-    # IDEMPOTENT, not CONDITIONALLY_: the same bytes to the same path leave the same state,
-    # and the result is metadata and a checksum, not an offset that depends on a first call.
-    idempotency=Idempotency.IDEMPOTENT,
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=("workspace.write",),
-    timeout_s=10,
-    maximum_output_bytes=4096,
-    # A writer is serialized: a step containing it is never a parallel batch.
-    allow_parallel=False,
-    deprecated=False,
-)
 
 
 def write_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:

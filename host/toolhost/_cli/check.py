@@ -1,0 +1,206 @@
+"""``toolhost check``: registration and the determinism scan over the installed plugins,
+then each plugin's readiness (the optional ``toolhost_readiness`` hook).
+
+Start-up is most of what it costs (issue #11), so it overlaps what it can: each readiness probe
+(the sandbox runs bwrap once) starts on a thread as soon as its plugin is loaded, and the
+plugins that had a probe at the last check load first. See docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolhost._cli.common import CommandError, load
+from toolhost._cli.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pluggy
+
+    from toolhost._model.settings import Settings
+    from toolhost._registration.discovery import PluginSource
+
+__all__ = ["cmd_check"]
+
+
+#: The GIL's switch interval while ``check``'s readiness probes run beside registration. A
+#: probe mostly waits (on the kernel, or on bwrap's child on another core), but each time its
+#: thread wakes it must win the GIL back from the busy main thread; at the default 5 ms that
+#: adds up to tens of milliseconds over the probe's system calls, and ``check`` ends by
+#: waiting for the probe.
+_READINESS_SWITCH_INTERVAL_S = 0.0002
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    # No cyclic garbage collection while check runs: it is short and allocates mostly what
+    # lives until it ends (modules, classes, the registry); the 40 collections took 5-10% of
+    # its time to free about 2,000 objects of a 23 MB process, which its exit frees anyway.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check(args: argparse.Namespace) -> int:
+    from toolhost._model.settings import Settings
+    from toolhost._registration.discovery import PluginError, discover, make_plugin_manager
+
+    settings = Settings.from_environ()
+    hints = settings.data_dir / "cache" / "readiness.json"
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(_READINESS_SWITCH_INTERVAL_S)
+    readiness = _Readiness(settings)
+    try:
+        try:
+            # Each plugin's readiness probe starts as soon as that plugin is loaded, and runs
+            # beside the loading of the others, registration and the scan. The plugins that
+            # had a probe at the last check load first, so theirs start earliest.
+            known = _read_hints(hints)
+            sources = discover(settings, on_load=readiness.start, first=known)
+            pm = make_plugin_manager(sources)
+            _write_hints(hints, known, pm, {source.distribution for source in sources})
+        except PluginError as exc:
+            raise CommandError(str(exc), ExitCode.FAILED) from None
+        return _check_loaded(settings, sources, pm, readiness)
+    finally:
+        readiness.join()
+        sys.setswitchinterval(interval)
+
+
+def _read_hints(path: Path) -> list[str]:
+    """The distributions that implemented ``toolhost_readiness`` at the last check. A hint
+    changes only the order plugins are imported in (``discover(first=...)``), never what is
+    loaded, registered or printed, so a stale or unreadable one costs time, never truth."""
+    try:
+        names = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def _write_hints(path: Path, known: list[str], pm: pluggy.PluginManager,
+                 loaded: set[str]) -> None:
+    """Update the hint for the distributions loaded now; one left out (TOOLHOST_PLUGINS,
+    TOOLHOST_PLUGINS_EXCLUDE) keeps what the last check that loaded it found."""
+    from toolhost._registration.discovery import distribution_of
+
+    names = sorted({name for name in known if name not in loaded}
+                   | {distribution_of(impl.plugin_name)
+                      for impl in pm.hook.toolhost_readiness.get_hookimpls()})
+    if names == known:
+        return
+    with contextlib.suppress(OSError):  # the hint is an optimization, never an error
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(names), encoding="utf-8")
+        os.replace(temporary, path)
+
+
+class _Readiness:
+    """The ``toolhost_readiness`` hooks. A probe may do I/O (the sandbox runs bwrap once), so
+    each plugin's starts on a thread of its own as soon as the plugin is loaded; the lines are
+    read in registration's hook order, as if the hooks had been called one after another."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._kwargs = {"settings": settings}
+        self._started: dict[int, _Background] = {}  # by id() of the plugin object
+
+    def start(self, source: PluginSource) -> None:
+        from toolhost._registration.discovery import PluginError, _call_each, make_plugin_manager
+
+        if not hasattr(source.plugin, "toolhost_readiness"):
+            return  # a hookimpl under another name (pluggy's specname) is called in results()
+        try:
+            pm = make_plugin_manager([source])  # pluggy's checks of the hook, as registration's
+        except PluginError:
+            return  # registration's plugin manager refuses it with the same error
+        self._started[id(source.plugin)] = _Background(
+            lambda: _call_each(pm, "toolhost_readiness", self._kwargs))
+
+    def results(self, pm: pluggy.PluginManager) -> list[tuple[str, Any]]:
+        """``(plugin name, lines)`` of every implementation registration's ``pm`` holds, in its
+        order; a hook that raised raises its PluginError."""
+        from toolhost._registration.discovery import _call_one
+
+        found = []
+        for impl in pm.hook.toolhost_readiness.get_hookimpls():
+            probe = self._started.get(id(impl.plugin))
+            value = (next(iter(probe.result().values()), None) if probe is not None
+                     else _call_one(impl, "toolhost_readiness", self._kwargs))
+            found.append((impl.plugin_name, value))
+        return found
+
+    def join(self) -> None:
+        for probe in self._started.values():
+            probe.join()
+
+
+class _Background(threading.Thread):
+    """One call on a thread of its own, started at once; ``result()`` waits for it and
+    returns its value or raises its exception. (``concurrent.futures`` would cost ``check``
+    the import of ``logging`` and more.)"""
+
+    def __init__(self, call: Callable[[], dict[str, Any]]) -> None:
+        super().__init__(name="toolhost-readiness", daemon=True)
+        self._call = call
+        self._value: dict[str, Any] = {}
+        self._error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to result(), on the caller's thread
+            self._error = exc
+
+    def result(self) -> dict[str, Any]:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
+                  pm: pluggy.PluginManager, readiness: _Readiness) -> int:
+    from toolhost._registration.ambient import find_ambient_reads
+    from toolhost._registration.discovery import PluginError, distribution_of, source_files
+    from toolhost._registration.scan_cache import ScanCache
+
+    host = load(settings=settings, sources=sources, plugin_manager=pm, keep_validators=True)
+    # The static determinism scan over each plugin's own files (what the conformance suite
+    # runs): a tool reads time only from the injected clock.
+    cache = ScanCache(settings.data_dir / "cache" / "determinism-scan.json")
+    scanned = {dist: find_ambient_reads(files, cache=cache)
+               for dist, files in source_files(sources).items()}
+    cache.save()
+    for dist, found in scanned.items():
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise CommandError(
+                f"plugin {dist} fails the determinism scan: {found[0]}{more}: a tool reads the "
+                f"time from services.clock, never the system's (leave the plugin out with "
+                f"TOOLHOST_PLUGINS_EXCLUDE={dist}, or fix and reinstall it)", ExitCode.FAILED)
+    dists = sorted({r.distribution for r in host.registry})
+    print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
+    # Registered tools that fail closed on this machine (the optional toolhost_readiness
+    # hook): one line each. Not a refusal, so the exit stays 0.
+    try:
+        ready = readiness.results(pm)
+    except PluginError as exc:
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+    for plugin_name, lines in ready:
+        for line in lines or ():
+            print(f"not ready: {distribution_of(plugin_name)}: {line}")
+    return ExitCode.OK

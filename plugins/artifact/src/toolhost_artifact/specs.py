@@ -1,0 +1,147 @@
+"""artifact.export 1.0.0 and 2.0.0's registration: their specs, without their bodies.
+
+The plugin imports only this and ``messages`` at load (``toolhost check`` reads specs, reasons
+and domains); each version's body is imported when the host first builds it, and re-exports its
+names from here (``export_v1.SPEC`` is ``V1_SPEC``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolhost import (
+    ArtifactRef,
+    Idempotency,
+    Kind,
+    Risk,
+    SideEffect,
+    Source,
+    TargetKind,
+    ToolSpec,
+    Trust,
+)
+from toolhost_artifact import names
+
+__all__ = [
+    "CONTENT_LIMIT",
+    "OUTPUT_SCHEMA",
+    "V1_DESCRIPTION",
+    "V1_INPUT_SCHEMA",
+    "V1_SPEC",
+    "V2_DESCRIPTION",
+    "V2_INPUT_SCHEMA",
+    "V2_SPEC",
+]
+
+#: The ref, as every tool that returns one states it.
+OUTPUT_SCHEMA: dict[str, Any] = ArtifactRef.json_schema()
+
+V1_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # The workspace tools' bound: the handle refuses a longer path anyway.
+        "path": {"type": "string", "maxLength": 4096},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+# The lifetime sentence is why this tool exists: nothing in the workspace outlives a pause.
+V1_DESCRIPTION = (
+    "Export a file from this run's workspace to the owner: its bytes (any file, binary "
+    "included, at most 64 MiB) are saved as an artifact named after the file. path is relative "
+    "to the workspace root (no leading /, no . or .. components, no symlinks). The media type "
+    "comes from the file name's extension. Returns the artifact reference: id, name, "
+    "media_type, byte_count and checksum (sha256: followed by the lowercase hex SHA-256 of the "
+    "bytes). Exporting the same unchanged file again returns the same reference. The workspace "
+    "is a cache, discarded when the run finishes or pauses (for example to wait for an "
+    "approval), and this tool is the only way a file reaches the owner: export it before then."
+)
+
+V1_SPEC = ToolSpec(
+    name="artifact.export",
+    version="1.0.0",
+    description=V1_DESCRIPTION,
+    input_schema=V1_INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    kind=Kind.CAPABILITY,
+    source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS,
+    server_id=None,
+    side_effect=SideEffect.WORKSPACE_READ,
+    risk=Risk.LOW,
+    idempotency=Idempotency.IDEMPOTENT,
+    # Declared INTERNAL_TOOL and lowered per call for a file this run's tools did not write.
+    output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=("artifact.write",),
+    timeout_s=30,
+    maximum_output_bytes=4096,
+    allow_parallel=False,
+    deprecated=False,
+)
+
+
+#: 1 MiB: the most UTF-8 bytes ``content`` may encode to (and the schema's maxLength, in
+#: characters, which is never fewer than the bytes).
+CONTENT_LIMIT = 1048576
+
+V2_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string", "maxLength": 4096, "default": "",
+            "description": "A file in the workspace to export. Leave it empty when giving "
+            "content.",
+        },
+        "content": {
+            "type": "string", "maxLength": CONTENT_LIMIT,
+            "description": "Text to save as a UTF-8 file instead of exporting a workspace "
+            "file: at most 1 MiB (1048576 bytes of UTF-8).",
+        },
+        "name": {
+            "type": "string", "minLength": 1, "maxLength": names.MAX_NAME_BYTES,
+            "pattern": names.PATTERN,
+            "description": "The file name content is saved under (default export.txt): a bare "
+            "file name with a text extension. Only with content.",
+        },
+    },
+    "required": [],
+    "additionalProperties": False,
+}
+
+V2_DESCRIPTION = (
+    "Export a file to the owner: it is attached to your reply. Give exactly one of path and "
+    "content. path is a file in this run's workspace, relative to its root (no leading /, no . "
+    "or .. components, no symlinks): any file, binary included, at most 64 MiB, saved under "
+    "its own name. content is text you wrote, at most 1 MiB of UTF-8, saved as a UTF-8 text "
+    "file under name (default export.txt): a bare file name, no / or \\, not starting with a "
+    "dot, with a text extension such as .txt, .md, .csv, .json or .html; name is not allowed "
+    "with path. The media type comes from the name's extension. Returns the artifact "
+    "reference: id, name, media_type, byte_count and checksum (sha256: followed by the "
+    "lowercase hex SHA-256 of the bytes). Exporting the same file or text again returns the "
+    "same reference. The workspace is a cache, discarded when the run finishes or pauses (for "
+    "example to wait for an approval), and this tool is the only way a file reaches the "
+    "owner: export it before then."
+)
+
+V2_SPEC = ToolSpec(
+    name="artifact.export",
+    version="2.0.0",
+    description=V2_DESCRIPTION,
+    input_schema=V2_INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    kind=Kind.CAPABILITY,
+    source=Source.BUILTIN,
+    target_kind=TargetKind.IN_PROCESS,
+    server_id=None,
+    side_effect=SideEffect.WORKSPACE_READ,
+    risk=Risk.LOW,
+    idempotency=Idempotency.IDEMPOTENT,
+    # Lowered per call for a path export of a file this run's tools did not write.
+    output_trust=Trust.INTERNAL_TOOL,
+    required_scopes=("artifact.write",),
+    timeout_s=30,
+    maximum_output_bytes=4096,
+    allow_parallel=False,
+    deprecated=False,
+)
