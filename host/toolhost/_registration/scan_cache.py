@@ -10,12 +10,11 @@ not written, and neither is ever an error.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
+
+from toolhost._registration.cache_file import read_entries, write_entries
 
 __all__ = ["ScanCache"]
 
@@ -31,11 +30,8 @@ class ScanCache(MutableMapping[str, list[str]]):
         self.path = path
         self._entries: dict[str, list[str]] = {}
         self._dirty = False
-        with contextlib.suppress(OSError, ValueError):
-            loaded = json.loads(path.read_bytes())
-            if isinstance(loaded, dict):
-                self._entries = {k: v for k, v in loaded.items()
-                                 if isinstance(v, list) and all(isinstance(x, str) for x in v)}
+        self._entries = {k: v for k, v in read_entries(path).items()
+                         if isinstance(v, list) and all(isinstance(x, str) for x in v)}
         # The scanner's own source is part of every key: a changed rule is a changed key.
         from toolhost._registration import ambient
 
@@ -66,18 +62,5 @@ class ScanCache(MutableMapping[str, list[str]]):
         added; the oldest are dropped past ``MAX_ENTRIES``. Failing to write is not an error."""
         if not self._dirty:
             return
-        import tempfile  # only a check that scanned something writes
-
-        entries = dict(list(self._entries.items())[-MAX_ENTRIES:])
-        with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".scan-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(entries, f, separators=(",", ":"))
-                os.replace(tmp, self.path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+        write_entries(self.path, self._entries, most=MAX_ENTRIES)
         self._dirty = False

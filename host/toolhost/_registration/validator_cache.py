@@ -12,14 +12,14 @@ neither is ever an error.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
+
+from toolhost._registration.cache_file import read_entries, write_entries
 
 __all__ = ["ValidatorCache"]
 
@@ -35,10 +35,7 @@ class ValidatorCache:
         self.path = path
         self._entries: dict[str, str] = {}
         self._dirty = False
-        with contextlib.suppress(OSError, ValueError):
-            loaded = json.loads(path.read_bytes())
-            if isinstance(loaded, dict):
-                self._entries = {k: v for k, v in loaded.items() if isinstance(v, str)}
+        self._entries = {k: v for k, v in read_entries(path).items() if isinstance(v, str)}
         self._salt = _generator_digest()
 
     def key(self, schema: Mapping[str, Any], *, apply_defaults: bool) -> str | None:
@@ -62,20 +59,7 @@ class ValidatorCache:
         added; the oldest are dropped past ``MAX_ENTRIES``. Failing to write is not an error."""
         if not self._dirty:
             return
-        import tempfile  # only a start that generated something writes
-
-        entries = dict(list(self._entries.items())[-MAX_ENTRIES:])
-        with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".validators-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(entries, f, separators=(",", ":"))
-                os.replace(tmp, self.path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+        write_entries(self.path, self._entries, most=MAX_ENTRIES)
         self._dirty = False
 
 
