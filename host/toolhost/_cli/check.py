@@ -9,10 +9,7 @@ plugins that had a probe at the last check load first. See docs/decisions.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import json
-import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -83,10 +80,9 @@ def _read_hints(path: Path) -> list[str]:
     """The distributions that implemented ``toolhost_readiness`` at the last check. A hint
     changes only the order plugins are imported in (``discover(first=...)``), never what is
     loaded, registered or printed, so a stale or unreadable one costs time, never truth."""
-    try:
-        names = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return []
+    from toolhost._registration.cache_file import read_json
+
+    names = read_json(path)
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
@@ -94,18 +90,14 @@ def _write_hints(path: Path, known: list[str], pm: pluggy.PluginManager,
                  loaded: set[str]) -> None:
     """Update the hint for the distributions loaded now; one left out (TOOLHOST_PLUGINS,
     TOOLHOST_PLUGINS_EXCLUDE) keeps what the last check that loaded it found."""
+    from toolhost._registration.cache_file import write_json
     from toolhost._registration.discovery import distribution_of
 
     names = sorted({name for name in known if name not in loaded}
                    | {distribution_of(impl.plugin_name)
                       for impl in pm.hook.toolhost_readiness.get_hookimpls()})
-    if names == known:
-        return
-    with contextlib.suppress(OSError):  # the hint is an optimization, never an error
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        temporary.write_text(json.dumps(names), encoding="utf-8")
-        os.replace(temporary, path)
+    if names != known:  # the hint is an optimization: not written is never an error
+        write_json(path, names)
 
 
 class _Readiness:
