@@ -26,6 +26,12 @@ each alike, in one long-lived client process:
   where the time goes.
 - ``pipeline call``: the whole tool through the host's pipeline (``Harness.call``), with the
   row recorded: what a model's call costs.
+- ``httpx + thread hashing`` and ``httpx + thread writing``: the reference download while an
+  independent thread, told each time another MiB has arrived, sha256-hashes (or writes to a
+  plain file, fsynced at the end) that MiB of the same bytes. No data passes between them and
+  nothing of the adapter or the store runs: what the store's two kinds of work cost a
+  download merely by running beside it on this machine, the floor under any design that
+  overlaps them with the download.
 
 Figures are medians of N runs in MiB/s, with each path's ratio to httpx's time (target for
 the adapter: at most 1.2x), and the ratio of the CPU time the event loop's thread spent to
@@ -40,8 +46,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import os
+import queue
 import ssl
 import statistics
 import subprocess
@@ -174,6 +182,45 @@ async def _plain(harness: Harness, url: str) -> int:
         return got
 
 
+async def _plain_beside(harness: Harness, url: str, body: bytes, work: str,
+                        into: Path) -> int:
+    """The reference download while a thread hashes or writes each MiB as it passes."""
+    arrived: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    thread = threading.Thread(target=_beside, args=(arrived, memoryview(body), work, into))
+    thread.start()
+    try:
+        async with harness.services("toolhost-media").async_http(timeout=600) as client, \
+                client.stream("POST", url + "/v2/sensenova-u1.5/t2i",
+                              json={"prompt": "bench", "size": "1024x1024"},
+                              headers={"Authorization": f"Bearer {KEY}"}) as response:
+            got = told = 0
+            async for chunk in response.aiter_bytes():
+                got += len(chunk)
+                if got - told >= MIB:
+                    arrived.put(got)
+                    told = got
+            arrived.put(got)
+    finally:
+        arrived.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, thread.join)
+    return got
+
+
+def _beside(arrived: queue.SimpleQueue[int | None], body: memoryview, work: str,
+            into: Path) -> None:
+    digest = hashlib.sha256()
+    with open(into, "wb") as file:
+        done = 0
+        while (upto := arrived.get()) is not None:
+            if work == "hash":
+                digest.update(body[done:upto])
+            else:
+                file.write(body[done:upto])
+            done = upto
+        file.flush()
+        os.fsync(file.fileno())
+
+
 def _plain_sync(harness: Harness, url: str) -> int:
     """The same download with the host's sync client (``Services.http``): no event loop, the
     TLS read in the ``ssl`` module's C code, for comparison with the async path."""
@@ -235,8 +282,8 @@ def _ok(outcome: Any) -> None:
         raise SystemExit(f"the pipeline call failed: {outcome.failure}")
 
 
-def _measure(harness: Harness, server: _Remote,
-             runs: int) -> dict[str, list[tuple[float, float, float]]]:
+def _measure(harness: Harness, server: _Remote, runs: int,
+             beside: Path) -> dict[str, list[tuple[float, float, float]]]:
     """(wall, this thread's CPU, the server's CPU) seconds per run of each path, interleaved
     run by run after one warm-up each."""
     run = harness.start_run()
@@ -250,6 +297,10 @@ def _measure(harness: Harness, server: _Remote,
         "adapter → store, inline": lambda: asyncio.run(_adapter_inline(harness, url, run)),
         "pipeline call": lambda: _ok(harness.call("image.generate", {"prompt": "bench"},
                                                   run=run)),
+        "httpx + thread hashing": lambda: asyncio.run(
+            _plain_beside(harness, url, server.body, "hash", beside)),
+        "httpx + thread writing": lambda: asyncio.run(
+            _plain_beside(harness, url, server.body, "write", beside)),
     }
     for fn in paths.values():  # warm up: imports, connections, first files
         fn()
@@ -286,7 +337,7 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}, {args.runs} interleaved runs per size, "
               "medians; ratio = time / httpx's time; server in its own process; "
               f"load average {os.getloadavg()[0]:.2f}")
-        print(f"{'size':>6}  {'path':<23} {'MiB/s':>8} {'ratio':>6}  (min-max ratio)  "
+        print(f"{'size':>6}  {'path':<24} {'MiB/s':>8} {'ratio':>6}  (min-max ratio)  "
               "loop CPU ratio  server CPU ms")
         for mib in args.mib:
             server = _Remote(mib, cert_chain)
@@ -297,7 +348,7 @@ def main() -> None:
             try:
                 with Harness.over({"toolhost-media": plugin}, settings=env,
                                   data_dir=Path(tmp) / f"data-{mib}") as harness:
-                    times = _measure(harness, server, args.runs)
+                    times = _measure(harness, server, args.runs, Path(tmp) / f"beside-{mib}.bin")
                     walls = {name: [w for w, _, _ in runs] for name, runs in times.items()}
                     cpus = {name: [c for _, c, _ in runs] for name, runs in times.items()}
                     served = {name: [s for _, _, s in runs] for name, runs in times.items()}
@@ -310,7 +361,7 @@ def main() -> None:
                         cpu = ("-" if name == "pipeline call" else
                                f"{statistics.median(cpus[name]) / base_cpu:.2f}")
                         server_ms = statistics.median(served[name]) * 1000
-                        print(f"{mib:>4}MiB  {name:<23} {mib / median:>8.0f} "
+                        print(f"{mib:>4}MiB  {name:<24} {mib / median:>8.0f} "
                               f"{median / base:>6.2f}  ({min(ratios):.2f}-{max(ratios):.2f})"
                               f"  {cpu:>10}  {server_ms:>13.0f}")
             finally:

@@ -40,12 +40,28 @@ from toolhost._testing.clocks import FixedClock, ScriptedClock
 SECOND = dt.timedelta(seconds=1)
 
 
+def _damage_file(
+    _: ArtifactStoreContract, store: ArtifactStore, record: ArtifactRecord, stored: bytes | None
+) -> None:
+    """The contract's ``damage_content``: the content file rewritten or removed on disk."""
+    assert isinstance(store, SQLiteArtifactStore)
+    path = store._blob_path(record.checksum)
+    if stored is None:
+        path.unlink()
+    else:
+        path.write_bytes(stored)
+
+
 class TestSQLiteArtifactStoreContract(ArtifactStoreContract):
+    damage_content = _damage_file
+
     def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
         return open_artifact_store(tmp_path, clock)
 
 
 class TestSQLiteArtifactStoreWithRetentionContract(ArtifactStoreContract):
+    damage_content = _damage_file
+
     # The host's configuration (TOOLHOST_ARTIFACT_RETENTION_DAYS unset): the whole contract
     # holds with a retention too.
     def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
@@ -108,11 +124,11 @@ def test_public_names() -> None:
             "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactStoreUnavailable",
             "ArtifactTooLarge",
             "ArtifactUnavailable", "PurgeReport", "as_utc", "as_utc_or_none"},
-        toolhost._ports.artifacts: {"LIST_LIMIT", "STAGING_STALE_AFTER", "ArtifactStore",
-                                    "ArtifactUpload"},
+        toolhost._ports.artifacts: {"LIST_LIMIT", "READ_CHUNK", "STAGING_STALE_AFTER",
+                                    "ArtifactChunks", "ArtifactStore", "ArtifactUpload"},
         toolhost._adapters.sqlite_artifacts: {
             "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload", "StreamedUpload",
-            "open_artifact_store"},
+            "VerifiedChunks", "open_artifact_store"},
         toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
                                        "RunArtifactWriter"},
     }
@@ -376,6 +392,34 @@ def test_writing_the_content_again_repairs_a_damaged_file(
     assert write(writer_for(store), content=content) == ref
     assert store.read(ref.id) == content
     assert row_count(store) == 1
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_read_chunks_hold_one_descriptor_until_done_closed_or_dropped(
+    store: SQLiteArtifactStore,
+) -> None:
+    ref = write(writer_for(store), content=b"precious bytes " * 100)
+    before = _open_fds()
+    exhausted = store.read_chunks(ref.id, 64)
+    assert len(_open_fds() - before) == 1  # opened at the call
+    assert b"".join(exhausted) == b"precious bytes " * 100
+    assert _open_fds() == before  # released with the last chunk
+    closed = store.read_chunks(ref.id, 64)
+    next(closed)
+    closed.close()
+    assert _open_fds() == before
+    dropped = store.read_chunks(ref.id, 64)
+    next(dropped)
+    del dropped
+    assert _open_fds() == before
+    _flip_a_byte(blob_path(store, ref))
+    with pytest.raises(ArtifactCorrupted):
+        b"".join(store.read_chunks(ref.id, 64))
+    assert _open_fds() == before  # a mismatch releases it too
 
 
 # --------------------------------------------------------------------------------------------

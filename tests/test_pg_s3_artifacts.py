@@ -68,6 +68,16 @@ class TestPgS3ArtifactStoreContract(ArtifactStoreContract):
         self.opened.append(store)
         return store
 
+    def damage_content(
+        self, store: ArtifactStore, record: ArtifactRecord, stored: bytes | None
+    ) -> None:
+        # The content object rewritten (or deleted) behind the store's back.
+        key = f"{PREFIX}/sha256/{record.checksum.removeprefix('sha256:')}"
+        if stored is None:
+            self.server.client().delete_object(Bucket=self.bucket, Key=key)
+        else:
+            self.server.client().put_object(Bucket=self.bucket, Key=key, Body=stored)
+
 
 class TestPgS3ArtifactStoreWithRetentionContract(TestPgS3ArtifactStoreContract):
     def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:

@@ -2,8 +2,9 @@
 
 ``toolhost.__all__`` and ``toolhost.testing.__all__`` are pinned here name by name, so a name
 appears in or leaves the API only by a change to this file (and the CHANGELOG). Every
-first-party plugin and the example plugin import nothing from ``toolhost`` but those names:
-a walk over their sources, tests included, checks it.
+first-party plugin, the example plugin and the conformance suite (a distribution every plugin
+team runs in its CI, so a host refactor must not break it) import nothing from ``toolhost``
+but those names: a walk over their sources, tests included, checks it.
 """
 
 from __future__ import annotations
@@ -79,15 +80,26 @@ TESTING_ALL = [
     "CancellationEvent",
     "ClockContract",
     "ClockExhausted",
+    "Contribution",
     "FixedClock",
     "Harness",
+    "Host",
     "InvocationState",
     "InvocationStoreContract",
+    "PluginError",
+    "PluginSource",
+    "Registered",
+    "RegistrationProblem",
+    "RegistrationRefused",
+    "RegistrationStep",
     "Run",
     "RunOutcome",
     "ScriptedClock",
+    "contributions_of",
     "find_ambient_reads",
     "host_for",
+    "load_plugins",
+    "registration_problems",
     "remove_tree",
     "toolhost_host",
     "toolhost_plugins",
@@ -146,21 +158,51 @@ def _violations(path: Path) -> list[str]:
                 if alias.name.split(".")[0] == "toolhost" and alias.name not in PUBLIC_MODULES:
                     found.append(f"{where}:{node.lineno}: import {alias.name}")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+            # A dunder (__version__, __file__) is the module's, not a private host name.
             node.value.id == "toolhost" and node.attr.startswith("_")
-            and node.attr not in ("__version__", "__all__")
+            and not (node.attr.startswith("__") and node.attr.endswith("__"))
         ):
             found.append(f"{where}:{node.lineno}: toolhost.{node.attr}")
     return found
 
 
 def _sources() -> list[Path]:
-    trees = [*sorted((ROOT / "plugins").glob("*/")), ROOT / "examples" / "toolhost-greet"]
+    trees = [*sorted((ROOT / "plugins").glob("*/")), ROOT / "examples" / "toolhost-greet",
+             ROOT / "conformance"]
     return [p for tree in trees for p in sorted(tree.rglob("*.py"))]
 
 
 def test_the_walk_finds_the_first_party_plugins() -> None:
     names = {p.relative_to(ROOT).parts[1] for p in _sources()}
     assert {"math", "system", "workspace", "demo", "toolhost-greet"} <= names
+
+
+def test_the_walk_finds_the_conformance_suite_and_its_tests() -> None:
+    walked = {p.relative_to(ROOT).as_posix() for p in _sources()}
+    assert {"conformance/src/toolhost_conformance/suite.py",
+            "conformance/src/toolhost_conformance/_subject.py",
+            "conformance/tests/conftest.py"} <= walked
+
+
+def test_the_walk_would_see_the_suites_former_private_imports(tmp_path: Path) -> None:
+    # What conformance/src imported before toolhost.testing had the registration kit: the
+    # composition root (also under TYPE_CHECKING, which the walk does not skip), discovery and
+    # the refusals.
+    bad = tmp_path / "former_subject.py"
+    bad.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from toolhost._composition import Host\n"
+        "from toolhost._registration.discovery import PluginSource, load_distributions\n"
+        "from toolhost._registration.refusals import RegistrationProblem, Step\n"
+        "if TYPE_CHECKING:\n"
+        "    from toolhost._registration.refusals import Registered\n"
+    )
+    assert [v.split(": ", 1)[1] for v in _violations(bad)] == [
+        "from toolhost._composition import",
+        "from toolhost._registration.discovery import",
+        "from toolhost._registration.refusals import",
+        "from toolhost._registration.refusals import",
+    ]
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -173,3 +215,9 @@ def test_the_walk_would_see_a_private_import(tmp_path: Path) -> None:
     bad.write_text("from toolhost._pipeline.pipeline import Pipeline\nfrom toolhost import Host\n"
                    "import toolhost._composition\nfrom toolhost.testing import _source\n")
     assert len(_violations(bad)) == 4
+
+
+def test_the_walk_tells_a_private_attribute_from_a_dunder(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import toolhost\nx = toolhost._composition.Host\ny = toolhost.__file__\n")
+    assert [v.split(": ", 1)[1] for v in _violations(probe)] == ["toolhost._composition"]

@@ -71,6 +71,11 @@ class TestS3ArtifactStoreContract(ArtifactStoreContract):
         return open_s3_artifact_store(f"s3://{self.bucket}/artifacts", {}, tmp_path, clock,
                                       client=self.server.store_client())
 
+    def damage_content(
+        self, store: ArtifactStore, record: ArtifactRecord, stored: bytes | None
+    ) -> None:
+        damage_object(self.server, self.bucket, record, stored)
+
 
 class TestS3ArtifactStoreWithRetentionContract(TestS3ArtifactStoreContract):
     def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
@@ -112,6 +117,16 @@ def begin(store: ArtifactStore, max_bytes: int = 3 * PART_SIZE, **overrides: Any
     )
     fields.update(overrides)
     return store.begin(**fields)
+
+
+def damage_object(server: S3Server, bucket: str, record: ArtifactRecord,
+                  stored: bytes | None) -> None:
+    """The content object rewritten (or deleted) behind the store's back."""
+    key = content_key(record)
+    if stored is None:
+        server.client().delete_object(Bucket=bucket, Key=key)
+    else:
+        server.client().put_object(Bucket=bucket, Key=key, Body=stored)
 
 
 def keys(server: S3Server, bucket: str) -> list[str]:
@@ -324,6 +339,80 @@ def test_toolhost_artifacts_purge_works_against_the_bucket(
         "freed_bytes": 7}
     assert keys(s3_server, s3_bucket) == [content_key(kept), MARKER_KEY]
     assert content_key(expired) != content_key(kept)
+
+
+def test_toolhost_artifacts_get_streams_from_the_bucket(
+    s3_server: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    # LONG is many of the command's chunks: the body is read as a stream, then verified.
+    env = s3_server.env(s3_bucket)
+    s = open_s3_artifact_store(env["TOOLHOST_ARTIFACT_STORE"], env, tmp_path, FixedClock(T0))
+    upload = begin(s)
+    upload.write(LONG)
+    record = upload.commit(T0)
+    assert b"".join(s.read_chunks(record.id, 1 << 20)) == LONG
+    s.close()
+    out = tmp_path / "out"
+    out.mkdir()
+    result = toolhost(tmp_path, "get", record.id, "-o", str(out / "long.bin"), env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert (out / "long.bin").read_bytes() == LONG
+    damage_object(s3_server, s3_bucket, record, LONG[:-1] + b"!")
+    refused = toolhost(tmp_path, "get", record.id, "-o", str(out / "again.bin"), env=env)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (
+        1, "", f"toolhost: artifact {record.id!r} was not written: its stored content no "
+               "longer matches its checksum (checksum mismatch)\n")
+    assert [p.name for p in out.iterdir()] == ["long.bin"]  # no temp file left
+
+
+def test_losing_the_server_mid_read_fails_statically(
+    store: S3ArtifactStore, s3_server: S3Server, s3_bucket: str
+) -> None:
+    record = put(store, LONG)
+
+    class LostBody:
+        """The real body, whose connection drops after the first read."""
+
+        def __init__(self, body: Any) -> None:
+            self.body, self.reads = body, 0
+
+        def read(self, n: int) -> bytes:
+            self.reads += 1
+            if self.reads > 1:
+                from urllib3.exceptions import ProtocolError
+
+                raise ProtocolError("Connection broken")
+            return bytes(self.body.read(n))
+
+        def close(self) -> None:
+            self.body.close()
+
+    real = store._client
+
+    class Client:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def get_object(self, **kwargs: Any) -> Any:
+            response = real.get_object(**kwargs)
+            return {**response, "Body": LostBody(response["Body"])}
+
+    store._client = Client()
+    chunks = store.read_chunks(record.id, 1 << 20)
+    assert next(chunks) == LONG[:1 << 20]
+    with pytest.raises(S3Unavailable) as caught:
+        next(chunks)
+    assert str(caught.value) == (f"the artifact store s3://{s3_bucket}/artifacts is "
+                                 "unavailable (GetObject: ProtocolError)")
+    assert list(chunks) == []  # closed by the failure
+    # `toolhost artifacts get` says so in one line, and fails.
+    from toolhost._cli.artifacts import _verify
+    from toolhost._cli.common import CommandError
+
+    with pytest.raises(CommandError) as refused:
+        _verify(store, record.id)
+    assert (str(refused.value), refused.value.code) == (
+        f"artifact {record.id!r} was not written: {caught.value}", 1)
 
 
 # --------------------------------------------------------------------------------------------

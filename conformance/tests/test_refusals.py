@@ -12,8 +12,8 @@ import importlib
 import pytest
 from conftest import write_suite
 
-from toolhost._registration.refusals import RegistrationRefused, Step
-from toolhost.testing import Harness
+from toolhost.testing import Harness, RegistrationRefused
+from toolhost.testing import RegistrationStep as Step
 
 #: (plugins {distribution: module}, step, pieces the one-line message must contain)
 REFUSALS = {

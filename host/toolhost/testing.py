@@ -15,6 +15,14 @@ directly; ``Harness.tool(name)`` is the body as the host builds it. The port con
 (``ClockContract``, ``InvocationStoreContract``, ``ArtifactStoreContract``) hold any backend
 to the port's contract; ``find_ambient_reads`` is the static determinism check.
 
+Registration as the host runs it at startup, step by step, for suites that check plugins
+(toolhost-conformance uses exactly these): ``load_plugins`` loads distributions' entry points
+the way the host does, ``contributions_of`` calls their hooks one plugin at a time,
+``registration_problems`` lists every problem registration finds (``RegistrationProblem``,
+by ``RegistrationStep``), and ``host_for`` builds a ``Host`` over the loaded plugins. A plugin
+that does not load is a ``PluginError``; a host that refuses to start raises
+``RegistrationRefused``.
+
 It imports pytest: use it from tests, never from a tool.
 """
 
@@ -35,7 +43,21 @@ from toolhost._model.runs import CancellationEvent, Run, RunOutcome
 from toolhost._model.settings import Settings
 from toolhost._ports.clock import Clock
 from toolhost._registration.ambient import find_ambient_reads
-from toolhost._registration.discovery import load_distributions
+from toolhost._registration.discovery import (
+    Contribution,
+    PluginError,
+    PluginSource,
+    collect_contributions,
+    load_distributions,
+    make_plugin_manager,
+)
+from toolhost._registration.refusals import (
+    Registered,
+    RegistrationProblem,
+    RegistrationRefused,
+    registration_problems,
+)
+from toolhost._registration.refusals import Step as RegistrationStep
 from toolhost._testing.artifact_store_contract import ArtifactStoreContract
 from toolhost._testing.clocks import DEFAULT_INSTANT, ClockExhausted, FixedClock, ScriptedClock
 from toolhost._testing.contracts import ClockContract, InvocationStoreContract
@@ -51,15 +73,26 @@ __all__ = [
     "CancellationEvent",
     "ClockContract",
     "ClockExhausted",
+    "Contribution",
     "FixedClock",
     "Harness",
+    "Host",
     "InvocationState",
     "InvocationStoreContract",
+    "PluginError",
+    "PluginSource",
+    "Registered",
+    "RegistrationProblem",
+    "RegistrationRefused",
+    "RegistrationStep",
     "Run",
     "RunOutcome",
     "ScriptedClock",
+    "contributions_of",
     "find_ambient_reads",
     "host_for",
+    "load_plugins",
+    "registration_problems",
     "remove_tree",
     "toolhost_host",
     "toolhost_plugins",
@@ -67,18 +100,68 @@ __all__ = [
 ]
 
 
+# ---------------------------------------------------------------------------- registration
+
+
+def load_plugins(
+    distributions: Iterable[str] = (), plugins: Mapping[str, object] | None = None,
+) -> list[PluginSource]:
+    """The plugins under test, loaded the way the host loads them at startup.
+
+    :param distributions: installed distribution names (``"toolhost-math"``; a single name
+        may be a string). Exactly their ``toolhost.plugins`` entry points are loaded, each on
+        its own, not every installed plugin.
+    :param plugins: ``{distribution: plugin object}`` for plugins that are not installed
+        (a test fixture module, say).
+    :return: one ``PluginSource`` per entry point or plugin object, installed ones first.
+    :raises PluginError: a name no installed distribution provides an entry point for, or an
+        entry point that fails to import; its message is the host's one line.
+    """
+    names = [distributions] if isinstance(distributions, str) else list(distributions)
+    # No names, no metadata scan: plugin objects alone never read sys.path.
+    sources = load_distributions(names) if names else []
+    sources += [PluginSource(distribution=d, name=d, plugin=p) for d, p in (plugins or {}).items()]
+    return sources
+
+
+def contributions_of(
+    sources: Sequence[PluginSource], settings: Settings | None = None,
+) -> list[Contribution]:
+    """What each distribution's hooks return (``toolhost_domains``, then
+    ``toolhost_tools(settings)``), called one plugin at a time as at startup, merged per
+    distribution. Nothing is validated here: that is ``registration_problems``.
+
+    :raises PluginError: a plugin pluggy refuses, a misspelt or removed hookimpl, a hook that
+        raises or returns the wrong type; the message names the distribution.
+    """
+    pm = make_plugin_manager(sources)
+    return collect_contributions(pm, settings if settings is not None else Settings())
+
+
 def host_for(
-    plugins: Mapping[str, object],
+    plugins: Mapping[str, object] | Sequence[PluginSource],
     *,
     clock: Clock | None = None,
     settings: Settings | None = None,
     data_dir: Path | None = None,
     policy: Policy | None = None,
 ) -> Host:
-    """A Host over ``{distribution: plugin}`` objects, with a FixedClock by default and its
-    stores in ``data_dir`` (a fresh temporary directory, removed by ``close``, when omitted)."""
-    return Host.from_plugins(
-        plugins, clock=clock if clock is not None else FixedClock(DEFAULT_INSTANT),
+    """A Host over ``{distribution: plugin}`` objects, or over the sources ``load_plugins``
+    returned, registered exactly as at startup, with a FixedClock by default and its stores
+    in ``data_dir`` (a fresh temporary directory, removed by ``close``, when omitted).
+
+    :raises PluginError: a plugin that does not register or whose hook fails.
+    :raises RegistrationRefused: registration refuses what the plugins return.
+    """
+    if isinstance(plugins, Mapping):
+        sources = load_plugins(plugins=plugins)
+    else:
+        sources = list(plugins)
+        if not all(isinstance(s, PluginSource) for s in sources):
+            raise TypeError("host_for takes {distribution: plugin} or the list load_plugins() "
+                            "returns (for installed names: host_for(load_plugins(names)))")
+    return Host.from_sources(
+        sources, clock=clock if clock is not None else FixedClock(DEFAULT_INSTANT),
         settings=settings, data_dir=data_dir, policy=policy,
     )
 
@@ -111,9 +194,9 @@ class Harness:
         if not isinstance(settings, Settings):
             settings = Settings(env=dict(settings or {}))
         if isinstance(plugins, Mapping):
-            sources = [_source(d, p) for d, p in plugins.items()]
+            sources = load_plugins(plugins=plugins)
         else:
-            sources = load_distributions(plugins)
+            sources = load_plugins(plugins)
         host = Host.from_sources(
             sources, settings=settings,
             clock=clock if clock is not None else FixedClock(DEFAULT_INSTANT),
@@ -213,12 +296,6 @@ class Harness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _source(distribution: str, plugin: object) -> Any:
-    from toolhost._registration.discovery import PluginSource
-
-    return PluginSource(distribution=distribution, name=distribution, plugin=plugin)
 
 
 # ---------------------------------------------------------------------------- fixtures

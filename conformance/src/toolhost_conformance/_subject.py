@@ -5,6 +5,10 @@ return), so nothing here raises: a plugin that does not load is recorded and rep
 ``registration`` check in the host's own one line. Registration is the one source of its
 rules: the problems are what ``registration_problems`` returns for exactly these
 contributions, and each check reports its share of them, never a rule of its own.
+
+Everything of the host used here is ``toolhost.testing``'s public registration kit
+(``load_plugins``, ``contributions_of``, ``registration_problems``, ``host_for``): the suite
+runs no private host code of its own, so a host refactor that keeps that kit keeps the suite.
 """
 
 from __future__ import annotations
@@ -16,29 +20,27 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-# The host's private composition API: what the host itself does at startup, step by step.
-# Nothing else of the host's internals is imported by the suite (see the README).
-from toolhost._composition import Host
-from toolhost._registration.discovery import (
+from toolhost.testing import (
     PluginError,
-    PluginSource,
-    collect_contributions,
-    load_distributions,
-    make_plugin_manager,
-)
-from toolhost._registration.refusals import (
-    RegistrationProblem,
     RegistrationRefused,
-    Step,
+    contributions_of,
+    host_for,
+    load_plugins,
     registration_problems,
 )
 from toolhost_conformance.ambient import distribution_files, module_files
 
 if TYPE_CHECKING:
     from toolhost import Clock, Settings, Tool, ToolSpec
-    from toolhost._registration.discovery import Contribution
+    from toolhost.testing import (
+        Contribution,
+        Host,
+        PluginSource,
+        RegistrationProblem,
+        RegistrationStep,
+    )
 
-__all__ = ["Step", "Subject", "ToolUnderTest"]
+__all__ = ["Subject", "ToolUnderTest"]
 
 
 def normalize_dist_name(name: str) -> str:
@@ -68,10 +70,9 @@ class Subject:
     """The distributions (installed) and plugin objects (not installed) under test.
 
     :param distributions: installed distribution names, loaded through
-        ``toolhost._registration.discovery.load_distributions`` (only these, not every
-        installed plugin).
+        ``toolhost.testing.load_plugins`` (only these, not every installed plugin).
     :param plugins: ``{distribution: plugin object}`` for plugins that are not installed,
-        registered exactly as ``Host.from_plugins`` does.
+        registered exactly as ``toolhost.testing.host_for`` does.
     :param settings: what ``toolhost_tools(settings)`` sees, so conditional tools can be on.
     :param clock: the host's clock for invocations (a FixedClock: runs are deterministic).
     :param origin: where the names came from (``"class"`` or ``"fixture"``), for messages.
@@ -116,14 +117,8 @@ class Subject:
 
     def _load(self) -> None:
         try:
-            self.sources = (
-                list(load_distributions(self.distributions)) if self.distributions else []
-            )
-            self.sources += [
-                PluginSource(distribution=d, name=d, plugin=p) for d, p in self.plugins.items()
-            ]
-            pm = make_plugin_manager(self.sources)
-            self.contributions = list(collect_contributions(pm, self.settings))
+            self.sources = load_plugins(self.distributions, self.plugins)
+            self.contributions = contributions_of(self.sources, self.settings)
         except PluginError as exc:
             self.load_error = str(exc)
             self._refusal = exc
@@ -148,7 +143,7 @@ class Subject:
 
     def problems_at(
         self,
-        step: Step,
+        step: RegistrationStep,
         *,
         tool: ToolUnderTest | None = None,
         distribution: str | None = None,
@@ -183,9 +178,9 @@ class Subject:
                 self._refusal = RegistrationRefused(self.problems)
                 return None
             try:
-                # The real composition path, end to end: load_distributions (done), then
-                # Host.from_sources runs the hooks and the seven steps exactly as at startup.
-                self._host = Host.from_sources(
+                # The real composition path, end to end: load_plugins (done), then host_for
+                # runs the hooks and the seven steps exactly as at startup.
+                self._host = host_for(
                     self.sources, settings=self.settings, clock=self.clock,
                     data_dir=self.data_dir,
                 )

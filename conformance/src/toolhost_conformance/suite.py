@@ -15,7 +15,7 @@ kinds in ``property_run_targets`` (``in_process`` unless a subclass adds one), a
 skip with its reason) for the others.
 
 Registration is the one source of its rules: ``registration`` reports every problem
-``toolhost._registration.refusals.registration_problems`` finds, and ``schemas_closed``,
+``toolhost.testing.registration_problems`` finds, and ``schemas_closed``,
 ``parallel_only_read_only``, ``forced_trust``, ``reasons`` and ``messages_static`` each report
 their share of that list (by step, tool and distribution). None of them re-implements a step.
 
@@ -53,9 +53,9 @@ from toolhost import (
     ToolValidationError,
     Trust,
 )
-from toolhost.testing import DEFAULT_INSTANT, FixedClock
+from toolhost.testing import DEFAULT_INSTANT, FixedClock, RegistrationStep
 from toolhost_conformance import _known
-from toolhost_conformance._subject import Step, Subject, ToolUnderTest
+from toolhost_conformance._subject import Subject, ToolUnderTest
 from toolhost_conformance.ambient import find_ambient_reads
 from toolhost_conformance.pytest_plugin import (
     DEFAULT_EXAMPLES,
@@ -66,9 +66,7 @@ from toolhost_conformance.strategies import UnsupportedSchema, from_schema
 
 if TYPE_CHECKING:
     from toolhost import ToolSpec
-    from toolhost._composition import Host
-    from toolhost._registration.refusals import Registered, RegistrationProblem
-    from toolhost.testing import Run
+    from toolhost.testing import Host, Registered, RegistrationProblem, Run
 
 __all__ = ["CHECKS", "ConformanceSuite"]
 
@@ -292,7 +290,9 @@ class ConformanceSuite:
         carries the remedy, never the input)."""
         _report(
             toolhost_dist, "reasons whose messages are not static, or otherwise refused",
-            toolhost_subject.problems_at(Step.MESSAGE_TABLE, distribution=toolhost_dist),
+            toolhost_subject.problems_at(
+                RegistrationStep.MESSAGE_TABLE, distribution=toolhost_dist
+            ),
         )
 
     @_check("dist")
@@ -323,7 +323,7 @@ class ConformanceSuite:
         present in the input schema."""
         _report(
             toolhost_tool, "registration refuses its reasons",
-            toolhost_subject.problems_at(Step.MESSAGE_TABLE, tool=toolhost_tool),
+            toolhost_subject.problems_at(RegistrationStep.MESSAGE_TABLE, tool=toolhost_tool),
         )
 
     @_check("tool")
@@ -332,7 +332,7 @@ class ConformanceSuite:
         and array item typed, $ref local, dialect-neutral, and they compile."""
         _report(
             toolhost_tool, "registration refuses its schemas (step 5)",
-            toolhost_subject.problems_at(Step.SCHEMA_VALIDITY, tool=toolhost_tool),
+            toolhost_subject.problems_at(RegistrationStep.SCHEMA_VALIDITY, tool=toolhost_tool),
         )
 
     @_check("tool")
@@ -344,7 +344,9 @@ class ConformanceSuite:
         _report(
             toolhost_tool, "registration refuses its allow_parallel (step 6)",
             [
-                p for p in toolhost_subject.problems_at(Step.FIELD_COMPLETENESS, tool=toolhost_tool)
+                p for p in toolhost_subject.problems_at(
+                    RegistrationStep.FIELD_COMPLETENESS, tool=toolhost_tool
+                )
                 if p.problem.startswith("allow_parallel ")
             ],
         )
@@ -354,7 +356,7 @@ class ConformanceSuite:
         """Sandbox/device targets and MCP/DEVICE sources declare EXTERNAL_UNTRUSTED (step 7)."""
         _report(
             toolhost_tool, "registration refuses its output_trust (step 7)",
-            toolhost_subject.problems_at(Step.FORCED_TRUST, tool=toolhost_tool),
+            toolhost_subject.problems_at(RegistrationStep.FORCED_TRUST, tool=toolhost_tool),
         )
 
     @_check("tool", applies=_property_run_target)

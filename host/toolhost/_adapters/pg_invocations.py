@@ -28,6 +28,13 @@ Connections come from a ``psycopg_pool.ConnectionPool`` that checks a connection
 handing it out, so after a server restart the next call gets a fresh one: service returns
 without restarting the host. Every session is bounded (``_SESSION``: a lock wait or a
 statement ends in seconds with an error, never blocks the host) and probed (TCP keepalives).
+
+A reply lost with its connection. The server may have committed a COMMIT, or a statement
+made alone (autocommit), whose reply never arrived. Such a write is not reported failed on
+the strength of the connection's error: a group commit's transaction is looked up by its id
+(``pg_xact_status``), and a statement alone counts as made when its row reads as it left it.
+Either is asked once the lost session can no longer change anything (ended with
+``pg_terminate_backend`` while the server still runs it), so the answer is final.
 """
 
 from __future__ import annotations
@@ -221,6 +228,12 @@ _CONFIRM_WINDOW = 10.0
 #: its looks at a lease whose socket stayed quiet (a safety net: an end is seen at once).
 _RETRY = 0.5
 _WATCH = 5.0
+#: Seconds a lost session's transaction is given to end, once told to, before its fate is
+#: left unknown; and between looks at it meanwhile.
+_SETTLE = 5.0
+_SETTLE_POLL = 0.02
+#: A transaction an error aborted, which only a ROLLBACK ends.
+_FAILED = psycopg.pq.TransactionStatus.INERROR
 
 _LEASE_HELD = """SELECT EXISTS (
     SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
@@ -335,6 +348,18 @@ class _Lease:
         self._wake_w.close()
 
 
+def _roll_back(conn: psycopg.Connection[Any]) -> None:
+    """End the transaction a write (or the block) raised in. A session that cannot roll back
+    is closed, so the pool discards it rather than lend it inside a transaction that will
+    never commit."""
+    if conn.closed:
+        return  # the server ended the session, and its transaction with it
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        conn.close()
+
+
 def _stored(columns: Mapping[str, Any]) -> dict[str, Any]:
     """Column values as written here: the free-text columns as UTF-8 bytes."""
     return {name: value.encode() if name in _FREE_TEXT and isinstance(value, str) else value
@@ -410,19 +435,146 @@ class PostgresInvocationStore:
     def transaction(self) -> Iterator[None]:
         """The port's group commit: this thread's writes inside it go to one pooled session,
         between one BEGIN and one COMMIT (a ROLLBACK when anything raised). A write's error
-        aborts the transaction on the server, so it rolls back the whole, as the port says."""
-        with self._pool.connection() as conn, conn.transaction():
+        aborts the transaction on the server, so it rolls back the whole, as the port says.
+
+        A COMMIT whose connection is lost may have been taken by the server before it was
+        (its reply lost): the transaction's fate is then asked of the server by its id
+        (``_committed``), and a transaction that committed ends the block as a COMMIT that
+        answered would. One that did not, or whose fate the server cannot tell, raises.
+        A session lost inside the block (before the COMMIT) is ended on the server too
+        (``_committed``) before the block's error propagates: a server that has not seen the
+        connection end would otherwise keep the transaction open, holding every row it
+        wrote, and the caller's writes made again alone would wait on those rows and fail.
+
+        :raises RuntimeError: nested in this thread's open ``transaction`` (the port's "not
+            nested"): the inner block's writes would be committed apart from the outer's.
+        """
+        if getattr(self._in_transaction, "conn", None) is not None:
+            raise RuntimeError("PostgresInvocationStore.transaction() is not nested")
+        with self._pool.connection() as conn:
+            # Its id, fetched with the BEGIN (one round trip): what to ask about if the
+            # COMMIT's reply is lost.
+            cursor = conn.execute("BEGIN; SELECT pg_current_xact_id()::text")
+            cursor.nextset()
+            row = cursor.fetchone()
+            assert row is not None
+            xid, pid = str(row[0]), conn.info.backend_pid
             self._in_transaction.conn = conn
             try:
                 yield
+            except BaseException as exc:
+                if not conn.closed:
+                    _roll_back(conn)
+                    raise
+                lost: BaseException = exc  # the session went with its transaction open
+                sent_commit = False
+            else:
+                if conn.info.transaction_status is _FAILED:
+                    # A write's error was caught inside the block: the server aborted the
+                    # transaction, and would answer its COMMIT with a ROLLBACK psycopg does
+                    # not raise for. None of it is committed, which the caller must hear.
+                    _roll_back(conn)
+                    raise psycopg.errors.InFailedSqlTransaction(
+                        "a write in the transaction failed, so nothing in it was committed")
+                try:
+                    conn.commit()
+                    return
+                except psycopg.Error as exc:
+                    if not conn.closed:
+                        # The server answered: it refused the COMMIT, which ended the
+                        # transaction (rolled back).
+                        raise
+                    lost, sent_commit = exc, True
             finally:
                 self._in_transaction.conn = None
+        # Outside the lost session (the pool has discarded it). Asked even when no COMMIT was
+        # sent: asking ends the session, and with it the transaction, on a server that still
+        # runs it; that transaction cannot have committed.
+        if not self._committed(xid, pid) or not sent_commit:
+            raise lost
+
+    def _committed(self, xid: str, pid: int) -> bool:
+        """Whether the transaction ``xid`` committed, its session (backend ``pid``) lost to
+        this store. While the server still counts it in progress (its session has not seen
+        the connection end), that session is ended (``pg_terminate_backend``, matched by the
+        transaction it holds, so a pid reused by another session is never hit): a COMMIT it
+        took completes, and one it never got is rolled back. False when it did not commit,
+        or when the server cannot tell within ``_SETTLE`` seconds (unreachable, or a
+        failover to a server that never had the transaction)."""
+        deadline = monotonic() + _SETTLE
+        try:
+            with self._pool.connection() as conn:
+                while True:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                    status = None if row is None else row[0]
+                    if status != "in progress":
+                        return status == "committed"
+                    if monotonic() > deadline:
+                        return False
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE pid = %s AND backend_xid::text = %s",
+                        (pid, str(int(xid) & 0xFFFFFFFF)))
+                    time.sleep(_SETTLE_POLL)
+        except psycopg.Error:
+            return False
 
     def insert(self, record: InvocationRecord) -> None:
-        with self._connection() as conn:
-            inserted = conn.execute(_INSERT, list(_stored(to_row(record)).values())).rowcount
-        if inserted != 1:
+        row = _stored(to_row(record))
+        if self._changed(_INSERT, list(row.values()), record.id, row) != 1:
             raise ValueError(f"invocation {record.id} is already recorded")
+
+    def _changed(self, sql: str, values: Sequence[Any], invocation_id: str,
+                 made: Mapping[str, Any]) -> int:
+        """How many rows ``sql`` changed: in this thread's ``transaction``, or alone.
+
+        Alone, a statement commits as it ends, so one whose connection is lost may have
+        committed (its reply lost). It counts as made (1 row) when the row ``invocation_id``
+        now holds every stored value in ``made``, looked at once the lost session can no
+        longer change it (``_made``); otherwise the connection's error is raised.
+        """
+        conn = getattr(self._in_transaction, "conn", None)
+        if conn is not None:
+            return int(conn.execute(sql, values).rowcount)
+        with self._pool.connection() as conn:
+            pid = conn.info.backend_pid
+            try:
+                return int(conn.execute(sql, values).rowcount)
+            except psycopg.Error as exc:
+                if not conn.closed:
+                    raise  # the server answered: the statement failed, and changed nothing
+                lost = exc
+        if self._made(pid, invocation_id, made):
+            return 1
+        raise lost
+
+    def _made(self, pid: int, invocation_id: str, made: Mapping[str, Any]) -> bool:
+        """Whether the row ``invocation_id`` holds every value of ``made``, read once the lost
+        session (backend ``pid``) is gone: while the server still runs it, it is ended
+        (``pg_terminate_backend``), whatever it is doing, so the statement has committed or
+        never will. An idle session may yet hold the statement unread in its socket (sent
+        just before the connection was lost): ended, it leaves before running it. False when
+        the server cannot tell within ``_SETTLE`` seconds."""
+        # Known by its pid, then by its start as first seen: a pid the server gives another
+        # session afterwards is never ended here.
+        ended = ("SELECT backend_start, pg_terminate_backend(pid) FROM pg_stat_activity "
+                 "WHERE pid = %s AND backend_start = coalesce(%s, backend_start)")
+        terms = " AND ".join(f"{column} IS NOT DISTINCT FROM %s" for column in made)
+        deadline = monotonic() + _SETTLE
+        try:
+            with self._pool.connection() as conn:
+                start = None
+                while (session := conn.execute(ended, (pid, start)).fetchone()) is not None:
+                    start = session[0]
+                    if monotonic() > deadline:
+                        return False
+                    time.sleep(_SETTLE_POLL)
+                row = conn.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM tool_invocations WHERE id = %s AND {terms})",
+                    [invocation_id, *made.values()]).fetchone()
+        except psycopg.Error:
+            return False
+        return row is not None and bool(row[0])
 
     def get(self, invocation_id: str) -> InvocationRecord:
         with self._connection() as conn:
@@ -443,8 +595,8 @@ class PostgresInvocationStore:
         states = [converter.unstructure(s) for s in expected]
         sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
                "WHERE id = %s AND state = ANY(%s)")
-        with self._connection() as conn:
-            return conn.execute(sql, [*columns.values(), invocation_id, states]).rowcount == 1
+        return self._changed(sql, [*columns.values(), invocation_id, states], invocation_id,
+                             columns) == 1
 
     def settle(
         self,
@@ -458,9 +610,8 @@ class PostgresInvocationStore:
         owner = column_values(InvocationRecord, {"owner": from_owner})["owner"]
         sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
                "WHERE id = %s AND state = %s AND owner IS NOT DISTINCT FROM %s")
-        with self._connection() as conn:
-            return conn.execute(
-                sql, [*columns.values(), invocation_id, _RUNNING, owner]).rowcount == 1
+        return self._changed(sql, [*columns.values(), invocation_id, _RUNNING, owner],
+                             invocation_id, {"owner": owner, **columns}) == 1
 
     def list(
         self,

@@ -45,6 +45,8 @@ from toolhost._adapters.sqlite_artifacts import (
     MIGRATIONS,
     SQLiteArtifactStore,
     StreamedUpload,
+    VerifiedChunks,
+    _check_chunk_size,
     _check_expiry,
     _check_retention,
     _Metadata,
@@ -59,7 +61,7 @@ from toolhost._model.artifacts import (
 )
 from toolhost._model.digest import sha256_digest
 from toolhost._model.settings import SettingError, StoreUnavailable
-from toolhost._ports.artifacts import STAGING_STALE_AFTER
+from toolhost._ports.artifacts import READ_CHUNK, STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
 
 __all__ = [
@@ -200,10 +202,11 @@ class S3ArtifactStore(SQLiteArtifactStore):
     """Content in ``location``'s bucket through ``client``; metadata in ``conn``'s ``artifacts``.
 
     The metadata side is ``SQLiteArtifactStore``'s, unchanged: this class replaces only where
-    content lives (``read``, ``_store``, ``begin`` and purge's two sweeps). Purge safety is the
-    same argument with objects for files: a content object is deleted only inside the write
-    transaction that found no row referencing it, and a write checks inside its own transaction
-    that its object is there (a HEAD) and puts it back if not, before its row commits.
+    content lives (``read``, ``read_chunks``, ``_store``, ``begin`` and purge's two sweeps).
+    Purge safety is the same argument with objects for files: a content object is deleted
+    only inside the write transaction that found no row referencing it, and a write checks
+    inside its own transaction that its object is there (a HEAD) and puts it back if not,
+    before its row commits.
     Construction applies the migrations, checks the bucket answers and binds the prefix to this
     database (``StoreUnavailable`` otherwise).
     """
@@ -262,6 +265,26 @@ class S3ArtifactStore(SQLiteArtifactStore):
         if sha256_digest(data) != record.checksum:
             raise ArtifactCorrupted(artifact_id, "checksum mismatch")
         return data
+
+    def read_chunks(self, artifact_id: str, chunk_size: int = READ_CHUNK) -> VerifiedChunks:
+        """See ``ArtifactStore.read_chunks``. One GetObject, here; its body is read as the
+        chunks are (a streaming body: memory stays at one chunk), and closing the chunks
+        before the end drops the connection rather than read the rest."""
+        _check_chunk_size(chunk_size)
+        record = self.get(artifact_id)
+        try:
+            response = self._client.get_object(
+                Bucket=self.location.bucket, Key=self._content_key(record.checksum))
+        except Exception as exc:
+            if _error_code(exc) in _MISSING:
+                raise ArtifactCorrupted(artifact_id, "the content object is missing") from None
+            raise self._unavailable("GetObject", exc) from None
+        body = response["Body"]
+
+        def lost(exc: Exception) -> Exception:  # the connection dropped mid-body
+            return self._unavailable("GetObject", exc)
+
+        return VerifiedChunks(record, body.read, body.close, chunk_size, failed=lost)
 
     def _upload(self, meta: _Metadata, limit: int) -> StreamedUpload:
         """An S3 upload: nothing reaches the bucket until a part is full."""

@@ -40,6 +40,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import IO, Any
 
 import attrs
@@ -61,7 +62,7 @@ from toolhost._model.artifacts import (
 from toolhost._model.convert import column_values, from_row, to_row
 from toolhost._model.digest import sha256_checksum, sha256_digest
 from toolhost._model.spec import Trust
-from toolhost._ports.artifacts import LIST_LIMIT, STAGING_STALE_AFTER
+from toolhost._ports.artifacts import LIST_LIMIT, READ_CHUNK, STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "SQLiteArtifactStore",
     "SQLiteArtifactUpload",
     "StreamedUpload",
+    "VerifiedChunks",
     "open_artifact_store",
 ]
 
@@ -361,6 +363,24 @@ class SQLiteArtifactStore:
         if sha256_digest(data) != record.checksum:
             raise ArtifactCorrupted(artifact_id, "checksum mismatch")
         return data
+
+    def read_chunks(self, artifact_id: str, chunk_size: int = READ_CHUNK) -> VerifiedChunks:
+        """See ``ArtifactStore.read_chunks``. The content file is opened here, read lazily."""
+        _check_chunk_size(chunk_size)
+        record = self.get(artifact_id)
+        try:
+            f = self._blob_path(record.checksum).open("rb")
+        except FileNotFoundError:
+            raise ArtifactCorrupted(artifact_id, "the content file is missing") from None
+        except OSError as exc:
+            raise ArtifactCorrupted(artifact_id, f"the content file is unreadable: {exc}") from exc
+
+        def unreadable(exc: Exception) -> Exception:
+            if isinstance(exc, OSError):
+                return ArtifactCorrupted(artifact_id, f"the content file is unreadable: {exc}")
+            return exc
+
+        return VerifiedChunks(record, f.read, f.close, chunk_size, failed=unreadable)
 
     def find_live(
         self,
@@ -707,6 +727,114 @@ class SQLiteArtifactStore:
         return files, freed
 
 
+class VerifiedChunks:
+    """``ArtifactChunks`` over an open source of a record's content: what the stores'
+    ``read_chunks`` share.
+
+    ``read(n)`` returns up to ``n`` bytes (``b""`` at the end), ``close()`` releases the
+    source, and ``failed`` turns what ``read`` raises into the store's error (an unreadable
+    file, a lost server). Never asks for more than one byte past the recorded size, and hashes
+    every chunk as it goes; the chunk that completes the size is returned only once the end
+    of the source and the checksum are confirmed. Not for concurrent use by several threads.
+    """
+
+    def __init__(
+        self,
+        record: ArtifactRecord,
+        read: Callable[[int], bytes],
+        close: Callable[[], object],
+        chunk_size: int,
+        *,
+        failed: Callable[[Exception], Exception],
+    ) -> None:
+        self._record = record
+        self._read = read
+        self._close: Callable[[], object] | None = close
+        self._chunk_size = chunk_size
+        self._failed = failed
+        self._digest = hashlib.sha256()
+        self._seen = 0
+        self._done = False
+
+    def __iter__(self) -> VerifiedChunks:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._done:
+            raise StopIteration
+        try:
+            chunk = self._next_chunk()
+        except BaseException:
+            self.close()
+            raise
+        if not chunk and self._done:
+            raise StopIteration
+        return chunk
+
+    def close(self) -> None:
+        """See ``ArtifactChunks.close``."""
+        self._done = True
+        close, self._close = self._close, None
+        if close is not None:
+            with contextlib.suppress(Exception):  # a read-only source: nothing is lost
+                close()
+
+    def __enter__(self) -> VerifiedChunks:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Dropped half-read: the descriptor or connection goes now, not at the collector's
+        # leisure. A half-built one has no ``_close``.
+        if getattr(self, "_close", None) is not None:
+            with contextlib.suppress(Exception):
+                self.close()
+
+    def _next_chunk(self) -> bytes:
+        record = self._record
+        want = min(self._chunk_size, record.size - self._seen)
+        chunk = self._fill(want)
+        self._seen += len(chunk)
+        self._digest.update(chunk)
+        if self._seen < record.size:
+            if len(chunk) < want:  # the source ended early
+                raise ArtifactCorrupted(
+                    record.id, f"size {self._seen} bytes, expected {record.size}")
+            return chunk
+        # The chunk that completes the content: verified before anyone sees it.
+        if self._fill(1):
+            raise ArtifactCorrupted(
+                record.id, f"size more than {record.size} bytes, expected {record.size}")
+        if sha256_checksum(self._digest) != record.checksum:
+            raise ArtifactCorrupted(record.id, "checksum mismatch")
+        self.close()
+        return chunk
+
+    def _fill(self, n: int) -> bytes:
+        """Up to ``n`` bytes, fewer only at the end of the source (a read may return less)."""
+        if n == 0:
+            return b""
+        try:
+            data = self._read(n)
+            if 0 < len(data) < n:
+                parts = [data]
+                got = len(data)
+                while got < n and (more := self._read(n - got)):
+                    parts.append(more)
+                    got += len(more)
+                data = b"".join(parts)
+        except Exception as exc:
+            raise self._failed(exc) from None
+        return data
+
+
 class StreamedUpload:
     """What the stores' ``ArtifactUpload``s share: the bound checked before a byte is staged,
     a sha256 fed chunk by chunk, one lock over the calls (so an abort from another thread, a
@@ -893,6 +1021,13 @@ def _metadata(
         conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
         expires_at=as_utc_or_none(expires_at),
     )
+
+
+def _check_chunk_size(chunk_size: int) -> None:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}")
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
 
 
 def _check_retention(retention: _dt.timedelta | None) -> _dt.timedelta | None:

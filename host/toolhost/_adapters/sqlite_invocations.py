@@ -44,7 +44,14 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from toolhost._adapters.sqlite_db import Checkpointer, Migration, migrate
+from toolhost._adapters.sqlite_db import (
+    WAL_BACKSTOP_PAGES,
+    Checkpointer,
+    Migration,
+    _database_path,
+    connect,
+    migrate,
+)
 from toolhost._model.convert import column_values, converter, to_row
 from toolhost._model.invocations import (
     InvocationNotFound,
@@ -52,6 +59,7 @@ from toolhost._model.invocations import (
     InvocationState,
     OwnerState,
 )
+from toolhost._model.settings import StoreUnavailable
 
 __all__ = [
     "MIGRATIONS",
@@ -222,19 +230,52 @@ class SQLiteInvocationStore:
         self._lock = threading.RLock()
         # This connection writes a row per call: its WAL checkpoints run on another thread.
         self.checkpointer = Checkpointer.attach(conn)
+        # Where a new connection is opened after a failed ROLLBACK (None: in memory).
+        path = str(_database_path(conn))
+        self._path = None if path in ("", ":memory:") else path
+        #: The connection was closed after a ROLLBACK failed; the next use opens a new one.
+        self._broken = False
 
     def _wrote(self) -> None:
         if self.checkpointer is not None:
             self.checkpointer.wrote()
 
+    def _live(self) -> sqlite3.Connection:
+        """The connection, a new one if the last was closed after a failed ROLLBACK. Called
+        with ``_lock`` held.
+
+        :raises StoreUnavailable: the database cannot be opened again (yet: the next use
+            tries again).
+        :raises sqlite3.OperationalError: it was an in-memory database, gone with the old one.
+        """
+        if self._broken:
+            if self._path is None:
+                # Closing an in-memory database dropped it; a new connection would be empty.
+                raise sqlite3.OperationalError(
+                    "the in-memory database was closed after a ROLLBACK failed")
+            if not os.path.exists(self._path):
+                # ``connect`` would make a new, empty database (no schema) in its place.
+                raise StoreUnavailable(
+                    Path(self._path), f"the database {self._path} was moved or deleted while "
+                    "toolhost ran: put it back, or restart toolhost to start a new one")
+            conn = connect(self._path)
+            try:
+                if self.checkpointer is not None:
+                    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
+            except BaseException:
+                conn.close()
+                raise
+            self._conn, self._broken = conn, False
+        return self._conn
+
     def _rows(self, where: str, values: Sequence[Any]) -> list[Any]:
-        return self._conn.execute(f"{_SELECT}{where}", values).fetchall()
+        return self._live().execute(f"{_SELECT}{where}", values).fetchall()
 
     def insert(self, record: InvocationRecord) -> None:
         values = list(to_row(record).values())
         with self._lock:
             try:
-                self._conn.execute(_INSERT, values)
+                self._live().execute(_INSERT, values)
             except sqlite3.IntegrityError:
                 raise ValueError(f"invocation {record.id} is already recorded") from None
         self._wrote()
@@ -245,18 +286,31 @@ class SQLiteInvocationStore:
         the busy timeout, rather than on upgrade) to one COMMIT. The connection's lock is held
         throughout, so no other thread's statement lands inside it."""
         with self._lock:
-            conn = self._conn
+            conn = self._live()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 # A failed COMMIT (SQLITE_BUSY, a full disk) leaves the transaction open; the
                 # exception that ended it is the one to raise, not a failed ROLLBACK's.
-                with contextlib.suppress(sqlite3.Error):
-                    if conn.in_transaction:
+                if conn.in_transaction:
+                    try:
                         conn.execute("ROLLBACK")
+                    except sqlite3.Error as failed:
+                        self._discard(conn)
+                        exc.add_note(f"The ROLLBACK failed too ({failed}): the connection "
+                                     "was closed, and the next write opens a new one.")
                 raise
+
+    def _discard(self, conn: sqlite3.Connection) -> None:
+        """Close a connection left inside a transaction it could not roll back: every later
+        statement on it would join that transaction, never to be committed. Closing ends it
+        (SQLite rolls back, or its locks and uncommitted WAL frames go with the file
+        handles); ``_live`` opens the next connection."""
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+        self._broken = True
 
     def get(self, invocation_id: str) -> InvocationRecord:
         with self._lock:
@@ -285,7 +339,7 @@ class SQLiteInvocationStore:
         )
         values = [*columns.values(), invocation_id, *states]
         with self._lock:
-            changed = self._conn.execute(sql, values).rowcount == 1
+            changed = self._live().execute(sql, values).rowcount == 1
         if changed:
             self._wrote()
         return changed
@@ -309,7 +363,7 @@ class SQLiteInvocationStore:
             "WHERE id = ? AND state = ? AND owner IS ?"
         )
         with self._lock:
-            changed = self._conn.execute(
+            changed = self._live().execute(
                 sql, [*columns.values(), invocation_id, running, owner]).rowcount == 1
         if changed:
             self._wrote()
@@ -354,7 +408,7 @@ class SQLiteInvocationStore:
             if after is not None:
                 # Keyset paging: strictly after that row in (created_at, id) order, so a page
                 # costs what its rows cost, however deep, and rows added meanwhile shift none.
-                anchor = self._conn.execute(
+                anchor = self._live().execute(
                     "SELECT created_at, id FROM tool_invocations WHERE id = ?", (after,)
                 ).fetchone()
                 if anchor is None:
@@ -365,11 +419,11 @@ class SQLiteInvocationStore:
             where += " ORDER BY created_at, id"
             if limit is not None:
                 where, values = f"{where} LIMIT ?", [*values, max(limit, 0)]
-            return self._conn.execute(f"{select}{where}", values).fetchall()
+            return self._live().execute(f"{select}{where}", values).fetchall()
 
     def count(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
+            return int(self._live().execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
 
     def owner(self) -> Mapping[str, Any]:
         return this_process()
@@ -382,6 +436,8 @@ class SQLiteInvocationStore:
             self.checkpointer.close()
         with self._lock:
             self._conn.close()
+            # Closed for good: a later use fails on the closed connection, never reopens it.
+            self._broken = False
 
 
 # ---------------------------------------------------------------------------- owners

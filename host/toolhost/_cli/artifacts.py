@@ -14,9 +14,9 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolhost._cli.approvals import print_json, printable
 from toolhost._cli.common import CommandError, load, positive_int
@@ -31,8 +31,11 @@ __all__ = ["COMMANDS", "LIST_LIMIT", "OPERATOR", "add_parsers"]
 
 #: Who an upload belongs to unless ``--principal`` says: the CLI's principal (Host.start_run).
 OPERATOR = "operator"
-#: How much of an uploaded file is read at a time: the store streams it, never holding it whole.
+#: How much of a file is read (upload) or written (get) at a time: the store streams it,
+#: never holding it whole.
 _CHUNK = 1024 * 1024
+#: How many bytes of the target's name a temp file of ``get -o`` keeps (NAME_MAX is 255).
+_TEMP_STEM = 200
 #: ``toolhost._ports.artifacts.LIST_LIMIT``, stated again so that building the parser (every
 #: command, ``--help`` too) does not import the port and its values; a test keeps them equal.
 LIST_LIMIT = 100
@@ -166,81 +169,147 @@ def _filters(args: argparse.Namespace) -> str:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from toolhost._model.artifacts import ArtifactCorrupted, ArtifactNotFound
-
-    target = None if args.output == "-" else Path(args.output)
-    if target is not None and target.is_dir():
-        raise CommandError(f"-o {args.output!r} is a directory: name the file to write")
-    _, store = _store()
-    # The store's read verifies size and checksum before anything is written: a refused get
-    # leaves no file and no temp file behind.
-    try:
-        data = store.read(args.id)
-    except ArtifactNotFound:
-        raise CommandError(f"no artifact {args.id!r} (toolhost artifacts list shows them)",
-                           ExitCode.FAILED) from None
-    except ArtifactCorrupted as exc:
-        raise CommandError(f"artifact {args.id!r} was not written: its stored content no longer "
-                           f"matches its checksum ({exc.reason})", ExitCode.FAILED) from None
-    if target is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+    if args.output == "-":
+        if sys.stdout is None:  # fd 1 was closed when the process started
+            raise CommandError("cannot write standard output: it is closed", ExitCode.FAILED)
+        _, store = _store()
+        _send(store, args.id, _verify(store, args.id), sys.stdout.buffer, "standard output")
         return ExitCode.OK
-    # A symlink is followed, as a shell redirect follows it (`-o /dev/stdout`); what is there
-    # then decides: a regular file (or nothing) is replaced atomically, and anything else (a
-    # FIFO, `/dev/null`) is written through, never replaced by a file of ours.
-    resolved = Path(os.path.realpath(target))
+    target = Path(args.output)
+    # What the name opens decides, links followed as open() and a shell redirect follow them
+    # (`-o /dev/stdout` too, whose /proc/self/fd/1 names no path when it is a pipe): a
+    # regular file (or nothing) is replaced atomically where the links lead, and anything
+    # else (a FIFO, a pipe, `/dev/null`) is written through, never replaced by a file of ours.
     try:
-        mode = os.stat(resolved).st_mode
+        mode: int | None = os.stat(target).st_mode
     except FileNotFoundError:
         mode = None
-    except OSError as exc:
+    except OSError as exc:  # a name too long, a loop of links, a file where a directory is
         raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
                            ExitCode.FAILED) from None
-    if mode is None or stat.S_ISREG(mode):
-        _write_atomically(resolved, data)
-    elif stat.S_ISDIR(mode):
+    if mode is not None and stat.S_ISDIR(mode):
         raise CommandError(f"-o {args.output!r} is a directory: name the file to write")
+    host, store = _store()
+    if mode is None or stat.S_ISREG(mode):
+        resolved = Path(os.path.realpath(target))
+        if _is_the_stores(resolved, Path(os.path.realpath(host.data_dir))):
+            raise CommandError(f"-o {args.output!r} is where the host keeps its stores (the "
+                               "data directory's top level and its artifacts): name a file "
+                               "elsewhere")
+        _write_atomically(store, args.id, resolved)
     else:
-        _write_through(resolved, data)
+        _write_through(store, args.id, target)
     return ExitCode.OK
 
 
-def _write_through(target: Path, data: bytes) -> None:
-    """``data`` written into what is at ``target`` (a FIFO, a device), as ``cat > target``."""
+def _is_the_stores(path: Path, data_dir: Path) -> bool:
+    """Whether ``path`` is (or would be) one of the stores' own files: the database and its
+    journals at the data directory's top level, the content files under ``artifacts``.
+    Replacing one would damage every artifact (or call) it holds, for good."""
+    return path.parent == data_dir or path.is_relative_to(data_dir / "artifacts")
+
+
+@contextlib.contextmanager
+def _refused_read(artifact_id: str, *, whole: bool = False) -> Iterator[None]:
+    """The store's refusals as the operator's one line. ``whole``: bytes already went out (a
+    second pass, see ``_send``), so the line says what arrived is not all of it."""
+    from toolhost._model.artifacts import (
+        ArtifactCorrupted,
+        ArtifactNotFound,
+        ArtifactStoreUnavailable,
+    )
+
+    not_written = f"artifact {artifact_id!r} was not written{' whole' if whole else ''}"
+    try:
+        yield
+    except ArtifactNotFound:
+        raise CommandError(f"no artifact {artifact_id!r} (toolhost artifacts list shows them)",
+                           ExitCode.FAILED) from None
+    except ArtifactCorrupted as exc:
+        raise CommandError(f"{not_written}: its stored content no longer matches its "
+                           f"checksum ({exc.reason})", ExitCode.FAILED) from None
+    except ArtifactStoreUnavailable as exc:  # an object store that stopped answering
+        raise CommandError(f"{not_written}: {exc}", ExitCode.FAILED) from None
+
+
+def _verify(store: ArtifactStore, artifact_id: str) -> bytes | None:
+    """The first pass for an output that cannot take bytes back (stdout, a FIFO, a device):
+    the content read through and verified, writing nothing. Returns it when it fits one
+    chunk (the store hands out the chunk that completes the content only once it matched the
+    record), else None: ``_send`` then reads it again. Memory stays at two chunks."""
+    with _refused_read(artifact_id), store.read_chunks(artifact_id, _CHUNK) as chunks:
+        first = next(chunks, b"")
+        if next(chunks, None) is None:
+            return first
+        for _ in chunks:
+            pass
+    return None
+
+
+def _send(store: ArtifactStore, artifact_id: str, verified: bytes | None, out: BinaryIO,
+          shown: str) -> None:
+    """What ``_verify`` verified, into ``out``: its one chunk, or a second pass. Content is
+    immutable and content-addressed, so the second pass can only differ if it was damaged in
+    between; it is checked again and the command then fails (what was written is not it)."""
+    try:
+        if verified is not None:
+            out.write(verified)
+        else:
+            with _refused_read(artifact_id, whole=True), \
+                    store.read_chunks(artifact_id, _CHUNK) as chunks:
+                for chunk in chunks:
+                    out.write(chunk)
+        out.flush()
+    except OSError as exc:
+        raise CommandError(f"cannot write {shown}: {exc.strerror}", ExitCode.FAILED) from None
+
+
+def _write_through(store: ArtifactStore, artifact_id: str, target: Path) -> None:
+    """The content written into what is at ``target`` (a FIFO, a device), as ``cat > target``.
+    Opened only once the content is verified: a refused get never opens it (nor waits, as
+    opening a FIFO does, for its reader)."""
+    verified = _verify(store, artifact_id)
+    shown = repr(str(target))
     try:
         fd = os.open(target, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with os.fdopen(fd, "wb") as out:
+            _send(store, artifact_id, verified, out, shown)
     except OSError as exc:
-        raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
-                           ExitCode.FAILED) from None
+        raise CommandError(f"cannot write {shown}: {exc.strerror}", ExitCode.FAILED) from None
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    """``data`` at ``target``: a temp file beside it, fsynced, renamed over it. On any failure
-    the temp file goes and ``target`` is as it was. The file is private to the operator
-    (mode 0600), as the store's own files are."""
+def _write_atomically(store: ArtifactStore, artifact_id: str, target: Path) -> None:
+    """The content at ``target``: streamed into a temp file beside it, fsynced, and renamed
+    over it only once every chunk arrived, which is once the store matched the size and the
+    checksum. On any failure the temp file goes and ``target`` is as it was. The file is
+    private to the operator (mode 0600), as the store's own files are."""
     import tempfile  # deferred: it imports random, which nothing else on `toolhost check` needs
 
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    except OSError as exc:
-        raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
-                           ExitCode.FAILED) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
+    # Opened first: an unknown id or missing content never makes a temp file.
+    with _refused_read(artifact_id), store.read_chunks(artifact_id, _CHUNK) as chunks:
+        # Named after the target, cut so that with mkstemp's 8 characters and ".part" it is
+        # still a legal name when the target's own is near the 255-byte limit.
+        stem = os.fsencode(target.name)[:_TEMP_STEM]
+        try:
+            fd, tmp = tempfile.mkstemp(dir=os.fsdecode(target.parent),
+                                       prefix=os.fsdecode(b"." + stem + b"."), suffix=".part")
+        except OSError as exc:
             raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
                                ExitCode.FAILED) from None
-        raise
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException as exc:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
+                                   ExitCode.FAILED) from None
+            raise
 
 
 # ---------------------------------------------------------------------- upload

@@ -39,7 +39,7 @@ class _Version(argparse.Action):
 
 
 def _epilog() -> str:
-    from toolhost._model.settings import default_data_dir
+    from toolhost._model.data_layout import default_data_dir
 
     return f"""\
 settings (environment):

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
+import functools
 import ipaddress
 import logging
 import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Awaitable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import mcp.types as types
@@ -42,7 +46,7 @@ from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import Sessions, session_key
 from toolhost._mcp.transport import stdio_streams
 from toolhost._pipeline.log import get_logger
-from toolhost._pipeline.pipeline import RecoveryAction
+from toolhost._pipeline.pipeline import Recovered, RecoveryAction
 from toolhost._registration.refusals import Registered
 
 __all__ = ["build_server", "listen_sockets", "parse_http_address", "serve", "tracing_configured"]
@@ -177,19 +181,48 @@ async def _recovering(host: Host, interval: float | None, serving: Awaitable[Non
 
 async def recover_every(host: Host, interval: float) -> None:
     """Settle rows whose process died, every ``interval`` seconds, until cancelled. A store
-    that cannot be reached is logged and tried again next time: serving goes on."""
+    that cannot be reached is logged and tried again next time: serving goes on.
+
+    Each pass runs on a worker thread of its own (``Pipeline.recover_interrupted``): its store
+    calls block (with a PostgreSQL server gone, each waits out the pool's timeout), and on the
+    loop they would stall every call being served meanwhile. Cancelled mid-pass (the server
+    stopping), the pass begins no further store call, and this waits for the one under way,
+    bounded by the store's own timeout, so that the store is never closed under it; the rows
+    settled by then are logged as any pass's are.
+    """
     log = get_logger()
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            looked_at = await host.pipeline.recover(rerun=False)
-        except Exception as exc:
-            log.warning("mcp.serve.recover_failed", error=type(exc).__name__)
-            continue
-        settled = [r for r in looked_at if r.action is not RecoveryAction.LEFT]
-        if settled:
-            log.info("mcp.serve.recovered", rows=[r.invocation_id for r in settled],
-                     actions=[r.action.value for r in settled])
+    loop = asyncio.get_running_loop()
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolhost-recover")
+    stopping = threading.Event()
+    try:
+        while True:
+            await asyncio.sleep(interval)
+            # In a copy of this task's context, as asyncio.to_thread runs a function.
+            recovery = loop.run_in_executor(worker, functools.partial(
+                contextvars.copy_context().run, host.pipeline.recover_interrupted, stopping))
+            try:
+                # asyncio.wait, unlike an await of the future, leaves it be when cancelled.
+                await asyncio.wait([recovery])
+            except asyncio.CancelledError:
+                stopping.set()
+                await asyncio.wait([recovery])
+                _log_pass(log, recovery)
+                raise
+            _log_pass(log, recovery)
+    finally:
+        worker.shutdown(wait=False)  # idle by now, unless cancelled again while it waited
+
+
+def _log_pass(log: Any, recovery: asyncio.Future[list[Recovered]]) -> None:
+    """What a finished pass of ``recover_every`` did, for the operator."""
+    exc = recovery.exception()
+    if exc is not None:
+        log.warning("mcp.serve.recover_failed", error=type(exc).__name__)
+        return
+    settled = [r for r in recovery.result() if r.action is not RecoveryAction.LEFT]
+    if settled:
+        log.info("mcp.serve.recovered", rows=[r.invocation_id for r in settled],
+                 actions=[r.action.value for r in settled])
 
 
 async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from toolhost._model.data_layout import default_data_dir, plugin_data_dir
 from toolhost._model.secrets import Secret
 
 __all__ = [
@@ -76,24 +77,6 @@ def redact_url_password(value: str) -> str:
     """``value`` with the password of any URL in it shown as ``***`` (TOOLHOST_DATABASE_URL
     carries one), so a setting's repr or an error that names the URL leaks no credential."""
     return _URL_PASSWORD.sub(r"\1:***@", value)
-
-
-def default_data_dir() -> Path:
-    """Where the data lives when TOOLHOST_DATA_DIR is unset (``toolhost --help`` shows it):
-    an XDG-style per-user directory, ``$XDG_DATA_HOME/toolhost`` or
-    ``~/.local/share/toolhost``."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "toolhost"
-
-
-def plugin_data_dir(data_dir: Path, distribution: str) -> Path:
-    """Where ``distribution`` keeps the durable state it owns: ``DATA_DIR/plugins/<name>``.
-
-    The one place this layout is decided: the host builds each distribution's
-    ``Services.data_dir`` with it, and a plugin's own console script (or a distribution that
-    reads another's public store, as people reads the email cache) finds it the same way.
-    """
-    return data_dir / "plugins" / distribution
 
 
 @attrs.frozen

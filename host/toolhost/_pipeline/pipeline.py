@@ -37,7 +37,9 @@ NON_IDEMPOTENT or CONDITIONALLY_IDEMPOTENT call is never run again, it ends fail
 one is run again here, as an approved call resumes, unless its tool is not registered, the
 policy cell now denies it or now wants an approval it never had, or the caller says not to
 (then it ends failed with the same code, retryable). A row whose owner is alive, or cannot be
-checked from here, is left alone.
+checked from here, is left alone. ``Pipeline.recover_interrupted`` is that recovery without
+re-running anything: synchronous, writing to the store directly, so a server runs it on a
+worker thread while its loop serves calls.
 
 Every row write of a call (step 13's, a writing call's ``running`` row, a refusal's, a
 pause's) waits for its commit; while other calls are in flight their writes are committed
@@ -531,12 +533,16 @@ class Pipeline:
             self._unsettled[final.id] = interrupted
         return self._outcome(interrupted)
 
-    def _settle_own(self) -> list[Recovered]:
+    def _settle_own(self, stopping: threading.Event | None = None) -> list[Recovered]:
         """Write the INTERRUPTED end of this process's calls whose rows the store refused
         (``_result_not_recorded``), now that it may take them; a row still refused stays
-        for the next recovery, and one another process settled meanwhile is left as it is."""
+        for the next recovery, and one another process settled meanwhile is left as it is.
+        Safe on a worker thread: each write goes to the store directly."""
         report = []
+        # A snapshot: the loop's calls may add rows meanwhile (they are the next pass's).
         for invocation_id, interrupted in list(self._unsettled.items()):
+            if stopping is not None and stopping.is_set():
+                break
             try:
                 finished = self.invocations.settle(
                     invocation_id, from_owner=interrupted.owner, to=InvocationState.FAILED,
@@ -545,7 +551,7 @@ class Pipeline:
                     retryable=interrupted.retryable, failure_detail=interrupted.failure_detail)
             except Exception:
                 continue
-            del self._unsettled[invocation_id]
+            self._unsettled.pop(invocation_id, None)
             report.append(_recovered(
                 interrupted,
                 RecoveryAction.FAILED if finished else RecoveryAction.SETTLED_ELSEWHERE,
@@ -719,19 +725,56 @@ class Pipeline:
 
         :param rerun: run IDEMPOTENT and READ_ONLY calls again (the default); False ends them
             failed with ``tool.internal.interrupted``, retryable, like the others but safe to
-            repeat.
+            repeat (``recover_interrupted``).
         """
+        if not rerun:
+            return self.recover_interrupted()
         report = self._settle_own()
-        report.extend([await self._recover(record, rerun)
-                       for record in self.invocations.list(state=InvocationState.RUNNING)])
-        report.extend(
-            _recovered(record, RecoveryAction.LEFT,
-                       f"approved but not started: toolhost approve {record.id} runs it")
-            for record in self.invocations.list(state=InvocationState.APPROVED)
-        )
+        for record in self.invocations.list(state=InvocationState.RUNNING):
+            looked_at = self._settle_gone(record, rerun=True)
+            report.append(looked_at if isinstance(looked_at, Recovered)
+                          else await self._rerun(record, *looked_at))
+        report.extend(self._approved_left())
         return report
 
-    async def _recover(self, record: InvocationRecord, rerun: bool) -> Recovered:
+    def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
+        """``recover(rerun=False)``, synchronously: no row is run again, so nothing here needs
+        a loop, and every write goes to the store directly (compare-and-set ``settle``), never
+        through the group commit queue, whose flush runs on the loop that queued it. A worker
+        thread may run this while the loop serves calls (``toolhost serve``'s periodic pass).
+
+        :param stopping: once set, no store call is begun after the one under way; the rows
+            looked at so far are reported (a server shutting down waits for one call only).
+        """
+        def stopped() -> bool:
+            return stopping is not None and stopping.is_set()
+
+        report = self._settle_own(stopping)
+        if stopped():
+            return report
+        for record in self.invocations.list(state=InvocationState.RUNNING):
+            if stopped():
+                return report
+            looked_at = self._settle_gone(record, rerun=False, stopping=stopping)
+            # rerun=False never hands a row back to run: _why_not_rerun always says why not.
+            assert isinstance(looked_at, Recovered)
+            report.append(looked_at)
+        if not stopped():
+            report.extend(self._approved_left())
+        return report
+
+    def _approved_left(self) -> list[Recovered]:
+        return [_recovered(record, RecoveryAction.LEFT,
+                           f"approved but not started: toolhost approve {record.id} runs it")
+                for record in self.invocations.list(state=InvocationState.APPROVED)]
+
+    def _settle_gone(self, record: InvocationRecord, rerun: bool,
+                     stopping: threading.Event | None = None) -> (
+            Recovered | tuple[Registered, str, Any]):
+        """A ``running`` row left (its owner alive, or not checkable) or settled INTERRUPTED
+        without running it; or, to run it again, its tool, its owner described and a log.
+        ``stopping``: see ``recover_interrupted`` (the owner check is one store call, the
+        settle another)."""
         owner = _describe_owner(record.owner)
         state = self.invocations.owner_state(record.owner)
         if state is OwnerState.ALIVE:
@@ -750,7 +793,12 @@ class Pipeline:
         why_not = self._why_not_rerun(record, registered, rerun)
         if why_not is not None or registered is None:
             safe = registered is not None and registered.spec.idempotency in _RERUNNABLE
-            return self._settle_interrupted(record, owner, why_not or "", safe, log)
+            return self._settle_interrupted(record, owner, why_not or "", safe, log, stopping)
+        return registered, owner, log
+
+    async def _rerun(self, record: InvocationRecord, registered: Registered, owner: str,
+                     log: Any) -> Recovered:
+        """Run again here a row whose owner is gone, once this process has taken it."""
         # Take the row over: compare-and-set on its dead owner, so one recoverer runs it.
         if not self.invocations.settle(record.id, from_owner=record.owner,
                                        to=InvocationState.RUNNING, owner=self.invocations.owner(),
@@ -789,8 +837,14 @@ class Pipeline:
         return None
 
     def _settle_interrupted(self, record: InvocationRecord, owner: str, why: str,
-                            retryable: bool, log: Any) -> Recovered:
-        """End a row whose owner is gone ``failed`` with INTERRUPTED, without running it."""
+                            retryable: bool, log: Any,
+                            stopping: threading.Event | None = None) -> Recovered:
+        """End a row whose owner is gone ``failed`` with INTERRUPTED, without running it.
+        Once ``stopping`` is set the row is left for the next recovery, and a row settled
+        is reported without reading it back: no store call is begun after a stop."""
+        if stopping is not None and stopping.is_set():
+            return _recovered(record, RecoveryAction.LEFT,
+                              f"{owner} is gone; left for the next recovery (stopping)")
         detail = {"owner": dict(record.owner) if record.owner is not None else None,
                   "not_run_again": why}
         if not self.invocations.settle(
@@ -801,10 +855,12 @@ class Pipeline:
             return _recovered(record, RecoveryAction.SETTLED_ELSEWHERE,
                               "settled by another process meanwhile")
         log.warning("pipeline.recovered", action="failed", owner=owner, why=why)
+        outcome = (None if stopping is not None and stopping.is_set()
+                   else self._outcome(self.invocations.get(record.id)))
         return _recovered(
             record, RecoveryAction.FAILED,
             f"{owner} is gone; {why}: failed {core_messages.INTERRUPTED} (it may or may not "
-            "have taken effect)", self._outcome(self.invocations.get(record.id)))
+            "have taken effect)", outcome)
 
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""

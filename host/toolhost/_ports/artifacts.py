@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterator
+from types import TracebackType
 from typing import Protocol, runtime_checkable
 
 from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord, PurgeReport
@@ -12,7 +14,9 @@ from toolhost._model.spec import Trust
 
 __all__ = [
     "LIST_LIMIT",
+    "READ_CHUNK",
     "STAGING_STALE_AFTER",
+    "ArtifactChunks",
     "ArtifactStore",
     "ArtifactUpload",
 ]
@@ -22,6 +26,8 @@ LIST_LIMIT = 100
 #: A staged upload untouched this long is abandoned (its process died): ``purge`` removes it.
 #: Every write touches it, so only an upload idle for this long (no tool's timeout is) goes.
 STAGING_STALE_AFTER = _dt.timedelta(hours=1)
+#: How many bytes one chunk of ``read_chunks`` holds at most unless the caller asks otherwise.
+READ_CHUNK = 1024 * 1024
 
 # --------------------------------------------------------------------------------------------
 # The port
@@ -63,6 +69,35 @@ class ArtifactUpload(Protocol):
         """Discard what was written; nothing is published. Idempotent; no-op after commit."""
         ...
 
+
+@runtime_checkable
+class ArtifactChunks(Protocol):
+    """One artifact's content, read chunk by chunk (``ArtifactStore.read_chunks``).
+
+    Iterating yields ``bytes`` of at most the chunk size, hashed as they go; the chunk that
+    completes the content is handed out only once the size and checksum matched the record,
+    so a reader that received every chunk received the verified content. A mismatch raises
+    ``ArtifactCorrupted`` (the reasons ``read`` gives) instead of that last chunk; what came
+    before it must then be discarded. Closing (or leaving the ``with`` block, or exhausting
+    it, or a raise) releases the content; iterating a closed one yields nothing more.
+    """
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def __next__(self) -> bytes: ...
+
+    def close(self) -> None:
+        """Release the content (a file, a response body). Idempotent."""
+        ...
+
+    def __enter__(self) -> ArtifactChunks: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
 
 @runtime_checkable
@@ -171,6 +206,19 @@ class ArtifactStore(Protocol):
         Raises ``ArtifactNotFound`` for an unknown id and ``ArtifactCorrupted`` when the stored
         content is missing or differs from the metadata; never returns unverified bytes.
         Expired artifacts stay readable: expiry decides liveness, not existence.
+        """
+        ...
+
+    def read_chunks(self, artifact_id: str, chunk_size: int = READ_CHUNK) -> ArtifactChunks:
+        """The content as ``read`` verifies it, in chunks of ``chunk_size`` bytes (the last
+        one shorter, none empty), so that a reader holds one chunk at a time, never the
+        whole artifact.
+
+        Opens the content at once: ``ArtifactNotFound`` for an unknown id and
+        ``ArtifactCorrupted`` for missing content are raised here, before any chunk;
+        ``TypeError``/``ValueError`` for a ``chunk_size`` that is not a positive int. A size
+        or checksum mismatch raises ``ArtifactCorrupted`` while iterating (see
+        ``ArtifactChunks``). At most one byte past the recorded size is ever read.
         """
         ...
 

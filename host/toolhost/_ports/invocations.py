@@ -140,5 +140,9 @@ class GroupCommitStore(InvocationStore, Protocol):
         makes on the store inside the ``with``: each runs as it would alone and returns its
         own result, seeing the ones before it, and all are committed together when the block
         ends. An exception inside (a write's included) rolls every one of them back, and
-        propagates; so does a COMMIT that fails. Not nested; other threads' calls wait or use
-        other connections, never join it."""
+        propagates; so does a COMMIT that fails. A COMMIT whose reply is lost (the
+        connection dropped) propagates only if the transaction did not commit, or the
+        backend cannot tell: one that committed ends the block as a COMMIT that answered,
+        since the caller makes every write again alone after an exception. A failed
+        ROLLBACK never leaves the store inside the transaction. Not nested; other threads'
+        calls wait or use other connections, never join it."""

@@ -7,6 +7,9 @@ Subclass ``ArtifactStoreContract`` in a test module, name the subclass ``Test...
         def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
             return MyStore(tmp_path, clock)
 
+        def damage_content(self, store, record, stored):  # optional: the corruption tests
+            MyStore.path_of(record).write_bytes(stored)
+
 The suite uses only the port (and ``RunArtifactWriter`` over it), so it says nothing about how a
 backend lays out its content or stages a stream; a backend's own tests cover that. Needs pytest
 (the ``test`` extra); the host never imports this module at runtime.
@@ -25,6 +28,7 @@ import pytest
 
 from toolhost._model.artifacts import (
     ARTIFACT_CEILING,
+    ArtifactCorrupted,
     ArtifactError,
     ArtifactNotFound,
     ArtifactOrigin,
@@ -35,7 +39,7 @@ from toolhost._model.artifacts import (
 )
 from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import RunArtifactWriter
-from toolhost._ports.artifacts import ArtifactStore, ArtifactUpload
+from toolhost._ports.artifacts import READ_CHUNK, ArtifactChunks, ArtifactStore, ArtifactUpload
 from toolhost._ports.clock import Clock
 from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock, ScriptedClock
 
@@ -91,10 +95,19 @@ def _identity(record: ArtifactRecord) -> dict[str, Any]:
 
 
 class ArtifactStoreContract:
-    """What every ArtifactStore backend must do. Override ``make_store``."""
+    """What every ArtifactStore backend must do. Override ``make_store``, and
+    ``damage_content`` to run the tests of reads over damaged content."""
 
     def make_store(self, tmp_path: Path, clock: Clock) -> ArtifactStore:
         raise NotImplementedError
+
+    def damage_content(
+        self, store: ArtifactStore, record: ArtifactRecord, stored: bytes | None
+    ) -> None:
+        """Make ``store`` hold ``stored`` as ``record``'s content, or nothing (None), as damage
+        from outside the store would: behind its back, the record unchanged. The suite
+        cannot know where a backend keeps its bytes, so by default those tests are skipped."""
+        pytest.skip(f"{type(self).__name__} does not define damage_content")
 
     # -- put / get / read ----------------------------------------------------------------------
 
@@ -141,6 +154,108 @@ class ArtifactStoreContract:
             store.get("nope")
         with pytest.raises(ArtifactNotFound):
             store.read("nope")
+
+    # -- read_chunks: the content one bounded chunk at a time ----------------------------------
+
+    def test_read_chunks_concatenate_to_the_content(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        contents = [b"", b"x", bytes(range(256)) * 4, bytes(range(256)) * 4 + b"tail"]
+        records = [_put(store, content=c) for c in contents]
+        records.append(_streamed(store, [b"streamed ", b"in ", b"parts"], max_bytes=64))
+        contents.append(b"streamed in parts")
+        for record, content in zip(records, contents, strict=True):
+            for chunk_size in (1, 7, 1024, 1025, 4096):
+                chunks = list(store.read_chunks(record.id, chunk_size))
+                assert b"".join(chunks) == content, (len(content), chunk_size)
+                assert all(type(c) is bytes for c in chunks)
+                # Every chunk full but the last, and none empty (so an empty artifact has none).
+                assert [len(c) for c in chunks[:-1]] == [chunk_size] * (len(chunks) - 1)
+                assert all(0 < len(c) <= chunk_size for c in chunks)
+            assert b"".join(store.read_chunks(record.id)) == content  # the default size
+
+    def test_read_chunks_default_to_read_chunk_bytes(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        content = bytes(range(256)) * (READ_CHUNK // 256) + b"more"
+        chunks = list(store.read_chunks(_put(store, content=content).id))
+        assert [len(c) for c in chunks] == [READ_CHUNK, 4]
+        assert b"".join(chunks) == content
+
+    def test_read_chunks_close_and_stop(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, content=b"abcdefgh")
+        with store.read_chunks(record.id, 3) as chunks:
+            assert isinstance(chunks, ArtifactChunks)
+            assert iter(chunks) is chunks
+            assert next(chunks) == b"abc"
+        assert list(chunks) == []  # closed: nothing more, and no error
+        chunks.close()  # idempotent
+        unclosed = store.read_chunks(record.id, 3)
+        assert next(unclosed) == b"abc"
+        del unclosed  # dropped half-read: the store is none the worse
+        assert b"".join(store.read_chunks(record.id, 3)) == b"abcdefgh"
+        assert store.read(record.id) == b"abcdefgh"
+
+    def test_read_chunks_of_an_unknown_id_raise_not_found_at_once(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        with pytest.raises(ArtifactNotFound) as caught:
+            store.read_chunks("nope")  # before any chunk is asked for
+        assert caught.value.artifact_id == "nope"
+
+    @pytest.mark.parametrize(
+        ("chunk_size", "error"),
+        [(0, ValueError), (-1, ValueError), (True, TypeError), (1.5, TypeError),
+         ("8", TypeError)],
+    )
+    def test_read_chunks_refuse_a_bad_chunk_size(
+        self, tmp_path: Path, chunk_size: Any, error: type[Exception]
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store)
+        with pytest.raises(error):
+            store.read_chunks(record.id, chunk_size)
+
+    def test_expired_artifacts_stay_readable_in_chunks(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, expires_at=T0 + _SECOND)
+        assert b"".join(store.read_chunks(record.id, 4)) == b"hello artifacts"
+
+    _PRECIOUS = b"precious bytes " * 100  # 1500 bytes
+
+    @pytest.mark.parametrize(
+        ("stored", "reason"),
+        [
+            (_PRECIOUS[:700] + b"P" + _PRECIOUS[701:], "checksum mismatch"),  # a byte flipped
+            (_PRECIOUS[:-1], "size 1499 bytes, expected 1500"),
+            (_PRECIOUS + b"!", "size more than 1500 bytes, expected 1500"),
+            (b"", "size 0 bytes, expected 1500"),
+            (None, None),  # gone: the backend names what is missing
+        ],
+        ids=["flipped", "truncated", "extended", "emptied", "missing"],
+    )
+    def test_damaged_content_fails_read_and_read_chunks_alike(
+        self, tmp_path: Path, stored: bytes | None, reason: str | None
+    ) -> None:
+        store = self.make_store(tmp_path, FixedClock(T0))
+        record = _put(store, content=self._PRECIOUS)
+        self.damage_content(store, record, stored)
+        with pytest.raises(ArtifactCorrupted) as by_read:
+            store.read(record.id)
+        if reason is None:
+            assert by_read.value.reason.endswith("is missing"), by_read.value.reason
+        else:
+            assert by_read.value.reason == reason
+        for chunk_size in (64, 1500, 4096):
+            received = bytearray()
+            with pytest.raises(ArtifactCorrupted) as by_chunks:
+                for chunk in store.read_chunks(record.id, chunk_size):
+                    received += chunk
+            assert by_chunks.value.reason == by_read.value.reason
+            assert by_chunks.value.artifact_id == record.id
+            # The chunk that would complete the content is never handed out; content that
+            # fits one chunk is not handed out at all.
+            assert len(received) < len(self._PRECIOUS)
+            if chunk_size >= len(self._PRECIOUS):
+                assert received == b""
 
     @pytest.mark.parametrize("origin", list(ArtifactOrigin))
     @pytest.mark.parametrize("trust", list(Trust))

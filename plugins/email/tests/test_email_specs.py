@@ -3,12 +3,16 @@ seed's Milestone 26 and 31 tables say."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from email_support import MODE, UNSUBSCRIBE, harness
-from toolhost import Idempotency, Risk, SideEffect, Trust
+from toolhost import Idempotency, Risk, Settings, SideEffect, Trust
+from toolhost_email import plugin, specs
 
 TABLE = {
     "email.context": (("email.read",), SideEffect.NONE, Risk.LOW, Idempotency.READ_ONLY,
@@ -42,3 +46,40 @@ def test_classification_is_the_seeds_tables(tmp_path: Path) -> None:
             assert (spec.version, tuple(sorted(spec.required_scopes)), spec.side_effect,
                     spec.risk, spec.idempotency, spec.output_trust) == (
                 "1.0.0", scopes, side_effect, risk, idempotency, trust), name
+
+
+def test_each_tool_is_registered_as_its_spec_and_a_build_factory() -> None:
+    """The body is built at the tool's first call; the spec is the one ``specs`` pins."""
+    tools = plugin.toolhost_tools(Settings(env={**MODE, **UNSUBSCRIBE}))
+    assert [(t.spec, t.call, t.build) for t in tools] == [
+        (specs.CONTEXT_SPEC, None, plugin.build_context),
+        (specs.FEEDBACK_SPEC, None, plugin.build_feedback),
+        (specs.SUBSCRIPTIONS_SPEC, None, plugin.build_subscriptions),
+        (specs.UNSUBSCRIBE_SPEC, None, plugin.build_unsubscribe),
+    ]
+
+
+def test_loading_the_plugin_imports_the_specs_not_the_bodies() -> None:
+    """What ``toolhost check`` pays with both flags set: the specs, the reasons and the flags;
+    never a tool body, the census, the cache, or httpx (which only email.unsubscribe uses)."""
+    code = ("import sys; from toolhost import Settings; import toolhost_email.plugin as p; "
+            "p.toolhost_tools(Settings(env={'AGENT_EMAIL_MODE_ENABLED': '1', "
+            "'AGENT_EMAIL_UNSUBSCRIBE_ENABLED': '1'})); "
+            "print(sorted(m for m in sys.modules if m.startswith('toolhost_email') "
+            "or m == 'httpx'))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == repr(["toolhost_email", "toolhost_email.config", "toolhost_email.messages",
+                           "toolhost_email.plugin", "toolhost_email.specs",
+                           "toolhost_email.wire"])
+
+
+def test_each_body_re_exports_its_spec_and_states_every_outcome() -> None:
+    from toolhost_email import context_tool, feedback_tool, subscriptions_tool, unsubscribe_tool
+
+    assert context_tool.SPEC is specs.CONTEXT_SPEC
+    assert feedback_tool.SPEC is specs.FEEDBACK_SPEC
+    assert subscriptions_tool.SPEC is specs.SUBSCRIPTIONS_SPEC
+    assert unsubscribe_tool.SPEC is specs.UNSUBSCRIBE_SPEC
+    # The output schema's enum and the body's Outcome type are one closed set.
+    assert get_args(unsubscribe_tool.Outcome) == specs.OUTCOMES

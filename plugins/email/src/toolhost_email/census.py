@@ -28,14 +28,13 @@ import attrs
 import httpx
 
 from toolhost_email.authres import dkim_pass_for
+from toolhost_email.wire import MAX_LIST_ID
 
 __all__ = ["MAX_LIST_ID", "ONE_CLICK", "Subscription", "census", "list_identifier",
            "one_click_destination"]
 
 #: RFC 8058's List-Unsubscribe-Post value, and the POST body, byte for byte.
 ONE_CLICK: Final = "List-Unsubscribe=One-Click"
-#: RFC 2919 §2: a list-id is at most 255 characters.
-MAX_LIST_ID: Final = 255
 _MAX_URI: Final = 2048
 #: Clock skew tolerated before a Date counts as forged.
 _SKEW_S: Final = 86400.0

@@ -2,17 +2,25 @@
 
 Both pairs of tools are conditional (the seed's Milestones 26 and 31): AGENT_EMAIL_MODE_ENABLED
 registers email.context and email.feedback, AGENT_EMAIL_UNSUBSCRIBE_ENABLED registers
-email.subscriptions and email.unsubscribe. Without them this plugin adds nothing to a roster,
-and costs nothing at start: a pair's modules (httpx among them) are imported only when its
-flag is set.
+email.subscriptions and email.unsubscribe. Without them this plugin adds nothing to a roster
+and imports nothing more. With them, loading it imports the specs and the reasons only (D205): each body, and the cache,
+the census and httpx behind it, load when the host first builds that tool.
 """
 
 from __future__ import annotations
 
-from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
 from toolhost_email.config import MODE_FLAG, UNSUBSCRIBE_FLAG
 
-__all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
+__all__ = [
+    "DOMAIN",
+    "build_context",
+    "build_feedback",
+    "build_subscriptions",
+    "build_unsubscribe",
+    "toolhost_domains",
+    "toolhost_tools",
+]
 
 DOMAIN = Domain(
     "email",
@@ -28,22 +36,57 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     tools: list[Tool] = []
-    if settings.flag(MODE_FLAG):
-        from toolhost_email import context_tool, feedback_tool
-        from toolhost_email.messages import CONTEXT_REASONS, FEEDBACK_REASONS
+    if not (settings.flag(MODE_FLAG) or settings.flag(UNSUBSCRIBE_FLAG)):
+        return tools  # the default: nothing more is imported
+    from toolhost_email.messages import (
+        CONTEXT_REASONS,
+        FEEDBACK_REASONS,
+        SUBSCRIPTIONS_REASONS,
+        UNSUBSCRIBE_REASONS,
+    )
+    from toolhost_email.specs import (
+        CONTEXT_SPEC,
+        FEEDBACK_SPEC,
+        SUBSCRIPTIONS_SPEC,
+        UNSUBSCRIBE_SPEC,
+    )
 
+    if settings.flag(MODE_FLAG):
         tools += [
-            Tool(context_tool.SPEC, build=context_tool.build, reasons=CONTEXT_REASONS),
-            Tool(feedback_tool.SPEC, build=feedback_tool.build, reasons=FEEDBACK_REASONS),
+            Tool(CONTEXT_SPEC, build=build_context, reasons=CONTEXT_REASONS),
+            Tool(FEEDBACK_SPEC, build=build_feedback, reasons=FEEDBACK_REASONS),
         ]
     if settings.flag(UNSUBSCRIBE_FLAG):
-        from toolhost_email import subscriptions_tool, unsubscribe_tool
-        from toolhost_email.messages import SUBSCRIPTIONS_REASONS, UNSUBSCRIBE_REASONS
-
         tools += [
-            Tool(subscriptions_tool.SPEC, build=subscriptions_tool.build,
-                 reasons=SUBSCRIPTIONS_REASONS),
-            Tool(unsubscribe_tool.SPEC, build=unsubscribe_tool.build,
-                 reasons=UNSUBSCRIBE_REASONS),
+            Tool(SUBSCRIPTIONS_SPEC, build=build_subscriptions, reasons=SUBSCRIPTIONS_REASONS),
+            Tool(UNSUBSCRIBE_SPEC, build=build_unsubscribe, reasons=UNSUBSCRIBE_REASONS),
         ]
     return tools
+
+
+# Each body is imported when the host first builds its tool: registration and ``toolhost
+# check`` need only the specs.
+
+
+def build_context(services: Services) -> ToolCallable:
+    from toolhost_email.context_tool import build
+
+    return build(services)
+
+
+def build_feedback(services: Services) -> ToolCallable:
+    from toolhost_email.feedback_tool import build
+
+    return build(services)
+
+
+def build_subscriptions(services: Services) -> ToolCallable:
+    from toolhost_email.subscriptions_tool import build
+
+    return build(services)
+
+
+def build_unsubscribe(services: Services) -> ToolCallable:
+    from toolhost_email.unsubscribe_tool import build
+
+    return build(services)

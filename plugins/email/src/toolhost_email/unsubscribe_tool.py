@@ -15,34 +15,20 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from toolhost import (
-    Idempotency,
-    Kind,
-    Risk,
-    Services,
-    SideEffect,
-    Source,
-    TargetKind,
-    ToolCallable,
-    ToolExecutionContext,
-    ToolOutput,
-    ToolSpec,
-    Trust,
-)
-from toolhost_email import wire
-from toolhost_email.census import Subscription, census
-from toolhost_email.config import (
-    ALLOW_PRIVATE_SETTING,
-    AUTHSERV_SETTING,
-    open_reader,
-    request_seconds,
-)
+from toolhost import Services, ToolCallable, ToolExecutionContext, ToolOutput
+from toolhost_email.census import Subscription
+from toolhost_email.config import ALLOW_PRIVATE_SETTING, request_seconds
 from toolhost_email.oneclick import send_one_click
-from toolhost_email.reader import connection_of
+from toolhost_email.specs import MAX_REQUESTS, OUTCOMES
+from toolhost_email.specs import UNSUBSCRIBE_DESCRIPTION as DESCRIPTION
+from toolhost_email.specs import UNSUBSCRIBE_INPUT_SCHEMA as INPUT_SCHEMA
+from toolhost_email.specs import UNSUBSCRIBE_OUTPUT_SCHEMA as OUTPUT_SCHEMA
+from toolhost_email.specs import UNSUBSCRIBE_SPEC as SPEC
+from toolhost_email.tool_call import census_now, json_output
 
-__all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTCOMES", "OUTPUT_SCHEMA", "SPEC", "build"]
+__all__ = ["CONCURRENCY", "DESCRIPTION", "INPUT_SCHEMA", "MAX_REQUESTS", "OUTCOMES",
+           "OUTPUT_SCHEMA", "ROUNDS", "SPEC", "build"]
 
-MAX_REQUESTS: Final = 25
 #: At most this many requests in flight at once.
 CONCURRENCY: Final = 5
 #: Rounds of CONCURRENCY requests a full call takes: times the per-request bound
@@ -50,80 +36,9 @@ CONCURRENCY: Final = 5
 #: outcome before the host's deadline would discard them all.
 ROUNDS: Final = -(-MAX_REQUESTS // CONCURRENCY)
 
+#: specs.OUTCOMES, as a type (the tests hold the two equal).
 Outcome = Literal["requested", "not_one_click", "evidence_stale", "unknown_subscription",
                   "rejected", "unreachable", "refused_destination"]
-OUTCOMES: Final = ("requested", "not_one_click", "evidence_stale", "unknown_subscription",
-                   "rejected", "unreachable", "refused_destination")
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "requests": {
-            "type": "array", "minItems": 1, "maxItems": MAX_REQUESTS,
-            "description": "1 to 25 subscriptions, each as email.subscriptions returned it.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "subscription_id": {"type": "string", "pattern": "^s_[0-9a-f]{24}$"},
-                    "evidence_digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
-                },
-                "required": ["subscription_id", "evidence_digest"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["requests"],
-    "additionalProperties": False,
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "results": {"type": "array", "minItems": 1, "maxItems": MAX_REQUESTS, "items": {
-            "type": "object",
-            "properties": {
-                "subscription_id": {"type": "string"},
-                "outcome": {"enum": list(OUTCOMES)},
-            },
-            "required": ["subscription_id", "outcome"],
-            "additionalProperties": False,
-        }},
-    },
-    "required": ["results"],
-    "additionalProperties": False,
-}
-
-DESCRIPTION = (
-    "Unsubscribe the owner from 1 to 25 mailing lists with the RFC 8058 one-click request. "
-    "Give each subscription's subscription_id and evidence_digest exactly as "
-    "email.subscriptions returned them; only subscriptions whose one_click is true can be "
-    "sent. Every call waits for the owner's approval. Returns one outcome per subscription: "
-    "requested (the sender accepted the request), not_one_click, evidence_stale (newer mail "
-    "changed it: list the subscriptions again), unknown_subscription, rejected (the sender "
-    "refused or redirected), unreachable, or refused_destination (not a public address). "
-    "Nothing the sender answers is returned."
-)
-
-SPEC = ToolSpec(
-    name="email.unsubscribe",
-    version="1.0.0",
-    description=DESCRIPTION,
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.EXTERNAL_WRITE,
-    risk=Risk.MEDIUM,
-    idempotency=Idempotency.IDEMPOTENT,
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=("email.read", "email.write"),
-    timeout_s=120,
-    maximum_output_bytes=8192,
-    allow_parallel=False,
-    deprecated=False,
-)
 
 
 def _checked(pair: Mapping[str, str], known: Mapping[str, Subscription]) -> Outcome | None:
@@ -150,10 +65,7 @@ def build(services: Services) -> ToolCallable:
                           context: ToolExecutionContext) -> ToolOutput:
         del context  # the pipeline cancels this task at the deadline
         pairs: list[Mapping[str, str]] = arguments["requests"]
-        with open_reader(services) as reader:
-            known = {s.subscription_id: s
-                     for s in census(connection_of(reader), settings.get(AUTHSERV_SETTING),
-                                     now=services.clock.now())}
+        known = {s.subscription_id: s for s in census_now(services)}
         decided: list[Outcome | None] = [_checked(p, known) for p in pairs]
         # One request per subscription, however often a call names it.
         to_send = {p["subscription_id"] for p, d in zip(pairs, decided, strict=True)
@@ -175,7 +87,6 @@ def build(services: Services) -> ToolCallable:
         results = [{"subscription_id": p["subscription_id"],
                     "outcome": d if d is not None else sent[p["subscription_id"]]}
                    for p, d in zip(pairs, decided, strict=True)]
-        structured = {"results": results}
-        return ToolOutput(structured=structured, content=wire.render(structured))
+        return json_output({"results": results})
 
     return unsubscribe

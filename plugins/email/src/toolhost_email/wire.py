@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from toolhost_email.cache_model import MailAddress
+if TYPE_CHECKING:
+    # Annotation only: the specs read this module's schemas at load, never the cache's types.
+    from toolhost_email.cache_model import MailAddress
 
 __all__ = [
     "ACCOUNT_SCHEMA",
@@ -14,6 +16,7 @@ __all__ = [
     "ADDRESSES_SCHEMA",
     "ADDRESS_CHARS",
     "DATE_SCHEMA",
+    "MAX_LIST_ID",
     "NAME_CHARS",
     "SOURCE_SCHEMA",
     "SUBJECT_CHARS",
@@ -32,6 +35,8 @@ SUBJECT_CHARS: Final = 300
 NAME_CHARS: Final = 100
 ADDRESSES_MAX: Final = 10
 ADDRESS_CHARS: Final = 320
+#: RFC 2919 §2: a list-id is at most 255 characters (the census refuses longer ones).
+MAX_LIST_ID: Final = 255
 
 ACCOUNT_SCHEMA: Final[dict[str, Any]] = {
     "type": "string", "minLength": 3, "maxLength": 320,

@@ -1,0 +1,55 @@
+"""The steps the email tool bodies share around their own work: reading the account argument
+as the cache keys accounts, reading the cache for one call, answering with a result as JSON.
+
+Kept in one place so the tools cannot drift apart: email.unsubscribe re-derives the census
+email.subscriptions listed, and only the same authserv-id and clock give the same evidence
+digests (any other reading would make every pair it is handed stale)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from toolhost import Services, ToolOutput
+from toolhost_email import wire
+from toolhost_email.config import AUTHSERV_SETTING, open_reader
+from toolhost_email.reader import connection_of
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from toolhost_email.census import Subscription
+
+__all__ = ["account_argument", "cache_connection", "census_now", "json_output"]
+
+
+def account_argument(arguments: Mapping[str, Any]) -> str | None:
+    """The ``account`` argument as the cache stores accounts (trimmed, lower-cased, as the
+    importer wrote them), or None when the call names no account."""
+    account = arguments.get("account")
+    return None if account is None else account.strip().lower()
+
+
+@contextmanager
+def cache_connection(services: Services) -> Iterator[sqlite3.Connection | None]:
+    """The cache's connection for one call (None for a cache never imported), closed when the
+    block ends; a cache that cannot be read fails the call as CACHE_UNAVAILABLE."""
+    with open_reader(services) as reader:
+        yield connection_of(reader)
+
+
+def census_now(services: Services, account: str | None = None) -> list[Subscription]:
+    """The census as a call sees it: the owner's server's authserv-id, the host's clock."""
+    # Imported here: the census imports httpx, which email.context and email.feedback never use.
+    from toolhost_email.census import census
+
+    with cache_connection(services) as conn:
+        return census(conn, services.settings.get(AUTHSERV_SETTING), account,
+                      now=services.clock.now())
+
+
+def json_output(structured: Mapping[str, Any]) -> ToolOutput:
+    """The result, its text the structured value as JSON (``wire.render``): every string
+    from mail stays a quoted string."""
+    return ToolOutput(structured=structured, content=wire.render(structured))
