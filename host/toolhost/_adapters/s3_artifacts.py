@@ -46,7 +46,6 @@ from toolhost._adapters.sqlite_artifacts import (
     SQLiteArtifactStore,
     StreamedUpload,
     VerifiedChunks,
-    _check_chunk_size,
     _check_expiry,
     _check_retention,
     _Metadata,
@@ -61,7 +60,7 @@ from toolhost._model.artifacts import (
 )
 from toolhost._model.digest import sha256_digest
 from toolhost._model.settings import SettingError, StoreUnavailable
-from toolhost._ports.artifacts import READ_CHUNK, STAGING_STALE_AFTER
+from toolhost._ports.artifacts import STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
 
 __all__ = [
@@ -202,7 +201,8 @@ class S3ArtifactStore(SQLiteArtifactStore):
     """Content in ``location``'s bucket through ``client``; metadata in ``conn``'s ``artifacts``.
 
     The metadata side is ``SQLiteArtifactStore``'s, unchanged: this class replaces only where
-    content lives (``read``, ``read_chunks``, ``_store``, ``begin`` and purge's two sweeps).
+    content lives (``_chunks``, which ``read`` and ``read_chunks`` use, ``_store``, ``begin``
+    and purge's two sweeps).
     Purge safety is the same argument with objects for files: a content object is deleted
     only inside the write transaction that found no row referencing it, and a write checks
     inside its own transaction that its object is there (a HEAD) and puts it back if not,
@@ -239,45 +239,16 @@ class S3ArtifactStore(SQLiteArtifactStore):
 
     # -- port ----------------------------------------------------------------------------------
 
-    def read(self, artifact_id: str) -> bytes:
-        """See ``ArtifactStore.read``. At most one byte past the recorded size is read."""
-        record = self.get(artifact_id)
-        key = self._content_key(record.checksum)
-        try:
-            response = self._client.get_object(Bucket=self.location.bucket, Key=key)
-        except Exception as exc:
-            if _error_code(exc) in _MISSING:
-                raise ArtifactCorrupted(artifact_id, "the content object is missing") from None
-            raise self._unavailable("GetObject", exc) from None
-        body = response["Body"]
-        try:
-            # One byte past the recorded size tells "too long" without reading whatever a
-            # replaced object might hold.
-            data: bytes = body.read(record.size + 1)
-        except Exception as exc:  # the connection dropped mid-body
-            raise self._unavailable("GetObject", exc) from None
-        finally:
-            with contextlib.suppress(Exception):
-                body.close()
-        if len(data) != record.size:
-            got = f"more than {record.size}" if len(data) > record.size else str(len(data))
-            raise ArtifactCorrupted(artifact_id, f"size {got} bytes, expected {record.size}")
-        if sha256_digest(data) != record.checksum:
-            raise ArtifactCorrupted(artifact_id, "checksum mismatch")
-        return data
-
-    def read_chunks(self, artifact_id: str, chunk_size: int = READ_CHUNK) -> VerifiedChunks:
-        """See ``ArtifactStore.read_chunks``. One GetObject, here; its body is read as the
-        chunks are (a streaming body: memory stays at one chunk), and closing the chunks
-        before the end drops the connection rather than read the rest."""
-        _check_chunk_size(chunk_size)
-        record = self.get(artifact_id)
+    def _chunks(self, record: ArtifactRecord, chunk_size: int) -> VerifiedChunks:
+        """``record``'s content object as verified chunks (``read`` and ``read_chunks`` are
+        the base class's): one GetObject, its streaming body read as the chunks are, and
+        closing the chunks before the end drops the connection rather than read the rest."""
         try:
             response = self._client.get_object(
                 Bucket=self.location.bucket, Key=self._content_key(record.checksum))
         except Exception as exc:
             if _error_code(exc) in _MISSING:
-                raise ArtifactCorrupted(artifact_id, "the content object is missing") from None
+                raise ArtifactCorrupted(record.id, "the content object is missing") from None
             raise self._unavailable("GetObject", exc) from None
         body = response["Body"]
 

@@ -345,39 +345,28 @@ class SQLiteArtifactStore:
         return _from_row(row)
 
     def read(self, artifact_id: str) -> bytes:
-        """See ``ArtifactStore.read``."""
+        """See ``ArtifactStore.read``: the content as one verified chunk."""
         record = self.get(artifact_id)
-        path = self._blob_path(record.checksum)
-        try:
-            with path.open("rb") as f:
-                # One byte past the recorded size is enough to tell "too long" without reading
-                # whatever a damaged or replaced file might hold.
-                data = f.read(record.size + 1)
-        except FileNotFoundError:
-            raise ArtifactCorrupted(artifact_id, "the content file is missing") from None
-        except OSError as exc:
-            raise ArtifactCorrupted(artifact_id, f"the content file is unreadable: {exc}") from exc
-        if len(data) != record.size:
-            got = f"more than {record.size}" if len(data) > record.size else str(len(data))
-            raise ArtifactCorrupted(artifact_id, f"size {got} bytes, expected {record.size}")
-        if sha256_digest(data) != record.checksum:
-            raise ArtifactCorrupted(artifact_id, "checksum mismatch")
-        return data
+        return b"".join(self._chunks(record, max(record.size, 1)))
 
     def read_chunks(self, artifact_id: str, chunk_size: int = READ_CHUNK) -> VerifiedChunks:
         """See ``ArtifactStore.read_chunks``. The content file is opened here, read lazily."""
         _check_chunk_size(chunk_size)
-        record = self.get(artifact_id)
+        return self._chunks(self.get(artifact_id), chunk_size)
+
+    def _chunks(self, record: ArtifactRecord, chunk_size: int) -> VerifiedChunks:
+        """``record``'s content file, opened, as verified chunks: what ``read`` and
+        ``read_chunks`` share, so the two refuse damaged content with the same reasons."""
         try:
             f = self._blob_path(record.checksum).open("rb")
         except FileNotFoundError:
-            raise ArtifactCorrupted(artifact_id, "the content file is missing") from None
+            raise ArtifactCorrupted(record.id, "the content file is missing") from None
         except OSError as exc:
-            raise ArtifactCorrupted(artifact_id, f"the content file is unreadable: {exc}") from exc
+            raise ArtifactCorrupted(record.id, f"the content file is unreadable: {exc}") from exc
 
         def unreadable(exc: Exception) -> Exception:
             if isinstance(exc, OSError):
-                return ArtifactCorrupted(artifact_id, f"the content file is unreadable: {exc}")
+                return ArtifactCorrupted(record.id, f"the content file is unreadable: {exc}")
             return exc
 
         return VerifiedChunks(record, f.read, f.close, chunk_size, failed=unreadable)
