@@ -541,7 +541,7 @@ class Pipeline:
         report = []
         # A snapshot: the loop's calls may add rows meanwhile (they are the next pass's).
         for invocation_id, interrupted in list(self._unsettled.items()):
-            if stopping is not None and stopping.is_set():
+            if _stopped(stopping):
                 break
             try:
                 finished = self.invocations.settle(
@@ -746,20 +746,17 @@ class Pipeline:
         :param stopping: once set, no store call is begun after the one under way; the rows
             looked at so far are reported (a server shutting down waits for one call only).
         """
-        def stopped() -> bool:
-            return stopping is not None and stopping.is_set()
-
         report = self._settle_own(stopping)
-        if stopped():
+        if _stopped(stopping):
             return report
         for record in self.invocations.list(state=InvocationState.RUNNING):
-            if stopped():
+            if _stopped(stopping):
                 return report
             looked_at = self._settle_gone(record, rerun=False, stopping=stopping)
             # rerun=False never hands a row back to run: _why_not_rerun always says why not.
             assert isinstance(looked_at, Recovered)
             report.append(looked_at)
-        if not stopped():
+        if not _stopped(stopping):
             report.extend(self._approved_left())
         return report
 
@@ -842,7 +839,7 @@ class Pipeline:
         """End a row whose owner is gone ``failed`` with INTERRUPTED, without running it.
         Once ``stopping`` is set the row is left for the next recovery, and a row settled
         is reported without reading it back: no store call is begun after a stop."""
-        if stopping is not None and stopping.is_set():
+        if _stopped(stopping):
             return _recovered(record, RecoveryAction.LEFT,
                               f"{owner} is gone; left for the next recovery (stopping)")
         detail = {"owner": dict(record.owner) if record.owner is not None else None,
@@ -855,7 +852,7 @@ class Pipeline:
             return _recovered(record, RecoveryAction.SETTLED_ELSEWHERE,
                               "settled by another process meanwhile")
         log.warning("pipeline.recovered", action="failed", owner=owner, why=why)
-        outcome = (None if stopping is not None and stopping.is_set()
+        outcome = (None if _stopped(stopping)
                    else self._outcome(self.invocations.get(record.id)))
         return _recovered(
             record, RecoveryAction.FAILED,
@@ -953,6 +950,11 @@ def _describe_owner(owner: Mapping[str, Any] | None) -> str:
     if owner is None:
         return "a process recorded before owners were"
     return f"pid {owner.get('pid')} on {owner.get('host')}"
+
+
+def _stopped(stopping: threading.Event | None) -> bool:
+    """Whether a recovery told to stop (``recover_interrupted``) has been."""
+    return stopping is not None and stopping.is_set()
 
 
 def _recovered(record: InvocationRecord, action: RecoveryAction, reason: str,
