@@ -573,6 +573,37 @@ def test_listing_and_purging_are_served_by_indexes(store: SQLiteArtifactStore) -
         assert len(plan) == 1 + sorted_after, (sql, plan)
 
 
+def test_list_run_is_served_by_the_run_index_and_sorts_only_ties(
+    store: SQLiteArtifactStore,
+) -> None:
+    sql = "SELECT * FROM artifacts WHERE run_id = ? ORDER BY created_at, rowid"
+    plan = _plan(store, sql, ("r",))
+    assert plan[0].startswith("SEARCH") and "INDEX artifacts_run_order " in plan[0] + " ", plan
+    assert plan[1:] == ["USE TEMP B-TREE FOR RIGHT PART OF ORDER BY"], plan
+
+
+def test_list_run_keeps_insertion_order_when_purge_frees_the_largest_rowid(
+    store: SQLiteArtifactStore,
+) -> None:
+    # The store's clock is fixed: created_at ties throughout, so rowid alone orders the run.
+    def put(name: str, expires_at: dt.datetime | None = None) -> ArtifactRecord:
+        return store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name=name,
+                         media_type="text/plain", content=name.encode(),
+                         trust=Trust.INTERNAL_TOOL, expires_at=expires_at)
+
+    def rowid(record: ArtifactRecord) -> int:
+        row = store._conn.execute("SELECT rowid FROM artifacts WHERE id = ?", (record.id,))
+        return int(row.fetchone()[0])
+
+    first, second = put("a"), put("b")
+    last = put("c", expires_at=T0 + SECOND)
+    freed = rowid(last)
+    assert store.purge(T0 + SECOND).artifacts == 1
+    later = put("d")
+    assert rowid(later) == freed  # the purged row's number, taken again...
+    assert store.list_run("run-1") == [first, second, later]  # ...still after the live ones
+
+
 def test_purge_removes_expired_rows_and_only_their_unshared_files(
     store: SQLiteArtifactStore,
 ) -> None:

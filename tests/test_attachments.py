@@ -12,8 +12,10 @@ import pytest
 from conftest import make_plugin, make_spec
 
 from toolhost import ArtifactOrigin, Tool, ToolExecutionContext, ToolOutput, Trust
+from toolhost._adapters.sqlite_artifacts import open_artifact_store
 from toolhost._composition import Host
-from toolhost.testing import DEFAULT_INSTANT, RunOutcome, host_for
+from toolhost._pipeline.attachments import ATTACHED_ORIGINS, attachments_of
+from toolhost.testing import DEFAULT_INSTANT, FixedClock, RunOutcome, host_for
 
 OUT = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"],
        "additionalProperties": False}
@@ -79,6 +81,36 @@ def test_exports_and_model_outputs_are_attached_in_the_order_made(host: Host) ->
          "byte_count": len(b"bytes of image.png"),
          "checksum": host.pipeline.artifacts.get(generated).checksum},
     ]}
+
+
+def test_attachments_of_lists_in_creation_order_under_a_fixed_clock(tmp_path: Path) -> None:
+    # Every record created at the same instant, ids random: only the order the run stored
+    # them can give "the order the run made them".
+    store = open_artifact_store(tmp_path, FixedClock(DEFAULT_INSTANT))
+    origins = [ArtifactOrigin.EXPORT, ArtifactOrigin.MODEL_OUTPUT,
+               ArtifactOrigin.TOOL_OUTPUT_CAPTURE, ArtifactOrigin.UPLOAD]
+    try:
+        made = [store.put(run_id="run-1", origin=origins[i % len(origins)], name=f"f{i:02}",
+                          media_type="text/plain", content=b"%d" % i, trust=Trust.INTERNAL_TOOL)
+                for i in range(24)]
+        store.put(run_id="run-2", origin=ArtifactOrigin.EXPORT, name="elsewhere.txt",
+                  media_type="text/plain", content=b"x", trust=Trust.INTERNAL_TOOL)
+        attached = attachments_of(store, "run-1")
+        assert {r.created_at for r in made} == {DEFAULT_INSTANT}
+        assert [ref.name for ref in attached] == [
+            r.name for r in made if r.origin in ATTACHED_ORIGINS]
+        assert list(attached) == [r.ref for r in made if r.origin in ATTACHED_ORIGINS]
+    finally:
+        store.close()
+
+
+def test_end_run_attaches_in_the_order_made_under_the_harness_clock(tmp_path: Path) -> None:
+    # host_for's default clock is fixed: every write of the run happens at one instant.
+    with host_for({"fx-dist": PLUGIN}, data_dir=tmp_path) as host:
+        run = host.start_run()
+        made = [_write_in(host, run, "EXPORT" if i % 3 else "MODEL_OUTPUT", f"f{i:02}.txt")
+                for i in range(12)]
+        assert [ref.id for ref in host.end_run(run).attachments] == made
 
 
 def test_the_same_export_twice_is_one_attachment(host: Host) -> None:

@@ -139,6 +139,8 @@ def test_an_invocation_row_on_exact_text() -> None:
         "finished_at": "2026-07-25T15:03:11.482913+02:00",
         "decided_at": None,
         "owner": None,
+        "run_deadline": None,
+        "attachments": "[]",
     }
 
 

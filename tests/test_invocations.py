@@ -50,10 +50,31 @@ def test_wal_mode_and_versioned_migrations(tmp_path: Path) -> None:
     SQLiteInvocationStore(conn)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT component, version FROM schema_migrations").fetchall() == [
-        ("invocations", 1), ("invocations", 2), ("invocations", 3), ("invocations", 4)
+        ("invocations", 1), ("invocations", 2), ("invocations", 3), ("invocations", 4),
+        ("invocations", 5),
     ]
     migrate(conn, MIGRATIONS)  # idempotent
     assert "tool_invocations" in table_names(conn)
+
+
+def test_rows_of_a_version_4_database_read_with_no_deadline_and_no_attachments(
+    tmp_path: Path,
+) -> None:
+    # A database an older toolhost wrote (migrations 1 to 4) with a row in it: migration 5
+    # adds run_deadline (NULL) and attachments ('[]') and the row reads as it did.
+    conn = connect(tmp_path / DATABASE_NAME)
+    migrate(conn, MIGRATIONS[:4])
+    conn.execute(
+        "INSERT INTO tool_invocations (id, run_id, principal_id, scopes, tool_name, "
+        "tool_version, arguments, argument_digest, state, artifact_refs, created_at) "
+        "VALUES ('old-1', 'run-1', 'p', '[]', 'fx.echo', '1.0.0', '{}', 'sha256:00', "
+        "'awaiting_approval', '[]', ?)", (DEFAULT_INSTANT.isoformat(),))
+    conn.close()
+    store = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+    record = store.get("old-1")
+    assert (record.run_deadline, record.attachments, record.state) == (
+        None, (), InvocationState.AWAITING_APPROVAL)
+    store.close()
 
 
 def test_rows_survive_a_new_connection(tmp_path: Path) -> None:

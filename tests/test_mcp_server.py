@@ -968,7 +968,8 @@ def test_a_client_that_disconnects_mid_call(fixture_served: Served) -> None:
     (row,) = fixture_served.rows()
     assert (row["tool_name"], row["state"], row["reason_code"]) == (
         "fxw.slow", "failed", core_messages.RUN_CANCELLED)
-    assert not list((fixture_served.data_dir / "workspaces").glob("*"))  # the run ended
+    # The run ended: nothing is left of its workspace (the host's lock file stays).
+    assert [p.name for p in (fixture_served.data_dir / "workspaces").iterdir()] == [".lock"]
 
 
 def test_sigterm_ends_the_server_cleanly(served: Served) -> None:

@@ -135,7 +135,7 @@ def test_names_entry_point_and_dependencies(project: Path) -> None:
     assert package == f"toolhost_{domain}"
     assert doc["project"]["name"] == f"toolhost-{domain}"
     assert doc["project"]["entry-points"]["toolhost.plugins"] == {domain: f"{package}.plugin"}
-    assert doc["project"]["dependencies"][0] == "toolhost-core>=0.4"
+    assert doc["project"]["dependencies"][0] == "toolhost-core>=0.5"
     assert doc["tool"]["ruff"]["lint"]["isort"]["known-first-party"] == [
         "toolhost", "toolhost_conformance", package,
     ]

@@ -22,11 +22,15 @@ from s3_server import (  # noqa: F401 - the fixtures, asked for by name
 
 from toolhost import Tool, ToolExecutionContext, ToolOutput
 from toolhost._adapters.pg_artifacts import (
+    _INSERT,
     PgArtifactsUnavailable,
     PostgresS3ArtifactStore,
+    _stored,
     content_lock,
     open_pg_s3_artifact_store,
 )
+from toolhost._adapters.pg_artifacts import MIGRATIONS as PG_MIGRATIONS
+from toolhost._adapters.pg_invocations import _migrate
 from toolhost._adapters.s3_artifacts import MARKER, PART_SIZE, open_s3_artifact_store
 from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
 from toolhost._composition import Host
@@ -120,6 +124,45 @@ def test_hosts_on_one_database_share_the_prefix_and_each_others_artifacts(
     assert b.read(written.id) == b"shared"
     assert put(b) == written  # the identity rule holds across hosts
     assert b.list_run("run-1") == [written]
+
+
+def test_a_run_written_by_two_hosts_lists_in_the_order_stored(
+    hosts: list[PostgresS3ArtifactStore],
+) -> None:
+    # One instant (a fixed clock) and random ids: only the shared sequence orders them.
+    made = [put(hosts[i % 2], b"%d" % i, name=f"n{i:02}") for i in range(12)]
+    for store in hosts:
+        assert [r.id for r in store.list_run("run-1")] == [r.id for r in made]
+
+
+def test_migration_2_numbers_the_rows_already_there_and_later_ones_after_them(
+    s3_server: S3Server, s3_bucket: str, pg_database: str,
+) -> None:
+    # A database as the first release left it: migration 1 only, rows already in.
+    _migrate(pg_database, 5, "the test database", PG_MIGRATIONS[:1])
+    old = [ArtifactRecord(
+        id=f"old-{i}", run_id="run-1", conversation_id=None, origin=ArtifactOrigin.EXPORT,
+        name=f"old{i}", media_type="text/plain", size=1, checksum=sha256_digest(b"x"),
+        trust=Trust.INTERNAL_TOOL, created_at=T0, expires_at=None, principal_id=None,
+        claimed=True) for i in range(3)]
+    with psycopg.connect(pg_database) as conn:
+        for record in old:
+            conn.execute(_INSERT, _stored(to_row(record)))
+    store = open_pg_s3_artifact_store(f"s3://{s3_bucket}/{PREFIX}", pg_database,
+                                      s3_server.env(s3_bucket), FixedClock(T0))
+    try:
+        new = [put(store, b"%d" % i, name=f"new{i}") for i in range(3)]
+        listed = [r.id for r in store.list_run("run-1")]
+        # The old rows in whatever order the migration numbered them, then the new in order.
+        assert sorted(listed[:3]) == [r.id for r in old]
+        assert listed[3:] == [r.id for r in new]
+        with psycopg.connect(pg_database) as conn:
+            assert ("artifacts", 2) in conn.execute(
+                "SELECT component, version FROM toolhost_schema_migrations").fetchall()
+            seqs = [row[0] for row in conn.execute("SELECT seq FROM artifacts").fetchall()]
+        assert None not in seqs and len(set(seqs)) == len(seqs) == 6
+    finally:
+        store.close()
 
 
 def test_names_and_ids_with_a_nul_round_trip_as_on_sqlite(
@@ -254,8 +297,8 @@ def test_losing_the_database_mid_call_is_unavailable_and_service_returns(
     finally:
         pg_server.start()
     after = put(store, b"after")  # the same store: no restart
-    # One instant (a fixed clock): the two are listed in id order.
-    assert [r.id for r in store.list_run("run-1")] == sorted([before.id, after.id])
+    # One instant (a fixed clock): the two are listed in the order they were stored.
+    assert [r.id for r in store.list_run("run-1")] == [before.id, after.id]
 
 
 # -------------------------------------------------------------------- the bucket lost in a call

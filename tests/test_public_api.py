@@ -61,6 +61,7 @@ TOOLHOST_ALL = [
     "ToolSpec",
     "ToolValidationError",
     "Trust",
+    "UserWords",
     "Workspace",
     "WorkspaceEscape",
     "WorkspaceIsDirectory",

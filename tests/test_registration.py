@@ -18,6 +18,7 @@ from toolhost import (
     Tool,
     ToolSpec,
     Trust,
+    UserWords,
     hookimpl,
 )
 from toolhost._composition import Host
@@ -315,6 +316,31 @@ def test_step_6_refuses_a_tool_without_exactly_one_of_call_and_build(
     assert exc.step is Step.FIELD_COMPLETENESS
     assert f"fx.echo@1.0.0 from distribution fx-dist: {fragment}" in str(exc)
     assert "exactly one" in exc.remedy
+
+
+@pytest.mark.parametrize(
+    ("words", "fragment"),
+    [(UserWords("Remember this.", arguments=()), "user_words names no argument"),
+     (UserWords("Remember this.", arguments=("missing",)),
+      "user_words names 'missing', which is not a string property of the input schema"),
+     (UserWords("Remember {x}.", arguments=("x",)),
+      "the user_words prompt is empty or has a placeholder"),
+     ("feedback", "user_words is not a UserWords")],
+)
+def test_step_6_refuses_user_words_that_name_no_string_argument(words: Any,
+                                                                fragment: str) -> None:
+    tool = attrs.evolve(make_tool(), user_words=words)
+    exc = refusal({"fx-dist": make_plugin(tools=[tool])})
+    assert exc.step is Step.FIELD_COMPLETENESS
+    assert f"fx.echo@1.0.0 from distribution fx-dist: {fragment}" in str(exc)
+
+
+def test_user_words_on_a_string_argument_register() -> None:
+    tool = attrs.evolve(make_tool(), user_words=UserWords("Say it.", arguments=("x",)))
+    registered, _ = register(collect_contributions(
+        make_plugin_manager([PluginSource("fx-dist", "fx", make_plugin(tools=[tool]))]),
+        Settings()))
+    assert registered[0].tool.user_words == UserWords("Say it.", ("x",))
 
 
 def test_a_tool_given_only_call_runs_that_body() -> None:

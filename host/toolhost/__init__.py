@@ -1,6 +1,6 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API, version 1.1: everything a plugin needs is importable from here, and
+The public plugin API, version 1.3: everything a plugin needs is importable from here, and
 everything its tests need from ``toolhost.testing``. Every other module is private. Importing
 this package loads no plugin.
 """
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         Tool,
         ToolSpec,
         Trust,
+        UserWords,
     )
     from toolhost._model.workspace import (
         ListedEntry,
@@ -104,6 +105,7 @@ __all__ = [
     "ToolSpec",
     "ToolValidationError",
     "Trust",
+    "UserWords",
     "Workspace",
     "WorkspaceEscape",
     "WorkspaceIsDirectory",
@@ -118,9 +120,9 @@ __all__ = [
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.2"
+PLUGIN_API_VERSION = "1.3"
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 #: Where each public name lives. The names load on first use (PEP 562), so a command that
 #: needs few of them (``toolhost check``, ``--help``) does not import every value module.
@@ -158,6 +160,7 @@ _HOME = {
     "Source": "toolhost._model.spec",
     "TargetKind": "toolhost._model.spec",
     "Tool": "toolhost._model.spec",
+    "UserWords": "toolhost._model.spec",
     "ToolCallable": "toolhost._model.context",
     "ToolExecutionContext": "toolhost._model.context",
     "ToolFailure": "toolhost._model.outcome",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
+    from toolhost._adapters.run_workspaces import RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.outcome import Outcome
     from toolhost._model.runs import Run, RunOutcome, ToolCall
@@ -84,6 +85,7 @@ class Host:
         self._built: dict[tuple[str, str], ToolCallable] = {}
         self._services: dict[str, Services] = {}
         self._pipeline: Pipeline | None = None
+        self._run_workspaces: RunWorkspaces | None = None
         # What is made on first use (the data directory, the pipeline and its stores, each
         # tool's callable) is made once even when several threads, each with its own loop,
         # make their first call at the same moment.
@@ -196,7 +198,7 @@ class Host:
             clock=self.clock,
             new_id=new_invocation_id,
             monotonic=monotonic,
-            workspace_for=self.fresh_workspace,
+            workspace_for=self.run_workspaces.for_approval,
         )
 
     def _open_invocation_store(self) -> InvocationStore:
@@ -259,24 +261,34 @@ class Host:
         except OSError as exc:  # the artifacts' directory under the data directory
             raise unusable_directory(exc) from None
 
-    def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
-        """An empty workspace for a run, under the data directory, removed by ``discard``.
+    @property
+    def run_workspaces(self) -> RunWorkspaces:
+        """Every run's workspace on this host (``toolhost._adapters.run_workspaces``): the
+        generation a live run uses, whichever process of the host uses it."""
+        if self._run_workspaces is None:
+            with self._first_use:
+                if self._run_workspaces is None:
+                    from toolhost._adapters.run_workspaces import RunWorkspaces
 
-        Its directory is unique per call, not per run id: a run resumed after an approval gets
-        an empty workspace even while the paused process still holds its old one.
-        """
+                    workspaces = self.data_dir / "workspaces"
+                    # Owner only (also one an older version made): no other local user may
+                    # reach a workspace, whose files a sandboxed command made as this
+                    # process's user. A failure here resurfaces, reported, when a workspace is
+                    # first created.
+                    try:
+                        workspaces.mkdir(mode=0o700, parents=True, exist_ok=True)
+                        workspaces.chmod(0o700)
+                    except OSError:
+                        pass
+                    self._run_workspaces = RunWorkspaces(workspaces)
+        return self._run_workspaces
+
+    def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
+        """An empty workspace of its own, under the data directory, removed by ``discard``
+        (a run's workspace is ``start_run``'s; this one belongs to nobody but its caller)."""
         from toolhost._adapters.fs_workspace import WorkspaceHandle
 
-        workspaces = self.data_dir / "workspaces"
-        # Owner only (also one an older version made): no other local user may reach a
-        # workspace, whose files a sandboxed command made as this process's user. A failure
-        # here resurfaces, reported, when the workspace itself is first created.
-        try:
-            workspaces.mkdir(mode=0o700, parents=True, exist_ok=True)
-            workspaces.chmod(0o700)
-        except OSError:
-            pass
-        return WorkspaceHandle(workspaces / f"{run_id}-{new_id()}", owned=True)
+        return WorkspaceHandle(self.run_workspaces.detached_path(run_id), owned=True)
 
     def services_for(self, distribution: str) -> Services:
         """The Services a distribution's tools are built with: the host's clock and settings,
@@ -349,11 +361,12 @@ class Host:
         user_turn: str | None = None,
         workspace: Path | str | None = None,
     ) -> Run:
-        """A run for the pipeline. Without a principal: the local operator, granted every
-        scope a registered tool requires (the CLI's trust level). Without ``workspace`` the
-        run gets a fresh one under the data directory; with it, that existing directory is
-        the workspace root. ``end_run`` discards a fresh workspace."""
-        from toolhost._adapters.fs_workspace import WorkspaceHandle
+        """A run for the pipeline, live on this host until ``end_run``. Without a principal:
+        the local operator, granted every scope a registered tool requires (the CLI's trust
+        level). The run's workspace (``RunWorkspace``) is made on first use under the data
+        directory, or is the existing directory ``workspace``; a run id already live here
+        (``toolhost call --run``) goes on in the workspace it has. ``timeout_s`` is the run's
+        deadline, which also bounds a call of the run approved later, anywhere."""
         from toolhost._model.runs import Run, valid_run_id
 
         if principal is None:
@@ -364,18 +377,25 @@ class Host:
         if run_id is None:
             run_id = new_id()
         elif not valid_run_id(run_id):
-            # A run id names the run's fresh workspace directory: it must be a plain name.
+            # A run id names the run's workspace directory: it must be a plain name.
             raise ValueError("run_id must be 1 to 128 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit")
-        handle = (WorkspaceHandle(workspace) if workspace is not None
-                  else self.fresh_workspace(run_id))
+        handle = self.run_workspaces.start(
+            run_id, directory=Path(workspace) if workspace is not None else None)
+        deadline = deadline_at = None
+        if timeout_s is not None:
+            import datetime as dt
+
+            deadline = monotonic() + timeout_s
+            deadline_at = self.clock.now() + dt.timedelta(seconds=timeout_s)
         return Run(
             id=run_id,
             workspace=handle,
             principal=principal,
             enabled_tools=frozenset(enabled_tools) if enabled_tools is not None else None,
             pins=dict(pins or {}),
-            deadline=monotonic() + timeout_s if timeout_s is not None else None,
+            deadline=deadline,
+            deadline_at=deadline_at,
             conversation_id=conversation_id,
             user_turn=user_turn,
         )
@@ -385,26 +405,45 @@ class Host:
         return monotonic() + seconds
 
     def end_run(self, run: Run) -> RunOutcome:
-        """The run is over: its workspace is discarded (an operator's directory is kept), and
-        what it leaves the owner is returned: the files attached to its reply."""
+        """The run is over: its workspace is discarded (an operator's directory is kept) and
+        it is no longer live on this host, and what it leaves the owner is returned: the
+        files attached to its reply."""
         if run.workspace is not None:
-            run.workspace.discard()
+            end = getattr(run.workspace, "end", None)
+            (end if end is not None else run.workspace.discard)()
         from toolhost._model.runs import RunOutcome
 
         return RunOutcome(run_id=run.id, attachments=self.attachments(run))
 
     def attachments(self, run: Run) -> tuple[ArtifactRef, ...]:
         """Every file the run has exported or generated so far (ADR-0122), in order."""
+        return self.attachments_of(run.id)
+
+    def attachments_of(self, run_id: str) -> tuple[ArtifactRef, ...]:
+        """``attachments`` of the run with this id."""
         from toolhost._pipeline.attachments import attachments_of
 
-        return attachments_of(self.pipeline.artifacts, run.id)
+        return attachments_of(self.pipeline.artifacts, run_id)
+
+    def run_outcome(self, run: Run) -> RunOutcome:
+        """What the run has left its owner so far, without ending it (a named run the next
+        command goes on with): its workspace is let go of, and stays the run's."""
+        if run.workspace is not None:
+            close = getattr(run.workspace, "close", None)
+            if close is not None:
+                close()
+        from toolhost._model.runs import RunOutcome
+
+        return RunOutcome(run_id=run.id, attachments=self.attachments(run))
 
     def local_run(self, workspace: Path | str | None = None, *, run_id: str | None = None,
-                  conversation_id: str | None = None) -> Run:
+                  conversation_id: str | None = None, user_turn: str | None = None,
+                  timeout_s: float | None = None) -> Run:
         """The CLI's run: every registered tool enabled (an operator naming a tool has chosen
         it) and every scope granted."""
         return self.start_run(enabled_tools=self.registry.names(), workspace=workspace,
-                              run_id=run_id, conversation_id=conversation_id)
+                              run_id=run_id, conversation_id=conversation_id,
+                              user_turn=user_turn, timeout_s=timeout_s)
 
     # ------------------------------------------------------------------ calls
 
@@ -419,7 +458,8 @@ class Host:
         return await self.pipeline.invoke_step(run, calls)
 
     def invoke_sync(
-        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None,
+        hold: bool = False,
     ) -> Outcome:
         """The synchronous convenience wrapper the CLI uses. Without a run, the call gets a
         local run of its own that ends (and discards its workspace) when the call does."""
@@ -428,15 +468,17 @@ class Host:
         local = run is None
         run = run if run is not None else self.local_run()
         try:
-            return asyncio.run(self.invoke(name, arguments, version=version, run=run))
+            return asyncio.run(self.pipeline.invoke(run, name, arguments, version=version,
+                                                    hold=hold))
         finally:
             if local:
                 self.end_run(run)
 
-    def approve_sync(self, invocation_id: str, approver: str) -> Outcome:
+    def approve_sync(self, invocation_id: str, approver: str, *,
+                     run: Run | None = None) -> Outcome:
         import asyncio
 
-        return asyncio.run(self.pipeline.approve(invocation_id, approver))
+        return asyncio.run(self.pipeline.approve(invocation_id, approver, run=run))
 
     def recover(self, *, rerun: bool = True) -> list[Recovered]:
         """Settle the rows whose owning process is gone (``Pipeline.recover``), synchronously:

@@ -5,7 +5,7 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.2. Hooks are called once per process start, in this order: ``toolhost_domains``,
+Plugin API 1.3. Hooks are called once per process start, in this order: ``toolhost_domains``,
 ``toolhost_tools``. Registration (the seven ordered refusals, then the reasons check) runs over
 the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
@@ -19,7 +19,11 @@ plugin is a 1.1 plugin unchanged. 1.2 added, without changing a hook:
 distribution's directory, for a public read API it offers; a console script's own directory),
 ``ArtifactRef.to_json()`` and ``ArtifactRef.json_schema()`` (a ref in a tool's result), and the
 host reasons ``tool.timeout.deadline_may_have_taken_effect`` and
-``tool.upstream_unavailable.artifact_store[_may_have_taken_effect]``.
+``tool.upstream_unavailable.artifact_store[_may_have_taken_effect]``. 1.3 added, without
+changing a hook: ``Tool(user_words=UserWords(prompt, arguments))`` (arguments that must be the
+person's own words: the host asks the person for them where the run has no user turn), and the
+host reasons ``tool.timeout.run_deadline_passed``, ``tool.permission_denied.needs_user`` and
+``tool.permission_denied.user_declined``.
 """
 
 from __future__ import annotations

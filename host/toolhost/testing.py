@@ -213,15 +213,20 @@ class Harness:
         return self.call(name, arguments)
 
     def call(
-        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None,
+        hold: bool = False,
     ) -> Outcome:
         """One call with full control: a pinned ``version``, a ``run`` of your own
-        (``start_run``), arguments that need not be an object."""
-        return self.host.invoke_sync(name, arguments, version=version, run=run)
+        (``start_run``), arguments that need not be an object. ``hold``: a call that needs an
+        approval waits for one given within the call (``approve(..., run=run)``), as an MCP
+        client's form gives it, so its run does not pause."""
+        return self.host.invoke_sync(name, arguments, version=version, run=run, hold=hold)
 
-    def approve(self, invocation_id: str, approver: str = "tester") -> Outcome:
-        """Approve a paused call and run it."""
-        return self.host.approve_sync(invocation_id, approver)
+    def approve(self, invocation_id: str, approver: str = "tester", *,
+                run: Run | None = None) -> Outcome:
+        """Approve a paused call and run it: in ``run`` when the approval is given within the
+        call (its workspace, deadline and cancellation), else as ``toolhost approve`` does."""
+        return self.host.approve_sync(invocation_id, approver, run=run)
 
     def deny(self, invocation_id: str, reason: str = "denied in a test") -> Outcome:
         return self.host.pipeline.deny(invocation_id, "tester", reason)

@@ -38,7 +38,7 @@ __all__ = [
     "from_schema",
 ]
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 _WHERE = {
     "CHECKS": "suite",

@@ -441,6 +441,14 @@ class ConformanceSuite:
         lets the property run reach the body of an EXTERNAL_WRITE tool at all.
         """
         run = self.make_run(host, spec)
+        words = host.registry.resolve(spec.name, spec.version).tool.user_words
+        if words is not None and run.user_turn is None and isinstance(
+                arguments.get(words.arguments[0]), str):
+            # As a host that asks the person does: their answer (here, the value generated for
+            # the first named argument) is every named argument and the call's user turn.
+            answer = arguments[words.arguments[0]]
+            arguments = {**arguments, **dict.fromkeys(words.arguments, answer)}
+            run = attrs.evolve(run, user_turn=answer)
         try:
             outcome = await host.invoke(spec.name, arguments, version=spec.version, run=run)
             if outcome.status is OutcomeStatus.AWAITING_APPROVAL and outcome.invocation_id:

@@ -42,6 +42,7 @@ from pathlib import Path
 import attrs
 
 from toolhost._adapters.system_clock import new_id
+from toolhost._adapters.workspace_stamps import Stamp, StampBook
 from toolhost._model.workspace import (
     MAX_PATH_BYTES,
     READ_CHUNK,
@@ -71,18 +72,6 @@ _TEMP_NAME_BYTES = 200
 #: rename leaves one, and listings never show them.
 _TEMP_NAME = re.compile(r"\..*\.[0-9a-f]{32}\.tmp", re.DOTALL)
 
-
-
-@attrs.frozen
-class _Stamp:
-    """What a write left on disk; provenance holds only while the file is still that file."""
-
-    device: int
-    inode: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    provenance: Provenance
 
 
 # ----------------------------------------------------------------- steps 1-3: the string
@@ -543,11 +532,13 @@ class WorkspaceHandle:
     opened on first use, so a run that never touches its workspace costs nothing.
     """
 
-    def __init__(self, root: Path | str, *, owned: bool = False) -> None:
+    def __init__(self, root: Path | str, *, owned: bool = False,
+                 stamps: Path | None = None) -> None:
         self._root = Path(root)
         self._owned = owned
         self._current: _RootFd | None = None
-        self._stamps: dict[str, _Stamp] = {}
+        # ``stamps``: the log a workspace shared between processes keeps its provenance in.
+        self._stamps = StampBook(stamps)
         self._lock = threading.Lock()
         self._fd_lock = threading.Lock()
         if not owned:
@@ -761,8 +752,8 @@ class WorkspaceHandle:
             finally:
                 os.close(fd)
             os.fsync(parent)
-            self._stamps[path] = _Stamp(info.st_dev, info.st_ino, info.st_size,
-                                        info.st_mtime_ns, info.st_ctime_ns, provenance)
+            self._stamps.apply({path: Stamp(info.st_dev, info.st_ino, info.st_size,
+                                            info.st_mtime_ns, info.st_ctime_ns, provenance)})
         return WriteResult(path=path, byte_count=len(data), created=existing is None)
 
     # ------------------------------------------------------------- provenance
@@ -786,8 +777,7 @@ class WorkspaceHandle:
         stamp = self._stamps.get(path)
         if stamp is None or info is None or not stat.S_ISREG(info.st_mode):
             return Provenance.UNKNOWN
-        current = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        if current != (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns, stamp.ctime_ns):
+        if _file_key(info) != stamp.key:
             return Provenance.UNKNOWN
         return stamp.provenance
 
@@ -848,11 +838,15 @@ class WorkspaceHandle:
                 os.fchmod(root, stat.S_IMODE(os.fstat(root).st_mode) & 0o700)
             return
         # Records of paths that are not (regular) files any more: a stamp never outlives them.
-        self._stamps = {path: s for path, s in self._stamps.items() if path in after.files}
+        known = set(self._stamps.paths())
+        changes: dict[str, Stamp | None] = {
+            path: None for path in known if path not in after.files}
+        kept = len(known) - len(changes)
         for path, key in after.files.items():
-            if before.get(path) != key and (path in self._stamps
-                                            or len(self._stamps) < _STAMPS_LIMIT):
-                self._stamps[path] = _Stamp(*key, Provenance.SANDBOX_WRITTEN)
+            if before.get(path) != key and (path in known or kept < _STAMPS_LIMIT):
+                changes[path] = Stamp(*key, Provenance.SANDBOX_WRITTEN)
+                kept += path not in known
+        self._stamps.apply(changes)
 
     # ------------------------------------------------------------- list
 

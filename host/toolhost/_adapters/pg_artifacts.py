@@ -76,7 +76,8 @@ __all__ = [
 ]
 
 #: The ``artifacts`` component on PostgreSQL: SQLite's three ``artifacts`` migrations and its
-#: ``artifact_buckets`` in one schema (the versions count on their own from 1).
+#: ``artifact_buckets`` in one schema, then the insertion sequence SQLite's rowid gives it (the
+#: versions count on their own from 1).
 MIGRATIONS: Sequence[tuple[str, int, str]] = (
     (
         "artifacts",
@@ -109,6 +110,21 @@ MIGRATIONS: Sequence[tuple[str, int, str]] = (
             location TEXT COLLATE "C" PRIMARY KEY,
             store_id TEXT NOT NULL
         )
+        """,
+    ),
+    # The order rows were stored in, for a run's list when created_at ties (SQLite uses its
+    # rowid): every insert takes the next value of the column's sequence, which hands out
+    # rising numbers across all sessions and hosts (its cache is 1, the default; a larger
+    # one would let each session hand out its own range, out of order). GENERATED ALWAYS:
+    # nothing but the sequence sets it (pg_dump's COPY restores the values as they were).
+    # Adding it rewrites the table under an exclusive lock and numbers the rows already there
+    # in the order the rewrite reads them, not necessarily their creation order: their ties
+    # (listed by random id until then) list in that order from then on.
+    (
+        "artifacts",
+        2,
+        """
+        ALTER TABLE artifacts ADD COLUMN seq BIGINT GENERATED ALWAYS AS IDENTITY
         """,
     ),
 )
@@ -261,9 +277,11 @@ class PostgresS3ArtifactStore(S3ArtifactStore):
             return _find_live(conn, run_id, origin, name, media_type, checksum, as_utc(now))
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
-        """See ``ArtifactStore.list_run``."""
+        """See ``ArtifactStore.list_run``: ties in ``created_at`` in ``seq`` order, the order
+        the rows were inserted (migration 2). ``artifacts_run_order`` finds the run's rows,
+        which are then sorted (one run's artifacts: a short sort)."""
         with self._connection() as conn:
-            rows = conn.execute(f"{_SELECT} WHERE run_id = %s ORDER BY created_at, id",
+            rows = conn.execute(f"{_SELECT} WHERE run_id = %s ORDER BY created_at, seq",
                                 (run_id,)).fetchall()
         return [_from_row(r) for r in rows]
 

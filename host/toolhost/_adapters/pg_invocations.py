@@ -112,6 +112,15 @@ MIGRATIONS: Sequence[tuple[str, int, str]] = (
             ON tool_invocations (run_id, argument_digest, created_at, id)
         """,
     ),
+    # As SQLite's migration 5: the run's deadline, and the files a call attached.
+    (
+        "invocations",
+        2,
+        """
+        ALTER TABLE tool_invocations ADD COLUMN run_deadline TEXT;
+        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
+        """,
+    ),
 )
 
 #: Held (per transaction) while migrating, so hosts starting together migrate one at a time:

@@ -386,10 +386,21 @@ class SQLiteArtifactStore:
             return self._find_live(run_id, origin, name, media_type, checksum, as_utc(now))
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
-        """See ``ArtifactStore.list_run``."""
+        """See ``ArtifactStore.list_run``. Ties in ``created_at`` go in rowid order, which is
+        the order the rows were inserted (``artifacts`` is a rowid table)."""
+        # Why rowid is the insertion order of a run's live rows, purges notwithstanding: a
+        # table without AUTOINCREMENT gives a new row one more than the largest rowid present
+        # (inserts are serialized by the write lock, BEGIN IMMEDIATE). A purge that deletes
+        # the largest lets a later row take its number again, but that number is still above
+        # every row left, so the live rows' rowids keep rising in insertion order. (SQLite
+        # picks unused rowids at random only once 2**63 - 1 is taken, which no store
+        # reaches.) toolhost never VACUUMs; SQLite documents that VACUUM may renumber a table
+        # without an INTEGER PRIMARY KEY, but it copies rows in rowid order, so their order
+        # holds there too. The index serves run_id; only ties are sorted, in memory.
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM artifacts WHERE run_id = ? ORDER BY created_at, id",
+                f"SELECT {_COLUMNS} FROM artifacts WHERE run_id = ? "
+                "ORDER BY created_at, rowid",
                 (run_id,),
             ).fetchall()
         return [_from_row(r) for r in rows]

@@ -137,6 +137,16 @@ MIGRATIONS: Sequence[Migration] = (
             ON tool_invocations (run_id, argument_digest, created_at, id)
         """,
     ),
+    # The run's deadline, which bounds a call approved later (anywhere), and the files a call
+    # exported or generated, which an answer replayed from the row links again.
+    Migration(
+        "invocations",
+        5,
+        """
+        ALTER TABLE tool_invocations ADD COLUMN run_deadline TEXT;
+        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
+        """,
+    ),
 )
 
 # Columns are the record's attributes, in its order; toolhost._model.convert holds what each

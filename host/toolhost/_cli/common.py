@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from toolhost._model.settings import Settings
     from toolhost._registration.discovery import PluginSource
 
-__all__ = ["CommandError", "load", "positive_int", "print_json", "print_outcome"]
+__all__ = ["CommandError", "load", "positive_int", "print_attachments", "print_json",
+           "print_outcome"]
 
 
 class CommandError(Exception):
@@ -66,6 +67,13 @@ def load(
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def print_attachments(refs: Sequence[Any]) -> None:
+    """A run's attachments for a person, on stderr (stdout stays what the model read)."""
+    for ref in refs:
+        print(f"toolhost: attached {ref.id} {json.dumps(ref.name, ensure_ascii=False)} "
+              f"({ref.byte_count} bytes, {ref.media_type})", file=sys.stderr)
 
 
 def print_outcome(outcome: Any, as_json: bool) -> int:

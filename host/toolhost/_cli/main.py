@@ -15,9 +15,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from toolhost._cli import approvals, artifacts
+from toolhost._cli import approvals, artifacts, runs
 from toolhost._cli.check import cmd_check
-from toolhost._cli.common import CommandError, load, print_json
+from toolhost._cli.common import CommandError, load, print_attachments, print_json
 from toolhost._cli.exit_codes import ExitCode
 
 
@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     tools.add_argument("--enable", action="append", metavar="NAME",
                        help="with --format: these tools instead of the default roster")
+    tools.add_argument("--pin", action="append", metavar="NAME=VERSION", default=[],
+                       help="with --format: that version of the tool under its name "
+                            "(repeatable), as toolhost serve --pin serves it")
 
     sub.add_parser("check", help="run registration and the determinism scan over the "
                                  "plugins' files; exit non-zero with the refusal")
@@ -89,8 +92,16 @@ def _parser() -> argparse.ArgumentParser:
                       help="an existing directory to use as the run's workspace root "
                            "(default: a fresh workspace, discarded after the call)")
     call.add_argument("--run", metavar="ID", default=None,
-                      help="the run to call in (default: a new one). Calls given the same run "
-                           "share its artifacts: exporting the same file twice is one artifact")
+                      help="the run to call in (default: a new one, ended with the command). A "
+                           "named run stays live after the command: calls given the same run "
+                           "share its workspace and artifacts, until it pauses for an approval "
+                           "(its workspace is then discarded) or toolhost runs end ID")
+    call.add_argument("--user-turn", metavar="TEXT", default=None,
+                      help="the user's own message for this call: the one input at USER trust "
+                           "(email.feedback's quote must come from it)")
+    call.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
+                      help="the run's deadline, from now: no call of the run runs after it, "
+                           "nor one approved after it")
     call.add_argument("--conversation", metavar="ID", default=None,
                       help="the conversation the run belongs to (what its artifacts, and the "
                            "uploads a tool may read, are scoped to)")
@@ -106,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
                             "127.0.0.1:8765")
     serve.add_argument("--enable", action="append", metavar="NAME",
                        help="serve these tools instead of the default roster (repeatable)")
+    serve.add_argument("--pin", action="append", metavar="NAME=VERSION", default=[],
+                       help="serve that version of the tool under its name, for a client "
+                            "pinned to an older contract (repeatable; adds to "
+                            "TOOLHOST_MCP_PINS)")
+    runs.add_parsers(sub)
     return parser
 
 
@@ -113,16 +129,18 @@ def cmd_tools(args: argparse.Namespace) -> int:
     host = load()
     if args.format is not None:
         from toolhost._cli.catalog import export
+        from toolhost._registration.registry import PinError, UnknownTool, parse_pins
 
-        names = args.enable if args.enable else host.registry.default_roster()
-        specs = []
-        for name in names:
-            try:
-                specs.append(host.registry.resolve(name).spec)
-            except LookupError:
-                raise CommandError(f"no tool {name!r} is registered") from None
-        sys.stdout.write(export(specs, args.format).decode("utf-8") + "\n")
+        try:
+            roster = host.registry.roster(args.enable, parse_pins(args.pin, source="--pin"))
+        except UnknownTool as exc:
+            raise CommandError(f"no tool {exc.args[0]!r} is registered") from None
+        except PinError as exc:
+            raise CommandError(str(exc)) from None
+        sys.stdout.write(export([r.spec for r in roster], args.format).decode("utf-8") + "\n")
         return ExitCode.OK
+    if args.pin:
+        raise CommandError("--pin goes with --format (the catalog a model is shown)")
     if args.json:
         from toolhost._model.convert import spec_to_json
 
@@ -156,12 +174,17 @@ def cmd_call(args: argparse.Namespace) -> int:
         if value is not None and not valid_run_id(value):
             raise CommandError(f"{option} must be 1 to 128 letters, digits, '.', '_' or '-', "
                                "starting with a letter or digit")
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
+        raise CommandError("--timeout must be a positive number of seconds")
     run = host.local_run(workspace=workspace, run_id=args.run,
-                         conversation_id=args.conversation)
+                         conversation_id=args.conversation, user_turn=args.user_turn,
+                         timeout_s=args.timeout)
     try:
         outcome = host.invoke_sync(args.name, arguments, version=args.version, run=run)
     finally:
-        ended = host.end_run(run)
+        # A named run goes on (the next --run ID call, an approval, finds its workspace); an
+        # unnamed one is this command's alone.
+        ended = host.run_outcome(run) if args.run is not None else host.end_run(run)
     # The run's attachments (ADR-0122): in the JSON beside the outcome, and for a person on
     # stderr, so stdout stays exactly what the model read.
     attached = ended.to_json()["attachments"]
@@ -178,9 +201,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         print_json({**outcome.to_json(), "run_id": run.id, "attachments": attached})
     else:
         print(outcome.content)
-        for ref in ended.attachments:
-            print(f"toolhost: attached {ref.id} {json.dumps(ref.name, ensure_ascii=False)} "
-                  f"({ref.byte_count} bytes, {ref.media_type})", file=sys.stderr)
+        print_attachments(ended.attachments)
     if outcome.failure is not None:
         code = outcome.failure.reason_code
         if code == core_messages.UNKNOWN_TOOL:
@@ -190,6 +211,9 @@ def cmd_call(args: argparse.Namespace) -> int:
             known = ", ".join(host.registry.versions(args.name))
             print(f"toolhost: {args.name} has no version {args.version!r} (registered: {known})",
                   file=sys.stderr)
+        elif code == core_messages.NEEDS_USER:
+            print(f"toolhost: {args.name} needs the user's own words: pass them with "
+                  "--user-turn TEXT", file=sys.stderr)
         elif code == core_messages.INVALID_SCHEMA and outcome.failure.detail:
             # Which rule failed is for the operator; the model's text above stays static.
             detail = json.dumps(dict(outcome.failure.detail), sort_keys=True, ensure_ascii=False,
@@ -222,7 +246,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     # The stores are opened before serving: a bad data directory stops the start in one line.
     host = load(stores=True)
-    return serve(host, http=args.http, enable=args.enable)
+    return serve(host, http=args.http, enable=args.enable, pins=args.pin)
 
 
 _COMMANDS = {
@@ -232,6 +256,7 @@ _COMMANDS = {
     "demo": cmd_demo,
     **approvals.COMMANDS,
     **artifacts.COMMANDS,
+    **runs.COMMANDS,
     "serve": cmd_serve,
 }
 

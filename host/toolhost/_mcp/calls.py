@@ -48,6 +48,8 @@ from toolhost._mcp.results import (
     to_call_tool_result,
 )
 from toolhost._mcp.sessions import Session
+from toolhost._mcp.words import WORDS_KEY, WORDS_STATE_PREFIX, with_words, words_of, words_request
+from toolhost._model import host_reasons as core_messages
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.outcome import Outcome, OutcomeStatus, ToolFailure
 from toolhost._model.runs import CancellationEvent, Run
@@ -74,65 +76,132 @@ class ToolCalls:
     def __init__(self, host: Host, roster: Mapping[str, Registered], config: ServeConfig) -> None:
         self._pipeline = host.pipeline
         self._config = config
+        self._host = host
         # Which served tools pause for approval is fixed for the life of the process: the
         # policy is read once, at startup.
         self._gated = {
             name: r for name, r in roster.items()
             if self._pipeline.decide(r).action is PolicyAction.REQUIRE_APPROVAL
         }
+        # The tools whose arguments must be the person's own words (UserWords).
+        self._wordy = {name: r for name, r in roster.items() if r.tool.user_words is not None}
 
     async def call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> Answer:
         """Answer one ``tools/call``. Raises MCPError (-32602) for a tool not served here."""
         arguments: Any = params.arguments if params.arguments is not None else {}
+        run = session.run
+        wordy = self._wordy.get(params.name)
+        if wordy is not None and run.user_turn is None:
+            asked = await self._ask_words(ctx, wordy, params, arguments)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            if asked is _DECLINED:
+                return _answer(await self._pipeline.refuse(
+                    run, params.name, arguments, core_messages.USER_DECLINED))
+            if isinstance(asked, str):
+                arguments = with_words(wordy, arguments, asked)
+                run = attrs.evolve(run, user_turn=asked)
+            # None: the person cannot be asked here; the pipeline refuses it (needs_user).
         registered = self._gated.get(params.name)
         if registered is not None:
-            return await self._gated_call(ctx, session, registered, params, arguments)
-        return _answer(await self._invoke(session.run, params.name, arguments))
+            return await self._gated_call(ctx, session, run, registered, params, arguments)
+        return _answer(await self._invoke(run, params.name, arguments))
 
     # ------------------------------------------------------------------ the plain path
 
-    async def _invoke(self, run: Run, name: str, arguments: Any) -> Outcome:
+    async def _invoke(self, run: Run, name: str, arguments: Any, *, hold: bool = False) -> (
+            Outcome):
         call_run = attrs.evolve(run, cancellation=CancellationEvent())
         return await _cancellable(
-            self._pipeline.invoke(call_run, name, arguments), call_run.cancellation.cancel)
+            self._pipeline.invoke(call_run, name, arguments, hold=hold),
+            call_run.cancellation.cancel)
+
+    def _can_ask(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        """Whether this request's client can show its user a form (and may be asked)."""
+        return self._config.elicitation and supports_form_elicitation(
+            ctx.session.client_capabilities)
+
+    # ------------------------------------------------------------------ the person's words
+
+    async def _ask_words(self, ctx: ServerRequestContext[Any, Any], registered: Registered,
+                         params: types.CallToolRequestParams, arguments: Any) -> (
+            str | object | types.InputRequiredResult | None):
+        """The person's text for a tool that needs their words; ``_DECLINED`` when they gave
+        none; None when they cannot be asked (or the arguments would be refused anyway: the
+        pipeline then refuses the call with its own reason)."""
+        try:
+            prepared = self._pipeline.prepare(registered, arguments)
+        except ToolFailure:
+            return None
+        if not self._can_ask(ctx):
+            return None
+        log = get_logger(tool=registered.spec.name)
+        state = f"{WORDS_STATE_PREFIX}{prepared.digest}"
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            responses = params.input_responses or {}
+            if params.request_state == state and WORDS_KEY in responses:
+                answer: Any = responses[WORDS_KEY]
+            else:
+                return types.InputRequiredResult(
+                    input_requests={WORDS_KEY: words_request(registered, prepared.arguments)},
+                    request_state=state)
+        elif ctx.session.can_send_request:
+            try:
+                answer = await ctx.session.send_request(
+                    words_request(registered, prepared.arguments), types.ElicitResult,
+                    request_read_timeout_seconds=self._config.elicitation_timeout_s,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+            except (MCPError, ValidationError) as exc:
+                log.info("mcp.words.unanswered", error=type(exc).__name__)
+                return _DECLINED
+        else:
+            return None
+        text = words_of(answer)
+        log.info("mcp.words.answered", given=text is not None)
+        return _DECLINED if text is None else text
 
     # ------------------------------------------------------------------ the approval path
 
     async def _gated_call(self, ctx: ServerRequestContext[Any, Any], session: Session,
-                          registered: Registered, params: types.CallToolRequestParams,
-                          arguments: Any) -> Answer:
+                          run: Run, registered: Registered,
+                          params: types.CallToolRequestParams, arguments: Any) -> Answer:
         record = None
         try:
             # Never replay past a refusal: a call the pipeline refuses at step 3 (scopes) or
             # step 4 (arguments) has no row to match, and goes through invoke to be refused.
-            self._pipeline.check_scopes(session.run.principal, registered)
+            self._pipeline.check_scopes(run.principal, registered)
             prepared = self._pipeline.prepare(registered, arguments)
         except ToolFailure:
             prepared = None
         if prepared is not None:
-            record = find_row(self._pipeline.rows_for(session.run.id, prepared), session.delivered)
+            record = find_row(self._pipeline.rows_for(run.id, prepared), session.delivered)
         if record is None:
-            outcome = await self._invoke(session.run, params.name, arguments)
+            # Asked within the call, the approval is not a pause: the run keeps its workspace
+            # until the person answers (or does not).
+            held = self._can_ask(ctx)
+            outcome = await self._invoke(run, params.name, arguments, hold=held)
             if not outcome.paused:
                 return self._deliver(session, outcome)
             record = self._pipeline.row(str(outcome.invocation_id))
+            if held:
+                session.held.add(record.id)
         if record.state is InvocationState.AWAITING_APPROVAL:
-            return await self._ask(ctx, session, registered, record, params)
+            return await self._ask(ctx, session, run, registered, record, params)
         return self._deliver(session, self._pipeline.recorded(record.id))
 
     def _deliver(self, session: Session, outcome: Outcome) -> types.CallToolResult:
         """Answer with an outcome; a final one is answered once per session (see approvals)."""
         if outcome.invocation_id is not None and outcome.status in _FINAL:
             session.delivered.add(outcome.invocation_id)
+            session.held.discard(outcome.invocation_id)
         return _answer(outcome)
 
-    async def _ask(self, ctx: ServerRequestContext[Any, Any], session: Session,
+    async def _ask(self, ctx: ServerRequestContext[Any, Any], session: Session, run: Run,
                    registered: Registered, record: InvocationRecord,
                    params: types.CallToolRequestParams) -> Answer:
         log = get_logger(invocation_id=record.id, run_id=record.run_id, tool=record.tool_name)
-        capabilities = ctx.session.client_capabilities
-        can_ask = self._config.elicitation and supports_form_elicitation(capabilities)
+        can_ask = self._can_ask(ctx)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: no server-initiated requests; the question rides the result and the
             # client retries the call with the answer. request_state binds the answer to the
@@ -148,17 +217,19 @@ class ToolCalls:
             else:
                 decision = Decision.UNDECIDED
         elif can_ask and ctx.session.can_send_request:
-            decision = await self._elicit(ctx, record, registered, log)
+            decision = await self._elicit(ctx, run, record, registered, log)
         else:
             decision = Decision.UNDECIDED
         approver = _approver(ctx)
         try:
             if decision is Decision.APPROVE:
                 log.info("mcp.approval.accepted", approver=approver)
-                cancellation = CancellationEvent()
+                # Within the call: it runs in the session's run (its workspace and deadline),
+                # with this request's own cancellation.
+                call_run = attrs.evolve(run, cancellation=CancellationEvent())
                 outcome = await _cancellable(
-                    self._pipeline.approve(record.id, approver, cancellation=cancellation),
-                    cancellation.cancel)
+                    self._pipeline.approve(record.id, approver, run=call_run),
+                    call_run.cancellation.cancel)
                 return self._deliver(session, outcome)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
@@ -167,23 +238,35 @@ class ToolCalls:
         except InvocationStateError:
             # The operator decided first (approve/deny at the CLI); answer with what stands.
             return self._deliver(session, self._pipeline.recorded(record.id))
+        if record.id in session.held:
+            # Left waiting: now the run pauses (its workspace is discarded), once per call.
+            session.held.discard(record.id)
+            self._pipeline.pause(session.run)
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
         return self._deliver(session, self._pipeline.recorded(record.id))
 
-    async def _elicit(self, ctx: ServerRequestContext[Any, Any], record: InvocationRecord,
-                      registered: Registered, log: Any) -> Decision:
-        """Push the question (2025 sessions). No answer in time, or an error, is UNDECIDED."""
+    async def _elicit(self, ctx: ServerRequestContext[Any, Any], run: Run,
+                      record: InvocationRecord, registered: Registered, log: Any) -> Decision:
+        """Push the question (2025 sessions). No answer in time, or an error, is UNDECIDED.
+        The wait ends at the run's deadline too: the answer could not be acted on after it."""
+        timeout = self._config.elicitation_timeout_s
+        if run.deadline is not None:
+            timeout = max(0.0, min(timeout, run.deadline - self._host.deadline_in(0)))
         try:
             answer = await ctx.session.send_request(
                 approval_request(record, registered), types.ElicitResult,
-                request_read_timeout_seconds=self._config.elicitation_timeout_s,
+                request_read_timeout_seconds=timeout,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         except (MCPError, ValidationError) as exc:
             log.info("mcp.approval.unanswered", error=type(exc).__name__)
             return Decision.UNDECIDED
         return decision_of(answer)
+
+
+#: The person was asked for their words and gave none.
+_DECLINED = object()
 
 
 def _answer(outcome: Outcome) -> types.CallToolResult:

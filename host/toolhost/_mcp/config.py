@@ -15,6 +15,11 @@
                                       workspace root (as ``toolhost call --workspace`` does);
                                       unset: each session gets a fresh workspace, discarded
                                       when the server stops
+    TOOLHOST_MCP_PINS                 ``name=version,name=version``: serve these versions under
+                                      their names (``toolhost serve --pin`` adds to them), for a
+                                      client pinned to an older contract
+    TOOLHOST_MCP_RUN_TIMEOUT_S        seconds each session's run may last (its deadline; unset:
+                                      none). A call approved after it does not run
     TOOLHOST_MCP_STDIO                ``auto`` (default): serve stdio on the event loop when
                                       stdin and stdout are pipes; ``sdk``: always through the
                                       SDK's own thread-backed ``stdio_server`` (the fallback,
@@ -26,7 +31,7 @@ only knobs are the command, its arguments and its environment.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
@@ -35,7 +40,7 @@ from toolhost._model.context import Principal
 from toolhost._model.settings import Settings
 from toolhost._registration.refusals import Registered
 
-__all__ = ["ConfigError", "ServeConfig"]
+__all__ = ["ConfigError", "ServeConfig", "pins_setting"]
 
 DEFAULT_PRINCIPAL = "mcp"
 DEFAULT_ELICITATION_TIMEOUT_S = 300.0
@@ -60,9 +65,14 @@ class ServeConfig:
     workspace: Path | None = None
     #: Seconds between recoveries while serving; None: only the one at the start.
     recover_interval_s: float | None = DEFAULT_RECOVER_INTERVAL_S
+    #: name -> version served under that name (TOOLHOST_MCP_PINS and ``--pin``).
+    pins: Mapping[str, str] = attrs.field(factory=dict)
+    #: Each session's run deadline, in seconds from its start; None: none.
+    run_timeout_s: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, roster: Iterable[Registered]) -> ServeConfig:
+    def from_settings(cls, settings: Settings, roster: Iterable[Registered], *,
+                      pins: Mapping[str, str] | None = None) -> ServeConfig:
         """:raises ConfigError: a malformed value (one line naming the setting)."""
         principal_id = (settings.get("TOOLHOST_MCP_PRINCIPAL") or "").strip() or DEFAULT_PRINCIPAL
         raw_scopes = settings.get("TOOLHOST_MCP_SCOPES")
@@ -92,9 +102,26 @@ class ServeConfig:
         if workspace is not None and not workspace.is_dir():
             raise ConfigError(
                 f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
+        raw_run = (settings.get("TOOLHOST_MCP_RUN_TIMEOUT_S") or "").strip()
+        run_timeout = None
+        if raw_run:
+            try:
+                run_timeout = float(raw_run)
+            except ValueError:
+                run_timeout = -1.0
+            if not 0 < run_timeout < float("inf"):
+                raise ConfigError(f"TOOLHOST_MCP_RUN_TIMEOUT_S must be a positive number of "
+                                  f"seconds, not {raw_run!r}")
         return cls(principal=Principal(principal_id, scopes), elicitation=switch == "on",
                    elicitation_timeout_s=timeout, loop_stdio=stdio == "auto",
-                   workspace=workspace, recover_interval_s=_recover_interval(settings))
+                   workspace=workspace, recover_interval_s=_recover_interval(settings),
+                   pins=dict(pins or {}), run_timeout_s=run_timeout)
+
+
+def pins_setting(settings: Settings) -> list[str]:
+    """The ``NAME=VERSION`` items of TOOLHOST_MCP_PINS (comma-separated; blanks skipped)."""
+    return [item for item in (settings.get("TOOLHOST_MCP_PINS") or "").split(",")
+            if item.strip()]
 
 
 def _recover_interval(settings: Settings) -> float | None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import mcp.types as types
 
 from toolhost._mcp.annotations import hints_for, title_for
 from toolhost._registration.refusals import Registered
-from toolhost._registration.registry import Registry
+from toolhost._registration.registry import Registry, UnknownTool
 
 __all__ = [
     "META_PREFIX",
@@ -42,23 +42,18 @@ class UnknownServedTool(LookupError):
     """``--enable`` named a tool the registry does not have."""
 
 
-def served_roster(registry: Registry, enable: Iterable[str] | None) -> list[Registered]:
-    """The latest active version of each tool to serve, sorted by name.
-
-    Without ``enable``: the pipeline's default roster (``Registry.default_roster``). With it:
-    exactly those names, duplicates collapsed.
+def served_roster(registry: Registry, enable: Iterable[str] | None,
+                  pins: Mapping[str, str] | None = None) -> list[Registered]:
+    """The version of each tool to serve, sorted by name (``Registry.roster``): the latest
+    active one, or the one ``pins`` names (served under its name, for a pinned client).
 
     :raises UnknownServedTool: a name in ``enable`` is not registered.
+    :raises PinError: a pin that names no registered version, or a tool not served.
     """
-    if enable is None:
-        return [registry.resolve(name) for name in registry.default_roster()]
-    roster = []
-    for name in sorted(set(enable)):
-        try:
-            roster.append(registry.resolve(name))
-        except LookupError:
-            raise UnknownServedTool(name) from None
-    return roster
+    try:
+        return registry.roster(enable, pins)
+    except UnknownTool as exc:
+        raise UnknownServedTool(exc.args[0]) from None
 
 
 def mcp_tool(registered: Registered) -> types.Tool:

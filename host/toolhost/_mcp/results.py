@@ -1,6 +1,7 @@
 """From the pipeline's ``Outcome`` to what ``tools/call`` answers.
 
 When: after every invocation, approval, denial or replay. What: success is the content text
+(then a ``resource_link`` for each file the call exported or generated, see ``resources``)
 plus ``structuredContent`` equal to the structured result; everything else is ``isError`` with
 the static model-facing text, and the reason code, status and invocation id in ``_meta``
 (``toolhost/...`` keys). Why ``_meta`` and not ``structuredContent`` for errors: a tool's
@@ -22,6 +23,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from toolhost._mcp.definitions import META_PREFIX
+from toolhost._mcp.resources import resource_link
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.outcome import Outcome, OutcomeStatus
 
@@ -50,7 +52,8 @@ def awaiting_text(invocation_id: str) -> str:
     return (
         f"{core_messages.AWAITING_APPROVAL_TEXT} Invocation {invocation_id}: an operator approves "
         f"it with `{approve_command(invocation_id)}`; then call this tool again with the same "
-        "arguments to get its result."
+        "arguments to get its result. Meanwhile this run's workspace is discarded: the approved "
+        "call starts in an empty one, and on this host the calls after it see what it wrote."
     )
 
 
@@ -77,8 +80,10 @@ def to_call_tool_result(outcome: Outcome) -> types.CallToolResult:
     """The ``CallToolResult`` for any outcome the pipeline returns."""
     status = outcome.status
     if status is OutcomeStatus.SUCCEEDED and not outcome.truncated:
+        # Each file the call exported or generated, as a link the client reads the bytes of.
+        links: list[types.ContentBlock] = [resource_link(ref) for ref in outcome.attachments]
         return types.CallToolResult(
-            content=_text(outcome.content),
+            content=_text(outcome.content) + links,
             structured_content=dict(outcome.structured or {}),
             is_error=False,
             _meta=_meta(outcome),

@@ -39,15 +39,17 @@ from toolhost import __version__
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import Host
 from toolhost._mcp.calls import ToolCalls
-from toolhost._mcp.config import ConfigError, ServeConfig
+from toolhost._mcp.config import ConfigError, ServeConfig, pins_setting
 from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, served_roster
 from toolhost._mcp.frames import FrameErrorReplies, UnusableIdsRefused
+from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import Sessions, session_key
 from toolhost._mcp.transport import stdio_streams
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.pipeline import Recovered, RecoveryAction
 from toolhost._registration.refusals import Registered
+from toolhost._registration.registry import PinError, parse_pins
 
 __all__ = ["build_server", "listen_sockets", "parse_http_address", "serve", "tracing_configured"]
 
@@ -58,7 +60,8 @@ INSTRUCTIONS = (
     "A failed call returns isError with a fixed message you can act on. A call that writes to "
     "the outside world may need a person's approval: you may be asked to confirm it, or the "
     "result says it is awaiting an operator's approval; after approval, call the tool again "
-    "with the same arguments to get its result."
+    "with the same arguments to get its result. Files a tool exports or generates come back as "
+    "resource links; the user's client can read them."
 )
 
 _LOOPBACK_NAMES = frozenset({"localhost"})
@@ -74,8 +77,10 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
     roster = list(roster)
     listing = list_tools_result(roster)
     sessions = Sessions(host, config.principal, [r.spec.name for r in roster],
-                        workspace=config.workspace)
+                        workspace=config.workspace, pins=config.pins,
+                        run_timeout_s=config.run_timeout_s)
     calls = ToolCalls(host, {r.spec.name: r for r in roster}, config)
+    resources = RunResources(host)
     log = get_logger()
 
     async def on_list_tools(ctx: ServerRequestContext[Any, Any],
@@ -96,9 +101,20 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
                       error=str(exc))
             return internal_error_result()
 
+    async def on_list_resources(ctx: ServerRequestContext[Any, Any],
+                                params: types.PaginatedRequestParams | None) -> (
+            types.ListResourcesResult):
+        return await resources.list(sessions.get(session_key(ctx.request)).run)
+
+    async def on_read_resource(ctx: ServerRequestContext[Any, Any],
+                               params: types.ReadResourceRequestParams) -> (
+            types.ReadResourceResult):
+        return await resources.read(sessions.get(session_key(ctx.request)).run, str(params.uri))
+
     server: Server[Any] = Server(
         SERVER_NAME, version=__version__, title="toolhost", instructions=INSTRUCTIONS,
         on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources, on_read_resource=on_read_resource,
     )
     if not tracing_configured():
         # The SDK's OpenTelemetry middleware opens a span per message; with no tracer provider
@@ -327,7 +343,8 @@ def _http_url(bind: str, port: int) -> str:
     return f"http://[{bind}]:{port}/mcp" if ":" in bind else f"http://{bind}:{port}/mcp"
 
 
-def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None = None) -> int:
+def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None = None,
+          pins: Iterable[str] = ()) -> int:
     """Serve ``host``'s tools until the client goes away (stdio) or the process is stopped.
 
     Once serving, one line on stderr says where (``toolhost: serving N tools on stdio``, or
@@ -335,17 +352,24 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
 
     :param http: ``HOST:PORT`` for streamable HTTP on a loopback address; None for stdio.
     :param enable: serve exactly these tool names; None for the default roster.
+    :param pins: ``NAME=VERSION`` items (``--pin``): serve that version under its name, over
+        the pins of TOOLHOST_MCP_PINS.
     :return: the exit code: 0 after a clean end (the client closed stdin, or SIGTERM), 130
         after Ctrl-C (SIGINT; the same graceful stop), 2 for a bad flag or setting, 1 when the
         transport could not start (the port is taken, say).
     """
     try:
-        roster = served_roster(host.registry, enable)
+        pinned = {**parse_pins(pins_setting(host.settings), source="TOOLHOST_MCP_PINS"),
+                  **parse_pins(pins, source="--pin")}
+        roster = served_roster(host.registry, enable, pinned)
     except UnknownServedTool as exc:
         _operator(f"--enable: no tool {exc.args[0]!r} is registered (toolhost tools lists them)")
         return ExitCode.USAGE
+    except PinError as exc:
+        _operator(str(exc))
+        return ExitCode.USAGE
     try:
-        config = ServeConfig.from_settings(host.settings, roster)
+        config = ServeConfig.from_settings(host.settings, roster, pins=pinned)
         address = parse_http_address(http) if http is not None else None
     except (ConfigError, ValueError) as exc:
         _operator(str(exc))

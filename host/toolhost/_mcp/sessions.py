@@ -5,13 +5,17 @@ server stops. What a session is: on stdio, the process (one client per process);
 streamable HTTP, the transport session the ``mcp-session-id`` header names; requests without
 one (2026-07-28 clients, which have no sessions) share one server-wide run. Why one run per
 session: the run is what the pipeline scopes a workspace, a principal and the invocation rows
-to, and an MCP session is the nearest thing the protocol has to an agent run. Each run gets a
-fresh workspace, or the operator's directory when TOOLHOST_MCP_WORKSPACE names one.
+to, and an MCP session is the nearest thing the protocol has to an agent run. Each run is
+live on the host while its session lasts: its workspace is made on first use (or is the
+operator's directory, TOOLHOST_MCP_WORKSPACE), kept through approvals answered in the call,
+discarded when a call is left waiting (a pause: the next call, or the approved one wherever it
+runs, starts the run's next workspace), and ended with the session. Its pins and deadline are
+the server's (``--pin``, TOOLHOST_MCP_RUN_TIMEOUT_S).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +39,9 @@ class Session:
     run: Run
     #: Invocation ids whose final recorded outcome this session has returned once (replays).
     delivered: set[str] = attrs.field(factory=set)
+    #: Calls recorded awaiting approval while the person is asked within the call: the run
+    #: pauses only if they leave it waiting.
+    held: set[str] = attrs.field(factory=set)
 
 
 def session_key(request: Any) -> str | None:
@@ -50,11 +57,14 @@ class Sessions:
     """The runs of every session this server has seen, created on first use."""
 
     def __init__(self, host: Host, principal: Principal, enabled: Iterable[str], *,
-                 workspace: Path | None = None) -> None:
+                 workspace: Path | None = None, pins: Mapping[str, str] | None = None,
+                 run_timeout_s: float | None = None) -> None:
         self._host = host
         self._principal = principal
         self._enabled = frozenset(enabled)
         self._workspace = workspace
+        self._pins = dict(pins or {})
+        self._run_timeout_s = run_timeout_s
         self._sessions: dict[str | None, Session] = {}
 
     def get(self, key: str | None) -> Session:
@@ -63,7 +73,8 @@ class Sessions:
             # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
             # and tools/list agree by construction.
             run = self._host.start_run(principal=self._principal, enabled_tools=self._enabled,
-                                       conversation_id=key, workspace=self._workspace)
+                                       conversation_id=key, workspace=self._workspace,
+                                       pins=self._pins, timeout_s=self._run_timeout_s)
             session = self._sessions[key] = Session(key, run)
             get_logger(run_id=run.id).info("mcp.session.started", session=key,
                                            principal=self._principal.id)

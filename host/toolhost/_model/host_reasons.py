@@ -40,6 +40,14 @@ ARTIFACT_STORE = "tool.upstream_unavailable.artifact_store"
 #: (a generation that may have been charged), so it is not retryable and says so.
 ARTIFACT_STORE_MAY_HAVE_TAKEN_EFFECT = "tool.upstream_unavailable.artifact_store_may_have_taken_effect"
 
+#: A call approved after its run's deadline (``Run.deadline_at``, on the row): it did not run.
+RUN_DEADLINE_PASSED = "tool.timeout.run_deadline_passed"
+#: A tool that needs the person's own words (``Tool.user_words``) called in a run without a
+#: user turn, by a client that cannot ask its user.
+NEEDS_USER = "tool.permission_denied.needs_user"
+#: The person was asked for their words (or to confirm them) and declined.
+USER_DECLINED = "tool.permission_denied.user_declined"
+
 #: What the model reads when a call pauses for approval, or an operator denies it. Static like
 #: every message; the denial reason an operator writes stays on the row and in the logs.
 AWAITING_APPROVAL_TEXT = "This call needs an operator's approval. It is recorded and runs once approved."
@@ -71,6 +79,13 @@ MESSAGES = {
     "handles left). Try again later.",
     ARTIFACT_STORE: "The artifact store cannot be reached right now, so nothing was saved. "
     "Try again later.",
+    RUN_DEADLINE_PASSED: "The run's deadline passed before this call was approved, so it did "
+    "not run. Do not retry it in this run; ask the user how to proceed.",
+    NEEDS_USER: "This tool needs the user's own words, and the user cannot be asked for them "
+    "here. Do not retry it; tell the user it needs a client that can ask them (a form), or "
+    "their own message.",
+    USER_DECLINED: "The user declined to give their words for this call, so it did not run. "
+    "Do not retry it; ask the user how to proceed.",
     ARTIFACT_STORE_MAY_HAVE_TAKEN_EFFECT: "The artifact store cannot be reached right now, so "
     "nothing was saved, but the tool's request may already have taken effect and been charged. "
     "Do not retry it blindly; ask the user how to proceed.",

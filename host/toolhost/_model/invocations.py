@@ -87,4 +87,9 @@ class InvocationRecord:
     #: The process that took the row to ``running`` (``InvocationStore.owner``), kept after
     #: it finishes; None for a row that never ran (or ran before owners were recorded).
     owner: Mapping[str, Any] | None = None
+    #: The run's deadline (``Run.deadline_at``): an approval after it does not run the call.
+    run_deadline: dt.datetime | None = None
+    #: The files this call exported or generated (their ``ArtifactRef`` JSON), attached to the
+    #: run's reply; an answer replayed from the row carries them again.
+    attachments: tuple[Mapping[str, Any], ...] = ()
 

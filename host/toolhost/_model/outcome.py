@@ -137,6 +137,9 @@ class Outcome:
     truncated: bool = False
     #: The policy decision, as recorded on the row (``{"action": ..., "rule": ...}``).
     decision: Mapping[str, str] | None = None
+    #: Files this call exported or generated (``ArtifactRef`` JSON, in the order it made them):
+    #: what an MCP answer links as resources. The run's attachments are ``Host.attachments``.
+    attachments: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -8,6 +8,7 @@ the tool that is running. A ``ToolCall`` is one call a model asks for within a r
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -110,10 +111,15 @@ class Run:
     pins: Mapping[str, str] = attrs.field(factory=dict)
     #: Monotonic instant (``toolhost._adapters.system_clock.monotonic``) after which nothing runs.
     deadline: float | None = None
+    #: The same instant on the Clock (aware UTC), recorded on the run's rows: a call approved in
+    #: another process, or after a restart, is bounded by it too (an approval cannot outlive
+    #: its run).
+    deadline_at: dt.datetime | None = None
     cancellation: CancellationEvent = attrs.field(factory=CancellationEvent, eq=False)
     conversation_id: str | None = None
     user_turn: str | None = None
-    #: The run's WorkspaceHandle (``toolhost._workspace``); None only for hand-built runs.
+    #: The run's workspace (a ``RunWorkspace`` for a run a host started, or any handle with
+    #: ``discard``); None only for hand-built runs.
     workspace: Any = attrs.field(default=None, eq=False)
 
 

@@ -200,6 +200,23 @@ def _scope_tuple(scopes: Iterable[str]) -> tuple[str, ...]:
 
 
 @attrs.frozen
+class UserWords:
+    """String arguments whose value must be the person's own words: the one input at USER
+    trust (``ToolExecutionContext.user_turn``), never text the model wrote.
+
+    Where the run has a user turn (``toolhost call --user-turn TEXT``), the body checks these
+    arguments against it. Where it has none, a host that can ask the person (an MCP client
+    with form elicitation) shows ``prompt`` and the first argument's value to accept or edit;
+    the person's text becomes every argument named here and the call's ``user_turn``. A host
+    that cannot ask fails the call (``tool.permission_denied.needs_user``) without running it.
+    ``prompt`` is static, like a reason's message: the host adds the tool and the value.
+    """
+
+    prompt: str
+    arguments: tuple[str, ...] = attrs.field(converter=_scope_tuple)
+
+
+@attrs.frozen
 class Tool:
     """What ``toolhost_tools`` returns: the spec, how to run it, and its reasons.
 
@@ -214,6 +231,7 @@ class Tool:
     references need ``artifact.read``; people.history 1.1.0's source read ``email.read``): not
     required to call the tool, but granted with the required ones wherever a host grants
     "what the tools need" (the CLI's operator, ``toolhost serve``'s default principal).
+    ``user_words`` names the arguments that must be the person's own words (``UserWords``).
     """
 
     spec: ToolSpec
@@ -224,6 +242,7 @@ class Tool:
     checked_scopes: tuple[str, ...] = attrs.field(
         default=(), kw_only=True, converter=_scope_tuple,
         validator=attrs.validators.deep_iterable(attrs.validators.instance_of(str)))
+    user_words: UserWords | None = attrs.field(default=None, kw_only=True)
 
     @property
     def scopes(self) -> frozenset[str]:

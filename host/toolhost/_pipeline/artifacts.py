@@ -20,6 +20,7 @@ from toolhost._model.artifacts import (
     ArtifactUnavailable,
 )
 from toolhost._model.spec import Trust
+from toolhost._pipeline.attachments import ATTACHED_ORIGINS
 from toolhost._ports.artifacts import ArtifactStore, ArtifactUpload
 from toolhost._ports.clock import Clock
 
@@ -60,6 +61,22 @@ class RunArtifactWriter:
         self._clock = clock
         self._conversation_id = conversation_id
         self._principal_id = principal_id
+        # What this writer exported or generated (the files attached to the run's reply), in
+        # order, each once: what the call's answer links. One writer serves one call.
+        self._attached: dict[str, ArtifactRef] = {}
+        self._attached_lock = threading.Lock()
+
+    @property
+    def attached(self) -> tuple[ArtifactRef, ...]:
+        """The attachments written through this writer (reused ones too), in order."""
+        with self._attached_lock:
+            return tuple(self._attached.values())
+
+    def _attach(self, origin: ArtifactOrigin, ref: ArtifactRef) -> ArtifactRef:
+        if origin in ATTACHED_ORIGINS:
+            with self._attached_lock:
+                self._attached.setdefault(ref.id, ref)
+        return ref
 
     @property
     def run_id(self) -> str:
@@ -103,7 +120,7 @@ class RunArtifactWriter:
             expires_at=self._expiry(expires_at, lambda: now),
             now=now,
         )
-        return record.ref
+        return self._attach(origin, record.ref)
 
     def stream(
         self,
@@ -137,6 +154,7 @@ class RunArtifactWriter:
                 media_type=media_type, trust=trust, max_bytes=max_bytes, expires_at=expires_at,
             ),
             self._expiry,
+            committed=lambda ref: self._attach(origin, ref),
         )
 
     def _expiry(
@@ -167,11 +185,14 @@ class RunArtifactStream:
         begin: dict[str, Any],
         expiry: Callable[
             [_dt.datetime | None, Callable[[], _dt.datetime]], _dt.datetime | None],
+        *,
+        committed: Callable[[ArtifactRef], ArtifactRef] = lambda ref: ref,
     ) -> None:
         self._store = store
         self._clock = clock
         self._begin = begin
         self._expiry = expiry
+        self._committed = committed
         self._lock = threading.Lock()
         self._upload: ArtifactUpload | None = None
         self._entered = False
@@ -206,7 +227,7 @@ class RunArtifactStream:
     def commit(self) -> ArtifactRef:
         """Publish what was written (or reuse the run's live twin) and return its ref."""
         upload = self._started()
-        return upload.commit(self._clock.now()).ref
+        return self._committed(upload.commit(self._clock.now()).ref)
 
     def abort(self) -> None:
         """Discard what was written. Idempotent; a no-op after commit."""

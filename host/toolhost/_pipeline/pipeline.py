@@ -5,13 +5,16 @@ Numbered as DESIGN §4 so the spec's references hold:
  1 resolve (name, version)                  ``steps.resolve``
  2 enabled for this run                     ``steps.check_enabled``
  3 scopes                                   ``steps.check_scopes``
- 4 validate arguments, defaults, digest     ``steps.prepare``
+ 4 validate arguments, defaults, digest;    ``steps.prepare``, ``steps.check_user_words``
+   the person's words need a user turn
  5 policy decision; a deny cell denies      ``steps.decide_policy``, ``Pipeline._deny_by_policy``
- 6 require approval: persist, pause, and   ``Pipeline._pause``
-   discard the run's workspace
+ 6 require approval: persist; unless the    ``Pipeline._pause``, ``Pipeline.pause``
+   caller asks within the call (``hold``),
+   pause: discard the run's workspace
  7 (resume) the tool is registered, policy  ``Pipeline.resume`` (``approve``):
-   still allows it, the approval binds the  ``steps.bind_approval``
-   digest (an operator's denial ends it)    ``Pipeline.deny``
+   still allows it, the run's deadline has  ``steps.bind_approval``
+   not passed, the approval binds the       ``Pipeline.deny``
+   digest (an operator's denial ends it)
  8 execute under min(timeout_s, run         ``steps.build_tool``, ``steps.execute``
    deadline), cancellable
  9 WorkspaceEscape -> ToolValidationError   ``steps.workspace_escape``
@@ -216,16 +219,24 @@ class Pipeline:
     # ------------------------------------------------------------------ one call
 
     async def invoke(
-        self, run: Run, name: str, arguments: Any, *, version: str | None = None
+        self, run: Run, name: str, arguments: Any, *, version: str | None = None,
+        hold: bool = False,
     ) -> Outcome:
-        """One call through the thirteen steps: exactly one row, and its ``Outcome``."""
+        """One call through the thirteen steps: exactly one row, and its ``Outcome``.
+
+        :param hold: the caller will ask for the approval within the call (an MCP client's
+            form): a call that needs one is recorded ``awaiting_approval`` and the run is not
+            paused. The caller then ``approve``s it with the run, ``deny``s it, or ``pause``s
+            the run (no answer): an approval answered within the call is not a pause.
+        """
         self._commits.enter()
         try:
-            return await self._invoke(run, name, arguments, version)
+            return await self._invoke(run, name, arguments, version, hold)
         finally:
             self._commits.leave()
 
-    async def _invoke(self, run: Run, name: str, arguments: Any, version: str | None) -> Outcome:
+    async def _invoke(self, run: Run, name: str, arguments: Any, version: str | None,
+                      hold: bool = False) -> Outcome:
         invocation_id = self._new_id()
         log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=name)
         created = self.clock.now()
@@ -238,6 +249,7 @@ class Pipeline:
             steps.check_scopes(run.principal, registered)  # 3
             log.debug("pipeline.scopes", step=3)
             prepared = steps.prepare(registered, arguments)  # 4
+            steps.check_user_words(run, registered)  # 4
             log.debug("pipeline.validate", step=4)
         except ToolFailure as failure:
             return await self._persist_refusal(  # 13
@@ -249,7 +261,8 @@ class Pipeline:
                 _running_record(invocation_id, run, prepared, decision, created), decision, log)
         if decision.action is PolicyAction.REQUIRE_APPROVAL:
             return await self._pause(  # 6
-                run, _running_record(invocation_id, run, prepared, decision, created), log)
+                run, _running_record(invocation_id, run, prepared, decision, created), log,
+                hold=hold)
         # A call that changes anything is recorded as running before it runs, so a crash
         # mid-call leaves evidence (and, in ``owner``, whose it was); a read-only call's row
         # is written once, at step 13.
@@ -280,23 +293,32 @@ class Pipeline:
         log.info("pipeline.denied", step=5, rule=decision.rule)
         return self._outcome(denied)
 
-    async def _pause(self, run: Run, record: InvocationRecord, log: Any) -> Outcome:
+    async def _pause(self, run: Run, record: InvocationRecord, log: Any, *,
+                     hold: bool = False) -> Outcome:
         """Step 6: a pause, not a result. The row is durable, so it survives a restart.
 
-        The run's workspace is discarded here: it is a cache, and what the run does after the
-        pause (the approved call, and every later call of a run that goes on) starts from an
-        empty one. A workspace the host made is removed; an operator's directory
-        (``--workspace DIR``) is only closed, never deleted, so its files stay. While another
-        call of the run is still executing in it, the discard waits for that call to end.
+        Unless the caller ``hold``s it (it asks within the call), the run pauses here
+        (``pause``).
         """
         paused = attrs.evolve(record, state=InvocationState.AWAITING_APPROVAL, started_at=None)
         try:
             await self._write(functools.partial(self.invocations.insert, paused))
         except Exception as exc:
             return self._not_recorded(record, exc, log)
-        log.info("pipeline.awaiting_approval", step=6, digest=record.argument_digest)
-        self._discard_when_idle(run.workspace, log)
+        log.info("pipeline.awaiting_approval", step=6, digest=record.argument_digest,
+                 asked=hold)
+        if not hold:
+            self.pause(run)
         return self._outcome(paused)
+
+    def pause(self, run: Run) -> None:
+        """The run pauses: a call was left waiting for an approval. Its workspace is a cache
+        and is discarded: what the run does next (the approved call, wherever it runs, and
+        every later call) starts from an empty one, which is then the run's. A workspace the
+        host made is removed; an operator's directory (``--workspace DIR``) is only closed,
+        never deleted, so its files stay. While another call of the run is still executing in
+        it, the discard waits for that call to end."""
+        self._discard_when_idle(run.workspace, get_logger(run_id=run.id))
 
     async def _execute_and_persist(
         self, run: Run, registered: Registered, record: InvocationRecord, log: Any,
@@ -358,8 +380,10 @@ class Pipeline:
             # the row is still finished, never left running.
             return await self._persist_failure(record, steps.unexpected(exc, registered), log,
                                                inserted=inserted)
+        attached = tuple(ref.to_json() for ref in writer.attached) if isinstance(
+            writer, RunArtifactWriter) else ()
         return await self._persist_success(record, trust, shaped, log,  # 13
-                                           inserted=inserted)
+                                           inserted=inserted, attachments=attached)
 
     # ------------------------------------------------------------------ the run's workspace
 
@@ -367,7 +391,14 @@ class Pipeline:
         if workspace is None:
             return
         with self._busy_lock:
-            self._busy.setdefault(id(workspace), [0, False, workspace])[0] += 1
+            entry = self._busy.setdefault(id(workspace), [0, False, workspace])
+            entry[0] += 1
+            if entry[0] == 1:
+                # No other call of the run executes here: its next operation looks up the
+                # run's workspace again (a process that paused it may find it resumed).
+                refresh = getattr(workspace, "refresh", None)
+                if refresh is not None:
+                    refresh()
 
     def _leave_workspace(self, workspace: Any, log: Any) -> None:
         if workspace is None:
@@ -418,12 +449,14 @@ class Pipeline:
 
     async def _persist_success(
         self, record: InvocationRecord, trust: Trust, shaped: steps.Shaped, log: Any,
-        *, inserted: bool = True,
+        *, inserted: bool = True, attachments: tuple[Mapping[str, Any], ...] = (),
     ) -> Outcome:
         fields = dict(
             result_structured=shaped.structured, result_content=shaped.content,
             output_trust=trust.value, artifact_refs=shaped.artifacts,
         )
+        if attachments:
+            fields["attachments"] = attachments
         log.info("pipeline.succeeded", step=13, truncated=shaped.truncated)
         return await self._persist(record, InvocationState.SUCCEEDED, fields, log,
                                    inserted=inserted)
@@ -593,39 +626,50 @@ class Pipeline:
     # ------------------------------------------------------------------ step 7: approvals
 
     async def approve(
-        self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None
+        self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None,
+        run: Run | None = None,
     ) -> Outcome:
         """Approve and run exactly the validated arguments that were approved, once.
 
         Calling it twice, or from two processes at once, runs the tool once: the row's
         compare-and-set from ``approved`` to ``running`` is the lock, and the loser gets the
         row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
-        server whose client went away); by default nothing can. See ``resume``.
+        server whose client went away); by default nothing can. ``run``: the approval was
+        answered within the call (``invoke(hold=True)``), and the call goes on in that run:
+        its workspace, deadline and cancellation. See ``resume``.
         """
-        return (await self.resume(invocation_id, approver, cancellation=cancellation)).outcome
+        return (await self.resume(invocation_id, approver, cancellation=cancellation,
+                                  run=run)).outcome
 
     async def resume(
-        self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None
+        self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None,
+        run: Run | None = None,
     ) -> Resumed:
         """``approve``, saying whether this call acted on the row (step 7, then 8 to 13).
 
         Before the row is touched: its tool (at its pinned version) must be registered here,
         or ``ApprovalRefused`` leaves the row awaiting approval; and the policy is decided
-        again, so a cell tightened to deny since the pause ends the row ``denied`` unrun.
+        again, so a cell tightened to deny since the pause ends the row ``denied`` unrun. A
+        row whose run's deadline has passed ends failed (``tool.timeout.run_deadline_passed``)
+        unrun: an approval cannot outlive its run.
 
         :raises InvocationNotFound: no such row.
         :raises InvocationStateError: the row was denied.
         :raises ApprovalRefused: the tool is not registered in this process.
+        :raises ValueError: ``run`` is not the row's run.
         """
         self._commits.enter()
         try:
-            return await self._resume(invocation_id, approver, cancellation)
+            return await self._resume(invocation_id, approver, cancellation, run)
         finally:
             self._commits.leave()
 
     async def _resume(self, invocation_id: str, approver: str,
-                      cancellation: CancellationEvent | None) -> Resumed:
+                      cancellation: CancellationEvent | None, run: Run | None = None) -> Resumed:
         record = self.invocations.get(invocation_id)
+        if run is not None and (run.id, run.principal.id) != (record.run_id,
+                                                               record.principal_id):
+            raise ValueError(f"invocation {invocation_id} is not a call of run {run.id}")
         if record.state is InvocationState.DENIED:
             raise InvocationStateError(f"invocation {invocation_id} was denied")
         if record.state not in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
@@ -643,6 +687,8 @@ class Pipeline:
         decision = steps.decide_policy(self.policy, registered)  # 5, again
         if decision.action is PolicyAction.DENY:
             return self._deny_at_approval(record, decision, log)
+        if record.run_deadline is not None and self.clock.now() >= record.run_deadline:
+            return self._expire_at_approval(record, approver, log)  # 7
         started = self._start_approved(invocation_id, approver)
         if isinstance(started, Outcome):
             return Resumed(started, acted=False)
@@ -653,32 +699,63 @@ class Pipeline:
             log.error("pipeline.digest_mismatch", step=7)
             return Resumed(await self._persist_failure(record, failure, log),  # 13
                            acted=True)
-        log.info("pipeline.approved", step=7, approver=approver)
-        return Resumed(await self._run_resumed(registered, record, log, cancellation),
+        log.info("pipeline.approved", step=7, approver=approver, within_call=run is not None)
+        return Resumed(await self._run_resumed(registered, record, log, cancellation, run),
                        acted=True)
 
     async def _run_resumed(
         self, registered: Registered, record: InvocationRecord, log: Any,
-        cancellation: CancellationEvent | None,
+        cancellation: CancellationEvent | None, run: Run | None = None,
     ) -> Outcome:
         """Steps 8 to 13 for a row this process took to ``running`` outside ``invoke``: an
         approved call, or one ``recover`` runs again.
 
-        The resumed run is this row's run: same id and principal, a fresh deadline and
-        cancellation (the original process may be gone), and an empty workspace: the one
-        before the pause was a cache, discarded when the run paused.
+        With ``run`` (approved within the call) the call runs in it, as ``invoke`` would
+        have. Otherwise the run is rebuilt from the row: same id, principal and
+        conversation, its deadline from the row, its own cancellation (the original process
+        may be gone), and the run's workspace on this host (``workspace_for``): the one it
+        has if it is live here (which is then its workspace for the calls that follow: a run
+        that paused starts it afresh), else one of this call's own, discarded afterwards.
         """
+        if run is not None:
+            if cancellation is not None:
+                run = attrs.evolve(run, cancellation=_joined(run.cancellation, cancellation))
+            return await self._execute_and_persist(run, registered, record, log)  # 8 to 13
         workspace = self._workspace_for(record.run_id) if self._workspace_for else None
-        run = Run(
+        deadline = None
+        if record.run_deadline is not None:
+            left = (record.run_deadline - self.clock.now()).total_seconds()
+            deadline = self._monotonic() + left
+        rebuilt = Run(
             id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
-            conversation_id=record.conversation_id, workspace=workspace,
+            conversation_id=record.conversation_id, workspace=workspace, deadline=deadline,
+            deadline_at=record.run_deadline,
             cancellation=cancellation if cancellation is not None else CancellationEvent(),
         )
         try:
-            return await self._execute_and_persist(run, registered, record, log)  # 8 to 13
+            return await self._execute_and_persist(rebuilt, registered, record, log)  # 8 to 13
         finally:
             if workspace is not None:
-                workspace.discard()
+                workspace.close()
+
+    def _expire_at_approval(self, record: InvocationRecord, approver: str,
+                            log: Any) -> Resumed:
+        """The run's deadline passed while the call waited: it ends failed, unrun, with the
+        approval that came too late on the row."""
+        now = self.clock.now()
+        info = steps.render_failure(self.messages, ToolFailure(
+            core_messages.RUN_DEADLINE_PASSED,
+            detail={"run_deadline": record.run_deadline.isoformat()
+                    if record.run_deadline else None}))
+        if not self.invocations.transition(
+            record.id, expected={InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED},
+            to=InvocationState.FAILED, approver=record.approver or approver, decided_at=now,
+            finished_at=now, failure_kind=info.kind.value, reason_code=info.reason_code,
+            retryable=info.retryable, failure_detail=dict(info.detail),
+        ):
+            return Resumed(self._outcome(self.invocations.get(record.id)), acted=False)
+        log.info("pipeline.failed", step=7, reason_code=info.reason_code)
+        return Resumed(self._outcome(self.invocations.get(record.id)), acted=True)
 
     def _deny_at_approval(self, record: InvocationRecord, decision: PolicyDecision,
                           log: Any) -> Resumed:
@@ -880,6 +957,25 @@ class Pipeline:
 
     # ------------------------------------------------------------------ for other callers
 
+    async def refuse(self, run: Run, name: str, arguments: Any, reason_code: str, *,
+                     version: str | None = None) -> Outcome:
+        """End a call before it runs with one of the host's reasons (the person declined to
+        give their words, ``USER_DECLINED``): its one row, written ``failed``."""
+        self._commits.enter()
+        try:
+            invocation_id = self._new_id()
+            log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=name)
+            registered: Registered | None = None
+            try:
+                registered = steps.resolve(self.registry, name, version or run.pins.get(name))
+            except ToolFailure as failure:
+                return await self._persist_refusal(run, invocation_id, name, None, arguments,
+                                                   self.clock.now(), failure, log)
+            return await self._persist_refusal(run, invocation_id, name, registered, arguments,
+                                               self.clock.now(), ToolFailure(reason_code), log)
+        finally:
+            self._commits.leave()
+
     def check_scopes(self, principal: Principal, registered: Registered) -> None:
         """Step 3 alone: raises the ``ToolFailure`` ``invoke`` would refuse the call with."""
         steps.check_scopes(principal, registered)
@@ -932,7 +1028,16 @@ class Pipeline:
             failure=failure, invocation_id=record.id, artifacts=record.artifact_refs,
             truncated=status is OutcomeStatus.SUCCEEDED and record.result_structured is None,
             decision=record.policy,
+            attachments=record.attachments if status is OutcomeStatus.SUCCEEDED else (),
         )
+
+
+def _joined(run: CancellationEvent, call: CancellationEvent) -> CancellationEvent:
+    """A cancellation set when either is: the run's, and this call's own."""
+    joined = CancellationEvent()
+    run.add_callback(joined.cancel)
+    call.add_callback(joined.cancel)
+    return joined
 
 
 def _discard(workspace: Any, log: Any) -> None:
@@ -973,7 +1078,7 @@ def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,
         tool_name=prepared.tool, tool_version=prepared.version, arguments=prepared.arguments,
         argument_digest=prepared.digest,
         state=InvocationState.RUNNING, policy=decision.to_json(), created_at=created,
-        started_at=created, owner=owner,
+        started_at=created, owner=owner, run_deadline=run.deadline_at,
     )
 
 
@@ -998,7 +1103,8 @@ def _finished(record: InvocationRecord, state: InvocationState, finished_at: Any
         failure_detail=get("failure_detail", record.failure_detail),
         artifact_refs=get("artifact_refs", record.artifact_refs),
         created_at=record.created_at, started_at=record.started_at, finished_at=finished_at,
-        decided_at=record.decided_at, owner=record.owner,
+        decided_at=record.decided_at, owner=record.owner, run_deadline=record.run_deadline,
+        attachments=get("attachments", record.attachments),
     )
 
 

@@ -3,7 +3,8 @@
  1 ``resolve``            name and version to a registration
  2 ``check_enabled``      the run's enabled_tools, or the default roster
  3 ``check_scopes``       required_scopes within the principal's
- 4 ``prepare``            validate (defaults applied, schema rules mapped) and digest
+ 4 ``prepare``            validate (defaults applied, schema rules mapped) and digest;
+   ``check_user_words``   a tool that needs the person's words has a user turn to check
  5 ``decide_policy``      the §5 matrix: allow, require approval or deny
  7 ``bind_approval``      (resume) the row's arguments still digest to the approved digest
  8 ``build_tool``, ``execute``  build the callable; run it under its deadline, cancellable
@@ -63,6 +64,7 @@ __all__ = [
     "call_deadline",
     "check_enabled",
     "check_scopes",
+    "check_user_words",
     "clamp_trust",
     "decide_policy",
     "execute",
@@ -193,6 +195,15 @@ def _digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
         raise ToolValidationError(
             detail={"problem": "arguments are not encodable as UTF-8 JSON"}
         ) from None
+
+
+def check_user_words(run: Run, registered: Registered) -> None:
+    """A tool whose arguments must be the person's own words (``Tool.user_words``) runs only
+    in a run with a user turn: the person's message (``toolhost call --user-turn``), or
+    their answer to the host's question (an MCP form). Without one it fails ``needs_user``
+    rather than let the model stand in for the person (and then be told to ask again)."""
+    if registered.tool.user_words is not None and run.user_turn is None:
+        raise ToolFailure(core_messages.NEEDS_USER, detail={"run": run.id})
 
 
 # ---------------------------------------------------------------------- step 5: policy

@@ -236,7 +236,14 @@ class ArtifactStore(Protocol):
         ...
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
-        """Every artifact of the run, ordered by ``created_at`` then ``id``."""
+        """Every artifact of the run, ordered by ``created_at`` then the order they were
+        stored, so artifacts created at the same instant (a fixed clock, one microsecond)
+        still list in the order the run made them; never by ``id``, which is random.
+
+        "Stored" is when the record was inserted (a streamed upload's commit, not its
+        ``begin``); records inserted concurrently by different writers have no order
+        between them but the one the backend serialized them in.
+        """
         ...
 
     def list_artifacts(

@@ -32,6 +32,7 @@ from toolhost._model.spec import (
     Tool,
     ToolSpec,
     Trust,
+    UserWords,
 )
 from toolhost._registration.discovery import Contribution
 from toolhost._registration.schema import (
@@ -398,13 +399,36 @@ def _runner_problems(tool: Tool) -> Iterator[tuple[str, str]]:
         yield "the Tool's call= or build= is not callable", "pass a function"
 
 
+def _user_words_problems(tool: Tool) -> Iterator[tuple[str, str]]:
+    words = tool.user_words
+    if words is None:
+        return
+    if not isinstance(words, UserWords):
+        yield "user_words is not a UserWords", "declare user_words=UserWords(prompt, arguments)"
+        return
+    if not isinstance(words.prompt, str) or not words.prompt.strip() or \
+            PLACEHOLDER_PATTERN.search(words.prompt):
+        yield ("the user_words prompt is empty or has a placeholder; it is static",
+               "write a fixed sentence: the host shows the tool and the value beside it")
+    properties = tool.spec.input_schema.get("properties", {}) if isinstance(
+        tool.spec.input_schema, Mapping) else {}
+    if not words.arguments:
+        yield "user_words names no argument", "name the string arguments the person gives"
+    for name in words.arguments:
+        prop = properties.get(name) if isinstance(name, str) else None
+        if not isinstance(prop, Mapping) or prop.get("type") != "string":
+            yield (f"user_words names {name!r}, which is not a string property of the input "
+                   "schema", "name top-level string properties only")
+
+
 def _step_field_completeness(entries: Sequence[_Entry], _: Sequence[Contribution]) -> Problems:
     for e in entries:
         if not isinstance(e.tool.spec, ToolSpec):
             yield e.problem(Step.FIELD_COMPLETENESS, "Tool.spec is not a ToolSpec",
                             "build the spec with toolhost.ToolSpec")
             continue
-        for problem, remedy in (*_field_problems(e.spec), *_runner_problems(e.tool)):
+        for problem, remedy in (*_field_problems(e.spec), *_runner_problems(e.tool),
+                                *_user_words_problems(e.tool)):
             yield e.problem(Step.FIELD_COMPLETENESS, problem, remedy)
 
 

@@ -11,11 +11,12 @@ names it admits, which ``toolhost tools --format`` and ``toolhost serve`` show.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from toolhost._registration.refusals import Registered
 
-__all__ = ["Registry", "UnknownTool", "UnknownVersion", "version_key"]
+__all__ = ["PinError", "Registry", "UnknownTool", "UnknownVersion", "parse_pins",
+           "version_key"]
 
 
 class UnknownTool(LookupError):
@@ -24,6 +25,27 @@ class UnknownTool(LookupError):
 
 class UnknownVersion(LookupError):
     """The name is registered, but not at this version."""
+
+
+class PinError(ValueError):
+    """A pin (``NAME=VERSION``) that is malformed, or names no registration or no served
+    tool; the message is the one line an operator reads."""
+
+
+def parse_pins(items: Iterable[str], *, source: str) -> dict[str, str]:
+    """``NAME=VERSION`` items (``toolhost serve --pin``, or the comma-separated parts of
+    TOOLHOST_MCP_PINS) as ``{name: version}``; a later pin of a name replaces an earlier one.
+
+    :raises PinError: an item that is not ``NAME=VERSION`` (``source`` names where it was).
+    """
+    pins: dict[str, str] = {}
+    for item in items:
+        name, sep, version = item.strip().partition("=")
+        if not sep or not name.strip() or not version.strip():
+            raise PinError(f"{source} expects NAME=VERSION, e.g. people.history=1.0.0, "
+                           f"not {item.strip()!r}")
+        pins[name.strip()] = version.strip()
+    return pins
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -77,6 +99,31 @@ class Registry:
         if enabled_tools is None:
             return registered.tool.default_enabled
         return registered.spec.name in enabled_tools
+
+    def roster(self, enable: Iterable[str] | None = None,
+               pins: Mapping[str, str] | None = None) -> list[Registered]:
+        """The tools a catalog or a server offers, sorted by name: the default roster, or
+        exactly the ``enable`` names, each at its latest active version, or at the version
+        ``pins`` names for it (an older contract a client is pinned to).
+
+        :raises UnknownTool: an ``enable`` name is not registered.
+        :raises PinError: a pin names a version that is not registered, or a tool that is
+            not in the roster.
+        """
+        pins = dict(pins or {})
+        names = self.default_roster() if enable is None else sorted(set(enable))
+        for name in sorted(set(pins) - set(names)):
+            raise PinError(f"--pin {name}={pins[name]}: {name} is not served "
+                           "(not in the default roster or --enable)")
+        roster = []
+        for name in names:
+            try:
+                roster.append(self.resolve(name, pins.get(name)))
+            except UnknownVersion:
+                known = ", ".join(self.versions(name))
+                raise PinError(f"--pin {name}={pins[name]}: {name} has no version "
+                               f"{pins[name]} (registered: {known})") from None
+        return roster
 
     def default_roster(self) -> list[str]:
         """The default roster, sorted: each name whose latest active version is enabled for a

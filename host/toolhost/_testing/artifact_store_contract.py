@@ -347,15 +347,28 @@ class ArtifactStoreContract:
 
     # -- list_run / find_live ------------------------------------------------------------------
 
-    def test_list_run_orders_by_created_at_then_id(self, tmp_path: Path) -> None:
+    def test_list_run_orders_by_created_at_then_put_order(self, tmp_path: Path) -> None:
         later, earlier = T0 + 2 * _SECOND, T0 + _SECOND
         store = self.make_store(tmp_path, ScriptedClock([later, earlier, earlier, T0]))
         mine = [_put(store, name=f"n{i}") for i in range(3)]
         _put(store, run_id="run-2")
-        listed = store.list_run("run-1")
-        assert listed == sorted(mine, key=lambda r: (r.created_at, r.id))
-        assert listed[-1].created_at == later
+        # Creation time first; the two created at the same instant in the order they were put.
+        assert store.list_run("run-1") == [mine[1], mine[2], mine[0]]
         assert store.list_run("no-such-run") == []
+
+    def test_list_run_breaks_ties_in_put_order_not_by_id(self, tmp_path: Path) -> None:
+        # A fixed clock (a test's, or two puts in one microsecond): every record has the same
+        # created_at, and ids are random, so only the order they were stored can decide. 20
+        # records in id order by chance: 1 in 20!, so a tie broken by id fails this.
+        store = self.make_store(tmp_path, FixedClock(T0))
+        mine: list[ArtifactRecord] = []
+        for i in range(20):
+            mine.append(_put(store, name=f"n{i:02}", content=b"%d" % i))
+            if i % 5 == 0:
+                _put(store, run_id="run-2", name=f"other{i}")  # another run's, interleaved
+        assert {r.created_at for r in mine} == {T0}
+        assert [r.id for r in store.list_run("run-1")] == [r.id for r in mine]
+        assert store.list_run("run-1") == mine
 
     def test_find_live_matches_the_whole_identity(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path, FixedClock(T0))

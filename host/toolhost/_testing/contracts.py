@@ -72,6 +72,9 @@ class InvocationStoreContract:
             artifact_refs=({"id": "a1", "checksum": "sha256:ff"},), conversation_id="c1",
             started_at=DEFAULT_INSTANT, finished_at=DEFAULT_INSTANT, decided_at=DEFAULT_INSTANT,
             owner={"host": "h", "pid": 7, "start": 12},
+            run_deadline=DEFAULT_INSTANT,
+            attachments=({"id": "a2", "name": "r.csv", "media_type": "text/csv",
+                          "byte_count": 3, "checksum": "sha256:ee"},),
         )
         store.insert(full)
         assert store.get("inv-1") == full

@@ -209,7 +209,7 @@ def test_a_damaged_cache_is_a_static_failure_for_email_feedback_too(tmp_path: Pa
     turn = "please be more formal"
     with harness(root, MODE) as h:
         run = h.start_run(user_turn=turn)
-        outcome = h.call("email.feedback", {"feedback": "Formal.", "quote": turn}, run=run)
+        outcome = h.call("email.feedback", {"feedback": turn, "quote": turn}, run=run)
     assert outcome.failure is not None
     assert outcome.failure.reason_code == "tool.upstream_unavailable.mail_cache_unavailable"
 

@@ -91,7 +91,10 @@ def test_out_of_bounds_arguments_are_the_hosts_schema_failure(
 
 def test_the_description_says_cache_pause_and_export() -> None:
     text = SPEC.description
-    for words in ("The workspace is a cache, discarded when the run pauses",
+    for words in ("The workspace is a cache that lasts while the run goes on",
+                  "a command the user approves in the conversation runs in it",
+                  "discarded when the run finishes, and when a call is left waiting",
+                  "the approved command then starts in an empty workspace",
                   "artifact.export is the only way a file reaches the owner",
                   "no network", "untrusted"):
         assert words in text

@@ -54,8 +54,9 @@ V1_DESCRIPTION = (
     "comes from the file name's extension. Returns the artifact reference: id, name, "
     "media_type, byte_count and checksum (sha256: followed by the lowercase hex SHA-256 of the "
     "bytes). Exporting the same unchanged file again returns the same reference. The workspace "
-    "is a cache, discarded when the run finishes or pauses (for example to wait for an "
-    "approval), and this tool is the only way a file reaches the owner: export it before then."
+    "is a cache, discarded when the run finishes or pauses (a call left waiting for an "
+    "operator's approval), and this tool is the only way a file reaches the owner: export it "
+    "before then."
 )
 
 V1_SPEC = ToolSpec(
@@ -119,9 +120,9 @@ V2_DESCRIPTION = (
     "with path. The media type comes from the name's extension. Returns the artifact "
     "reference: id, name, media_type, byte_count and checksum (sha256: followed by the "
     "lowercase hex SHA-256 of the bytes). Exporting the same file or text again returns the "
-    "same reference. The workspace is a cache, discarded when the run finishes or pauses (for "
-    "example to wait for an approval), and this tool is the only way a file reaches the "
-    "owner: export it before then."
+    "same reference. The workspace is a cache, discarded when the run finishes or pauses (a "
+    "call left waiting for an operator's approval), and this tool is the only way a file "
+    "reaches the owner: export it before then."
 )
 
 V2_SPEC = ToolSpec(

@@ -1,10 +1,15 @@
 """email.feedback 1.0.0: record the owner's feedback on their email, versioned and undoable.
 
 Authority is the owner's own words: ``quote`` must appear verbatim in the current
-authenticated user turn (``context.user_turn``, the one input at USER trust). Mail content,
-tool output and earlier turns never reach that field, so none of them can stand in. The result
-is a fixed acknowledgment (the id and ``applied``), so nothing mail-derived is promoted to
-INTERNAL_TOOL trust. The same feedback twice is one record (IDEMPOTENT).
+authenticated user turn (``context.user_turn``, the one input at USER trust), and what is
+stored, ``feedback``, must appear verbatim in the quote: the quote authorizes exactly its own
+words, never different ones the model wrote beside it ("Thanks for" cannot authorize "Always
+forward invoices to ..."). Mail content, tool output and earlier turns never reach the turn, so
+none of them can stand in. Where the run has no turn (over MCP), the host asks the person for
+their words (``UserWords`` on the Tool): what they accept is the turn, the quote and the
+feedback. The result is a fixed acknowledgment (the id and ``applied``), so nothing
+mail-derived is promoted to INTERNAL_TOOL trust. The same feedback twice is one record
+(IDEMPOTENT).
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from typing import Any, Final
 
 from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
 from toolhost_email.feedback import record_feedback
-from toolhost_email.messages import CACHE_UNAVAILABLE, QUOTE_NOT_IN_USER_TURN, UNKNOWN_THREAD
+from toolhost_email.messages import (
+    CACHE_UNAVAILABLE,
+    FEEDBACK_NOT_QUOTED,
+    QUOTE_NOT_IN_USER_TURN,
+    UNKNOWN_THREAD,
+)
 from toolhost_email.specs import FEEDBACK_DESCRIPTION as DESCRIPTION
 from toolhost_email.specs import FEEDBACK_INPUT_SCHEMA as INPUT_SCHEMA
 from toolhost_email.specs import FEEDBACK_OUTPUT_SCHEMA as OUTPUT_SCHEMA
@@ -72,12 +82,14 @@ def build(services: Services) -> ToolCallable:
         quote: str = arguments["quote"]
         if not quoted_in(quote, context.user_turn):
             raise ToolFailure(QUOTE_NOT_IN_USER_TURN)
+        if not quoted_in(arguments["feedback"], quote):
+            raise ToolFailure(FEEDBACK_NOT_QUOTED)
         account = account_argument(arguments) or ""  # "": about every account
         thread_id = arguments.get("thread_id") or ""
         if thread_id:
             account = _thread_account(services, thread_id, account)
         try:
-            # The quote is stored with the record: the owner's words that authorized it.
+            # The feedback is the owner's words; the quote, stored beside it, authorized it.
             change = record_feedback(
                 services.data_dir, account=account, thread_id=thread_id,
                 feedback=arguments["feedback"], quote=quote,

@@ -12,6 +12,7 @@ from toolhost import Reason
 __all__ = [
     "CACHE_UNAVAILABLE",
     "CONTEXT_REASONS",
+    "FEEDBACK_NOT_QUOTED",
     "FEEDBACK_REASONS",
     "MESSAGES",
     "QUOTE_NOT_IN_USER_TURN",
@@ -27,6 +28,8 @@ CACHE_UNAVAILABLE = "tool.upstream_unavailable.mail_cache_unavailable"
 UNKNOWN_THREAD = "tool.not_found.unknown_thread"
 #: email.feedback's quote is not verbatim in the current authenticated user turn.
 QUOTE_NOT_IN_USER_TURN = "tool.permission_denied.quote_not_in_user_turn"
+#: email.feedback's feedback is not the user's words: not verbatim in its quote.
+FEEDBACK_NOT_QUOTED = "tool.permission_denied.feedback_not_quoted"
 
 MESSAGES: dict[str, str] = {
     CACHE_UNAVAILABLE: (
@@ -43,6 +46,11 @@ MESSAGES: dict[str, str] = {
         "cannot authorize feedback; ask the user to state the feedback, then quote their "
         "words exactly."
     ),
+    FEEDBACK_NOT_QUOTED: (
+        "Feedback was not recorded: feedback must be the user's own words, copied verbatim "
+        "from quote (whole words, at least two), not a summary of them. Pass the user's words "
+        "as feedback."
+    ),
 }
 
 
@@ -51,6 +59,7 @@ def _reasons(*codes: str) -> tuple[Reason, ...]:
 
 
 CONTEXT_REASONS = _reasons(CACHE_UNAVAILABLE, UNKNOWN_THREAD)
-FEEDBACK_REASONS = _reasons(CACHE_UNAVAILABLE, UNKNOWN_THREAD, QUOTE_NOT_IN_USER_TURN)
+FEEDBACK_REASONS = _reasons(CACHE_UNAVAILABLE, UNKNOWN_THREAD, QUOTE_NOT_IN_USER_TURN,
+                            FEEDBACK_NOT_QUOTED)
 SUBSCRIPTIONS_REASONS = _reasons(CACHE_UNAVAILABLE)
 UNSUBSCRIBE_REASONS = _reasons(CACHE_UNAVAILABLE)

@@ -9,11 +9,12 @@ the census and httpx behind it, load when the host first builds that tool.
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
+from toolhost import Domain, Services, Settings, Tool, ToolCallable, UserWords, hookimpl
 from toolhost_email.config import MODE_FLAG, UNSUBSCRIBE_FLAG
 
 __all__ = [
     "DOMAIN",
+    "FEEDBACK_WORDS",
     "build_context",
     "build_feedback",
     "build_subscriptions",
@@ -21,6 +22,13 @@ __all__ = [
     "toolhost_domains",
     "toolhost_tools",
 ]
+
+#: email.feedback stores the owner's words: where the run has no user turn, the host asks the
+#: owner for them, and their answer is the feedback, its quote and the turn.
+FEEDBACK_WORDS = UserWords(
+    "It asks to remember this feedback on how your email is handled.",
+    arguments=("feedback", "quote"),
+)
 
 DOMAIN = Domain(
     "email",
@@ -54,7 +62,8 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
     if settings.flag(MODE_FLAG):
         tools += [
             Tool(CONTEXT_SPEC, build=build_context, reasons=CONTEXT_REASONS),
-            Tool(FEEDBACK_SPEC, build=build_feedback, reasons=FEEDBACK_REASONS),
+            Tool(FEEDBACK_SPEC, build=build_feedback, reasons=FEEDBACK_REASONS,
+                 user_words=FEEDBACK_WORDS),
         ]
     if settings.flag(UNSUBSCRIBE_FLAG):
         tools += [

@@ -23,7 +23,8 @@ __all__ = [
 
 DOMAIN = Domain(
     "workspace",
-    "UTF-8 text files in the run's workspace, a cache discarded when the run finishes or pauses.",
+    "UTF-8 text files in the run's workspace, a cache discarded when the run finishes or pauses "
+    "(a call left waiting for an operator's approval).",
 )
 
 

@@ -113,9 +113,10 @@ WRITE_TEXT_DESCRIPTION = (
     "BOM, no newline translation, no newline added; at most 1048576 characters. Returns path, "
     "byte_count, checksum (sha256: followed by the lowercase hex SHA-256 of the bytes written) "
     "and created (true only when the path did not exist before). The workspace is a cache: it "
-    "is discarded when the run finishes or pauses (for example to wait for an approval), so a "
-    "file written before a pause is gone after it. artifact.export is the only way a file "
-    "reaches the owner."
+    "is kept while the run goes on (an approval the user gives in the conversation included), "
+    "and discarded when the run finishes or pauses (a call left waiting for an operator's "
+    "approval), so a file written before a pause is gone after it. artifact.export is the "
+    "only way a file reaches the owner."
 )
 
 WRITE_TEXT_SPEC = ToolSpec(

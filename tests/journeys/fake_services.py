@@ -1,0 +1,183 @@
+"""The outside world a journey's tools reach, on loopback HTTPS with throwaway trustme CAs:
+a fake TensorScale (image.generate, video.generate) and an RFC 8058 one-click receiver
+(email.unsubscribe). Each records exactly what arrived. Adapted from plugins/media/tests/
+media_support.py and plugins/email/tests/receiver.py (the journeys do not import plugin
+tests). A server reaches a fake only through the settings it is given: ``settings()`` of each.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trustme
+
+__all__ = ["MP4", "PNG", "Arrival", "FakeTensorScale", "Receiver", "one_click_receiver",
+           "tensorscale"]
+
+LOOPBACK = "127.0.0.1"
+#: The credential a journey configures; it must never reach a client.
+TENSORSCALE_KEY = "ts-journey-key-0c7e1a"
+#: What the fake provider sends: a PNG signature, then bytes no codec would change.
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
+MP4 = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + bytes(range(256)) * 8
+
+#: What writing to a client that already closed the connection raises.
+_CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError)
+
+
+@attrs.frozen
+class Arrival:
+    """One request as it reached a fake: method, path, headers in order, raw body."""
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> list[str]:
+        return [v for n, v in self.headers if n.lower() == name.lower()]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _ca_bundle(ca: trustme.CA, path: Path) -> Path:
+    ca.cert_pem.write_to_path(str(path))
+    return path
+
+
+def _recording_handler(arrivals: list[Arrival], answer: Any) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _record(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            arrivals.append(Arrival(self.command, self.path, tuple(self.headers.items()), body))
+            answer(self)
+
+        do_POST = do_GET = _record  # noqa: N815 - http.server's names
+
+        def log_message(self, format: str, *args: object) -> None:
+            del format, args
+
+    return Handler
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler], ca: trustme.CA,
+             *names: str) -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+    server.daemon_threads = True
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*names).configure_cert(context)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+# ---------------------------------------------------------------------------- TensorScale
+
+
+@attrs.define
+class FakeTensorScale:
+    """A TensorScale that answers every generation with ``body`` (200, ``content_type``,
+    close-delimited, the signature split across two writes)."""
+
+    base_url: str
+    ca_bundle: Path
+    arrivals: list[Arrival]
+    body: bytes = PNG
+    content_type: str = "image/png"
+
+    def settings(self) -> dict[str, str]:
+        """What the host needs to use it: the key, the base URL and the extra CA root."""
+        return {"TENSORSCALE_API_KEY": TENSORSCALE_KEY, "TENSORSCALE_BASE_URL": self.base_url,
+                "TOOLHOST_CA_BUNDLE": str(self.ca_bundle)}
+
+    def generations(self) -> list[Arrival]:
+        return [a for a in self.arrivals if a.method == "POST"]
+
+
+@contextmanager
+def tensorscale(tmp_path: Path) -> Iterator[FakeTensorScale]:
+    ca = trustme.CA()
+    arrivals: list[Arrival] = []
+    state: list[FakeTensorScale] = []
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        fake = state[0]
+        if h.command != "POST":
+            h.send_response(404)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", fake.content_type)
+        h.end_headers()
+        with suppress(*_CLIENT_GONE):
+            for chunk in (fake.body[:5], fake.body[5:]):
+                h.wfile.write(chunk)
+                h.wfile.flush()
+        h.close_connection = True
+
+    handler = _recording_handler(arrivals, answer)
+    handler.protocol_version = "HTTP/1.0"  # close-delimited bodies, as the provider streams
+    with _serving(handler, ca, LOOPBACK) as server:
+        fake = FakeTensorScale(f"https://{LOOPBACK}:{server.server_address[1]}",
+                               _ca_bundle(ca, tmp_path / "tensorscale-ca.pem"), arrivals)
+        state.append(fake)
+        yield fake
+
+
+# ---------------------------------------------------------------------------- one-click
+
+
+@attrs.define
+class Receiver:
+    """An RFC 8058 one-click endpoint: answers 200 to whatever arrives, and records it."""
+
+    port: int
+    ca_bundle: Path
+    arrivals: list[Arrival]
+
+    def url(self, path: str = "/unsubscribe/1?list=news", host: str = "localhost") -> str:
+        return f"https://{host}:{self.port}{path}"
+
+    def settings(self) -> dict[str, str]:
+        """Trust its CA, and let one-click requests reach loopback (a test-only setting)."""
+        return {"TOOLHOST_CA_BUNDLE": str(self.ca_bundle),
+                "TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS": "1",
+                "TOOLHOST_EMAIL_REQUEST_TIMEOUT_S": "5"}
+
+
+@contextmanager
+def one_click_receiver(tmp_path: Path) -> Iterator[Receiver]:
+    ca = trustme.CA()
+    arrivals: list[Arrival] = []
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        body = b"unsubscribed"
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        with suppress(*_CLIENT_GONE):
+            h.wfile.write(body)
+
+    with _serving(_recording_handler(arrivals, answer), ca, "localhost", LOOPBACK) as server:
+        yield Receiver(server.server_address[1],
+                       _ca_bundle(ca, tmp_path / "receiver-ca.pem"), arrivals)

@@ -1,0 +1,98 @@
+"""The owner's mail for the email and people journeys, written with the standard library as a
+provider's export writes it, and imported the way the operator imports it
+(``toolhost-email import --account OWNER PATH``). Adapted from plugins/email/tests/
+mail_support.py and email_support.py.
+
+The mailbox: Alice writes to the owner about the rent, the owner answers her, and a weekly
+newsletter arrives whose List-Unsubscribe is a one-click (RFC 8058) https URI, with a DKIM pass
+for its From domain recorded by the owner's own receiving server (AUTHSERV).
+"""
+
+from __future__ import annotations
+
+import mailbox
+from collections.abc import Iterable
+from email.message import EmailMessage
+from pathlib import Path
+
+from .journey_support import Deployment
+
+__all__ = [
+    "ALICE",
+    "AUTHSERV",
+    "LIST_ID",
+    "OWNER",
+    "email_settings",
+    "import_mail",
+    "owner_mailbox",
+]
+
+OWNER = "owner@example.com"
+ALICE = "alice@example.org"
+#: The authserv-id of the owner's receiving server: only its Authentication-Results count.
+AUTHSERV = "mx.owner.example"
+LIST_ID = "weekly.lists.example.org"
+ONE_CLICK = "List-Unsubscribe=One-Click"
+RENT_BODY = "Hello, the rent goes up by 20 euros from January. Is that all right?\n"
+REPLY_BODY = "Dear Alice, thank you for letting me know. That is fine.\n"
+
+
+def _mail(*, sender: str, to: str, subject: str, message_id: str, date: str, body: str,
+          headers: Iterable[tuple[str, str]] = ()) -> EmailMessage:
+    m = EmailMessage()
+    m["From"] = sender
+    m["To"] = to
+    m["Subject"] = subject
+    m["Message-ID"] = message_id
+    m["Date"] = date
+    for name, value in headers:
+        m[name] = value
+    m.set_content(body)
+    return m
+
+
+def owner_mailbox(path: Path, unsubscribe_url: str) -> Path:
+    """An mbox export of the owner's mail (three messages), written to ``path``."""
+    messages = [
+        _mail(sender=f"Alice <{ALICE}>", to=f"Owner <{OWNER}>", subject="Rent",
+              message_id="<rent-1@example.org>", date="Tue, 01 Dec 2026 10:00:00 +0100",
+              body=RENT_BODY),
+        _mail(sender=f"Owner <{OWNER}>", to=f"Alice <{ALICE}>", subject="Re: Rent",
+              message_id="<rent-2@example.com>", date="Tue, 01 Dec 2026 12:00:00 +0100",
+              body=REPLY_BODY, headers=[("In-Reply-To", "<rent-1@example.org>"),
+                                        ("References", "<rent-1@example.org>")]),
+        _mail(sender="News <news@lists.example.org>", to=OWNER, subject="This week",
+              message_id="<l1@lists.example.org>", date="Wed, 02 Dec 2026 08:00:00 +0000",
+              body="News.\n", headers=[
+                  ("Authentication-Results",
+                   f"{AUTHSERV}; dkim=pass header.d=lists.example.org header.s=s1; spf=pass"),
+                  ("List-Id", f"Weekly news <{LIST_ID}>"),
+                  ("List-Unsubscribe", f"<{unsubscribe_url}>"),
+                  ("List-Unsubscribe-Post", ONE_CLICK),
+              ]),
+    ]
+    box = mailbox.mbox(path)
+    box.lock()
+    try:
+        for m in messages:
+            box.add(m)
+        box.flush()
+    finally:
+        box.unlock()
+        box.close()
+    return path
+
+
+def import_mail(deployment: Deployment, mbox: Path, account: str = OWNER) -> str:
+    """``toolhost-email import --account ACCOUNT MBOX`` into the deployment's data directory;
+    its one line of output."""
+    done = deployment.python("-m", "toolhost_email.cli", "import", "--account", account,
+                             str(mbox))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def email_settings() -> dict[str, str]:
+    """The four email tools registered, one-click judged by the owner's own server."""
+    return {"AGENT_EMAIL_MODE_ENABLED": "1", "AGENT_EMAIL_UNSUBSCRIBE_ENABLED": "1",
+            "TOOLHOST_EMAIL_AUTHSERV_ID": AUTHSERV}
