@@ -132,7 +132,7 @@ def test_entry_point_and_package() -> None:
     assert project["project"]["entry-points"]["toolhost.plugins"] == {
         "math": "toolhost_math.plugin"
     }
-    assert "toolhost-core>=0.4" in project["project"]["dependencies"]
+    assert "toolhost-core>=0.5" in project["project"]["dependencies"]
     assert (PACKAGE / "src" / "toolhost_math" / "py.typed").exists()
 
 
