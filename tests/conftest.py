@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -104,3 +105,12 @@ def spec() -> Callable[..., ToolSpec]:
 
 def evolve(spec: ToolSpec, **changes: Any) -> ToolSpec:
     return attrs.evolve(spec, **changes)
+
+
+def nothing_left(workspaces: Path) -> bool:
+    """No run's workspace is left under ``workspaces``: only the host's own entries (its
+    lock, and the empty trash and detached folders)."""
+    leftovers = [p.name for p in workspaces.iterdir() if not p.name.startswith(".")]
+    emptied = all(not any((workspaces / d).iterdir())
+                  for d in (".trash", ".detached") if (workspaces / d).exists())
+    return not leftovers and emptied

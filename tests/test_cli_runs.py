@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import nothing_left
 from test_cli import assert_no_traceback, toolhost
 
 
@@ -43,13 +44,13 @@ def test_a_named_run_keeps_its_workspace_across_commands_until_it_ends(
     # A new command of the run starts it afresh: the ended workspace is gone.
     assert call(env, "workspace.read_text", {"path": "a.md"}, "--run", "r1")[0] == 1
     toolhost("runs", "end", "r1", env=env)
-    assert [p.name for p in (tmp_path / "d" / "workspaces").iterdir()] == [".lock"]
+    assert nothing_left(tmp_path / "d" / "workspaces")
 
 
 def test_an_unnamed_run_ends_with_its_command(env: dict[str, str], tmp_path: Path) -> None:
     assert call(env, "workspace.write_text", {"path": "a.md", "content": "hi"})[0] == 0
     assert toolhost("runs", "list", env=env).stdout == ""
-    assert [p.name for p in (tmp_path / "d" / "workspaces").iterdir()] == [".lock"]
+    assert nothing_left(tmp_path / "d" / "workspaces")
 
 
 def test_an_approved_command_becomes_the_named_runs_workspace(env: dict[str, str]) -> None:

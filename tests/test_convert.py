@@ -141,6 +141,7 @@ def test_an_invocation_row_on_exact_text() -> None:
         "owner": None,
         "run_deadline": None,
         "attachments": "[]",
+        "user_turn": None,
     }
 
 

@@ -16,8 +16,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
-from conftest import make_plugin, make_spec, make_tool
+from conftest import make_plugin, make_spec, make_tool, nothing_left
 
 from toolhost import (
     Idempotency,
@@ -28,6 +29,7 @@ from toolhost import (
     ToolExecutionContext,
     ToolOutput,
     Trust,
+    UserWords,
     WorkspaceNotFound,
 )
 from toolhost._adapters.run_workspaces import RunWorkspaces
@@ -45,7 +47,7 @@ def _generations(root: Path, run_id: str) -> list[str]:
 def test_two_processes_of_a_host_share_the_runs_generation(tmp_path: Path) -> None:
     root = tmp_path / "workspaces"
     first, second = RunWorkspaces(root), RunWorkspaces(root)
-    ours = first.start("run-1")
+    ours = first.start("run-1")[0]
     ours.write("a.md", b"mine")
     theirs = second.for_approval("run-1")  # the run is live: its workspace, not a new one
     assert theirs.read("a.md") == b"mine"
@@ -61,7 +63,7 @@ def test_two_processes_of_a_host_share_the_runs_generation(tmp_path: Path) -> No
 
 def test_a_stamp_holds_only_while_the_file_is_the_one_stamped(tmp_path: Path) -> None:
     root = tmp_path / "workspaces"
-    ours = RunWorkspaces(root).start("run-1")
+    ours = RunWorkspaces(root).start("run-1")[0]
     ours.write("a.md", b"mine")
     (generation,) = _generations(root, "run-1")
     (root / "run-1" / generation / "a.md").write_bytes(b"an outsider's")
@@ -76,7 +78,7 @@ def test_a_pause_discards_the_generation_and_the_next_use_starts_a_fresh_one(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "workspaces"
-    ours = RunWorkspaces(root).start("run-1")
+    ours = RunWorkspaces(root).start("run-1")[0]
     ours.write("a.md", b"before the pause")
     (before,) = _generations(root, "run-1")
     ours.discard()
@@ -92,7 +94,7 @@ def test_a_generation_another_process_holds_outlives_the_pause_until_it_lets_go(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "workspaces"
-    ours = RunWorkspaces(root).start("run-1")
+    ours = RunWorkspaces(root).start("run-1")[0]
     ours.write("a.md", b"x")
     theirs = RunWorkspaces(root).for_approval("run-1")
     assert theirs.read("a.md") == b"x"  # they hold it now
@@ -121,7 +123,7 @@ def test_an_operators_directory_is_the_runs_workspace_through_a_pause(tmp_path: 
     directory = tmp_path / "mine"
     directory.mkdir()
     root = tmp_path / "workspaces"
-    ours = RunWorkspaces(root).start("run-1", directory=directory)
+    ours = RunWorkspaces(root).start("run-1", directory=directory)[0]
     ours.write("a.md", b"kept")
     ours.discard()
     assert (directory / "a.md").read_bytes() == b"kept"
@@ -134,7 +136,7 @@ def test_an_operators_directory_is_the_runs_workspace_through_a_pause(tmp_path: 
 
 def test_live_runs_are_listed_and_an_ended_one_is_not(tmp_path: Path) -> None:
     registry = RunWorkspaces(tmp_path / "workspaces")
-    one = registry.start("r1")
+    one = registry.start("r1")[0]
     one.write("x", b"1")
     registry.start("r2", directory=tmp_path)
     assert registry.live() == [("r1", None, True), ("r2", tmp_path, False)]
@@ -293,4 +295,114 @@ def test_a_named_run_goes_on_across_host_processes_until_it_ends(
         assert asyncio.run(h.invoke("fx.look", {}, run=run)).content == "f0.txt,f1.txt"
         h.end_run(run)
     assert not (tmp_path / "d" / "workspaces" / "named").exists()
-    assert os.listdir(tmp_path / "d" / "workspaces") == [".lock"]
+    assert nothing_left(tmp_path / "d" / "workspaces")
+
+
+# ---------------------------------------------------------------------------- review fixes
+
+
+def test_an_operator_directory_is_recorded_absolute(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A relative --workspace kept as given would mean, for the next command of the run or an
+    # approval, whatever directory that process happened to start in.
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    root = tmp_path / "workspaces"
+    monkeypatch.chdir(tmp_path / "mine")
+    RunWorkspaces(root).start("run-1", directory=Path("."))[0].write("a.md", b"x")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    approved = RunWorkspaces(root).for_approval("run-1")
+    approved.write("b.md", b"y")
+    approved.close()
+    assert sorted(os.listdir(tmp_path / "mine")) == ["a.md", "b.md"]
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_a_pause_while_a_call_still_runs_here_names_no_workspace_for_the_run_at_once(
+    tmp_path: Path,
+) -> None:
+    # The session's pause is deferred while one of its calls executes; an approval in another
+    # process meanwhile must not run in the workspace the pause discards.
+    root = tmp_path / "workspaces"
+    ours = RunWorkspaces(root).start("run-1")[0]
+    ours.write("before.txt", b"x")
+    ours.pause()  # what Pipeline.pause does at once; the discard itself waits for the call
+    approved = RunWorkspaces(root).for_approval("run-1")
+    assert approved.listdir().entries == ()
+    approved.write("approved.txt", b"y")
+    approved.close()
+    ours.discard()  # the last call here ended
+    ours.refresh()
+    assert [e.path for e in ours.listdir().entries] == ["approved.txt"]
+    ours.end()
+
+
+def test_a_claimed_generation_is_held_before_the_registry_lets_go(tmp_path: Path) -> None:
+    root = tmp_path / "workspaces"
+    registry = RunWorkspaces(root)
+    registry.start("run-1")
+    generation, hold = registry.claim("run-1")
+    assert hold is not None
+    RunWorkspaces(root).drop("run-1")  # a pause elsewhere, just after the claim
+    assert (root / "run-1" / generation).is_dir()  # held: its holder removes it
+    os.close(hold)
+    registry.let_go("run-1", generation)
+    assert not (root / "run-1" / generation).exists()
+
+
+def test_ending_a_run_removes_what_a_killed_process_held(tmp_path: Path) -> None:
+    root = tmp_path / "workspaces"
+    ours = RunWorkspaces(root).start("run-1")[0]
+    ours.write("a.txt", b"x")
+    (orphan,) = _generations(root, "run-1")
+    RunWorkspaces(root).drop("run-1")  # paused elsewhere while this "process" holds it...
+    assert (root / "run-1" / orphan).is_dir()
+    os.close(ours._hold)  # ...and then it is killed: its lock goes with its descriptors
+    ours._hold = None
+    registry = RunWorkspaces(root)
+    assert registry.end("run-1")
+    assert not (root / "run-1").exists()
+    assert not registry.end("run-1")
+
+
+def test_a_named_runs_deadline_cannot_be_put_off_by_a_later_command(tmp_path: Path) -> None:
+    root = tmp_path / "workspaces"
+    first = DEFAULT_INSTANT + dt.timedelta(seconds=10)
+    assert RunWorkspaces(root).start("r", deadline_at=first)[1] == first
+    later = DEFAULT_INSTANT + dt.timedelta(seconds=1000)
+    assert RunWorkspaces(root).start("r", deadline_at=later)[1] == first
+    assert RunWorkspaces(root).start("r")[1] == first
+    sooner = DEFAULT_INSTANT + dt.timedelta(seconds=5)
+    assert RunWorkspaces(root).start("r", deadline_at=sooner)[1] == sooner
+
+
+WORDS_IN = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 64}},
+            "required": ["text"], "additionalProperties": False}
+TURNS: list[str | None] = []
+
+
+def _remember(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+    TURNS.append(context.user_turn)
+    return ToolOutput(structured={"text": arguments["text"]}, content=arguments["text"])
+
+
+WORDS_PLUGIN = make_plugin(("fx",), [attrs.evolve(
+    make_tool(make_spec(name="fx.remember", input_schema=WORDS_IN, output_schema=TEXT_OUT,
+                        side_effect=SideEffect.WORKSPACE_WRITE, risk=Risk.HIGH,
+                        idempotency=Idempotency.IDEMPOTENT, allow_parallel=False),
+              call=_remember),
+    user_words=UserWords("It asks to remember this.", arguments=("text",)))])
+
+
+def test_the_persons_words_go_with_a_call_approved_elsewhere(tmp_path: Path) -> None:
+    TURNS.clear()
+    with host_for({"toolhost-fx": WORDS_PLUGIN}, data_dir=tmp_path / "d") as h:
+        refused = h.invoke_sync("fx.remember", {"text": "x"}, run=h.start_run())
+        assert refused.failure is not None
+        assert refused.failure.reason_code == core_messages.NEEDS_USER
+        paused = h.invoke_sync("fx.remember", {"text": "my words"},
+                               run=h.start_run(user_turn="my words"))
+        assert paused.invocation_id is not None
+    with host_for({"toolhost-fx": WORDS_PLUGIN}, data_dir=tmp_path / "d") as other:
+        assert other.approve_sync(paused.invocation_id, "operator").ok
+    assert TURNS == ["my words"]

@@ -366,7 +366,8 @@ class Host:
         level). The run's workspace (``RunWorkspace``) is made on first use under the data
         directory, or is the existing directory ``workspace``; a run id already live here
         (``toolhost call --run``) goes on in the workspace it has. ``timeout_s`` is the run's
-        deadline, which also bounds a call of the run approved later, anywhere."""
+        deadline (a run live already keeps the earlier one), which also bounds a call of the
+        run approved later, anywhere."""
         from toolhost._model.runs import Run, valid_run_id
 
         if principal is None:
@@ -380,14 +381,18 @@ class Host:
             # A run id names the run's workspace directory: it must be a plain name.
             raise ValueError("run_id must be 1 to 128 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit")
-        handle = self.run_workspaces.start(
-            run_id, directory=Path(workspace) if workspace is not None else None)
-        deadline = deadline_at = None
+        deadline_at = None
         if timeout_s is not None:
             import datetime as dt
 
-            deadline = monotonic() + timeout_s
             deadline_at = self.clock.now() + dt.timedelta(seconds=timeout_s)
+        # A run already live (a named run's earlier command) keeps its earlier deadline.
+        handle, deadline_at = self.run_workspaces.start(
+            run_id, directory=Path(workspace) if workspace is not None else None,
+            deadline_at=deadline_at)
+        deadline = None
+        if deadline_at is not None:
+            deadline = monotonic() + (deadline_at - self.clock.now()).total_seconds()
         return Run(
             id=run_id,
             workspace=handle,

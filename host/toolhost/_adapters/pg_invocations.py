@@ -112,13 +112,14 @@ MIGRATIONS: Sequence[tuple[str, int, str]] = (
             ON tool_invocations (run_id, argument_digest, created_at, id)
         """,
     ),
-    # As SQLite's migration 5: the run's deadline, and the files a call attached.
+    # As SQLite's migration 5: the run's deadline, the files a call attached, the user's words.
     (
         "invocations",
         2,
         """
         ALTER TABLE tool_invocations ADD COLUMN run_deadline TEXT;
-        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
+        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE tool_invocations ADD COLUMN user_turn BYTEA
         """,
     ),
 )
@@ -137,7 +138,7 @@ _COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
 #: Text a principal, a client, an approver or a tool chose, which may hold U+0000: stored as
 #: its UTF-8 bytes. Nothing orders or filters on these columns.
 _FREE_TEXT = frozenset({"principal_id", "conversation_id", "approver", "denial_reason",
-                        "result_content"})
+                        "result_content", "user_turn"})
 _FREE_AT = tuple(i for i, name in enumerate(_COLUMNS) if name in _FREE_TEXT)
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
 _INSERT = (f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "

@@ -31,17 +31,22 @@ its result and ``artifact.export``.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import fcntl
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
 from toolhost._adapters.system_clock import new_id
+from toolhost._model.runs import valid_run_id
 from toolhost._model.workspace import (
     READ_CHUNK,
     Listing,
@@ -56,6 +61,8 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
 _RUN_FILE = "run.json"
 _CURRENT = "current"
+#: A generation's name: what ``claim`` makes, and nothing a run id could be mistaken for.
+_GENERATION = re.compile(r"g[0-9a-f]{32}")
 
 
 def _private_dir(path: Path) -> None:
@@ -80,47 +87,62 @@ class RunWorkspaces:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Exclusive over every process of the host (and every thread of this one)."""
+    def _locked(self) -> Iterator[list[Path]]:
+        """Exclusive over every process of the host (and every thread of this one). What the
+        block puts in the list it yields is removed once the lock is released: removing a
+        large tree must not hold up every other run's registration."""
+        trash: list[Path] = []
         with self._lock:
             _private_dir(self.root)
             fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
+                yield trash
             finally:
                 os.close(fd)
+        for path in trash:
+            remove_tree(path)
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / run_id
 
     # ------------------------------------------------------------------ runs
 
-    def start(self, run_id: str, directory: Path | None = None) -> RunWorkspace:
-        """The live run's workspace: registered now (a run already live keeps its
-        generation), in ``directory`` when given (the operator's, never deleted), else in
-        the directory the run was registered with, else in generations made here."""
+    def start(self, run_id: str, directory: Path | None = None,
+              deadline_at: dt.datetime | None = None) -> tuple[RunWorkspace, dt.datetime | None]:
+        """The live run's workspace, and the run's deadline: registered now (a run already
+        live keeps its generation), in ``directory`` when given (the operator's, never
+        deleted; kept as an absolute path), else in the directory the run was registered
+        with, else in generations made here. A run live already keeps the earlier of its
+        deadline and ``deadline_at``: a later command cannot extend it.
+
+        :raises OSError: ``directory`` does not exist.
+        """
+        if directory is not None:
+            directory = directory.resolve(strict=True)
         with self._locked():
             run_dir = self.run_dir(run_id)
             _private_dir(run_dir)
-            registered = self._directory(run_id)
-            if directory is not None or not (run_dir / _RUN_FILE).exists():
-                registered = directory
-                _write_text(run_dir / _RUN_FILE, json.dumps(
-                    {"directory": None if directory is None else str(directory)}))
-        workspace = RunWorkspace(self, run_id, directory=registered)
+            registered = _read_run(run_dir)
+            if registered is not None:
+                deadline_at = _earlier(registered.deadline_at, deadline_at)
+                if directory is None:
+                    directory = registered.directory
+            _write_text(run_dir / _RUN_FILE, json.dumps({
+                "directory": None if directory is None else str(directory),
+                "deadline": None if deadline_at is None else deadline_at.isoformat()}))
+        workspace = RunWorkspace(self, run_id, directory=directory)
         if directory is not None:
             workspace.current()  # the caller named it: it must exist now (OSError if not)
-        return workspace
+        return workspace, deadline_at
 
     def for_approval(self, run_id: str) -> RunWorkspace:
         """The workspace an approved call of ``run_id`` runs in: the run's, if it is live on
-        this host, else one of the call's own (``RunWorkspace.release`` discards it)."""
+        this host, else one of the call's own (which ``RunWorkspace.close`` removes)."""
         with self._locked():
-            live = (self.run_dir(run_id) / _RUN_FILE).exists()
-            directory = self._directory(run_id) if live else None
-        if live:
-            return RunWorkspace(self, run_id, directory=directory)
+            registered = _read_run(self.run_dir(run_id))
+        if registered is not None:
+            return RunWorkspace(self, run_id, directory=registered.directory)
         return RunWorkspace(self, run_id, detached=True)
 
     def live(self) -> list[tuple[str, Path | None, bool]]:
@@ -128,69 +150,72 @@ class RunWorkspaces:
         run live on this host, by id."""
         runs = []
         with self._locked():
-            if not self.root.is_dir():
-                return []
             for entry in sorted(os.listdir(self.root)):
-                run_dir = self.root / entry
-                if (run_dir / _RUN_FILE).exists():
-                    runs.append((entry, self._directory(entry), self._current(entry) is not None))
+                if not valid_run_id(entry):  # .lock, .trash, .detached
+                    continue
+                registered = _read_run(self.run_dir(entry))
+                if registered is not None:
+                    runs.append((entry, registered.directory, self._current(entry) is not None))
         return runs
 
     def end(self, run_id: str) -> bool:
-        """The run is over here: its generation is removed (once no process holds it) and it
-        is no longer live. False when it was not live."""
-        with self._locked():
+        """The run is over here: it is no longer live, and its generations are removed (a
+        held one once its holder lets go; one a killed process held, now). False when the
+        run was neither live nor had anything left here."""
+        with self._locked() as trash:
             run_dir = self.run_dir(run_id)
-            if not (run_dir / _RUN_FILE).exists():
+            if not run_dir.is_dir():
                 return False
-            generation = self._current(run_id)
-            with contextlib.suppress(FileNotFoundError):
-                (run_dir / _CURRENT).unlink()
-            with contextlib.suppress(FileNotFoundError):
-                (run_dir / _RUN_FILE).unlink()
-            if generation is not None:
-                self._remove_unheld(run_id, generation)
-            self._remove_run_dir_if_empty(run_id)
-        return True
+            live = _read_run(run_dir) is not None
+            for name in (_CURRENT, _RUN_FILE):
+                with contextlib.suppress(FileNotFoundError):
+                    (run_dir / name).unlink()
+            left = [g for g in _generations(run_dir) if not self._discard(run_id, g, trash)]
+            if not left:
+                self._remove_run_dir_if_empty(run_id)
+        return live or bool(trash)
 
     # ------------------------------------------------------------------ generations
 
-    def claim(self, run_id: str) -> str:
-        """The run's current generation, made now if it has none. A run ended meanwhile
-        (elsewhere) is live again: its holder is still using it."""
+    def claim(self, run_id: str) -> tuple[str, int | None]:
+        """The run's current generation (made now if it has none) and a descriptor of it
+        holding a shared lock, taken before the registry's lock is let go: between the two a
+        pause elsewhere could remove it. A run ended meanwhile (elsewhere) is live again: its
+        holder is still using it."""
         with self._locked():
             run_dir = self.run_dir(run_id)
             generation = self._current(run_id)
-            if generation is not None:
-                return generation
-            _private_dir(run_dir)
-            if not (run_dir / _RUN_FILE).exists():
-                _write_text(run_dir / _RUN_FILE, json.dumps({"directory": None}))
-            generation = f"g{new_id()}"
-            _private_dir(run_dir / generation)
-            _write_text(run_dir / _CURRENT, generation)
-            return generation
-
-    def is_current(self, run_id: str, generation: str) -> bool:
-        return self._current(run_id) == generation
+            if generation is None:
+                _private_dir(run_dir)
+                if not (run_dir / _RUN_FILE).exists():
+                    _write_text(run_dir / _RUN_FILE, json.dumps({"directory": None}))
+                generation = f"g{new_id()}"
+                _private_dir(run_dir / generation)
+                _write_text(run_dir / _CURRENT, generation)
+            try:
+                fd = os.open(run_dir / generation, _O_DIR)
+            except OSError:
+                return generation, None  # the handle's own open reports the failure
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            return generation, fd
 
     def drop(self, run_id: str, generation: str | None = None) -> None:
         """Pause: the run's current generation (``generation``, when it is still the current
-        one) stops being the run's, and is removed once no process holds it."""
-        with self._locked():
+        one) stops being the run's at once, and is removed once no process holds it."""
+        with self._locked() as trash:
             current = self._current(run_id)
             if current is None or (generation is not None and current != generation):
                 return
             with contextlib.suppress(FileNotFoundError):
                 (self.run_dir(run_id) / _CURRENT).unlink()
-            self._remove_unheld(run_id, current)
+            self._discard(run_id, current, trash)
 
     def let_go(self, run_id: str, generation: str) -> None:
         """A process closed ``generation``: if it is no longer the run's, remove it (unless
         another process still holds it, which then removes it itself)."""
-        with self._locked():
+        with self._locked() as trash:
             if self._current(run_id) != generation:
-                self._remove_unheld(run_id, generation)
+                self._discard(run_id, generation, trash)
                 if not (self.run_dir(run_id) / _RUN_FILE).exists():
                     self._remove_run_dir_if_empty(run_id)
 
@@ -198,8 +223,11 @@ class RunWorkspaces:
         return self.run_dir(run_id) / generation
 
     def detached_path(self, run_id: str) -> Path:
-        """A workspace of one approved call's own (its run is not live here)."""
-        return self.root / f"{run_id}-{new_id()}"
+        """A workspace of one approved call's own (its run is not live here), apart from the
+        runs' directories: what a command writes there can never look like a run's files."""
+        detached = self.root / ".detached"
+        _private_dir(detached)
+        return detached / f"{run_id}-{new_id()}"
 
     # ------------------------------------------------------------------ under the lock
 
@@ -210,45 +238,86 @@ class RunWorkspaces:
             return None
         # A name this module made, whose directory still exists (a current file left by a
         # crash after its directory was removed names nothing).
-        if not (name.startswith("g") and name[1:].isalnum() and len(name) <= 64):
+        if not _GENERATION.fullmatch(name):
             return None
         return name if (self.run_dir(run_id) / name).is_dir() else None
 
-    def _directory(self, run_id: str) -> Path | None:
-        try:
-            data: Any = json.loads((self.run_dir(run_id) / _RUN_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
-            return None
-        directory = data.get("directory") if isinstance(data, dict) else None
-        return Path(directory) if isinstance(directory, str) and directory else None
-
-    def _remove_unheld(self, run_id: str, generation: str) -> None:
-        """Remove a generation no process holds (a held one is its last holder's to remove)."""
+    def _discard(self, run_id: str, generation: str, trash: list[Path]) -> bool:
+        """Move a generation no process holds to the trash, which ``_locked`` empties once
+        the lock is let go; True when it is gone (a held one is its last holder's to
+        remove: False)."""
         path = self.generation_path(run_id, generation)
         try:
             fd = os.open(path, _O_DIR)
         except OSError:
-            return
+            return True
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                return
-            raise
-        try:
-            remove_tree(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return False
+                raise
+            bin_ = self.root / ".trash"
+            _private_dir(bin_)
+            gone = bin_ / f"{run_id}-{generation}"
+            os.rename(path, gone)
+            trash.append(gone)
             with contextlib.suppress(FileNotFoundError):
                 path.with_name(f"{generation}.stamps").unlink()
+            return True
         finally:
             os.close(fd)
 
     def _remove_run_dir_if_empty(self, run_id: str) -> None:
         run_dir = self.run_dir(run_id)
         with contextlib.suppress(OSError):
-            for leftover in run_dir.glob(".*.tmp"):
+            for leftover in [*run_dir.glob(".*.tmp"), *run_dir.glob("g*.stamps")]:
                 leftover.unlink()
             run_dir.rmdir()
+
+
+@attrs.frozen
+class _Registered:
+    """What ``run.json`` says of a live run."""
+
+    directory: Path | None
+    deadline_at: dt.datetime | None
+
+
+def _read_run(run_dir: Path) -> _Registered | None:
+    """The run's registration, or None when it is not live here."""
+    try:
+        data: Any = json.loads((run_dir / _RUN_FILE).read_text("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError):  # damaged: live, with nothing more known of it
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    directory, deadline = data.get("directory"), data.get("deadline")
+    # Only an absolute directory: a relative one would mean whatever directory a later
+    # command happened to run in.
+    path = Path(directory) if isinstance(directory, str) and directory else None
+    try:
+        deadline_at = dt.datetime.fromisoformat(deadline) if isinstance(deadline, str) else None
+    except ValueError:
+        deadline_at = None
+    if deadline_at is not None and deadline_at.utcoffset() is None:
+        deadline_at = None
+    return _Registered(path if path is not None and path.is_absolute() else None, deadline_at)
+
+
+def _earlier(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _generations(run_dir: Path) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(run_dir) if _GENERATION.fullmatch(n)
+                      and (run_dir / n).is_dir())
+    except OSError:
+        return []
 
 
 class RunWorkspace:
@@ -295,20 +364,18 @@ class RunWorkspace:
                 handle = self._handle = WorkspaceHandle(
                     self._registry.detached_path(self.run_id), owned=True)
             else:
-                generation = self._registry.claim(self.run_id)
-                if handle is None or generation != self._generation:
+                generation, hold = self._registry.claim(self.run_id)
+                if handle is not None and generation == self._generation:
+                    if hold is not None:
+                        os.close(hold)  # this process holds it already
+                else:
                     self._let_go()
-                    handle = self._open_generation(generation)
+                    handle = self._open_generation(generation, hold)
             self._stale = False
             return handle
 
-    def _open_generation(self, generation: str) -> WorkspaceHandle:
+    def _open_generation(self, generation: str, hold: int | None) -> WorkspaceHandle:
         path = self._registry.generation_path(self.run_id, generation)
-        try:
-            hold = os.open(path, _O_DIR)
-            fcntl.flock(hold, fcntl.LOCK_SH)
-        except OSError:
-            hold = None  # gone meanwhile: the handle's own open reports it
         self._hold, self._generation = hold, generation
         handle = self._handle = WorkspaceHandle(
             path, owned=False, stamps=path.with_name(f"{generation}.stamps"))
@@ -341,14 +408,20 @@ class RunWorkspace:
                     handle.close()
             self._stale = True
 
-    def discard(self) -> None:
-        """The run pauses: its workspace is dropped (an operator's directory is only closed),
-        and its next use starts a fresh one."""
+    def pause(self) -> None:
+        """The run pauses: its generation stops being the run's at once (whatever runs next
+        in the run, anywhere on the host, starts a fresh one); this process's calls still
+        executing in it go on, and ``discard`` lets it go when they end."""
         with self._lock:
-            generation = self._generation
-            self.close()
             if self._directory is None and not self._detached:
-                self._registry.drop(self.run_id, generation)
+                self._registry.drop(self.run_id, self._generation)
+
+    def discard(self) -> None:
+        """The run pauses, and this process is done with the workspace: it is dropped (an
+        operator's directory is only closed), and its next use starts a fresh one."""
+        with self._lock:
+            self.pause()
+            self.close()
 
     def end(self) -> None:
         """The run is over: discard, and no longer live on this host."""

@@ -137,14 +137,16 @@ MIGRATIONS: Sequence[Migration] = (
             ON tool_invocations (run_id, argument_digest, created_at, id)
         """,
     ),
-    # The run's deadline, which bounds a call approved later (anywhere), and the files a call
-    # exported or generated, which an answer replayed from the row links again.
+    # The run's deadline, which bounds a call approved later (anywhere); the files a call
+    # exported or generated, which an answer replayed from the row links again; and the user's
+    # words a call of a UserWords tool runs with, wherever it is approved.
     Migration(
         "invocations",
         5,
         """
         ALTER TABLE tool_invocations ADD COLUMN run_deadline TEXT;
-        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
+        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE tool_invocations ADD COLUMN user_turn TEXT
         """,
     ),
 )

@@ -11,8 +11,9 @@ file is a log: one JSON line per change, appended under an exclusive ``flock``, 
 where this process last stopped; the last line about a path wins. Merging two processes'
 stamps is then their order in the log, which is safe either way: a stale stamp no longer
 matches its file. A torn or foreign line is skipped (its path reads UNKNOWN). When the log is
-much longer than what it holds, the appender rewrites it (a new inode, which readers notice
-and read whole).
+much longer than what it holds, the appender rewrites it (a new file, which readers notice
+and read whole). Each file of the log begins with a line of its own random epoch: a rewrite
+can be given the inode number of the file it replaced, and only the epoch tells them apart.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import attrs
 
+from toolhost._adapters.system_clock import new_id
 from toolhost._model.workspace import Provenance
 
 __all__ = ["Stamp", "StampBook"]
@@ -53,6 +55,15 @@ class Stamp:
         return (self.device, self.inode, self.size, self.mtime_ns, self.ctime_ns)
 
 
+def _epoch_line() -> bytes:
+    """The first line of a log file: a random epoch, which no other file of the log has."""
+    return (json.dumps(["#epoch", new_id()]) + "\n").encode()
+
+
+def _first_line(data: bytes) -> bytes:
+    return data.split(b"\n", 1)[0]
+
+
 def _line(path: str, stamp: Stamp | None) -> bytes:
     value = None if stamp is None else [*stamp.key, stamp.provenance.value]
     return (json.dumps([path, value], ensure_ascii=False, separators=(",", ":")) + "\n").encode()
@@ -62,6 +73,8 @@ def _parse(line: bytes) -> tuple[str, Stamp | None] | None:
     """(path, stamp or None for a removal), ``("", None)`` for a clear, None for a bad line."""
     try:
         path, value = json.loads(line)
+        if isinstance(value, str):  # the epoch line
+            return None
         if value is None:
             return (path, None) if isinstance(path, str) else None
         device, inode, size, mtime_ns, ctime_ns, provenance = value
@@ -86,6 +99,8 @@ class StampBook:
         self._read_at: tuple[int, int] | None = None
         #: Lines in the log up to ``_read_at`` (when to rewrite it).
         self._lines = 0
+        #: The first line (the epoch) of the log file read to ``_read_at``.
+        self._epoch = b""
 
     def get(self, path: str) -> Stamp | None:
         self._catch_up()
@@ -146,12 +161,15 @@ class StampBook:
             if self._read_at is not None and self._read_at == (info.st_ino, info.st_size):
                 return
             offset = 0
-            if self._read_at is not None and self._read_at[0] == info.st_ino:
+            if self._read_at is not None and self._read_at[0] == info.st_ino and (
+                    _first_line(os.pread(fd, len(self._epoch) + 1, 0)) == self._epoch):
                 offset = self._read_at[1]
-            else:
+            else:  # a new log, or the log rewritten (a new epoch, even under the same inode)
                 self._stamps.clear()
                 self._lines = 0
             data = os.pread(fd, info.st_size - offset, offset) if info.st_size > offset else b""
+            if offset == 0:
+                self._epoch = _first_line(data)
             # Only whole lines: a line being appended is read once it ends.
             end = data.rfind(b"\n") + 1
             for line in data[:end].splitlines():
@@ -180,6 +198,10 @@ class StampBook:
             self._catch_up(fd)
             yield lines.append
             if lines:
+                if os.fstat(fd).st_size == 0:  # a new log file begins with its epoch
+                    epoch = _epoch_line()
+                    self._epoch = epoch.rstrip(b"\n")
+                    lines.insert(0, epoch)
                 with contextlib.suppress(OSError):
                     view = memoryview(b"".join(lines))
                     while view:
@@ -217,7 +239,8 @@ class StampBook:
         """Rewrite the log as the stamps it holds (called with its lock held)."""
         assert self._log is not None
         temp = self._log.with_name(self._log.name + ".tmp")
-        data = b"".join(_line(path, stamp) for path, stamp in self._stamps.items())
+        epoch = _epoch_line()
+        data = epoch + b"".join(_line(path, stamp) for path, stamp in self._stamps.items())
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _O_CLOEXEC,
                      0o600)
         try:
@@ -228,5 +251,6 @@ class StampBook:
             os.close(fd)
         os.replace(temp, self._log)
         self._read_at = (os.stat(self._log).st_ino, len(data))
-        self._lines = len(self._stamps)
+        self._lines = len(self._stamps) + 1
+        self._epoch = epoch.rstrip(b"\n")
 

@@ -91,6 +91,12 @@ class ToolCalls:
         """Answer one ``tools/call``. Raises MCPError (-32602) for a tool not served here."""
         arguments: Any = params.arguments if params.arguments is not None else {}
         run = session.run
+        answering = self._asked_row(ctx, session, params)
+        if answering is not None:
+            # A 2026-07-28 retry carrying the answer to the approval this session asked for:
+            # that row, whatever the retry's arguments (the person's words already in it).
+            return await self._ask(ctx, session, run, self._gated[params.name], answering,
+                                   params)
         wordy = self._wordy.get(params.name)
         if wordy is not None and run.user_turn is None:
             asked = await self._ask_words(ctx, wordy, params, arguments)
@@ -116,6 +122,19 @@ class ToolCalls:
         return await _cancellable(
             self._pipeline.invoke(call_run, name, arguments, hold=hold),
             call_run.cancellation.cancel)
+
+    def _asked_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
+                   params: types.CallToolRequestParams) -> InvocationRecord | None:
+        """The row a 2026-07-28 retry answers: one this session put the approval question
+        for (never a row the client names otherwise), of this tool, still awaiting."""
+        state = params.request_state
+        if (ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or state not in session.asked
+                or params.name not in self._gated):
+            return None
+        record = self._pipeline.row(str(state))
+        if record.tool_name != params.name or record.state is not InvocationState.AWAITING_APPROVAL:
+            return None
+        return record
 
     def _can_ask(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         """Whether this request's client can show its user a form (and may be asked)."""
@@ -204,12 +223,18 @@ class ToolCalls:
         can_ask = self._can_ask(ctx)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: no server-initiated requests; the question rides the result and the
-            # client retries the call with the answer. request_state binds the answer to the
-            # row found by digest in this session's run, never to a row the client names.
+            # client retries the call with the answer. An answer counts only for a question
+            # this session asked (request_state names that row) and only while the client may
+            # be asked at all: never a row the client names, nor an approval with elicitation
+            # off.
             responses = params.input_responses or {}
-            if params.request_state == record.id and ELICITATION_KEY in responses:
+            if (can_ask and params.request_state == record.id and record.id in session.asked
+                    and ELICITATION_KEY in responses):
+                session.asked.discard(record.id)
                 decision = decision_of(responses[ELICITATION_KEY])
             elif can_ask:
+                session.asked.add(record.id)
+                self._pause_if_unanswered(session, record.id, log)
                 return types.InputRequiredResult(
                     input_requests={ELICITATION_KEY: approval_request(record, registered)},
                     request_state=record.id,
@@ -217,7 +242,13 @@ class ToolCalls:
             else:
                 decision = Decision.UNDECIDED
         elif can_ask and ctx.session.can_send_request:
-            decision = await self._elicit(ctx, run, record, registered, log)
+            try:
+                decision = await self._elicit(ctx, run, record, registered, log)
+            except BaseException:
+                # The request was cancelled (or the client went) while the person decided:
+                # the call is left waiting, so the run pauses.
+                self._pause_held(session, record.id)
+                raise
         else:
             decision = Decision.UNDECIDED
         approver = _approver(ctx)
@@ -238,13 +269,30 @@ class ToolCalls:
         except InvocationStateError:
             # The operator decided first (approve/deny at the CLI); answer with what stands.
             return self._deliver(session, self._pipeline.recorded(record.id))
-        if record.id in session.held:
-            # Left waiting: now the run pauses (its workspace is discarded), once per call.
-            session.held.discard(record.id)
-            self._pipeline.pause(session.run)
+        self._pause_held(session, record.id)  # left waiting: now the run pauses
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
         return self._deliver(session, self._pipeline.recorded(record.id))
+
+    def _pause_held(self, session: Session, invocation_id: str) -> None:
+        """A call recorded while the person was asked is left waiting: the run pauses (its
+        workspace is discarded), once per call."""
+        if invocation_id in session.held:
+            session.held.discard(invocation_id)
+            self._pipeline.pause(session.run)
+
+    def _pause_if_unanswered(self, session: Session, invocation_id: str, log: Any) -> None:
+        """A 2026-07-28 question is out until the client retries with the answer; one not
+        answered within the elicitation timeout leaves its call waiting, as an unanswered
+        pushed question does, and the run pauses then."""
+        def expire() -> None:
+            if invocation_id in session.asked:
+                session.asked.discard(invocation_id)
+                if invocation_id in session.held:
+                    log.info("mcp.approval.unanswered", error="no retry with the answer")
+                self._pause_held(session, invocation_id)
+
+        asyncio.get_running_loop().call_later(self._config.elicitation_timeout_s, expire)
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], run: Run,
                       record: InvocationRecord, registered: Registered, log: Any) -> Decision:

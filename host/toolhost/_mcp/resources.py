@@ -40,6 +40,7 @@ from toolhost._model.artifacts import (
 )
 from toolhost._model.runs import Run
 from toolhost._pipeline.artifacts import ArtifactResolver
+from toolhost._pipeline.attachments import ATTACHED_ORIGINS
 from toolhost._pipeline.log import get_logger
 
 __all__ = [
@@ -63,6 +64,7 @@ TOO_LARGE = ("That file is larger than a resource read carries (32 MiB). The ope
              "fetch it with toolhost artifacts get.")
 DAMAGED = "That file's stored bytes no longer match their checksum, so they were not sent."
 STORE_DOWN = "The file store cannot be reached right now. Try again later."
+FAILED = "The server could not read that file."
 
 #: Chunks read (and encoded) at a time: a multiple of 3, so each encodes without padding.
 _CHUNK = 3 * 256 * 1024
@@ -101,9 +103,15 @@ class RunResources:
         self._resolver = ArtifactResolver(host.pipeline.artifacts, host.clock)
 
     async def list(self, run: Run) -> types.ListResourcesResult:
-        """The run's attachments, in the order the run made them, one page."""
-        refs: Iterable[ArtifactRef] = await asyncio.to_thread(self._host.attachments, run)
+        """The run's attachments still live, in the order the run made them, one page (an
+        expired one is not listed: it could not be read)."""
+        refs: Iterable[ArtifactRef] = await asyncio.to_thread(self._live_attachments, run)
         return types.ListResourcesResult(resources=[_resource(ref) for ref in refs])
+
+    def _live_attachments(self, run: Run) -> tuple[ArtifactRef, ...]:
+        now = self._host.clock.now()
+        return tuple(record.ref for record in self._host.pipeline.artifacts.list_run(run.id)
+                     if record.origin in ATTACHED_ORIGINS and record.live_at(now))
 
     async def read(self, run: Run, uri: str) -> types.ReadResourceResult:
         """One artifact's exact bytes, if ``run``'s caller may read it.
@@ -128,6 +136,9 @@ class RunResources:
             log.warning("mcp.resource.store_failed", error=type(exc).__name__)
             raise MCPError(code=types.INTERNAL_ERROR, message=STORE_DOWN,
                            data={"uri": uri}) from None
+        except Exception as exc:  # never the exception's text: the operator reads it here
+            log.error("mcp.resource.failed", exception=type(exc).__name__, error=str(exc))
+            raise MCPError(code=types.INTERNAL_ERROR, message=FAILED, data={"uri": uri}) from None
         return types.ReadResourceResult(contents=[types.BlobResourceContents(
             uri=uri, mime_type=record.media_type, blob=blob)])
 

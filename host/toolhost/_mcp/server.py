@@ -44,7 +44,7 @@ from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, serv
 from toolhost._mcp.frames import FrameErrorReplies, UnusableIdsRefused
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
-from toolhost._mcp.sessions import Sessions, session_key
+from toolhost._mcp.sessions import Sessions
 from toolhost._mcp.transport import stdio_streams
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.pipeline import Recovered, RecoveryAction
@@ -91,7 +91,7 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
                            params: types.CallToolRequestParams) -> (
             types.CallToolResult | types.InputRequiredResult):
         try:
-            return await calls.call(ctx, sessions.get(session_key(ctx.request)), params)
+            return await calls.call(ctx, sessions.of(ctx), params)
         except MCPError:
             raise  # the protocol's error shape, deliberately (a tool not served here)
         except Exception as exc:
@@ -104,12 +104,12 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
     async def on_list_resources(ctx: ServerRequestContext[Any, Any],
                                 params: types.PaginatedRequestParams | None) -> (
             types.ListResourcesResult):
-        return await resources.list(sessions.get(session_key(ctx.request)).run)
+        return await resources.list(sessions.of(ctx).run)
 
     async def on_read_resource(ctx: ServerRequestContext[Any, Any],
                                params: types.ReadResourceRequestParams) -> (
             types.ReadResourceResult):
-        return await resources.read(sessions.get(session_key(ctx.request)).run, str(params.uri))
+        return await resources.read(sessions.of(ctx).run, str(params.uri))
 
     server: Server[Any] = Server(
         SERVER_NAME, version=__version__, title="toolhost", instructions=INSTRUCTIONS,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolhost._composition import Host
 from toolhost._model.context import Principal
@@ -42,10 +43,20 @@ class Session:
     #: Calls recorded awaiting approval while the person is asked within the call: the run
     #: pauses only if they leave it waiting.
     held: set[str] = attrs.field(factory=set)
+    #: Calls whose approval question this session put to a 2026-07-28 client: the only rows
+    #: an answer riding a retry may decide.
+    asked: set[str] = attrs.field(factory=set)
 
 
-def session_key(request: Any) -> str | None:
-    """The transport session of a request: the HTTP ``mcp-session-id`` header, else None."""
+def session_key(request: Any, protocol_version: str | None = None) -> str | None:
+    """The transport session of a request: the HTTP ``mcp-session-id`` header, else None.
+
+    A 2026-07-28 request has no session: the SDK never checks the header on it, so a client
+    could name another session's id there and be handed that session's run (its files and
+    its pending calls). Such a request is always the server-wide sessionless run.
+    """
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
     headers = getattr(request, "headers", None)
     if headers is None:
         return None
@@ -66,6 +77,10 @@ class Sessions:
         self._pins = dict(pins or {})
         self._run_timeout_s = run_timeout_s
         self._sessions: dict[str | None, Session] = {}
+
+    def of(self, ctx: Any) -> Session:
+        """The session a request belongs to (``session_key``)."""
+        return self.get(session_key(ctx.request, ctx.protocol_version))
 
     def get(self, key: str | None) -> Session:
         session = self._sessions.get(key)

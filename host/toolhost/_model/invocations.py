@@ -92,4 +92,7 @@ class InvocationRecord:
     #: The files this call exported or generated (their ``ArtifactRef`` JSON), attached to the
     #: run's reply; an answer replayed from the row carries them again.
     attachments: tuple[Mapping[str, Any], ...] = ()
+    #: The user's own words a call of a ``UserWords`` tool ran (or will run, once approved)
+    #: with: the one input at USER trust, kept so an approval elsewhere runs with it too.
+    user_turn: str | None = None
 

@@ -259,15 +259,18 @@ class Pipeline:
         if decision.action is PolicyAction.DENY:
             return await self._deny_by_policy(  # 5
                 _running_record(invocation_id, run, prepared, decision, created), decision, log)
+        # The person's words go on the row only for a tool that takes them (to run with,
+        # wherever it is approved); nobody else's turn is recorded.
+        user_turn = run.user_turn if registered.tool.user_words is not None else None
         if decision.action is PolicyAction.REQUIRE_APPROVAL:
             return await self._pause(  # 6
-                run, _running_record(invocation_id, run, prepared, decision, created), log,
-                hold=hold)
+                run, _running_record(invocation_id, run, prepared, decision, created,
+                                     user_turn=user_turn), log, hold=hold)
         # A call that changes anything is recorded as running before it runs, so a crash
         # mid-call leaves evidence (and, in ``owner``, whose it was); a read-only call's row
         # is written once, at step 13.
         record = _running_record(invocation_id, run, prepared, decision, created,
-                                 owner=self.invocations.owner())
+                                 owner=self.invocations.owner(), user_turn=user_turn)
         inserted = registered.spec.idempotency is not Idempotency.READ_ONLY
         if inserted:
             try:
@@ -316,8 +319,12 @@ class Pipeline:
         and is discarded: what the run does next (the approved call, wherever it runs, and
         every later call) starts from an empty one, which is then the run's. A workspace the
         host made is removed; an operator's directory (``--workspace DIR``) is only closed,
-        never deleted, so its files stay. While another call of the run is still executing in
-        it, the discard waits for that call to end."""
+        never deleted, so its files stay. The workspace stops being the run's at once
+        (``pause`` on the run's workspace), so nothing else starts in it; while another call
+        of the run is still executing in it here, letting it go waits for that call to end."""
+        pause = getattr(run.workspace, "pause", None)
+        if pause is not None:
+            pause()
         self._discard_when_idle(run.workspace, get_logger(run_id=run.id))
 
     async def _execute_and_persist(
@@ -717,23 +724,33 @@ class Pipeline:
         has if it is live here (which is then its workspace for the calls that follow: a run
         that paused starts it afresh), else one of this call's own, discarded afterwards.
         """
+        workspace = None
         if run is not None:
             if cancellation is not None:
                 run = attrs.evolve(run, cancellation=_joined(run.cancellation, cancellation))
-            return await self._execute_and_persist(run, registered, record, log)  # 8 to 13
-        workspace = self._workspace_for(record.run_id) if self._workspace_for else None
-        deadline = None
-        if record.run_deadline is not None:
-            left = (record.run_deadline - self.clock.now()).total_seconds()
-            deadline = self._monotonic() + left
-        rebuilt = Run(
-            id=record.run_id, principal=Principal(record.principal_id, frozenset(record.scopes)),
-            conversation_id=record.conversation_id, workspace=workspace, deadline=deadline,
-            deadline_at=record.run_deadline,
-            cancellation=cancellation if cancellation is not None else CancellationEvent(),
-        )
+        else:
+            workspace = self._workspace_for(record.run_id) if self._workspace_for else None
+            deadline = None
+            if record.run_deadline is not None:
+                left = (record.run_deadline - self.clock.now()).total_seconds()
+                deadline = self._monotonic() + left
+            run = Run(
+                id=record.run_id,
+                principal=Principal(record.principal_id, frozenset(record.scopes)),
+                conversation_id=record.conversation_id, workspace=workspace, deadline=deadline,
+                deadline_at=record.run_deadline,
+                cancellation=cancellation if cancellation is not None else CancellationEvent(),
+            )
+        if record.user_turn is not None:
+            # The person's words the call was recorded with, wherever it is approved.
+            run = attrs.evolve(run, user_turn=record.user_turn)
         try:
-            return await self._execute_and_persist(rebuilt, registered, record, log)  # 8 to 13
+            try:
+                # None kept (a row recorded before they were): refused as at step 4.
+                steps.check_user_words(run, registered)
+            except ToolFailure as failure:
+                return await self._persist_failure(record, failure, log)
+            return await self._execute_and_persist(run, registered, record, log)  # 8 to 13
         finally:
             if workspace is not None:
                 workspace.close()
@@ -1069,7 +1086,8 @@ def _recovered(record: InvocationRecord, action: RecoveryAction, reason: str,
 
 def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,
                     decision: PolicyDecision, created: Any,
-                    owner: Mapping[str, Any] | None = None) -> InvocationRecord:
+                    owner: Mapping[str, Any] | None = None,
+                    user_turn: str | None = None) -> InvocationRecord:
     """The row of a call that passed steps 1 to 5, as ``running``; the step-5 denial and the
     step-6 pause evolve it into their own states."""
     return InvocationRecord(
@@ -1078,7 +1096,7 @@ def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,
         tool_name=prepared.tool, tool_version=prepared.version, arguments=prepared.arguments,
         argument_digest=prepared.digest,
         state=InvocationState.RUNNING, policy=decision.to_json(), created_at=created,
-        started_at=created, owner=owner, run_deadline=run.deadline_at,
+        started_at=created, owner=owner, run_deadline=run.deadline_at, user_turn=user_turn,
     )
 
 
@@ -1104,7 +1122,7 @@ def _finished(record: InvocationRecord, state: InvocationState, finished_at: Any
         artifact_refs=get("artifact_refs", record.artifact_refs),
         created_at=record.created_at, started_at=record.started_at, finished_at=finished_at,
         decided_at=record.decided_at, owner=record.owner, run_deadline=record.run_deadline,
-        attachments=get("attachments", record.attachments),
+        attachments=get("attachments", record.attachments), user_turn=record.user_turn,
     )
 
 

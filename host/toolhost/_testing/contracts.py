@@ -75,6 +75,7 @@ class InvocationStoreContract:
             run_deadline=DEFAULT_INSTANT,
             attachments=({"id": "a2", "name": "r.csv", "media_type": "text/csv",
                           "byte_count": 3, "checksum": "sha256:ee"},),
+            user_turn="keep it short, \x00 and \u202e",
         )
         store.insert(full)
         assert store.get("inv-1") == full
