@@ -74,7 +74,7 @@ def typing(session: nox.Session) -> None:
     """mypy --strict over the host, the conformance suite, every plugin, the example and the
     plugin template (as it is, placeholders and all: it type-checks before it is renamed)."""
     example = ROOT / "examples" / "toolhost-greet"
-    session.install("mypy", *TEST_DEPS, "trustme", ".[mcp,postgres,s3]", "./conformance",
+    session.install("mypy", *TEST_DEPS, "trustme", ".[mcp,postgres,s3,oauth]", "./conformance",
                     *map(str, PLUGINS), str(example))
     session.run("mypy", "--strict", "host/toolhost")
     for project in [ROOT / "conformance", *PLUGINS, example, ROOT / "templates" / "plugin"]:
@@ -91,7 +91,7 @@ def host(session: nox.Session) -> None:
     # tests/s3_server.py). TOOLHOST_REQUIRE_SERVERS turns "missing, skipped" into a failure, so
     # CI never counts a backend it could not test as passing.
     session.install(*TEST_DEPS, "hatchling", "uv", "trustme", "moto[server]",
-                    ".[mcp,postgres,s3]", "./conformance", *map(str, PLUGINS))
+                    ".[mcp,postgres,s3,oauth]", "./conformance", *map(str, PLUGINS))
     session.run("pytest", "tests", *session.posargs, env={"TOOLHOST_REQUIRE_SERVERS": "1"})
 
 

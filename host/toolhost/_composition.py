@@ -305,6 +305,31 @@ class Host:
             )
         return services
 
+    def fetch(self, url: str, *, timeout: float = 10.0, limit: int = 1024 * 1024) -> bytes:
+        """GET ``url`` with the host's own HTTP client (the rules a plugin's client has: no
+        proxy variables, no redirects, no retries, ``TOOLHOST_CA_BUNDLE``): the body of a 200,
+        at most ``limit`` bytes. :raises ValueError: any other status, or a longer body;
+        httpx's errors for a request that failed."""
+        with self._http_clients().client(timeout=timeout) as client, \
+                client.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise ValueError(f"GET {url} answered {response.status_code}")
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise ValueError(f"GET {url} answered more than {limit} bytes")
+            return body
+
+    def ready(self) -> bool:
+        """Whether the record and the artifact store answer now (``GET /readyz``)."""
+        try:
+            self.pipeline.invocations.list(limit=1)
+            self.pipeline.artifacts.list_artifacts(limit=1)
+        except Exception:
+            return False
+        return True
+
     def _http_clients(self) -> HttpClients:
         # One per host: its TLS context (with TOOLHOST_CA_BUNDLE) is built once.
         if self._http is None:

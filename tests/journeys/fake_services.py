@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 import trustme
 
-__all__ = ["MP4", "PNG", "Arrival", "FakeTensorScale", "Receiver", "one_click_receiver",
-           "tensorscale"]
+__all__ = ["MP4", "PNG", "Arrival", "FakeIssuer", "FakeTensorScale", "Receiver",
+           "oauth_issuer", "one_click_receiver", "tensorscale"]
 
 LOOPBACK = "127.0.0.1"
 #: The credential a journey configures; it must never reach a client.
@@ -181,3 +181,68 @@ def one_click_receiver(tmp_path: Path) -> Iterator[Receiver]:
     with _serving(_recording_handler(arrivals, answer), ca, "localhost", LOOPBACK) as server:
         yield Receiver(server.server_address[1],
                        _ca_bundle(ca, tmp_path / "receiver-ca.pem"), arrivals)
+
+
+# ---------------------------------------------------------------------------- an OAuth issuer
+
+
+@attrs.define
+class FakeIssuer:
+    """An OAuth 2.1 authorization server as a resource server sees it: its RFC 8414 metadata
+    and its JWKS (``jwks``, served as it stands), over loopback HTTPS; and tokens it signs."""
+
+    url: str
+    ca_bundle: Path
+    arrivals: list[Arrival]
+    key: Any
+    jwks: dict[str, Any] = attrs.field(factory=dict)
+
+    def settings(self, audience: str) -> dict[str, str]:
+        return {"TOOLHOST_HTTP_ISSUER": self.url, "TOOLHOST_HTTP_AUDIENCE": audience,
+                "TOOLHOST_CA_BUNDLE": str(self.ca_bundle)}
+
+    def token(self, audience: str, subject: str = "ada", scope: str = "",
+              key: Any = None, algorithm: str = "RS256", **claims: Any) -> str:
+        import time
+
+        import jwt
+
+        now = int(time.time())
+        body = {"iss": self.url, "aud": audience, "sub": subject, "scope": scope,
+                "exp": now + 600, "nbf": now - 5, **claims}
+        return jwt.encode({k: v for k, v in body.items() if v is not None},
+                          key if key is not None else self.key, algorithm=algorithm,
+                          headers={"kid": "k1"})
+
+
+@contextmanager
+def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    ca = trustme.CA()
+    arrivals: list[Arrival] = []
+    state: list[FakeIssuer] = []
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        issuer = state[0]
+        documents = {"/.well-known/oauth-authorization-server": {
+                         "issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks.json"},
+                     "/jwks.json": issuer.jwks}
+        document = documents.get(h.path)
+        body = json.dumps(document).encode() if document is not None else b""
+        h.send_response(200 if document is not None else 404)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        with suppress(*_CLIENT_GONE):
+            h.wfile.write(body)
+
+    with _serving(_recording_handler(arrivals, answer), ca, LOOPBACK) as server:
+        issuer = FakeIssuer(f"https://{LOOPBACK}:{server.server_address[1]}",
+                            _ca_bundle(ca, tmp_path / "issuer-ca.pem"), arrivals, key,
+                            {"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]})
+        state.append(issuer)
+        yield issuer

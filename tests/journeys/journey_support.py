@@ -118,6 +118,8 @@ class Deployment:
         self.settings: dict[str, str] = {
             "TOOLHOST_DATA_DIR": str(self.data_dir), "TOOLHOST_PLUGINS": plugins, **settings}
         self.stderr_logs: list[Path] = []
+        #: The `serve --http` processes ``http_server`` started, oldest first.
+        self.servers: list[subprocess.Popen[bytes]] = []
 
     def env(self, **overrides: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
@@ -175,19 +177,25 @@ class Deployment:
 
     @asynccontextmanager
     async def session(self, transport: Transport, *serve_args: str,
-                      person: Person | None = None,
+                      person: Person | None = None, token: str | None = None,
+                      url: str | None = None,
                       **settings: str) -> AsyncIterator[ClientSession]:
-        """An initialized ClientSession (the 2025-11-25 handshake) on a fresh `toolhost serve`.
+        """An initialized ClientSession (the 2025-11-25 handshake) on a fresh `toolhost serve`,
+        or on the running one at ``url`` (``http_server``).
 
         ``serve_args`` are added to ``serve`` (``--pin people.history=1.0.0``); ``settings``
         to this one server's environment (another principal, elicitation off). With a
         ``person`` the client declares form elicitation and the person answers the forms;
-        without one it declares no elicitation capability at all.
+        without one it declares no elicitation capability at all. ``token`` is sent as
+        ``Authorization: Bearer`` over HTTP.
         """
         env = self.env(**settings)
         log = self._new_log(f"serve-{transport}")
-        opened = _over_stdio if transport == "stdio" else _over_http
-        async with opened(env, serve_args, log) as (read, write), ClientSession(
+        if url is not None:
+            opened: Any = functools.partial(_at_url, url)
+        else:
+            opened = _over_stdio if transport == "stdio" else _over_http
+        async with opened(env, serve_args, log, token) as (read, write), ClientSession(
                 read, write, read_timeout_seconds=REQUEST_TIMEOUT_S,
                 elicitation_callback=person, client_info=CLIENT) as client:
             try:
@@ -231,13 +239,47 @@ class Deployment:
         assert_no_traceback(log.read_text(errors="replace"))
 
 
+    @asynccontextmanager
+    async def http_server(self, *serve_args: str, bind: str = "127.0.0.1",
+                          port: int | None = None, **settings: str) -> AsyncIterator[str]:
+        """A `toolhost serve --http BIND:PORT` of this deployment (a free port unless given),
+        for sessions (``session(url=)``) and raw requests: its MCP URL. Stopped with SIGTERM
+        (unless the test stopped it), and it must exit 0."""
+        log = self._new_log("serve-http")
+        process, url = await _start_http(self.env(**settings), serve_args, log, bind, port)
+        self.servers.append(process)
+        try:
+            yield url
+        finally:
+            code = await _stop(process, log)
+        assert code == 0, f"toolhost serve --http exited {code} on SIGTERM:\n{log.read_text()}"
+        assert_no_traceback(log.read_text(errors="replace"))
+
+
 def _serve_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "toolhost._cli", "serve", *args]
 
 
+def _client(token: str | None) -> Any:
+    """The SDK's own HTTP client, with the bearer token when there is one."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return create_mcp_http_client(
+        headers={"Authorization": f"Bearer {token}"} if token is not None else None)
+
+
+@asynccontextmanager
+async def _at_url(url: str, env: Mapping[str, str], serve_args: tuple[str, ...], log: Path,
+                  token: str | None) -> AsyncIterator[Any]:
+    log.write_text("")  # the server's stderr is its own deployment's log
+    async with _client(token) as http, streamable_http_client(url, http_client=http) as (
+            read, write, *_):
+        yield read, write
+
+
 @asynccontextmanager
 async def _over_stdio(env: Mapping[str, str], serve_args: tuple[str, ...],
-                      log: Path) -> AsyncIterator[Any]:
+                      log: Path, token: str | None = None) -> AsyncIterator[Any]:
     command, *args = _serve_command(*serve_args)
     params = StdioServerParameters(command=command, args=args, env=dict(env))
     with log.open("w") as errlog:
@@ -247,10 +289,11 @@ async def _over_stdio(env: Mapping[str, str], serve_args: tuple[str, ...],
 
 @asynccontextmanager
 async def _over_http(env: Mapping[str, str], serve_args: tuple[str, ...],
-                     log: Path) -> AsyncIterator[Any]:
+                     log: Path, token: str | None = None) -> AsyncIterator[Any]:
     process, url = await _start_http(env, serve_args, log)
     try:
-        async with streamable_http_client(url) as (read, write, *_):
+        async with _client(token) as http, streamable_http_client(url, http_client=http) as (
+                read, write, *_):
             yield read, write
     finally:
         code = await _stop(process, log)
@@ -263,15 +306,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _start_http(env: Mapping[str, str], serve_args: tuple[str, ...],
-                      log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`toolhost serve --http` on a free loopback port, once it says it serves. Another
-    process taking the port between our probe and the server's bind is retried."""
+async def _start_http(env: Mapping[str, str], serve_args: tuple[str, ...], log: Path,
+                      bind: str = "127.0.0.1",
+                      given: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """`toolhost serve --http BIND:PORT` on ``given`` or a free port, once it says it serves.
+    Another process taking a free port between our probe and the server's bind is retried."""
     for _ in range(3):
-        port = free_port()
+        port = given if given is not None else free_port()
         with log.open("w") as errlog:
             process = subprocess.Popen(
-                _serve_command("--http", f"127.0.0.1:{port}", *serve_args),
+                _serve_command("--http", f"{bind}:{port}", *serve_args),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog,
                 env=dict(env))
         try:
@@ -280,7 +324,8 @@ async def _start_http(env: Mapping[str, str], serve_args: tuple[str, ...],
             await _stop(process, log)
             raise
         if serving:
-            return process, f"http://127.0.0.1:{port}/mcp"
+            host = f"[{bind}]" if ":" in bind else bind
+            return process, f"http://{host}:{port}/mcp"
         said = log.read_text(errors="replace")
         if "address already in use" not in said:
             raise AssertionError(

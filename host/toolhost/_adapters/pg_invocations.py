@@ -644,9 +644,11 @@ class PostgresInvocationStore:
         rows = self._page(_SELECT, terms, list(criteria.values()), limit, after)
         return [_read(row) for row in rows]
 
-    def pending(self, *, limit: int, after: str | None = None) -> Sequence[_PendingCall]:
+    def pending(self, *, limit: int, after: str | None = None,
+                principal_id: str | None = None) -> Sequence[_PendingCall]:
         return list(map(_PendingCall._make, self._page(
-            _SELECT_PENDING, [_OPEN, "state = %s"], [_AWAITING], limit, after)))
+            _SELECT_PENDING, [_OPEN, "state = %s", *_principal_term(principal_id, "%s")],
+            [_AWAITING, *_principal_value(principal_id)], limit, after)))
 
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
               limit: int | None, after: str | None) -> Sequence[Any]:
@@ -791,3 +793,12 @@ def _check_encoding(conn: psycopg.Connection[Any], shown: str) -> None:
         raise StoreUnavailable(
             Path(shown), f"the database {shown} is in the {encoding} encoding: toolhost "
             "needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)")
+
+
+def _principal_term(principal_id: str | None, placeholder: str) -> list[str]:
+    return [] if principal_id is None else [f"principal_id = {placeholder}"]
+
+
+def _principal_value(principal_id: str | None) -> list[Any]:
+    # A principal is free text, stored as its UTF-8 bytes (``_FREE_TEXT``).
+    return [] if principal_id is None else [principal_id.encode()]

@@ -407,10 +407,12 @@ class SQLiteInvocationStore:
             terms.insert(0, _OPEN)
         return _records(self._page(_SELECT, terms, list(criteria.values()), limit, after))
 
-    def pending(self, *, limit: int, after: str | None = None) -> Sequence[_PendingCall]:
+    def pending(self, *, limit: int, after: str | None = None,
+                principal_id: str | None = None) -> Sequence[_PendingCall]:
         # The listing's columns only, as stored: a row costs its fetch and a tuple.
         return list(map(_PendingCall._make, self._page(
-            _SELECT_PENDING, [_OPEN, "state = ?"], [_AWAITING], limit, after)))
+            _SELECT_PENDING, [_OPEN, "state = ?", *_principal_term(principal_id, "?")],
+            [_AWAITING, *_principal_value(principal_id)], limit, after)))
 
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
               limit: int | None, after: str | None) -> Sequence[Any]:
@@ -536,3 +538,11 @@ def _no_such_pid(pid: int) -> bool:
     except OSError:
         return False  # EPERM: it exists, another user's
     return False
+
+
+def _principal_term(principal_id: str | None, placeholder: str) -> list[str]:
+    return [] if principal_id is None else [f"principal_id = {placeholder}"]
+
+
+def _principal_value(principal_id: str | None) -> list[Any]:
+    return [] if principal_id is None else [principal_id]

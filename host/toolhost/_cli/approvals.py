@@ -43,6 +43,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     pending.add_argument("--after", metavar="ID",
                          help="list the ones after this invocation (the next page: the last "
                               "id the previous page printed)")
+    pending.add_argument("--principal", metavar="ID",
+                         help="only the calls of this principal (the person a token names)")
 
     show = sub.add_parser("show", help="print one invocation: its arguments and state")
     show.add_argument("id", help="the invocation id `call` or `pending` printed")
@@ -146,18 +148,19 @@ def _row_json(host: Host, record: InvocationRecord) -> dict[str, Any]:
 def cmd_pending(args: argparse.Namespace) -> int:
     host = load(stores=True)
     return list_pending(host.pipeline.invocations, limit=args.limit, after=args.after,
-                        as_json=args.json, out=sys.stdout, err=sys.stderr)
+                        as_json=args.json, out=sys.stdout, err=sys.stderr,
+                        principal=args.principal)
 
 
 def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
-                 as_json: bool, out: TextIO, err: TextIO) -> int:
+                 as_json: bool, out: TextIO, err: TextIO, principal: str | None = None) -> int:
     """``pending``'s page: the oldest ``limit`` invocations awaiting approval (after the one
     ``after`` names), each page one indexed range read however many rows wait, of the
     columns a line shows, printed from their stored text (``InvocationStore.pending``)."""
     from toolhost._model.invocations import InvocationNotFound, InvocationState, OwnerState
 
     try:
-        listed = invocations.pending(limit=limit + 1, after=after)
+        listed = invocations.pending(limit=limit + 1, after=after, principal_id=principal)
     except InvocationNotFound:
         raise CommandError(f"no invocation {after!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
@@ -180,6 +183,8 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
             f"{_arguments_preview(r.arguments_json)}\n" for r in listed))
     if more:
         also = f" --limit {limit}" if limit != PENDING_LIMIT else ""
+        if principal is not None:
+            also += f" --principal {json.dumps(principal)}"
         which = f"the oldest {limit} are" if after is None else f"{limit} are"
         err.write(f"toolhost: {which} listed; more await approval (the next page: "
                   f"toolhost pending --after {listed[-1].id}{also})\n")

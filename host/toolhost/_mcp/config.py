@@ -31,8 +31,9 @@ only knobs are the command, its arguments and its environment.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -40,7 +41,7 @@ from toolhost._model.context import Principal
 from toolhost._model.settings import Settings
 from toolhost._registration.refusals import Registered
 
-__all__ = ["ConfigError", "ServeConfig", "pins_setting"]
+__all__ = ["ConfigError", "HttpConfig", "ServeConfig", "http_config", "pins_setting"]
 
 DEFAULT_PRINCIPAL = "mcp"
 DEFAULT_ELICITATION_TIMEOUT_S = 300.0
@@ -136,3 +137,121 @@ def _recover_interval(settings: Settings) -> float | None:
         raise ConfigError(f"TOOLHOST_RECOVER_INTERVAL_S must be a number of seconds (0: only at "
                           f"the start), not {raw!r}")
     return interval or None
+
+
+# ---------------------------------------------------------------------------- HTTP
+
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_CALLS = 16
+DEFAULT_DRAIN_S = 30.0
+#: Loopback names with any port: the Host and Origin a local client sends.
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+
+
+@attrs.frozen(kw_only=True)
+class HttpConfig:
+    """``serve --http``'s settings: the front door's policy and how long a stop may take.
+
+        TOOLHOST_HTTP_TOKENS_FILE      static tokens (TOML [[token]]: sha256, principal, scopes)
+        TOOLHOST_HTTP_ISSUER           an OAuth 2.1 issuer whose JWTs are accepted ...
+        TOOLHOST_HTTP_AUDIENCE         ... issued for this server (its URL, RFC 8707)
+        TOOLHOST_HTTP_JWKS_URL         the issuer's keys (default: from its RFC 8414 metadata)
+        TOOLHOST_HTTP_ALLOWED_HOSTS    Host values accepted (comma-separated; ``name:*`` any port)
+        TOOLHOST_HTTP_ALLOWED_ORIGINS  Origin values accepted from browsers (same form)
+        TOOLHOST_HTTP_MAX_BODY_BYTES   the largest request body (default 8 MiB)
+        TOOLHOST_HTTP_MAX_CALLS        tools/call requests one principal may have running
+        TOOLHOST_HTTP_DRAIN_S          on SIGTERM, how long calls in flight may take to finish
+    """
+
+    policy: Any
+    drain_s: float = DEFAULT_DRAIN_S
+
+    @property
+    def authenticates(self) -> bool:
+        return bool(self.policy.authenticates)
+
+
+def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Registered], *,
+                fetch: Callable[[str], bytes], now: Callable[[], float],
+                monotonic: Callable[[], float]) -> HttpConfig:
+    """:raises ConfigError: a setting, the token file or the issuer cannot be used (one
+    line naming it)."""
+    from toolhost._mcp.http_auth import AuthConfigError, JwtVerifier, TokenFile
+    from toolhost._mcp.http_front import HttpPolicy, loopback
+
+    own = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+    hosts = _list(settings, "TOOLHOST_HTTP_ALLOWED_HOSTS") or (
+        (*LOOPBACK_HOSTS, own) if loopback(bind) else (own,))
+    origins = _list(settings, "TOOLHOST_HTTP_ALLOWED_ORIGINS") or LOOPBACK_ORIGINS
+    tokens = None
+    raw_tokens = (settings.get("TOOLHOST_HTTP_TOKENS_FILE") or "").strip()
+    if raw_tokens:
+        try:
+            tokens = TokenFile(Path(raw_tokens))
+        except AuthConfigError as exc:
+            raise ConfigError(str(exc)) from None
+    issuer = (settings.get("TOOLHOST_HTTP_ISSUER") or "").strip()
+    audience = (settings.get("TOOLHOST_HTTP_AUDIENCE") or "").strip()
+    jwt = metadata = metadata_url = None
+    if issuer or audience:
+        if not (issuer.startswith("https://") or issuer.startswith("http://")) or not (
+                audience.startswith("https://") or audience.startswith("http://")):
+            raise ConfigError("TOOLHOST_HTTP_ISSUER and TOOLHOST_HTTP_AUDIENCE go together, each "
+                              "a URL (the issuer's, and this server's as its tokens name it)")
+        import importlib.util
+
+        if importlib.util.find_spec("jwt") is None:  # the extra, checked at the start
+            raise ConfigError("TOOLHOST_HTTP_ISSUER needs the JWT library: pip install "
+                              "'toolhost-core[oauth]'")
+        jwks_url = (settings.get("TOOLHOST_HTTP_JWKS_URL") or "").strip() or _discover_jwks(
+            issuer, fetch)
+        jwt = JwtVerifier(issuer=issuer, audience=audience, jwks_url=jwks_url, fetch=fetch,
+                          now=now, monotonic=monotonic)
+        origin, _, rest = audience.partition("://")
+        authority, slash, path = rest.partition("/")
+        metadata_url = f"{origin}://{authority}/.well-known/oauth-protected-resource" + (
+            f"/{path}".rstrip("/") if slash else "")
+        metadata = {"resource": audience, "authorization_servers": [issuer],
+                    "bearer_methods_supported": ["header"],
+                    "scopes_supported": sorted({s for r in roster for s in r.tool.scopes})}
+    policy = HttpPolicy(
+        allowed_hosts=tuple(hosts), allowed_origins=tuple(origins),
+        max_body_bytes=_positive(settings, "TOOLHOST_HTTP_MAX_BODY_BYTES",
+                                 DEFAULT_MAX_BODY_BYTES),
+        max_calls=_positive(settings, "TOOLHOST_HTTP_MAX_CALLS", DEFAULT_MAX_CALLS),
+        tokens=tokens, jwt=jwt, metadata_url=metadata_url, metadata=metadata)
+    return HttpConfig(policy=policy, drain_s=float(_positive(
+        settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))))
+
+
+def _list(settings: Settings, name: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (settings.get(name) or "").split(",") if p.strip())
+
+
+def _positive(settings: Settings, name: str, default: int) -> int:
+    raw = (settings.get(name) or "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
+
+
+def _discover_jwks(issuer: str, fetch: Callable[[str], bytes]) -> str:
+    """The issuer's ``jwks_uri``, from its RFC 8414 metadata (or OpenID discovery)."""
+    import json
+
+    base = issuer.rstrip("/")
+    for well_known in ("/.well-known/oauth-authorization-server",
+                       "/.well-known/openid-configuration"):
+        try:
+            data = json.loads(fetch(base + well_known))
+        except Exception:
+            continue
+        uri = data.get("jwks_uri") if isinstance(data, dict) else None
+        if isinstance(uri, str) and uri.startswith(("https://", "http://")):
+            return uri
+    raise ConfigError(f"cannot find the keys of TOOLHOST_HTTP_ISSUER {issuer!r} (no jwks_uri in "
+                      "its metadata): set TOOLHOST_HTTP_JWKS_URL")

@@ -15,8 +15,8 @@ array) as a *notification*, since notifications may carry extra members; the dis
 handles it as one and never answers, and the client waits forever. A member named ``id`` makes
 a frame a request (JSON-RPC 2.0, section 4.1), and MCP requires it to be a string or an
 integer, never null, so such a frame is refused as ``-32600`` with a null id: there is no id
-the client could match an answer to. ``UnusableIdsRefused`` does the same for the streamable
-HTTP transport, whose SDK parse is out of reach.
+the client could match an answer to. The HTTP front door (``http_front``) does the same for
+the streamable HTTP transport, whose SDK parse is out of reach.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FrameErrorReplies",
-    "UnusableIdsRefused",
     "UnusableRequestId",
     "error_for_frame",
     "has_unusable_id",
@@ -102,48 +101,6 @@ def error_for_frame(exc: Exception) -> types.JSONRPCError:
     return types.JSONRPCError(
         jsonrpc="2.0", id=None,
         error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error"))
-
-
-class UnusableIdsRefused:
-    """ASGI middleware for the streamable HTTP app: a POSTed request with an unusable id is
-    answered ``-32600`` (HTTP 400, null id), as on stdio. The SDK's HTTP transport would read it
-    as a notification and answer 202 Accepted, and no response would ever follow. Every other
-    request reaches the app unchanged (its body replayed as read)."""
-
-    def __init__(self, app: Any) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST":
-            await self._app(scope, receive, send)
-            return
-        messages = []
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message.get("type") != "http.request" or not message.get("more_body"):
-                break
-        body = b"".join(m.get("body", b"") for m in messages if m.get("type") == "http.request")
-        try:
-            frame = pydantic_core.from_json(body)
-        except ValueError:
-            frame = None  # not JSON: the transport answers that itself
-        if has_unusable_id(frame):
-            reply = error_for_frame(UnusableRequestId())
-            get_logger().warning("mcp.frame.rejected", code=reply.error.code,
-                                 error=UnusableRequestId.__name__)
-            content = reply.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
-            await send({"type": "http.response.start", "status": 400,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(content)).encode())]})
-            await send({"type": "http.response.body", "body": content})
-            return
-        replay = iter(messages)
-
-        async def replayed() -> Any:
-            return next(replay, None) or await receive()
-
-        await self._app(scope, replayed, send)
 
 
 class FrameErrorReplies:

@@ -39,9 +39,9 @@ from toolhost import __version__
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import Host
 from toolhost._mcp.calls import ToolCalls
-from toolhost._mcp.config import ConfigError, ServeConfig, pins_setting
+from toolhost._mcp.config import ConfigError, HttpConfig, ServeConfig, http_config, pins_setting
 from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, served_roster
-from toolhost._mcp.frames import FrameErrorReplies, UnusableIdsRefused
+from toolhost._mcp.frames import FrameErrorReplies
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import Sessions
@@ -132,8 +132,9 @@ def tracing_configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def parse_http_address(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) on a loopback address.
+def parse_http_address(value: str, *, authenticated: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6): a loopback address, or any address when
+    requests are ``authenticated`` (a token file or an issuer is configured).
 
     :raises ValueError: with the one line the operator reads.
     """
@@ -147,10 +148,11 @@ def parse_http_address(value: str) -> tuple[str, int]:
             loopback = ipaddress.ip_address(bind).is_loopback
         except ValueError:
             loopback = False
-    if not loopback:
+    if not loopback and not authenticated:
         raise ValueError(
-            f"--http binds a loopback address only (127.0.0.1, ::1 or localhost), not {bind!r}: "
-            "the server has no authentication")
+            f"--http binds a loopback address only (127.0.0.1, ::1 or localhost), not {bind!r}, "
+            "unless requests are authenticated: set TOOLHOST_HTTP_TOKENS_FILE or "
+            "TOOLHOST_HTTP_ISSUER")
     return bind, int(port_text)
 
 
@@ -269,33 +271,83 @@ async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None
 
 
 async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: str,
-                      level: str, serving: str) -> None:
+                      level: str, serving: str, http: HttpConfig, host: Host) -> None:
     import uvicorn  # deferred: stdio serving never needs the web stack
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    # DNS-rebinding protection comes on for a loopback host (the SDK's default).
-    app = UnusableIdsRefused(server.streamable_http_app(host=bind))
+    from toolhost._mcp.http_front import FrontDoor
+
+    # The front door checks Host and Origin for every bind; the SDK's own check (on only for
+    # three exact loopback spellings) is off, so the operator's allow-lists are the rule.
+    mcp_app = server.streamable_http_app(
+        host=bind, max_request_body_size=http.policy.max_body_bytes,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    app = FrontDoor(mcp_app, http.policy, ready=host.ready)
     config = uvicorn.Config(app, host=bind, log_config=None, access_log=False,
-                            log_level=level.lower(), lifespan="on")
+                            log_level=level.lower(), lifespan="on",
+                            timeout_graceful_shutdown=1)
     # uvicorn shuts down gracefully on SIGTERM and SIGINT, then re-raises the signal under the
     # handler it found, which is this one: the re-raise ends ``serve`` cleanly instead of
     # killing the process or leaving a KeyboardInterrupt to unwind it.
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in _STOP_SIGNALS}
     try:
         _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
-        await uvicorn.Server(config).serve(sockets=sockets)
+        await _Draining(config, app, http.drain_s).serve(sockets=sockets)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _draining_server() -> type[Any]:
+    import uvicorn
+
+    class Draining(uvicorn.Server):
+        """uvicorn's server, stopping in two steps: at SIGTERM (or Ctrl-C) the front door
+        stops taking calls and sessions while the calls in flight finish, for up to the drain
+        time; then uvicorn's own shutdown, which cancels what is left (each call records its
+        cancellation: no row is left running). A second signal stops at once."""
+
+        def __init__(self, config: Any, front: Any, drain_s: float) -> None:
+            super().__init__(config)
+            self._front = front
+            self._drain_s = drain_s
+            self._loop: asyncio.AbstractEventLoop | None = None
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self._front.draining or self._loop is None:
+                super().handle_exit(sig, frame)
+                return
+            self._front.draining = True
+            get_logger().info("mcp.serve.draining", calls=self._front.calls_in_flight)
+            self._loop.call_soon_threadsafe(
+                lambda: asyncio.ensure_future(self._drain(sig, frame)))
+
+        async def _drain(self, sig: int, frame: Any) -> None:
+            deadline = asyncio.get_running_loop().time() + self._drain_s
+            while self._front.calls_in_flight and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            super().handle_exit(sig, frame)
+
+    return Draining
+
+
+def _Draining(config: Any, front: Any, drain_s: float) -> Any:  # noqa: N802 - a class, made late
+    return _draining_server()(config, front, drain_s)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated(signum)
 
 
-def listen_sockets(bind: str, port: int) -> list[socket.socket]:
-    """Sockets bound to, and listening on, each loopback address ``bind`` names (``localhost``
-    may name two), for uvicorn to serve. Binding here rather than in uvicorn is what lets
-    ``serve`` say why it could not listen in one line, and say it listens only once it does.
+def listen_sockets(bind: str, port: int, *, any_address: bool = False) -> list[socket.socket]:
+    """Sockets bound to, and listening on, each address ``bind`` names (``localhost`` may name
+    two): loopback ones only, unless ``any_address`` (authenticated requests). Binding here
+    rather than in uvicorn is what lets ``serve`` say why it could not listen in one line, and
+    say it listens only once it does.
 
     :raises OSError: an address could not be bound (the port is taken, say).
     """
@@ -303,7 +355,7 @@ def listen_sockets(bind: str, port: int) -> list[socket.socket]:
         (family, address[:2])
         for family, _, _, _, address in socket.getaddrinfo(
             bind, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-        if ipaddress.ip_address(address[0]).is_loopback)
+        if any_address or ipaddress.ip_address(address[0]).is_loopback)
     sockets: list[socket.socket] = []
     unavailable: OSError | None = None
     try:
@@ -368,9 +420,16 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     except PinError as exc:
         _operator(str(exc))
         return ExitCode.USAGE
+    http_settings = None
     try:
         config = ServeConfig.from_settings(host.settings, roster, pins=pinned)
-        address = parse_http_address(http) if http is not None else None
+        address = None
+        if http is not None:
+            bind, port = parse_http_address(http, authenticated=True)
+            http_settings = http_config(
+                host.settings, bind, port, roster, fetch=host.fetch,
+                now=lambda: host.clock.now().timestamp(), monotonic=lambda: host.deadline_in(0))
+            address = parse_http_address(http, authenticated=http_settings.authenticates)
     except (ConfigError, ValueError) as exc:
         _operator(str(exc))
         return ExitCode.USAGE
@@ -392,15 +451,16 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
                 host, config.recover_interval_s,
                 _serve_stdio(server, config.loop_stdio, f"serving {tools} on stdio")))
         else:
+            assert http_settings is not None
             try:
-                sockets = listen_sockets(*address)
+                sockets = listen_sockets(*address, any_address=http_settings.authenticates)
             except OSError as exc:
                 _operator(f"cannot listen on {http}: {_why_not_listening(exc)}")
                 return ExitCode.FAILED
             asyncio.run(_recovering(
                 host, config.recover_interval_s,
                 _serve_http(server, sockets, address[0], level,
-                            f"serving {tools} at {_http_url(*address)}")))
+                            f"serving {tools} at {_http_url(*address)}", http_settings, host)))
     except _Terminated as stop:
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
         return ExitCode.INTERRUPTED if stop.signum == signal.SIGINT else ExitCode.OK

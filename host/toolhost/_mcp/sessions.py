@@ -23,6 +23,7 @@ import attrs
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolhost._composition import Host
+from toolhost._mcp.http_front import CALLER_KEY
 from toolhost._model.context import Principal
 from toolhost._model.runs import Run
 from toolhost._pipeline.log import get_logger
@@ -76,23 +77,30 @@ class Sessions:
         self._workspace = workspace
         self._pins = dict(pins or {})
         self._run_timeout_s = run_timeout_s
-        self._sessions: dict[str | None, Session] = {}
+        self._sessions: dict[tuple[str, str | None], Session] = {}
 
     def of(self, ctx: Any) -> Session:
-        """The session a request belongs to (``session_key``)."""
-        return self.get(session_key(ctx.request, ctx.protocol_version))
+        """The session a request belongs to (``session_key``), for the principal its bearer
+        token names (over HTTP with authentication), else the server's principal."""
+        scope = getattr(ctx.request, "scope", None) or {}
+        caller = scope.get(CALLER_KEY)
+        return self.get(session_key(ctx.request, ctx.protocol_version),
+                        caller.principal if caller is not None else None)
 
-    def get(self, key: str | None) -> Session:
-        session = self._sessions.get(key)
+    def get(self, key: str | None, principal: Principal | None = None) -> Session:
+        """The run of session ``key`` for ``principal`` (default: the server's): two
+        principals never share a run, not even the sessionless one."""
+        principal = principal if principal is not None else self._principal
+        session = self._sessions.get((principal.id, key))
         if session is None:
             # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
             # and tools/list agree by construction.
-            run = self._host.start_run(principal=self._principal, enabled_tools=self._enabled,
+            run = self._host.start_run(principal=principal, enabled_tools=self._enabled,
                                        conversation_id=key, workspace=self._workspace,
                                        pins=self._pins, timeout_s=self._run_timeout_s)
-            session = self._sessions[key] = Session(key, run)
+            session = self._sessions[(principal.id, key)] = Session(key, run)
             get_logger(run_id=run.id).info("mcp.session.started", session=key,
-                                           principal=self._principal.id)
+                                           principal=principal.id)
         return session
 
     def close(self) -> None:

@@ -109,10 +109,12 @@ class InvocationStore(Protocol):
         after that row in this order (keyset paging: the next page starts after the last id
         of this one). InvocationNotFound when no row has the id ``after``."""
 
-    def pending(self, *, limit: int, after: str | None = None) -> Sequence[PendingCall]:
+    def pending(self, *, limit: int, after: str | None = None,
+                principal_id: str | None = None) -> Sequence[PendingCall]:
         """The rows awaiting approval as ``list(state=AWAITING_APPROVAL, limit=limit,
         after=after)`` returns them (same rows, same order, same paging and the same
-        InvocationNotFound), each as a ``PendingCall``: what ``toolhost pending`` prints."""
+        InvocationNotFound), each as a ``PendingCall``: what ``toolhost pending`` prints.
+        With ``principal_id``, only that principal's calls."""
 
     def count(self) -> int:
         """How many rows there are."""

@@ -154,6 +154,16 @@ class InvocationStoreContract:
         with pytest.raises(InvocationNotFound):
             store.list(after="nope")
 
+    def test_pending_of_one_principal_is_only_theirs(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        store.insert(self.record(id="r1", principal_id="ada"))
+        store.insert(self.record(id="r2", principal_id="bob \u00e9"))
+        store.insert(self.record(id="r3", principal_id="ada"))
+        assert [p.id for p in store.pending(limit=10, principal_id="ada")] == ["r1", "r3"]
+        assert [p.id for p in store.pending(limit=10, principal_id="bob \u00e9")] == ["r2"]
+        assert [p.id for p in store.pending(limit=10)] == ["r1", "r2", "r3"]
+        assert [p.id for p in store.pending(limit=1, after="r1", principal_id="ada")] == ["r3"]
+
     def test_pending_is_the_awaiting_rows_as_list_pages_them(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
         later = DEFAULT_INSTANT + dt.timedelta(seconds=1)

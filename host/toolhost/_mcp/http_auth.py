@@ -1,0 +1,309 @@
+"""Who calls over HTTP: the bearer token of a request, as a principal and its scopes.
+
+When: every request to ``toolhost serve --http`` but the health routes. What: two ways, one
+port (DESIGN §10), tried in this order:
+
+- **A static token file** (``TOOLHOST_HTTP_TOKENS_FILE``), for a small team without an
+  authorization server: TOML ``[[token]]`` tables of ``sha256`` (the hex digest of the token:
+  the token itself is never stored), ``principal`` and ``scopes``. The file is read again when
+  it changes (a revoked token is refused from the next request); a file that becomes unusable
+  keeps the last good one in force and says so in the log. Every entry's digest is compared
+  in constant time, all of them, whichever matches.
+- **OAuth 2.1 resource server** (``TOOLHOST_HTTP_ISSUER``, ``TOOLHOST_HTTP_AUDIENCE``,
+  ``TOOLHOST_HTTP_JWKS_URL``): a JWT signed by a key of the issuer's JWKS (fetched through
+  the host's HTTP client, so ``TOOLHOST_CA_BUNDLE`` and the no-proxy, no-redirect rules apply;
+  cached, and fetched again for a key id it does not have, at most every 30 s), with an
+  asymmetric algorithm only (never ``none``, never an HMAC a public key could be used as the
+  secret of), ``iss`` the issuer, ``aud`` holding the audience (RFC 8707: this server),
+  ``exp`` and ``nbf`` checked against the host's clock with 30 s of leeway. The principal is
+  ``sub``, the scopes ``scope`` (space-separated).
+
+Why PyJWT (the ``toolhost-core[oauth]`` extra): maintained by the project that defined the
+format's Python use, it refuses to decode without an explicit algorithm list (so ``alg: none``
+and algorithm confusion are the caller's choice, and this one never makes them), checks
+signatures through ``cryptography`` (constant-time), and parses a JWKS. Everything time-based
+is done here against the host's clock instead of PyJWT's reading of the system time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import threading
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from toolhost._model.context import Principal
+from toolhost._pipeline.log import get_logger
+
+__all__ = ["AuthConfigError", "Caller", "JwtVerifier", "TokenFile", "bearer_token"]
+
+#: Seconds of clock difference a token's ``exp`` and ``nbf`` are allowed.
+LEEWAY_S = 30.0
+#: Asymmetric algorithms only: a JWKS holds public keys, and an HMAC "verified" with one would
+#: take a key anyone can read as its secret.
+ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
+              "EdDSA")
+#: How long a fetched JWKS is used before it is fetched again, and how soon after a fetch an
+#: unknown key id may cause another.
+JWKS_TTL_S = 600.0
+JWKS_REFETCH_S = 30.0
+#: Bound on what a JWKS document may be.
+_JWKS_MAX_BYTES = 1024 * 1024
+#: Tokens verified and remembered (by digest) until they expire: a client sends the same one
+#: with every request, and its signature cannot change.
+_VERIFIED_MAX = 4096
+
+
+class AuthConfigError(ValueError):
+    """An authentication setting or file the server cannot use; the message is one line."""
+
+
+@attrs.frozen
+class Caller:
+    """Who a request acts for: the principal its token names, with the token's scopes."""
+
+    principal: Principal
+    #: How the caller authenticated: ``token-file`` or the issuer's URL.
+    by: str
+
+
+# ---------------------------------------------------------------------------- the token file
+
+
+@attrs.frozen
+class _Entry:
+    digest: str
+    principal: str
+    scopes: frozenset[str]
+
+
+def _entries(path: Path) -> tuple[_Entry, ...]:
+    """The file's tokens. :raises AuthConfigError: one line naming the file and what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} cannot be read "
+                              f"({type(exc).__name__})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise AuthConfigError(f"{path}: not TOML ({exc})") from None
+    unknown = sorted(set(data) - {"token"})
+    if unknown:
+        raise AuthConfigError(f"{path}: unknown key {unknown[0]!r} (only [[token]] tables)")
+    tables = data.get("token", [])
+    if not isinstance(tables, list):
+        raise AuthConfigError(f"{path}: token must be an array of tables ([[token]])")
+    entries = []
+    for number, table in enumerate(tables, start=1):
+        where = f"{path}: token {number}"
+        if not isinstance(table, dict):
+            raise AuthConfigError(f"{where} is not a table")
+        extra = sorted(set(table) - {"sha256", "principal", "scopes"})
+        if extra:
+            raise AuthConfigError(f"{where}: unknown key {extra[0]!r}")
+        digest, principal, scopes = table.get("sha256"), table.get("principal"), \
+            table.get("scopes", [])
+        if not (isinstance(digest, str) and len(digest) == 64
+                and all(c in "0123456789abcdef" for c in digest)):
+            raise AuthConfigError(f"{where}: sha256 must be the token's hex digest (64 lowercase "
+                                  "hex digits), never the token itself")
+        if not isinstance(principal, str) or not principal.strip():
+            raise AuthConfigError(f"{where}: principal must be a non-empty string")
+        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+            raise AuthConfigError(f"{where}: scopes must be a list of strings")
+        entries.append(_Entry(digest, principal, frozenset(scopes)))
+    return tuple(entries)
+
+
+class TokenFile:
+    """The static tokens of ``TOOLHOST_HTTP_TOKENS_FILE``, read again when the file changes.
+
+    :raises AuthConfigError: at construction, for a file that cannot be used.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries = _entries(path)
+        self._seen = self._stat()
+        self._lock = threading.Lock()
+
+    def _stat(self) -> tuple[int, int, int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    def _current(self) -> tuple[_Entry, ...]:
+        seen = self._stat()
+        if seen != self._seen:
+            with self._lock:
+                if seen != self._seen:
+                    self._seen = seen
+                    try:
+                        self._entries = _entries(self.path)
+                        get_logger().info("http.auth.tokens_reloaded", tokens=len(self._entries))
+                    except AuthConfigError as exc:
+                        # The last good tokens stay in force: a half-written file must not
+                        # open the server, nor lock everyone out.
+                        get_logger().warning("http.auth.tokens_unusable", problem=str(exc))
+        return self._entries
+
+    def verify(self, token: str) -> Caller | None:
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+        found = None
+        for entry in self._current():  # every entry compared, in constant time
+            if hmac.compare_digest(digest, entry.digest) and found is None:
+                found = entry
+        if found is None:
+            return None
+        return Caller(Principal(found.principal, found.scopes), "token-file")
+
+
+# ---------------------------------------------------------------------------- JWT
+
+
+class JwtVerifier:
+    """Access tokens an OAuth 2.1 authorization server issued for this server.
+
+    :param fetch: ``fetch(url)`` returns a response body (the host's HTTP client: no proxy,
+        no redirect, the operator's trust roots); it raises on any failure.
+    :param now: wall-clock seconds (the host's Clock) for ``exp`` and ``nbf``.
+    :param monotonic: seconds on a monotonic clock, for the JWKS cache.
+    """
+
+    def __init__(self, *, issuer: str, audience: str, jwks_url: str,
+                 fetch: Callable[[str], bytes], now: Callable[[], float],
+                 monotonic: Callable[[], float]) -> None:
+        import jwt  # the oauth extra: only a server with an issuer needs it
+
+        self._jwt = jwt
+        self.issuer = issuer
+        self.audience = audience
+        self.jwks_url = jwks_url
+        self._fetch = fetch
+        self._now = now
+        self._monotonic = monotonic
+        self._keys: dict[str, Any] = {}
+        self._fetched_at: float | None = None
+        self._lock = threading.Lock()
+        #: sha256 of a token verified -> (its caller, its exp).
+        self._verified: dict[bytes, tuple[Caller, float]] = {}
+
+    def remembered(self, token: str) -> Caller | None:
+        """The caller of a token this verifier already found valid, while it is: no key,
+        no signature, no I/O (what each request of a session costs)."""
+        found = self._verified.get(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
+        if found is None or found[1] + LEEWAY_S <= self._now():
+            return None
+        return found[0]
+
+    def verify(self, token: str) -> Caller | None:
+        """The caller a valid token names, or None (the reason is logged for the operator)."""
+        caller = self.remembered(token)
+        if caller is None:
+            caller = self._verify(token)
+        return caller
+
+    def _verify(self, token: str) -> Caller | None:
+        jwt = self._jwt
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return _refused("malformed")
+        algorithm, kid = header.get("alg"), header.get("kid")
+        if algorithm not in ALGORITHMS:
+            return _refused("algorithm", algorithm=str(algorithm))
+        key = self._key(kid if isinstance(kid, str) else None)
+        if key is None:
+            return _refused("unknown_key")
+        try:
+            claims = jwt.decode(
+                token, key, algorithms=[algorithm], audience=self.audience, issuer=self.issuer,
+                options={"require": ["exp", "iss", "aud", "sub"], "verify_exp": False,
+                         "verify_nbf": False, "verify_iat": False})
+        except jwt.InvalidSignatureError:
+            return _refused("signature")
+        except jwt.InvalidAudienceError:
+            return _refused("audience")
+        except jwt.InvalidIssuerError:
+            return _refused("issuer")
+        except jwt.PyJWTError as exc:
+            return _refused("invalid", error=type(exc).__name__)
+        now = self._now()
+        expires, not_before = claims.get("exp"), claims.get("nbf")
+        if not isinstance(expires, (int, float)) or expires + LEEWAY_S <= now:
+            return _refused("expired")
+        if not_before is not None and (not isinstance(not_before, (int, float))
+                                       or not_before - LEEWAY_S > now):
+            return _refused("not_yet_valid")
+        subject, scope = claims.get("sub"), claims.get("scope", "")
+        if not isinstance(subject, str) or not subject or not isinstance(scope, str):
+            return _refused("claims")
+        caller = Caller(Principal(subject, frozenset(scope.split())), self.issuer)
+        with self._lock:
+            if len(self._verified) >= _VERIFIED_MAX:
+                self._verified.pop(next(iter(self._verified)))  # the oldest remembered
+            self._verified[hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()] = (
+                caller, float(expires))
+        return caller
+
+    def _key(self, kid: str | None) -> Any:
+        """The verifying key for ``kid`` (a JWKS of one key may name none), fetching the JWKS
+        when it is stale, or when it lacks ``kid`` and was not just fetched."""
+        with self._lock:
+            now, fetched = self._monotonic(), self._fetched_at
+            stale = fetched is None or now - fetched > JWKS_TTL_S
+            missing = (kid not in self._keys) if kid is not None else len(self._keys) != 1
+            if stale or (missing and fetched is not None and now - fetched > JWKS_REFETCH_S):
+                self._refresh(now)
+            if kid is None:
+                return next(iter(self._keys.values())) if len(self._keys) == 1 else None
+            return self._keys.get(kid)
+
+    def _refresh(self, now: float) -> None:
+        try:
+            body = self._fetch(self.jwks_url)
+            if len(body) > _JWKS_MAX_BYTES:
+                raise ValueError("the JWKS is over 1 MiB")
+            keys = self._jwt.PyJWKSet.from_dict(json.loads(body)).keys
+        except Exception as exc:  # the last keys stay in force; tried again after a while
+            get_logger().warning("http.auth.jwks_unavailable", url=self.jwks_url,
+                                 error=type(exc).__name__)
+            self._fetched_at = now
+            return
+        self._keys = {(k.key_id or ""): k for k in keys if _usable(k)}
+        self._fetched_at = now
+
+
+def _refused(reason: str, **detail: str) -> Caller | None:
+    """No caller: the reason for the operator's log, never for the client."""
+    get_logger().info("http.auth.refused", way="jwt", reason=reason, **detail)
+    return None
+
+
+def _usable(key: Any) -> bool:
+    """A key for signatures (``use`` absent or ``sig``) of an asymmetric type."""
+    data = getattr(key, "_jwk_data", {}) or {}
+    return data.get("use", "sig") == "sig" and data.get("kty") in ("RSA", "EC", "OKP")
+
+
+def bearer_token(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    """The token of the request's one ``Authorization: Bearer`` header; None for none, for a
+    header of another scheme, or for more than one."""
+    values = [v for k, v in headers if k.lower() == b"authorization"]
+    if len(values) != 1:
+        return None
+    scheme, _, token = values[0].decode("latin-1").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        return None
+    return token

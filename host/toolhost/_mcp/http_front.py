@@ -1,0 +1,320 @@
+"""The front door of ``toolhost serve --http``: what every request meets before MCP does.
+
+In order, for each request:
+
+1. ``GET /healthz`` (the process answers) and ``GET /readyz`` (the record and the artifact
+   store answer) without authentication, and without a word about why not;
+   ``GET /.well-known/oauth-protected-resource[/mcp]`` (RFC 9728) when an issuer is set.
+2. ``Host`` and ``Origin`` against their allow-lists, whatever address the server is bound
+   to: a web page in a browser (DNS rebinding included) cannot drive the server. A wrong Host
+   is ``421``, a forbidden Origin ``403``; a request without Origin (not a browser) passes.
+3. The bearer token, when the operator configured a token file or an issuer (``http_auth``):
+   none, or one that does not verify, is ``401`` with ``WWW-Authenticate`` (naming the RFC 9728
+   metadata where there is some). Nothing runs and nothing is recorded; a counter of refusals
+   by reason is kept.
+4. A POST's body, read up to ``TOOLHOST_HTTP_MAX_BODY_BYTES`` (``413`` past it), then: a
+   request with an unusable id is ``-32600`` (``400``), as on stdio; a ``tools/call`` takes one
+   of its principal's ``TOOLHOST_HTTP_MAX_CALLS`` slots, or is ``429`` with ``Retry-After``
+   before any row is written.
+
+The request then reaches the SDK's app with the caller in its scope: ``scope["user"]`` in the
+SDK's own type, so the SDK binds each session to the credential that opened it (another token
+gets "Session not found"), and ``scope["toolhost.caller"]`` for the server's sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import pydantic_core
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+
+from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
+from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
+from toolhost._pipeline.log import get_logger
+
+__all__ = ["CALLER_KEY", "FrontDoor", "HttpPolicy", "host_allowed", "origin_allowed"]
+
+#: Where the verified caller rides in the ASGI scope.
+CALLER_KEY = "toolhost.caller"
+#: The answers a refused request gets: static, and short.
+_TEXT = "text/plain; charset=utf-8"
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]],
+                    Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+
+
+@attrs.frozen
+class HttpPolicy:
+    """What the front door enforces (``toolhost._mcp.config.HttpConfig`` reads it from the
+    settings)."""
+
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    max_body_bytes: int
+    max_calls: int
+    tokens: TokenFile | None = None
+    jwt: JwtVerifier | None = None
+    #: The RFC 9728 metadata's absolute URL, named in ``WWW-Authenticate``; None: none served.
+    metadata_url: str | None = None
+    #: The metadata document itself.
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def authenticates(self) -> bool:
+        return self.tokens is not None or self.jwt is not None
+
+
+def _pattern_match(value: str, patterns: Iterable[str]) -> bool:
+    """``value`` is one of ``patterns``, where a pattern ending ``:*`` matches any port."""
+    value = value.lower()
+    for pattern in patterns:
+        pattern = pattern.lower()
+        if pattern.endswith(":*"):
+            base = pattern[:-2]
+            if value == base or (value.startswith(base + ":") and value[len(base) + 1:].isdigit()):
+                return True
+        elif value == pattern:
+            return True
+    return False
+
+
+def host_allowed(host: str | None, allowed: Iterable[str]) -> bool:
+    return host is not None and _pattern_match(host, allowed)
+
+
+def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
+    return origin is None or _pattern_match(origin, allowed)
+
+
+def loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return address.lower() == "localhost"
+
+
+class FrontDoor:
+    """The ASGI app ``serve --http`` runs: the checks above, then the SDK's app."""
+
+    def __init__(self, app: Any, policy: HttpPolicy, *,
+                 ready: Callable[[], bool]) -> None:
+        self._app = app
+        self._policy = policy
+        self._ready = ready
+        #: Refused requests by reason (nothing else of them is kept).
+        self.refused: collections.Counter[str] = collections.Counter()
+        self._calls: collections.Counter[str] = collections.Counter()
+        self._log = get_logger()
+        #: Set when the server is stopping: no new call or session; what runs finishes.
+        self.draining = False
+
+    @property
+    def calls_in_flight(self) -> int:
+        return sum(self._calls.values())
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return  # no websockets: the connection is closed unanswered
+        method, path = scope.get("method", ""), scope.get("path", "")
+        if method == "GET" and path == "/healthz":
+            await _plain(send, 200, "ok\n")
+            return
+        if method == "GET" and path == "/readyz":
+            ready = await asyncio.to_thread(self._ready)
+            await _plain(send, 200 if ready else 503, "ready\n" if ready else "not ready\n")
+            return
+        headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
+        host = _header(headers, b"host")
+        if not host_allowed(host, self._policy.allowed_hosts):
+            await self._refuse(send, "host", 421, "Misdirected request.\n")
+            return
+        if not origin_allowed(_header(headers, b"origin"), self._policy.allowed_origins):
+            await self._refuse(send, "origin", 403, "Forbidden origin.\n")
+            return
+        if path.startswith("/.well-known/oauth-protected-resource"):
+            if method == "GET" and self._policy.metadata is not None:
+                await _json(send, 200, dict(self._policy.metadata))
+            else:
+                await _plain(send, 404, "Not found.\n")
+            return
+        caller: Caller | None = None
+        if self._policy.authenticates:
+            token = bearer_token(headers)
+            caller = await self._verify(token) if token is not None else None
+            if caller is None:
+                await self._unauthorized(send, presented=token is not None)
+                return
+            scope = {**scope, "user": _sdk_user(caller), CALLER_KEY: caller}
+        if method != "POST":
+            await self._app(scope, receive, send)
+            return
+        body = await _body(receive, self._policy.max_body_bytes)
+        if body is None:
+            await self._refuse(send, "body_too_large", 413, "Request body too large.\n")
+            return
+        try:
+            frame = pydantic_core.from_json(body)
+        except ValueError:
+            frame = None  # not JSON: the transport answers that itself
+        if has_unusable_id(frame):
+            reply = error_for_frame(UnusableRequestId())
+            self._log.warning("mcp.frame.rejected", code=reply.error.code,
+                              error=UnusableRequestId.__name__)
+            await _json_bytes(send, 400, reply.model_dump_json(
+                by_alias=True, exclude_unset=True).encode("utf-8"))
+            return
+        if self.draining and _starts_work(frame):
+            # Stopping: no new call or session starts here; calls in flight finish, and
+            # what they need (an answer to their question, a listing) still goes through.
+            self.refused["draining"] += 1
+            await _json(send, 503, _stopping_reply(frame), retry_after="1")
+            return
+        principal = caller.principal.id if caller is not None else ""
+        counted = _is_tool_call(frame)
+        if counted and self._calls[principal] >= self._policy.max_calls:
+            self.refused["too_many_calls"] += 1
+            await _json(send, 429, _busy_reply(frame), retry_after="1")
+            return
+        if counted:
+            self._calls[principal] += 1
+        try:
+            await self._app(scope, _replay(body, receive), send)
+        finally:
+            if counted:
+                self._calls[principal] -= 1
+                if not self._calls[principal]:
+                    del self._calls[principal]
+
+    async def _verify(self, token: str) -> Caller | None:
+        if self._policy.tokens is not None:
+            caller = self._policy.tokens.verify(token)
+            if caller is not None:
+                return caller
+        if self._policy.jwt is not None and token.count(".") == 2:
+            # A token verified before costs a lookup; a new one may need the JWKS fetched,
+            # which blocks: off the loop.
+            return self._policy.jwt.remembered(token) or await asyncio.to_thread(
+                self._policy.jwt.verify, token)
+        return None
+
+    async def _unauthorized(self, send: Any, *, presented: bool) -> None:
+        self.refused["token" if presented else "no_token"] += 1
+        parts = ['Bearer realm="toolhost"']
+        if presented:
+            parts.append('error="invalid_token"')
+        if self._policy.metadata_url is not None:
+            parts.append(f'resource_metadata="{self._policy.metadata_url}"')
+        await _plain(send, 401, "Authentication required.\n",
+                     extra=[(b"www-authenticate", ", ".join(parts).encode())])
+
+    async def _refuse(self, send: Any, reason: str, status: int, text: str) -> None:
+        self.refused[reason] += 1
+        self._log.info("http.refused", reason=reason, status=status)
+        await _plain(send, status, text)
+
+
+def _sdk_user(caller: Caller) -> AuthenticatedUser:
+    """The caller as the SDK knows a credential: it binds a session to the one that opened it
+    (client id, issuer and subject compared)."""
+    return AuthenticatedUser(AccessToken(
+        token="", client_id=caller.principal.id, subject=caller.principal.id,
+        scopes=sorted(caller.principal.scopes), claims={"iss": caller.by}))
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    values = [v for k, v in headers if k.lower() == name]
+    return values[0].decode("latin-1") if len(values) == 1 else (None if not values else "")
+
+
+def _is_tool_call(frame: Any) -> bool:
+    frames = frame if isinstance(frame, list) else [frame]
+    return any(isinstance(f, dict) and f.get("method") == "tools/call" and "id" in f
+               for f in frames)
+
+
+def _starts_work(frame: Any) -> bool:
+    """A request that starts a call or a session (``tools/call``, ``initialize``)."""
+    frames = frame if isinstance(frame, list) else [frame]
+    return any(isinstance(f, dict) and f.get("method") in ("tools/call", "initialize")
+               and "id" in f for f in frames)
+
+
+def _stopping_reply(frame: Any) -> dict[str, Any]:
+    rid = frame.get("id") if isinstance(frame, dict) else None
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": -32000, "message": "The server is stopping. Retry in a moment."}}
+
+
+def _busy_reply(frame: Any) -> dict[str, Any]:
+    rid = frame.get("id") if isinstance(frame, dict) else None
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": -32000, "message": "Too many calls are running for this principal. Retry later."}}
+
+
+async def _body(receive: Any, limit: int) -> bytes | None:
+    """The request's body, or None once it passes ``limit`` (what is left is not read)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message.get("type") != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body"):
+            break
+    return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A receive that gives the body read already, then what the connection says next."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: dict[str, Any] = await receive()
+        return message
+
+    return replayed
+
+
+async def _plain(send: Any, status: int, text: str,
+                 extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = text.encode("utf-8")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", _TEXT.encode()),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"cache-control", b"no-store"), *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Any, status: int, data: Mapping[str, Any], *,
+                retry_after: str | None = None) -> None:
+    await _json_bytes(send, status, json.dumps(data).encode("utf-8"), retry_after=retry_after)
+
+
+async def _json_bytes(send: Any, status: int, body: bytes, *,
+                      retry_after: str | None = None) -> None:
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if retry_after is not None:
+        headers.append((b"retry-after", retry_after.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
