@@ -65,6 +65,14 @@ def deployment(tmp_path: Path, **settings: str) -> Deployment:
                       TOOLHOST_HTTP_TOKENS_FILE=str(tokens), **settings)
 
 
+async def slow_started(tmp_path: Path) -> None:
+    """Until fxw.slow's body has begun (it writes to FXW_LOG first)."""
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "fxw.log").exists():
+        assert time.monotonic() < deadline, "fxw.slow never started"
+        await asyncio.sleep(0.05)
+
+
 def post(url: str, frame: Any = INITIALIZE, *, token: str | None = None,
          **headers: str) -> httpx.Response:
     sent = {**MCP_HEADERS, **headers}
@@ -202,10 +210,7 @@ def test_a_principal_over_its_concurrent_calls_gets_429_before_any_row(tmp_path:
         async with people.http_server() as url, \
                 people.session("http", url=url, token=ADA) as ada:
             slow = asyncio.ensure_future(ada.call_tool("fxw.slow", {"seconds": 3}))
-            deadline = time.monotonic() + 30
-            while not (tmp_path / "fxw.log").exists():
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
+            await slow_started(tmp_path)
             busy = await asyncio.to_thread(post, url, {
                 "jsonrpc": "2.0", "id": 9, "method": "tools/call",
                 "params": {"name": "math.calculate", "arguments": {"expression": "1"}}},
@@ -322,10 +327,7 @@ def test_sigterm_lets_a_call_in_flight_finish(tmp_path: Path) -> None:
             # it asks nothing of a server that is stopping.
             await ada.list_tools()
             slow = asyncio.ensure_future(ada.call_tool("fxw.slow", {"seconds": 2}))
-            deadline = time.monotonic() + 30
-            while not (tmp_path / "fxw.log").exists():
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
+            await slow_started(tmp_path)
             people.servers[-1].terminate()  # SIGTERM: the call in flight finishes
             await asyncio.sleep(0.3)
             refused = await asyncio.to_thread(post, url, token=ADA)  # a new session: refused
@@ -345,10 +347,7 @@ def test_a_call_past_the_drain_time_is_cancelled_and_recorded(tmp_path: Path) ->
                 people.session("http", url=url, token=ADA) as ada:
             await ada.list_tools()
             slow = asyncio.ensure_future(ada.call_tool("fxw.slow", {"seconds": 30}))
-            deadline = time.monotonic() + 30
-            while not (tmp_path / "fxw.log").exists():
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
+            await slow_started(tmp_path)
             people.servers[-1].terminate()
             with contextlib.suppress(Exception):  # the stream ends with the server
                 await slow
