@@ -8,6 +8,9 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,11 +124,14 @@ class Issuer:
         self.kid, self.alg = kid, alg
         self.fetches = 0
         self.extra_keys: list[dict[str, Any]] = []
+        self.names_alg = True
 
     def jwks(self) -> bytes:
         jwk = json.loads(jwt.algorithms.get_default_algorithms()[self.alg].to_jwk(
             self.key.public_key()))
         jwk.update(kid=self.kid, use="sig", alg=self.alg)
+        if not self.names_alg:
+            del jwk["alg"]
         return json.dumps({"keys": [jwk, *self.extra_keys]}).encode()
 
     def fetch(self, url: str) -> bytes:
@@ -275,3 +281,101 @@ def test_an_origin_must_be_listed_but_none_is_no_browser() -> None:
     assert origin_allowed("http://127.0.0.1:5173", allowed)
     assert not origin_allowed("http://attacker.example", allowed)
     assert not origin_allowed("null", allowed)
+
+
+# ---------------------------------------------------------------------------- review fixes
+
+
+def test_a_token_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "tokens.fifo"
+    os.mkfifo(fifo)
+    zero = tmp_path / "tokens.link"
+    zero.symlink_to("/dev/zero")
+    for path in (fifo, zero, tmp_path):
+        with pytest.raises(AuthConfigError) as refused:
+            TokenFile(path)
+        assert "is not a regular file" in str(refused.value)
+    good = write_tokens(tmp_path / "t.toml", ("tok-a", "ada", []))
+    tokens = TokenFile(good)
+    good.unlink()
+    os.mkfifo(good)  # swapped for a FIFO while serving: the last good tokens stay
+    assert tokens.changed()
+    assert tokens.verify("tok-a") is not None
+
+
+def test_a_jwk_without_alg_verifies_the_algorithm_of_its_type() -> None:
+    for alg in ("RS384", "PS256"):
+        issuer = Issuer(alg=alg)
+        issuer.names_alg = False
+        assert verifier(issuer).verify(issuer.token()) is not None, alg
+
+
+def test_a_key_gone_from_the_jwks_takes_its_remembered_tokens_with_it() -> None:
+    issuer = Issuer()
+    clock = [0.0]
+    check = verifier(issuer, clock)
+    old = issuer.token(exp=NOW + 86400)
+    assert check.verify(old) is not None
+    rotated = Issuer(kid="k2")
+    issuer.jwks = rotated.jwks  # type: ignore[method-assign]  # k1 withdrawn, k2 in
+    clock[0] = 31.0
+    assert check.verify(rotated.token()) is not None  # fetched again: k1 is gone
+    assert check.remembered(old) is None
+    assert check.verify(old) is None
+
+
+def test_one_slow_jwks_fetch_holds_up_no_token_whose_key_is_known() -> None:
+    issuer = Issuer()
+    clock = [0.0]
+    release = threading.Event()
+    fetches = [0]
+
+    def fetch(url: str) -> bytes:
+        fetches[0] += 1
+        if fetches[0] > 1:
+            release.wait(10)  # the issuer is slow from now on
+        return issuer.jwks()
+
+    check = JwtVerifier(issuer=ISSUER, audience=AUDIENCE, jwks_url=JWKS_URL, fetch=fetch,
+                        now=lambda: NOW, monotonic=lambda: clock[0])
+    assert check.verify(issuer.token()) is not None
+    clock[0] = 31.0
+    unknown = threading.Thread(target=check.verify, args=(Issuer(kid="k9").token(),))
+    unknown.start()  # makes the slow fetch
+    while fetches[0] < 2:
+        time.sleep(0.01)
+    started = time.monotonic()
+    assert check.verify(issuer.token(sub="bea")) is not None
+    assert time.monotonic() - started < 2  # not behind the fetch
+    release.set()
+    unknown.join(10)
+
+
+@pytest.mark.parametrize(("setting", "value"), [
+    ("TOOLHOST_HTTP_ISSUER", "http://issuer.example"),
+    ("TOOLHOST_HTTP_JWKS_URL", "http://issuer.example/jwks.json"),
+])
+def test_an_issuers_keys_are_never_fetched_in_the_clear_but_on_loopback(
+    setting: str, value: str,
+) -> None:
+    from toolhost._mcp.config import ConfigError, http_config
+    from toolhost._model.settings import Settings
+
+    settings = {"TOOLHOST_HTTP_ISSUER": "https://issuer.example",
+                "TOOLHOST_HTTP_AUDIENCE": "https://toolhost.example/mcp",
+                "TOOLHOST_HTTP_JWKS_URL": "https://issuer.example/jwks.json", setting: value}
+    with pytest.raises(ConfigError) as refused:
+        http_config(Settings(settings), "127.0.0.1", 8765, [], fetch=lambda url: b"",
+                    now=lambda: NOW, monotonic=lambda: 0.0)
+    assert "must be https://" in str(refused.value)
+    loopback = {**settings, setting: value.replace("issuer.example", "127.0.0.1:9")}
+    assert http_config(Settings(loopback), "127.0.0.1", 8765, [], fetch=lambda url: b"",
+                       now=lambda: NOW, monotonic=lambda: 0.0).authenticates
+
+
+def test_a_host_without_a_port_is_the_listed_default_port() -> None:
+    assert host_allowed("mcp.example.org", ("mcp.example.org:443",))
+    assert host_allowed("mcp.example.org", ("mcp.example.org:80",))
+    assert not host_allowed("mcp.example.org", ("mcp.example.org:8443",))
+    assert not host_allowed("127.0.0.1:²", ("127.0.0.1:*",))
+    assert not host_allowed("127.0.0.1:000080", ("127.0.0.1:*",))

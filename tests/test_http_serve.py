@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp
 import pytest
 from installed import install_fake_plugin
 
@@ -35,6 +36,8 @@ from journeys.journey_support import (
     refusal,
     run,
 )
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 FIXTURE = Path(__file__).with_name("mcp_fixture_plugin.py")
 PLUGINS = "toolhost-math,toolhost-workspace,toolhost-artifact,fake-mcp"
@@ -399,3 +402,98 @@ def test_each_persons_pending_calls_are_theirs(tmp_path: Path) -> None:
 
     run(journey)
     assert (tmp_path / "fxw.log").read_text().splitlines() == ["wrote ops"]
+
+
+# ---------------------------------------------------------------------------- review fixes
+
+
+READ_ONLY = "ada-read-only-5d1a"
+
+
+def test_a_read_only_token_never_borrows_a_full_tokens_run(tmp_path: Path) -> None:
+    people = deployment(tmp_path)
+    write_tokens(tmp_path / "tokens.toml", (ADA, "ada", SCOPES),
+                 (READ_ONLY, "ada", ["workspace.read"]))
+    write = {"path": "x.txt", "content": "x"}
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as full:
+            ok(await full.call_tool("workspace.write_text", write))
+            async with people.session("http", url=url, token=READ_ONLY) as reader:
+                refused = await reader.call_tool("workspace.write_text", write)
+                assert meta(refused, "reasonCode") == "tool.permission_denied.missing_scope"
+            # The sessionless (2026-07-28) path: one run per principal and kind of token.
+            async with create_mcp_http_client(
+                    headers={"Authorization": f"Bearer {READ_ONLY}"}) as http, \
+                    mcp.Client(streamable_http_client(url, http_client=http)) as modern:
+                refused = await modern.call_tool("workspace.write_text", write)
+                assert (refused.meta or {})["toolhost/reasonCode"] == (
+                    "tool.permission_denied.missing_scope")
+
+    run(journey)
+    assert [(r["state"], json.loads(r["scopes"])) for r in people.invocations()] == [
+        ("succeeded", sorted(SCOPES)), ("failed", ["workspace.read"]),
+        ("failed", ["workspace.read"])]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-32"])
+def test_a_body_the_door_cannot_read_is_refused_not_handed_on(
+    tmp_path: Path, encoding: str,
+) -> None:
+    people = deployment(tmp_path)
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "fxw.external_write", "arguments": {"destination": "x"}}}
+
+    async def journey() -> None:
+        async with people.http_server() as url:
+            answer = post(url, json.dumps(call).encode(encoding), token=ADA,
+                          **{"mcp-protocol-version": "2026-07-28"})
+            assert answer.status_code == 400
+            assert answer.json()["error"]["code"] == -32700
+
+    run(journey)
+    assert not (tmp_path / "fxw.log").exists()
+
+
+def test_a_hung_body_a_call_gave_up_on_still_counts_against_its_principal(
+    tmp_path: Path,
+) -> None:
+    people = deployment(tmp_path, TOOLHOST_HTTP_MAX_CALLS="1")
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            await ada.list_tools()
+            with contextlib.suppress(Exception):  # the client gives up; the body runs on
+                await ada.call_tool("fxw.slow", {"seconds": 4}, read_timeout_seconds=0.5)
+            await slow_started(tmp_path)
+            await asyncio.sleep(1)  # the call has recorded its cancellation by now
+            busy = await asyncio.to_thread(post, url, {
+                "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": "math.calculate", "arguments": {"expression": "1"}}},
+                token=ADA)
+            assert busy.status_code == 429
+            async with people.session("http", url=url, token=BOB) as bob:
+                assert ok(await bob.call_tool("math.calculate", {"expression": "2"}))
+
+    run(journey)
+
+
+def test_readiness_is_not_ready_while_draining() -> None:
+    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app is never reached")
+
+    door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
+                                     max_body_bytes=10, max_calls=1), ready=lambda: True)
+    door.draining = True
+
+    async def ask() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
+                                     base_url="http://testserver") as client:
+            return await client.get("/readyz")
+
+    answer = asyncio.run(ask())
+    assert (answer.status_code, answer.text) == (503, "not ready\n")

@@ -19,7 +19,8 @@ per-call cancellation, not the run's, so one cancelled request leaves the sessio
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -118,10 +119,10 @@ class ToolCalls:
 
     async def _invoke(self, run: Run, name: str, arguments: Any, *, hold: bool = False) -> (
             Outcome):
-        call_run = attrs.evolve(run, cancellation=CancellationEvent())
-        return await _cancellable(
-            self._pipeline.invoke(call_run, name, arguments, hold=hold),
-            call_run.cancellation.cancel)
+        with _request_run(run) as call_run:
+            return await _cancellable(
+                self._pipeline.invoke(call_run, name, arguments, hold=hold),
+                call_run.cancellation.cancel)
 
     def _asked_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> InvocationRecord | None:
@@ -257,10 +258,10 @@ class ToolCalls:
                 log.info("mcp.approval.accepted", approver=approver)
                 # Within the call: it runs in the session's run (its workspace and deadline),
                 # with this request's own cancellation.
-                call_run = attrs.evolve(run, cancellation=CancellationEvent())
-                outcome = await _cancellable(
-                    self._pipeline.approve(record.id, approver, run=call_run),
-                    call_run.cancellation.cancel)
+                with _request_run(run) as call_run:
+                    outcome = await _cancellable(
+                        self._pipeline.approve(record.id, approver, run=call_run),
+                        call_run.cancellation.cancel)
                 return self._deliver(session, outcome)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
@@ -315,6 +316,18 @@ class ToolCalls:
 
 #: The person was asked for their words and gave none.
 _DECLINED = object()
+
+
+@contextlib.contextmanager
+def _request_run(run: Run) -> Iterator[Run]:
+    """The session's run for one request: its own cancellation, set when the request is
+    cancelled and when the session's run is (a stopping server's)."""
+    call = CancellationEvent()
+    remove = run.cancellation.add_callback(call.cancel)
+    try:
+        yield attrs.evolve(run, cancellation=call)
+    finally:
+        remove()
 
 
 def _answer(outcome: Outcome) -> types.CallToolResult:

@@ -163,10 +163,14 @@ class HttpConfig:
         TOOLHOST_HTTP_MAX_BODY_BYTES   the largest request body (default 8 MiB)
         TOOLHOST_HTTP_MAX_CALLS        tools/call requests one principal may have running
         TOOLHOST_HTTP_DRAIN_S          on SIGTERM, how long calls in flight may take to finish
+        TOOLHOST_HTTP_BODY_TIMEOUT_S   how long a request's body may take to arrive (408)
+        TOOLHOST_HTTP_MAX_CONNECTIONS  connections served at once (more: 503)
     """
 
     policy: Any
     drain_s: float = DEFAULT_DRAIN_S
+    #: Connections served at once (uvicorn's ``limit_concurrency``; more are answered 503).
+    max_connections: int = 1000
 
     @property
     def authenticates(self) -> bool:
@@ -179,11 +183,12 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     """:raises ConfigError: a setting, the token file or the issuer cannot be used (one
     line naming it)."""
     from toolhost._mcp.http_auth import AuthConfigError, JwtVerifier, TokenFile
-    from toolhost._mcp.http_front import HttpPolicy, loopback
+    from toolhost._mcp.http_front import HttpPolicy
 
     own = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
-    hosts = _list(settings, "TOOLHOST_HTTP_ALLOWED_HOSTS") or (
-        (*LOOPBACK_HOSTS, own) if loopback(bind) else (own,))
+    # The loopback names (a client on the host itself) and the bound address; a public name
+    # is the operator's to list.
+    hosts = _list(settings, "TOOLHOST_HTTP_ALLOWED_HOSTS") or (*LOOPBACK_HOSTS, own)
     origins = _list(settings, "TOOLHOST_HTTP_ALLOWED_ORIGINS") or LOOPBACK_ORIGINS
     tokens = None
     raw_tokens = (settings.get("TOOLHOST_HTTP_TOKENS_FILE") or "").strip()
@@ -200,13 +205,21 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
                 audience.startswith("https://") or audience.startswith("http://")):
             raise ConfigError("TOOLHOST_HTTP_ISSUER and TOOLHOST_HTTP_AUDIENCE go together, each "
                               "a URL (the issuer's, and this server's as its tokens name it)")
+        jwks_setting = (settings.get("TOOLHOST_HTTP_JWKS_URL") or "").strip()
+        for name, url in (("TOOLHOST_HTTP_ISSUER", issuer), ("TOOLHOST_HTTP_JWKS_URL",
+                                                              jwks_setting)):
+            # Keys fetched in the clear could be swapped on the way: https, but on loopback.
+            if url.startswith("http://") and not _loopback_url(url):
+                raise ConfigError(f"{name} must be https:// (http:// only on loopback), not "
+                                  f"{url!r}")
         import importlib.util
 
         if importlib.util.find_spec("jwt") is None:  # the extra, checked at the start
             raise ConfigError("TOOLHOST_HTTP_ISSUER needs the JWT library: pip install "
                               "'toolhost-core[oauth]'")
-        jwks_url = (settings.get("TOOLHOST_HTTP_JWKS_URL") or "").strip() or _discover_jwks(
-            issuer, fetch)
+        jwks_url = jwks_setting or _discover_jwks(issuer, fetch)
+        if jwks_url.startswith("http://") and not _loopback_url(jwks_url):
+            raise ConfigError(f"the issuer's jwks_uri must be https://, not {jwks_url!r}")
         jwt = JwtVerifier(issuer=issuer, audience=audience, jwks_url=jwks_url, fetch=fetch,
                           now=now, monotonic=monotonic)
         origin, _, rest = audience.partition("://")
@@ -221,9 +234,21 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         max_body_bytes=_positive(settings, "TOOLHOST_HTTP_MAX_BODY_BYTES",
                                  DEFAULT_MAX_BODY_BYTES),
         max_calls=_positive(settings, "TOOLHOST_HTTP_MAX_CALLS", DEFAULT_MAX_CALLS),
+        body_timeout_s=float(_positive(settings, "TOOLHOST_HTTP_BODY_TIMEOUT_S", 30)),
         tokens=tokens, jwt=jwt, metadata_url=metadata_url, metadata=metadata)
     return HttpConfig(policy=policy, drain_s=float(_positive(
-        settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))))
+        settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
+        max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000))
+
+
+def _loopback_url(url: str) -> bool:
+    from toolhost._mcp.http_front import loopback
+
+    authority = url.partition("://")[2].partition("/")[0]
+    host = authority.rpartition("@")[2]
+    host = host[1:host.index("]")] if host.startswith("[") and "]" in host else host.partition(
+        ":")[0]
+    return loopback(host)
 
 
 def _list(settings: Settings, name: str) -> tuple[str, ...]:
@@ -250,7 +275,9 @@ def _discover_jwks(issuer: str, fetch: Callable[[str], bytes]) -> str:
             data = json.loads(fetch(base + well_known))
         except Exception:
             continue
-        uri = data.get("jwks_uri") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or data.get("issuer") not in (issuer, base):
+            continue  # RFC 8414: the metadata must be the issuer's own
+        uri = data.get("jwks_uri")
         if isinstance(uri, str) and uri.startswith(("https://", "http://")):
             return uri
     raise ConfigError(f"cannot find the keys of TOOLHOST_HTTP_ISSUER {issuer!r} (no jwks_uri in "

@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 import threading
 import tomllib
 from collections.abc import Callable, Sequence
@@ -73,6 +74,13 @@ class Caller:
     #: How the caller authenticated: ``token-file`` or the issuer's URL.
     by: str
 
+    @property
+    def fingerprint(self) -> str:
+        """What tells this credential's runs from another's of the same principal: how it
+        authenticated and its scopes (a read-only token never shares a full token's run)."""
+        text = json.dumps([self.by, sorted(self.principal.scopes)], ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
 
 # ---------------------------------------------------------------------------- the token file
 
@@ -86,11 +94,7 @@ class _Entry:
 
 def _entries(path: Path) -> tuple[_Entry, ...]:
     """The file's tokens. :raises AuthConfigError: one line naming the file and what is wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} cannot be read "
-                              f"({type(exc).__name__})") from None
+    text = _read_small_file(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -123,6 +127,37 @@ def _entries(path: Path) -> tuple[_Entry, ...]:
     return tuple(entries)
 
 
+#: The largest token file read (a few thousand tokens).
+_TOKENS_MAX_BYTES = 1024 * 1024
+
+
+def _read_small_file(path: Path) -> str:
+    """A regular file's text, at most _TOKENS_MAX_BYTES: never a FIFO (opening one would
+    block), a device (``/dev/zero`` is endless) or a directory, whatever a link points at."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} cannot be read "
+                              f"({type(exc).__name__})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} is not a regular "
+                                  "file")
+        if info.st_size > _TOKENS_MAX_BYTES:
+            raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} is over 1 MiB")
+        data = os.read(fd, _TOKENS_MAX_BYTES + 1)
+    except OSError as exc:
+        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} cannot be read "
+                              f"({type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    try:
+        return data[:_TOKENS_MAX_BYTES].decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} is not UTF-8") from None
+
+
 class TokenFile:
     """The static tokens of ``TOOLHOST_HTTP_TOKENS_FILE``, read again when the file changes.
 
@@ -141,6 +176,11 @@ class TokenFile:
         except OSError:
             return None
         return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    def changed(self) -> bool:
+        """Whether the file changed since it was read (the next ``verify`` reads it: a
+        caller on an event loop does that off the loop)."""
+        return self._stat() != self._seen
 
     def _current(self) -> tuple[_Entry, ...]:
         seen = self._stat()
@@ -192,17 +232,20 @@ class JwtVerifier:
         self._fetch = fetch
         self._now = now
         self._monotonic = monotonic
-        self._keys: dict[str, Any] = {}
+        #: The issuer's signing keys as fetched (JWK objects), by key id ("" for none).
+        self._jwks: dict[str, dict[str, Any]] = {}
         self._fetched_at: float | None = None
+        self._fetching = False
         self._lock = threading.Lock()
-        #: sha256 of a token verified -> (its caller, its exp).
-        self._verified: dict[bytes, tuple[Caller, float]] = {}
+        #: sha256 of a token verified -> (its caller, until when it is remembered, its kid).
+        self._verified: dict[bytes, tuple[Caller, float, str]] = {}
 
     def remembered(self, token: str) -> Caller | None:
         """The caller of a token this verifier already found valid, while it is: no key,
-        no signature, no I/O (what each request of a session costs)."""
+        no signature, no I/O (what each request of a session costs). A token is remembered
+        until its ``exp``, at most JWKS_TTL_S, and never past its key leaving the JWKS."""
         found = self._verified.get(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
-        if found is None or found[1] + LEEWAY_S <= self._now():
+        if found is None or found[1] <= self._now():
             return None
         return found[0]
 
@@ -222,7 +265,8 @@ class JwtVerifier:
         algorithm, kid = header.get("alg"), header.get("kid")
         if algorithm not in ALGORITHMS:
             return _refused("algorithm", algorithm=str(algorithm))
-        key = self._key(kid if isinstance(kid, str) else None)
+        kid = kid if isinstance(kid, str) else None
+        key = self._key(kid, algorithm)
         if key is None:
             return _refused("unknown_key")
         try:
@@ -238,6 +282,8 @@ class JwtVerifier:
             return _refused("issuer")
         except jwt.PyJWTError as exc:
             return _refused("invalid", error=type(exc).__name__)
+        if claims.get("iss") != self.issuer:  # compared here too, exactly, whatever PyJWT does
+            return _refused("issuer")
         now = self._now()
         expires, not_before = claims.get("exp"), claims.get("nbf")
         if not isinstance(expires, (int, float)) or expires + LEEWAY_S <= now:
@@ -253,35 +299,56 @@ class JwtVerifier:
             if len(self._verified) >= _VERIFIED_MAX:
                 self._verified.pop(next(iter(self._verified)))  # the oldest remembered
             self._verified[hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()] = (
-                caller, float(expires))
+                caller, min(float(expires) + LEEWAY_S, now + JWKS_TTL_S), kid or "")
         return caller
 
-    def _key(self, kid: str | None) -> Any:
-        """The verifying key for ``kid`` (a JWKS of one key may name none), fetching the JWKS
-        when it is stale, or when it lacks ``kid`` and was not just fetched."""
+    def _key(self, kid: str | None, algorithm: str) -> Any:
+        """The verifying key for ``kid`` (a JWKS of one key may name none) and the token's
+        algorithm, fetching the JWKS when it is stale, or when it lacks ``kid`` and was not
+        just fetched. One thread fetches; the others go on with the keys there are (a token
+        whose key is not among them is refused now, not made to wait)."""
         with self._lock:
             now, fetched = self._monotonic(), self._fetched_at
             stale = fetched is None or now - fetched > JWKS_TTL_S
-            missing = (kid not in self._keys) if kid is not None else len(self._keys) != 1
-            if stale or (missing and fetched is not None and now - fetched > JWKS_REFETCH_S):
+            missing = (kid not in self._jwks) if kid is not None else len(self._jwks) != 1
+            fetch = not self._fetching and (stale or (
+                missing and fetched is not None and now - fetched > JWKS_REFETCH_S))
+            if fetch:
+                self._fetching = True
+        if fetch:
+            try:
                 self._refresh(now)
+            finally:
+                with self._lock:
+                    self._fetching = False
+        with self._lock:
             if kid is None:
-                return next(iter(self._keys.values())) if len(self._keys) == 1 else None
-            return self._keys.get(kid)
+                jwk = next(iter(self._jwks.values())) if len(self._jwks) == 1 else None
+            else:
+                jwk = self._jwks.get(kid)
+        return None if jwk is None else _key_for(self._jwt, jwk, algorithm)
 
     def _refresh(self, now: float) -> None:
+        """Fetch the JWKS (outside the lock); keep the last keys when it cannot be had."""
         try:
             body = self._fetch(self.jwks_url)
             if len(body) > _JWKS_MAX_BYTES:
                 raise ValueError("the JWKS is over 1 MiB")
-            keys = self._jwt.PyJWKSet.from_dict(json.loads(body)).keys
+            document = json.loads(body)
+            keys = document.get("keys") if isinstance(document, dict) else None
+            if not isinstance(keys, list):
+                raise ValueError("not a JWKS")
         except Exception as exc:  # the last keys stay in force; tried again after a while
             get_logger().warning("http.auth.jwks_unavailable", url=self.jwks_url,
                                  error=type(exc).__name__)
-            self._fetched_at = now
+            with self._lock:
+                self._fetched_at = now
             return
-        self._keys = {(k.key_id or ""): k for k in keys if _usable(k)}
-        self._fetched_at = now
+        jwks = {str(k.get("kid") or ""): k for k in keys if _usable(k)}
+        with self._lock:
+            self._jwks, self._fetched_at = jwks, now
+            # A key gone from the JWKS takes the tokens it verified with it.
+            self._verified = {d: v for d, v in self._verified.items() if v[2] in jwks}
 
 
 def _refused(reason: str, **detail: str) -> Caller | None:
@@ -290,10 +357,28 @@ def _refused(reason: str, **detail: str) -> Caller | None:
     return None
 
 
-def _usable(key: Any) -> bool:
-    """A key for signatures (``use`` absent or ``sig``) of an asymmetric type."""
-    data = getattr(key, "_jwk_data", {}) or {}
-    return data.get("use", "sig") == "sig" and data.get("kty") in ("RSA", "EC", "OKP")
+def _usable(jwk: Any) -> bool:
+    """A JWK for signatures (``use`` absent or ``sig``) of an asymmetric type."""
+    return (isinstance(jwk, dict) and jwk.get("use", "sig") == "sig"
+            and jwk.get("kty") in _KEY_TYPES)
+
+
+#: Which algorithms each key type verifies (an RSA key never an ES256 token, and so on).
+_KEY_TYPES = {"RSA": ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512"),
+              "EC": ("ES256", "ES384", "ES512"), "OKP": ("EdDSA",)}
+
+
+def _key_for(jwt: Any, jwk: dict[str, Any], algorithm: str) -> Any:
+    """The key of ``jwk`` for ``algorithm``: None when the JWK names another algorithm or is
+    of a type that cannot verify it (a JWK without ``alg`` is built for the token's)."""
+    if algorithm not in _KEY_TYPES.get(str(jwk.get("kty")), ()):
+        return None
+    if "alg" in jwk and jwk["alg"] != algorithm:
+        return None
+    try:
+        return jwt.PyJWK(jwk, algorithm=algorithm)
+    except jwt.PyJWTError:
+        return None
 
 
 def bearer_token(headers: Sequence[tuple[bytes, bytes]]) -> str | None:

@@ -31,6 +31,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+import anyio
 import attrs
 import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -60,6 +61,8 @@ class HttpPolicy:
     allowed_origins: tuple[str, ...]
     max_body_bytes: int
     max_calls: int
+    #: Seconds a request's body may take to arrive (a body held open is 408).
+    body_timeout_s: float = 30.0
     tokens: TokenFile | None = None
     jwt: JwtVerifier | None = None
     #: The RFC 9728 metadata's absolute URL, named in ``WWW-Authenticate``; None: none served.
@@ -72,22 +75,29 @@ class HttpPolicy:
         return self.tokens is not None or self.jwt is not None
 
 
-def _pattern_match(value: str, patterns: Iterable[str]) -> bool:
-    """``value`` is one of ``patterns``, where a pattern ending ``:*`` matches any port."""
+def _port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 5
+
+
+def _pattern_match(value: str, patterns: Iterable[str], *, default_ports: bool = False) -> bool:
+    """``value`` is one of ``patterns``, where a pattern ending ``:*`` matches any port; with
+    ``default_ports``, a value without a port (a client leaves 80 and 443 out) matches a
+    pattern for port 80 or 443 of the same name."""
     value = value.lower()
     for pattern in patterns:
         pattern = pattern.lower()
         if pattern.endswith(":*"):
             base = pattern[:-2]
-            if value == base or (value.startswith(base + ":") and value[len(base) + 1:].isdigit()):
+            if value == base or (value.startswith(base + ":") and _port(value[len(base) + 1:])):
                 return True
-        elif value == pattern:
+        elif value == pattern or (default_ports and value + ":443" == pattern) or (
+                default_ports and value + ":80" == pattern):
             return True
     return False
 
 
 def host_allowed(host: str | None, allowed: Iterable[str]) -> bool:
-    return host is not None and _pattern_match(host, allowed)
+    return host is not None and _pattern_match(host, allowed, default_ports=True)
 
 
 def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
@@ -105,10 +115,14 @@ class FrontDoor:
     """The ASGI app ``serve --http`` runs: the checks above, then the SDK's app."""
 
     def __init__(self, app: Any, policy: HttpPolicy, *,
-                 ready: Callable[[], bool]) -> None:
+                 ready: Callable[[], bool],
+                 abandoned: Callable[[str], int] = lambda principal: 0) -> None:
         self._app = app
         self._policy = policy
         self._ready = ready
+        # A principal's sync tool bodies that their calls stopped waiting for but that still
+        # hold a worker: they count against that principal's calls.
+        self._abandoned = abandoned
         #: Refused requests by reason (nothing else of them is kept).
         self.refused: collections.Counter[str] = collections.Counter()
         self._calls: collections.Counter[str] = collections.Counter()
@@ -131,7 +145,7 @@ class FrontDoor:
             await _plain(send, 200, "ok\n")
             return
         if method == "GET" and path == "/readyz":
-            ready = await asyncio.to_thread(self._ready)
+            ready = not self.draining and await asyncio.to_thread(self._ready)
             await _plain(send, 200 if ready else 503, "ready\n" if ready else "not ready\n")
             return
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
@@ -159,14 +173,24 @@ class FrontDoor:
         if method != "POST":
             await self._app(scope, receive, send)
             return
-        body = await _body(receive, self._policy.max_body_bytes)
+        try:
+            with anyio.fail_after(self._policy.body_timeout_s):
+                body = await _body(receive, self._policy.max_body_bytes)
+        except TimeoutError:
+            await self._refuse(send, "body_timeout", 408, "Request body too slow.\n")
+            return
         if body is None:
             await self._refuse(send, "body_too_large", 413, "Request body too large.\n")
             return
         try:
             frame = pydantic_core.from_json(body)
         except ValueError:
-            frame = None  # not JSON: the transport answers that itself
+            # Fail closed: a body this door cannot read (another encoding, a byte order mark)
+            # is never handed on to a parser that might read it uncounted.
+            self.refused["unreadable"] += 1
+            await _json_bytes(send, 400, error_for_frame(ValueError()).model_dump_json(
+                by_alias=True, exclude_unset=True).encode("utf-8"))
+            return
         if has_unusable_id(frame):
             reply = error_for_frame(UnusableRequestId())
             self._log.warning("mcp.frame.rejected", code=reply.error.code,
@@ -182,7 +206,8 @@ class FrontDoor:
             return
         principal = caller.principal.id if caller is not None else ""
         counted = _is_tool_call(frame)
-        if counted and self._calls[principal] >= self._policy.max_calls:
+        if counted and (self._calls[principal] + self._abandoned(principal)
+                        >= self._policy.max_calls):
             self.refused["too_many_calls"] += 1
             await _json(send, 429, _busy_reply(frame), retry_after="1")
             return
@@ -197,8 +222,11 @@ class FrontDoor:
                     del self._calls[principal]
 
     async def _verify(self, token: str) -> Caller | None:
-        if self._policy.tokens is not None:
-            caller = self._policy.tokens.verify(token)
+        tokens = self._policy.tokens
+        if tokens is not None:
+            # A file that changed is read again, off the loop; otherwise this is a stat.
+            caller = (await asyncio.to_thread(tokens.verify, token) if tokens.changed()
+                      else tokens.verify(token))
             if caller is not None:
                 return caller
         if self._policy.jwt is not None and token.count(".") == 2:
@@ -226,9 +254,10 @@ class FrontDoor:
 
 def _sdk_user(caller: Caller) -> AuthenticatedUser:
     """The caller as the SDK knows a credential: it binds a session to the one that opened it
-    (client id, issuer and subject compared)."""
+    (client id, issuer and subject compared): the principal, how it authenticated, and its
+    scopes, so another token of the same principal with other scopes is another session."""
     return AuthenticatedUser(AccessToken(
-        token="", client_id=caller.principal.id, subject=caller.principal.id,
+        token="", client_id=caller.principal.id, subject=caller.fingerprint,
         scopes=sorted(caller.principal.scopes), claims={"iss": caller.by}))
 
 

@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 from toolhost import __version__
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import Host
-from toolhost._mcp.calls import ToolCalls
+from toolhost._mcp.calls import CANCEL_GRACE_S, ToolCalls
 from toolhost._mcp.config import ConfigError, HttpConfig, ServeConfig, http_config, pins_setting
 from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, served_roster
 from toolhost._mcp.frames import FrameErrorReplies
@@ -271,7 +271,8 @@ async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None
 
 
 async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: str,
-                      level: str, serving: str, http: HttpConfig, host: Host) -> None:
+                      level: str, serving: str, http: HttpConfig, host: Host,
+                      sessions: Sessions) -> None:
     import uvicorn  # deferred: stdio serving never needs the web stack
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -282,17 +283,22 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     mcp_app = server.streamable_http_app(
         host=bind, max_request_body_size=http.policy.max_body_bytes,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app = FrontDoor(mcp_app, http.policy, ready=host.ready)
+    app = FrontDoor(mcp_app, http.policy, ready=host.ready,
+                    abandoned=host.pipeline.abandoned_bodies)
+    # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
+    # does not hold a descriptor for long (a reverse proxy in front is still the place for
+    # slow clients).
     config = uvicorn.Config(app, host=bind, log_config=None, access_log=False,
                             log_level=level.lower(), lifespan="on",
-                            timeout_graceful_shutdown=1)
+                            timeout_graceful_shutdown=int(CANCEL_GRACE_S) + 1,
+                            limit_concurrency=http.max_connections, timeout_keep_alive=5)
     # uvicorn shuts down gracefully on SIGTERM and SIGINT, then re-raises the signal under the
     # handler it found, which is this one: the re-raise ends ``serve`` cleanly instead of
     # killing the process or leaving a KeyboardInterrupt to unwind it.
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in _STOP_SIGNALS}
     try:
         _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
-        await _Draining(config, app, http.drain_s).serve(sockets=sockets)
+        await _Draining(config, app, http.drain_s, sessions.cancel).serve(sockets=sockets)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -307,10 +313,12 @@ def _draining_server() -> type[Any]:
         time; then uvicorn's own shutdown, which cancels what is left (each call records its
         cancellation: no row is left running). A second signal stops at once."""
 
-        def __init__(self, config: Any, front: Any, drain_s: float) -> None:
+        def __init__(self, config: Any, front: Any, drain_s: float,
+                     cancel: Callable[[], None]) -> None:
             super().__init__(config)
             self._front = front
             self._drain_s = drain_s
+            self._cancel = cancel
             self._loop: asyncio.AbstractEventLoop | None = None
 
         async def serve(self, sockets: Any = None) -> None:
@@ -327,16 +335,25 @@ def _draining_server() -> type[Any]:
                 lambda: asyncio.ensure_future(self._drain(sig, frame)))
 
         async def _drain(self, sig: int, frame: Any) -> None:
-            deadline = asyncio.get_running_loop().time() + self._drain_s
-            while self._front.calls_in_flight and asyncio.get_running_loop().time() < deadline:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._drain_s
+            while self._front.calls_in_flight and loop.time() < deadline:
                 await asyncio.sleep(0.05)
+            if self._front.calls_in_flight:
+                # Time is up: each call left is cancelled through its run, and records and
+                # answers its cancellation, before uvicorn closes the connections.
+                self._cancel()
+                grace = loop.time() + CANCEL_GRACE_S
+                while self._front.calls_in_flight and loop.time() < grace:
+                    await asyncio.sleep(0.05)
             super().handle_exit(sig, frame)
 
     return Draining
 
 
-def _Draining(config: Any, front: Any, drain_s: float) -> Any:  # noqa: N802 - a class, made late
-    return _draining_server()(config, front, drain_s)
+def _Draining(config: Any, front: Any, drain_s: float,  # noqa: N802 - a class, made late
+              cancel: Callable[[], None]) -> Any:
+    return _draining_server()(config, front, drain_s, cancel)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -460,7 +477,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
             asyncio.run(_recovering(
                 host, config.recover_interval_s,
                 _serve_http(server, sockets, address[0], level,
-                            f"serving {tools} at {_http_url(*address)}", http_settings, host)))
+                            f"serving {tools} at {_http_url(*address)}", http_settings, host,
+                            sessions)))
     except _Terminated as stop:
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
         return ExitCode.INTERRUPTED if stop.signum == signal.SIGINT else ExitCode.OK

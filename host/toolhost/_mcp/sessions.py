@@ -77,31 +77,42 @@ class Sessions:
         self._workspace = workspace
         self._pins = dict(pins or {})
         self._run_timeout_s = run_timeout_s
-        self._sessions: dict[tuple[str, str | None], Session] = {}
+        self._sessions: dict[tuple[str, str, str | None], Session] = {}
 
     def of(self, ctx: Any) -> Session:
         """The session a request belongs to (``session_key``), for the principal its bearer
         token names (over HTTP with authentication), else the server's principal."""
         scope = getattr(ctx.request, "scope", None) or {}
         caller = scope.get(CALLER_KEY)
-        return self.get(session_key(ctx.request, ctx.protocol_version),
-                        caller.principal if caller is not None else None)
+        key = session_key(ctx.request, ctx.protocol_version)
+        if caller is None:
+            return self.get(key)
+        return self.get(key, caller.principal, caller.fingerprint)
 
-    def get(self, key: str | None, principal: Principal | None = None) -> Session:
-        """The run of session ``key`` for ``principal`` (default: the server's): two
-        principals never share a run, not even the sessionless one."""
+    def get(self, key: str | None, principal: Principal | None = None,
+            credential: str = "") -> Session:
+        """The run of session ``key`` for ``principal`` (default: the server's) and the kind
+        of credential it came with (``Caller.fingerprint``: how it authenticated, its scopes):
+        two principals, or two tokens of one principal with different scopes, never share a
+        run, not even the sessionless one."""
         principal = principal if principal is not None else self._principal
-        session = self._sessions.get((principal.id, key))
+        session = self._sessions.get((principal.id, credential, key))
         if session is None:
             # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
             # and tools/list agree by construction.
             run = self._host.start_run(principal=principal, enabled_tools=self._enabled,
                                        conversation_id=key, workspace=self._workspace,
                                        pins=self._pins, timeout_s=self._run_timeout_s)
-            session = self._sessions[(principal.id, key)] = Session(key, run)
+            session = self._sessions[(principal.id, credential, key)] = Session(key, run)
             get_logger(run_id=run.id).info("mcp.session.started", session=key,
                                            principal=principal.id)
         return session
+
+    def cancel(self) -> None:
+        """Cancel every run's calls in flight (a stopping server whose drain time is up):
+        each records its cancellation and answers it."""
+        for session in list(self._sessions.values()):
+            session.run.cancellation.cancel()
 
     def close(self) -> None:
         """End every run: fresh workspaces are discarded, an operator's directory is kept."""

@@ -12,6 +12,7 @@ abandoned tool never holds the process open at exit.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import inspect
@@ -24,7 +25,7 @@ from typing import Any
 from toolhost._model.context import ToolCallable, ToolExecutionContext
 from toolhost._model.runs import CancellationEvent
 
-__all__ = ["Cancelled", "DeadlineExceeded", "run_tool"]
+__all__ = ["Cancelled", "DeadlineExceeded", "abandoned", "run_tool"]
 
 #: Upper bound on worker threads; past it calls queue. Abandoned (hung) sync tools hold a
 #: thread each, so the bound also caps what a misbehaving tool can take from the process.
@@ -74,6 +75,17 @@ class _Workers:
 
 _workers = _Workers()
 
+#: Sync bodies the pipeline stopped waiting for that still hold a worker thread, by the
+#: principal whose call it was: what one person's hung calls take from everyone (a server
+#: counts them against that person's cap on calls).
+_abandoned: collections.Counter[str] = collections.Counter()
+_abandoned_lock = threading.Lock()
+
+
+def abandoned(principal_id: str) -> int:
+    """How many of ``principal_id``'s sync bodies were abandoned and still run."""
+    return _abandoned[principal_id]
+
 
 def _is_async(tool: ToolCallable) -> bool:
     return inspect.iscoroutinefunction(tool) or inspect.iscoroutinefunction(
@@ -81,11 +93,36 @@ def _is_async(tool: ToolCallable) -> bool:
     )
 
 
+class _SyncBody:
+    """One sync body on a worker thread: whether it has ended, and whether the call stopped
+    waiting for it first (then it is counted in ``_abandoned`` until it ends)."""
+
+    def __init__(self, principal_id: str) -> None:
+        self.principal_id = principal_id
+        self.ended = False
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        with _abandoned_lock:
+            if not self.ended and not self.abandoned:
+                self.abandoned = True
+                _abandoned[self.principal_id] += 1
+
+    def end(self) -> None:
+        with _abandoned_lock:
+            self.ended = True
+            if self.abandoned:
+                _abandoned[self.principal_id] -= 1
+                if not _abandoned[self.principal_id]:
+                    del _abandoned[self.principal_id]
+
+
 def _start_sync(
     loop: asyncio.AbstractEventLoop, tool: ToolCallable, arguments: Mapping[str, Any],
     context: ToolExecutionContext,
-) -> asyncio.Future[Any]:
+) -> tuple[asyncio.Future[Any], _SyncBody]:
     future: asyncio.Future[Any] = loop.create_future()
+    body = _SyncBody(context.principal.id)
 
     def settle(result: Any, exc: BaseException | None) -> None:
         if future.done():
@@ -96,12 +133,13 @@ def _start_sync(
             future.set_result(result)
 
     def done(result: Any, exc: BaseException | None) -> None:
+        body.end()
         # A closed loop means nobody is waiting for this result any more.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, result, exc)
 
     _workers.submit(lambda: tool(arguments, context), done)
-    return future
+    return future, body
 
 
 async def run_tool(
@@ -158,7 +196,7 @@ async def _wait_for_tool(
             raise
         result = await _continue_here(body, suspended, own, timeout, call, run)
         return await _finished(result, call, run, timeout)
-    work = _start_sync(loop, tool, arguments, context)
+    work, sync_body = _start_sync(loop, tool, arguments, context)
     cancelled: asyncio.Future[None] = loop.create_future()
 
     def wake() -> None:
@@ -173,6 +211,10 @@ async def _wait_for_tool(
         done, _ = await asyncio.wait(
             {work, cancelled}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
         )
+    except BaseException:  # this task cancelled: the body runs on, told and counted
+        call.cancel()
+        sync_body.abandon()
+        raise
     finally:
         remove()
         if not cancelled.done():
@@ -185,6 +227,7 @@ async def _wait_for_tool(
     # cancellation (or kills the processes it started) stops, rather than running on unseen.
     call.cancel()
     work.cancel()
+    sync_body.abandon()
     raise Cancelled if run.cancelled else DeadlineExceeded
 
 

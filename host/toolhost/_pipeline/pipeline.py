@@ -86,6 +86,7 @@ from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline import steps
 from toolhost._pipeline.artifacts import RunArtifactWriter
+from toolhost._pipeline.execution import abandoned
 from toolhost._pipeline.group_commit import GroupCommit, WriteCancelled
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.policy import Policy, PolicyAction, PolicyDecision
@@ -973,6 +974,13 @@ class Pipeline:
         return self._outcome(self.invocations.get(invocation_id))
 
     # ------------------------------------------------------------------ for other callers
+
+    @staticmethod
+    def abandoned_bodies(principal_id: str) -> int:
+        """How many of this principal's sync tool bodies their calls stopped waiting for
+        (deadline, cancellation) still hold a worker thread: what a server counts against
+        the principal's calls, so one person's hung calls cannot take every worker."""
+        return abandoned(principal_id)
 
     async def refuse(self, run: Run, name: str, arguments: Any, reason_code: str, *,
                      version: str | None = None) -> Outcome:
