@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from journeys.journey_support import (
     one_link,
     refusal,
     run,
+    write_tokens,
 )
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -47,13 +47,6 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "clientInfo": {"name": "raw", "version": "0"}}}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream",
                "Content-Type": "application/json"}
-
-
-def write_tokens(path: Path, *entries: tuple[str, str, list[str]]) -> Path:
-    path.write_text("".join(
-        f'[[token]]\nsha256 = "{hashlib.sha256(t.encode()).hexdigest()}"\n'
-        f'principal = "{p}"\nscopes = {json.dumps(s)}\n' for t, p, s in entries))
-    return path
 
 
 SCOPES = ["workspace.read", "workspace.write", "artifact.write", "fxw.write"]

@@ -243,15 +243,22 @@ class Harness:
         scopes: Iterable[str] | None = None,
         enabled_tools: Iterable[str] | None = None,
         workspace: Path | str | None = None,
+        principal: str | None = None,
         **options: Any,
     ) -> Run:
         """A run: ``scopes`` (default: every scope a registered tool requires),
         ``enabled_tools`` (default: every registered tool), ``workspace`` (an existing
-        directory; default: a fresh one), and ``Host.start_run``'s other options
-        (``pins``, ``timeout_s``, ``conversation_id``, ``user_turn``, ``run_id``)."""
-        principal = None if scopes is None else Principal("tester", frozenset(scopes))
+        directory; default: a fresh one), ``principal`` (whose run: the id a token would
+        give; default "tester" with scopes, else the local operator), and
+        ``Host.start_run``'s other options (``pins``, ``timeout_s``, ``conversation_id``,
+        ``user_turn``, ``run_id``)."""
+        who = None
+        if scopes is not None or principal is not None:
+            granted = (frozenset(scopes) if scopes is not None
+                       else frozenset(s for r in self.host.registry for s in r.tool.scopes))
+            who = Principal("tester" if principal is None else principal, granted)
         tools = self.host.registry.names() if enabled_tools is None else enabled_tools
-        return self.host.start_run(principal=principal, enabled_tools=tools,
+        return self.host.start_run(principal=who, enabled_tools=tools,
                                    workspace=workspace, **options)
 
     def end_run(self, run: Run) -> RunOutcome:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import hashlib
 import itertools
+import json
 import os
 import re
 import signal
@@ -357,6 +359,15 @@ async def _stop(process: subprocess.Popen[bytes], log: Path) -> int:
             process.wait()
             raise AssertionError(f"toolhost serve did not stop within {STOP_TIMEOUT_S} s of "
                                  f"SIGTERM:\n{log.read_text(errors='replace')}") from None
+
+
+def write_tokens(path: Path, *entries: tuple[str, str, list[str]]) -> Path:
+    """A token file (``TOOLHOST_HTTP_TOKENS_FILE``) of (token, principal, scopes) entries, each
+    token stored as its SHA-256 only."""
+    path.write_text("".join(
+        f'[[token]]\nsha256 = "{hashlib.sha256(t.encode()).hexdigest()}"\n'
+        f'principal = "{p}"\nscopes = {json.dumps(s)}\n' for t, p, s in entries))
+    return path
 
 
 def assert_no_traceback(text: str) -> None:

@@ -20,8 +20,11 @@ from .journey_support import Deployment
 __all__ = [
     "ALICE",
     "AUTHSERV",
+    "CARL",
+    "COLLEAGUE",
     "LIST_ID",
     "OWNER",
+    "colleague_mailbox",
     "email_settings",
     "import_mail",
     "owner_mailbox",
@@ -29,6 +32,9 @@ __all__ = [
 
 OWNER = "owner@example.com"
 ALICE = "alice@example.org"
+#: A colleague of the owner's on the same host, and who writes to the colleague.
+COLLEAGUE = "colleague@example.com"
+CARL = "carl@example.org"
 #: The authserv-id of the owner's receiving server: only its Authentication-Results count.
 AUTHSERV = "mx.owner.example"
 LIST_ID = "weekly.lists.example.org"
@@ -51,6 +57,29 @@ def _mail(*, sender: str, to: str, subject: str, message_id: str, date: str, bod
     return m
 
 
+def colleague_mailbox(path: Path, unsubscribe_url: str) -> Path:
+    """A colleague's mbox export: Carl writes about the office keys, and the same weekly
+    newsletter arrives (its own one-click URI)."""
+    return _write(path, [
+        _mail(sender=f"Carl <{CARL}>", to=f"Colleague <{COLLEAGUE}>", subject="Keys",
+              message_id="<keys-1@example.org>", date="Tue, 01 Dec 2026 09:00:00 +0100",
+              body="The office keys are at the front desk.\n"),
+        _newsletter(COLLEAGUE, unsubscribe_url),
+    ])
+
+
+def _newsletter(to: str, unsubscribe_url: str) -> EmailMessage:
+    return _mail(sender="News <news@lists.example.org>", to=to, subject="This week",
+                 message_id="<l1@lists.example.org>", date="Wed, 02 Dec 2026 08:00:00 +0000",
+                 body="News.\n", headers=[
+                     ("Authentication-Results",
+                      f"{AUTHSERV}; dkim=pass header.d=lists.example.org header.s=s1; spf=pass"),
+                     ("List-Id", f"Weekly news <{LIST_ID}>"),
+                     ("List-Unsubscribe", f"<{unsubscribe_url}>"),
+                     ("List-Unsubscribe-Post", ONE_CLICK),
+                 ])
+
+
 def owner_mailbox(path: Path, unsubscribe_url: str) -> Path:
     """An mbox export of the owner's mail (three messages), written to ``path``."""
     messages = [
@@ -61,16 +90,12 @@ def owner_mailbox(path: Path, unsubscribe_url: str) -> Path:
               message_id="<rent-2@example.com>", date="Tue, 01 Dec 2026 12:00:00 +0100",
               body=REPLY_BODY, headers=[("In-Reply-To", "<rent-1@example.org>"),
                                         ("References", "<rent-1@example.org>")]),
-        _mail(sender="News <news@lists.example.org>", to=OWNER, subject="This week",
-              message_id="<l1@lists.example.org>", date="Wed, 02 Dec 2026 08:00:00 +0000",
-              body="News.\n", headers=[
-                  ("Authentication-Results",
-                   f"{AUTHSERV}; dkim=pass header.d=lists.example.org header.s=s1; spf=pass"),
-                  ("List-Id", f"Weekly news <{LIST_ID}>"),
-                  ("List-Unsubscribe", f"<{unsubscribe_url}>"),
-                  ("List-Unsubscribe-Post", ONE_CLICK),
-              ]),
+        _newsletter(OWNER, unsubscribe_url),
     ]
+    return _write(path, messages)
+
+
+def _write(path: Path, messages: Iterable[EmailMessage]) -> Path:
     box = mailbox.mbox(path)
     box.lock()
     try:
@@ -83,11 +108,13 @@ def owner_mailbox(path: Path, unsubscribe_url: str) -> Path:
     return path
 
 
-def import_mail(deployment: Deployment, mbox: Path, account: str = OWNER) -> str:
-    """``toolhost-email import --account ACCOUNT MBOX`` into the deployment's data directory;
-    its one line of output."""
+def import_mail(deployment: Deployment, mbox: Path, account: str = OWNER,
+                owner: str | None = None) -> str:
+    """``toolhost-email import --account ACCOUNT [--owner OWNER] MBOX`` into the deployment's
+    data directory; its one line of output."""
+    owned = () if owner is None else ("--owner", owner)
     done = deployment.python("-m", "toolhost_email.cli", "import", "--account", account,
-                             str(mbox))
+                             *owned, str(mbox))
     assert done.returncode == 0, done.stderr
     return done.stdout
 

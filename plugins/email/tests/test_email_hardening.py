@@ -23,7 +23,6 @@ from toolhost_email.config import MAX_REQUEST_S
 from toolhost_email.context_tool import SPEC as CONTEXT_SPEC
 from toolhost_email.feedback_tool import quoted_in
 from toolhost_email.importer import import_path
-from toolhost_email.reader import connection_of
 from toolhost_email.unsubscribe_tool import CONCURRENCY, MAX_REQUESTS, ROUNDS
 from toolhost_email.unsubscribe_tool import SPEC as UNSUBSCRIBE_SPEC
 
@@ -166,7 +165,7 @@ def test_a_future_date_does_not_keep_a_message_the_evidence(tmp_path: Path) -> N
     import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "in.mbox", [early, late]))
     now = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)
     with open_mail_cache(cache_dir(root)) as cache:
-        (found,) = census(connection_of(cache), AUTHSERV, now=now)
+        (found,) = census(cache, AUTHSERV, now=now)
     assert found.destination == "https://new.lists.example.org/u"
     assert found.last_seen == dt.datetime(2026, 12, 2, 10, tzinfo=dt.UTC)
 

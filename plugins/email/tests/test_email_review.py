@@ -24,7 +24,6 @@ from toolhost_email.erase import erase
 from toolhost_email.importer import ImportFailed, import_path
 from toolhost_email.messages import QUOTE_NOT_IN_USER_TURN
 from toolhost_email.oneclick import is_public, send_one_click
-from toolhost_email.reader import connection_of
 
 ALLOW = {"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/MEDIUM": "allow"}',
          "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1"}
@@ -78,7 +77,7 @@ def test_another_sender_cannot_take_over_a_lists_one_click_destination(tmp_path:
         date="Wed, 02 Dec 2026 10:00:00 +0000")
     root = _import(tmp_path, bank, hostile)
     with open_mail_cache(cache_dir(root)) as cache:
-        found = census(connection_of(cache), AUTHSERV)
+        found = census(cache, AUTHSERV)
     # The attacker's destination may govern only a subscription backed by the attacker's mail.
     assert [s.message_count for s in found if s.destination == "https://attacker.example/u"] \
         in ([], [1])

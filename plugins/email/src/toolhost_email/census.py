@@ -21,14 +21,17 @@ import datetime as _dt
 import hashlib
 import json
 import re
-import sqlite3
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import httpx
 
 from toolhost_email.authres import dkim_pass_for
+from toolhost_email.reader import connection_of, mail_where
 from toolhost_email.wire import MAX_LIST_ID
+
+if TYPE_CHECKING:
+    from toolhost_email.reader import MailCacheReader
 
 __all__ = ["MAX_LIST_ID", "ONE_CLICK", "Subscription", "census", "list_identifier",
            "one_click_destination"]
@@ -121,19 +124,21 @@ def _domain_of(row: tuple[Any, ...]) -> str:
     return str(senders[0][1]).rpartition("@")[2] if senders else ""
 
 
-def census(conn: sqlite3.Connection | None, authserv_id: str | None,
+def census(reader: MailCacheReader, authserv_id: str | None,
            account: str | None = None, *,
            now: _dt.datetime | None = None) -> list[Subscription]:
-    """Every subscription in the cache (of ``account`` when given), latest seen first.
-    ``now`` (the tools pass their clock's): a message dated more than a day after it counts
-    as older than every plausibly dated one; None trusts every date."""
+    """Every subscription of the accounts ``reader`` reads (of ``account`` when given), latest
+    seen first. ``now`` (the tools pass their clock's): a message dated more than a day after
+    it counts as older than every plausibly dated one; None trusts every date."""
+    conn = connection_of(reader)
     if conn is None:
         return []
-    where = "list_key IS NOT NULL" + (" AND account = ?" if account else "")
+    mine, values = mail_where(reader)
+    where = f"list_key IS NOT NULL AND {mine}" + (" AND account = ?" if account else "")
     rows = conn.execute(
         "SELECT account, list_key, message_key, date_ts, sender, list_id, list_unsubscribe, "
         f"list_unsubscribe_post, auth_results FROM messages WHERE {where}",
-        (account,) if account else ()).fetchall()
+        (*values, account) if account else values).fetchall()
     groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
     for row in rows:
         groups.setdefault((row[0], _group_key(row)), []).append(row)

@@ -1,7 +1,11 @@
 """``toolhost-email``: the operator's command for the mail cache.
 
-``import --account ADDRESS PATH`` imports an mbox file or a Maildir (again: nothing is added
-twice); ``erase --account A | --thread T | --message M`` removes exactly that source;
+``import --account ADDRESS [--owner PRINCIPAL] PATH`` imports an mbox file or a Maildir
+(again: nothing is added twice), the account ``PRINCIPAL``'s when given; ``owners`` lists
+every account's owner, ``owners set ADDRESS PRINCIPAL`` gives one account an owner, ``owners
+set --unowned PRINCIPAL`` every account without one (and the feedback recorded before any
+had one), ``owners clear ADDRESS`` takes the owner away (nobody reads it then); ``erase
+--account A | --thread T | --message M | --owner PRINCIPAL`` removes exactly that source;
 ``feedback undo ID`` undoes one owner feedback record. The cache lives in toolhost-email's
 data directory under TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input is one line
 on stderr and exit status 2, never a traceback.
@@ -28,12 +32,26 @@ def _parser() -> argparse.ArgumentParser:
     imp = commands.add_parser("import", help="import an mbox file or a Maildir")
     imp.add_argument("--account", required=True, metavar="ADDRESS",
                      help="the owner's address this mail was delivered to or sent from")
+    imp.add_argument("--owner", metavar="PRINCIPAL",
+                     help="the principal the account is, who alone reads it from now on")
     imp.add_argument("path", metavar="PATH", type=Path)
-    erase = commands.add_parser("erase", help="remove one account, thread or message")
+    owners = commands.add_parser("owners", help="who owns which account")
+    changes = owners.add_subparsers(dest="action", metavar="ACTION")
+    give = changes.add_parser("set", help="give an account, or every unowned one, an owner")
+    what = give.add_mutually_exclusive_group(required=True)
+    what.add_argument("account", metavar="ADDRESS", nargs="?")
+    what.add_argument("--unowned", action="store_true",
+                      help="every account without an owner, and feedback recorded before")
+    give.add_argument("principal", metavar="PRINCIPAL")
+    clear = changes.add_parser("clear", help="take an account's owner away")
+    clear.add_argument("account", metavar="ADDRESS")
+    erase = commands.add_parser("erase", help="remove one account, thread or message, or all "
+                                "of one owner's")
     which = erase.add_mutually_exclusive_group(required=True)
     which.add_argument("--account", metavar="ADDRESS")
     which.add_argument("--thread", metavar="THREAD_ID")
     which.add_argument("--message", metavar="MESSAGE_KEY")
+    which.add_argument("--owner", metavar="PRINCIPAL")
     feedback = commands.add_parser("feedback", help="owner feedback records")
     actions = feedback.add_subparsers(dest="action", required=True, metavar="ACTION")
     undo = actions.add_parser("undo", help="undo one feedback record")
@@ -45,12 +63,15 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
     if args.command == "import":
         from toolhost_email.importer import import_path
 
-        report = import_path(data_dir, args.account, args.path, workers=None)
+        report = import_path(data_dir, args.account, args.path, workers=None, owner=args.owner)
         skipped = ", ".join(f"{n} {reason}" for reason, n in report.skipped.items())
-        print(f"imported {report.path} as {report.account}: {report.seen} read, "
+        owned = f" (owner {args.owner.strip()})" if args.owner is not None else ""
+        print(f"imported {report.path} as {report.account}{owned}: {report.seen} read, "
               f"{report.added} added, {report.duplicates} already cached, "
               f"{report.skipped_total} skipped{f' ({skipped})' if skipped else ''}")
         return 0
+    if args.command == "owners":
+        return _owners(args, data_dir)
     if args.command == "erase":
         from toolhost_email.erase import EraseScope, erase
 
@@ -59,8 +80,10 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
             scope, value = "account", args.account
         elif args.thread is not None:
             scope, value = "thread", args.thread
-        else:
+        elif args.message is not None:
             scope, value = "message", args.message
+        else:
+            scope, value = "owner", _principal(args.owner)
         removed = erase(data_dir, scope, value)
         print(f"erased {scope} {value.strip()}: {removed} messages removed")
         return 0
@@ -77,6 +100,42 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
     return 0
 
 
+class _Usage(Exception):
+    """One line for the operator; exit status 2."""
+
+
+def _principal(text: str) -> str:
+    principal = text.strip()
+    if not principal:
+        raise _Usage("a principal is a non-empty id, as its token or its issuer names it")
+    return principal
+
+
+def _owners(args: argparse.Namespace, data_dir: Path) -> int:
+    from toolhost_email import owners
+    from toolhost_email.importer import normalize_account
+
+    if args.action is None:
+        for account, owner in owners.list_owners(data_dir):
+            print(f"{account} {owner if owner is not None else '(no owner)'}")
+        return 0
+    if args.action == "set" and args.unowned:
+        principal = _principal(args.principal)
+        count = owners.set_unowned(data_dir, principal)
+        print(f"{count} accounts without an owner are {principal}'s")
+        return 0
+    account = normalize_account(args.account)
+    if args.action == "set":
+        principal = _principal(args.principal)
+        owners.set_owner(data_dir, account, principal)
+        print(f"{account} is {principal}'s")
+    elif owners.clear_owner(data_dir, account):
+        print(f"{account} has no owner: nobody reads it until it is given one")
+    else:
+        raise _Usage(f"{account} has no owner")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from toolhost_email.importer import ImportFailed
@@ -85,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_dir = Settings.from_environ().plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
     try:
         return _run(args, data_dir)
-    except (ImportFailed, CacheUnavailable) as exc:
+    except (ImportFailed, CacheUnavailable, _Usage) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
 

@@ -47,13 +47,13 @@ def request_seconds(settings: Settings) -> float:
     return seconds if 0 < seconds <= MAX_REQUEST_S else _DEFAULT_REQUEST_S
 
 
-def open_reader(services: Services) -> MailCacheReader:
+def open_reader(services: Services, principal: str) -> MailCacheReader:
     # Imported here: the plugin module reads the flags above at every start, the cache only
     # when a tool opens it.
     from toolhost_email.reader import open_mail_cache
     from toolhost_email.store import CacheUnavailable
 
     try:
-        return open_mail_cache(services.data_dir)
+        return open_mail_cache(services.data_dir, principal)
     except CacheUnavailable as exc:
         raise ToolFailure(CACHE_UNAVAILABLE, detail={"error": str(exc)}) from exc

@@ -22,13 +22,13 @@ from toolhost_email.authres import spoofed_from
 from toolhost_email.config import AUTHSERV_SETTING
 from toolhost_email.feedback import applied_feedback
 from toolhost_email.messages import UNKNOWN_THREAD
-from toolhost_email.reader import message_from_row
+from toolhost_email.reader import MailCacheReader, connection_of, mail_where, message_from_row
 from toolhost_email.specs import CONTEXT_DESCRIPTION as DESCRIPTION
 from toolhost_email.specs import CONTEXT_INPUT_SCHEMA as INPUT_SCHEMA
 from toolhost_email.specs import CONTEXT_OUTPUT_SCHEMA as OUTPUT_SCHEMA
 from toolhost_email.specs import CONTEXT_SPEC as SPEC
 from toolhost_email.specs import FEEDBACK_MAX, SNIPPET_CHARS, TEXT_CHARS, THREAD_MAX
-from toolhost_email.tool_call import account_argument, cache_connection, json_output
+from toolhost_email.tool_call import account_argument, cache_reader, json_output
 
 __all__ = ["DESCRIPTION", "FEEDBACK_MAX", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SNIPPET_CHARS",
            "SPEC", "TEXT_CHARS", "THREAD_MAX", "build"]
@@ -76,21 +76,28 @@ def _fit(out: dict[str, Any], budget: int) -> None:
             excess -= _size(items.pop(index)) + 2
 
 
-def _scoped(where: str, account: str | None) -> tuple[str, tuple[object, ...]]:
-    return (where, ()) if account is None else (f"{where} AND account = ?", (account,))
+def _scoped(reader: MailCacheReader, where: str,
+            account: str | None) -> tuple[str, tuple[object, ...]]:
+    """``where`` among the caller's accounts (of ``account`` when given): another person's
+    account reads as one with no mail, another person's thread as no thread."""
+    mine, values = mail_where(reader)
+    if account is None:
+        return f"{where} AND {mine}", values
+    return f"{where} AND {mine} AND account = ?", (*values, account)
 
 
-def _context(conn: sqlite3.Connection | None, arguments: Mapping[str, Any],
+def _context(reader: MailCacheReader, arguments: Mapping[str, Any],
              authserv_id: str | None) -> dict[str, Any]:
     account = account_argument(arguments)
     thread_id = arguments.get("thread_id")
     out: dict[str, Any] = {"thread": [], "inbox": [], "writing_examples": [], "feedback": []}
+    conn = connection_of(reader)
     if conn is None:
         if thread_id is not None:
             raise ToolFailure(UNKNOWN_THREAD)
         return out
     if thread_id is not None:
-        where, params = _scoped("thread_id = ?", account)
+        where, params = _scoped(reader, "thread_id = ?", account)
         rows = _rows(conn, where, (thread_id, *params), THREAD_MAX)
         if not rows:
             raise ToolFailure(UNKNOWN_THREAD)
@@ -102,7 +109,7 @@ def _context(conn: sqlite3.Connection | None, arguments: Mapping[str, Any],
                 "date": wire.iso(m.date), "subject": m.subject[:wire.SUBJECT_CHARS],
                 "from": wire.addresses(m.sender), "to": wire.addresses(m.to),
                 "text": text, "text_truncated": cut})
-    where, params = _scoped("direction = 'received'", account)
+    where, params = _scoped(reader, "direction = 'received'", account)
     for row in _rows(conn, where, params, arguments.get("inbox_limit", 10)):
         m = message_from_row(row)
         out["inbox"].append({
@@ -110,7 +117,7 @@ def _context(conn: sqlite3.Connection | None, arguments: Mapping[str, Any],
             "date": wire.iso(m.date), "subject": m.subject[:wire.SUBJECT_CHARS],
             "from": wire.addresses(m.sender),
             "snippet": " ".join(row[11].split())[:SNIPPET_CHARS]})
-    where, params = _scoped("direction = 'sent'", account)
+    where, params = _scoped(reader, "direction = 'sent'", account)
     for row in _own_mail(conn, where, params, arguments.get("examples_limit", 3), authserv_id):
         m = message_from_row(row)
         text, cut = wire.bounded(row[11], TEXT_CHARS)
@@ -120,7 +127,7 @@ def _context(conn: sqlite3.Connection | None, arguments: Mapping[str, Any],
             "to": wire.addresses(m.to),
             "text": text, "text_truncated": cut})
     for feedback_id, f_account, f_thread, feedback in applied_feedback(
-            conn, account, thread_id, FEEDBACK_MAX):
+            reader, account, thread_id, FEEDBACK_MAX):
         out["feedback"].append({"feedback_id": feedback_id, "account": f_account,
                                 "thread_id": f_thread, "feedback": feedback})
     _fit(out, SPEC.maximum_output_bytes)
@@ -131,9 +138,8 @@ def build(services: Services) -> ToolCallable:
     authserv_id = services.settings.get(AUTHSERV_SETTING)
 
     def context(arguments: Mapping[str, Any], call: ToolExecutionContext) -> ToolOutput:
-        del call  # reads the cache only
-        with cache_connection(services) as conn:
-            structured = _context(conn, arguments, authserv_id)
+        with cache_reader(services, call.principal.id) as reader:
+            structured = _context(reader, arguments, authserv_id)
         return json_output(structured)
 
     return context

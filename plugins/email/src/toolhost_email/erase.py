@@ -1,4 +1,5 @@
-"""Erasure of one source: an account, a thread or a message, exactly that and nothing else.
+"""Erasure of one source: an account, a thread, a message, or everything one owner has (their
+accounts and their feedback), exactly that and nothing else.
 
 Thread and message keys are per account (the same mail imported under two accounts is two
 stored messages with two keys), so erasing a thread or a message of one account never touches
@@ -10,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from toolhost_email.store import bump_generation, checkpoint, open_writable
+from toolhost_email.store import bump_generation, checkpoint, immediate, open_writable
 
 __all__ = ["EraseScope", "erase"]
 
-EraseScope = Literal["account", "thread", "message"]
+EraseScope = Literal["account", "thread", "message", "owner"]
 
-_WHERE = {"account": "account = ?", "thread": "thread_id = ?", "message": "message_key = ?"}
+_WHERE = {"account": "account = ?", "thread": "thread_id = ?", "message": "message_key = ?",
+          "owner": "account IN (SELECT account FROM account_owners WHERE owner = ?)"}
 
 
 def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
@@ -27,21 +29,21 @@ def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
     key = value.strip().lower() if scope == "account" else value.strip()
     conn = open_writable(data_dir)
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             removed = conn.execute(
                 f"DELETE FROM messages WHERE {_WHERE[scope]}", (key,)).rowcount
             if scope != "message":
-                column = "account" if scope == "account" else "thread_id"
-                doomed = f"SELECT feedback_id FROM feedback WHERE {column} = ?"
+                # Feedback about the source goes with it; an owner's, all of theirs.
+                where = {"account": "account = ?", "thread": "thread_id = ?",
+                         "owner": f"owner = ? OR {_WHERE['owner']}"}[scope]
+                values = (key, key) if scope == "owner" else (key,)
+                doomed = f"SELECT feedback_id FROM feedback WHERE {where}"
                 conn.execute(f"DELETE FROM feedback_versions WHERE feedback_id IN ({doomed})",
-                             (key,))
-                conn.execute(f"DELETE FROM feedback WHERE {column} = ?", (key,))
+                             values)
+                conn.execute(f"DELETE FROM feedback WHERE {where}", values)
+            if scope == "owner":
+                conn.execute("DELETE FROM account_owners WHERE owner = ?", (key,))
             bump_generation(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         # secure_delete zeroed the pages in the new frames; the old frames still in the WAL
         # hold the erased mail in clear until a checkpoint truncates it.
         checkpoint(conn)

@@ -1,7 +1,8 @@
 """Owner feedback, versioned and undoable, in the cache file beside the mail it is about.
 
-A record is identified by what it says (account, thread, feedback text), so recording the same
-feedback twice is one record. Each change is a new version: ``applied`` when recorded (or
+A record is identified by whose it is and what it says (owner, account, thread, feedback text),
+so recording the same feedback twice is one record. Its owner is the principal that gave it in
+a cache of several people (``owners``), and '' in a cache of one person's. Each change is a new version: ``applied`` when recorded (or
 recorded again after an undo), ``undone`` by ``toolhost-email feedback undo ID``.
 """
 
@@ -11,11 +12,16 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from toolhost_email.store import open_writable
+from toolhost_email.owners import shared
+from toolhost_email.reader import connection_of, feedback_where
+from toolhost_email.store import writing
+
+if TYPE_CHECKING:
+    from toolhost_email.reader import MailCacheReader
 
 __all__ = ["FeedbackChange", "UnknownFeedback", "record_feedback", "undo_feedback"]
 
@@ -35,8 +41,10 @@ class FeedbackChange:
     changed: bool
 
 
-def feedback_id_for(account: str, thread_id: str, feedback: str) -> str:
-    payload = json.dumps([account, thread_id, feedback], ensure_ascii=False).encode()
+def feedback_id_for(account: str, thread_id: str, feedback: str, owner: str = "") -> str:
+    # A one-person cache's ids leave the owner out: they are the ids it always gave.
+    parts = [account, thread_id, feedback] + ([owner] if owner else [])
+    payload = json.dumps(parts, ensure_ascii=False).encode()
     return "f_" + hashlib.sha256(payload).hexdigest()[:32]
 
 
@@ -59,24 +67,22 @@ def _change(conn: sqlite3.Connection, feedback_id: str, status: Status,
 
 
 def record_feedback(data_dir: Path, *, account: str, thread_id: str, feedback: str,
-                    quote: str, recorded_at: str) -> FeedbackChange:
-    """Apply the feedback (idempotent: the same feedback again changes nothing)."""
-    feedback_id = feedback_id_for(account, thread_id, feedback)
-    conn = open_writable(data_dir)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(
-                "INSERT OR IGNORE INTO feedback (feedback_id, account, thread_id, feedback, "
-                "quote, recorded_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (feedback_id, account, thread_id, feedback, quote, recorded_at))
-            change = _change(conn, feedback_id, "applied", "owner")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.close()
+                    quote: str, recorded_at: str, principal: str = "") -> FeedbackChange:
+    """Apply ``principal``'s feedback (idempotent: the same feedback again changes nothing)."""
+    with writing(data_dir) as conn:
+        owner = principal if shared(conn) else ""
+        # The record it already has, whatever id it was given (a one-person cache's records
+        # keep theirs when ``owners set --unowned`` gives them an owner).
+        row = conn.execute(
+            "SELECT feedback_id FROM feedback WHERE owner = ? AND account = ? AND "
+            "thread_id = ? AND feedback = ?", (owner, account, thread_id, feedback)).fetchone()
+        feedback_id = (feedback_id_for(account, thread_id, feedback, owner) if row is None
+                       else str(row[0]))
+        conn.execute(
+            "INSERT OR IGNORE INTO feedback (feedback_id, account, thread_id, feedback, "
+            "quote, recorded_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (feedback_id, account, thread_id, feedback, quote, recorded_at, owner))
+        change = _change(conn, feedback_id, "applied", "owner")
     return change
 
 
@@ -85,34 +91,29 @@ def undo_feedback(data_dir: Path, feedback_id: str) -> FeedbackChange:
 
     :raises UnknownFeedback: no record has that id.
     """
-    conn = open_writable(data_dir)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("SELECT 1 FROM feedback WHERE feedback_id = ?",
-                            (feedback_id,)).fetchone() is None:
-                raise UnknownFeedback(feedback_id)
-            change = _change(conn, feedback_id, "undone", "operator")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.close()
+    with writing(data_dir) as conn:
+        if conn.execute("SELECT 1 FROM feedback WHERE feedback_id = ?",
+                        (feedback_id,)).fetchone() is None:
+            raise UnknownFeedback(feedback_id)
+        change = _change(conn, feedback_id, "undone", "operator")
     return change
 
 
-def applied_feedback(conn: sqlite3.Connection | None, account: str | None,
+def applied_feedback(reader: MailCacheReader, account: str | None,
                      thread_id: str | None, limit: int) -> list[tuple[str, str, str, str]]:
-    """(feedback_id, account, thread_id, feedback) of records whose latest version is applied:
-    general ones (no account), the account's, and the thread's; newest first."""
+    """(feedback_id, account, thread_id, feedback) of the reader's principal's records whose
+    latest version is applied: general ones (no account), the account's, and the thread's;
+    newest first."""
+    conn = connection_of(reader)
     if conn is None:
         return []
+    mine, values = feedback_where(reader, "f.owner")
     rows = conn.execute(
         "SELECT f.feedback_id, f.account, f.thread_id, f.feedback FROM feedback f "
         "JOIN feedback_versions v ON v.feedback_id = f.feedback_id AND v.version = ("
         "  SELECT MAX(version) FROM feedback_versions WHERE feedback_id = f.feedback_id) "
-        "WHERE v.status = 'applied' ORDER BY f.recorded_at DESC, f.feedback_id").fetchall()
+        f"WHERE v.status = 'applied' AND {mine} ORDER BY f.recorded_at DESC, f.feedback_id",
+        values).fetchall()
     return [
         (str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows
         if (r[1] == "" or account is None or r[1] == account)

@@ -27,12 +27,13 @@ from toolhost_email.messages import (
     QUOTE_NOT_IN_USER_TURN,
     UNKNOWN_THREAD,
 )
+from toolhost_email.reader import connection_of, mail_where
 from toolhost_email.specs import FEEDBACK_DESCRIPTION as DESCRIPTION
 from toolhost_email.specs import FEEDBACK_INPUT_SCHEMA as INPUT_SCHEMA
 from toolhost_email.specs import FEEDBACK_OUTPUT_SCHEMA as OUTPUT_SCHEMA
 from toolhost_email.specs import FEEDBACK_SPEC as SPEC
 from toolhost_email.store import CacheUnavailable
-from toolhost_email.tool_call import account_argument, cache_connection
+from toolhost_email.tool_call import account_argument, cache_reader
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "quoted_in"]
 
@@ -67,11 +68,15 @@ def quoted_in(quote: str, turn: str | None) -> bool:
     return re.search(before + re.escape(quote) + after, turn) is not None
 
 
-def _thread_account(services: Services, thread_id: str, account: str) -> str:
-    """The account the thread belongs to (it must exist, and be ``account``'s when given)."""
-    with cache_connection(services) as conn:
+def _thread_account(services: Services, principal: str, thread_id: str, account: str) -> str:
+    """The account the thread belongs to (it must exist among the caller's accounts, and be
+    ``account``'s when given)."""
+    with cache_reader(services, principal) as reader:
+        conn = connection_of(reader)
+        mine, values = mail_where(reader)
         row = None if conn is None else conn.execute(
-            "SELECT account FROM messages WHERE thread_id = ? LIMIT 1", (thread_id,)).fetchone()
+            f"SELECT account FROM messages WHERE thread_id = ? AND {mine} LIMIT 1",
+            (thread_id, *values)).fetchone()
     if row is None or (account and row[0] != account):
         raise ToolFailure(UNKNOWN_THREAD)
     return str(row[0])
@@ -84,16 +89,19 @@ def build(services: Services) -> ToolCallable:
             raise ToolFailure(QUOTE_NOT_IN_USER_TURN)
         if not quoted_in(arguments["feedback"], quote):
             raise ToolFailure(FEEDBACK_NOT_QUOTED)
-        account = account_argument(arguments) or ""  # "": about every account
+        # "": about every account (of the caller's). An account of another person's needs no
+        # refusal: the record is the caller's, read only by the caller, who reads no mail of it.
+        account = account_argument(arguments) or ""
         thread_id = arguments.get("thread_id") or ""
+        principal = context.principal.id
         if thread_id:
-            account = _thread_account(services, thread_id, account)
+            account = _thread_account(services, principal, thread_id, account)
         try:
             # The feedback is the owner's words; the quote, stored beside it, authorized it.
             change = record_feedback(
                 services.data_dir, account=account, thread_id=thread_id,
                 feedback=arguments["feedback"], quote=quote,
-                recorded_at=services.clock.now().isoformat())
+                recorded_at=services.clock.now().isoformat(), principal=principal)
         except CacheUnavailable as exc:
             raise ToolFailure(CACHE_UNAVAILABLE, detail={"error": str(exc)}) from exc
         structured = {"feedback_id": change.feedback_id, "status": "applied"}

@@ -23,6 +23,7 @@ import attrs
 
 from toolhost_email.cache_model import MailAddress
 from toolhost_email.census import list_identifier
+from toolhost_email.owners import OwnerConflict, claim
 from toolhost_email.parse import (
     MAX_MESSAGE_BYTES,
     Malformed,
@@ -143,7 +144,7 @@ _INSERT = (
 
 
 def import_path(data_dir: Path, account: str, path: Path, *,
-                workers: int | None = 1) -> ImportReport:
+                workers: int | None = 1, owner: str | None = None) -> ImportReport:
     """Import the mbox file or Maildir at ``path`` under ``account`` into the cache in
     ``data_dir`` (toolhost-email's data directory). Importing it again adds nothing.
 
@@ -153,14 +154,21 @@ def import_path(data_dir: Path, account: str, path: Path, *,
     built for it (the console script) can promise. Storing is always this process's, in one
     transaction.
 
-    :raises ImportFailed: the source cannot be read; nothing of it was stored.
+    ``owner``: the principal the account belongs to (``owners``), set in the same
+    transaction; an account that is already another principal's is refused.
+
+    :raises ImportFailed: the source cannot be read, or the account is another principal's;
+        nothing of it was stored.
     """
     account = normalize_account(account)
+    if owner is not None and not owner.strip():
+        raise ImportFailed("--owner must name a principal (as its token or the issuer names it)")
     if workers is None:
         workers = min(os.cpu_count() or 1, _MAX_WORKERS)
     conn = open_writable(data_dir)
     try:
-        return _import(conn, account, Path(path), max(1, workers))
+        return _import(conn, account, Path(path), max(1, workers),
+                       None if owner is None else owner.strip())
     finally:
         conn.close()
 
@@ -233,11 +241,17 @@ class _Batches:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _import(conn: sqlite3.Connection, account: str, path: Path, workers: int) -> ImportReport:
+def _import(conn: sqlite3.Connection, account: str, path: Path, workers: int,
+            owner: str | None) -> ImportReport:
     seen = 0
     batches = _Batches(conn, account, workers)
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if owner is not None:
+            try:
+                claim(conn, account, owner)
+            except OwnerConflict as exc:
+                raise ImportFailed(str(exc)) from None
         chunk: list[tuple[str, bytes]] = []
         for raw in _raw_messages(path):
             seen += 1

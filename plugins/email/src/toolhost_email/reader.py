@@ -1,5 +1,10 @@
 """The cache's public read API (``open_mail_cache``): a read-only view for the tools of this
-package and for other distributions (toolhost-people), never a writer."""
+package and for other distributions (toolhost-people), never a writer.
+
+A reader opened for a principal reads only the accounts that principal owns (``owners``: every
+account while the cache is one person's); each read decides it in the same statement as the
+mail, so an owner changed a moment ago holds for the next read. Opened for no principal, it is
+the operator's view of everything."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from types import TracebackType
 from typing import Any, Literal, cast
 
 from toolhost_email.cache_model import CachedMessage, MailAddress, MessageSource
+from toolhost_email.owners import accounts_of, own_feedback, readable, shared
 from toolhost_email.store import CacheUnavailable, cache_path
 
 __all__ = ["MailCacheReader", "open_mail_cache"]
@@ -41,16 +47,23 @@ class MailCacheReader:
     """A read-only view of the cache; a context manager, ``close`` releases the connection.
 
     A directory with no cache reads as an empty cache (generation 0, no messages).
+    ``principal``: whose view it is (see the module text); None, the operator's.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, principal: str | None = None) -> None:
         path = cache_path(data_dir)
+        self.principal = principal
         self._conn: sqlite3.Connection | None = None
+        #: A schema-1 cache (not yet opened by this version's writer) has no owners.
+        self._owners = False
         try:
             if path.exists():
                 self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                                              timeout=30.0, check_same_thread=False)
                 self._conn.execute("SELECT value FROM meta WHERE key = 'generation'")
+                schema = self._conn.execute(
+                    "SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                self._owners = schema is not None and int(schema[0]) >= 2
         except (sqlite3.Error, OSError) as exc:  # OSError: a directory it may not search
             self.close()
             raise CacheUnavailable(f"{path} cannot be read as a mail cache "
@@ -62,29 +75,47 @@ class MailCacheReader:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return 0 if row is None else int(row[0])
 
+    def shared(self) -> bool:
+        """The cache is several people's: some account was ever given an owner."""
+        return self._conn is not None and self._owners and shared(self._conn)
+
+    def accounts(self) -> frozenset[str] | None:
+        """The accounts this reader reads now; None: every account (the operator's view, or
+        a cache of one person)."""
+        if self._conn is None or self.principal is None or not self._owners:
+            return None
+        return accounts_of(self._conn, self.principal)
+
+    def _where(self, column: str = "account") -> tuple[str, tuple[object, ...]]:
+        return readable(self.principal if self._owners else None, column)
+
     def messages(self) -> Iterator[CachedMessage]:
-        """Every cached message, ordered by (date with None first, message_key)."""
+        """Every message this reader reads, ordered by (date with None first, message_key)."""
         if self._conn is None:
             return
+        where, values = self._where()
         cursor = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages ORDER BY date_ts, message_key")
+            f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY date_ts, message_key",
+            values)
         for row in cursor:
             yield message_from_row(row)
 
     def message(self, message_key: str) -> CachedMessage | None:
         if self._conn is None:
             return None
+        where, values = self._where()
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE message_key = ?",
-            (message_key,)).fetchone()
+            f"SELECT {_COLUMNS} FROM messages WHERE message_key = ? AND {where}",
+            (message_key, *values)).fetchone()
         return None if row is None else message_from_row(row)
 
     def source(self, message_key: str) -> MessageSource | None:
         if self._conn is None:
             return None
+        where, values = self._where()
         row = self._conn.execute(
             "SELECT message_key, account, thread_id, headers, body, truncated FROM messages "
-            "WHERE message_key = ?", (message_key,)).fetchone()
+            f"WHERE message_key = ? AND {where}", (message_key, *values)).fetchone()
         if row is None:
             return None
         return MessageSource(
@@ -112,6 +143,19 @@ def connection_of(reader: MailCacheReader) -> sqlite3.Connection | None:
     return reader._conn
 
 
-def open_mail_cache(data_dir: Path) -> MailCacheReader:
-    """A read-only view of the cache in ``data_dir`` (toolhost-email's data directory)."""
-    return MailCacheReader(Path(data_dir))
+def mail_where(reader: MailCacheReader, column: str = "account") -> tuple[str, tuple[object, ...]]:
+    """The SQL condition (and its values) keeping the rows of the reader's accounts, for this
+    package's own tools: the same rule as the reader's methods."""
+    return reader._where(column)
+
+
+def feedback_where(reader: MailCacheReader,
+                   column: str = "owner") -> tuple[str, tuple[object, ...]]:
+    """The SQL condition keeping the feedback records the reader's principal reads."""
+    return own_feedback(reader.principal if reader._owners else None, column)
+
+
+def open_mail_cache(data_dir: Path, principal: str | None = None) -> MailCacheReader:
+    """A read-only view of the cache in ``data_dir`` (toolhost-email's data directory): of
+    the accounts ``principal`` owns, or (None) of everything."""
+    return MailCacheReader(Path(data_dir), principal)

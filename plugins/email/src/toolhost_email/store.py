@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -20,12 +22,14 @@ __all__ = [
     "bump_generation",
     "cache_path",
     "checkpoint",
+    "immediate",
     "open_writable",
+    "writing",
 ]
 
 MAIL_CACHE_DISTRIBUTION: Final = "toolhost-email"
 CACHE_FILE: Final = "mail.sqlite3"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -64,7 +68,12 @@ CREATE TABLE IF NOT EXISTS feedback (
     thread_id TEXT NOT NULL,
     feedback TEXT NOT NULL,
     quote TEXT NOT NULL,
-    recorded_at TEXT NOT NULL
+    recorded_at TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS account_owners (
+    account TEXT PRIMARY KEY,
+    owner TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS feedback_versions (
     feedback_id TEXT NOT NULL REFERENCES feedback (feedback_id),
@@ -109,6 +118,8 @@ def open_writable(data_dir: Path) -> sqlite3.Connection:
         if row is None:
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema', ?), ('generation', 0)",
                          (SCHEMA_VERSION,))
+        elif row[0] == 1:
+            _migrate_1_to_2(conn)
         elif row[0] != SCHEMA_VERSION:
             raise CacheUnavailable(
                 f"the mail cache {cache_path(data_dir)} has schema {row[0]}, this toolhost-email "
@@ -124,6 +135,41 @@ def open_writable(data_dir: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``conn`` (``BEGIN IMMEDIATE``): committed when the block ends,
+    rolled back when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
+def writing(data_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A writable connection to the cache in one write transaction (``immediate``), closed
+    when the block ends."""
+    conn = open_writable(data_dir)
+    try:
+        with immediate(conn):
+            yield conn
+    finally:
+        conn.close()
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Schema 2: accounts have owners (``account_owners``, made by the schema script), and a
+    feedback record its owner. A schema-1 cache had none: its feedback is everyone's ('')."""
+    with immediate(conn):
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(feedback)")]
+        if "owner" not in columns:
+            conn.execute("ALTER TABLE feedback ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+        conn.execute("UPDATE meta SET value = 2 WHERE key = 'schema'")
 
 
 def checkpoint(conn: sqlite3.Connection, attempts: int = 50) -> bool:

@@ -20,8 +20,7 @@ __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build"]
 
 def build(services: Services) -> ToolCallable:
     def subscriptions(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-        del context
-        found = census_now(services, account_argument(arguments))
+        found = census_now(services, context.principal.id, account_argument(arguments))
         limit = arguments.get("limit", 100)
         structured = {
             "subscriptions": [{

@@ -1,5 +1,6 @@
 """The steps the email tool bodies share around their own work: reading the account argument
-as the cache keys accounts, reading the cache for one call, answering with a result as JSON.
+as the cache keys accounts, reading the cache for one call as its principal reads it (the
+accounts it owns: ``owners``), answering with a result as JSON.
 
 Kept in one place so the tools cannot drift apart: email.unsubscribe re-derives the census
 email.subscriptions listed, and only the same authserv-id and clock give the same evidence
@@ -14,14 +15,12 @@ from typing import TYPE_CHECKING, Any
 from toolhost import Services, ToolOutput
 from toolhost_email import wire
 from toolhost_email.config import AUTHSERV_SETTING, open_reader
-from toolhost_email.reader import connection_of
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from toolhost_email.census import Subscription
+    from toolhost_email.reader import MailCacheReader
 
-__all__ = ["account_argument", "cache_connection", "census_now", "json_output"]
+__all__ = ["account_argument", "cache_reader", "census_now", "json_output"]
 
 
 def account_argument(arguments: Mapping[str, Any]) -> str | None:
@@ -32,20 +31,22 @@ def account_argument(arguments: Mapping[str, Any]) -> str | None:
 
 
 @contextmanager
-def cache_connection(services: Services) -> Iterator[sqlite3.Connection | None]:
-    """The cache's connection for one call (None for a cache never imported), closed when the
-    block ends; a cache that cannot be read fails the call as CACHE_UNAVAILABLE."""
-    with open_reader(services) as reader:
-        yield connection_of(reader)
+def cache_reader(services: Services, principal: str) -> Iterator[MailCacheReader]:
+    """The cache as ``principal`` reads it, for one call, closed when the block ends; a cache
+    that cannot be read fails the call as CACHE_UNAVAILABLE."""
+    with open_reader(services, principal) as reader:
+        yield reader
 
 
-def census_now(services: Services, account: str | None = None) -> list[Subscription]:
-    """The census as a call sees it: the owner's server's authserv-id, the host's clock."""
+def census_now(services: Services, principal: str,
+               account: str | None = None) -> list[Subscription]:
+    """The census as a call sees it: the caller's accounts, the owner's server's authserv-id,
+    the host's clock."""
     # Imported here: the census imports httpx, which email.context and email.feedback never use.
     from toolhost_email.census import census
 
-    with cache_connection(services) as conn:
-        return census(conn, services.settings.get(AUTHSERV_SETTING), account,
+    with cache_reader(services, principal) as reader:
+        return census(reader, services.settings.get(AUTHSERV_SETTING), account,
                       now=services.clock.now())
 
 

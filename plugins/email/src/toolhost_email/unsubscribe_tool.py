@@ -63,9 +63,10 @@ def build(services: Services) -> ToolCallable:
 
     async def unsubscribe(arguments: Mapping[str, Any],
                           context: ToolExecutionContext) -> ToolOutput:
-        del context  # the pipeline cancels this task at the deadline
+        # (The pipeline cancels this task at the deadline.) Only the caller's accounts: the
+        # pair of a subscription of another person's is unknown_subscription.
         pairs: list[Mapping[str, str]] = arguments["requests"]
-        known = {s.subscription_id: s for s in census_now(services)}
+        known = {s.subscription_id: s for s in census_now(services, context.principal.id)}
         decided: list[Outcome | None] = [_checked(p, known) for p in pairs]
         # One request per subscription, however often a call names it.
         to_send = {p["subscription_id"] for p, d in zip(pairs, decided, strict=True)

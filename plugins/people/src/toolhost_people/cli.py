@@ -6,8 +6,10 @@ ADDRESS`` names an address of the owner's that is no imported account (an alias)
 nobody's person (``me`` alone lists the owner's addresses people know); ``refresh``
 brings the derived index up to date with the mail cache now (the tools do it on their next
 call anyway: after ``toolhost-email erase``, this removes the erased mail from people's own
-files at once). State lives in toolhost-people's data directory under TOOLHOST_DATA_DIR, the
-one a host gives the plugin. Bad input is one line on stderr and exit status 2, never a
+files at once). Once toolhost-email's accounts have owners, ``me --principal P`` names one
+principal's alias, and ``refresh`` brings every principal's index up to date (deleting those of
+principals that own no account any more). State lives in toolhost-people's data directory
+under TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input is one line on stderr and exit status 2, never a
 traceback.
 """
 
@@ -52,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("links", help="list the linked addresses, one group a line")
     me = commands.add_parser("me", help="an address of the owner's (never a person)")
     me.add_argument("address", metavar="ADDRESS", nargs="?")
+    me.add_argument("--principal", metavar="PRINCIPAL",
+                    help="whose (in a mail cache whose accounts have owners)")
     commands.add_parser("refresh", help="bring the people index up to date with the mail cache")
     return parser
 
@@ -92,12 +96,17 @@ def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
         for person in sorted(groups):
             print(" ".join(groups[person]))
     elif args.command == "me":
+        principal = None
+        if args.principal is not None:
+            principal = args.principal.strip()
+            if not principal:
+                raise _Usage("a principal is a non-empty id, as its token or its issuer names it")
         if args.address is None:
-            for address in sorted(links.read_state(own_dir)[1]):
+            for address in sorted(links.read_state(own_dir, principal)[1]):
                 print(address)
         else:
             address = _address(args.address)
-            added = links.add_owner(own_dir, address)
+            added = links.add_owner(own_dir, address, principal)
             print(f"{'added' if added else 'already the owner'}: {address}")
     else:
         return _refresh(settings, own_dir)
@@ -107,23 +116,49 @@ def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
 def _refresh(settings: Settings, own_dir: Path) -> int:
     from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable, open_mail_cache
 
-    from toolhost_people.index import open_index, refresh
-    from toolhost_people.links import read_state, record_accounts
+    from toolhost_people.index import PRINCIPALS_DIR, indexed_principal, remove_index
 
     own_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = settings.plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
     try:
-        reader = open_mail_cache(cache_dir)
+        with open_mail_cache(cache_dir) as probe:
+            shared = probe.shared()
     except CacheUnavailable as exc:
         print(f"{PROG}: cannot read the mail cache in {cache_dir}: {exc}", file=sys.stderr)
         return 1
-    links, owners = read_state(own_dir)
-    with reader, closing(open_index(own_dir)) as index:
-        rebuilt = refresh(index, reader, links, owners,
-                          record=lambda found: record_accounts(own_dir, found))
-        (count,) = index.execute("SELECT count(*) FROM person").fetchone()
-    print(f"{'rebuilt' if rebuilt else 'already current'}: {count} people")
+    if not shared:
+        print(_refresh_one(own_dir, cache_dir, None))
+        return 0
+    remove_index(own_dir)  # the one-person index: nobody reads it once accounts have owners
+    for file in sorted((own_dir / PRINCIPALS_DIR).glob("*.sqlite3")):
+        with closing(sqlite3.connect(file)) as conn:
+            principal = indexed_principal(conn)
+        if principal is None:
+            continue
+        with open_mail_cache(cache_dir, principal) as reader:
+            owns = reader.accounts()
+        if not owns:
+            remove_index(own_dir, principal)
+            print(f"{principal}: owns no account, index deleted")
+        else:
+            print(f"{principal}: {_refresh_one(own_dir, cache_dir, principal)}")
     return 0
+
+
+def _refresh_one(own_dir: Path, cache_dir: Path, principal: str | None) -> str:
+    """Bring one index up to date: the one-person cache's, or ``principal``'s."""
+    from toolhost_email import open_mail_cache
+
+    from toolhost_people.index import open_index, refresh
+    from toolhost_people.links import read_state, record_accounts
+
+    with open_mail_cache(cache_dir, principal) as reader, \
+            closing(open_index(own_dir, principal)) as index:
+        links, owners = read_state(own_dir, principal)
+        rebuilt = refresh(index, reader, links, owners | (reader.accounts() or frozenset()),
+                          record=lambda found: record_accounts(own_dir, found, principal))
+        (count,) = index.execute("SELECT count(*) FROM person").fetchone()
+    return f"{'rebuilt' if rebuilt else 'already current'}: {count} people"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -102,7 +102,7 @@ def build(services: Services) -> ToolCallable:
                     index.names_of(opened.people, person_id, MAX_NAMES),
                     index.recent_threads(opened.people, person_id, MAX_THREADS))
 
-        person, addresses, names, threads = store.read(read)
+        person, addresses, names, threads = store.read(read, context.principal.id)
         structured = {
             "person_id": person.person_id,
             "name": person.name,

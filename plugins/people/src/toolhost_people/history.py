@@ -230,7 +230,8 @@ def _build(services: Services, *, sources: bool) -> ToolCallable:
             if after is None:
                 raise ToolFailure(BAD_CURSOR)
         if interaction_id is not None:
-            return store.read(lambda opened: _source_read(opened, person_id, interaction_id))
+            return store.read(lambda opened: _source_read(opened, person_id, interaction_id),
+                              context.principal.id)
         limit = arguments["limit"]
 
         def read_page(opened: Opened) -> list[index.Interaction]:
@@ -238,7 +239,7 @@ def _build(services: Services, *, sources: bool) -> ToolCallable:
                 raise ToolFailure(UNKNOWN_PERSON)
             return index.history_page(opened.people, person_id, limit + 1, after)
 
-        rows = store.read(read_page)
+        rows = store.read(read_page, context.principal.id)
         page = rows[:limit]
         last = page[-1] if page else None
         structured: dict[str, Any] = {

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INDEX_FILE",
     "NO_DATE",
+    "PRINCIPALS_DIR",
     "CacheView",
     "Interaction",
     "PersonRow",
@@ -48,8 +49,11 @@ __all__ = [
     "ThreadRow",
     "addresses_of",
     "date_text",
+    "empty_index",
     "find_interaction",
     "history_page",
+    "index_path",
+    "indexed_principal",
     "is_damage",
     "names_of",
     "open_index",
@@ -63,6 +67,9 @@ __all__ = [
 ]
 
 INDEX_FILE = "index.sqlite3"
+#: In a mail cache of several people (toolhost-email's owners), each principal's index is a
+#: file of its own here, named by a digest of the principal: nobody's calls read another's.
+PRINCIPALS_DIR = "principals"
 
 #: The index's layout; another value in the file's meta table means drop and rebuild.
 SCHEMA_VERSION = "2"
@@ -169,19 +176,43 @@ def date_text(date: _dt.datetime | None) -> str | None:
 # ------------------------------------------------------------------------------ opening
 
 
-def open_index(data_dir: Path) -> sqlite3.Connection:
-    """The index in ``data_dir``, created (or recreated, if damaged or of another layout)
-    empty. Autocommit: every write is an explicit transaction. Any other error (a directory
-    in its place, no permission, a lock held too long) is raised: deleting would not help."""
-    path = data_dir / INDEX_FILE
+def index_path(data_dir: Path, principal: str | None = None) -> Path:
+    """The index file: the one of a mail cache of one person (``principal`` None), or
+    ``principal``'s own in a cache of several."""
+    if principal is None:
+        return data_dir / INDEX_FILE
+    name = hashlib.sha256(principal.encode()).hexdigest()[:32]
+    return data_dir / PRINCIPALS_DIR / f"{name}.sqlite3"
+
+
+def open_index(data_dir: Path, principal: str | None = None) -> sqlite3.Connection:
+    """The index in ``data_dir`` (``principal``'s: ``index_path``), created (or recreated, if
+    damaged or of another layout) empty. Autocommit: every write is an explicit transaction.
+    Any other error (a directory in its place, no permission, a lock held too long) is
+    raised: deleting would not help."""
+    path = index_path(data_dir, principal)
+    if principal is not None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        return _open(path)
+        return _open(path, principal)
     except sqlite3.DatabaseError as exc:
         if not is_damage(exc):
             raise
     # Derived data: a damaged file is removed and rebuilt, never repaired.
-    remove_index(data_dir)
-    return _open(path)
+    remove_index(data_dir, principal)
+    return _open(path, principal)
+
+
+def empty_index() -> sqlite3.Connection:
+    """An index of no mail, in memory: what a principal that owns no account reads."""
+    return _open(Path(":memory:"), None)
+
+
+def indexed_principal(conn: sqlite3.Connection) -> str | None:
+    """Whose index this is (None: a one-person cache's): ``toolhost-people refresh`` finds
+    the principal of each file it brings up to date here."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'principal'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def is_damage(exc: sqlite3.DatabaseError) -> bool:
@@ -190,13 +221,13 @@ def is_damage(exc: sqlite3.DatabaseError) -> bool:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
 
 
-def remove_index(data_dir: Path) -> None:
+def remove_index(data_dir: Path, principal: str | None = None) -> None:
     """Delete the index file and its WAL and shared-memory files, if there."""
     for suffix in ("", "-wal", "-shm"):
-        Path(f"{data_dir / INDEX_FILE}{suffix}").unlink(missing_ok=True)
+        Path(f"{index_path(data_dir, principal)}{suffix}").unlink(missing_ok=True)
 
 
-def _open(path: Path) -> sqlite3.Connection:
+def _open(path: Path, principal: str | None) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -212,6 +243,8 @@ def _open(path: Path) -> sqlite3.Connection:
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                if principal is not None:
+                    conn.execute("INSERT INTO meta VALUES ('principal', ?)", (principal,))
             conn.execute("COMMIT")
     except BaseException:
         conn.close()

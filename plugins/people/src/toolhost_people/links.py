@@ -11,6 +11,10 @@ rebuild that first sees one, and kept: an erased account is still the owner's, s
 address never turns into a person from the other accounts' mail) and the addresses the
 operator names with ``toolhost-people me ADDRESS`` (an alias the owner writes from).
 
+In a mail cache of several people (toolhost-email's owners) each principal has owner
+addresses of their own: the accounts it owns, those its index ever saw, and the aliases of
+``toolhost-people me --principal P ADDRESS``; the one-person cache's are nobody's there.
+
 Both are state, not derived data: they live in ``links.sqlite3`` in toolhost-people's own
 data directory and nothing rebuilds them. The derived index records the ``digest`` of what it
 was built with and rebuilds when it changes.
@@ -41,7 +45,8 @@ _SCHEMA = (
     " address TEXT PRIMARY KEY,"
     " person TEXT NOT NULL"  # the group's smallest address
     ") WITHOUT ROWID",
-    # origin: 'account' (seen in the cache) or 'operator' (toolhost-people me).
+    # origin: 'account' (seen in the cache) or 'operator' (toolhost-people me); a
+    # principal's own in a cache of several people: 'account:P', 'operator:P'.
     "CREATE TABLE IF NOT EXISTS owner (address TEXT NOT NULL, origin TEXT NOT NULL,"
     " PRIMARY KEY (address, origin)) WITHOUT ROWID",
 )
@@ -76,9 +81,15 @@ def read_links(data_dir: Path) -> dict[str, str]:
     return read_state(data_dir)[0]
 
 
-def read_state(data_dir: Path) -> tuple[dict[str, str], frozenset[str]]:
-    """The links (``read_links``) and the owner's addresses, in one read; both empty when
-    there is no state yet (no file is created for that)."""
+def _origin(kind: str, principal: str | None) -> str:
+    return kind if principal is None else f"{kind}:{principal}"
+
+
+def read_state(data_dir: Path,
+               principal: str | None = None) -> tuple[dict[str, str], frozenset[str]]:
+    """The links (``read_links``) and the owner's addresses (``principal``'s, in a cache of
+    several people), in one read; both empty when there is no state yet (no file is created
+    for that)."""
     path = data_dir / LINKS_FILE
     if not path.exists():
         return {}, frozenset()
@@ -86,39 +97,44 @@ def read_state(data_dir: Path) -> tuple[dict[str, str], frozenset[str]]:
     # schema statements only for a file made before the owner table existed.
     with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
         try:
-            return _read(conn)
+            return _read(conn, principal)
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
                 raise
     with _connect(data_dir) as conn:
-        return _read(conn)
+        return _read(conn, principal)
 
 
-def _read(conn: sqlite3.Connection) -> tuple[dict[str, str], frozenset[str]]:
+def _read(conn: sqlite3.Connection,
+          principal: str | None) -> tuple[dict[str, str], frozenset[str]]:
     conn.execute("BEGIN")
     try:
         links = {a: p for a, p in conn.execute("SELECT address, person FROM links")}
-        owners = frozenset(a for (a,) in conn.execute("SELECT address FROM owner"))
+        owners = frozenset(a for (a,) in conn.execute(
+            "SELECT address FROM owner WHERE origin IN (?, ?)",
+            (_origin("account", principal), _origin("operator", principal))))
     finally:
         conn.execute("ROLLBACK")
     return links, owners
 
 
-def record_accounts(data_dir: Path, accounts: Iterable[str]) -> None:
-    """Remember accounts seen in the cache as the owner's (for good: see the module text)."""
+def record_accounts(data_dir: Path, accounts: Iterable[str],
+                    principal: str | None = None) -> None:
+    """Remember accounts seen in the cache as the owner's (``principal``'s, in a cache of
+    several people; for good: see the module text)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with _connect(data_dir) as conn:
-        conn.executemany("INSERT OR IGNORE INTO owner VALUES (?, 'account')",
-                         [(a,) for a in accounts])
+        conn.executemany("INSERT OR IGNORE INTO owner VALUES (?, ?)",
+                         [(a, _origin("account", principal)) for a in accounts])
 
 
-def add_owner(data_dir: Path, address: str) -> bool:
-    """``toolhost-people me ADDRESS``: the normalized address is the owner's; False if it
-    already was."""
+def add_owner(data_dir: Path, address: str, principal: str | None = None) -> bool:
+    """``toolhost-people me [--principal P] ADDRESS``: the normalized address is the
+    owner's (``principal``'s); False if it already was."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with _connect(data_dir) as conn:
-        added = conn.execute("INSERT OR IGNORE INTO owner VALUES (?, 'operator')",
-                             (address,)).rowcount
+        added = conn.execute("INSERT OR IGNORE INTO owner VALUES (?, ?)",
+                             (address, _origin("operator", principal))).rowcount
     return bool(added)
 
 

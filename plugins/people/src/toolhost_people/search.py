@@ -95,7 +95,7 @@ def build(services: Services) -> ToolCallable:
             return rows, (index.addresses_of(opened.people, shown, ADDRESSES_PER_ENTRY)
                           if shown else {})
 
-        rows, addresses = store.read(read)
+        rows, addresses = store.read(read, context.principal.id)
         shown = rows[:limit]
         structured = {
             "people": [

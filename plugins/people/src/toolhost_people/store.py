@@ -1,6 +1,11 @@
 """What every people tool opens per call: toolhost-email's cache (through its public read API
-only) and this distribution's index, refreshed against the cache, the operator's links and
-the owner's addresses, then read in one read transaction.
+only, as the caller reads it) and this distribution's index, refreshed against the cache, the
+operator's links and the owner's addresses, then read in one read transaction.
+
+Whose index: while the cache is one person's, the one index of everything; once its accounts
+have owners (toolhost-email's owners), the caller's own, built from the accounts it owns only
+(a principal that owns none reads an empty index made in memory, leaving no file behind), and
+the one index of everything is deleted: nobody reads it any more.
 
 A call opens both and closes both: a connection is cheap next to the guarantee that each call
 sees the cache as it is now (an erase a moment ago is already gone), and a tool built once
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable, open_mail_cache
 
 from toolhost import Services, ToolFailure
-from toolhost_people.index import is_damage, open_index, refresh, remove_index
+from toolhost_people.index import empty_index, is_damage, open_index, refresh, remove_index
 from toolhost_people.links import read_state, record_accounts
 from toolhost_people.messages import BUSY, CACHE_UNAVAILABLE, INDEX_UNAVAILABLE
 
@@ -68,6 +73,12 @@ class Cache:
         except (sqlite3.Error, CacheUnavailable) as exc:
             raise _cache_failure(exc) from None
 
+    def accounts(self) -> frozenset[str] | None:
+        try:
+            return self._reader.accounts()
+        except (sqlite3.Error, CacheUnavailable) as exc:
+            raise _cache_failure(exc) from None
+
     def source(self, message_key: str) -> MessageSource | None:
         try:
             return self._reader.source(message_key)
@@ -83,6 +94,11 @@ class Opened(NamedTuple):
 class _Damaged(Exception):
     """The index file is damaged: delete it and build it again."""
 
+    def __init__(self, principal: str | None = None) -> None:
+        super().__init__(principal)
+        #: Whose index file (None: the one-person cache's).
+        self.principal = principal
+
 
 class PeopleStore:
     """The two directories a people tool reads: its own (index and links) and the cache's."""
@@ -95,38 +111,44 @@ class PeopleStore:
     def of(cls, services: Services) -> PeopleStore:
         return cls(services.data_dir, services.data_dir_of(MAIL_CACHE_DISTRIBUTION))
 
-    def read(self, body: Callable[[Opened], T]) -> T:
-        """``body`` over the index, current with the cache, the links and the owner's
-        addresses, in one read transaction; and the cache it was checked against (for
+    def read(self, body: Callable[[Opened], T], principal: str) -> T:
+        """``body`` over ``principal``'s index, current with the cache, the links and the
+        owner's addresses, in one read transaction; and the cache it was checked against (for
         source reads). A damaged index is rebuilt once."""
         try:
-            return self._read_once(body)
-        except _Damaged:
-            pass
+            return self._read_once(body, principal)
+        except _Damaged as damaged:
+            whose = damaged.principal
         try:
-            remove_index(self.own_dir)
-            return self._read_once(body)
+            remove_index(self.own_dir, whose)
+            return self._read_once(body, principal)
         except (_Damaged, OSError) as exc:
             raise ToolFailure(INDEX_UNAVAILABLE, detail={"error": type(exc).__name__}) from None
 
-    def _read_once(self, body: Callable[[Opened], T]) -> T:
+    def _read_once(self, body: Callable[[Opened], T], principal: str) -> T:
         try:
-            links, owners = read_state(self.own_dir)
-        except (OSError, sqlite3.Error) as exc:
-            raise self._own_failure(exc, "links") from None
-        try:
-            reader = open_mail_cache(self.cache_dir)
+            reader = open_mail_cache(self.cache_dir, principal)
         except (CacheUnavailable, OSError) as exc:
             raise _cache_failure(exc) from None
         with reader:
             cache = Cache(reader)
+            accounts = cache.accounts()
+            whose = None if accounts is None else principal
             try:
-                index = open_index(self.own_dir)
+                links, owners = read_state(self.own_dir, whose)
             except (OSError, sqlite3.Error) as exc:
-                raise self._own_failure(exc, "index") from None
+                raise self._own_failure(exc, "links") from None
+            try:
+                if whose is not None:
+                    remove_index(self.own_dir)  # the one-person index: nobody's any more
+                index = (empty_index() if accounts == frozenset()
+                         else open_index(self.own_dir, whose))
+            except (OSError, sqlite3.Error) as exc:
+                raise self._own_failure(exc, "index", whose) from None
             with closing(index):
                 try:
-                    refresh(index, cache, links, owners, record=self._record)
+                    refresh(index, cache, links, owners | (accounts or frozenset()),
+                            record=lambda new: self._record(new, whose))
                     # One snapshot for every query of the call (WAL: readers never block).
                     index.execute("BEGIN")
                     try:
@@ -135,18 +157,18 @@ class PeopleStore:
                         if index.in_transaction:  # read only: nothing to keep
                             index.execute("ROLLBACK")
                 except (OSError, sqlite3.Error) as exc:
-                    raise self._own_failure(exc, "index") from None
+                    raise self._own_failure(exc, "index", whose) from None
 
-    def _record(self, accounts: set[str]) -> None:
+    def _record(self, accounts: set[str], principal: str | None) -> None:
         try:
-            record_accounts(self.own_dir, accounts)
+            record_accounts(self.own_dir, accounts, principal)
         except (OSError, sqlite3.Error) as exc:
             raise self._own_failure(exc, "links") from None
 
     @staticmethod
-    def _own_failure(exc: Exception, file: str) -> Exception:
+    def _own_failure(exc: Exception, file: str, principal: str | None = None) -> Exception:
         if isinstance(exc, sqlite3.Error) and _busy(exc):
             return ToolFailure(BUSY, detail={"file": file}, retryable=True)
         if file == "index" and isinstance(exc, sqlite3.DatabaseError) and is_damage(exc):
-            return _Damaged()
+            return _Damaged(principal)
         return ToolFailure(INDEX_UNAVAILABLE, detail={"file": file, "error": type(exc).__name__})
