@@ -246,3 +246,42 @@ def test_a_cache_written_before_owners_reads_then_migrates(one_person: Path) -> 
         assert [f["feedback_id"] for f in ok(_as(h, "alice", "email.context"))["feedback"]] == [
             kept["feedback_id"]]
         assert ok(_as(h, "bob", "email.context"))["feedback"] == []
+
+
+def test_a_reader_open_across_the_migration_follows_the_new_owners(one_person: Path) -> None:
+    # Regression: a reader opened on a schema-1 cache decided once that owners did not apply
+    # and went on reading every account after the first owners were given.
+    _as_schema_1(one_person)
+    with open_mail_cache(cache_dir(one_person), "bob") as bobs:
+        assert {m.account for m in bobs.messages()} == {ALICE_MAIL, BOB_MAIL}
+        assert _cli(one_person, "owners", "set", BOB_MAIL, "bob").returncode == 0
+        assert {m.account for m in bobs.messages()} == {BOB_MAIL}
+        assert bobs.shared() and bobs.accounts() == {BOB_MAIL}
+
+
+def test_giving_unowned_feedback_keeps_one_record_of_the_same_words(one_person: Path) -> None:
+    # Regression: words recorded before and again after the first owner were two records of
+    # one principal, and undoing one left the other applied.
+    with harness(one_person, SETTINGS) as h:
+        before = ok(_as(h, "alice", "email.feedback", user_turn=TURN, quote=FEEDBACK,
+                        feedback=FEEDBACK))
+        assert _cli(one_person, "owners", "set", BOB_MAIL, "bob").returncode == 0
+        after = ok(_as(h, "alice", "email.feedback", user_turn=TURN, quote=FEEDBACK,
+                       feedback=FEEDBACK))
+        assert after["feedback_id"] != before["feedback_id"]
+        assert _cli(one_person, "owners", "set", "--unowned", "alice").returncode == 0
+        shown = ok(_as(h, "alice", "email.context"))["feedback"]
+        assert [f["feedback_id"] for f in shown] == [after["feedback_id"]]
+        undone = _cli(one_person, "feedback", "undo", after["feedback_id"])
+        assert undone.returncode == 0
+        assert ok(_as(h, "alice", "email.context"))["feedback"] == []
+
+
+def test_listing_owners_makes_and_migrates_nothing(tmp_path: Path, one_person: Path) -> None:
+    empty = tmp_path / "empty"
+    assert (_cli(empty, "owners").stdout, cache_dir(empty).exists()) == ("", False)
+    _as_schema_1(one_person)
+    listed = _cli(one_person, "owners")
+    assert listed.stdout == f"{ALICE_MAIL} (no owner)\n{BOB_MAIL} (no owner)\n"
+    with sqlite3.connect(cache_dir(one_person) / "mail.sqlite3") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == (1,)

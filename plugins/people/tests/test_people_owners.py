@@ -127,5 +127,55 @@ def test_refresh_brings_every_principals_index_up_to_date_and_deletes_the_erased
     result = people_command(data_dir, "refresh")
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.splitlines()) == [
-        "alice: rebuilt: 3 people", "bob: owns no account, index deleted"]
+        "alice: rebuilt: 3 people", "bob: owns no account, index and addresses deleted"]
     assert not index_path(_own_dir(data_dir), "bob").exists()
+
+
+def test_an_account_that_moves_on_stays_its_former_owners_own_address(tmp_path: Path) -> None:
+    # Regression: the accounts a principal owned were never kept as its own addresses, so an
+    # account moved to another principal turned into a person in its former owner's index.
+    root = tmp_path / "data"
+    root.mkdir()
+    first, work = "ana@example.com", "ana.work@example.com"
+    import_path(email_dir(root), first, write_mbox(tmp_path / "1.mbox", [
+        Mail("Dan <dan@example.org>", first, "Hi", 1, "d1@example.org")]), owner="ana")
+    import_path(email_dir(root), work, write_mbox(tmp_path / "2.mbox", [
+        Mail(f"Ana <{first}>", work, "Note to self", 2, "n1@example.com")]), owner="ana")
+    with harness(root) as h:
+        assert _found(h, "ana", "ana") == []
+        set_owner(email_dir(root), first, "bob")  # the operator moves one account
+        assert _found(h, "ana", "ana") == []
+
+
+def test_a_principal_that_owns_nothing_any_more_leaves_no_index(data_dir: Path) -> None:
+    # Regression: after erase --owner, the principal's own calls read an empty index but
+    # left its old file, with its correspondents, on disk.
+    with harness(data_dir) as h:
+        assert _found(h, "bob", "carol")
+        bobs = index_path(_own_dir(data_dir), "bob")
+        assert bobs.exists()
+        erase(email_dir(data_dir), "owner", "bob")
+        assert _found(h, "bob", "carol") == []
+    assert not bobs.exists()
+
+
+def test_refresh_forgets_an_erased_principal_and_survives_a_damaged_file(
+        data_dir: Path) -> None:
+    # Regressions: one damaged file under principals/ stopped refresh before it reached the
+    # others, and an erased principal's addresses stayed in links.sqlite3.
+    assert people_command(data_dir, "me", "--principal", "bob", "bob.alias@example.net"
+                          ).returncode == 0
+    with harness(data_dir) as h:
+        _found(h, "alice", "anna")
+        _found(h, "bob", "carol")
+    junk = _own_dir(data_dir) / PRINCIPALS_DIR / ("0" * 32 + ".sqlite3")
+    junk.write_bytes(b"not a database" * 100)
+    erase(email_dir(data_dir), "owner", "bob")
+    result = people_command(data_dir, "refresh")
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == sorted([
+        f"{junk.name}: not an index of a principal, deleted",
+        "alice: rebuilt: 3 people",
+        "bob: owns no account, index and addresses deleted"])
+    assert not junk.exists() and not index_path(_own_dir(data_dir), "bob").exists()
+    assert people_command(data_dir, "me", "--principal", "bob").stdout == ""

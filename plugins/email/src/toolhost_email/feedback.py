@@ -2,8 +2,9 @@
 
 A record is identified by whose it is and what it says (owner, account, thread, feedback text),
 so recording the same feedback twice is one record. Its owner is the principal that gave it in
-a cache of several people (``owners``), and '' in a cache of one person's. Each change is a new version: ``applied`` when recorded (or
-recorded again after an undo), ``undone`` by ``toolhost-email feedback undo ID``.
+a cache of several people (``owners``), and '' in a cache of one person's. Each change is a new
+version: ``applied`` when recorded (or recorded again after an undo), ``undone`` by
+``toolhost-email feedback undo ID``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from toolhost_email.store import bump_generation, open_writable, writing
+from toolhost_email.store import CacheUnavailable, bump_generation, cache_path, writing
 
 __all__ = [
     "OwnerConflict",
@@ -117,10 +117,18 @@ def set_owner(data_dir: Path, account: str, owner: str) -> None:
 def set_unowned(data_dir: Path, owner: str) -> int:
     """Every cached account without an owner is ``owner``'s, and so is the feedback recorded
     while the cache was one person's; how many accounts there were."""
+    # A record the principal already gave again since (its own, same words) stays; the
+    # one-person record of the same words goes, versions and all: two records of one
+    # feedback would need two undos.
+    twin = ("SELECT feedback_id FROM feedback f WHERE f.owner = '' AND EXISTS (SELECT 1 FROM "
+            "feedback g WHERE g.owner = ? AND g.account = f.account AND g.thread_id = "
+            "f.thread_id AND g.feedback = f.feedback)")
     return _write(
         data_dir,
         ("INSERT INTO account_owners (account, owner) SELECT DISTINCT account, ? FROM messages "
          "WHERE account NOT IN (SELECT account FROM account_owners)", (owner,)),
+        (f"DELETE FROM feedback_versions WHERE feedback_id IN ({twin})", (owner,)),
+        (f"DELETE FROM feedback WHERE feedback_id IN ({twin})", (owner,)),
         ("UPDATE feedback SET owner = ? WHERE owner = ''", (owner,)),
         shared=True)
 
@@ -132,13 +140,23 @@ def clear_owner(data_dir: Path, account: str) -> bool:
 
 def list_owners(data_dir: Path) -> list[tuple[str, str | None]]:
     """(account, owner or None) of every account the cache holds mail of or has an owner
-    for, by account."""
-    conn = open_writable(data_dir)
+    for, by account. Reads only: no cache is made, none migrated."""
+    path = cache_path(data_dir)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
     try:
-        rows = conn.execute(
-            "SELECT a.account, o.owner FROM (SELECT account FROM messages UNION "
-            "SELECT account FROM account_owners) a LEFT JOIN account_owners o "
-            "ON o.account = a.account ORDER BY a.account").fetchall()
+        if conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] < 2:
+            rows = conn.execute("SELECT DISTINCT account, NULL FROM messages "
+                                "ORDER BY account").fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT a.account, o.owner FROM (SELECT account FROM messages UNION "
+                "SELECT account FROM account_owners) a LEFT JOIN account_owners o "
+                "ON o.account = a.account ORDER BY a.account").fetchall()
+    except sqlite3.Error as exc:
+        raise CacheUnavailable(f"{path} cannot be read as a mail cache "
+                               f"({type(exc).__name__})") from exc
     finally:
         conn.close()
     return [(str(a), None if o is None else str(o)) for a, o in rows]

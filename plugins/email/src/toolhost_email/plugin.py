@@ -3,8 +3,9 @@
 Both pairs of tools are conditional (the seed's Milestones 26 and 31): AGENT_EMAIL_MODE_ENABLED
 registers email.context and email.feedback, AGENT_EMAIL_UNSUBSCRIBE_ENABLED registers
 email.subscriptions and email.unsubscribe. Without them this plugin adds nothing to a roster
-and imports nothing more. With them, loading it imports the specs and the reasons only (D205): each body, and the cache,
-the census and httpx behind it, load when the host first builds that tool.
+and imports nothing more. With them, loading it imports the specs and the reasons only (D205):
+each body, and the cache, the census and httpx behind it, load when the host first builds that
+tool.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 package and for other distributions (toolhost-people), never a writer.
 
 A reader opened for a principal reads only the accounts that principal owns (``owners``: every
-account while the cache is one person's); each read decides it in the same statement as the
+account while the cache is one person's); each read decides it in the same snapshot as the
 mail, so an owner changed a moment ago holds for the next read. Opened for no principal, it is
 the operator's view of everything."""
 
@@ -12,6 +12,7 @@ import datetime as _dt
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -47,27 +48,46 @@ class MailCacheReader:
     """A read-only view of the cache; a context manager, ``close`` releases the connection.
 
     A directory with no cache reads as an empty cache (generation 0, no messages).
-    ``principal``: whose view it is (see the module text); None, the operator's.
+    ``principal``: whose view it is (see the module text); None, the operator's. Each read is
+    one snapshot of the cache; reads inside ``snapshot()`` share one.
     """
 
     def __init__(self, data_dir: Path, principal: str | None = None) -> None:
         path = cache_path(data_dir)
         self.principal = principal
         self._conn: sqlite3.Connection | None = None
-        #: A schema-1 cache (not yet opened by this version's writer) has no owners.
-        self._owners = False
         try:
             if path.exists():
                 self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                                              timeout=30.0, check_same_thread=False)
                 self._conn.execute("SELECT value FROM meta WHERE key = 'generation'")
-                schema = self._conn.execute(
-                    "SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                self._owners = schema is not None and int(schema[0]) >= 2
         except (sqlite3.Error, OSError) as exc:  # OSError: a directory it may not search
             self.close()
             raise CacheUnavailable(f"{path} cannot be read as a mail cache "
                                    f"({type(exc).__name__})") from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside the block sees the same state of the cache (one read
+        transaction): the owners, the generation and the mail of one moment."""
+        conn = self._conn
+        if conn is None or conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._conn is conn and conn.in_transaction:
+                conn.execute("ROLLBACK")  # read only: nothing to keep
+
+    def _owners(self) -> bool:
+        """The cache has owners' tables: a schema-1 cache (not yet opened by this version's
+        writer) has none. Asked inside the read's own snapshot, never remembered: the first
+        write migrates the cache while readers are open."""
+        assert self._conn is not None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        return row is not None and int(row[0]) >= 2
 
     def generation(self) -> int:
         if self._conn is None:
@@ -77,45 +97,53 @@ class MailCacheReader:
 
     def shared(self) -> bool:
         """The cache is several people's: some account was ever given an owner."""
-        return self._conn is not None and self._owners and shared(self._conn)
+        if self._conn is None:
+            return False
+        with self.snapshot():
+            return self._owners() and shared(self._conn)
 
     def accounts(self) -> frozenset[str] | None:
         """The accounts this reader reads now; None: every account (the operator's view, or
         a cache of one person)."""
-        if self._conn is None or self.principal is None or not self._owners:
+        if self._conn is None or self.principal is None:
             return None
-        return accounts_of(self._conn, self.principal)
+        with self.snapshot():
+            return accounts_of(self._conn, self.principal) if self._owners() else None
 
     def _where(self, column: str = "account") -> tuple[str, tuple[object, ...]]:
-        return readable(self.principal if self._owners else None, column)
+        """Inside a snapshot: the condition keeping the rows of this reader's accounts."""
+        return readable(self.principal if self._owners() else None, column)
 
     def messages(self) -> Iterator[CachedMessage]:
         """Every message this reader reads, ordered by (date with None first, message_key)."""
         if self._conn is None:
             return
-        where, values = self._where()
-        cursor = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY date_ts, message_key",
-            values)
-        for row in cursor:
-            yield message_from_row(row)
+        with self.snapshot():
+            where, values = self._where()
+            cursor = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY date_ts, message_key",
+                values)
+            for row in cursor:
+                yield message_from_row(row)
 
     def message(self, message_key: str) -> CachedMessage | None:
         if self._conn is None:
             return None
-        where, values = self._where()
-        row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE message_key = ? AND {where}",
-            (message_key, *values)).fetchone()
+        with self.snapshot():
+            where, values = self._where()
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE message_key = ? AND {where}",
+                (message_key, *values)).fetchone()
         return None if row is None else message_from_row(row)
 
     def source(self, message_key: str) -> MessageSource | None:
         if self._conn is None:
             return None
-        where, values = self._where()
-        row = self._conn.execute(
-            "SELECT message_key, account, thread_id, headers, body, truncated FROM messages "
-            f"WHERE message_key = ? AND {where}", (message_key, *values)).fetchone()
+        with self.snapshot():
+            where, values = self._where()
+            row = self._conn.execute(
+                "SELECT message_key, account, thread_id, headers, body, truncated FROM "
+                f"messages WHERE message_key = ? AND {where}", (message_key, *values)).fetchone()
         if row is None:
             return None
         return MessageSource(
@@ -144,15 +172,16 @@ def connection_of(reader: MailCacheReader) -> sqlite3.Connection | None:
 
 
 def mail_where(reader: MailCacheReader, column: str = "account") -> tuple[str, tuple[object, ...]]:
-    """The SQL condition (and its values) keeping the rows of the reader's accounts, for this
-    package's own tools: the same rule as the reader's methods."""
+    """Inside ``reader.snapshot()``: the SQL condition (and its values) keeping the rows of the
+    reader's accounts, for this package's own tools: the same rule as the reader's methods."""
     return reader._where(column)
 
 
 def feedback_where(reader: MailCacheReader,
                    column: str = "owner") -> tuple[str, tuple[object, ...]]:
-    """The SQL condition keeping the feedback records the reader's principal reads."""
-    return own_feedback(reader.principal if reader._owners else None, column)
+    """Inside ``reader.snapshot()``: the SQL condition keeping the feedback records the
+    reader's principal reads."""
+    return own_feedback(reader.principal if reader._owners() else None, column)
 
 
 def open_mail_cache(data_dir: Path, principal: str | None = None) -> MailCacheReader:

@@ -32,9 +32,10 @@ def account_argument(arguments: Mapping[str, Any]) -> str | None:
 
 @contextmanager
 def cache_reader(services: Services, principal: str) -> Iterator[MailCacheReader]:
-    """The cache as ``principal`` reads it, for one call, closed when the block ends; a cache
-    that cannot be read fails the call as CACHE_UNAVAILABLE."""
-    with open_reader(services, principal) as reader:
+    """The cache as ``principal`` reads it, for one call, in one snapshot (every statement of
+    the call sees the same owners and mail), closed when the block ends; a cache that cannot
+    be read fails the call as CACHE_UNAVAILABLE."""
+    with open_reader(services, principal) as reader, reader.snapshot():
         yield reader
 
 

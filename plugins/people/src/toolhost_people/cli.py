@@ -8,9 +8,9 @@ brings the derived index up to date with the mail cache now (the tools do it on 
 call anyway: after ``toolhost-email erase``, this removes the erased mail from people's own
 files at once). Once toolhost-email's accounts have owners, ``me --principal P`` names one
 principal's alias, and ``refresh`` brings every principal's index up to date (deleting those of
-principals that own no account any more). State lives in toolhost-people's data directory
-under TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input is one line on stderr and exit status 2, never a
-traceback.
+principals that own no account any more, with what people kept of their addresses). State
+lives in toolhost-people's data directory under TOOLHOST_DATA_DIR, the one a host gives the
+plugin. Bad input is one line on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
 def _refresh(settings: Settings, own_dir: Path) -> int:
     from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable, open_mail_cache
 
-    from toolhost_people.index import PRINCIPALS_DIR, indexed_principal, remove_index
+    from toolhost_people.index import PRINCIPALS_DIR, remove_index
 
     own_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = settings.plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
@@ -131,18 +131,36 @@ def _refresh(settings: Settings, own_dir: Path) -> int:
         return 0
     remove_index(own_dir)  # the one-person index: nobody reads it once accounts have owners
     for file in sorted((own_dir / PRINCIPALS_DIR).glob("*.sqlite3")):
-        with closing(sqlite3.connect(file)) as conn:
-            principal = indexed_principal(conn)
-        if principal is None:
-            continue
-        with open_mail_cache(cache_dir, principal) as reader:
-            owns = reader.accounts()
-        if not owns:
-            remove_index(own_dir, principal)
-            print(f"{principal}: owns no account, index deleted")
-        else:
-            print(f"{principal}: {_refresh_one(own_dir, cache_dir, principal)}")
+        print(_refresh_principal(own_dir, cache_dir, file))
     return 0
+
+
+def _refresh_principal(own_dir: Path, cache_dir: Path, file: Path) -> str:
+    """Bring one principal's index up to date, or delete it (and what people kept for the
+    principal) when it owns nothing any more; a file that is no index of a principal is
+    deleted too (derived data, as the tools would)."""
+    from toolhost_email import open_mail_cache
+
+    from toolhost_people.index import indexed_principal, is_damage, remove_index_file
+    from toolhost_people.links import forget_principal
+
+    try:
+        with closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            principal = indexed_principal(conn)
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc) and "no such table" not in str(exc):
+            raise
+        principal = None
+    if principal is None:
+        remove_index_file(file)
+        return f"{file.name}: not an index of a principal, deleted"
+    with open_mail_cache(cache_dir, principal) as reader:
+        owns = reader.accounts()
+    if not owns:
+        remove_index_file(file)
+        forget_principal(own_dir, principal)
+        return f"{principal}: owns no account, index and addresses deleted"
+    return f"{principal}: {_refresh_one(own_dir, cache_dir, principal)}"
 
 
 def _refresh_one(own_dir: Path, cache_dir: Path, principal: str | None) -> str:

@@ -62,6 +62,7 @@ __all__ = [
     "recent_threads",
     "refresh",
     "remove_index",
+    "remove_index_file",
     "search",
     "timestamp",
 ]
@@ -223,8 +224,13 @@ def is_damage(exc: sqlite3.DatabaseError) -> bool:
 
 def remove_index(data_dir: Path, principal: str | None = None) -> None:
     """Delete the index file and its WAL and shared-memory files, if there."""
+    remove_index_file(index_path(data_dir, principal))
+
+
+def remove_index_file(path: Path) -> None:
+    """Delete one index file and its WAL and shared-memory files, if there."""
     for suffix in ("", "-wal", "-shm"):
-        Path(f"{index_path(data_dir, principal)}{suffix}").unlink(missing_ok=True)
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _open(path: Path, principal: str | None) -> sqlite3.Connection:

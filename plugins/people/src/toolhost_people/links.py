@@ -32,8 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-__all__ = ["LINKS_FILE", "MAX_ADDRESS_LENGTH", "add_owner", "digest", "link", "normalize_address",
-           "read_links", "read_state", "record_accounts", "unlink"]
+__all__ = ["LINKS_FILE", "MAX_ADDRESS_LENGTH", "add_owner", "digest", "forget_principal", "link",
+           "normalize_address", "read_links", "read_state", "record_accounts", "unlink"]
 
 LINKS_FILE = "links.sqlite3"
 
@@ -136,6 +136,17 @@ def add_owner(data_dir: Path, address: str, principal: str | None = None) -> boo
         added = conn.execute("INSERT OR IGNORE INTO owner VALUES (?, ?)",
                              (address, _origin("operator", principal))).rowcount
     return bool(added)
+
+
+def forget_principal(data_dir: Path, principal: str) -> int:
+    """Forget every owner address kept for ``principal`` (the accounts its index saw, its
+    aliases): ``refresh`` does it once the principal owns nothing; how many there were."""
+    if not (data_dir / LINKS_FILE).exists():
+        return 0
+    with _connect(data_dir) as conn:
+        return int(conn.execute("DELETE FROM owner WHERE origin IN (?, ?)",
+                                (_origin("account", principal),
+                                 _origin("operator", principal))).rowcount)
 
 
 def digest(links: Mapping[str, str]) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -72,6 +72,18 @@ class Cache:
             yield from self._reader.messages()
         except (sqlite3.Error, CacheUnavailable) as exc:
             raise _cache_failure(exc) from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """The reader's ``snapshot``; only its own start is translated (what the block raises
+        is the block's)."""
+        stack = ExitStack()
+        try:
+            stack.enter_context(self._reader.snapshot())
+        except (sqlite3.Error, CacheUnavailable) as exc:
+            raise _cache_failure(exc) from None
+        with stack:
+            yield
 
     def accounts(self) -> frozenset[str] | None:
         try:
@@ -132,32 +144,45 @@ class PeopleStore:
             raise _cache_failure(exc) from None
         with reader:
             cache = Cache(reader)
-            accounts = cache.accounts()
-            whose = None if accounts is None else principal
+            with cache.snapshot():
+                return self._read_in(cache, body, principal)
+
+    def _read_in(self, cache: Cache, body: Callable[[Opened], T], principal: str) -> T:
+        """``_read_once`` inside one snapshot of the cache: whose mail, the generation, the
+        messages and the sources are of one moment."""
+        accounts = cache.accounts()
+        whose = None if accounts is None else principal
+        try:
+            links, owners = read_state(self.own_dir, whose)
+        except (OSError, sqlite3.Error) as exc:
+            raise self._own_failure(exc, "links") from None
+        if whose is not None and accounts and (missing := accounts - owners):
+            # Accounts the principal owns are its own addresses for good, even once they move
+            # on: they never turn into people from its other accounts' mail.
+            self._record(set(missing), whose)
+            owners |= missing
+        try:
+            if whose is not None:
+                remove_index(self.own_dir)  # the one-person index: nobody's any more
+            if accounts == frozenset():
+                remove_index(self.own_dir, whose)  # owns nothing now: keep nothing of theirs
+                index = empty_index()
+            else:
+                index = open_index(self.own_dir, whose)
+        except (OSError, sqlite3.Error) as exc:
+            raise self._own_failure(exc, "index", whose) from None
+        with closing(index):
             try:
-                links, owners = read_state(self.own_dir, whose)
-            except (OSError, sqlite3.Error) as exc:
-                raise self._own_failure(exc, "links") from None
-            try:
-                if whose is not None:
-                    remove_index(self.own_dir)  # the one-person index: nobody's any more
-                index = (empty_index() if accounts == frozenset()
-                         else open_index(self.own_dir, whose))
+                refresh(index, cache, links, owners, record=lambda new: self._record(new, whose))
+                # One snapshot for every query of the call (WAL: readers never block).
+                index.execute("BEGIN")
+                try:
+                    return body(Opened(index, cache))
+                finally:
+                    if index.in_transaction:  # read only: nothing to keep
+                        index.execute("ROLLBACK")
             except (OSError, sqlite3.Error) as exc:
                 raise self._own_failure(exc, "index", whose) from None
-            with closing(index):
-                try:
-                    refresh(index, cache, links, owners | (accounts or frozenset()),
-                            record=lambda new: self._record(new, whose))
-                    # One snapshot for every query of the call (WAL: readers never block).
-                    index.execute("BEGIN")
-                    try:
-                        return body(Opened(index, cache))
-                    finally:
-                        if index.in_transaction:  # read only: nothing to keep
-                            index.execute("ROLLBACK")
-                except (OSError, sqlite3.Error) as exc:
-                    raise self._own_failure(exc, "index", whose) from None
 
     def _record(self, accounts: set[str], principal: str | None) -> None:
         try:
