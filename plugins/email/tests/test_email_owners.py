@@ -285,3 +285,12 @@ def test_listing_owners_makes_and_migrates_nothing(tmp_path: Path, one_person: P
     assert listed.stdout == f"{ALICE_MAIL} (no owner)\n{BOB_MAIL} (no owner)\n"
     with sqlite3.connect(cache_dir(one_person) / "mail.sqlite3") as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == (1,)
+
+
+def test_feedback_about_a_thread_before_any_import_is_unknown_thread(tmp_path: Path) -> None:
+    # Regression (found by the conformance property run): with no cache yet, asking whose
+    # accounts a thread may be of failed an internal assertion instead of answering.
+    with harness(tmp_path / "empty", SETTINGS) as h:
+        outcome = _as(h, "alice", "email.feedback", user_turn=TURN, quote=FEEDBACK,
+                      feedback=FEEDBACK, thread_id="t_" + "0" * 32)
+    assert outcome.failure is not None and outcome.failure.reason_code == UNKNOWN_THREAD

@@ -85,7 +85,8 @@ class MailCacheReader:
         """The cache has owners' tables: a schema-1 cache (not yet opened by this version's
         writer) has none. Asked inside the read's own snapshot, never remembered: the first
         write migrates the cache while readers are open."""
-        assert self._conn is not None
+        if self._conn is None:  # no cache: nothing to read, nobody's
+            return False
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         return row is not None and int(row[0]) >= 2
 
