@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
+    from toolhost._adapters.pg_routes import PostgresRouteTable
     from toolhost._adapters.run_workspaces import RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.outcome import Outcome
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from toolhost._pipeline.policy import Policy
     from toolhost._ports.artifacts import ArtifactStore
     from toolhost._ports.invocations import InvocationStore
+    from toolhost._ports.routes import RouteTable
     from toolhost._registration.validator_cache import ValidatorCache
 
 __all__ = ["Host", "load_host", "remove_tree"]
@@ -86,6 +88,7 @@ class Host:
         self._services: dict[str, Services] = {}
         self._pipeline: Pipeline | None = None
         self._run_workspaces: RunWorkspaces | None = None
+        self._routes: PostgresRouteTable | None = None
         # What is made on first use (the data directory, the pipeline and its stores, each
         # tool's callable) is made once even when several threads, each with its own loop,
         # make their first call at the same moment.
@@ -353,9 +356,31 @@ class Host:
                     tool = self._built[key] = registered.tool.callable_for(services)
         return tool
 
+    def route_table(self) -> RouteTable | None:
+        """Where each MCP session of the hosts sharing this record lives (``serve --http``
+        behind a balancer): on its PostgreSQL database; None on SQLite (one host)."""
+        url = (self.settings.get("TOOLHOST_DATABASE_URL") or "").strip()
+        if not url:
+            return None
+        if self._routes is None:
+            with self._first_use:
+                if self._routes is None:
+                    self.pipeline  # noqa: B018 - the PostgreSQL client is installed, the URL checked
+                    from toolhost._adapters.pg_routes import PostgresRouteTable
+
+                    self._routes = PostgresRouteTable(url)
+        return self._routes
+
+    def async_http_client(self, *, timeout: httpx.Timeout) -> httpx.AsyncClient:
+        """An async client with the host's HTTP rules (``fetch``'s); the caller closes it."""
+        return self._http_clients().async_client(timeout=timeout)
+
     def close(self) -> None:
         """Close the stores' database connections, and remove the data directory if the host
         made it for itself. The host is unusable afterwards."""
+        if self._routes is not None:
+            self._routes.close()
+            self._routes = None
         if self._pipeline is not None:
             self._pipeline.close()
             self._pipeline = None

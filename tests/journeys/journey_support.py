@@ -180,7 +180,7 @@ class Deployment:
     @asynccontextmanager
     async def session(self, transport: Transport, *serve_args: str,
                       person: Person | None = None, token: str | None = None,
-                      url: str | None = None,
+                      url: str | None = None, keepalive: bool = True,
                       **settings: str) -> AsyncIterator[ClientSession]:
         """An initialized ClientSession (the 2025-11-25 handshake) on a fresh `toolhost serve`,
         or on the running one at ``url`` (``http_server``).
@@ -189,12 +189,13 @@ class Deployment:
         to this one server's environment (another principal, elicitation off). With a
         ``person`` the client declares form elicitation and the person answers the forms;
         without one it declares no elicitation capability at all. ``token`` is sent as
-        ``Authorization: Bearer`` over HTTP.
+        ``Authorization: Bearer`` over HTTP. ``keepalive=False``: a connection per request
+        (behind a balancer, consecutive requests reach different hosts).
         """
         env = self.env(**settings)
         log = self._new_log(f"serve-{transport}")
         if url is not None:
-            opened: Any = functools.partial(_at_url, url)
+            opened: Any = functools.partial(_at_url, url, keepalive=keepalive)
         else:
             opened = _over_stdio if transport == "stdio" else _over_http
         async with opened(env, serve_args, log, token) as (read, write), ClientSession(
@@ -212,15 +213,24 @@ class Deployment:
 
 
     @asynccontextmanager
-    async def modern_client(self, transport: Transport, person: Person,
-                            **settings: str) -> AsyncIterator[Any]:
+    async def modern_client(self, transport: Transport, person: Person, *,
+                            url: str | None = None, token: str | None = None,
+                            keepalive: bool = True, **settings: str) -> AsyncIterator[Any]:
         """An ``mcp.Client`` that negotiates 2026-07-28 (no server-initiated requests: every
         form rides an ``InputRequiredResult`` and the client retries the call with the
-        answer), on a fresh `toolhost serve`."""
+        answer), on a fresh `toolhost serve`, or on the running one at ``url`` (with
+        ``token`` and ``keepalive`` as ``session`` has them)."""
         import mcp
 
         env = self.env(**settings)
         log = self._new_log(f"serve-{transport}-2026")
+        if url is not None:
+            async with http_client(token, keepalive=keepalive) as http, mcp.Client(
+                    streamable_http_client(url, http_client=http),
+                    elicitation_callback=person) as client:
+                assert client.protocol_version == "2026-07-28"
+                yield client
+            return
         if transport == "stdio":
             command, *args = _serve_command()
             params = StdioServerParameters(command=command, args=args, env=dict(env))
@@ -262,20 +272,29 @@ def _serve_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "toolhost._cli", "serve", *args]
 
 
-def _client(token: str | None) -> Any:
-    """The SDK's own HTTP client, with the bearer token when there is one."""
+def http_client(token: str | None, *, keepalive: bool = True) -> Any:
+    """The SDK's own HTTP client, with the bearer token when there is one; without
+    ``keepalive``, one connection per request."""
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    return create_mcp_http_client(
-        headers={"Authorization": f"Bearer {token}"} if token is not None else None)
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    if keepalive:
+        return create_mcp_http_client(headers=headers)
+    import httpx2
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    return httpx2.AsyncClient(
+        headers=headers, limits=httpx2.Limits(max_keepalive_connections=0),
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT))
+
 
 
 @asynccontextmanager
 async def _at_url(url: str, env: Mapping[str, str], serve_args: tuple[str, ...], log: Path,
-                  token: str | None) -> AsyncIterator[Any]:
+                  token: str | None, *, keepalive: bool = True) -> AsyncIterator[Any]:
     log.write_text("")  # the server's stderr is its own deployment's log
-    async with _client(token) as http, streamable_http_client(url, http_client=http) as (
-            read, write, *_):
+    async with http_client(token, keepalive=keepalive) as http, streamable_http_client(
+            url, http_client=http) as (read, write, *_):
         yield read, write
 
 
@@ -294,7 +313,7 @@ async def _over_http(env: Mapping[str, str], serve_args: tuple[str, ...],
                      log: Path, token: str | None = None) -> AsyncIterator[Any]:
     process, url = await _start_http(env, serve_args, log)
     try:
-        async with _client(token) as http, streamable_http_client(url, http_client=http) as (
+        async with http_client(token) as http, streamable_http_client(url, http_client=http) as (
                 read, write, *_):
             yield read, write
     finally:

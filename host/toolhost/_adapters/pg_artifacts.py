@@ -41,14 +41,10 @@ from typing import Any
 
 import attrs
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool
 
 from toolhost._adapters.pg_invocations import (
     _first_line,
-    _migrate,
-    connection_string,
-    session_settings,
+    migrated_pool,
     shown_conninfo,
 )
 from toolhost._adapters.s3_artifacts import S3ArtifactStore, S3Location, s3_client
@@ -199,22 +195,10 @@ class PostgresS3ArtifactStore(S3ArtifactStore):
         self._open: set[str] = set()
         self._owns_connection = False
         self._shown = shown_conninfo(conninfo)
-        try:
-            conninfo_to_dict(conninfo)
-        except psycopg.Error:
-            raise StoreUnavailable(Path(self._shown), "TOOLHOST_DATABASE_URL is neither a "
-                                   "postgresql:// URL nor a libpq conninfo string") from None
-        conninfo = connection_string(conninfo, connect_timeout)
-        _migrate(conninfo, connect_timeout, self._shown, MIGRATIONS)
-        # As the invocation store's pool: each connection checked before it is lent, and a
-        # failed reconnect given up quickly so a server that returns is used at once.
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
-            reconnect_timeout=timeout,
-            kwargs={"autocommit": True, "application_name": "toolhost artifacts"},
-            configure=session_settings, check=ConnectionPool.check_connection,
-            name="toolhost-artifacts")
-        self._pool.open()
+        self._pool = migrated_pool(conninfo, name="toolhost-artifacts",
+                                   application_name="toolhost artifacts",
+                                   migrations=MIGRATIONS, max_size=max_size, timeout=timeout,
+                                   connect_timeout=connect_timeout)
         try:
             try:
                 self._bind()

@@ -67,8 +67,8 @@ from toolhost._model.invocations import (
 )
 from toolhost._model.settings import StoreUnavailable
 
-__all__ = ["MIGRATIONS", "PostgresInvocationStore", "connection_string", "session_settings",
-           "shown_conninfo"]
+__all__ = ["MIGRATIONS", "PostgresInvocationStore", "checked_conninfo", "connection_string",
+           "migrated_pool", "session_settings", "shown_conninfo"]
 
 #: (component, version, SQL). Each runs once, in one transaction with its record.
 MIGRATIONS: Sequence[tuple[str, int, str]] = (
@@ -393,13 +393,7 @@ class PostgresInvocationStore:
 
     def __init__(self, conninfo: str, *, max_size: int = 10, timeout: float = 5.0,
                  connect_timeout: int = 5) -> None:
-        shown = shown_conninfo(conninfo)
-        try:
-            conninfo_to_dict(conninfo)
-        except psycopg.Error:
-            raise StoreUnavailable(Path(shown), "TOOLHOST_DATABASE_URL is neither a "
-                                   "postgresql:// URL nor a libpq conninfo string") from None
-        conninfo = connection_string(conninfo, connect_timeout)
+        conninfo, shown = checked_conninfo(conninfo, connect_timeout)
         try:
             psycopg.connect(conninfo).close()
         except psycopg.Error as exc:
@@ -721,6 +715,42 @@ class PostgresInvocationStore:
     def close(self) -> None:
         self._pool.close()
         self._lease.close()
+
+
+def checked_conninfo(conninfo: str, connect_timeout: int) -> tuple[str, str]:
+    """``conninfo`` with every connection's client settings (``connection_string``), and as a
+    message may show it (``shown_conninfo``).
+
+    :raises StoreUnavailable: it is neither a URL nor a libpq conninfo string.
+    """
+    shown = shown_conninfo(conninfo)
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        raise StoreUnavailable(Path(shown), "TOOLHOST_DATABASE_URL is neither a "
+                               "postgresql:// URL nor a libpq conninfo string") from None
+    return connection_string(conninfo, connect_timeout), shown
+
+
+def migrated_pool(conninfo: str, *, name: str, application_name: str,
+                  migrations: Sequence[tuple[str, int, str]], max_size: int = 10,
+                  timeout: float = 5.0, connect_timeout: int = 5
+                  ) -> ConnectionPool[psycopg.Connection[Any]]:
+    """A component's pool on the database ``conninfo`` names, once ``migrations`` are applied:
+    as the invocation store's, each connection checked before it is lent, and a failed
+    reconnect given up quickly so a server that returns is used at once.
+
+    :raises StoreUnavailable: not a URL or conninfo, or the database refuses the migrations.
+    """
+    conninfo, shown = checked_conninfo(conninfo, connect_timeout)
+    _migrate(conninfo, connect_timeout, shown, migrations)
+    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
+        reconnect_timeout=timeout,
+        kwargs={"autocommit": True, "application_name": application_name},
+        configure=session_settings, check=ConnectionPool.check_connection, name=name)
+    pool.open()
+    return pool
 
 
 def _settable(fields: Mapping[str, Any], to: InvocationState) -> dict[str, Any]:

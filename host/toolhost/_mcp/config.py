@@ -165,12 +165,18 @@ class HttpConfig:
         TOOLHOST_HTTP_DRAIN_S          on SIGTERM, how long calls in flight may take to finish
         TOOLHOST_HTTP_BODY_TIMEOUT_S   how long a request's body may take to arrive (408)
         TOOLHOST_HTTP_MAX_CONNECTIONS  connections served at once (more: 503)
+        TOOLHOST_HTTP_ADVERTISE_URL    where the other hosts of the record reach this one's MCP
+                                       endpoint (several hosts on one database; default: the
+                                       bound address, when it is one address)
     """
 
     policy: Any
     drain_s: float = DEFAULT_DRAIN_S
     #: Connections served at once (uvicorn's ``limit_concurrency``; more are answered 503).
     max_connections: int = 1000
+    #: This host's MCP endpoint as the other hosts reach it; None: the bind is every address
+    #: and the operator named none.
+    advertise_url: str | None = None
 
     @property
     def authenticates(self) -> bool:
@@ -238,7 +244,22 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         tokens=tokens, jwt=jwt, metadata_url=metadata_url, metadata=metadata)
     return HttpConfig(policy=policy, drain_s=float(_positive(
         settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
-        max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000))
+        max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000),
+        advertise_url=_advertise_url(settings, bind, port))
+
+
+def _advertise_url(settings: Settings, bind: str, port: int) -> str | None:
+    raw = (settings.get("TOOLHOST_HTTP_ADVERTISE_URL") or "").strip()
+    if raw:
+        scheme, _, rest = raw.partition("://")
+        if scheme not in ("http", "https") or not rest.partition("/")[0]:
+            raise ConfigError(f"TOOLHOST_HTTP_ADVERTISE_URL must be an http:// or https:// URL "
+                              f"of this host's MCP endpoint, not {raw!r}")
+        return raw
+    if bind in ("0.0.0.0", "::"):
+        return None
+    authority = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+    return f"http://{authority}/mcp"
 
 
 def _loopback_url(url: str) -> bool:

@@ -39,6 +39,8 @@ from mcp.server.auth.provider import AccessToken
 
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
+from toolhost._mcp.http_routes import Router, route_key
+from toolhost._model.routes import RoutesUnavailable
 from toolhost._pipeline.log import get_logger
 
 __all__ = ["CALLER_KEY", "FrontDoor", "HttpPolicy", "host_allowed", "origin_allowed"]
@@ -116,8 +118,11 @@ class FrontDoor:
 
     def __init__(self, app: Any, policy: HttpPolicy, *,
                  ready: Callable[[], bool],
-                 abandoned: Callable[[str], int] = lambda principal: 0) -> None:
+                 abandoned: Callable[[str], int] = lambda principal: 0,
+                 router: Router | None = None) -> None:
         self._app = app
+        #: Several hosts on one record: where each session and sessionless run is served.
+        self._router = router
         self._policy = policy
         self._ready = ready
         # A principal's sync tool bodies that their calls stopped waiting for but that still
@@ -171,7 +176,8 @@ class FrontDoor:
                 return
             scope = {**scope, "user": _sdk_user(caller), CALLER_KEY: caller}
         if method != "POST":
-            await self._app(scope, receive, send)
+            if not await self._routed(scope, headers, caller, b"", receive, send):
+                await self._app(scope, receive, self._noting(headers, send, method))
             return
         try:
             with anyio.fail_after(self._policy.body_timeout_s):
@@ -198,6 +204,9 @@ class FrontDoor:
             await _json_bytes(send, 400, reply.model_dump_json(
                 by_alias=True, exclude_unset=True).encode("utf-8"))
             return
+        if await self._routed(scope, headers, caller, body, receive, send):
+            return
+        send = self._noting(headers, send, method)
         if self.draining and _starts_work(frame):
             # Stopping: no new call or session starts here; calls in flight finish, and
             # what they need (an answer to their question, a listing) still goes through.
@@ -220,6 +229,50 @@ class FrontDoor:
                 self._calls[principal] -= 1
                 if not self._calls[principal]:
                     del self._calls[principal]
+
+    async def _routed(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],
+                      caller: Caller | None, body: bytes, receive: Any, send: Any) -> bool:
+        """Forward the request to the host its session or sessionless run lives on, when that
+        is another one; whether it was (``http_routes``)."""
+        if self._router is None:
+            return False
+        route = route_key(headers, caller)
+        if route is None:
+            return False
+        for _ in range(2):  # a target that stopped: the table is asked once more
+            try:
+                target = await self._router.target(route)
+            except RoutesUnavailable as exc:
+                # The table is away: served here (a session of this host's still works;
+                # another's is the SDK's 404), rather than every request refused.
+                self._log.warning("http.routes.unavailable", error=str(exc))
+                return False
+            if target is None:
+                return False
+            if await self._router.forward(target, route, scope, body, receive, send):
+                return True
+        await self._router.unreachable(route, send)
+        return True
+
+    def _noting(self, headers: list[tuple[bytes, bytes]], send: Any, method: str) -> Any:
+        """``send``, telling the router about a session this request opens (its answer's
+        ``mcp-session-id``, before the client can use it anywhere) or ends (a DELETE)."""
+        router = self._router
+        if router is None:
+            return send
+        named = _header(headers, b"mcp-session-id")
+
+        async def noting(message: dict[str, Any]) -> None:
+            if message.get("type") == "http.response.start" and message.get("status", 500) < 400:
+                if named is None:
+                    opened = _header(message.get("headers", ()), b"mcp-session-id")
+                    if opened:
+                        await _quietly(router.opened(opened), self._log)
+                elif method == "DELETE":
+                    await _quietly(router.closed(named), self._log)
+            await send(message)
+
+        return noting
 
     async def _verify(self, token: str) -> Caller | None:
         tokens = self._policy.tokens
@@ -250,6 +303,15 @@ class FrontDoor:
         self.refused[reason] += 1
         self._log.info("http.refused", reason=reason, status=status)
         await _plain(send, status, text)
+
+
+async def _quietly(step: Awaitable[None], log: Any) -> None:
+    """A routing table update that must not cost the request its answer: a table away is
+    logged (the session is then reachable on this host only)."""
+    try:
+        await step
+    except Exception as exc:
+        log.warning("http.routes.unavailable", error=type(exc).__name__)
 
 
 def _sdk_user(caller: Caller) -> AuthenticatedUser:

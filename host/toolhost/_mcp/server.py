@@ -27,9 +27,10 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
@@ -46,10 +47,14 @@ from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import Sessions
 from toolhost._mcp.transport import stdio_streams
+from toolhost._model.routes import HostAddress
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.pipeline import Recovered, RecoveryAction
 from toolhost._registration.refusals import Registered
 from toolhost._registration.registry import PinError, parse_pins
+
+if TYPE_CHECKING:
+    from toolhost._mcp.http_routes import Router
 
 __all__ = ["build_server", "listen_sockets", "parse_http_address", "serve", "tracing_configured"]
 
@@ -283,8 +288,9 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     mcp_app = server.streamable_http_app(
         host=bind, max_request_body_size=http.policy.max_body_bytes,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    router = await _router(host, http)
     app = FrontDoor(mcp_app, http.policy, ready=host.ready,
-                    abandoned=host.pipeline.abandoned_bodies)
+                    abandoned=host.pipeline.abandoned_bodies, router=router)
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
     # slow clients).
@@ -296,12 +302,44 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     # handler it found, which is this one: the re-raise ends ``serve`` cleanly instead of
     # killing the process or leaving a KeyboardInterrupt to unwind it.
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in _STOP_SIGNALS}
+    heartbeat = None if router is None else asyncio.create_task(router.heartbeat())
     try:
         _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
         await _Draining(config, app, http.drain_s, sessions.cancel).serve(sockets=sockets)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if router is not None and heartbeat is not None:
+            heartbeat.cancel()
+            await _retired(router)
+
+
+async def _router(host: Host, http: HttpConfig) -> Router | None:
+    """This host's place among the hosts of its record (several hosts on one PostgreSQL
+    database): announced before the first request, so a session opened here is reachable from
+    every host at once; None for a host on its own."""
+    import httpx
+
+    from toolhost._mcp.http_routes import Router
+
+    table = host.route_table()
+    if table is None:
+        return None
+    assert http.advertise_url is not None  # serve refuses to start without it
+    # No read timeout to speak of: a forwarded SSE stream may be quiet for long.
+    client = host.async_http_client(timeout=httpx.Timeout(30.0, read=3600.0))
+    router = Router(table, HostAddress(uuid.uuid4().hex, http.advertise_url), client)
+    await router.announce()
+    return router
+
+
+async def _retired(router: Router) -> None:
+    """Off the table: its sessions end with it (their clients open new ones elsewhere)."""
+    try:
+        await router.retire()
+    except Exception as exc:  # the database is away: the heartbeat's silence retires it
+        get_logger().warning("http.routes.retire_failed", error=type(exc).__name__)
+    await router.close()
 
 
 def _draining_server() -> type[Any]:
@@ -453,6 +491,12 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     level = host.settings.get("TOOLHOST_LOG_LEVEL") or "warning"
     _configure_stdlib_logging(level)
     host.pipeline  # noqa: B018 - composed now: a bad database or policy stops the start
+    if http_settings is not None and http_settings.advertise_url is None and (
+            host.route_table() is not None):
+        _operator("serving on every address with a shared database: set "
+                  "TOOLHOST_HTTP_ADVERTISE_URL to the URL the other hosts reach this one's MCP "
+                  "endpoint at (http://10.0.0.5:8000/mcp)")
+        return ExitCode.USAGE
     # Rows left `running` by a dead process are settled once, before the first session can
     # start a call. Idempotent ones are not re-run here: nobody is waiting for them (D85).
     host.recover(rerun=False)
