@@ -8,18 +8,25 @@ request (so consecutive requests of one session go to different hosts)."""
 
 from __future__ import annotations
 
+import asyncio
+import http.server
 import signal
+import socket
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 pytest.importorskip("jwt", reason="the toolhost-core[oauth] extra (PyJWT) is not installed")
 
+from installed import install_fake_plugin
 from journeys.balancer import Balancer, round_robin
 from journeys.journey_support import (
     Deployment,
@@ -40,9 +47,10 @@ from s3_server import (  # noqa: F401 - the fixtures, asked for by name
 
 __all__ = ["pg_database", "pg_server"]  # the fixtures, used by name
 
-PLUGINS = "toolhost-workspace,toolhost-artifact,toolhost-demo"
+PLUGINS = "toolhost-workspace,toolhost-artifact,toolhost-demo,fake-mcp"
+FIXTURE = Path(__file__).with_name("mcp_fixture_plugin.py")
 ANA, BEN = "ana-token-3a91", "ben-token-77c0"
-SCOPES = ["workspace.read", "workspace.write", "artifact.write", "demo.write"]
+SCOPES = ["workspace.read", "workspace.write", "artifact.write", "demo.write", "fxw.write"]
 NOTE = "Meeting moved to Thursday.\n"
 
 
@@ -50,8 +58,11 @@ NOTE = "Meeting moved to Thursday.\n"
 def deployment(tmp_path: Path, pg_database: str, s3_server: S3Server,
                s3_bucket: str) -> Deployment:
     tokens = write_tokens(tmp_path / "tokens.toml", (ANA, "ana", SCOPES), (BEN, "ben", SCOPES))
+    site = tmp_path / "site"
+    install_fake_plugin(site, "fake-mcp", "fake_mcp", FIXTURE.read_text())
     return Deployment(tmp_path, plugins=PLUGINS, TOOLHOST_DATABASE_URL=pg_database,
-                      TOOLHOST_HTTP_TOKENS_FILE=str(tokens), **s3_server.env(s3_bucket))
+                      TOOLHOST_HTTP_TOKENS_FILE=str(tokens), PYTHONPATH=str(site),
+                      FXW_LOG=str(tmp_path / "fxw.log"), **s3_server.env(s3_bucket))
 
 
 @asynccontextmanager
@@ -201,3 +212,88 @@ def _home_of(deployment: Deployment, principal: str) -> int:
     ports = [s.args[s.args.index("--http") + 1].rpartition(":")[2]
              for s in deployment.servers]
     return ports.index(url.split("/")[2].rpartition(":")[2])
+
+
+def test_a_stopping_host_lets_the_calls_it_forwards_finish(deployment: Deployment) -> None:
+    # Regression: the drain waited for the calls running on the stopping host only, so a
+    # call it was forwarding to a healthy host was cut when uvicorn shut down.
+    async def journey() -> None:
+        async with two_hosts(deployment) as balancer:
+            balancer.route_next_to(1)  # the session opens on the second host
+            async with deployment.session("http", url=balancer.url(), token=ANA,
+                                          keepalive=False, TOOLHOST_HTTP_DRAIN_S="30") as client:
+                await client.list_tools()
+                balancer.route_next_to(0)  # the call reaches the first, which forwards it
+                slow = asyncio.ensure_future(client.call_tool("fxw.slow", {"seconds": 4}))
+                await _slow_started(deployment.tmp_path)
+                deployment.servers[0].send_signal(signal.SIGTERM)
+                assert ok(await slow)
+
+    run(journey)
+    (row,) = [r for r in deployment.invocations() if r["tool_name"] == "fxw.slow"]
+    assert row["state"] == "succeeded"
+
+
+async def _slow_started(tmp_path: Path) -> None:
+    with anyio.fail_after(30):
+        while not (tmp_path / "fxw.log").exists():
+            await anyio.sleep(0.05)
+
+
+def test_a_request_target_that_is_no_path_is_never_forwarded(deployment: Deployment) -> None:
+    # Regression (SSRF): "GET @127.0.0.1:PORT/x" for a session of the other host made the
+    # forwarding host fetch http://host:port@127.0.0.1:PORT/x and hand back the answer.
+    hits: list[str] = []
+
+    class Internal(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"INTERNAL-SECRET")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    internal = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Internal)
+    threading.Thread(target=internal.serve_forever, daemon=True).start()
+
+    async def journey() -> None:
+        async with deployment.http_server() as first, deployment.http_server(
+                TOOLHOST_DATA_DIR=str(deployment.tmp_path / "data-b")) as second:
+            opened = await anyio.to_thread.run_sync(_initialize, second)
+            session = opened.headers["mcp-session-id"]
+            host, port = _address(first)
+            answer = await anyio.to_thread.run_sync(_raw, host, port, (
+                f"GET @127.0.0.1:{internal.server_address[1]}/secret HTTP/1.1\r\n"
+                f"Host: {host}:{port}\r\nAuthorization: Bearer {ANA}\r\n"
+                f"mcp-session-id: {session}\r\nAccept: text/event-stream\r\n"
+                "Connection: close\r\n\r\n"))
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+            assert b"INTERNAL-SECRET" not in answer
+
+    try:
+        run(journey)
+    finally:
+        internal.shutdown()
+        internal.server_close()
+    assert hits == []
+
+
+def _initialize(url: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}
+    answer = httpx.post(url, json=body, timeout=30, headers={
+        "Authorization": f"Bearer {ANA}", "Accept": "application/json, text/event-stream"})
+    assert answer.status_code == 200, answer.text
+    return answer
+
+
+def _raw(host: str, port: int, request: str) -> bytes:
+    with socket.create_connection((host, port), timeout=30) as conn:
+        conn.sendall(request.encode("latin-1"))
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)

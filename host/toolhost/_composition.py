@@ -371,9 +371,10 @@ class Host:
                     self._routes = PostgresRouteTable(url)
         return self._routes
 
-    def async_http_client(self, *, timeout: httpx.Timeout) -> httpx.AsyncClient:
+    def async_http_client(self, *, timeout: httpx.Timeout,
+                          limits: httpx.Limits | None = None) -> httpx.AsyncClient:
         """An async client with the host's HTTP rules (``fetch``'s); the caller closes it."""
-        return self._http_clients().async_client(timeout=timeout)
+        return self._http_clients().async_client(timeout=timeout, limits=limits)
 
     def close(self) -> None:
         """Close the stores' database connections, and remove the data directory if the host
@@ -454,6 +455,10 @@ class Host:
             conversation_id=conversation_id,
             user_turn=user_turn,
         )
+
+    def new_id(self) -> str:
+        """A fresh random identifier (32 lowercase hex digits), for what the host names itself."""
+        return new_id()
 
     def deadline_in(self, seconds: float) -> float:
         """A monotonic instant ``seconds`` from now (a run's or a hand-made context's deadline)."""

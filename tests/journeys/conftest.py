@@ -1,5 +1,6 @@
-"""Fixtures of the journeys: the transport every journey runs over (stdio, then streamable
-HTTP), and the fake outside services. The harness itself is journey_support.py."""
+"""Fixtures of the journeys: the transport every journey runs over (stdio, streamable HTTP,
+two hosts behind a balancer), and the fake outside services. The harness itself is
+journey_support.py."""
 
 from __future__ import annotations
 
@@ -7,15 +8,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg_server import pg_database, pg_server
+from s3_server import (  # noqa: F401 - the fixtures, asked for by name
+    S3Server,
+    s3_bucket_fixture,
+    s3_server_fixture,
+)
 
 from .fake_services import FakeTensorScale, Receiver, one_click_receiver, tensorscale
-from .journey_support import TRANSPORTS, Transport
+from .journey_support import TRANSPORTS, Deployment, Transport
+
+__all__ = ["pg_database", "pg_server"]  # the fixtures, used by name
 
 
 @pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> Transport:
-    """Every journey runs once over stdio and once over streamable HTTP."""
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Transport:
+    """Every journey runs over stdio, over streamable HTTP, and through two hosts on one
+    PostgreSQL database and S3 bucket behind a balancer that pins nothing."""
     value: Transport = request.param
+    if value == "hosts":
+        database = request.getfixturevalue("pg_database")
+        s3: S3Server = request.getfixturevalue("s3_server")
+        bucket = request.getfixturevalue("s3_bucket")
+        monkeypatch.setattr(Deployment, "shared_record",
+                            {"TOOLHOST_DATABASE_URL": database, **s3.env(bucket)})
     return value
 
 

@@ -33,7 +33,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import attrs
@@ -61,8 +61,16 @@ __all__ = [
     "text_of",
 ]
 
-Transport = Literal["stdio", "http"]
-TRANSPORTS: tuple[Transport, ...] = ("stdio", "http")
+#: stdio; streamable HTTP to one server; or two servers on one PostgreSQL database and S3
+#: bucket behind a round-robin TCP balancer, each request on a connection of its own (so
+#: consecutive requests of a session reach both hosts), the person authenticated by a token.
+Transport = Literal["stdio", "http", "hosts"]
+TRANSPORTS: tuple[Transport, ...] = ("stdio", "http", "hosts")
+#: Every scope a first-party tool requires or checks: what a person's token grants on the
+#: hosts transport (as the server's principal is granted the roster's scopes otherwise).
+ALL_SCOPES = ("artifact.read", "artifact.write", "demo.write", "email.read", "email.write",
+              "media.generate", "people.read", "sandbox.execute", "workspace.read",
+              "workspace.write")
 
 #: Every request of a journey is answered within this (a sandboxed command, a generation).
 REQUEST_TIMEOUT_S = 120.0
@@ -113,15 +121,26 @@ class Deployment:
     and its data directory, shared by every server and CLI command of a journey."""
 
     _logs = itertools.count()
+    #: The shared record (TOOLHOST_DATABASE_URL and the S3 settings) of the hosts transport,
+    #: set by the ``transport`` fixture: every server and command of the deployment uses it.
+    shared_record: ClassVar[dict[str, str]] = {}
 
     def __init__(self, tmp_path: Path, plugins: str, **settings: str) -> None:
         self.tmp_path = tmp_path
         self.data_dir = tmp_path / "data"
         self.settings: dict[str, str] = {
-            "TOOLHOST_DATA_DIR": str(self.data_dir), "TOOLHOST_PLUGINS": plugins, **settings}
+            "TOOLHOST_DATA_DIR": str(self.data_dir), "TOOLHOST_PLUGINS": plugins,
+            **self.shared_record, **settings}
+        #: Each host's data directory (the hosts transport has two; a plugin's local data,
+        #: the mail cache, is imported into each).
+        self.data_dirs = [self.data_dir] + ([tmp_path / "data-b"] if self.shared_record else [])
         self.stderr_logs: list[Path] = []
         #: The `serve --http` processes ``http_server`` started, oldest first.
         self.servers: list[subprocess.Popen[bytes]] = []
+        self._tokens: dict[str, str] = {}
+        if self.shared_record:  # the hosts authenticate each person by a token
+            self.settings["TOOLHOST_HTTP_TOKENS_FILE"] = str(tmp_path / "tokens.toml")
+            self.token_for("mcp")
 
     def env(self, **overrides: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
@@ -140,10 +159,11 @@ class Deployment:
 
     # ------------------------------------------------------------------ the operator's commands
 
-    def python(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def python(self, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
         """``python ARGS`` with this deployment's settings (a plugin's CLI: ``-m module``)."""
-        return subprocess.run([sys.executable, *args], env=self.env(), capture_output=True,
-                              text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+        return subprocess.run([sys.executable, *args], env=self.env(**settings),
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                              check=False)
 
     def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``toolhost ARGS``, as the operator types it beside the running server."""
@@ -159,8 +179,20 @@ class Deployment:
     def database(self) -> Path:
         return self.data_dir / "toolhost.sqlite3"
 
+    def token_for(self, principal: str) -> str:
+        """A bearer token of ``principal`` (every first-party scope), in the token file the
+        hosts read (written again with each new one: the servers read it again on change)."""
+        if principal not in self._tokens:
+            self._tokens[principal] = f"token-{len(self._tokens)}-{principal}"
+            write_tokens(Path(self.settings["TOOLHOST_HTTP_TOKENS_FILE"]),
+                         *((t, p, list(ALL_SCOPES)) for p, t in self._tokens.items()))
+        return self._tokens[principal]
+
     def invocations(self) -> list[dict[str, Any]]:
         """The invocation rows, oldest first."""
+        database = self.settings.get("TOOLHOST_DATABASE_URL")
+        if database is not None:
+            return _pg_rows(database, "SELECT * FROM tool_invocations ORDER BY created_at, id")
         with contextlib.closing(sqlite3.connect(self.database())) as conn:
             conn.row_factory = sqlite3.Row
             return [dict(r) for r in conn.execute(
@@ -170,6 +202,15 @@ class Deployment:
                         when: str = "2000-01-01T00:00:00.000000+00:00") -> None:
         """Move an artifact's expiry to a past instant (its retention cannot be moved from
         outside a server process any other way)."""
+        database = self.settings.get("TOOLHOST_DATABASE_URL")
+        if database is not None:
+            import psycopg
+
+            with psycopg.connect(database) as conn:
+                changed = conn.execute("UPDATE artifacts SET expires_at = %s WHERE id = %s",
+                                       (when, artifact_id)).rowcount
+            assert changed == 1, f"no artifact {artifact_id} in the shared record"
+            return
         with contextlib.closing(sqlite3.connect(self.database(), timeout=30)) as conn, conn:
             changed = conn.execute("UPDATE artifacts SET expires_at = ? WHERE id = ?",
                                    (when, artifact_id)).rowcount
@@ -192,6 +233,13 @@ class Deployment:
         ``Authorization: Bearer`` over HTTP. ``keepalive=False``: a connection per request
         (behind a balancer, consecutive requests reach different hosts).
         """
+        if transport == "hosts":
+            principal = settings.pop("TOOLHOST_MCP_PRINCIPAL", "mcp")
+            async with self.hosts(*serve_args, **settings) as balanced, self.session(
+                    "http", person=person, token=self.token_for(principal), url=balanced,
+                    keepalive=False) as client:
+                yield client
+            return
         env = self.env(**settings)
         log = self._new_log(f"serve-{transport}")
         if url is not None:
@@ -222,6 +270,13 @@ class Deployment:
         ``token`` and ``keepalive`` as ``session`` has them)."""
         import mcp
 
+        if transport == "hosts":
+            principal = settings.pop("TOOLHOST_MCP_PRINCIPAL", "mcp")
+            async with self.hosts(**settings) as balanced, self.modern_client(
+                    "http", person, url=balanced, token=self.token_for(principal),
+                    keepalive=False) as client:
+                yield client
+            return
         env = self.env(**settings)
         log = self._new_log(f"serve-{transport}-2026")
         if url is not None:
@@ -250,6 +305,22 @@ class Deployment:
             assert code == 0, f"toolhost serve --http exited {code}:\n{log.read_text()}"
         assert_no_traceback(log.read_text(errors="replace"))
 
+
+    @asynccontextmanager
+    async def hosts(self, *serve_args: str, **settings: str) -> AsyncIterator[str]:
+        """Two `toolhost serve --http` hosts of this deployment (each its own data directory,
+        the shared record) behind a fresh round-robin balancer: its MCP URL. The balancer's
+        first connection goes to the first host, so a session opens there (the host whose
+        data directory the operator's commands use)."""
+        from .balancer import round_robin
+
+        second_dir = self.data_dirs[1]
+        async with self.http_server(*serve_args, **settings) as first, self.http_server(
+                *serve_args, **{**settings, "TOOLHOST_DATA_DIR": str(second_dir)}) as second:
+            with round_robin([_address(first), _address(second)]) as balancer:
+                yield balancer.url()
+                # The session's requests reached both hosts (one connection each).
+                assert all(balancer.connections), balancer.connections
 
     @asynccontextmanager
     async def http_server(self, *serve_args: str, bind: str = "127.0.0.1",
@@ -319,6 +390,22 @@ async def _over_http(env: Mapping[str, str], serve_args: tuple[str, ...],
     finally:
         code = await _stop(process, log)
     assert code == 0, f"toolhost serve --http exited {code} on SIGTERM:\n{log.read_text()}"
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, _, port = url.split("/")[2].rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _pg_rows(database: str, sql: str) -> list[dict[str, Any]]:
+    """Rows of the shared record, its BYTEA columns (free text) read back as text."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(database, row_factory=dict_row) as conn:
+        rows = conn.execute(sql).fetchall()
+    return [{k: bytes(v).decode() if isinstance(v, (bytes, memoryview)) else v
+             for k, v in row.items()} for row in rows]
 
 
 def free_port() -> int:

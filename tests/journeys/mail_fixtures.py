@@ -111,12 +111,15 @@ def _write(path: Path, messages: Iterable[EmailMessage]) -> Path:
 def import_mail(deployment: Deployment, mbox: Path, account: str = OWNER,
                 owner: str | None = None) -> str:
     """``toolhost-email import --account ACCOUNT [--owner OWNER] MBOX`` into the deployment's
-    data directory; its one line of output."""
+    data directory (each host's, on the hosts transport); its one line of output."""
     owned = () if owner is None else ("--owner", owner)
-    done = deployment.python("-m", "toolhost_email.cli", "import", "--account", account,
-                             *owned, str(mbox))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    said = []
+    for data_dir in deployment.data_dirs:  # the mail cache is each host's own file
+        done = deployment.python("-m", "toolhost_email.cli", "import", "--account", account,
+                                 *owned, str(mbox), TOOLHOST_DATA_DIR=str(data_dir))
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout)
+    return said[0]
 
 
 def email_settings() -> dict[str, str]:

@@ -138,14 +138,18 @@ class HttpClients:
         )
 
     def async_client(
-        self, *, timeout: float | httpx.Timeout, headers: Mapping[str, str] | None = None
+        self, *, timeout: float | httpx.Timeout, headers: Mapping[str, str] | None = None,
+        limits: httpx.Limits | None = None,
     ) -> httpx.AsyncClient:
-        """An async client; the caller closes it (``async with clients.async_client(...)``)."""
+        """An async client; the caller closes it (``async with clients.async_client(...)``).
+        ``limits``: its connection pool's (default httpx's: 100 connections)."""
         checked = _checked_timeout(timeout)
         transport = self._async_transport
         if transport is None:
             transport = httpx.AsyncHTTPTransport(
-                verify=self._ssl_context, trust_env=False, retries=0
+                verify=self._ssl_context, trust_env=False, retries=0,
+                limits=limits if limits is not None else httpx.Limits(
+                    max_connections=100, max_keepalive_connections=20),
             )
         return httpx.AsyncClient(
             transport=transport,

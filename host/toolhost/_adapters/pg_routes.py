@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
+from psycopg_pool import ConnectionPool
 
 from toolhost._adapters.pg_invocations import (
     _first_line,
@@ -65,11 +66,22 @@ class PostgresRouteTable:
                                    application_name="toolhost routes", migrations=MIGRATIONS,
                                    max_size=max_size, timeout=timeout,
                                    connect_timeout=connect_timeout)
+        # The heartbeat's own connection: a flood of lookups can never make this host miss
+        # its beats and look gone to the others.
+        try:
+            self._beat = migrated_pool(conninfo, name="toolhost-heartbeat",
+                                       application_name="toolhost heartbeat",
+                                       migrations=MIGRATIONS, max_size=1, timeout=timeout,
+                                       connect_timeout=connect_timeout)
+        except BaseException:
+            self._pool.close()
+            raise
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+                    ) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._pool.connection() as conn:
+            with (pool or self._pool).connection() as conn:
                 yield conn
         except psycopg.Error as exc:
             raise RoutesUnavailable(f"the database {self._shown} did not answer "
@@ -78,7 +90,7 @@ class PostgresRouteTable:
             raise RoutesUnavailable(f"the database {self._shown} did not answer") from None
 
     def announce(self, host: HostAddress) -> None:
-        with self._connection() as conn, conn.transaction():
+        with self._connection(self._beat) as conn, conn.transaction():
             conn.execute(
                 "INSERT INTO toolhost_hosts (host_id, url, seen_at) VALUES (%s, %s, now()) "
                 "ON CONFLICT (host_id) DO UPDATE SET url = excluded.url, seen_at = now()",
@@ -89,7 +101,7 @@ class PostgresRouteTable:
                          "toolhost_hosts h WHERE h.host_id = r.host_id)")
 
     def retire(self, host_id: str) -> None:
-        with self._connection() as conn, conn.transaction():
+        with self._connection(self._beat) as conn, conn.transaction():
             conn.execute("DELETE FROM toolhost_routes WHERE host_id = %s", (host_id,))
             conn.execute("DELETE FROM toolhost_hosts WHERE host_id = %s", (host_id,))
 
@@ -128,3 +140,4 @@ class PostgresRouteTable:
 
     def close(self) -> None:
         self._pool.close()
+        self._beat.close()

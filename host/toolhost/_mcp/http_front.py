@@ -137,7 +137,10 @@ class FrontDoor:
 
     @property
     def calls_in_flight(self) -> int:
-        return sum(self._calls.values())
+        """Calls running here, and calls forwarded to another host whose answer is still on
+        its way through here: a stopping host waits for both."""
+        forwarding = self._router.forwarding if self._router is not None else 0
+        return sum(self._calls.values()) + forwarding
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -243,10 +246,13 @@ class FrontDoor:
             try:
                 target = await self._router.target(route)
             except RoutesUnavailable as exc:
-                # The table is away: served here (a session of this host's still works;
-                # another's is the SDK's 404), rather than every request refused.
+                # The table is away and the route is not one this host knows (its own
+                # sessions it does): to be retried, not served where its state is not.
                 self._log.warning("http.routes.unavailable", error=str(exc))
-                return False
+                self.refused["routes_unavailable"] += 1
+                await _json(send, 503, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32000, "message": "Retry in a moment."}}, retry_after="1")
+                return True
             if target is None:
                 return False
             if await self._router.forward(target, route, scope, body, receive, send):

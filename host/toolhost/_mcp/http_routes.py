@@ -19,7 +19,8 @@ receiver checks the request as any other (Host, Origin, the token again, its own
 
 from __future__ import annotations
 
-import time
+import collections
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
@@ -34,17 +35,28 @@ from toolhost._model.routes import HEARTBEAT_S, HostAddress
 from toolhost._pipeline.log import get_logger
 from toolhost._ports.routes import RouteTable
 
-__all__ = ["FORWARDED", "Router", "route_key"]
+__all__ = ["FORWARDED", "QuietUpstreamLost", "Router", "UpstreamLost", "route_key"]
 
 FORWARDED: Final = b"toolhost-forwarded"
 _SESSION: Final = b"mcp-session-id"
 _VERSION: Final = b"mcp-protocol-version"
 #: How long a route read from the table is trusted before it is read again.
 _REMEMBER_S: Final = 5.0
-#: Headers of one connection only (RFC 9110 7.6.1), never passed on.
+#: At most this many routes remembered (the least recently used go first): a client naming
+#: made-up session ids costs table lookups, never this host's memory.
+_REMEMBER_AT_MOST: Final = 10_000
+#: Headers of one connection only (RFC 9110 7.6.1), never passed on; and the request's
+#: length, which the forwarded body sets again.
 _HOP: Final = frozenset({b"connection", b"keep-alive", b"proxy-authenticate",
                          b"proxy-authorization", b"te", b"trailer", b"transfer-encoding",
                          b"upgrade", b"proxy-connection"})
+_NOT_FORWARDED: Final = _HOP | {b"content-length"}
+
+
+class UpstreamLost(Exception):
+    """The host a forwarded answer came from went away in the middle of it: raised to the
+    ASGI server, which cuts the client's connection, so the client sees a broken answer and
+    not a complete one without its message."""
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -83,15 +95,25 @@ class Router:
     """This host's side of the routing table: where a request is served, forwarding it when
     that is elsewhere, and the sessions opened here."""
 
-    def __init__(self, table: RouteTable, me: HostAddress, client: httpx.AsyncClient) -> None:
+    def __init__(self, table: RouteTable, me: HostAddress, client: httpx.AsyncClient, *,
+                 monotonic: Callable[[], float]) -> None:
         self._table = table
+        self._monotonic = monotonic
         self._me = me
         self._client = client
-        #: key -> (host, or None for this one; until when the answer is trusted)
-        self._known: dict[str, tuple[HostAddress | None, float]] = {}
+        #: key -> (host, or None for this one; until when the answer is trusted), least
+        #: recently used first.
+        self._known: collections.OrderedDict[str, tuple[HostAddress | None, float]] = (
+            collections.OrderedDict())
+        #: Sessions opened here and not deleted: served here without asking the table, also
+        #: while it is away.
+        self._mine: set[str] = set()
         self._log = get_logger()
-        #: Requests forwarded, by outcome (a counter for operators and tests).
+        #: Requests forwarded (a counter for operators and tests).
         self.forwarded = 0
+        #: Forwarded POSTs whose answer is still streaming back: a stopping host waits for
+        #: them as for its own calls (a forwarded GET stream lasts as long as its session).
+        self.forwarding = 0
 
     @property
     def me(self) -> HostAddress:
@@ -118,27 +140,39 @@ class Router:
     async def opened(self, session_id: str) -> None:
         """A session opened here: its requests anywhere come here."""
         key = f"session\x1f{session_id}"
+        self._mine.add(key)
         await anyio.to_thread.run_sync(self._table.claim, key, self._me.host_id)
-        self._known[key] = (None, float("inf"))
 
     async def closed(self, session_id: str) -> None:
         key = f"session\x1f{session_id}"
+        self._mine.discard(key)
         self._known.pop(key, None)
         await anyio.to_thread.run_sync(self._table.drop, key)
 
     async def target(self, route: RouteKey) -> HostAddress | None:
-        """The host ``route`` is served on; None: this one."""
-        now = time.monotonic()
+        """The host ``route`` is served on; None: this one.
+
+        :raises RoutesUnavailable: the table is away and the route is not known here.
+        """
+        if route.key in self._mine:
+            return None
+        now = self._monotonic()
         known = self._known.get(route.key)
         if known is not None and known[1] > now:
+            self._known.move_to_end(route.key)
             return known[0]
         if route.session:
             found = await anyio.to_thread.run_sync(self._table.owner, route.key)
+            if found is None:
+                return None  # nobody's: served here, where the SDK answers the spec's 404
         else:
             found = await anyio.to_thread.run_sync(self._table.claim, route.key,
                                                    self._me.host_id)
-        host = None if found is None or found.host_id == self._me.host_id else found
+        host = None if found.host_id == self._me.host_id else found
         self._known[route.key] = (host, now + _REMEMBER_S)
+        self._known.move_to_end(route.key)
+        while len(self._known) > _REMEMBER_AT_MOST:
+            self._known.popitem(last=False)
         return host
 
     def forget(self, route: RouteKey) -> None:
@@ -154,42 +188,73 @@ class Router:
                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> bool:
         """Send the request to ``target`` and stream its answer back, until it ends or the
         client goes away; False, with nothing answered and the route forgotten, when the
-        target cannot be reached (it stopped: ask the table again)."""
-        headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() not in _HOP]
-        headers.append((FORWARDED, self._me.host_id.encode("latin-1")))
-        request = self._client.build_request(scope["method"], _url(target.url, scope),
-                                             headers=headers, content=body)
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            self.forget(route)
-            self._log.warning("http.routes.unreachable", host=target.host_id,
-                              error=type(exc).__name__)
-            return False
-        self.forwarded += 1
-        try:
-            async with anyio.create_task_group() as tasks:
-                async def client_gone() -> None:
-                    while (await receive()).get("type") != "http.disconnect":
-                        pass
-                    tasks.cancel_scope.cancel()
+        target cannot be reached (it stopped: ask the table again).
 
-                tasks.start_soon(client_gone)
-                await send({"type": "http.response.start", "status": response.status_code,
-                            "headers": [(k, v) for k, v in response.headers.raw
-                                        if k.lower() not in _HOP]})
-                try:
-                    async for chunk in response.aiter_raw():
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})
-                except httpx.HTTPError:
-                    pass  # the owner went away mid-answer: end what was sent
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-                tasks.cancel_scope.cancel()
+        :raises UpstreamLost: the target went away in the middle of its answer.
+        """
+        url = _url(target.url, scope)
+        if url is None:
+            await _answer(send, 400, b'{"jsonrpc": "2.0", "id": null, "error": '
+                          b'{"code": -32600, "message": "Invalid Request"}}')
+            return True
+        headers = [(k, v) for k, v in scope.get("headers", ())
+                   if k.lower() not in _NOT_FORWARDED]
+        headers.append((FORWARDED, self._me.host_id.encode("latin-1")))
+        request = self._client.build_request(scope["method"], url, headers=headers,
+                                             content=body)
+        counted = scope["method"] == "POST"
+        self.forwarding += counted
+        try:
+            try:
+                response = await self._client.send(request, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                self.forget(route)
+                self._log.warning("http.routes.unreachable", host=target.host_id,
+                                  error=type(exc).__name__)
+                return False
+            except httpx.HTTPError as exc:  # reached, but no answer: the client may retry
+                self._log.warning("http.routes.no_answer", host=target.host_id,
+                                  error=type(exc).__name__)
+                await _answer(send, 503, _RETRY, retry_after=b"1")
+                return True
+            self.forwarded += 1
+            try:
+                await self._stream(response, receive, send)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
         finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+            self.forwarding -= counted
         return True
+
+    @staticmethod
+    async def _stream(response: httpx.Response,
+                      receive: Callable[[], Awaitable[dict[str, Any]]],
+                      send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        """The answer to the client, chunk by chunk as it comes, until it ends or the client
+        goes away (which cancels the rest)."""
+        lost: str | None = None
+        async with anyio.create_task_group() as tasks:
+            async def client_gone() -> None:
+                while (await receive()).get("type") != "http.disconnect":
+                    pass
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(client_gone)
+            await send({"type": "http.response.start", "status": response.status_code,
+                        "headers": [(k, v) for k, v in response.headers.raw
+                                    if k.lower() not in _HOP]})
+            try:
+                async for chunk in response.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk,
+                                "more_body": True})
+            except httpx.HTTPError as exc:
+                lost = type(exc).__name__
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tasks.cancel_scope.cancel()
+        if lost is not None:  # raised out here: not wrapped in the task group's exception group
+            raise UpstreamLost(lost)
 
     @staticmethod
     async def unreachable(route: RouteKey,
@@ -200,18 +265,37 @@ class Router:
             await _answer(send, 404, b'{"jsonrpc": "2.0", "id": null, "error": '
                           b'{"code": -32600, "message": "Session not found"}}')
         else:
-            await _answer(send, 503, b'{"jsonrpc": "2.0", "id": null, "error": '
-                          b'{"code": -32000, "message": "Retry in a moment."}}',
-                          retry_after=b"1")
+            await _answer(send, 503, _RETRY, retry_after=b"1")
 
 
-def _url(base: str, scope: dict[str, Any]) -> str:
-    """``base``'s scheme and authority with the request's own path and query."""
-    url = httpx.URL(base)
-    path: bytes = scope.get("raw_path") or str(scope.get("path", "/")).encode()
+def _url(base: str, scope: dict[str, Any]) -> httpx.URL | None:
+    """``base`` (the target's advertised URL) with the request's own path and query; None for
+    a request target that is no absolute path (``@host/...``, ``//host/...``, an absolute
+    URL): only a path is ever appended to the target's own origin."""
+    raw: bytes = scope.get("raw_path") or str(scope.get("path", "/")).encode()
+    if not raw.startswith(b"/") or raw.startswith(b"//"):
+        return None
     query: bytes = scope.get("query_string", b"")
-    origin = f"{url.scheme}://{url.netloc.decode('ascii')}"
-    return origin + path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
+    try:
+        return httpx.URL(base).copy_with(raw_path=raw + (b"?" + query if query else b""))
+    except (httpx.InvalidURL, ValueError):
+        return None
+
+
+_RETRY: Final = (b'{"jsonrpc": "2.0", "id": null, "error": '
+                 b'{"code": -32000, "message": "Retry in a moment."}}')
+
+
+class QuietUpstreamLost(logging.Filter):
+    """uvicorn logs an exception its app raised with a traceback; an UpstreamLost is an
+    expected end (another host went away mid-answer): one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], UpstreamLost):
+            record.msg, record.args, record.exc_info = (
+                "a forwarded answer was cut: its host went away (%s)",
+                (record.exc_info[1],), None)
+        return True
 
 
 async def _answer(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, body: bytes,

@@ -27,7 +27,6 @@ import signal
 import socket
 import sys
 import threading
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -311,6 +310,10 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
             signal.signal(signum, handler)
         if router is not None and heartbeat is not None:
             heartbeat.cancel()
+            # A beat already in its thread finishes first: it must not announce this host
+            # again after it retired.
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
             await _retired(router)
 
 
@@ -320,15 +323,21 @@ async def _router(host: Host, http: HttpConfig) -> Router | None:
     every host at once; None for a host on its own."""
     import httpx
 
-    from toolhost._mcp.http_routes import Router
+    from toolhost._mcp.http_routes import QuietUpstreamLost, Router
 
     table = host.route_table()
     if table is None:
         return None
     assert http.advertise_url is not None  # serve refuses to start without it
-    # No read timeout to speak of: a forwarded SSE stream may be quiet for long.
-    client = host.async_http_client(timeout=httpx.Timeout(30.0, read=3600.0))
-    router = Router(table, HostAddress(uuid.uuid4().hex, http.advertise_url), client)
+    # No read timeout to speak of: a forwarded SSE stream may be quiet for long. No bound on
+    # connections: each forwarded GET stream holds one for its session's life, and a pool
+    # that ran out would make live sessions look gone.
+    client = host.async_http_client(
+        timeout=httpx.Timeout(30.0, read=3600.0),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
+    logging.getLogger("uvicorn.error").addFilter(QuietUpstreamLost())
+    router = Router(table, HostAddress(host.new_id(), http.advertise_url), client,
+                    monotonic=lambda: host.deadline_in(0))
     await router.announce()
     return router
 
