@@ -182,3 +182,40 @@ def test_remembered_routes_are_bounded() -> None:
 @pytest.fixture(autouse=True)
 def _no_leaked_clients() -> Iterator[None]:
     yield
+
+
+class _Answer(httpx.AsyncByteStream):
+    """An SSE answer in three chunks, a pass of the loop apart; notes how far it was read."""
+
+    def __init__(self) -> None:
+        self.read: list[bytes] = []
+
+    async def __aiter__(self) -> Any:
+        for chunk in (b"event: message\n", b"data: {}\n\n", b""):
+            await anyio.sleep(0.01)
+            self.read.append(chunk)
+            if chunk:
+                yield chunk
+
+
+@pytest.mark.parametrize(("method", "read_to_the_end"), [("POST", True), ("GET", False)])
+def test_a_posts_answer_is_read_to_its_end_when_the_client_left(
+        method: str, read_to_the_end: bool) -> None:
+    # The SDK's client closes each POST's answer at its last event; an answer cut there
+    # closed the pooled connection to the other host, so every forwarded call paid for a new
+    # one. A GET stream has no end: it stops with its client.
+    answer = _Answer()
+    router = _router(lambda r: httpx.Response(200, stream=answer))
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def go() -> bool:
+        return await router.forward(OTHER, SESSION, _scope(method), b"{}", receive, send)
+
+    assert anyio.run(go)
+    assert (answer.read[-1:] == [b""]) is read_to_the_end

@@ -16,17 +16,24 @@ from s3_server import (  # noqa: F401 - the fixtures, asked for by name
 )
 
 from .fake_services import FakeTensorScale, Receiver, one_click_receiver, tensorscale
-from .journey_support import TRANSPORTS, Deployment, Transport
+from .journey_support import PEOPLE, TRANSPORTS, Deployment, Transport
 
 __all__ = ["pg_database", "pg_server"]  # the fixtures, used by name
 
 
-@pytest.fixture(params=TRANSPORTS)
+_PARAMS = [pytest.param((t, None), id=t) for t in TRANSPORTS if t != "hosts"] + [
+    pytest.param(("hosts", person), id=f"hosts-{person}") for person in PEOPLE]
+
+
+@pytest.fixture(params=_PARAMS)
 def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Transport:
     """Every journey runs over stdio, over streamable HTTP, and through two hosts on one
-    PostgreSQL database and S3 bucket behind a balancer that pins nothing."""
-    value: Transport = request.param
+    PostgreSQL database and S3 bucket behind a balancer that pins nothing, once as each of
+    two people (each with a token; the mail is each one's own)."""
+    value: Transport
+    value, person = request.param
     if value == "hosts":
+        monkeypatch.setattr(Deployment, "principal", person)
         database = request.getfixturevalue("pg_database")
         s3: S3Server = request.getfixturevalue("s3_server")
         bucket = request.getfixturevalue("s3_bucket")

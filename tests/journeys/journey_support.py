@@ -43,6 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 __all__ = [
+    "PEOPLE",
     "TRANSPORTS",
     "Deployment",
     "Form",
@@ -66,6 +67,9 @@ __all__ = [
 #: consecutive requests of a session reach both hosts), the person authenticated by a token.
 Transport = Literal["stdio", "http", "hosts"]
 TRANSPORTS: tuple[Transport, ...] = ("stdio", "http", "hosts")
+#: The two people of the hosts transport: every journey runs once as each, with the other's
+#: token (and mail) in the same deployment.
+PEOPLE: tuple[str, str] = ("ana", "ben")
 #: Every scope a first-party tool requires or checks: what a person's token grants on the
 #: hosts transport (as the server's principal is granted the roster's scopes otherwise).
 ALL_SCOPES = ("artifact.read", "artifact.write", "demo.write", "email.read", "email.write",
@@ -124,6 +128,9 @@ class Deployment:
     #: The shared record (TOOLHOST_DATABASE_URL and the S3 settings) of the hosts transport,
     #: set by the ``transport`` fixture: every server and command of the deployment uses it.
     shared_record: ClassVar[dict[str, str]] = {}
+    #: Whom a journey's client is on the hosts transport (one of PEOPLE, set by the
+    #: ``transport`` fixture); over stdio and one HTTP server, the server's own principal.
+    principal: ClassVar[str] = "mcp"
 
     def __init__(self, tmp_path: Path, plugins: str, **settings: str) -> None:
         self.tmp_path = tmp_path
@@ -140,7 +147,14 @@ class Deployment:
         self._tokens: dict[str, str] = {}
         if self.shared_record:  # the hosts authenticate each person by a token
             self.settings["TOOLHOST_HTTP_TOKENS_FILE"] = str(tmp_path / "tokens.toml")
-            self.token_for("mcp")
+            for principal in (self.principal, *PEOPLE):
+                self.token_for(principal)
+
+    @property
+    def other_person(self) -> str | None:
+        """The person of the hosts transport's deployment a journey is not about."""
+        others = [p for p in PEOPLE if p != self.principal]
+        return others[0] if self.shared_record and len(others) == 1 else None
 
     def env(self, **overrides: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
@@ -234,7 +248,7 @@ class Deployment:
         (behind a balancer, consecutive requests reach different hosts).
         """
         if transport == "hosts":
-            principal = settings.pop("TOOLHOST_MCP_PRINCIPAL", "mcp")
+            principal = settings.pop("TOOLHOST_MCP_PRINCIPAL", self.principal)
             async with self.hosts(*serve_args, **settings) as balanced, self.session(
                     "http", person=person, token=self.token_for(principal), url=balanced,
                     keepalive=False) as client:
@@ -271,7 +285,7 @@ class Deployment:
         import mcp
 
         if transport == "hosts":
-            principal = settings.pop("TOOLHOST_MCP_PRINCIPAL", "mcp")
+            principal = settings.pop("TOOLHOST_MCP_PRINCIPAL", self.principal)
             async with self.hosts(**settings) as balanced, self.modern_client(
                     "http", person, url=balanced, token=self.token_for(principal),
                     keepalive=False) as client:

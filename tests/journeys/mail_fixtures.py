@@ -111,7 +111,21 @@ def _write(path: Path, messages: Iterable[EmailMessage]) -> Path:
 def import_mail(deployment: Deployment, mbox: Path, account: str = OWNER,
                 owner: str | None = None) -> str:
     """``toolhost-email import --account ACCOUNT [--owner OWNER] MBOX`` into the deployment's
-    data directory (each host's, on the hosts transport); its one line of output."""
+    data directory (each host's, on the hosts transport); its one line of output.
+
+    On the hosts transport the mail is the journey's person's (``--owner``), and the other
+    person's own mail is imported beside it: what either reads of the other's shows in the
+    journey's exact counts."""
+    other = deployment.other_person
+    if owner is None and other is not None:
+        owner = deployment.principal
+        _import(deployment, colleague_mailbox(
+            mbox.with_name(f"{other}.mbox"), "https://unsub.test/unsubscribe/2?list=news"),
+            COLLEAGUE, other)
+    return _import(deployment, mbox, account, owner)
+
+
+def _import(deployment: Deployment, mbox: Path, account: str, owner: str | None) -> str:
     owned = () if owner is None else ("--owner", owner)
     said = []
     for data_dir in deployment.data_dirs:  # the mail cache is each host's own file

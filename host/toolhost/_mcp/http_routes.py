@@ -219,7 +219,7 @@ class Router:
                 return True
             self.forwarded += 1
             try:
-                await self._stream(response, receive, send)
+                await self._stream(response, receive, send, until_client_gone=not counted)
             finally:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
@@ -230,9 +230,14 @@ class Router:
     @staticmethod
     async def _stream(response: httpx.Response,
                       receive: Callable[[], Awaitable[dict[str, Any]]],
-                      send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
-        """The answer to the client, chunk by chunk as it comes, until it ends or the client
-        goes away (which cancels the rest)."""
+                      send: Callable[[dict[str, Any]], Awaitable[None]], *,
+                      until_client_gone: bool) -> None:
+        """The answer to the client, chunk by chunk as it comes, until it ends; with
+        ``until_client_gone`` (a GET stream, which has no end) also until the client goes
+        away. A POST's answer is read to its end even when the client left: the SDK's client
+        closes each answer at its last event, and an answer cut there would close the pooled
+        connection to the other host, so each forwarded call paid for a new one (a send to
+        a client that left is dropped by the ASGI server)."""
         lost: str | None = None
         async with anyio.create_task_group() as tasks:
             async def client_gone() -> None:
@@ -240,7 +245,8 @@ class Router:
                     pass
                 tasks.cancel_scope.cancel()
 
-            tasks.start_soon(client_gone)
+            if until_client_gone:
+                tasks.start_soon(client_gone)
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": [(k, v) for k, v in response.headers.raw
                                     if k.lower() not in _HOP]})

@@ -424,7 +424,10 @@ def listen_sockets(bind: str, port: int, *, any_address: bool = False) -> list[s
     unavailable: OSError | None = None
     try:
         for family, address in addresses:
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted from
+            # a socket that says it is TCP, and without it Nagle held each SSE event on a
+            # kept-alive connection for the client's delayed ACK (~40 ms a call).
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             if os.name == "posix":  # as asyncio and uvicorn do: restart while in TIME_WAIT
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
