@@ -22,7 +22,6 @@ import argparse
 import hashlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,23 +36,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from http_servers import start_http_server  # noqa: E402
 from journeys.fake_services import oauth_issuer  # noqa: E402
 from journeys.journey_support import free_port  # noqa: E402
 
 TOKEN = "bench-token-3b0f"
-
-
-def _start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    errlog = log.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolhost._cli", "serve", "--http", f"127.0.0.1:{port}"],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog)
-    deadline = time.monotonic() + 60
-    while "toolhost: serving" not in log.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"a server did not start:\n{log.read_text()}")
-        time.sleep(0.05)
-    return process
 
 
 async def _measure(servers: dict[str, tuple[str, str | None]], calls: int, batch: int,
@@ -108,7 +95,7 @@ def main() -> None:
                     **issuer.settings(audience)},
         }
         tokens_for = {"open": None, "token file": TOKEN, "JWT": issuer.token(audience)}
-        processes = [_start(envs[n], ports[n], tmp / f"{n}.log") for n in envs]
+        processes = [start_http_server(envs[n], ports[n], tmp / f"{n}.log") for n in envs]
         try:
             servers = {n: (f"http://127.0.0.1:{ports[n]}/mcp", tokens_for[n]) for n in envs}
             times = anyio.run(_measure, servers, args.calls, args.batch, args.warmup)

@@ -54,6 +54,7 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from http_servers import start_http_server  # noqa: E402
 from journeys.journey_support import free_port, http_client, write_tokens  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -245,19 +246,6 @@ def run_round(workers: list[tuple[subprocess.Popen[str], Path]], config: Config,
     return rate
 
 
-def _start_host(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("w") as errlog:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "toolhost._cli", "serve", "--http", f"127.0.0.1:{port}"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog)
-    deadline = time.monotonic() + 60
-    while "toolhost: serving " not in log.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"a host did not start:\n{log.read_text()}")
-        time.sleep(0.05)
-    return process
-
-
 def _start_worker(log: Path) -> tuple[subprocess.Popen[str], Path]:
     errlog: IO[str]
     with log.open("w") as errlog:
@@ -313,7 +301,7 @@ def main() -> None:
         ports = [free_port(), free_port()]
         hosts = []
         for n, port in enumerate(ports):
-            process = _start_host({**base, "TOOLHOST_DATA_DIR": str(tmp / f"data{n}")}, port,
+            process = start_http_server({**base, "TOOLHOST_DATA_DIR": str(tmp / f"data{n}")}, port,
                                   tmp / f"host{n}.log")
             stack.callback(_stop, process)
             hosts.append(process)

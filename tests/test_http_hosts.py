@@ -226,8 +226,12 @@ def test_a_stopping_host_lets_the_calls_it_forwards_finish(deployment: Deploymen
                 balancer.route_next_to(0)  # the call reaches the first, which forwards it
                 slow = asyncio.ensure_future(client.call_tool("fxw.slow", {"seconds": 4}))
                 await _slow_started(deployment.tmp_path)
-                deployment.servers[0].send_signal(signal.SIGTERM)
+                stopping = deployment.servers[0]
+                stopping.send_signal(signal.SIGTERM)
                 assert ok(await slow)
+                # It stops on its own once the call it forwarded is answered (a second
+                # SIGTERM, the harness's, would mean "now").
+                assert await anyio.to_thread.run_sync(stopping.wait, 30) == 0
 
     run(journey)
     (row,) = [r for r in deployment.invocations() if r["tool_name"] == "fxw.slow"]
