@@ -315,14 +315,20 @@ class Host:
         httpx's errors for a request that failed."""
         with self._http_clients().client(timeout=timeout) as client, \
                 client.stream("GET", url) as response:
-            if response.status_code != 200:
-                raise ValueError(f"GET {url} answered {response.status_code}")
-            body = b""
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > limit:
-                    raise ValueError(f"GET {url} answered more than {limit} bytes")
-            return body
+            return _body_of_200(response, f"GET {url}", limit)
+
+    def post_form(self, url: str, form: dict[str, str], basic_auth: tuple[str, str], *,
+                  timeout: float = 10.0, limit: int = 1024 * 1024) -> bytes:
+        """POST ``form`` (``application/x-www-form-urlencoded``) to ``url`` with HTTP Basic
+        credentials, by the host's own HTTP client (the rules of ``fetch``): the body of a
+        200, at most ``limit`` bytes. :raises ValueError: any other status, or a longer body;
+        httpx's errors for a request that failed."""
+        import httpx
+
+        with self._http_clients().client(timeout=timeout) as client, client.stream(
+                "POST", url, data=form, auth=httpx.BasicAuth(*basic_auth),
+                headers={"Accept": "application/json"}) as response:
+            return _body_of_200(response, f"POST {url}", limit)
 
     def ready(self) -> bool:
         """Whether the record and the artifact store answer now (``GET /readyz``)."""
@@ -618,3 +624,17 @@ def load_host(
     finally:
         if keep_validators:
             cache.save()
+
+
+def _body_of_200(response: httpx.Response, request: str, limit: int) -> bytes:
+    """The body of a 200 answer, read up to ``limit`` bytes.
+
+    :raises ValueError: another status, or a longer body."""
+    if response.status_code != 200:
+        raise ValueError(f"{request} answered {response.status_code}")
+    body = b""
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise ValueError(f"{request} answered more than {limit} bytes")
+    return body

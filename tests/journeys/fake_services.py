@@ -196,10 +196,18 @@ class FakeIssuer:
     arrivals: list[Arrival]
     key: Any
     jwks: dict[str, Any] = attrs.field(factory=dict)
+    #: RFC 7662: what ``/introspect`` answers for each opaque token (``{"active": false}``
+    #: for any other), to a client with INTROSPECTION_CLIENT's credentials (401 otherwise).
+    introspected: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
     def settings(self, audience: str) -> dict[str, str]:
         return {"TOOLHOST_HTTP_ISSUER": self.url, "TOOLHOST_HTTP_AUDIENCE": audience,
                 "TOOLHOST_CA_BUNDLE": str(self.ca_bundle)}
+
+    def introspection_settings(self) -> dict[str, str]:
+        client_id, secret = INTROSPECTION_CLIENT
+        return {"TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID": client_id,
+                "TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET": secret}
 
     def token(self, audience: str, subject: str = "ada", scope: str = "",
               key: Any = None, algorithm: str = "RS256", **claims: Any) -> str:
@@ -215,6 +223,24 @@ class FakeIssuer:
                           headers={"kid": "k1"})
 
 
+#: The credentials the fake issuer's introspection endpoint accepts.
+INTROSPECTION_CLIENT = ("toolhost-rs", "introspection-secret-2b7d")
+
+
+def _introspection(issuer: FakeIssuer, arrival: Arrival) -> dict[str, Any] | None:
+    """The endpoint's answer: None (404, as for an unknown client) without the right Basic
+    credentials or a form ``token``."""
+    import base64
+    from urllib.parse import parse_qs
+
+    client_id, secret = INTROSPECTION_CLIENT
+    expected = "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    form = parse_qs(arrival.body.decode())
+    if arrival.header("Authorization") != [expected] or len(form.get("token", [])) != 1:
+        return None
+    return issuer.introspected.get(form["token"][0], {"active": False})
+
+
 @contextmanager
 def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
     import jwt
@@ -228,9 +254,13 @@ def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
 
     def answer(h: BaseHTTPRequestHandler) -> None:
         issuer = state[0]
-        documents = {"/.well-known/oauth-authorization-server": {
-                         "issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks.json"},
-                     "/jwks.json": issuer.jwks}
+        documents: dict[str, Any] = {
+            "/.well-known/oauth-authorization-server": {
+                "issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks.json",
+                "introspection_endpoint": f"{issuer.url}/introspect"},
+            "/jwks.json": issuer.jwks}
+        if h.command == "POST" and h.path == "/introspect":
+            documents["/introspect"] = _introspection(issuer, arrivals[-1])
         document = documents.get(h.path)
         body = json.dumps(document).encode() if document is not None else b""
         h.send_response(200 if document is not None else 404)

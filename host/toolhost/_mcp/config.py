@@ -33,13 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from toolhost._model.context import Principal
 from toolhost._model.settings import Settings
 from toolhost._registration.refusals import Registered
+
+if TYPE_CHECKING:
+    from toolhost._mcp.http_introspection import Post
 
 __all__ = ["ConfigError", "HttpConfig", "ServeConfig", "http_config", "pins_setting"]
 
@@ -158,6 +161,11 @@ class HttpConfig:
         TOOLHOST_HTTP_ISSUER           an OAuth 2.1 issuer whose JWTs are accepted ...
         TOOLHOST_HTTP_AUDIENCE         ... issued for this server (its URL, RFC 8707)
         TOOLHOST_HTTP_JWKS_URL         the issuer's keys (default: from its RFC 8414 metadata)
+        TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID      this server's credentials at the issuer's
+        TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET  RFC 7662 endpoint: opaque tokens are asked
+                                       of it (set both, or neither)
+        TOOLHOST_HTTP_INTROSPECTION_URL  that endpoint (default: the issuer's metadata's)
+        TOOLHOST_HTTP_INTROSPECTION_CACHE_S  how long an active answer is used (default 60)
         TOOLHOST_HTTP_ALLOWED_HOSTS    Host values accepted (comma-separated; ``name:*`` any port)
         TOOLHOST_HTTP_ALLOWED_ORIGINS  Origin values accepted from browsers (same form)
         TOOLHOST_HTTP_MAX_BODY_BYTES   the largest request body (default 8 MiB)
@@ -185,10 +193,10 @@ class HttpConfig:
 
 def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Registered], *,
                 fetch: Callable[[str], bytes], now: Callable[[], float],
-                monotonic: Callable[[], float]) -> HttpConfig:
+                monotonic: Callable[[], float], post: Post | None = None) -> HttpConfig:
     """:raises ConfigError: a setting, the token file or the issuer cannot be used (one
     line naming it)."""
-    from toolhost._mcp.http_auth import AuthConfigError, JwtVerifier, TokenFile
+    from toolhost._mcp.http_auth import AuthConfigError, TokenFile
     from toolhost._mcp.http_front import HttpPolicy
 
     own = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
@@ -205,7 +213,7 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
             raise ConfigError(str(exc)) from None
     issuer = (settings.get("TOOLHOST_HTTP_ISSUER") or "").strip()
     audience = (settings.get("TOOLHOST_HTTP_AUDIENCE") or "").strip()
-    jwt = metadata = metadata_url = None
+    jwt = introspection = metadata = metadata_url = None
     if issuer or audience:
         if not (issuer.startswith("https://") or issuer.startswith("http://")) or not (
                 audience.startswith("https://") or audience.startswith("http://")):
@@ -218,16 +226,15 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
             if url.startswith("http://") and not _loopback_url(url):
                 raise ConfigError(f"{name} must be https:// (http:// only on loopback), not "
                                   f"{url!r}")
-        import importlib.util
-
-        if importlib.util.find_spec("jwt") is None:  # the extra, checked at the start
-            raise ConfigError("TOOLHOST_HTTP_ISSUER needs the JWT library: pip install "
-                              "'toolhost-core[oauth]'")
-        jwks_url = jwks_setting or _discover_jwks(issuer, fetch)
-        if jwks_url.startswith("http://") and not _loopback_url(jwks_url):
-            raise ConfigError(f"the issuer's jwks_uri must be https://, not {jwks_url!r}")
-        jwt = JwtVerifier(issuer=issuer, audience=audience, jwks_url=jwks_url, fetch=fetch,
-                          now=now, monotonic=monotonic)
+        asks_metadata = not jwks_setting or (_introspects(settings) and not (
+            settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip())
+        discovered = _issuer_metadata(issuer, fetch) if asks_metadata else {}
+        introspection = _introspector(settings, issuer, audience, discovered, post, now)
+        jwks_url = jwks_setting or _uri(discovered, "jwks_uri")
+        if jwks_url or introspection is None:
+            # An issuer of opaque tokens only may publish no keys: its tokens are all asked
+            # of its introspection endpoint.
+            jwt = _jwt_verifier(issuer, audience, jwks_url, fetch, now, monotonic)
         origin, _, rest = audience.partition("://")
         authority, slash, path = rest.partition("/")
         metadata_url = f"{origin}://{authority}/.well-known/oauth-protected-resource" + (
@@ -241,7 +248,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
                                  DEFAULT_MAX_BODY_BYTES),
         max_calls=_positive(settings, "TOOLHOST_HTTP_MAX_CALLS", DEFAULT_MAX_CALLS),
         body_timeout_s=float(_positive(settings, "TOOLHOST_HTTP_BODY_TIMEOUT_S", 30)),
-        tokens=tokens, jwt=jwt, metadata_url=metadata_url, metadata=metadata)
+        tokens=tokens, jwt=jwt, introspection=introspection, metadata_url=metadata_url,
+        metadata=metadata)
     return HttpConfig(policy=policy, drain_s=float(_positive(
         settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
         max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000),
@@ -285,8 +293,9 @@ def _positive(settings: Settings, name: str, default: int) -> int:
     return int(raw)
 
 
-def _discover_jwks(issuer: str, fetch: Callable[[str], bytes]) -> str:
-    """The issuer's ``jwks_uri``, from its RFC 8414 metadata (or OpenID discovery)."""
+def _issuer_metadata(issuer: str, fetch: Callable[[str], bytes]) -> dict[str, Any]:
+    """The issuer's RFC 8414 metadata (or its OpenID discovery document); empty when it has
+    none that is its own."""
     import json
 
     base = issuer.rstrip("/")
@@ -296,10 +305,74 @@ def _discover_jwks(issuer: str, fetch: Callable[[str], bytes]) -> str:
             data = json.loads(fetch(base + well_known))
         except Exception:
             continue
-        if not isinstance(data, dict) or data.get("issuer") not in (issuer, base):
-            continue  # RFC 8414: the metadata must be the issuer's own
-        uri = data.get("jwks_uri")
-        if isinstance(uri, str) and uri.startswith(("https://", "http://")):
-            return uri
-    raise ConfigError(f"cannot find the keys of TOOLHOST_HTTP_ISSUER {issuer!r} (no jwks_uri in "
-                      "its metadata): set TOOLHOST_HTTP_JWKS_URL")
+        if isinstance(data, dict) and data.get("issuer") in (issuer, base):
+            return data  # RFC 8414: the metadata must be the issuer's own
+    return {}
+
+
+def _uri(metadata: Mapping[str, Any], name: str) -> str:
+    uri = metadata.get(name)
+    return uri if isinstance(uri, str) and uri.startswith(("https://", "http://")) else ""
+
+
+def _jwt_verifier(issuer: str, audience: str, jwks_url: str, fetch: Callable[[str], bytes],
+                  now: Callable[[], float], monotonic: Callable[[], float]) -> Any:
+    import importlib.util
+
+    from toolhost._mcp.http_auth import JwtVerifier
+
+    if not jwks_url:
+        raise ConfigError(f"cannot find the keys of TOOLHOST_HTTP_ISSUER {issuer!r} (no jwks_uri "
+                          "in its metadata): set TOOLHOST_HTTP_JWKS_URL")
+    if jwks_url.startswith("http://") and not _loopback_url(jwks_url):
+        raise ConfigError(f"the issuer's jwks_uri must be https://, not {jwks_url!r}")
+    if importlib.util.find_spec("jwt") is None:  # the extra, checked at the start
+        raise ConfigError("TOOLHOST_HTTP_ISSUER needs the JWT library: pip install "
+                          "'toolhost-core[oauth]'")
+    return JwtVerifier(issuer=issuer, audience=audience, jwks_url=jwks_url, fetch=fetch,
+                       now=now, monotonic=monotonic)
+
+
+def _introspects(settings: Settings) -> bool:
+    return bool((settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID") or "").strip()
+                or (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or "").strip())
+
+
+def _introspector(settings: Settings, issuer: str, audience: str,
+                  metadata: Mapping[str, Any], post: Post | None,
+                  now: Callable[[], float]) -> Any:
+    """The RFC 7662 introspector the settings describe; None when they name none."""
+    from toolhost._mcp.http_introspection import DEFAULT_CACHE_S, TokenIntrospector
+
+    client_id = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID") or "").strip()
+    secret = settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or ""
+    url = (settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()
+    if not (client_id or secret.strip()):
+        if url:
+            raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_URL needs "
+                              "TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID and _CLIENT_SECRET")
+        return None
+    if not client_id or not secret.strip():
+        raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID and "
+                          "TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET go together")
+    url = url or _uri(metadata, "introspection_endpoint")
+    if not url:
+        raise ConfigError(f"cannot find the introspection endpoint of TOOLHOST_HTTP_ISSUER "
+                          f"{issuer!r} (none in its metadata): set "
+                          "TOOLHOST_HTTP_INTROSPECTION_URL")
+    if not url.startswith(("https://", "http://")) or (
+            url.startswith("http://") and not _loopback_url(url)):
+        # The token and this server's secret would cross the network in the clear.
+        raise ConfigError(f"TOOLHOST_HTTP_INTROSPECTION_URL must be https:// (http:// only on "
+                          f"loopback), not {url!r}")
+    assert post is not None  # serve passes the host's form POST
+    raw_cache = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CACHE_S") or "").strip()
+    try:
+        cache_s = float(raw_cache) if raw_cache else DEFAULT_CACHE_S
+    except ValueError:
+        cache_s = -1.0
+    if not 0 <= cache_s <= 3600:
+        raise ConfigError(f"TOOLHOST_HTTP_INTROSPECTION_CACHE_S must be seconds from 0 to "
+                          f"3600, not {raw_cache!r}")
+    return TokenIntrospector(issuer=issuer, audience=audience, url=url, client_id=client_id,
+                             client_secret=secret, post=post, now=now, cache_s=cache_s)

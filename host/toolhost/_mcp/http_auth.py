@@ -16,7 +16,9 @@ port (DESIGN §10), tried in this order:
   asymmetric algorithm only (never ``none``, never an HMAC a public key could be used as the
   secret of), ``iss`` the issuer, ``aud`` holding the audience (RFC 8707: this server),
   ``exp`` and ``nbf`` checked against the host's clock with 30 s of leeway. The principal is
-  ``sub``, the scopes ``scope`` (space-separated).
+  ``sub``, the scopes ``scope`` (space-separated). The same issuer's opaque tokens are asked
+  of its RFC 7662 endpoint when the operator gives this server credentials there
+  (``http_introspection``).
 
 Why PyJWT (the ``toolhost-core[oauth]`` extra): maintained by the project that defined the
 format's Python use, it refuses to decode without an explicit algorithm list (so ``alg: none``
@@ -34,16 +36,17 @@ import os
 import stat
 import threading
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
 from toolhost._model.context import Principal
 from toolhost._pipeline.log import get_logger
 
-__all__ = ["AuthConfigError", "Caller", "JwtVerifier", "TokenFile", "bearer_token"]
+__all__ = ["AuthConfigError", "Caller", "JwtVerifier", "RememberedTokens", "TokenFile",
+           "bearer_token", "caller_of", "refused", "time_claims_refusal"]
 
 #: Seconds of clock difference a token's ``exp`` and ``nbf`` are allowed.
 LEEWAY_S = 30.0
@@ -208,6 +211,59 @@ class TokenFile:
         return Caller(Principal(found.principal, found.scopes), "token-file")
 
 
+# ---------------------------------------------------------------------------- remembered
+
+
+class RememberedTokens:
+    """Tokens found valid, by digest, each until a time on the host's clock: a client sends
+    the same token with every request, and what it was found to be cannot change until
+    then. Bounded (the oldest is forgotten first); each entry has a tag (a JWT's key id) so
+    that what a withdrawn key verified can be forgotten with it."""
+
+    def __init__(self, limit: int = _VERIFIED_MAX) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._entries: dict[bytes, tuple[Caller, float, str]] = {}
+
+    def get(self, token: str, now: float) -> Caller | None:
+        found = self._entries.get(_digest(token))
+        if found is None or found[1] <= now:
+            return None
+        return found[0]
+
+    def put(self, token: str, caller: Caller, until: float, tag: str = "") -> None:
+        with self._lock:
+            if len(self._entries) >= self._limit:
+                self._entries.pop(next(iter(self._entries)))  # the oldest remembered
+            self._entries[_digest(token)] = (caller, until, tag)
+
+    def keep_tags(self, tags: Container[str]) -> None:
+        """Forget every token remembered under a tag not in ``tags``."""
+        with self._lock:
+            self._entries = {d: v for d, v in self._entries.items() if v[2] in tags}
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+def time_claims_refusal(claims: Mapping[str, Any], now: float, *,
+                        exp_required: bool) -> str | None:
+    """Why ``exp`` and ``nbf`` make a token unusable at ``now`` (LEEWAY_S either way), or
+    None: ``expired``, ``not_yet_valid``."""
+    expires, not_before = claims.get("exp"), claims.get("nbf")
+    if (expires is not None or exp_required) and (
+            not _number(expires) or expires + LEEWAY_S <= now):
+        return "expired"
+    if not_before is not None and (not _number(not_before) or not_before - LEEWAY_S > now):
+        return "not_yet_valid"
+    return None
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 # ---------------------------------------------------------------------------- JWT
 
 
@@ -237,17 +293,14 @@ class JwtVerifier:
         self._fetched_at: float | None = None
         self._fetching = False
         self._lock = threading.Lock()
-        #: sha256 of a token verified -> (its caller, until when it is remembered, its kid).
-        self._verified: dict[bytes, tuple[Caller, float, str]] = {}
+        #: Tokens verified, each under its key id.
+        self._verified = RememberedTokens()
 
     def remembered(self, token: str) -> Caller | None:
         """The caller of a token this verifier already found valid, while it is: no key,
         no signature, no I/O (what each request of a session costs). A token is remembered
         until its ``exp``, at most JWKS_TTL_S, and never past its key leaving the JWKS."""
-        found = self._verified.get(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
-        if found is None or found[1] <= self._now():
-            return None
-        return found[0]
+        return self._verified.get(token, self._now())
 
     def verify(self, token: str) -> Caller | None:
         """The caller a valid token names, or None (the reason is logged for the operator)."""
@@ -285,21 +338,14 @@ class JwtVerifier:
         if claims.get("iss") != self.issuer:  # compared here too, exactly, whatever PyJWT does
             return _refused("issuer")
         now = self._now()
-        expires, not_before = claims.get("exp"), claims.get("nbf")
-        if not isinstance(expires, (int, float)) or expires + LEEWAY_S <= now:
-            return _refused("expired")
-        if not_before is not None and (not isinstance(not_before, (int, float))
-                                       or not_before - LEEWAY_S > now):
-            return _refused("not_yet_valid")
-        subject, scope = claims.get("sub"), claims.get("scope", "")
-        if not isinstance(subject, str) or not subject or not isinstance(scope, str):
+        late = time_claims_refusal(claims, now, exp_required=True)
+        if late is not None:
+            return _refused(late)
+        caller = caller_of(claims, self.issuer)
+        if caller is None:
             return _refused("claims")
-        caller = Caller(Principal(subject, frozenset(scope.split())), self.issuer)
-        with self._lock:
-            if len(self._verified) >= _VERIFIED_MAX:
-                self._verified.pop(next(iter(self._verified)))  # the oldest remembered
-            self._verified[hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()] = (
-                caller, min(float(expires) + LEEWAY_S, now + JWKS_TTL_S), kid or "")
+        self._verified.put(token, caller, min(float(claims["exp"]) + LEEWAY_S,
+                                              now + JWKS_TTL_S), kid or "")
         return caller
 
     def _key(self, kid: str | None, algorithm: str) -> Any:
@@ -347,14 +393,27 @@ class JwtVerifier:
         jwks = {str(k.get("kid") or ""): k for k in keys if _usable(k)}
         with self._lock:
             self._jwks, self._fetched_at = jwks, now
-            # A key gone from the JWKS takes the tokens it verified with it.
-            self._verified = {d: v for d, v in self._verified.items() if v[2] in jwks}
+        # A key gone from the JWKS takes the tokens it verified with it.
+        self._verified.keep_tags(jwks)
+
+
+def caller_of(claims: Mapping[str, Any], by: str) -> Caller | None:
+    """The caller ``sub`` and ``scope`` (space-separated) name; None when ``sub`` is not a
+    non-empty string or ``scope`` is not a string."""
+    subject, scope = claims.get("sub"), claims.get("scope", "")
+    if not isinstance(subject, str) or not subject or not isinstance(scope, str):
+        return None
+    return Caller(Principal(subject, frozenset(scope.split())), by)
+
+
+def refused(way: str, reason: str, **detail: str) -> Caller | None:
+    """No caller: the reason for the operator's log, never for the client."""
+    get_logger().info("http.auth.refused", way=way, reason=reason, **detail)
+    return None
 
 
 def _refused(reason: str, **detail: str) -> Caller | None:
-    """No caller: the reason for the operator's log, never for the client."""
-    get_logger().info("http.auth.refused", way="jwt", reason=reason, **detail)
-    return None
+    return refused("jwt", reason, **detail)
 
 
 def _usable(jwk: Any) -> bool:

@@ -39,6 +39,7 @@ from mcp.server.auth.provider import AccessToken
 
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
+from toolhost._mcp.http_introspection import TokenIntrospector
 from toolhost._mcp.http_routes import Router, route_key
 from toolhost._model.routes import RoutesUnavailable
 from toolhost._pipeline.log import get_logger
@@ -67,6 +68,7 @@ class HttpPolicy:
     body_timeout_s: float = 30.0
     tokens: TokenFile | None = None
     jwt: JwtVerifier | None = None
+    introspection: TokenIntrospector | None = None
     #: The RFC 9728 metadata's absolute URL, named in ``WWW-Authenticate``; None: none served.
     metadata_url: str | None = None
     #: The metadata document itself.
@@ -74,7 +76,8 @@ class HttpPolicy:
 
     @property
     def authenticates(self) -> bool:
-        return self.tokens is not None or self.jwt is not None
+        return (self.tokens is not None or self.jwt is not None
+                or self.introspection is not None)
 
 
 def _port(text: str) -> bool:
@@ -293,6 +296,11 @@ class FrontDoor:
             # which blocks: off the loop.
             return self._policy.jwt.remembered(token) or await asyncio.to_thread(
                 self._policy.jwt.verify, token)
+        if self._policy.introspection is not None:
+            # Opaque (or, with no keys to verify it here, any) token: asked of the issuer,
+            # a blocking POST, off the loop; an active answer is remembered for a while.
+            return self._policy.introspection.remembered(token) or await asyncio.to_thread(
+                self._policy.introspection.verify, token)
         return None
 
     async def _unauthorized(self, send: Any, *, presented: bool) -> None:

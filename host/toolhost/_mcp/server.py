@@ -494,7 +494,7 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         if http is not None:
             bind, port = parse_http_address(http, authenticated=True)
             http_settings = http_config(
-                host.settings, bind, port, roster, fetch=host.fetch,
+                host.settings, bind, port, roster, fetch=host.fetch, post=host.post_form,
                 now=lambda: host.clock.now().timestamp(), monotonic=lambda: host.deadline_in(0))
             address = parse_http_address(http, authenticated=http_settings.authenticates)
     except (ConfigError, ValueError) as exc:

@@ -1,0 +1,118 @@
+"""Opaque access tokens, asked of the issuer: OAuth 2.0 token introspection (RFC 7662).
+
+When: ``toolhost serve --http`` with an issuer (``TOOLHOST_HTTP_ISSUER``) and introspection
+credentials (``TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID`` and ``..._CLIENT_SECRET``), for a
+token that is not a JWT this server can verify itself. What: the token is POSTed to the
+issuer's introspection endpoint (``TOOLHOST_HTTP_INTROSPECTION_URL``, or its RFC 8414
+metadata's ``introspection_endpoint``) as ``token=...&token_type_hint=access_token``, this
+server authenticating with HTTP Basic (RFC 7662 §2.1 requires the resource server to
+authenticate), through the host's HTTP client. The answer is used only when ``active`` is
+exactly ``true``, ``aud`` names this server (RFC 8707: a token issued for another resource
+is refused, whatever the issuer says of it), ``iss`` (when given) is the issuer, ``exp`` and
+``nbf`` (when given) hold on the host's clock, and ``sub`` is a principal. A token found
+active is remembered for ``TOOLHOST_HTTP_INTROSPECTION_CACHE_S`` (default 60 s, never past
+its ``exp``): a revocation at the issuer takes effect within that. An endpoint that does not
+answer, or answers anything but 200 and a JSON object, refuses the token (fail closed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from toolhost._mcp.http_auth import (
+    LEEWAY_S,
+    Caller,
+    RememberedTokens,
+    caller_of,
+    refused,
+    time_claims_refusal,
+)
+from toolhost._pipeline.log import get_logger
+
+__all__ = ["DEFAULT_CACHE_S", "TokenIntrospector"]
+
+#: How long a token the issuer said is active is used without asking again.
+DEFAULT_CACHE_S = 60.0
+#: Bound on an introspection answer.
+MAX_ANSWER_BYTES = 64 * 1024
+
+#: ``post(url, form, basic_auth)``: the body of a 200 answer to a form POST (the host's HTTP
+#: client); raises on any other status and on any failure.
+Post = Callable[[str, dict[str, str], tuple[str, str]], bytes]
+
+
+class TokenIntrospector:
+    """Asks the issuer whether a token is active, and for whom.
+
+    :param post: the host's form POST (no proxy, no redirect, the operator's trust roots).
+    :param now: wall-clock seconds (the host's Clock) for ``exp``, ``nbf`` and the cache.
+    """
+
+    def __init__(self, *, issuer: str, audience: str, url: str, client_id: str,
+                 client_secret: str, post: Post, now: Callable[[], float],
+                 cache_s: float = DEFAULT_CACHE_S) -> None:
+        self.issuer = issuer
+        self.audience = audience
+        self.url = url
+        self._credentials = (client_id, client_secret)
+        self._post = post
+        self._now = now
+        self._cache_s = cache_s
+        self._active = RememberedTokens()
+
+    def remembered(self, token: str) -> Caller | None:
+        """The caller of a token found active within the cache time: no I/O."""
+        return self._active.get(token, self._now())
+
+    def verify(self, token: str) -> Caller | None:
+        """The caller an active token names, or None (the reason is logged)."""
+        caller = self.remembered(token)
+        if caller is None:
+            caller = self._introspect(token)
+        return caller
+
+    def _introspect(self, token: str) -> Caller | None:
+        try:
+            answer = self._post(self.url, {"token": token, "token_type_hint": "access_token"},
+                                self._credentials)
+            if len(answer) > MAX_ANSWER_BYTES:
+                raise ValueError("the answer is over 64 KiB")
+            claims = json.loads(answer)
+            if not isinstance(claims, dict):
+                raise ValueError("not a JSON object")
+        except Exception as exc:  # fail closed: no answer is no caller
+            get_logger().warning("http.auth.introspection_unavailable", url=self.url,
+                                 error=type(exc).__name__)
+            return None
+        return self._caller(token, claims)
+
+    def _caller(self, token: str, claims: dict[str, Any]) -> Caller | None:
+        if claims.get("active") is not True:
+            return _refused("inactive")
+        issuer = claims.get("iss")
+        if issuer is not None and issuer != self.issuer:
+            return _refused("issuer")
+        audience = claims.get("aud")
+        audiences = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audiences, list) or self.audience not in audiences:
+            return _refused("audience")
+        now = self._now()
+        late = time_claims_refusal(claims, now, exp_required=False)
+        if late is not None:
+            return _refused(late)
+        caller = caller_of(claims, self.issuer)
+        if caller is None:
+            return _refused("claims")
+        if self._cache_s > 0:
+            until = now + self._cache_s
+            expires = claims.get("exp")
+            if isinstance(expires, (int, float)):
+                until = min(until, float(expires) + LEEWAY_S)
+            self._active.put(token, caller, until)
+        return caller
+
+
+def _refused(reason: str) -> Caller | None:
+    return refused("introspection", reason)

@@ -1,0 +1,236 @@
+"""Opaque access tokens asked of the issuer (RFC 7662): what an answer must say for its
+token to be a caller, how long an active answer is used, the settings, and a server that
+takes an issuer's opaque tokens end to end (a loopback HTTPS issuer)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from journeys.fake_services import oauth_issuer
+from journeys.journey_support import Deployment, free_port, ok, run
+
+from toolhost._mcp.config import ConfigError, http_config
+from toolhost._mcp.http_introspection import TokenIntrospector
+from toolhost._model.settings import Settings
+
+ISSUER = "https://issuer.example"
+AUDIENCE = "https://toolhost.example/mcp"
+URL = "https://issuer.example/introspect"
+NOW = 1_800_000_000.0
+
+
+class Issuer:
+    """The introspection endpoint as the introspector's ``post`` sees it: an answer per token,
+    every request noted."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers: dict[str, Any] = answers
+        self.asked: list[tuple[str, dict[str, str], tuple[str, str]]] = []
+
+    def post(self, url: str, form: dict[str, str], basic: tuple[str, str]) -> bytes:
+        self.asked.append((url, form, basic))
+        answer = self.answers.get(form["token"], {"active": False})
+        if isinstance(answer, Exception):
+            raise answer
+        return answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+
+
+def _active(**claims: Any) -> dict[str, Any]:
+    return {"active": True, "sub": "ada", "scope": "math.read workspace.read",
+            "aud": AUDIENCE, "iss": ISSUER, "exp": NOW + 600, **claims}
+
+
+def _introspector(issuer: Issuer, clock: list[float] | None = None,
+                  cache_s: float = 60.0) -> TokenIntrospector:
+    times = clock if clock is not None else [NOW]
+    return TokenIntrospector(issuer=ISSUER, audience=AUDIENCE, url=URL, client_id="rs",
+                             client_secret="s3cret", post=issuer.post, now=lambda: times[0],
+                             cache_s=cache_s)
+
+
+def test_an_active_token_is_its_subject_with_its_scopes() -> None:
+    issuer = Issuer(opaque=_active())
+    caller = _introspector(issuer).verify("opaque")
+    assert caller is not None
+    assert caller.principal.id == "ada"
+    assert caller.principal.scopes == frozenset({"math.read", "workspace.read"})
+    assert caller.by == ISSUER
+    assert issuer.asked == [(URL, {"token": "opaque", "token_type_hint": "access_token"},
+                             ("rs", "s3cret"))]
+
+
+@pytest.mark.parametrize(("why", "answer"), [
+    ("inactive", {"active": False, "sub": "ada", "aud": AUDIENCE}),
+    ("active not exactly true", _active(active="true")),
+    ("no active", {k: v for k, v in _active().items() if k != "active"}),
+    ("another resource's token", _active(aud="https://elsewhere.example/mcp")),
+    ("no audience", {k: v for k, v in _active().items() if k != "aud"}),
+    ("another issuer", _active(iss="https://evil.example")),
+    ("expired", _active(exp=NOW - 120)),
+    ("not yet valid", _active(nbf=NOW + 120)),
+    ("no subject", {k: v for k, v in _active().items() if k != "sub"}),
+    ("an empty subject", _active(sub="")),
+    ("scope not a string", _active(scope=["math.read"])),
+    ("not an object", [True]),
+    ("not JSON", b"<html>"),
+    ("over 64 KiB", json.dumps(_active(pad="x" * 70_000)).encode()),
+    ("the endpoint failed", ValueError("POST answered 500")),
+    ("the endpoint is away", httpx.ConnectError("refused")),
+])
+def test_a_token_is_refused_unless_the_answer_says_all_it_must(why: str, answer: Any) -> None:
+    assert _introspector(Issuer(opaque=answer)).verify("opaque") is None, why
+
+
+def test_an_audience_list_naming_this_server_is_enough() -> None:
+    answer = _active(aud=["https://other.example", AUDIENCE])
+    assert _introspector(Issuer(opaque=answer)).verify("opaque") is not None
+
+
+def test_an_active_answer_is_used_for_the_cache_time_then_asked_again() -> None:
+    issuer, clock = Issuer(opaque=_active()), [NOW]
+    introspector = _introspector(issuer, clock, cache_s=60)
+    assert introspector.verify("opaque") is not None
+    clock[0] = NOW + 59
+    assert introspector.remembered("opaque") is not None
+    assert len(issuer.asked) == 1
+    issuer.answers["opaque"] = {"active": False}  # revoked at the issuer
+    clock[0] = NOW + 61
+    assert introspector.remembered("opaque") is None
+    assert introspector.verify("opaque") is None
+    assert len(issuer.asked) == 2
+
+
+def test_an_answer_is_never_used_past_the_tokens_exp() -> None:
+    clock = [NOW]
+    introspector = _introspector(Issuer(opaque=_active(exp=NOW + 10)), clock, cache_s=600)
+    assert introspector.verify("opaque") is not None
+    clock[0] = NOW + 10 + 31  # exp and its 30 s of leeway passed
+    assert introspector.remembered("opaque") is None
+
+
+def test_a_cache_time_of_zero_asks_every_time() -> None:
+    issuer = Issuer(opaque=_active())
+    introspector = _introspector(issuer, cache_s=0)
+    for _ in range(3):
+        assert introspector.verify("opaque") is not None
+    assert len(issuer.asked) == 3
+
+
+def test_refused_tokens_are_not_remembered() -> None:
+    issuer = Issuer()
+    introspector = _introspector(issuer)
+    assert introspector.verify("unknown") is None
+    issuer.answers["unknown"] = _active()  # issued meanwhile
+    assert introspector.verify("unknown") is not None
+
+
+# ---------------------------------------------------------------------------- the settings
+
+
+def _config(fetch: Any = None, **settings: str) -> Any:
+    base = {"TOOLHOST_HTTP_ISSUER": ISSUER, "TOOLHOST_HTTP_AUDIENCE": AUDIENCE,
+            "TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID": "rs",
+            "TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET": "s3cret"}
+    return http_config(Settings({k: v for k, v in {**base, **settings}.items() if v}),
+                       "127.0.0.1", 8765, [], fetch=fetch or _metadata(),
+                       post=Issuer().post, now=lambda: NOW, monotonic=lambda: 0.0)
+
+
+def _metadata(**document: str) -> Any:
+    def fetch(url: str) -> bytes:
+        if url != f"{ISSUER}/.well-known/oauth-authorization-server":
+            raise ValueError("404")
+        return json.dumps({"issuer": ISSUER, **document}).encode()
+    return fetch
+
+
+def test_the_endpoint_comes_from_the_issuers_metadata() -> None:
+    policy = _config(_metadata(introspection_endpoint=URL)).policy
+    assert policy.introspection.url == URL
+    assert policy.jwt is None  # an issuer of opaque tokens only: no keys, every token asked
+
+
+def test_with_keys_too_jwts_are_verified_here_and_the_rest_asked() -> None:
+    policy = _config(_metadata(introspection_endpoint=URL,
+                               jwks_uri=f"{ISSUER}/jwks.json")).policy
+    assert policy.introspection.url == URL
+    assert policy.jwt.jwks_url == f"{ISSUER}/jwks.json"
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({"TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET": ""}, "go together"),
+    ({"TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID": ""}, "go together"),
+    ({"TOOLHOST_HTTP_INTROSPECTION_URL": "http://issuer.example/introspect"},
+     "must be https://"),
+    ({"TOOLHOST_HTTP_INTROSPECTION_URL": "ftp://issuer.example/introspect"},
+     "must be https://"),
+    ({"TOOLHOST_HTTP_INTROSPECTION_CACHE_S": "a minute", "TOOLHOST_HTTP_INTROSPECTION_URL": URL},
+     "from 0 to 3600"),
+    ({"TOOLHOST_HTTP_INTROSPECTION_CACHE_S": "-1", "TOOLHOST_HTTP_INTROSPECTION_URL": URL},
+     "from 0 to 3600"),
+    ({}, "cannot find the introspection endpoint"),  # the metadata names none
+])
+def test_settings_the_server_cannot_use_are_one_line_refusals(settings: dict[str, str],
+                                                               said: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        _config(**settings)
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_an_endpoint_url_needs_the_credentials() -> None:
+    with pytest.raises(ConfigError, match="needs TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID"):
+        _config(TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID="",
+                TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET="",
+                TOOLHOST_HTTP_INTROSPECTION_URL=URL,
+                TOOLHOST_HTTP_JWKS_URL=f"{ISSUER}/jwks.json")
+
+
+def test_introspection_on_loopback_may_be_plain_http() -> None:
+    url = "http://127.0.0.1:9/introspect"
+    assert _config(TOOLHOST_HTTP_INTROSPECTION_URL=url).policy.introspection.url == url
+
+
+# ---------------------------------------------------------------------------- end to end
+
+
+def test_a_server_takes_an_issuers_opaque_tokens_and_refuses_the_rest(tmp_path: Path) -> None:
+    with oauth_issuer(tmp_path) as issuer:
+        port = free_port()
+        audience = f"http://127.0.0.1:{port}/mcp"
+        later = int(time.time()) + 600
+        issuer.introspected.update({
+            "opaque-ada": {"active": True, "sub": "ada@example.org", "aud": audience,
+                           "iss": issuer.url, "exp": later, "scope": ""},
+            "opaque-elsewhere": {"active": True, "sub": "eve", "exp": later,
+                                 "aud": "https://elsewhere.example/mcp"},
+        })
+        people = Deployment(tmp_path, plugins="toolhost-math", **issuer.settings(audience),
+                            **issuer.introspection_settings(),
+                            TOOLHOST_HTTP_INTROSPECTION_CACHE_S="0")
+
+        async def journey() -> None:
+            async with people.http_server(port=port) as url:
+                async with people.session("http", url=url, token="opaque-ada") as ada:
+                    assert ok(await ada.call_tool("math.calculate", {"expression": "6 * 7"}))
+                    issuer.introspected["opaque-ada"]["active"] = False  # revoked
+                    with pytest.raises(Exception):  # noqa: B017 - the SDK's 401, any form
+                        await ada.call_tool("math.calculate", {"expression": "1 + 1"})
+                for token in ("opaque-elsewhere", "never-issued", "opaque-ada"):
+                    answer = httpx.post(url, json={}, headers={
+                        "Authorization": f"Bearer {token}",
+                        "Accept": "application/json, text/event-stream"}, timeout=30)
+                    assert answer.status_code == 401, token
+                    assert answer.headers["www-authenticate"].startswith(
+                        'Bearer realm="toolhost", error="invalid_token"'), token
+
+        run(journey)
+        asked = [a for a in issuer.arrivals if a.path == "/introspect"]
+        assert asked and all(a.method == "POST" for a in asked)
+        assert all(a.header("Content-Type") == ["application/x-www-form-urlencoded"]
+                   for a in asked)
+    assert [r["principal_id"] for r in people.invocations()] == ["ada@example.org"]
