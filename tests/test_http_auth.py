@@ -201,6 +201,10 @@ def _hs256_with_the_public_key(issuer: Issuer) -> str:
     pytest.param(lambda i: i.token(exp=None), id="no expiry"),
     pytest.param(lambda i: i.token(sub=None), id="no subject"),
     pytest.param(lambda i: i.token(scope=["a", "b"]), id="scope not a string"),
+    # Regression: NaN passed the exp check and was remembered for ever (min() with NaN).
+    pytest.param(lambda i: i.token(exp=float("nan")), id="exp NaN"),
+    pytest.param(lambda i: i.token(exp=True), id="exp a boolean"),
+    pytest.param(lambda i: i.token(cnf={"jkt": "abc"}), id="sender-constrained"),
 ])
 def test_every_bad_token_is_refused(make: Callable[[Issuer], str]) -> None:
     issuer = Issuer()

@@ -32,7 +32,9 @@ class Issuer:
         self.answers: dict[str, Any] = answers
         self.asked: list[tuple[str, dict[str, str], tuple[str, str]]] = []
 
-    def post(self, url: str, form: dict[str, str], basic: tuple[str, str]) -> bytes:
+    def post(self, url: str, form: dict[str, str], basic: tuple[str, str],
+             limit: int) -> bytes:
+        assert limit == 64 * 1024  # the answer's bound is the client's to hold
         self.asked.append((url, form, basic))
         answer = self.answers.get(form["token"], {"active": False})
         if isinstance(answer, Exception):
@@ -78,12 +80,27 @@ def test_an_active_token_is_its_subject_with_its_scopes() -> None:
     ("scope not a string", _active(scope=["math.read"])),
     ("not an object", [True]),
     ("not JSON", b"<html>"),
-    ("over 64 KiB", json.dumps(_active(pad="x" * 70_000)).encode()),
+    ("exp NaN", b'{"active": true, "sub": "ada", "aud": "%s", "exp": NaN}' % AUDIENCE.encode()),
+    ("nbf NaN", b'{"active": true, "sub": "ada", "aud": "%s", "nbf": NaN}' % AUDIENCE.encode()),
+    ("exp infinite", b'{"active": true, "sub": "ada", "aud": "%s", "exp": Infinity}'
+     % AUDIENCE.encode()),
+    ("exp beyond a float", _active(exp=10**400)),
+    ("exp a boolean", _active(exp=True)),
+    ("sender-constrained", _active(cnf={"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"})),
     ("the endpoint failed", ValueError("POST answered 500")),
     ("the endpoint is away", httpx.ConnectError("refused")),
 ])
 def test_a_token_is_refused_unless_the_answer_says_all_it_must(why: str, answer: Any) -> None:
     assert _introspector(Issuer(opaque=answer)).verify("opaque") is None, why
+
+
+def test_the_credentials_are_form_encoded_before_basic() -> None:
+    # RFC 6749 §2.3.1: a ':' in the id or a '+' in the secret must not change their meaning.
+    issuer = Issuer(opaque=_active())
+    TokenIntrospector(issuer=ISSUER, audience=AUDIENCE, url=URL, client_id="rs:eu",
+                      client_secret="a+b c%", post=issuer.post, now=lambda: NOW
+                      ).verify("opaque")
+    assert issuer.asked[0][2] == ("rs%3Aeu", "a%2Bb+c%25")
 
 
 def test_an_audience_list_naming_this_server_is_enough() -> None:
@@ -190,6 +207,32 @@ def test_an_endpoint_url_needs_the_credentials() -> None:
                 TOOLHOST_HTTP_JWKS_URL=f"{ISSUER}/jwks.json")
 
 
+@pytest.mark.parametrize("url", ["http://evil.example?@127.0.0.1/introspect",
+                                 "http://evil.example#@127.0.0.1/introspect",
+                                 "http://127.0.0.1.evil.example/introspect"])
+def test_a_url_that_only_looks_like_loopback_is_refused(url: str) -> None:
+    # Regression: the host was read after the last '@' of everything before the first '/',
+    # so "?@127.0.0.1" passed while the client connects to evil.example, in the clear.
+    with pytest.raises(ConfigError, match="must be https://"):
+        _config(TOOLHOST_HTTP_INTROSPECTION_URL=url)
+
+
+def test_introspection_settings_need_an_issuer() -> None:
+    with pytest.raises(ConfigError, match="need TOOLHOST_HTTP_ISSUER"):
+        _config(TOOLHOST_HTTP_ISSUER="", TOOLHOST_HTTP_AUDIENCE="",
+                TOOLHOST_HTTP_INTROSPECTION_URL="http://evil.example/introspect")
+
+
+def test_an_issuer_away_at_the_start_stops_it_even_with_introspection() -> None:
+    # Regression: unreadable metadata read as "an issuer without keys", and the server
+    # started sending every JWT to the introspection endpoint.
+    def away(url: str) -> bytes:
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(ConfigError, match="cannot find the keys"):
+        _config(away, TOOLHOST_HTTP_INTROSPECTION_URL=URL)
+
+
 def test_introspection_on_loopback_may_be_plain_http() -> None:
     url = "http://127.0.0.1:9/introspect"
     assert _config(TOOLHOST_HTTP_INTROSPECTION_URL=url).policy.introspection.url == url
@@ -234,3 +277,57 @@ def test_a_server_takes_an_issuers_opaque_tokens_and_refuses_the_rest(tmp_path: 
         assert all(a.header("Content-Type") == ["application/x-www-form-urlencoded"]
                    for a in asked)
     assert [r["principal_id"] for r in people.invocations()] == ["ada@example.org"]
+
+
+def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
+    # Regression: each new opaque token's POST ran on the loop's default executor (6 threads
+    # here), which /readyz, resource reads and every call's output limiting use too: 200
+    # junk tokens against an issuer answering in 2 s held /readyz for 66 s.
+    import asyncio
+
+    from toolhost._mcp.http_front import INTROSPECTING, FrontDoor, HttpPolicy
+
+    def slow(url: str, form: dict[str, str], basic: tuple[str, str], limit: int) -> bytes:
+        time.sleep(1.0)
+        return b'{"active": false}'
+
+    introspector = TokenIntrospector(issuer=ISSUER, audience=AUDIENCE, url=URL,
+                                     client_id="rs", client_secret="s", post=slow,
+                                     now=time.time)
+
+    async def never(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("no junk token reaches the app")
+
+    door = FrontDoor(never, HttpPolicy(allowed_hosts=("127.0.0.1:*",), allowed_origins=(),
+                                       max_body_bytes=1000, max_calls=10,
+                                       introspection=introspector), ready=lambda: True)
+
+    async def request(path: str, token: str | None = None) -> int:
+        headers = [(b"host", b"127.0.0.1:8765")] + (
+            [(b"authorization", f"Bearer {token}".encode())] if token else [])
+        scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
+                 "query_string": b"", "headers": headers}
+        status: list[int] = []
+
+        async def receive() -> Any:
+            await asyncio.sleep(3600)
+
+        async def send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+
+        await door(scope, receive, send)
+        return status[0]
+
+    async def main() -> tuple[float, set[int]]:
+        junk = [asyncio.ensure_future(request("/mcp", f"junk-{n}"))
+                for n in range(6 * INTROSPECTING)]
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        assert await request("/readyz") == 200
+        waited = time.monotonic() - started
+        return waited, set(await asyncio.gather(*junk))
+
+    waited, statuses = asyncio.run(main())
+    assert statuses == {401}
+    assert waited < 3.0  # a loose bound: before the fix, 48 tokens held it about 8 s

@@ -219,3 +219,35 @@ def test_a_posts_answer_is_read_to_its_end_when_the_client_left(
 
     assert anyio.run(go)
     assert (answer.read[-1:] == [b""]) is read_to_the_end
+
+
+class _Endless(httpx.AsyncByteStream):
+    """An SSE answer that never ends (a long call whose client gave up)."""
+
+    async def __aiter__(self) -> Any:
+        while True:
+            await anyio.sleep(0.01)
+            yield b": ping\n\n"
+
+
+def test_an_answer_that_goes_on_is_cut_a_grace_after_its_client_left(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Regression: a forwarded POST read its answer to the end after the client left, so an
+    # answer that never ended held its connection and kept a draining host waiting.
+    import toolhost._mcp.http_routes as http_routes
+
+    monkeypatch.setattr(http_routes, "LEFT_CLIENT_GRACE_S", 0.2)
+    router = _router(lambda r: httpx.Response(200, stream=_Endless()))
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    async def go() -> bool:
+        with anyio.fail_after(10):
+            return await router.forward(OTHER, SESSION, _scope("POST"), b"{}", receive, send)
+
+    assert anyio.run(go)
+    assert router.forwarding == 0

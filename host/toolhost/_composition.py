@@ -317,8 +317,8 @@ class Host:
                 client.stream("GET", url) as response:
             return _body_of_200(response, f"GET {url}", limit)
 
-    def post_form(self, url: str, form: dict[str, str], basic_auth: tuple[str, str], *,
-                  timeout: float = 10.0, limit: int = 1024 * 1024) -> bytes:
+    def post_form(self, url: str, form: dict[str, str], basic_auth: tuple[str, str],
+                  limit: int = 1024 * 1024, *, timeout: float = 10.0) -> bytes:
         """POST ``form`` (``application/x-www-form-urlencoded``) to ``url`` with HTTP Basic
         credentials, by the host's own HTTP client (the rules of ``fetch``): the body of a
         200, at most ``limit`` bytes. :raises ValueError: any other status, or a longer body;

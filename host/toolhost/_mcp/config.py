@@ -214,6 +214,10 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     issuer = (settings.get("TOOLHOST_HTTP_ISSUER") or "").strip()
     audience = (settings.get("TOOLHOST_HTTP_AUDIENCE") or "").strip()
     jwt = introspection = metadata = metadata_url = None
+    if not (issuer or audience) and (_introspects(settings) or (
+            settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()):
+        raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_* settings need TOOLHOST_HTTP_ISSUER "
+                          "and TOOLHOST_HTTP_AUDIENCE (whose tokens, for which server)")
     if issuer or audience:
         if not (issuer.startswith("https://") or issuer.startswith("http://")) or not (
                 audience.startswith("https://") or audience.startswith("http://")):
@@ -228,12 +232,14 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
                                   f"{url!r}")
         asks_metadata = not jwks_setting or (_introspects(settings) and not (
             settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip())
-        discovered = _issuer_metadata(issuer, fetch) if asks_metadata else {}
+        read = _issuer_metadata(issuer, fetch) if asks_metadata else None
+        discovered = read or {}
         introspection = _introspector(settings, issuer, audience, discovered, post, now)
         jwks_url = jwks_setting or _uri(discovered, "jwks_uri")
-        if jwks_url or introspection is None:
-            # An issuer of opaque tokens only may publish no keys: its tokens are all asked
-            # of its introspection endpoint.
+        if jwks_url or introspection is None or read is None:
+            # An issuer of opaque tokens only, whose metadata says so by naming no keys:
+            # its tokens are all asked of its introspection endpoint. Metadata that could
+            # not be read says nothing: refused at the start, as without introspection.
             jwt = _jwt_verifier(issuer, audience, jwks_url, fetch, now, monotonic)
         origin, _, rest = audience.partition("://")
         authority, slash, path = rest.partition("/")
@@ -271,13 +277,17 @@ def _advertise_url(settings: Settings, bind: str, port: int) -> str | None:
 
 
 def _loopback_url(url: str) -> bool:
+    """Whether ``url`` names a loopback host, as the HTTP client will read it (``?`` and
+    ``#`` end the authority: ``http://evil.example?@127.0.0.1/`` is evil.example's)."""
+    import httpx
+
     from toolhost._mcp.http_front import loopback
 
-    authority = url.partition("://")[2].partition("/")[0]
-    host = authority.rpartition("@")[2]
-    host = host[1:host.index("]")] if host.startswith("[") and "]" in host else host.partition(
-        ":")[0]
-    return loopback(host)
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, ValueError):
+        return False
+    return bool(host) and loopback(host)
 
 
 def _list(settings: Settings, name: str) -> tuple[str, ...]:
@@ -293,9 +303,9 @@ def _positive(settings: Settings, name: str, default: int) -> int:
     return int(raw)
 
 
-def _issuer_metadata(issuer: str, fetch: Callable[[str], bytes]) -> dict[str, Any]:
-    """The issuer's RFC 8414 metadata (or its OpenID discovery document); empty when it has
-    none that is its own."""
+def _issuer_metadata(issuer: str, fetch: Callable[[str], bytes]) -> dict[str, Any] | None:
+    """The issuer's RFC 8414 metadata (or its OpenID discovery document); None when none
+    that is its own could be read (the issuer away, or not what it says)."""
     import json
 
     base = issuer.rstrip("/")
@@ -307,7 +317,7 @@ def _issuer_metadata(issuer: str, fetch: Callable[[str], bytes]) -> dict[str, An
             continue
         if isinstance(data, dict) and data.get("issuer") in (issuer, base):
             return data  # RFC 8414: the metadata must be the issuer's own
-    return {}
+    return None
 
 
 def _uri(metadata: Mapping[str, Any], name: str) -> str:
@@ -345,14 +355,14 @@ def _introspector(settings: Settings, issuer: str, audience: str,
     from toolhost._mcp.http_introspection import DEFAULT_CACHE_S, TokenIntrospector
 
     client_id = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID") or "").strip()
-    secret = settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or ""
+    secret = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or "").strip()
     url = (settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()
-    if not (client_id or secret.strip()):
+    if not (client_id or secret):
         if url:
             raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_URL needs "
                               "TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID and _CLIENT_SECRET")
         return None
-    if not client_id or not secret.strip():
+    if not client_id or not secret:
         raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID and "
                           "TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET go together")
     url = url or _uri(metadata, "introspection_endpoint")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import stat
 import threading
@@ -261,7 +262,14 @@ def time_claims_refusal(claims: Mapping[str, Any], now: float, *,
 
 
 def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite number of seconds: not a bool, not NaN or infinite (JSON parsers take
+    ``NaN``), not an integer too large for a float."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 # ---------------------------------------------------------------------------- JWT
@@ -337,6 +345,10 @@ class JwtVerifier:
             return _refused("invalid", error=type(exc).__name__)
         if claims.get("iss") != self.issuer:  # compared here too, exactly, whatever PyJWT does
             return _refused("issuer")
+        if "cnf" in claims:
+            # Sender-constrained (DPoP, mTLS: RFC 9449, 8705): it needs a proof of possession
+            # this server does not check, so it is not taken as a bearer token.
+            return _refused("sender_constrained")
         now = self._now()
         late = time_claims_refusal(claims, now, exp_required=True)
         if late is not None:

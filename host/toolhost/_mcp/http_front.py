@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import attrs
 import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -45,6 +46,11 @@ from toolhost._model.routes import RoutesUnavailable
 from toolhost._pipeline.log import get_logger
 
 __all__ = ["CALLER_KEY", "FrontDoor", "HttpPolicy", "host_allowed", "origin_allowed"]
+
+#: Introspection requests to the issuer at once, and how long a request waits for its
+#: token's answer before it is refused (401).
+INTROSPECTING = 8
+INTROSPECTION_WAIT_S = 10.0
 
 #: Where the verified caller rides in the ASGI scope.
 CALLER_KEY = "toolhost.caller"
@@ -134,6 +140,7 @@ class FrontDoor:
         #: Refused requests by reason (nothing else of them is kept).
         self.refused: collections.Counter[str] = collections.Counter()
         self._calls: collections.Counter[str] = collections.Counter()
+        self._introspecting = anyio.CapacityLimiter(INTROSPECTING)
         self._log = get_logger()
         #: Set when the server is stopping: no new call or session; what runs finishes.
         self.draining = False
@@ -296,11 +303,19 @@ class FrontDoor:
             # which blocks: off the loop.
             return self._policy.jwt.remembered(token) or await asyncio.to_thread(
                 self._policy.jwt.verify, token)
-        if self._policy.introspection is not None:
-            # Opaque (or, with no keys to verify it here, any) token: asked of the issuer,
-            # a blocking POST, off the loop; an active answer is remembered for a while.
-            return self._policy.introspection.remembered(token) or await asyncio.to_thread(
-                self._policy.introspection.verify, token)
+        introspection = self._policy.introspection
+        if introspection is not None:
+            # Opaque (or, with no keys to verify it here, any) token: asked of the issuer, a
+            # blocking POST, on at most INTROSPECTING threads of its own: tokens nobody
+            # issued, sent by anyone, must not take the threads /readyz and the tools use.
+            # A request waits at most INTROSPECTION_WAIT_S for a thread; one that has a
+            # thread waits for its POST (the host client's 10 s timeouts bound it).
+            caller = introspection.remembered(token)
+            if caller is None:
+                with anyio.move_on_after(INTROSPECTION_WAIT_S):
+                    caller = await anyio.to_thread.run_sync(
+                        introspection.verify, token, limiter=self._introspecting)
+            return caller
         return None
 
     async def _unauthorized(self, send: Any, *, presented: bool) -> None:

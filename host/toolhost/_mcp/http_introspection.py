@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote_plus
 
 from toolhost._mcp.http_auth import (
     LEEWAY_S,
@@ -38,9 +39,10 @@ DEFAULT_CACHE_S = 60.0
 #: Bound on an introspection answer.
 MAX_ANSWER_BYTES = 64 * 1024
 
-#: ``post(url, form, basic_auth)``: the body of a 200 answer to a form POST (the host's HTTP
-#: client); raises on any other status and on any failure.
-Post = Callable[[str, dict[str, str], tuple[str, str]], bytes]
+#: ``post(url, form, basic_auth, limit)``: the body of a 200 answer to a form POST (the host's
+#: HTTP client), at most ``limit`` bytes; raises on any other status, a longer body, any
+#: failure.
+Post = Callable[[str, dict[str, str], tuple[str, str], int], bytes]
 
 
 class TokenIntrospector:
@@ -56,7 +58,8 @@ class TokenIntrospector:
         self.issuer = issuer
         self.audience = audience
         self.url = url
-        self._credentials = (client_id, client_secret)
+        # RFC 6749 §2.3.1: each is form-urlencoded before it goes into the Basic header.
+        self._credentials = (quote_plus(client_id), quote_plus(client_secret))
         self._post = post
         self._now = now
         self._cache_s = cache_s
@@ -76,9 +79,7 @@ class TokenIntrospector:
     def _introspect(self, token: str) -> Caller | None:
         try:
             answer = self._post(self.url, {"token": token, "token_type_hint": "access_token"},
-                                self._credentials)
-            if len(answer) > MAX_ANSWER_BYTES:
-                raise ValueError("the answer is over 64 KiB")
+                                self._credentials, MAX_ANSWER_BYTES)
             claims = json.loads(answer)
             if not isinstance(claims, dict):
                 raise ValueError("not a JSON object")
@@ -86,7 +87,10 @@ class TokenIntrospector:
             get_logger().warning("http.auth.introspection_unavailable", url=self.url,
                                  error=type(exc).__name__)
             return None
-        return self._caller(token, claims)
+        try:
+            return self._caller(token, claims)
+        except Exception as exc:  # an answer of a shape no check foresaw: refused, not a 500
+            return _refused("claims", error=type(exc).__name__)
 
     def _caller(self, token: str, claims: dict[str, Any]) -> Caller | None:
         if claims.get("active") is not True:
@@ -98,6 +102,10 @@ class TokenIntrospector:
         audiences = [audience] if isinstance(audience, str) else audience
         if not isinstance(audiences, list) or self.audience not in audiences:
             return _refused("audience")
+        if "cnf" in claims:
+            # Sender-constrained (DPoP, mTLS: RFC 9449, 8705): it needs a proof of possession
+            # this server does not check, so it is not taken as a bearer token.
+            return _refused("sender_constrained")
         now = self._now()
         late = time_claims_refusal(claims, now, exp_required=False)
         if late is not None:
@@ -114,5 +122,5 @@ class TokenIntrospector:
         return caller
 
 
-def _refused(reason: str) -> Caller | None:
-    return refused("introspection", reason)
+def _refused(reason: str, **detail: str) -> Caller | None:
+    return refused("introspection", reason, **detail)

@@ -232,21 +232,26 @@ class Router:
                       receive: Callable[[], Awaitable[dict[str, Any]]],
                       send: Callable[[dict[str, Any]], Awaitable[None]], *,
                       until_client_gone: bool) -> None:
-        """The answer to the client, chunk by chunk as it comes, until it ends; with
-        ``until_client_gone`` (a GET stream, which has no end) also until the client goes
-        away. A POST's answer is read to its end even when the client left: the SDK's client
-        closes each answer at its last event, and an answer cut there would close the pooled
-        connection to the other host, so each forwarded call paid for a new one (a send to
-        a client that left is dropped by the ASGI server)."""
+        """The answer to the client, chunk by chunk as it comes, until it ends or the client
+        goes away. Without ``until_client_gone`` (a POST's answer) the rest is still read
+        for up to LEFT_CLIENT_GRACE_S once the client left: the SDK's client closes each
+        answer at its last event, just before the answer's own end, and an answer cut there
+        closes the pooled connection to the other host, so each forwarded call paid for a
+        new one (a send to a client that left is dropped by the ASGI server). An answer that
+        goes on (a long call whose client gave up) is cut after the grace."""
         lost: str | None = None
         async with anyio.create_task_group() as tasks:
             async def client_gone() -> None:
                 while (await receive()).get("type") != "http.disconnect":
                     pass
-                tasks.cancel_scope.cancel()
+                if until_client_gone:
+                    tasks.cancel_scope.cancel()
+                else:
+                    tasks.cancel_scope.deadline = min(
+                        tasks.cancel_scope.deadline,
+                        anyio.current_time() + LEFT_CLIENT_GRACE_S)
 
-            if until_client_gone:
-                tasks.start_soon(client_gone)
+            tasks.start_soon(client_gone)
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": [(k, v) for k, v in response.headers.raw
                                     if k.lower() not in _HOP]})
@@ -287,6 +292,9 @@ def _url(base: str, scope: dict[str, Any]) -> httpx.URL | None:
     except (httpx.InvalidURL, ValueError):
         return None
 
+
+#: How long a forwarded POST's answer is still read after its client left.
+LEFT_CLIENT_GRACE_S: Final = 2.0
 
 _RETRY: Final = (b'{"jsonrpc": "2.0", "id": null, "error": '
                  b'{"code": -32000, "message": "Retry in a moment."}}')
