@@ -125,9 +125,11 @@ def test_public_names() -> None:
             "ArtifactTooLarge",
             "ArtifactUnavailable", "PurgeReport", "as_utc", "as_utc_or_none"},
         toolhost._ports.artifacts: {"LIST_LIMIT", "READ_CHUNK", "STAGING_STALE_AFTER",
-                                    "ArtifactChunks", "ArtifactStore", "ArtifactUpload"},
+                                    "ArtifactChunks", "ArtifactStore", "ArtifactUpload",
+                                    "DamagedArtifact"},
         toolhost._adapters.sqlite_artifacts: {
-            "MIGRATIONS", "SQLiteArtifactStore", "SQLiteArtifactUpload", "StreamedUpload",
+            "MIGRATIONS", "ArtifactRecordDamaged", "SQLiteArtifactStore", "SQLiteArtifactUpload",
+            "StreamedUpload",
             "VerifiedChunks", "open_artifact_store"},
         toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
                                        "RunArtifactWriter"},

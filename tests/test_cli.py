@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,21 +102,40 @@ def test_bad_input_is_one_clear_line_and_non_zero(args: list[str], stderr: str) 
     assert_no_traceback(result)
 
 
-def test_arguments_that_are_not_an_object_are_a_validation_failure() -> None:
+def invocation_line(stderr: str, reason_code: str, data_dir: Path) -> str:
+    """The rest of ``stderr`` after the line that names a failed call's row for ``toolhost
+    show``, which must be its last (the id is the one ``show`` finds)."""
+    rest, _, line = stderr.rstrip("\n").rpartition("\n")
+    found = re.fullmatch(rf"toolhost: invocation ([0-9a-f]{{32}}) failed \({re.escape(reason_code)}"
+                         r"\): toolhost show \1", line)
+    assert found, stderr
+    shown = toolhost("show", found.group(1), "--json",
+                     env={"TOOLHOST_DATA_DIR": str(data_dir)})
+    assert json.loads(shown.stdout)["reason_code"] == reason_code
+    return rest + "\n" if rest else ""
+
+
+def test_arguments_that_are_not_an_object_are_a_validation_failure(tmp_path: Path) -> None:
     result = toolhost("call", "math.calculate", "--args", "[1]",
-                      env={"TOOLHOST_PLUGINS": FIRST_PARTY})
+                      env={"TOOLHOST_PLUGINS": FIRST_PARTY, "TOOLHOST_DATA_DIR": str(tmp_path)})
     assert result.returncode == 1
     assert result.stdout == "The arguments do not match the tool's input schema.\n"
-    assert result.stderr == 'toolhost: detail: {"problem": "arguments are not an object"}\n'
+    assert invocation_line(result.stderr, "tool.invalid_arguments.schema", tmp_path) == (
+        'toolhost: detail: {"problem": "arguments are not an object"}\n')
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_a_schema_failure_prints_the_operator_detail_on_stderr(as_json: bool) -> None:
+def test_a_schema_failure_prints_the_operator_detail_on_stderr(as_json: bool,
+                                                               tmp_path: Path) -> None:
     # The model's text stays the static message; which rule failed is for the operator.
     result = toolhost("call", "math.calculate", "--args", '{"expression": 17}',
-                      *(["--json"] if as_json else []), env={"TOOLHOST_PLUGINS": FIRST_PARTY})
+                      *(["--json"] if as_json else []),
+                      env={"TOOLHOST_PLUGINS": FIRST_PARTY, "TOOLHOST_DATA_DIR": str(tmp_path)})
     assert result.returncode == 1
-    assert result.stderr == (
+    # Text mode also names the row to look up (regression: a failed call named none).
+    stderr = result.stderr if as_json else invocation_line(
+        result.stderr, "tool.invalid_arguments.schema", tmp_path)
+    assert stderr == (
         'toolhost: detail: {"problem": "data.expression must be string", "rule": "type"}\n')
     if as_json:
         data = json.loads(result.stdout)
@@ -437,12 +457,16 @@ def test_check_refuses_an_installed_plugin_at_step_6_in_one_line(
     assert_no_traceback(result)
 
 
-def test_call_with_an_expression_over_1024_characters_prints_the_bound_and_exits_1() -> None:
+def test_call_with_an_expression_over_1024_characters_prints_the_bound_and_exits_1(
+        tmp_path: Path) -> None:
     expression = "1+" * 512 + "1"
     assert len(expression) == 1025
-    result = toolhost("call", "math.calculate", "--args", json.dumps({"expression": expression}))
-    assert (result.returncode, result.stdout, result.stderr) == (
-        1, "The expression is longer than 1024 characters.\n", "")
+    result = toolhost("call", "math.calculate", "--args", json.dumps({"expression": expression}),
+                      env={"TOOLHOST_DATA_DIR": str(tmp_path)})
+    assert (result.returncode, result.stdout) == (
+        1, "The expression is longer than 1024 characters.\n")
+    assert invocation_line(result.stderr, "tool.invalid_arguments.expression_too_long",
+                           tmp_path) == ""
     data = json.loads(toolhost("call", "math.calculate", "--args",
                                json.dumps({"expression": expression}), "--json").stdout)
     assert (data["kind"], data["reason_code"]) == (

@@ -106,6 +106,14 @@ def test_deny_and_the_errors_around_it(env: dict[str, object]) -> None:
         1, "toolhost: no invocation 'nope' (toolhost pending lists them)\n")
     no_reason = toolhost("deny", invocation_id, **env)
     assert no_reason.returncode == 2 and "Traceback" not in no_reason.stderr
+    # Regression: a second deny dropped its reason without a word.
+    again = toolhost("deny", invocation_id, "--reason", "not this week", "--approver", "bo",
+                     **env)
+    first = row(env, invocation_id)["approver"]
+    assert (again.returncode, again.stderr) == (0, (
+        f"toolhost: invocation {invocation_id} was already denied by {first} (no); this "
+        "reason was not recorded\n"))
+    assert row(env, invocation_id)["denial_reason"] == "no"
 
 
 def test_call_json_on_pause_prints_the_pause(env: dict[str, object]) -> None:
@@ -379,3 +387,31 @@ def test_the_external_write_override_is_on_the_row_and_its_warning_beats_the_log
     event = json.loads(line)
     assert (event["event"], event["level"], event["cell"]) == (
         "policy.loosened", "warning", "EXTERNAL_WRITE/HIGH: approval -> allow")
+
+
+# ------------------------------------------------------------------ #26 item 5: Ctrl-C
+
+
+def test_ctrl_c_during_approve_records_the_call_cancelled_as_serve_does(
+    env: dict[str, Any], tmp_path: Path,
+) -> None:
+    # Regression: Ctrl-C while the approved call ran left its row `running`, later settled
+    # by `recover` as "may or may not have taken effect"; serve records run_cancelled.
+    invocation_id = pause(env)
+    proc = popen("approve", invocation_id, env=with_env(env, FXW_BLOCK="1"))
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline() == "blocking\n"  # the tool is executing now
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Traceback" not in stdout
+    settled = row(env, invocation_id)
+    assert (settled["state"], settled["reason_code"]) == ("failed", "tool.cancelled.run_cancelled")
+    assert "cancel" in stdout.lower()
+    nothing = toolhost("recover", **env)
+    assert nothing.stdout == "nothing to recover: no invocation is left running\n"

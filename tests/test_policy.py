@@ -61,6 +61,25 @@ def test_malformed_configuration_is_one_clear_error(raw: str) -> None:
         policy_from_settings({"TOOLHOST_POLICY": raw})
 
 
+@pytest.mark.parametrize(("raw", "message"), [
+    # Regression: a bad key blamed the valid value ("'deny' is not SIDE_EFFECT/RISK").
+    ('{"FOO/LOW": "deny"}', "TOOLHOST_POLICY key 'FOO/LOW': 'FOO' is not a side effect "
+     "(NONE|WORKSPACE_READ|WORKSPACE_WRITE|CODE_EXECUTION|EXTERNAL_WRITE)"),
+    ('{"NONE/HUGE": "deny"}', "TOOLHOST_POLICY key 'NONE/HUGE': 'HUGE' is not a risk "
+     "(LOW|MEDIUM|HIGH)"),
+    ('{"NONE": "deny"}', "TOOLHOST_POLICY key 'NONE' is not SIDE_EFFECT/RISK "
+     '(like "CODE_EXECUTION/LOW")'),
+    ('{"NONE/LOW/X": "deny"}', "TOOLHOST_POLICY key 'NONE/LOW/X' is not SIDE_EFFECT/RISK "
+     '(like "CODE_EXECUTION/LOW")'),
+    ('{"NONE/LOW": "maybe"}', "TOOLHOST_POLICY entry 'NONE/LOW': 'maybe' is not an action "
+     "(allow|approval|deny)"),
+])
+def test_the_error_names_the_part_that_is_wrong(raw: str, message: str) -> None:
+    with pytest.raises(PolicyConfigError) as refused:
+        policy_from_settings({"TOOLHOST_POLICY": raw})
+    assert str(refused.value) == message
+
+
 def test_no_configuration_is_the_default() -> None:
     assert policy_from_settings({}) == Policy()
 

@@ -48,7 +48,14 @@ from toolhost._adapters.pg_invocations import (
     shown_conninfo,
 )
 from toolhost._adapters.s3_artifacts import S3ArtifactStore, S3Location, s3_client
-from toolhost._adapters.sqlite_artifacts import _check_retention, _Metadata
+from toolhost._adapters.sqlite_artifacts import (
+    ArtifactRecordDamaged,
+    _check_retention,
+    _Metadata,
+    _read_record,
+    _records,
+    _row_id,
+)
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
     ArtifactNotFound,
@@ -58,9 +65,9 @@ from toolhost._model.artifacts import (
     PurgeReport,
     as_utc,
 )
-from toolhost._model.convert import column_values, from_row, to_row
+from toolhost._model.convert import column_values, to_row
 from toolhost._model.settings import StoreUnavailable
-from toolhost._ports.artifacts import LIST_LIMIT
+from toolhost._ports.artifacts import LIST_LIMIT, DamagedArtifact
 from toolhost._ports.clock import Clock
 
 __all__ = [
@@ -134,10 +141,25 @@ _SELECT = f"SELECT {_COLUMNS} FROM artifacts"
 _INSERT = f"INSERT INTO artifacts ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(_NAMES))})"
 
 
+def _entry(row: Sequence[Any]) -> ArtifactRecord | ArtifactRecordDamaged:
+    """The record a row holds, or what is damaged in it (as SQLite's ``_entry``): free text
+    that is not UTF-8 too."""
+    columns = dict(zip(_NAMES, row, strict=True))
+    for name in _NAMES:
+        if name in _FREE_TEXT and columns[name] is not None:
+            try:
+                columns[name] = bytes(columns[name]).decode()
+            except UnicodeDecodeError:
+                return ArtifactRecordDamaged(_row_id(columns), name)
+    return _read_record(columns)
+
+
 def _from_row(row: Sequence[Any]) -> ArtifactRecord:
-    return from_row(ArtifactRecord, {
-        name: bytes(value).decode() if name in _FREE_TEXT and value is not None else value
-        for name, value in zip(_NAMES, row, strict=True)})
+    """The record ``row`` holds; raises ``ArtifactRecordDamaged`` when it holds none."""
+    entry = _entry(row)
+    if isinstance(entry, ArtifactRecordDamaged):
+        raise entry
+    return entry
 
 
 def _stored(columns: Mapping[str, Any]) -> list[Any]:
@@ -263,11 +285,11 @@ class PostgresS3ArtifactStore(S3ArtifactStore):
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
         """See ``ArtifactStore.list_run``: ties in ``created_at`` in ``seq`` order, the order
         the rows were inserted (migration 2). ``artifacts_run_order`` finds the run's rows,
-        which are then sorted (one run's artifacts: a short sort)."""
+        which are then sorted (one run's artifacts: a short sort). A damaged row is skipped."""
         with self._connection() as conn:
             rows = conn.execute(f"{_SELECT} WHERE run_id = %s ORDER BY created_at, seq",
                                 (run_id,)).fetchall()
-        return [_from_row(r) for r in rows]
+        return _records(map(_entry, rows))
 
     def list_artifacts(
         self,
@@ -277,7 +299,19 @@ class PostgresS3ArtifactStore(S3ArtifactStore):
         limit: int = LIST_LIMIT,
         after: str | None = None,
     ) -> list[ArtifactRecord]:
-        """See ``ArtifactStore.list_artifacts``: keyset pages in (created_at, id) order."""
+        """See ``ArtifactStore.list_artifacts``: ``list_rows``' records."""
+        return _records(self.list_rows(run_id=run_id, conversation_id=conversation_id,
+                                       limit=limit, after=after))
+
+    def list_rows(
+        self,
+        *,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        limit: int = LIST_LIMIT,
+        after: str | None = None,
+    ) -> list[ArtifactRecord | DamagedArtifact]:
+        """See ``ArtifactStore.list_rows``: keyset pages in (created_at, id) order."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"limit must be an int, got {type(limit).__name__}")
         if limit < 1:
@@ -301,7 +335,7 @@ class PostgresS3ArtifactStore(S3ArtifactStore):
             where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
             rows = conn.execute(f"{_SELECT}{where} ORDER BY created_at, id LIMIT %s",
                                 (*params, limit)).fetchall()
-        return [_from_row(r) for r in rows]
+        return [_entry(r) for r in rows]
 
     def purge(self, now: _dt.datetime) -> PurgeReport:
         """See ``ArtifactStore.purge``: expired rows in one statement, then the bucket."""

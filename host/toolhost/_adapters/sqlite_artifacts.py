@@ -38,12 +38,13 @@ import re
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 import attrs
+from cattrs.errors import BaseValidationError
 
 from toolhost._adapters.sqlite_db import DATABASE_NAME, Migration, connect, migrate
 from toolhost._adapters.system_clock import new_id
@@ -62,11 +63,17 @@ from toolhost._model.artifacts import (
 from toolhost._model.convert import column_values, from_row, to_row
 from toolhost._model.digest import sha256_checksum, sha256_digest
 from toolhost._model.spec import Trust
-from toolhost._ports.artifacts import LIST_LIMIT, READ_CHUNK, STAGING_STALE_AFTER
+from toolhost._ports.artifacts import (
+    LIST_LIMIT,
+    READ_CHUNK,
+    STAGING_STALE_AFTER,
+    DamagedArtifact,
+)
 from toolhost._ports.clock import Clock
 
 __all__ = [
     "MIGRATIONS",
+    "ArtifactRecordDamaged",
     "SQLiteArtifactStore",
     "SQLiteArtifactUpload",
     "StreamedUpload",
@@ -154,8 +161,67 @@ _COLUMNS = ", ".join(_NAMES)
 _PLACEHOLDERS = ", ".join("?" * len(_NAMES))
 
 
+class ArtifactRecordDamaged(ArtifactCorrupted):
+    """A row that cannot be read as an ``ArtifactRecord`` (``DamagedArtifact``): what ``get``
+    raises for its id and what ``list_rows`` lists in its place (made, not raised, there)."""
+
+    def __init__(self, artifact_id: str, field: str) -> None:
+        super().__init__(artifact_id, f"its record is damaged ({field})")
+        self.field = field
+
+    @property
+    def id(self) -> str:
+        """See ``DamagedArtifact.id``."""
+        return self.artifact_id
+
+
+#: A row of a record every value of which is sound: ``_damaged_field`` puts one column of a
+#: damaged row into it at a time.
+_SOUND_ROW = to_row(ArtifactRecord(
+    id="sound", run_id="sound", conversation_id=None, origin=ArtifactOrigin.EXPORT,
+    name="sound", media_type="text/plain", size=0, checksum="sha256:" + "0" * 64,
+    trust=Trust.USER, created_at=_dt.datetime(2000, 1, 1, tzinfo=_dt.UTC),
+))
+#: What reading a row as a record raises when a value is refused: cattrs' group (a
+#: validator's or a converter's error inside), or the error itself.
+_REFUSED = (BaseValidationError, ValueError, TypeError)
+
+
+def _read_record(columns: Mapping[str, Any]) -> ArtifactRecord | ArtifactRecordDamaged:
+    """The record a row's columns (name → stored value) hold, or, for a row changed behind
+    the store's back so that they hold none, what is damaged in it."""
+    try:
+        return from_row(ArtifactRecord, columns)
+    except _REFUSED:
+        return ArtifactRecordDamaged(_row_id(columns), _damaged_field(columns))
+
+
+def _row_id(columns: Mapping[str, Any]) -> str:
+    value = columns.get("id")
+    return value if isinstance(value, str) else repr(value)
+
+
+def _damaged_field(columns: Mapping[str, Any]) -> str:
+    """The first attribute, in the record's order, whose column alone the record refuses:
+    read the way every row is read, with the other values sound."""
+    for name in _NAMES:
+        try:
+            from_row(ArtifactRecord, {**_SOUND_ROW, name: columns[name]})
+        except _REFUSED:
+            return name
+    return "record"  # only the values together are refused
+
+
+def _entry(row: Sequence[Any]) -> ArtifactRecord | ArtifactRecordDamaged:
+    return _read_record(dict(zip(_NAMES, row, strict=True)))
+
+
 def _from_row(row: Sequence[Any]) -> ArtifactRecord:
-    return from_row(ArtifactRecord, dict(zip(_NAMES, row, strict=True)))
+    """The record ``row`` holds; raises ``ArtifactRecordDamaged`` when it holds none."""
+    entry = _entry(row)
+    if isinstance(entry, ArtifactRecordDamaged):
+        raise entry
+    return entry
 
 
 def _fsync_dir(path: Path) -> None:
@@ -387,7 +453,8 @@ class SQLiteArtifactStore:
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
         """See ``ArtifactStore.list_run``. Ties in ``created_at`` go in rowid order, which is
-        the order the rows were inserted (``artifacts`` is a rowid table)."""
+        the order the rows were inserted (``artifacts`` is a rowid table). A damaged row is
+        skipped."""
         # Why rowid is the insertion order of a run's live rows, purges notwithstanding: a
         # table without AUTOINCREMENT gives a new row one more than the largest rowid present
         # (inserts are serialized by the write lock, BEGIN IMMEDIATE). A purge that deletes
@@ -403,7 +470,7 @@ class SQLiteArtifactStore:
                 "ORDER BY created_at, rowid",
                 (run_id,),
             ).fetchall()
-        return [_from_row(r) for r in rows]
+        return _records(map(_entry, rows))
 
     def list_artifacts(
         self,
@@ -413,7 +480,19 @@ class SQLiteArtifactStore:
         limit: int = LIST_LIMIT,
         after: str | None = None,
     ) -> list[ArtifactRecord]:
-        """See ``ArtifactStore.list_artifacts``. Each filter has an index in creation order
+        """See ``ArtifactStore.list_artifacts``: ``list_rows``' records."""
+        return _records(self.list_rows(run_id=run_id, conversation_id=conversation_id,
+                                       limit=limit, after=after))
+
+    def list_rows(
+        self,
+        *,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        limit: int = LIST_LIMIT,
+        after: str | None = None,
+    ) -> list[ArtifactRecord | DamagedArtifact]:
+        """See ``ArtifactStore.list_rows``. Each filter has an index in creation order
         (``artifacts_run_order``, ``artifacts_order``; a conversation's rows are sorted after
         the ``artifacts_conversation`` search, which a conversation's size bounds)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
@@ -441,7 +520,7 @@ class SQLiteArtifactStore:
                 f"SELECT {_COLUMNS} FROM artifacts {where}ORDER BY created_at, id LIMIT ?",
                 (*params, limit),
             ).fetchall()
-        return [_from_row(r) for r in rows]
+        return [_entry(r) for r in rows]
 
     def purge(self, now: _dt.datetime) -> PurgeReport:
         """See ``ArtifactStore.purge``."""
@@ -980,6 +1059,11 @@ class SQLiteArtifactUpload(StreamedUpload):
         with contextlib.suppress(OSError):
             self._file.close()
         self._store._unstage(self._tmp)
+
+
+def _records(entries: Iterable[ArtifactRecord | DamagedArtifact]) -> list[ArtifactRecord]:
+    """The records among ``entries``: the damaged rows skipped."""
+    return [entry for entry in entries if isinstance(entry, ArtifactRecord)]
 
 
 def _check_content(content: bytes) -> None:

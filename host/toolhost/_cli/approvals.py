@@ -23,6 +23,7 @@ from toolhost._cli.exit_codes import ExitCode
 if TYPE_CHECKING:
     from toolhost._composition import Host
     from toolhost._model.invocations import InvocationRecord
+    from toolhost._pipeline.pipeline import Resumed
     from toolhost._ports.invocations import InvocationStore
 
 __all__ = ["COMMANDS", "add_parsers"]
@@ -284,7 +285,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
     try:
         import asyncio  # only resuming an approved call runs a loop: not every command's cost
 
-        resumed = asyncio.run(host.pipeline.resume(args.id, args.approver))
+        resumed, interrupted = asyncio.run(_resume_until_interrupted(host, args.id,
+                                                                     args.approver))
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
@@ -292,6 +294,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), ExitCode.FAILED) from None
     outcome = resumed.outcome
     code = print_outcome(outcome, args.json)
+    if interrupted:
+        return ExitCode.INTERRUPTED
     if not resumed.acted:
         if outcome.status is OutcomeStatus.RUNNING:
             owner = _owner(host, host.pipeline.row(args.id))
@@ -307,19 +311,56 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return code
 
 
+async def _resume_until_interrupted(host: Host, invocation_id: str,
+                                    approver: str) -> tuple[Resumed, bool]:
+    """``Pipeline.resume``, with Ctrl-C cancelling the call as ``serve`` cancels a call in
+    flight: the pipeline records ``tool.cancelled.run_cancelled`` and the outcome is the
+    command's answer, rather than a ``running`` row left for ``recover`` to call
+    interrupted. A second Ctrl-C stops at once."""
+    import asyncio
+    import signal
+
+    from toolhost._model.runs import CancellationEvent
+
+    cancellation = CancellationEvent()
+    interrupted = False
+    loop = asyncio.get_running_loop()
+
+    def on_interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        cancellation.cancel()
+        loop.remove_signal_handler(signal.SIGINT)
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    try:
+        resumed = await host.pipeline.resume(invocation_id, approver,
+                                             cancellation=cancellation)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    return resumed, interrupted
+
+
 def cmd_deny(args: argparse.Namespace) -> int:
     from toolhost._model.invocations import InvocationNotFound
     from toolhost._pipeline.pipeline import InvocationStateError
 
     host = load(stores=True)
     try:
-        outcome = host.pipeline.deny(args.id, args.approver, args.reason)
+        denial = host.pipeline.denial(args.id, args.approver, args.reason)
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
     except InvocationStateError as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
-    return print_outcome(outcome, args.json)
+    code = print_outcome(denial.outcome, args.json)
+    if not denial.acted:
+        # Said, not silent: this command's reason is not the one recorded.
+        first = host.pipeline.row(args.id)
+        print(f"toolhost: invocation {args.id} was already denied by {first.approver} "
+              f"({printable(first.denial_reason or '')}); this reason was not recorded",
+              file=sys.stderr)
+    return code
 
 
 # ---------------------------------------------------------------------- recover

@@ -116,25 +116,32 @@ def _instant(value: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from toolhost._model.artifacts import ArtifactNotFound
+    """The page's records on stdout; a row that cannot be read as a record (changed behind
+    the store's back) is one line on stderr and skipped, and the command still succeeds."""
+    from toolhost._model.artifacts import ArtifactNotFound, ArtifactRecord
 
     for flag, value in (("--run", args.run), ("--conversation", args.conversation)):
         if value == "":
             raise CommandError(f"{flag} must not be empty")
     _, store = _store()
     try:
-        listed = store.list_artifacts(run_id=args.run, conversation_id=args.conversation,
-                                      limit=args.limit + 1, after=args.after)
+        listed = store.list_rows(run_id=args.run, conversation_id=args.conversation,
+                                 limit=args.limit + 1, after=args.after)
     except ArtifactNotFound:
         raise CommandError(f"--after {args.after!r} is not an artifact (toolhost artifacts "
                            "list shows them)", ExitCode.FAILED) from None
     more, listed = len(listed) > args.limit, listed[:args.limit]
+    records = [r for r in listed if isinstance(r, ArtifactRecord)]
+    for damaged in listed:
+        if not isinstance(damaged, ArtifactRecord):
+            print(f"toolhost: artifact {printable(damaged.id)} is damaged "
+                  f"({printable(damaged.field)}): skipped", file=sys.stderr)
     if args.json:
-        print_json([record_json(r) for r in listed])
+        print_json([record_json(r) for r in records])
     elif not listed:
         print(f"no artifacts{_scope(args)}")
     else:
-        for r in listed:
+        for r in records:
             print(f"{printable(r.id)}  {_instant(r.created_at)}  {r.origin.value}  {r.size}  "
                   f"{printable(r.media_type)}  {_quoted(r.name)}")
     if more:
@@ -218,6 +225,7 @@ def _refused_read(artifact_id: str, *, whole: bool = False) -> Iterator[None]:
         ArtifactNotFound,
         ArtifactStoreUnavailable,
     )
+    from toolhost._ports.artifacts import DamagedArtifact
 
     not_written = f"artifact {artifact_id!r} was not written{' whole' if whole else ''}"
     try:
@@ -226,6 +234,9 @@ def _refused_read(artifact_id: str, *, whole: bool = False) -> Iterator[None]:
         raise CommandError(f"no artifact {artifact_id!r} (toolhost artifacts list shows them)",
                            ExitCode.FAILED) from None
     except ArtifactCorrupted as exc:
+        if isinstance(exc, DamagedArtifact):  # the row, not the content
+            raise CommandError(f"{not_written}: its record is damaged "
+                               f"({printable(exc.field)})", ExitCode.FAILED) from None
         raise CommandError(f"{not_written}: its stored content no longer matches its "
                            f"checksum ({exc.reason})", ExitCode.FAILED) from None
     except ArtifactStoreUnavailable as exc:  # an object store that stopped answering

@@ -202,8 +202,11 @@ def cmd_call(args: argparse.Namespace) -> int:
     else:
         print(outcome.content)
         print_attachments(ended.attachments)
+    said = False  # one line of its own for a call that named no tool the host has
     if outcome.failure is not None:
         code = outcome.failure.reason_code
+        said = code in (core_messages.UNKNOWN_TOOL, core_messages.UNKNOWN_VERSION,
+                        core_messages.NEEDS_USER)
         if code == core_messages.UNKNOWN_TOOL:
             print(f"toolhost: no tool {args.name!r} is registered (toolhost tools lists them)",
                   file=sys.stderr)
@@ -219,6 +222,11 @@ def cmd_call(args: argparse.Namespace) -> int:
             detail = json.dumps(dict(outcome.failure.detail), sort_keys=True, ensure_ascii=False,
                                 default=str)
             print(f"toolhost: detail: {detail}", file=sys.stderr)
+    if not outcome.ok and not args.json and outcome.invocation_id and not said:
+        # The model's text above names no row; the operator's line names the one to look up.
+        reason = f" ({outcome.failure.reason_code})" if outcome.failure is not None else ""
+        print(f"toolhost: invocation {outcome.invocation_id} {outcome.status.value}{reason}: "
+              f"toolhost show {outcome.invocation_id}", file=sys.stderr)
     # A denial (a policy cell set to deny) is not a success either.
     return ExitCode.OK if outcome.ok else ExitCode.FAILED
 

@@ -956,6 +956,15 @@ class Pipeline:
 
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""
+        return self.denial(invocation_id, approver, reason).outcome
+
+    def denial(self, invocation_id: str, approver: str, reason: str) -> Resumed:
+        """``deny``, saying whether this call acted on the row: a row denied already keeps its
+        first approver and reason, and ``acted`` is False.
+
+        :raises InvocationNotFound: no such row.
+        :raises InvocationStateError: the row is neither awaiting approval nor denied.
+        """
         record = self.invocations.get(invocation_id)
         now = self.clock.now()
         if not self.invocations.transition(
@@ -965,13 +974,13 @@ class Pipeline:
         ):
             current = self.invocations.get(invocation_id)
             if current.state is InvocationState.DENIED:
-                return self._outcome(current)
+                return Resumed(self._outcome(current), acted=False)
             raise InvocationStateError(
                 f"invocation {invocation_id} is {current.state.value}, not awaiting approval"
             )
         get_logger(invocation_id=invocation_id, run_id=record.run_id).info(
             "pipeline.denied", step=7, approver=approver, reason=reason)
-        return self._outcome(self.invocations.get(invocation_id))
+        return Resumed(self._outcome(self.invocations.get(invocation_id)), acted=True)
 
     # ------------------------------------------------------------------ for other callers
 

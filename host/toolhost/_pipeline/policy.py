@@ -144,15 +144,39 @@ def _parse_changes(raw: str) -> dict[tuple[SideEffect, Risk], PolicyAction]:
                                 '"approval"}')
     changes: dict[tuple[SideEffect, Risk], PolicyAction] = {}
     for key, value in data.items():
-        try:
-            side_effect_name, risk_name = str(key).split("/")
-            changes[(SideEffect(side_effect_name), Risk(risk_name))] = PolicyAction(value)
-        except ValueError:
-            raise PolicyConfigError(
-                f"TOOLHOST_POLICY entry {key!r}: {value!r} is not SIDE_EFFECT/RISK: "
-                "allow|approval|deny"
-            ) from None
+        changes[_cell(str(key))] = _action(str(key), value)
     return changes
+
+
+def _cell(key: str) -> tuple[SideEffect, Risk]:
+    """The cell a TOOLHOST_POLICY key names; the error says which part is wrong and what the
+    valid ones are (the key, not the value, was the mistake in {"FOO/LOW": "deny"})."""
+    side_effect_name, slash, risk_name = key.partition("/")
+    side_effects = "|".join(s.value for s in SideEffect)
+    risks = "|".join(r.value for r in Risk)
+    if not slash or "/" in risk_name:
+        raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r} is not SIDE_EFFECT/RISK "
+                                f"(like \"CODE_EXECUTION/LOW\")")
+    try:
+        side_effect = SideEffect(side_effect_name)
+    except ValueError:
+        raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r}: {side_effect_name!r} is not a "
+                                f"side effect ({side_effects})") from None
+    try:
+        risk = Risk(risk_name)
+    except ValueError:
+        raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r}: {risk_name!r} is not a risk "
+                                f"({risks})") from None
+    return side_effect, risk
+
+
+def _action(key: str, value: object) -> PolicyAction:
+    try:
+        return PolicyAction(value)
+    except ValueError:
+        actions = "|".join(a.value for a in PolicyAction)
+        raise PolicyConfigError(f"TOOLHOST_POLICY entry {key!r}: {value!r} is not an action "
+                                f"({actions})") from None
 
 
 def policy_from_settings(env: Mapping[str, str]) -> Policy:

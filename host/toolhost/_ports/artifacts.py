@@ -19,6 +19,7 @@ __all__ = [
     "ArtifactChunks",
     "ArtifactStore",
     "ArtifactUpload",
+    "DamagedArtifact",
 ]
 
 #: How many records one ``list_artifacts`` page holds unless the caller asks for fewer.
@@ -98,6 +99,29 @@ class ArtifactChunks(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class DamagedArtifact(Protocol):
+    """A stored row that cannot be read as an ``ArtifactRecord``: one changed behind the
+    store's back (a checksum that is not ``sha256:`` + 64 hex digits, an unknown origin, a
+    naive instant, text that does not decode).
+
+    What ``ArtifactStore.list_rows`` lists in the row's place, and what ``get`` (so ``read``,
+    ``read_chunks``, ``claim``) raises for its id: an ``ArtifactCorrupted`` that is also this.
+    One damaged row never stops the others from being listed or read.
+    """
+
+    @property
+    def id(self) -> str:
+        """The row's id (its cursor in ``list_rows``/``list_artifacts`` like any row's)."""
+        ...
+
+    @property
+    def field(self) -> str:
+        """The first attribute, in the record's order, whose stored value the record refuses
+        (``"record"`` when no one value alone is refused). A name, never the value."""
+        ...
 
 
 @runtime_checkable
@@ -197,7 +221,8 @@ class ArtifactStore(Protocol):
         ...
 
     def get(self, artifact_id: str) -> ArtifactRecord:
-        """The record for ``artifact_id``; raises ``ArtifactNotFound``."""
+        """The record for ``artifact_id``; raises ``ArtifactNotFound``, or, for a row that
+        cannot be read as a record, an ``ArtifactCorrupted`` that is a ``DamagedArtifact``."""
         ...
 
     def read(self, artifact_id: str) -> bytes:
@@ -243,6 +268,8 @@ class ArtifactStore(Protocol):
         "Stored" is when the record was inserted (a streamed upload's commit, not its
         ``begin``); records inserted concurrently by different writers have no order
         between them but the one the backend serialized them in.
+
+        A row that cannot be read as a record (``DamagedArtifact``) is skipped.
         """
         ...
 
@@ -261,6 +288,25 @@ class ArtifactStore(Protocol):
         paging, so a page costs the same however deep it is). Raises ``ArtifactNotFound`` for
         an ``after`` that is not an artifact, ``TypeError``/``ValueError`` for a ``limit`` that
         is not a positive int.
+
+        The records of ``list_rows``' page: a row that cannot be read as a record is skipped,
+        though it counts toward ``limit`` (so a page may be shorter, or empty, with more
+        rows after it; ``list_rows`` shows where).
+        """
+        ...
+
+    def list_rows(
+        self,
+        *,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+        limit: int = LIST_LIMIT,
+        after: str | None = None,
+    ) -> list[ArtifactRecord | DamagedArtifact]:
+        """``list_artifacts``' page with every row in its place: a row that cannot be read as
+        a record is a ``DamagedArtifact`` there, so the operator hears of it and paging goes on
+        past it (its id is a cursor like any row's). Arguments and errors are
+        ``list_artifacts``'.
         """
         ...
 

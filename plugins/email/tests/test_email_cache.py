@@ -12,7 +12,7 @@ import pytest
 
 import toolhost_email
 from mail_support import MALFORMED, OTHER, OWNER, mail, write_maildir, write_mbox
-from toolhost_email import MailAddress, open_mail_cache
+from toolhost_email import MailAddress, importer, open_mail_cache
 from toolhost_email.erase import erase
 from toolhost_email.importer import ImportFailed, import_path
 from toolhost_email.parse import MAX_TEXT_CHARS
@@ -141,12 +141,22 @@ def test_a_malformed_message_is_skipped_with_a_count_and_a_reason(
 
 
 def test_a_source_that_cannot_be_read_to_its_end_imports_nothing(
-    tmp_path: Path, data_dir: Path,
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     maildir = write_maildir(tmp_path / "Maildir", [
         mail(message_id=f"<g{i}@example.org>") for i in range(3)])
-    # A message file that vanishes under the importer: a dangling link sorted last.
-    os.symlink(tmp_path / "gone", maildir / "cur" / "zzzz:2,S")
+    # A message file that vanishes under the importer, the last one, after two were read (a
+    # dangling link no longer stands for one: a link is skipped unopened, issue #26).
+    real = importer._read_entry
+    opened: list[str] = []
+
+    def vanishing(folder: int, name: str) -> bytes | None:
+        opened.append(name)
+        if len(opened) == 3:
+            os.unlink(name, dir_fd=folder)
+        return real(folder, name)
+
+    monkeypatch.setattr(importer, "_read_entry", vanishing)
     with pytest.raises(ImportFailed, match="nothing of it was imported"):
         import_path(data_dir, OWNER, maildir)
     with open_mail_cache(data_dir) as cache:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import mailbox
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import pytest
 from email_support import AUTHSERV, MODE, UNSUBSCRIBE, cache_dir, harness, list_mail, ok
 from mail_support import OWNER, mail, write_maildir, write_mbox
 from receiver import Receiver, receiver
-from toolhost_email import open_mail_cache
+from toolhost_email import importer, open_mail_cache
 from toolhost_email.census import census
 from toolhost_email.erase import erase
 from toolhost_email.importer import ImportFailed, import_path
@@ -242,18 +242,17 @@ def test_a_maildir_message_removed_during_import_is_import_failed_not_a_tracebac
     maildir = write_maildir(tmp_path / "Maildir", [mail(message_id=f"<v{i}@x>")
                                                    for i in range(3)])
     gone: list[str] = []
+    real = importer._read_entry
 
-    def vanishing(real: Any) -> Any:
-        def read(self: mailbox.Maildir, key: str) -> Any:
-            if not gone:  # the first message disappears between listing and reading
-                gone.append(key)
-                (Path(self._path) / self._lookup(key)).unlink()  # type: ignore[attr-defined]
-            return real(self, key)
-        return read
+    def vanishing(folder: int, name: str) -> bytes | None:
+        if not gone:  # the first message disappears between listing and reading
+            gone.append(name)
+            os.unlink(name, dir_fd=folder)
+        return real(folder, name)
 
-    # Amended (E2): the importer reads through get_file (bounded); both ways in are covered.
-    monkeypatch.setattr(mailbox.Maildir, "get_bytes", vanishing(mailbox.Maildir.get_bytes))
-    monkeypatch.setattr(mailbox.Maildir, "get_file", vanishing(mailbox.Maildir.get_file))
+    # Amended (E2), and for issue #26: the importer lists the Maildir itself and opens each
+    # message file with O_NOFOLLOW through _read_entry, no longer through mailbox.Maildir.
+    monkeypatch.setattr(importer, "_read_entry", vanishing)
     with pytest.raises(ImportFailed):
         import_path(data_dir, OWNER, maildir)
 

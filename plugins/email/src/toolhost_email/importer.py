@@ -2,22 +2,29 @@
 
 ``import_path(data_dir, account, path)`` is what ``toolhost-email import`` runs. A message that
 cannot be parsed is skipped and counted with its reason; a source that cannot be read to its
-end (an I/O error, a file that is neither an mbox nor a Maildir) imports nothing at all.
+end (an I/O error, a file that is neither an mbox nor a Maildir) imports nothing at all. A
+source with no message in it (a file whose first line that is not blank is no "From " line,
+a Maildir without a message file) is refused before the cache is opened, so nothing is
+written. A Maildir entry that is not a regular file (a symbolic link, a FIFO, a directory, a
+device) is skipped without being opened, and counted (``NOT_REGULAR_FILE``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import mailbox
 import multiprocessing
 import os
 import sqlite3
+import stat
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool as BrokenExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import attrs
 
@@ -33,12 +40,24 @@ from toolhost_email.parse import (
 )
 from toolhost_email.store import bump_generation, open_writable
 
-__all__ = ["ImportFailed", "ImportReport", "import_path", "normalize_account"]
+__all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
+           "normalize_account"]
 
 _MAX_ACCOUNT: Final = 320  # RFC 5321's longest path
 #: Messages per existence check and insert batch (under SQLite's 999 bound variables).
 _CHUNK: Final = 500
 _MAX_WORKERS: Final = 4
+#: Why a Maildir entry was skipped unopened: it is no regular file (a symbolic link, a FIFO,
+#: a directory, a device, a socket). Counted in the report beside ``parse.SKIP_REASONS``.
+NOT_REGULAR_FILE: Final = "not_regular_file"
+_O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+_O_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+#: A message file: never through a link, and a FIFO that slipped in opens without a writer.
+_O_ENTRY: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
+#: What open(O_NOFOLLOW) says of a link (ELOOP; EMLINK on FreeBSD), ENXIO of a socket.
+_NOT_A_FILE_ERRNOS: Final = frozenset({errno.ELOOP, errno.EMLINK, errno.ENXIO})
+#: How much of a line the mbox check reads at a time.
+_PROBE: Final = 8192
 
 
 class ImportFailed(Exception):
@@ -54,7 +73,8 @@ class ImportReport:
     #: Newly stored (the rest were already in the cache, or skipped).
     added: int
     duplicates: int
-    #: Skipped messages per reason (``parse.SKIP_REASONS``).
+    #: Skipped messages per reason (``parse.SKIP_REASONS``, and ``NOT_REGULAR_FILE`` for a
+    #: Maildir entry that was not opened; such an entry is counted in ``seen`` too).
     skipped: Mapping[str, int]
     #: The cache's generation after the import.
     generation: int
@@ -83,29 +103,134 @@ def _bounded_bytes(box: mailbox.Mailbox[mailbox.Message], key: str) -> bytes:
     return data.replace(os.linesep.encode(), b"\n") if os.linesep != "\n" else data
 
 
-def _raw_messages(path: Path) -> Iterator[bytes]:
-    """Every message's bytes, in source order (an mbox's From_ lines are not part of them)."""
-    if path.is_dir():
-        if not all((path / sub).is_dir() for sub in ("cur", "new", "tmp")):
-            raise ImportFailed(f"{path} is a directory but not a Maildir (no cur/new/tmp): "
-                               "give an mbox file or a Maildir")
-        box: mailbox.Mailbox[mailbox.Message] = mailbox.Maildir(path, factory=None, create=False)
-        for key in sorted(box.iterkeys()):  # a stable order: the keys, not the directory's
-            try:
-                yield _bounded_bytes(box, key)
-            except KeyError as exc:  # moved or deleted by a mail client meanwhile
-                raise ImportFailed(f"{path} changed while it was read (a message was moved or "
-                                   "deleted); nothing of it was imported: import again") from exc
-    elif path.is_file():
-        mbox = mailbox.mbox(path, factory=None, create=False)
+#: A source's messages: each one's bytes, or NOT_REGULAR_FILE for an entry skipped unopened.
+Messages = Generator[bytes | str, None, None]
+
+
+def _no_messages(path: Path, not_files: int = 0) -> ImportFailed:
+    skipped = f" ({not_files} entries skipped: not regular files)" if not_files else ""
+    return ImportFailed(f"no messages found in {path}{skipped}: import reads an mbox file (its "
+                        'first line starts with "From ") or a Maildir directory (with cur/, '
+                        "new/ and tmp/)")
+
+
+def _unreadable(path: Path, exc: OSError) -> ImportFailed:
+    return ImportFailed(f"{path} could not be read ({type(exc).__name__}); nothing of it was "
+                        "imported")
+
+
+def _starts_with_from_line(file: BinaryIO) -> bool:
+    """Whether the first line that is not blank starts with "From ", as every mbox message
+    does (mailbox.mbox would take the first "From " line anywhere for the start of one)."""
+    at_line_start = True
+    while line := file.readline(_PROBE):
+        if line.strip():
+            return at_line_start and line.startswith(b"From ")
+        at_line_start = line.endswith(b"\n")
+    return False
+
+
+def _mbox_messages(path: Path) -> Messages:
+    mbox = mailbox.mbox(path, factory=None, create=False)
+    try:
+        for key in mbox.iterkeys():
+            yield _bounded_bytes(mbox, key)
+    finally:
+        mbox.close()
+
+
+def _read_entry(folder: int, name: str) -> bytes | None:
+    """The message file ``name`` of the directory ``folder`` (a descriptor), read no further
+    than the size bound; None, unread, when it is no regular file (any more)."""
+    try:
+        fd = os.open(name, _O_ENTRY, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in _NOT_A_FILE_ERRNOS:
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as file:
+            return file.read(MAX_MESSAGE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _maildir_messages(path: Path, folders: Mapping[str, int],
+                      entries: list[tuple[str, str, str, bool]]) -> Messages:
+    for _, sub, name, regular in entries:
         try:
-            for key in mbox.iterkeys():
-                yield _bounded_bytes(mbox, key)
+            data = _read_entry(folders[sub], name) if regular else None
+        except FileNotFoundError as exc:  # moved or deleted by a mail client meanwhile
+            raise ImportFailed(f"{path} changed while it was read (a message was moved or "
+                               "deleted); nothing of it was imported: import again") from exc
+        yield NOT_REGULAR_FILE if data is None else data
+
+
+@contextmanager
+def _maildir(path: Path) -> Iterator[Messages]:
+    """The Maildir's message files in cur/ and new/, listed once, in key order (the keys,
+    not the directory's order), each entry classified without following a link."""
+    if not all((path / sub).is_dir() for sub in ("cur", "new", "tmp")):
+        raise ImportFailed(f"{path} is a directory but not a Maildir (no cur/new/tmp): "
+                           "give an mbox file or a Maildir")
+    folders: dict[str, int] = {}
+    try:
+        entries: list[tuple[str, str, str, bool]] = []
+        for sub in ("cur", "new"):
+            try:
+                folders[sub] = folder = os.open(path / sub, _O_DIR)
+                with os.scandir(folder) as listing:
+                    entries.extend((entry.name.split(":")[0], sub, entry.name,
+                                    entry.is_file(follow_symlinks=False))
+                                   for entry in listing if not entry.name.startswith("."))
+            except OSError as exc:
+                if sub not in folders and (path / sub).is_symlink():  # ELOOP, or ENOTDIR
+                    raise ImportFailed(f"{path / sub} is a symbolic link: a Maildir's cur/ and "
+                                       "new/ are read only as its own directories") from None
+                raise _unreadable(path, exc) from exc
+        entries.sort()
+        files = sum(regular for *_, regular in entries)
+        if not files:
+            raise _no_messages(path, len(entries))
+        messages = _maildir_messages(path, folders, entries)
+        try:
+            yield messages
         finally:
-            mbox.close()
-    else:
+            messages.close()
+    finally:
+        for fd in folders.values():
+            os.close(fd)
+
+
+@contextmanager
+def _source(path: Path) -> Iterator[Messages]:
+    """Every message's bytes, in source order (an mbox's From_ lines are not part of them), or
+    ``NOT_REGULAR_FILE`` for a Maildir entry skipped unopened.
+
+    :raises ImportFailed: ``path`` is no mbox or Maildir, or holds no message: raised on entry,
+        before the caller opens the cache.
+    """
+    if path.is_dir():
+        with _maildir(path) as messages:
+            yield messages
+        return
+    if not path.is_file():
         raise ImportFailed(f"{path} does not exist or is not a file or directory: give an "
                            "mbox file or a Maildir")
+    try:
+        with path.open("rb") as file:
+            is_mbox = _starts_with_from_line(file)
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    if not is_mbox:
+        raise _no_messages(path)
+    messages = _mbox_messages(path)
+    try:
+        yield messages
+    finally:
+        messages.close()
 
 
 def _addrs(addrs: tuple[MailAddress, ...]) -> str:
@@ -165,12 +290,14 @@ def import_path(data_dir: Path, account: str, path: Path, *,
         raise ImportFailed("--owner must name a principal (as its token or the issuer names it)")
     if workers is None:
         workers = min(os.cpu_count() or 1, _MAX_WORKERS)
-    conn = open_writable(data_dir)
-    try:
-        return _import(conn, account, Path(path), max(1, workers),
-                       None if owner is None else owner.strip())
-    finally:
-        conn.close()
+    path = Path(path)
+    with _source(path) as messages:
+        conn = open_writable(data_dir)
+        try:
+            return _import(conn, account, path, messages, max(1, workers),
+                           None if owner is None else owner.strip())
+        finally:
+            conn.close()
 
 
 def parse_batch(account: str, raws: list[bytes]) -> list[tuple[object, ...] | str]:
@@ -241,9 +368,9 @@ class _Batches:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _import(conn: sqlite3.Connection, account: str, path: Path, workers: int,
-            owner: str | None) -> ImportReport:
-    seen = 0
+def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterator[bytes | str],
+            workers: int, owner: str | None) -> ImportReport:
+    seen = read = 0
     batches = _Batches(conn, account, workers)
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -253,8 +380,12 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, workers: int,
             except OwnerConflict as exc:
                 raise ImportFailed(str(exc)) from None
         chunk: list[tuple[str, bytes]] = []
-        for raw in _raw_messages(path):
+        for raw in messages:
             seen += 1
+            if isinstance(raw, str):  # a Maildir entry that is no regular file, not opened
+                batches.skipped[raw] += 1
+                continue
+            read += 1
             chunk.append((message_key_for(account, raw), raw))
             if len(chunk) >= _CHUNK:
                 batches.add(chunk)
@@ -262,6 +393,8 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, workers: int,
         if chunk:
             batches.add(chunk)
         batches.finish()
+        if not read:  # the source changed since it was checked: nothing of it is a message
+            raise _no_messages(path, seen)
         generation = (bump_generation(conn) if batches.added else
                       int(conn.execute("SELECT value FROM meta WHERE key = 'generation'")
                           .fetchone()[0]))
