@@ -475,12 +475,31 @@ def test_call_with_an_expression_over_1024_characters_prints_the_bound_and_exits
 
 def test_a_policy_that_loosens_external_write_refuses_the_start() -> None:
     result = toolhost("check", env={"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/HIGH": "allow"}'})
-    assert result.returncode == 1
+    assert result.returncode == 2  # a setting whose value is wrong (D253)
     assert result.stderr == (
         "toolhost: policy loosens EXTERNAL_WRITE/HIGH: approval -> allow; set "
         "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE=1 to allow an EXTERNAL_WRITE call without "
         "approval\n"
     )
+
+
+CALL = ["call", "math.calculate", "--args", '{"expression": "1"}']
+
+
+@pytest.mark.parametrize(("setting", "command"), [
+    *((("TOOLHOST_POLICY", '{"FOO/LOW": "deny"}'), c) for c in (
+        ["check"], ["tools"], ["pending"], ["artifacts", "list"], ["runs", "list"], CALL)),
+    # The commands that open the artifact store read its setting.
+    *((("TOOLHOST_ARTIFACT_STORE", "ftp://nowhere"), c) for c in (
+        ["pending"], ["artifacts", "list"], CALL)),
+])
+def test_a_setting_whose_value_is_wrong_is_exit_2_in_every_command(
+        setting: tuple[str, str], command: list[str]) -> None:
+    # Regression: a bad TOOLHOST_POLICY exited 1 where a bad TOOLHOST_ARTIFACT_STORE exited 2.
+    result = toolhost(*command, env={"TOOLHOST_PLUGINS": FIRST_PARTY, setting[0]: setting[1]})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("toolhost: ") and result.stderr.count("\n") == 1
+    assert_no_traceback(result)
 
 
 def test_a_loosened_cell_is_logged_when_the_pipeline_starts(tmp_path: Path) -> None:

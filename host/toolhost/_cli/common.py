@@ -53,9 +53,10 @@ def load(
     try:
         host = load_host(settings, sources=sources, plugin_manager=plugin_manager,
                          keep_validators=keep_validators)
-    except SettingError as exc:
+    except (SettingError, PolicyConfigError) as exc:
+        # A setting whose value is wrong is a usage error, whichever setting and command.
         raise CommandError(str(exc), ExitCode.USAGE) from None
-    except (PluginError, RegistrationRefused, PolicyConfigError) as exc:
+    except (PluginError, RegistrationRefused) as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
     if stores:
         try:

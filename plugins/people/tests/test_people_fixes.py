@@ -40,6 +40,18 @@ def test_an_alias_the_operator_names_is_the_owners(fresh: Path) -> None:
     assert (again.returncode, again.stdout) == (0, f"already the owner: {ALIAS}\n")
 
 
+@pytest.mark.parametrize("command", [["me"], ["links"], ["me", "a@example.org"]])
+def test_a_data_directory_that_cannot_be_used_is_one_line_and_exit_1(
+        tmp_path: Path, command: list[str]) -> None:
+    # Regression: `me` and `links` on an unusable data directory printed nothing, exit 0.
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    done = people_command(not_a_directory, *command)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("toolhost-people: cannot use the data directory ")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
 def test_me_refuses_what_is_no_address(tmp_path: Path) -> None:
     done = people_command(tmp_path, "me", "not an address")
     assert done.returncode == 2

@@ -78,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
     from toolhost_people import links
 
+    # Made (or found) first, as the host's commands do: a listing of a data directory that
+    # cannot be used was empty and exit 0, indistinguishable from "nothing recorded yet".
+    own_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "link":
         first, second = (_address(a) for a in args.addresses)
         if first == second:
