@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import os
 import re
@@ -233,12 +234,35 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+#: A content file: never through a link, and never waiting on a FIFO someone put there.
+_O_CONTENT = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_content(path: Path) -> IO[bytes]:
+    """``path`` opened for reading when it is a regular file; OSError otherwise (a link, a
+    FIFO, a device: each made ``artifacts get`` or a dedupe check wait for ever, or read
+    what the link named)."""
+    try:
+        fd = os.open(path, _O_CONTENT)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO):  # a link; a socket
+            raise OSError(f"{path.name} is not a regular file") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _file_matches(path: Path, size: int, checksum: str) -> bool:
     """Whether ``path`` holds exactly ``size`` bytes hashing to ``checksum`` (streamed)."""
     digest = hashlib.sha256()
     seen = 0
     try:
-        with path.open("rb") as f:
+        with _open_content(path) as f:
             while chunk := f.read(_READ_CHUNK):
                 seen += len(chunk)
                 if seen > size:
@@ -424,7 +448,7 @@ class SQLiteArtifactStore:
         """``record``'s content file, opened, as verified chunks: what ``read`` and
         ``read_chunks`` share, so the two refuse damaged content with the same reasons."""
         try:
-            f = self._blob_path(record.checksum).open("rb")
+            f = _open_content(self._blob_path(record.checksum))
         except FileNotFoundError:
             raise ArtifactCorrupted(record.id, "the content file is missing") from None
         except OSError as exc:
