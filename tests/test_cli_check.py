@@ -67,7 +67,8 @@ def test_every_probe_prints_in_plugin_order_and_the_next_check_loads_them_first(
 def test_a_stale_or_unreadable_hint_changes_nothing(site: Path, tmp_path: Path,
                                                      hint: str) -> None:
     hints = tmp_path / "data" / "cache" / "readiness.json"
-    hints.parent.mkdir(parents=True)
+    (tmp_path / "data").mkdir(mode=0o700)  # as toolhost makes it (else check says so)
+    hints.parent.mkdir()
     hints.write_text(hint)
     result = toolhost("check", env={"TOOLHOST_PLUGINS": PLUGINS,
                                     "TOOLHOST_DATA_DIR": str(tmp_path / "data")}, site=site)
@@ -92,7 +93,8 @@ def test_a_plugin_loaded_first_reports_its_failure_in_entry_point_order(tmp_path
     install_fake_plugin(site, "fake-x", "fake_x", "import nowhere_x\n")
     install_fake_plugin(site, "fake-y", "fake_y", "import nowhere_y\n")
     hints = tmp_path / "data" / "cache" / "readiness.json"
-    hints.parent.mkdir(parents=True)
+    (tmp_path / "data").mkdir(mode=0o700)  # as toolhost makes it (else check says so)
+    hints.parent.mkdir()
     hints.write_text('["fake-y"]')
     result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-x,fake-y",
                                     "TOOLHOST_DATA_DIR": str(tmp_path / "data")}, site=site)

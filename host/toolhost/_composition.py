@@ -330,6 +330,14 @@ class Host:
                 headers={"Accept": "application/json"}) as response:
             return _body_of_200(response, f"POST {url}", limit)
 
+    def readable_by_others(self) -> list[tuple[Path, int, str]]:
+        """The data directory and the record's database files that others may read, each
+        with its mode and the ``chmod`` that closes it (``toolhost check`` and ``serve`` say
+        so; nothing changes them but the operator)."""
+        from toolhost._model.data_layout import readable_by_others
+
+        return readable_by_others(self.data_dir)
+
     def ready(self) -> bool:
         """Whether the record and the artifact store answer now (``GET /readyz``)."""
         try:

@@ -62,6 +62,7 @@ from toolhost._model.artifacts import (
     as_utc_or_none,
 )
 from toolhost._model.convert import column_values, from_row, to_row
+from toolhost._model.data_layout import make_private_dirs
 from toolhost._model.digest import sha256_checksum, sha256_digest
 from toolhost._model.spec import Trust
 from toolhost._ports.artifacts import (
@@ -318,7 +319,7 @@ class SQLiteArtifactStore:
         # connection, so BEGIN..COMMIT blocks must not interleave.
         self._lock = threading.RLock()
         self._blobs = self.root / "sha256"
-        self._blobs.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self._blobs)
         # Temp and staging files this instance has open: purge never takes them, however old.
         # Only set.add/discard touch it (atomic under the GIL), so an upload's __del__ needs
         # no lock that the collecting thread might already hold.

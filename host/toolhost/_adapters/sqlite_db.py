@@ -32,6 +32,7 @@ from typing import Final
 
 import attrs
 
+from toolhost._model.data_layout import DATABASE_NAME, make_private_dirs
 from toolhost._model.settings import StoreUnavailable
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "unusable_directory",
 ]
 
-DATABASE_NAME = "toolhost.sqlite3"
 
 #: Commits after which the checkpointer is woken (a call's row is 2 to 4 WAL pages, so this
 #: is a few hundred pages: SQLite's own 1,000-page threshold, met earlier rather than later).
@@ -91,13 +91,25 @@ def ensure_directory(directory: Path) -> None:
         writable.
     """
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        # Private: the record, the mail cache and every plugin's files are under it.
+        make_private_dirs(directory)
     except OSError as exc:
         raise unusable_directory(exc, directory) from None
     if not os.access(directory, os.W_OK | os.X_OK):
         raise StoreUnavailable(
             directory, f"cannot write the data directory {directory} (permission denied): "
             f"make it writable by this user, {_ELSEWHERE}")
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file ``path`` readable by this user only, before SQLite does
+    (SQLite gives its -wal and -shm files the database's mode); an existing one is kept."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # SQLite's own open says what is wrong, in its one line
 
 
 def unusable_directory(exc: OSError, directory: Path | None = None) -> StoreUnavailable:
@@ -159,6 +171,7 @@ def connect(path: Path | str) -> sqlite3.Connection:
     """
     if str(path) != ":memory:":
         ensure_directory(Path(path).parent)
+        _create_private(Path(path))
         if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
             # SQLite would open it read-only, and a WAL database even takes a write lock:
             # the first write of a call would be the first to fail.

@@ -195,4 +195,11 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
     for plugin_name, lines in ready:
         for line in lines or ():
             print(f"not ready: {distribution_of(plugin_name)}: {line}")
+    # Data others may read (made before toolhost made it private, or opened up by hand): said,
+    # not changed, since an operator may share it on purpose. Not a refusal either.
+    from toolhost._cli.approvals import printable
+
+    for path, mode, fix in host.readable_by_others():
+        print(f"not private: {printable(str(path))} is {mode:o}, readable by other users "
+              f"({printable(fix)})")
     return ExitCode.OK

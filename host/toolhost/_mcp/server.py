@@ -514,6 +514,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     host.recover(rerun=False)
     server, sessions = build_server(host, roster, config)
     log = get_logger()
+    for path, mode, fix in host.readable_by_others():  # said once a start, never changed
+        log.warning("data.readable_by_others", path=str(path), mode=f"{mode:o}", fix=fix)
     log.info("mcp.serve.started", transport="http" if address else "stdio",
              tools=[r.spec.name for r in roster], principal=config.principal.id,
              scopes=sorted(config.principal.scopes))

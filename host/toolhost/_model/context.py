@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
+from toolhost._model.data_layout import make_private_dirs
 from toolhost._model.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Services:
         """This distribution's own directory under TOOLHOST_DATA_DIR, created on first use."""
         if self._data_dir is None:
             raise RuntimeError("these Services have no data directory (built outside a host)")
-        self._data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self._data_dir)
         return self._data_dir
 
     def data_dir_of(self, distribution: str) -> Path:

@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["default_data_dir", "plugin_data_dir"]
+__all__ = ["DATABASE_NAME", "default_data_dir", "make_private_dirs", "plugin_data_dir",
+           "readable_by_others"]
+
+#: The host's own SQLite database in the data directory (the record and the artifact index).
+DATABASE_NAME = "toolhost.sqlite3"
 
 
 def default_data_dir() -> Path:
@@ -29,3 +33,37 @@ def plugin_data_dir(data_dir: Path, distribution: str) -> Path:
     reads another's public store, as people reads the email cache) finds it the same way.
     """
     return data_dir / "plugins" / distribution
+
+
+def make_private_dirs(path: Path) -> None:
+    """Make ``path`` and each missing directory above it 0700 (``mkdir(parents=True)`` gives
+    the parents the umask's mode: the data directory was 0755 when a cache or the artifact
+    store made it first). Existing directories are left as they are.
+
+    :raises OSError: as ``Path.mkdir``.
+    """
+    missing = []
+    current = path
+    while not os.path.lexists(current) and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    if not missing and not path.is_dir():
+        raise NotADirectoryError(path)
+
+
+def readable_by_others(data_dir: Path) -> list[tuple[Path, int, str]]:
+    """The data directory and its database files that others may read, each with its mode
+    and the ``chmod`` that closes it: made before they were private, or opened up by hand,
+    and changed by nobody but the operator (who may share them with a group on purpose)."""
+    found = []
+    for path, private in ((data_dir, "700"), *((p, "600") for p in sorted(
+            data_dir.glob(f"{DATABASE_NAME}*")))):
+        try:
+            mode = os.stat(path).st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            found.append((path, mode, f"chmod {private} {path}"))
+    return found

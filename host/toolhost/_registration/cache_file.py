@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from toolhost._model.data_layout import make_private_dirs
+
 __all__ = ["read_entries", "read_json", "write_entries", "write_json"]
 
 
@@ -27,7 +29,7 @@ def write_json(path: Path, value: Any) -> None:
     import tempfile  # only a command that has something new to keep writes
 
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
