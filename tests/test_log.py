@@ -83,6 +83,17 @@ GITHUB = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
      f'headers {{"x-api-key": "{REDACTED}", "accept": "*/*"}}'),
     ("env OPENAI_API_KEY=sk-2 python run.py", f"env OPENAI_API_KEY={REDACTED} python run.py"),
     ("password: hunter2", f"password: {REDACTED}"),
+    # Regressions (issue #26): an Authorization header of any scheme or none, also in a
+    # dict's repr; a credential with characters outside RFC 6750's; a bare provider key.
+    ("Authorization: Custom 9944b09199c62bcf", f"Authorization: Custom {REDACTED}"),
+    ("{'Authorization': 'Token zzz', 'Accept': '*/*'}",
+     f"{{'Authorization': 'Token {REDACTED}', 'Accept': '*/*'}}"),
+    ("{'authorization': 'opaque-secret'}", f"{{'authorization': '{REDACTED}'}}"),
+    ("Proxy-Authorization: Basic dXNlcjpw", f"Proxy-Authorization: Basic {REDACTED}"),
+    ("Bearer tok!x", f"Bearer {REDACTED}"),
+    ("the key was sk-proj-4f9Q2a7Rb1Xc8Zt6Yw3Vq0 all along", f"the key was {REDACTED} all along"),
+    ("gh token ghp_16C7e42F292c6912E7710c838347Ae178B4a", f"gh token {REDACTED}"),
+    ("aws AKIAIOSFODNN7EXAMPLE", f"aws {REDACTED}"),
 ])
 def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> None:
     assert redact_secrets(None, "info", {"note": text}) == {"note": expected}
@@ -91,6 +102,8 @@ def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> No
 
 
 @pytest.mark.parametrize("text", [
+    "the authorization was granted by the operator",
+    "sk-learn is a library; a task-list",
     "Token limit exceeded: 4096 tokens used of 4096",
     "the tokenizer split the prompt into 12 tokens",
     "max_tokens=512 input_tokens: 40 token_count: 7",

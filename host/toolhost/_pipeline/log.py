@@ -4,9 +4,11 @@ Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when s
 TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
 key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` key, any
 ``Secret`` value, however deeply nested, and credentials inside strings: after an auth scheme
-(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``) and as the
-value of a secret-named header or parameter (``x-api-key: ...``, ``?access_token=...``,
-``OPENAI_API_KEY=...``, ``password: ...``).
+(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as the
+whole value of an ``Authorization`` header (any scheme, also in a dict's repr), as the value
+of a secret-named header or parameter (``x-api-key: ...``, ``?access_token=...``,
+``OPENAI_API_KEY=...``, ``password: ...``), and bare, by a provider key's published shape
+(``sk-...``, ``ghp_...``, ``AKIA...``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,21 @@ REDACTED = "[redacted]"
 _CHARACTER = r"[A-Za-z0-9._~+/=-]"
 _CREDENTIAL = _CHARACTER + "+"
 #: ``Bearer x``, ``Bearer: x``, ``Bearer=x``, and URL- or form-encoded: ``Bearer%20x``,
-#: ``Bearer+x``.
-_SCHEME = re.compile(rf"(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)({_CREDENTIAL})")
+#: ``Bearer+x``. The credential runs to the next space, quote or separator, not only over
+#: RFC 6750's characters: a malformed one (``Bearer tok!x``) is still somebody's secret.
+_SCHEME = re.compile(r"""(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)([^\s"'&,;]+)""")
+#: The credential of an ``Authorization`` header, whatever its scheme (``Token x``, a scheme
+#: of a provider's own, none), also as a dict's repr shows it: ``'Authorization': '...'``.
+#: The scheme stays, for the reader of the log.
+_AUTHORIZATION = re.compile(
+    r"""(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization)(["']?\s*[:=]\s*["']?"""
+    r"""(?:[A-Za-z][A-Za-z0-9_-]*(?::\s*|%20|\+|\s+)(?=[^\s"']))?)([^\s"']+)""")
+#: Provider keys by their published shapes, wherever they appear, named or not: OpenAI's and
+#: Anthropic's ``sk-...``, GitHub's ``ghp_...``/``github_pat_...``, Slack's ``xoxb-...``,
+#: AWS access key ids, Google API keys.
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{20,}|(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})")
 #: ``Token x`` (GitHub's and Django REST framework's scheme). "token" is also this host's
 #: everyday word ("Token limit exceeded"), so after a plain space only a credential-shaped
 #: word goes: one with a digit or one of ``_./+=~``, or 24 characters or more. With a colon
@@ -68,8 +83,9 @@ def _redact(value: Any) -> Any:
 
 def _redact_text(text: str) -> str:
     """The string with each credential replaced; the scheme or name and separator stay."""
-    for pattern in (_SCHEME, _TOKEN_SCHEME, _NAMED):
+    for pattern in (_AUTHORIZATION, _SCHEME, _TOKEN_SCHEME, _NAMED):
         text = pattern.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
+    text = _KEY_SHAPES.sub(REDACTED, text)
     return redact_url_password(text) if "://" in text else text
 
 

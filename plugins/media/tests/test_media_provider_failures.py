@@ -19,6 +19,7 @@ from media_support import (
     PLUGINS,
     PNG,
     FakeTensorScale,
+    Handler,
     Reply,
     call,
     ok,
@@ -95,6 +96,29 @@ def test_a_video_answer_that_is_not_an_mp4(
     outcome, run = generate(host, "video.generate")
     failed(host, outcome, messages.INVALID_RESPONSE)
     assert attachments(host, run) == ()
+
+
+@pytest.mark.parametrize("split", [None, 7], ids=["whole", "across-two-writes"])
+def test_an_answer_that_echoes_the_key_is_refused_and_nothing_is_stored(
+    host: Harness, server: FakeTensorScale, split: int | None
+) -> None:
+    # Regression (issue #26): a provider echoing the API key inside a 200 PNG had the key
+    # stored as an artifact, readable by the model and whoever got the file.
+    body = PNG + b"tEXt comment " + KEY.encode() + b" end" + PNG[8:]
+    cut = len(PNG) + 13 + (split or 0)
+    server.reply = ok(body, "image/png") if split is None else sized_parts(
+        [body[:cut], body[cut:]], "image/png")
+    outcome, run = generate(host)
+    failed(host, outcome, messages.INVALID_RESPONSE)
+    assert attachments(host, run) == ()
+
+
+def sized_parts(parts: list[bytes], content_type: str) -> Reply:
+    """``parts`` written one after another, each a write of its own."""
+    def reply(h: Handler) -> None:
+        h.head(200, content_type, None)
+        h.stream(iter(parts))
+    return reply
 
 
 def test_a_redirect_is_not_followed(host: Harness, server: FakeTensorScale) -> None:

@@ -165,7 +165,8 @@ class TensorScale:
         try:
             async with self._client.stream("POST", self._base_url + path, content=content,
                                            headers=headers) as response:
-                async for chunk in _checked(response, request):
+                async for chunk in _without(self._key.reveal().encode("utf-8"),
+                                            _checked(response, request)):
                     yield chunk
         except httpx.TransportError as exc:
             raise _transport_failure(exc) from None
@@ -212,6 +213,18 @@ async def _checked(response: httpx.Response, request: GenerationRequest) -> Asyn
         if not head:
             raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "empty"})
         yield _judged(head, request.media_type)
+
+
+async def _without(key: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks``, refused (INVALID_RESPONSE) the moment they hold the API key, also across
+    two chunks: a provider that echoes the key into its 200 body would otherwise have it
+    stored as an artifact, readable by the model and whoever gets the file."""
+    carry = b""
+    async for chunk in chunks:
+        if key and key in carry + chunk:
+            raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "credential"})
+        carry = (carry + chunk)[-(len(key) - 1):] if len(key) > 1 else b""
+        yield chunk
 
 
 def _judged(head: bytes, media_type: str) -> bytes:
