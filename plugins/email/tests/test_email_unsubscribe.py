@@ -210,9 +210,33 @@ def test_the_request_connects_to_the_checked_address_with_the_names_tls_and_host
     ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
     ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("::1", False),
     ("fe80::1", False), ("fc00::1", False), ("::ffff:127.0.0.1", False), ("224.0.0.1", False),
+    # Regressions (issue #26): what the IANA registries reserve and Python 3.11 calls global.
+    ("192.0.0.8", False), ("192.0.0.9", False), ("192.0.0.170", False), ("3fff::1", False),
+    ("5f00::1", False), ("100:0:0:1::1", False), ("2001:db8::1", False), ("2001::1", False),
+    ("198.18.0.1", False), ("240.0.0.1", False), ("255.255.255.255", False),
+    ("192.88.99.1", False), ("2002:c000:8::1", False),  # 6to4 of 192.0.0.8
+    ("8.8.8.8", True), ("1.1.1.1", True), ("2606:4700:4700::1111", True),
 ])
 def test_what_counts_as_a_public_destination(address: str, public: bool) -> None:
     assert is_public(address) is public
+
+
+@pytest.mark.parametrize("address", ["192.0.0.8", "3fff::1", "5f00::1"])
+def test_a_special_purpose_destination_is_refused_without_any_connection(
+        address: str) -> None:
+    # The client factory stands in for the network: asked for a client at all, the test
+    # fails, so nothing can leave the machine even if the guard were wrong.
+    import asyncio
+
+    from toolhost_email.oneclick import send_one_click
+
+    def no_network(seconds: float) -> Any:
+        raise AssertionError(f"a connection to {address} was attempted")
+
+    literal = f"[{address}]" if ":" in address else address
+    outcome = asyncio.run(send_one_click(f"https://{literal}/u", no_network, seconds=5,
+                                         allow_private=False))
+    assert outcome == "refused_destination"
 
 
 def test_the_result_is_closed_codes_only(tmp_path: Path, server: Receiver) -> None:

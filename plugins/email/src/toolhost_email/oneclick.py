@@ -22,6 +22,7 @@ from typing import Final, Literal
 import httpx
 
 from toolhost_email.census import ONE_CLICK
+from toolhost_email.special_addresses import GLOBAL_UNICAST_V6, SPECIAL_V4, SPECIAL_V6
 
 __all__ = ["BODY", "SendOutcome", "is_public", "send_one_click"]
 
@@ -41,8 +42,10 @@ _REFUSED = (ipaddress.IPv6Network("64:ff9b:1::/48"), ipaddress.IPv6Network("fec0
 
 
 def is_public(address: str) -> bool:
-    """True for a global unicast address; IPv6 forms embedding IPv4 (mapped, compatible,
-    translated, NAT64, 6to4) are judged by the IPv4 address they embed."""
+    """True for an address in no IANA special-purpose block (``special_addresses``, data
+    kept here, not the running Python's ``is_global``); IPv6 must also be global unicast
+    (2000::/3). IPv6 forms embedding IPv4 (mapped, compatible, translated, NAT64, 6to4) are
+    judged by the IPv4 address they embed."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address):
         if any(ip in net for net in _REFUSED):
@@ -51,8 +54,13 @@ def is_public(address: str) -> bool:
         if embedded is None and any(ip in net for net in _EMBEDDING):
             embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
         if embedded is not None:
-            return embedded.is_global and not embedded.is_multicast
-    return ip.is_global and not ip.is_multicast
+            return _public_v4(embedded)
+        return ip in GLOBAL_UNICAST_V6 and not any(ip in net for net in SPECIAL_V6)
+    return _public_v4(ip)
+
+
+def _public_v4(ip: ipaddress.IPv4Address) -> bool:
+    return not any(ip in net for net in SPECIAL_V4)
 
 
 async def _resolve(host: str, port: int) -> list[str]:
