@@ -132,8 +132,8 @@ def test_o_through_a_symlink_never_overwrites_the_stores_own_content(
     done = toolhost(data, "artifacts", "get", wanted.id, "-o", str(link))
     assert done.returncode == ExitCode.USAGE
     assert done.stderr == (
-        f"toolhost: -o {str(link)!r} is where the host keeps its stores (the data "
-        "directory's top level and its artifacts): name a file elsewhere\n").encode()
+        f"toolhost: -o {str(link)!r} is inside the data directory, where the host keeps its "
+        "stores, caches and plugins' files: name a file elsewhere\n").encode()
     assert store.read(other.id) == BIG
     assert sorted(p.name for p in store._blob_path(other.checksum).parent.iterdir()) == [
         store._blob_path(other.checksum).name]
@@ -146,10 +146,23 @@ def test_o_the_database_file_is_refused(store: SQLiteArtifactStore, data: Path) 
     done = toolhost(data, "artifacts", "get", record.id, "-o", DATABASE_NAME, cwd=data)
     assert done.returncode == ExitCode.USAGE
     assert done.stderr == (
-        f"toolhost: -o {DATABASE_NAME!r} is where the host keeps its stores (the data "
-        "directory's top level and its artifacts): name a file elsewhere\n").encode()
+        f"toolhost: -o {DATABASE_NAME!r} is inside the data directory, where the host keeps "
+        "its stores, caches and plugins' files: name a file elsewhere\n").encode()
     assert database.stat().st_ino == before
     assert store.read(record.id) == SMALL
+
+
+def test_o_anywhere_under_the_data_directory_is_refused(store: SQLiteArtifactStore,
+                                                        data: Path) -> None:
+    # Regression (issue #26): the validators' cache, whose code every start runs, and any
+    # plugin's files could be overwritten by an artifact's bytes.
+    record = put(store, SMALL)
+    for target in (data / "cache" / "validators.json",
+                   data / "plugins" / "toolhost-email" / "mail.sqlite3"):
+        done = toolhost(data, "artifacts", "get", record.id, "-o", str(target))
+        assert done.returncode == ExitCode.USAGE, done.stderr
+        assert b"is inside the data directory" in done.stderr
+        assert not target.exists()
 
 
 # ------------------------------------------------------------------ the recover thread

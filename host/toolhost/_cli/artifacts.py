@@ -199,21 +199,14 @@ def cmd_get(args: argparse.Namespace) -> int:
     host, store = _store()
     if mode is None or stat.S_ISREG(mode):
         resolved = Path(os.path.realpath(target))
-        if _is_the_stores(resolved, Path(os.path.realpath(host.data_dir))):
-            raise CommandError(f"-o {args.output!r} is where the host keeps its stores (the "
-                               "data directory's top level and its artifacts): name a file "
+        if resolved.is_relative_to(Path(os.path.realpath(host.data_dir))):
+            raise CommandError(f"-o {args.output!r} is inside the data directory, where the "
+                               "host keeps its stores, caches and plugins' files: name a file "
                                "elsewhere")
         _write_atomically(store, args.id, resolved)
     else:
         _write_through(store, args.id, target)
     return ExitCode.OK
-
-
-def _is_the_stores(path: Path, data_dir: Path) -> bool:
-    """Whether ``path`` is (or would be) one of the stores' own files: the database and its
-    journals at the data directory's top level, the content files under ``artifacts``.
-    Replacing one would damage every artifact (or call) it holds, for good."""
-    return path.parent == data_dir or path.is_relative_to(data_dir / "artifacts")
 
 
 @contextlib.contextmanager
