@@ -195,3 +195,22 @@ def test_a_cancelled_call_publishes_nothing(
     with pytest.raises(export_file.ExportCancelled):
         host.run_body("artifact.export", {"path": "a.txt"}, context)
     assert (store.rows(), store.files()) == (0, [])
+
+
+# ------------------------------------------------------------------------ the file's name
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", [".bashrc", "report\u202efdp.exe", "zero\u200bwidth.txt",
+                                  "\ufeffbom.txt", "line\u2028break.txt"])
+def test_a_file_whose_name_breaks_the_name_rule_is_not_handed_over(
+    call: Call, root: Path, store: Store, version: str, name: str
+) -> None:
+    # Regression (issue #26): a path export kept names the content export refuses, as the
+    # attachment's name (report<RLO>fdp.exe shows as reportexe.pdf).
+    (root / name).write_bytes(b"data")
+    outcome = call({"path": name}, version=version)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.invalid_arguments.unsafe_file_name"
+    assert name not in outcome.content
+    assert (store.rows(), store.files()) == (0, [])

@@ -101,6 +101,10 @@ MESSAGES = {
     "tool.not_found.no_such_file": "No file at that path in the workspace.",
     "tool.invalid_arguments.is_directory": "That path is a directory. Export one file at a time.",
     "tool.invalid_arguments.file_too_large": "That file is larger than the 64 MiB an export may hold.",
+    "tool.invalid_arguments.unsafe_file_name":
+        "That file's name cannot be handed over as it is: it starts with a dot or holds a "
+        "control, format or separator character. Copy it to a plain name such as report.txt "
+        "and export that.",
     "tool.invalid_arguments.both_path_and_content":
         "Give either path (a workspace file) or content (text to save), not both.",
     "tool.invalid_arguments.no_path_or_content":
@@ -118,7 +122,7 @@ MESSAGES = {
         ".json or .html.",
 }
 V1_CODES = ["tool.not_found.no_such_file", "tool.invalid_arguments.is_directory",
-            "tool.invalid_arguments.file_too_large"]
+            "tool.invalid_arguments.file_too_large", "tool.invalid_arguments.unsafe_file_name"]
 
 
 def test_each_version_declares_its_reasons_with_static_messages() -> None:

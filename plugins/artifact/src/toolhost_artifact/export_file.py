@@ -31,7 +31,8 @@ from toolhost import (
     WorkspaceNotFound,
     media_type_for,
 )
-from toolhost_artifact.messages import NO_SUCH_PATH, NOT_A_FILE, TOO_LARGE
+from toolhost_artifact import names
+from toolhost_artifact.messages import NO_SUCH_PATH, NOT_A_FILE, TOO_LARGE, UNSAFE_FILE_NAME
 
 __all__ = ["CHUNK_SIZE", "EXPORT_CEILING", "ExportCancelled", "Exported", "export_file"]
 
@@ -96,8 +97,12 @@ def _stream(path: str, context: ToolExecutionContext, trust: Trust) -> ArtifactR
             raise ToolFailure(NO_SUCH_PATH) from None
         except WorkspaceIsDirectory:
             raise ToolFailure(NOT_A_FILE) from None
-        # The handle accepted the path and it is a file, so its last component is a name.
+        # The handle accepted the path and it is a file, so its last component is a name;
+        # the person gets the file under it, so it meets the content export's name rule.
         name = path.rpartition("/")[2]
+        problem = names.problem(name)
+        if problem is not None:
+            raise ToolFailure(UNSAFE_FILE_NAME, detail={"problem": problem})
         with context.artifacts.stream(
             origin=ArtifactOrigin.EXPORT, name=name, media_type=media_type_for(name).name,
             trust=trust, max_bytes=EXPORT_CEILING,

@@ -22,6 +22,7 @@ __all__ = [
     "NO_PATH_OR_CONTENT",
     "NO_SUCH_PATH",
     "TOO_LARGE",
+    "UNSAFE_FILE_NAME",
     "V1_REASONS",
     "V2_REASONS",
 ]
@@ -36,6 +37,10 @@ NOT_A_FILE = "tool.invalid_arguments.is_directory"
 #: OUTPUT_TOO_LARGE: the path named a file this tool does not export, and the tool's own output
 #: (a reference) is small; OUTPUT_TOO_LARGE is the host's hard ceiling on results.
 TOO_LARGE = "tool.invalid_arguments.file_too_large"
+#: A workspace file whose own name breaks the one name rule (``names``): a path export hands
+#: the person the file under its name, so ``.bashrc`` or ``report\u202efdp.exe`` (shown as
+#: ``reportexe.pdf``) is refused there as the content export refuses it as ``name``.
+UNSAFE_FILE_NAME = "tool.invalid_arguments.unsafe_file_name"
 # 2.0.0 only: the arguments' shape beyond what JSON Schema says (see export_v2).
 BOTH_PATH_AND_CONTENT = "tool.invalid_arguments.both_path_and_content"
 NO_PATH_OR_CONTENT = "tool.invalid_arguments.no_path_or_content"
@@ -48,6 +53,9 @@ MESSAGES: dict[str, str] = {
     NO_SUCH_PATH: "No file at that path in the workspace.",
     NOT_A_FILE: "That path is a directory. Export one file at a time.",
     TOO_LARGE: "That file is larger than the 64 MiB an export may hold.",
+    UNSAFE_FILE_NAME: "That file's name cannot be handed over as it is: it starts with a dot "
+    "or holds a control, format or separator character. Copy it to a plain name such as "
+    "report.txt and export that.",
     BOTH_PATH_AND_CONTENT: "Give either path (a workspace file) or content (text to save), "
     "not both.",
     NO_PATH_OR_CONTENT: "Give path (a workspace file) or content (text to save).",
@@ -69,6 +77,7 @@ V1_REASONS = (
     _reason(NO_SUCH_PATH),
     _reason(NOT_A_FILE),
     _reason(TOO_LARGE),
+    _reason(UNSAFE_FILE_NAME),
 )
 
 #: 2.0.0 declares 1.0.0's and its own. Over-long content and a name the schema's rules refuse
