@@ -47,7 +47,7 @@ from toolhost._model.context import Principal
 from toolhost._pipeline.log import get_logger
 
 __all__ = ["AuthConfigError", "Caller", "JwtVerifier", "RememberedTokens", "TokenFile",
-           "bearer_token", "caller_of", "refused", "time_claims_refusal"]
+           "bearer_caller", "bearer_token", "caller_of", "refused", "time_claims_refusal"]
 
 #: Seconds of clock difference a token's ``exp`` and ``nbf`` are allowed.
 LEEWAY_S = 30.0
@@ -345,17 +345,10 @@ class JwtVerifier:
             return _refused("invalid", error=type(exc).__name__)
         if claims.get("iss") != self.issuer:  # compared here too, exactly, whatever PyJWT does
             return _refused("issuer")
-        if "cnf" in claims:
-            # Sender-constrained (DPoP, mTLS: RFC 9449, 8705): it needs a proof of possession
-            # this server does not check, so it is not taken as a bearer token.
-            return _refused("sender_constrained")
         now = self._now()
-        late = time_claims_refusal(claims, now, exp_required=True)
-        if late is not None:
-            return _refused(late)
-        caller = caller_of(claims, self.issuer)
-        if caller is None:
-            return _refused("claims")
+        caller = bearer_caller(claims, self.issuer, now, exp_required=True)
+        if isinstance(caller, str):
+            return _refused(caller)
         self._verified.put(token, caller, min(float(claims["exp"]) + LEEWAY_S,
                                               now + JWKS_TTL_S), kid or "")
         return caller
@@ -407,6 +400,21 @@ class JwtVerifier:
             self._jwks, self._fetched_at = jwks, now
         # A key gone from the JWKS takes the tokens it verified with it.
         self._verified.keep_tags(jwks)
+
+
+def bearer_caller(claims: Mapping[str, Any], by: str, now: float, *,
+                  exp_required: bool) -> Caller | str:
+    """The caller claims found valid otherwise name, or why not (a reason for the log): not
+    sender-constrained, within ``exp``/``nbf``, with a ``sub``."""
+    if "cnf" in claims:
+        # Sender-constrained (DPoP, mTLS: RFC 9449, 8705): it needs a proof of possession
+        # this server does not check, so it is not taken as a bearer token.
+        return "sender_constrained"
+    late = time_claims_refusal(claims, now, exp_required=exp_required)
+    if late is not None:
+        return late
+    caller = caller_of(claims, by)
+    return "claims" if caller is None else caller
 
 
 def caller_of(claims: Mapping[str, Any], by: str) -> Caller | None:

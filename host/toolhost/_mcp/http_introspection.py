@@ -26,9 +26,8 @@ from toolhost._mcp.http_auth import (
     LEEWAY_S,
     Caller,
     RememberedTokens,
-    caller_of,
+    bearer_caller,
     refused,
-    time_claims_refusal,
 )
 from toolhost._pipeline.log import get_logger
 
@@ -102,17 +101,10 @@ class TokenIntrospector:
         audiences = [audience] if isinstance(audience, str) else audience
         if not isinstance(audiences, list) or self.audience not in audiences:
             return _refused("audience")
-        if "cnf" in claims:
-            # Sender-constrained (DPoP, mTLS: RFC 9449, 8705): it needs a proof of possession
-            # this server does not check, so it is not taken as a bearer token.
-            return _refused("sender_constrained")
         now = self._now()
-        late = time_claims_refusal(claims, now, exp_required=False)
-        if late is not None:
-            return _refused(late)
-        caller = caller_of(claims, self.issuer)
-        if caller is None:
-            return _refused("claims")
+        caller = bearer_caller(claims, self.issuer, now, exp_required=False)
+        if isinstance(caller, str):
+            return _refused(caller)
         if self._cache_s > 0:
             until = now + self._cache_s
             expires = claims.get("exp")
