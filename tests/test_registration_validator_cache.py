@@ -139,3 +139,29 @@ def test_only_plain_json_makes_a_key(tmp_path: Path) -> None:
     assert cache.key(odd, apply_defaults=True) is None
     assert compile_schema(odd, cache=cache)({"x": "a"}) == {"x": "a"}
     assert cache.key(_schema(3), apply_defaults=True) is not None
+
+
+@pytest.mark.parametrize("opened", ["file", "directory"])
+def test_code_someone_else_could_have_written_is_never_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opened: str) -> None:
+    # Regression (issue #26): an edited entry of cache/validators.json ran at the next start.
+    # The entries are read only from a file that nobody but this user could have written.
+    import os
+
+    _load(tmp_path, 3).close()
+    path = tmp_path / "cache" / "validators.json"
+    entries = json.loads(path.read_text())
+    ran = tmp_path / "ran"
+    planted = f"open({str(ran)!r}, 'w').close()\n"
+    path.write_text(json.dumps({k: planted + v for k, v in entries.items()}))
+    os.chmod(path if opened == "file" else path.parent, 0o666 if opened == "file" else 0o777)
+    with _load(tmp_path, 3, keep=False) as host:
+        assert (_accepts(host, "abc"), _accepts(host, "abcd")) == (True, False)
+    assert not ran.exists()
+    # The same file, only this user's again, is read (and its planted line runs): the mode
+    # and owner are what decide, not the content.
+    os.chmod(path, 0o600)
+    os.chmod(path.parent, 0o700)
+    with _load(tmp_path, 3, keep=False) as host:
+        _accepts(host, "abc")  # the code is run when its validator is first used
+    assert ran.exists()

@@ -8,6 +8,12 @@ be stale and nothing is invalidated. Only a schema that generated code is cached
 refused afresh at every start), and only plain JSON values make a key (a tuple and a list would
 encode alike). One that cannot be read is empty, one that cannot be written is not written;
 neither is ever an error.
+
+The entries are code every start runs, so they are read only from a file that nobody but this
+user could have written: the file and its directory owned by this user and writable by nobody
+else (as ssh's StrictModes judges ``authorized_keys``). Anything else is read as empty and
+regenerated; no signature would do better, since a key this user can read to check it, the
+same user could read to forge it (D256).
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ class ValidatorCache:
         self.path = path
         self._entries: dict[str, str] = {}
         self._dirty = False
-        self._entries = {k: v for k, v in read_entries(path).items() if isinstance(v, str)}
+        if _only_ours(path):
+            self._entries = {k: v for k, v in read_entries(path).items() if isinstance(v, str)}
         self._salt = _generator_digest()
 
     def key(self, schema: Mapping[str, Any], *, apply_defaults: bool) -> str | None:
@@ -61,6 +68,22 @@ class ValidatorCache:
             return
         write_entries(self.path, self._entries, most=MAX_ENTRIES)
         self._dirty = False
+
+
+def _only_ours(path: Path) -> bool:
+    """Whether only this user could have written ``path``: it and its directory are this
+    user's and not writable by group or others (a missing file is nothing to read)."""
+    import os
+
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    for checked in (path, path.parent):
+        try:
+            status = os.lstat(checked)
+        except OSError:
+            return False
+        if (uid is not None and status.st_uid != uid) or status.st_mode & 0o022:
+            return False
+    return True
 
 
 def _generator_digest() -> bytes | None:
