@@ -346,7 +346,8 @@ def test_toolhost_artifacts_get_streams_from_the_bucket(
 ) -> None:
     # LONG is many of the command's chunks: the body is read as a stream, then verified.
     env = s3_server.env(s3_bucket)
-    s = open_s3_artifact_store(env["TOOLHOST_ARTIFACT_STORE"], env, tmp_path, FixedClock(T0))
+    data = tmp_path / "data"  # -o writes outside the data directory (never inside it)
+    s = open_s3_artifact_store(env["TOOLHOST_ARTIFACT_STORE"], env, data, FixedClock(T0))
     upload = begin(s)
     upload.write(LONG)
     record = upload.commit(T0)
@@ -354,11 +355,11 @@ def test_toolhost_artifacts_get_streams_from_the_bucket(
     s.close()
     out = tmp_path / "out"
     out.mkdir()
-    result = toolhost(tmp_path, "get", record.id, "-o", str(out / "long.bin"), env=env)
+    result = toolhost(data, "get", record.id, "-o", str(out / "long.bin"), env=env)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
     assert (out / "long.bin").read_bytes() == LONG
     damage_object(s3_server, s3_bucket, record, LONG[:-1] + b"!")
-    refused = toolhost(tmp_path, "get", record.id, "-o", str(out / "again.bin"), env=env)
+    refused = toolhost(data, "get", record.id, "-o", str(out / "again.bin"), env=env)
     assert (refused.returncode, refused.stdout, refused.stderr) == (
         1, "", f"toolhost: artifact {record.id!r} was not written: its stored content no "
                "longer matches its checksum (checksum mismatch)\n")
