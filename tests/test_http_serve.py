@@ -353,21 +353,27 @@ def test_a_call_past_the_drain_time_is_cancelled_and_recorded(tmp_path: Path) ->
     assert (row["state"], row["reason_code"]) == ("failed", "tool.cancelled.run_cancelled")
 
 
-def test_readiness_says_not_ready_and_nothing_more_when_a_store_does_not_answer() -> None:
+def _readyz(*, ready: bool, draining: bool = False) -> httpx.Response:
+    """``GET /readyz`` of a front door whose stores answer ``ready``, stopping or not."""
     from toolhost._mcp.http_front import FrontDoor, HttpPolicy
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("the app is never reached")
 
     door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
-                                     max_body_bytes=10, max_calls=1), ready=lambda: False)
+                                     max_body_bytes=10, max_calls=1), ready=lambda: ready)
+    door.draining = draining
 
     async def ask() -> httpx.Response:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
                                      base_url="http://testserver") as client:
             return await client.get("/readyz")
 
-    answer = asyncio.run(ask())
+    return asyncio.run(ask())
+
+
+def test_readiness_says_not_ready_and_nothing_more_when_a_store_does_not_answer() -> None:
+    answer = _readyz(ready=False)
     assert (answer.status_code, answer.text) == (503, "not ready\n")
 
 
@@ -474,19 +480,5 @@ def test_a_hung_body_a_call_gave_up_on_still_counts_against_its_principal(
 
 
 def test_readiness_is_not_ready_while_draining() -> None:
-    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("the app is never reached")
-
-    door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
-                                     max_body_bytes=10, max_calls=1), ready=lambda: True)
-    door.draining = True
-
-    async def ask() -> httpx.Response:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
-                                     base_url="http://testserver") as client:
-            return await client.get("/readyz")
-
-    answer = asyncio.run(ask())
+    answer = _readyz(ready=True, draining=True)
     assert (answer.status_code, answer.text) == (503, "not ready\n")

@@ -104,12 +104,9 @@ def ensure_directory(directory: Path) -> None:
 def _create_private(path: Path) -> None:
     """Create the database file ``path`` readable by this user only, before SQLite does
     (SQLite gives its -wal and -shm files the database's mode); an existing one is kept."""
-    try:
+    # It exists; or SQLite's own open says what is wrong, in its one line.
+    with contextlib.suppress(OSError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
-    except OSError:
-        pass  # SQLite's own open says what is wrong, in its one line
 
 
 def unusable_directory(exc: OSError, directory: Path | None = None) -> StoreUnavailable:

@@ -214,8 +214,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     issuer = (settings.get("TOOLHOST_HTTP_ISSUER") or "").strip()
     audience = (settings.get("TOOLHOST_HTTP_AUDIENCE") or "").strip()
     jwt = introspection = metadata = metadata_url = None
-    if not (issuer or audience) and (_introspects(settings) or (
-            settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()):
+    introspection_url = (settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()
+    if not (issuer or audience) and (_introspects(settings) or introspection_url):
         raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_* settings need TOOLHOST_HTTP_ISSUER "
                           "and TOOLHOST_HTTP_AUDIENCE (whose tokens, for which server)")
     if issuer or audience:
@@ -230,11 +230,11 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
             if url.startswith("http://") and not _loopback_url(url):
                 raise ConfigError(f"{name} must be https:// (http:// only on loopback), not "
                                   f"{url!r}")
-        asks_metadata = not jwks_setting or (_introspects(settings) and not (
-            settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip())
+        asks_metadata = not jwks_setting or (_introspects(settings) and not introspection_url)
         read = _issuer_metadata(issuer, fetch) if asks_metadata else None
         discovered = read or {}
-        introspection = _introspector(settings, issuer, audience, discovered, post, now)
+        introspection = _introspector(settings, issuer, audience, introspection_url,
+                                      discovered, post, now)
         jwks_url = jwks_setting or _uri(discovered, "jwks_uri")
         if jwks_url or introspection is None or read is None:
             # An issuer of opaque tokens only, whose metadata says so by naming no keys:
@@ -348,15 +348,15 @@ def _introspects(settings: Settings) -> bool:
                 or (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or "").strip())
 
 
-def _introspector(settings: Settings, issuer: str, audience: str,
+def _introspector(settings: Settings, issuer: str, audience: str, url: str,
                   metadata: Mapping[str, Any], post: Post | None,
                   now: Callable[[], float]) -> Any:
-    """The RFC 7662 introspector the settings describe; None when they name none."""
+    """The RFC 7662 introspector the settings describe, asking ``url`` (the setting; empty:
+    the issuer's ``metadata`` names it); None when the settings name none."""
     from toolhost._mcp.http_introspection import DEFAULT_CACHE_S, TokenIntrospector
 
     client_id = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID") or "").strip()
     secret = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or "").strip()
-    url = (settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()
     if not (client_id or secret):
         if url:
             raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_URL needs "

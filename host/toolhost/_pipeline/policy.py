@@ -152,8 +152,6 @@ def _cell(key: str) -> tuple[SideEffect, Risk]:
     """The cell a TOOLHOST_POLICY key names; the error says which part is wrong and what the
     valid ones are (the key, not the value, was the mistake in {"FOO/LOW": "deny"})."""
     side_effect_name, slash, risk_name = key.partition("/")
-    side_effects = "|".join(s.value for s in SideEffect)
-    risks = "|".join(r.value for r in Risk)
     if not slash or "/" in risk_name:
         raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r} is not SIDE_EFFECT/RISK "
                                 f"(like \"CODE_EXECUTION/LOW\")")
@@ -161,12 +159,13 @@ def _cell(key: str) -> tuple[SideEffect, Risk]:
         side_effect = SideEffect(side_effect_name)
     except ValueError:
         raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r}: {side_effect_name!r} is not a "
-                                f"side effect ({side_effects})") from None
+                                f"side effect ({'|'.join(e.value for e in SideEffect)})"
+                                ) from None
     try:
         risk = Risk(risk_name)
     except ValueError:
         raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r}: {risk_name!r} is not a risk "
-                                f"({risks})") from None
+                                f"({'|'.join(r.value for r in Risk)})") from None
     return side_effect, risk
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
@@ -73,8 +74,6 @@ class ValidatorCache:
 def _only_ours(path: Path) -> bool:
     """Whether only this user could have written ``path``: it and its directory are this
     user's and not writable by group or others (a missing file is nothing to read)."""
-    import os
-
     uid = os.geteuid() if hasattr(os, "geteuid") else None
     for checked in (path, path.parent):
         try:

@@ -219,11 +219,14 @@ async def _without(key: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[by
     """``chunks``, refused (INVALID_RESPONSE) the moment they hold the API key, also across
     two chunks: a provider that echoes the key into its 200 body would otherwise have it
     stored as an artifact, readable by the model and whoever gets the file."""
+    overlap = len(key) - 1  # the most of the key one chunk can end with
     carry = b""
     async for chunk in chunks:
-        if key and key in carry + chunk:
+        # The chunk itself, then only the seam with the previous one: a chunk (up to 1 MiB)
+        # is never copied to be searched.
+        if key and (key in chunk or key in carry + chunk[:overlap]):
             raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "credential"})
-        carry = (carry + chunk)[-(len(key) - 1):] if len(key) > 1 else b""
+        carry = (carry + chunk[-overlap:])[-overlap:] if overlap > 0 else b""
         yield chunk
 
 
