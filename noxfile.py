@@ -1,7 +1,7 @@
 """Sessions: one per plugin (host + that plugin alone, its tests, which include the
 conformance suite), the host's tests, the conformance suite's own tests, the documented example
-plugin, lint, typing, and the demo; `ci` (the default) runs all but the demo in two concurrent
-streams.
+plugin, lint, typing, and the demo; `ci` (the default) runs all but the demo in concurrent
+streams. The host's tests run on each Python of HOST_PYTHONS, every other session on nox's.
 
 Plugins are discovered from plugins/*/pyproject.toml, so a new plugin gets its session by
 existing (templates/plugin, what a new plugin copies, is deliberately outside plugins/). Every
@@ -24,10 +24,19 @@ ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
 
-#: What `nox` runs: every test session, in two concurrent streams (see `ci`).
+#: The Pythons the host's tests run on: the oldest and the newest of those pyproject claims
+#: (3.11 to 3.13), so a claimed version is a tested one (D261). Every other session runs on
+#: the Python that runs nox.
+HOST_PYTHONS = ("3.11", "3.13")
+
+#: What `nox` runs: every test session, in three concurrent streams (see `ci`).
 nox.options.sessions = ["ci"]
-#: The host's tests, the longest session, beside all the others: about the same length each.
-CI_STREAMS = (("host",), ("lint", "typing", "conformance", "plugin", "example"))
+#: The host's tests on each Python, the longest sessions, beside all the others: about the
+#: same length each. Three streams on two cores: the host's tests wait on subprocesses and
+#: servers for most of their time, so a third stream costs little (D261).
+CI_STREAMS = (*((f"host-{v}",) for v in HOST_PYTHONS),
+              ("lint", "typing", "conformance", "plugin", "example"))
+# A claimed Python that is not on the machine fails the run; it never passes untested.
 nox.options.error_on_missing_interpreters = True
 # uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
 # installed, nox falls back to virtualenv and pip.
@@ -39,11 +48,38 @@ os.environ.setdefault("UV_NATIVE_TLS", "1")
 os.environ.setdefault("UV_SYSTEM_CERTS", "1")
 
 
+def _pyenv_pythons(versions: tuple[str, ...]) -> None:
+    """Make each of ``versions`` that pyenv installed findable as ``pythonX.Y``: pyenv's shims
+    run only the versions ``pyenv global`` selects, so nox's search (which asks them) misses
+    one that is installed but not selected. A link to it (the newest patch release) goes in
+    .nox/pythons, first on PATH; nothing else of that installation shadows the machine's."""
+    links = ROOT / ".nox" / "pythons"
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    for wanted in versions:
+        name = f"python{wanted}"
+        with contextlib.suppress(OSError):
+            if subprocess.run([name, "-c", ""], capture_output=True).returncode == 0:
+                continue  # on PATH and runs: nox finds it
+        found = [p for p in root.glob(f"{wanted}.*/bin/{name}") if p.is_file()]
+        if not found:
+            continue  # nox says it is missing
+        newest = max(found, key=lambda p: [int(n) for n in p.parent.parent.name.split(".")
+                                           if n.isdigit()])
+        links.mkdir(parents=True, exist_ok=True)
+        (links / name).unlink(missing_ok=True)
+        (links / name).symlink_to(newest)
+        if str(links) not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = f"{links}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+_pyenv_pythons(HOST_PYTHONS)
+
+
 @nox.session(venv_backend="none")
 def ci(session: nox.Session) -> None:
-    """Every test session, as two `nox` processes at once (these machines have two cores and
-    the sessions are mostly one process each). Each stream's output is printed whole, in
-    order, when it ends, so the log reads as if they had run one after the other."""
+    """Every test session, as one `nox` process per stream, all at once (these machines have
+    two cores and the sessions are mostly one process each). Each stream's output is printed
+    whole, in order, when it ends, so the log reads as if they had run one after the other."""
     failed = []
     with contextlib.ExitStack() as stack:
         logs = [stack.enter_context(tempfile.TemporaryFile(mode="w+")) for _ in CI_STREAMS]
@@ -81,9 +117,10 @@ def typing(session: nox.Session) -> None:
         session.run("mypy", "--strict", str(project.relative_to(ROOT) / "src"))
 
 
-@nox.session
+@nox.session(python=HOST_PYTHONS)
 def host(session: nox.Session) -> None:
-    """The host's own tests, with every first-party plugin installed beside it."""
+    """The host's own tests, with every first-party plugin installed beside it, on each
+    Python of HOST_PYTHONS (``host-3.11``, ``host-3.13``)."""
     # tests/test_cli.py builds throwaway plugins with hatchling and installs them with uv when
     # uv is on PATH (installed here, so it is; pip otherwise, which is three times slower).
     # The PostgreSQL and S3 backends' tests need real servers: the PostgreSQL binaries of the

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import pytest
+import unclosed_databases
 
 from toolhost import (
     Domain,
@@ -25,6 +27,84 @@ from toolhost import (
     Trust,
     hookimpl,
 )
+from toolhost._composition import Host
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _unclosed_databases_fail() -> Iterator[None]:
+    """A SQLite connection a test leaves open fails a test on 3.11 as it does on 3.13."""
+    undo = unclosed_databases.report_unclosed()
+    yield
+    undo()
+
+
+@pytest.fixture(autouse=True)
+def _opened_in(request: pytest.FixtureRequest) -> None:
+    """Which test a connection was opened in, for the report (3.11: see unclosed_databases)."""
+    unclosed_databases.running = request.node.nodeid
+
+
+@pytest.fixture(autouse=True)
+def _no_workspace_left_mounted(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A run a test never ended keeps its workspace's filesystem mounted (D265), as a live
+    run's is meant to; under the test's own tmp_path it is detached afterwards, so nothing
+    outlives the test (pytest cannot remove a directory something is mounted on)."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    root = str(request.getfixturevalue("tmp_path")) + "/"
+    yield
+    mounts = [line.split()[4].encode().decode("unicode_escape")
+              for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m.startswith(root)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
+@pytest.fixture(autouse=True)
+def _hosts_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every Host a test makes is closed when the test ends, passed or failed: its stores'
+    connections and its temporary data directory go then, never to the garbage collector.
+    A host of a wider fixture is made before this starts and is its fixture's to close."""
+    made: list[Host] = []
+    init = Host.__init__
+
+    def record(self: Host, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Host, "__init__", record)
+    yield
+    while made:
+        made.pop().close()
+
+
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closeable)
+
+
+class Closes(Protocol):
+    """The ``closes`` fixture's type, for a test's signature."""
+
+    def __call__(self, thing: C, /) -> C: ...
+
+
+@pytest.fixture
+def closes() -> Iterator[Closes]:
+    """``closes(thing)`` is ``thing``, closed when the test ends (passed or failed), last
+    opened first closed: a store or connection a test opens is never left to the collector."""
+    opened: list[_Closeable] = []
+
+    def register(thing: C) -> C:
+        opened.append(thing)
+        return thing
+
+    yield register
+    while opened:
+        opened.pop().close()
+
 
 CLOSED_IN = {
     "type": "object",

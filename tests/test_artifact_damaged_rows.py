@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path
         store: Any = open_artifact_store(tmp_path / "data", FixedClock(T0))
 
         def damage(artifact_id: str, column: str, value: Any) -> None:
-            with sqlite3.connect(tmp_path / "data" / DATABASE_NAME) as conn:
+            with closing(sqlite3.connect(tmp_path / "data" / DATABASE_NAME)) as conn, conn:
                 conn.execute(f"UPDATE artifacts SET {column} = ? WHERE id = ?",
                              (value, artifact_id))
     else:
@@ -129,7 +130,7 @@ def test_a_damaged_size_is_reported_as_the_size(tmp_path: Path) -> None:
     store = open_artifact_store(tmp_path / "data", FixedClock(T0))
     try:
         a, b, c = _three(store)
-        with sqlite3.connect(tmp_path / "data" / DATABASE_NAME) as conn:
+        with closing(sqlite3.connect(tmp_path / "data" / DATABASE_NAME)) as conn, conn:
             conn.execute("UPDATE artifacts SET size = 'big' WHERE id = ?", (b.id,))
         assert store.list_artifacts() == [a, c]
         damaged = store.list_rows()[1]
@@ -171,7 +172,7 @@ def damaged_store(tmp_path: Path) -> tuple[Path, list[ArtifactRecord]]:
         made = _three(store)
     finally:
         store.close()
-    with sqlite3.connect(data / DATABASE_NAME) as conn:
+    with closing(sqlite3.connect(data / DATABASE_NAME)) as conn, conn:
         conn.execute("UPDATE artifacts SET checksum = 'md5:abc' WHERE id = ?", (made[1].id,))
     return data, made
 
@@ -253,7 +254,7 @@ def test_mcp_resources_list_skips_a_damaged_row(tmp_path: Path) -> None:
                                         media_type="application/octet-stream",
                                         content=bytes([n]), trust=Trust.INTERNAL_TOOL).id
                 for n in range(3)]
-        with sqlite3.connect(tmp_path / "data" / DATABASE_NAME) as conn:
+        with closing(sqlite3.connect(tmp_path / "data" / DATABASE_NAME)) as conn, conn:
             conn.execute("UPDATE artifacts SET checksum = 'md5:abc' WHERE id = ?", (made[1],))
         listed = asyncio.run(RunResources(host).list(run))
         assert [str(r.uri) for r in listed.resources] == [

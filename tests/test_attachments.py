@@ -4,7 +4,7 @@ run leaves its owner (``Host.end_run``), and nothing the host captured or the us
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +48,9 @@ class TickingClock:
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Host:
-    return host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, clock=TickingClock())
+def host(tmp_path: Path) -> Iterator[Host]:
+    with host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, clock=TickingClock()) as host:
+        yield host
 
 
 def _write_in(host: Host, run: Any, origin: str, name: str) -> str:

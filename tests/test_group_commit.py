@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_plugin, make_spec
+from conftest import Closes, make_plugin, make_spec
 
 from toolhost import Idempotency, OutcomeStatus, SideEffect, Tool, ToolOutput
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
@@ -101,9 +101,9 @@ async def in_one_pass(commits: GroupCommit, *writes: Callable[[], Any]) -> list[
 
 
 def test_writes_in_one_pass_are_one_transaction_in_order_each_with_its_answer(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
-    store = open_store(tmp_path)
+    store = closes(open_store(tmp_path))
     spy = Spy(store)
     mine = store.owner()
     results = asyncio.run(in_one_pass(
@@ -120,8 +120,9 @@ def test_writes_in_one_pass_are_one_transaction_in_order_each_with_its_answer(
         ("inv-1", SUCCEEDED, "ok")]
 
 
-def test_a_write_alone_is_made_at_once_without_a_transaction(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
+def test_a_write_alone_is_made_at_once_without_a_transaction(
+        tmp_path: Path, closes: Closes) -> None:
+    store = closes(open_store(tmp_path))
     spy = Spy(store)
     commits = GroupCommit(lambda: store)
 
@@ -137,8 +138,9 @@ def test_a_write_alone_is_made_at_once_without_a_transaction(tmp_path: Path) -> 
     assert (spy.transactions, spy.writes) == (0, [("insert", "inv-1", False)])
 
 
-def test_a_failed_batch_is_rolled_back_and_each_write_made_again_alone(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
+def test_a_failed_batch_is_rolled_back_and_each_write_made_again_alone(
+        tmp_path: Path, closes: Closes) -> None:
+    store = closes(open_store(tmp_path))
     store.insert(record(id="taken"))
     spy = Spy(store)
     results = asyncio.run(in_one_pass(
@@ -158,9 +160,9 @@ def test_a_failed_batch_is_rolled_back_and_each_write_made_again_alone(tmp_path:
 
 
 def test_a_failed_commit_is_rolled_back_and_each_write_made_again_alone(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
-    store = open_store(tmp_path)
+    store = closes(open_store(tmp_path))
     spy = Spy(store)
     spy.fail_commit = True
     mine = store.owner()
@@ -177,7 +179,8 @@ def test_a_failed_commit_is_rolled_back_and_each_write_made_again_alone(
         ("a", InvocationState.AWAITING_APPROVAL), ("r", SUCCEEDED)]
 
 
-def test_a_store_without_transactions_commits_each_write_alone(tmp_path: Path) -> None:
+def test_a_store_without_transactions_commits_each_write_alone(
+        tmp_path: Path, closes: Closes) -> None:
     class Plain:
         """A backend written before ``transaction`` existed."""
 
@@ -187,7 +190,7 @@ def test_a_store_without_transactions_commits_each_write_alone(tmp_path: Path) -
         def insert(self, record: InvocationRecord) -> None:
             self.inner.insert(record)
 
-    store = open_store(tmp_path)
+    store = closes(open_store(tmp_path))
     plain = Plain(store)
     results = asyncio.run(in_one_pass(
         GroupCommit(lambda: plain),
@@ -197,9 +200,9 @@ def test_a_store_without_transactions_commits_each_write_alone(tmp_path: Path) -
 
 
 def test_a_caller_cancelled_while_queued_has_its_write_made_and_is_told_after(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
-    store = open_store(tmp_path)
+    store = closes(open_store(tmp_path))
     commits = GroupCommit(lambda: store)
     rows_when_told: list[int] = []
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_plugin, make_spec
+from conftest import Closes, make_plugin, make_spec
 from pg_server import pg_database, pg_server
 from test_group_commit import (
     Bodies,
@@ -84,12 +84,12 @@ def on_next_flush(commits: GroupCommit, before: Callable[[], object]) -> None:
 
 
 def test_after_a_failed_batch_the_connection_is_out_of_its_transaction_and_rows_are_durable(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
     """A batch that failed (a refused insert, then a failed COMMIT) leaves the SQLite
     connection outside any transaction: the replayed rows are visible from another
     connection, and the next batch opens a transaction of its own."""
-    store = open_store(tmp_path)
+    store = closes(open_store(tmp_path))
     store.insert(record(id="taken"))
     spy = Spy(store)
     commits = GroupCommit(lambda: store)
@@ -126,13 +126,13 @@ def test_after_a_failed_batch_the_connection_is_out_of_its_transaction_and_rows_
 
 
 def test_an_interrupt_during_the_replay_leaves_no_caller_waiting_for_ever(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
     """DEFECT: a BaseException (KeyboardInterrupt, SystemExit) raised by a write during the
     replay alone escapes ``_one_by_one``: the writes queued after it are never made nor
     settled, and their callers wait for ever, even when cancelled (``write`` loops until
     ``written``), so ``asyncio.run``'s shutdown hangs. The batch path settles everyone."""
-    store = open_store(tmp_path)
+    store = closes(open_store(tmp_path))
     store.insert(record(id="taken"))
     commits = GroupCommit(lambda: store)
 

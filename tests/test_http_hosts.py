@@ -301,3 +301,32 @@ def _raw(host: str, port: int, request: str) -> bytes:
         while chunk := conn.recv(65536):
             chunks.append(chunk)
     return b"".join(chunks)
+
+
+def test_an_idle_sessions_route_leaves_the_table_with_it(deployment: Deployment) -> None:
+    # Issue #26 item 1: a session the SDK ends for idleness (no DELETE) ends its run, and its
+    # row in the routing table goes too, so neither grows with sessions clients abandon.
+    from journeys.journey_support import _pg_rows
+
+    database = deployment.settings["TOOLHOST_DATABASE_URL"]
+
+    def sessions_routed() -> list[str]:
+        rows = _pg_rows(database, "SELECT key FROM toolhost_routes")
+        return [str(r["key"]) for r in rows if str(r["key"]).startswith("session")]
+
+    async def journey() -> None:
+        async with deployment.http_server(TOOLHOST_HTTP_SESSION_IDLE_S="1") as url, \
+                httpx.AsyncClient(timeout=30) as client:
+            opened = await client.post(url, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "raw", "version": "0"}}},
+                headers={"Authorization": f"Bearer {ANA}",
+                         "Accept": "application/json, text/event-stream"})
+            assert opened.status_code == 200
+            assert len(sessions_routed()) == 1
+            with anyio.fail_after(15):
+                while sessions_routed():
+                    await asyncio.sleep(0.1)
+
+    run(journey)

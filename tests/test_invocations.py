@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Closes
 
 from toolhost._adapters.sqlite_db import (
     CHECKPOINT_EVERY,
@@ -45,9 +46,9 @@ class TestSQLiteInvocationStore(InvocationStoreContract):
         return SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
 
 
-def test_wal_mode_and_versioned_migrations(tmp_path: Path) -> None:
+def test_wal_mode_and_versioned_migrations(tmp_path: Path, closes: Closes) -> None:
     conn = connect(tmp_path / DATABASE_NAME)
-    SQLiteInvocationStore(conn)
+    closes(SQLiteInvocationStore(conn))
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT component, version FROM schema_migrations").fetchall() == [
         ("invocations", 1), ("invocations", 2), ("invocations", 3), ("invocations", 4),
@@ -77,16 +78,17 @@ def test_rows_of_a_version_4_database_read_with_no_deadline_and_no_attachments(
     store.close()
 
 
-def test_rows_survive_a_new_connection(tmp_path: Path) -> None:
-    first = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+def test_rows_survive_a_new_connection(tmp_path: Path, closes: Closes) -> None:
+    first = closes(SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME)))
     first.insert(InvocationStoreContract.record())
-    second = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+    second = closes(SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME)))
     assert second.get("inv-1").state is InvocationState.AWAITING_APPROVAL
 
 
-def test_a_transactions_writes_are_seen_elsewhere_only_once_committed(tmp_path: Path) -> None:
-    a = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
-    b = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+def test_a_transactions_writes_are_seen_elsewhere_only_once_committed(
+        tmp_path: Path, closes: Closes) -> None:
+    a = closes(SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME)))
+    b = closes(SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME)))
     with a.transaction():
         a.insert(InvocationStoreContract.record(id="inv-1"))
         a.insert(InvocationStoreContract.record(id="inv-2"))
@@ -94,9 +96,9 @@ def test_a_transactions_writes_are_seen_elsewhere_only_once_committed(tmp_path: 
     assert b.count() == 2
 
 
-def test_two_connections_race_and_exactly_one_wins(tmp_path: Path) -> None:
-    a = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
-    b = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+def test_two_connections_race_and_exactly_one_wins(tmp_path: Path, closes: Closes) -> None:
+    a = closes(SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME)))
+    b = closes(SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME)))
     a.insert(InvocationStoreContract.record())
     expected = {InvocationState.AWAITING_APPROVAL}
     wins = [s.transition("inv-1", expected=expected, to=InvocationState.APPROVED, approver=n)
@@ -105,7 +107,7 @@ def test_two_connections_race_and_exactly_one_wins(tmp_path: Path) -> None:
 
 
 def test_a_database_from_before_owners_gains_the_column_and_keeps_its_rows(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
     conn = connect(tmp_path / DATABASE_NAME)
     migrate(conn, MIGRATIONS[:2])
@@ -114,7 +116,7 @@ def test_a_database_from_before_owners_gains_the_column_and_keeps_its_rows(
         "tool_version, arguments, argument_digest, state, artifact_refs, created_at) VALUES "
         "('old', 'r', 'p', '[]', 'fx.echo', '1.0.0', '{}', 'sha256:00', 'running', '[]', "
         "'2026-07-25T13:03:11.000000+00:00')")
-    store = SQLiteInvocationStore(conn)
+    store = closes(SQLiteInvocationStore(conn))
     old = store.get("old")
     assert (old.state, old.owner) == (InvocationState.RUNNING, None)
     assert store.owner_state(old.owner) is OwnerState.GONE

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import fixture_tools
 import pytest
 import structlog
+from conftest import Closes
 from fixture_tools import EXECUTIONS, LATE, PLUGIN, finished
 
 from toolhost import OutcomeStatus, Principal, ToolFailureKind, Trust
@@ -40,8 +42,9 @@ def _reset() -> None:
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Host:
-    return host_for({"fx-dist": PLUGIN}, data_dir=tmp_path)
+def host(tmp_path: Path) -> Iterator[Host]:
+    with host_for({"fx-dist": PLUGIN}, data_dir=tmp_path) as host:
+        yield host
 
 
 def rows(host: Host) -> list[Any]:
@@ -93,11 +96,11 @@ def test_step_3_missing_scope_is_permission_denied_not_retryable(host: Host) -> 
     assert outcome.failure.detail == {"missing": ["fx.read"]}
 
 
-def test_step_1_pins_choose_the_version(tmp_path: Path) -> None:
+def test_step_1_pins_choose_the_version(tmp_path: Path, closes: Closes) -> None:
     from conftest import make_plugin, make_spec, make_tool
 
     plugin = make_plugin(tools=[make_tool(), make_tool(make_spec(version="2.0.0"))])
-    h = host_for({"fx-dist": plugin}, data_dir=tmp_path)
+    h = closes(host_for({"fx-dist": plugin}, data_dir=tmp_path))
     assert h.invoke_sync("fx.echo", {}, run=h.start_run()).version == "2.0.0"
     assert h.invoke_sync("fx.echo", {}, run=h.start_run(pins={"fx.echo": "1.0.0"})).version == (
         "1.0.0")
@@ -155,9 +158,9 @@ def test_deny_after_approval_is_refused(host: Host) -> None:
         host.pipeline.deny(paused.invocation_id, "ops", "too late")
 
 
-def test_an_approval_binds_to_the_digest(host: Host) -> None:
+def test_an_approval_binds_to_the_digest(host: Host, closes: Closes) -> None:
     paused = pause(host)
-    conn = connect(host.data_dir / DATABASE_NAME)
+    conn = closes(connect(host.data_dir / DATABASE_NAME))
     conn.execute("UPDATE tool_invocations SET arguments = ? WHERE id = ?",
                  (json.dumps({"destination": "https://evil.invalid"}), paused.invocation_id))
     outcome = host.approve_sync(paused.invocation_id, "ops")
@@ -165,9 +168,10 @@ def test_an_approval_binds_to_the_digest(host: Host) -> None:
     assert EXECUTIONS == []
 
 
-def test_an_approval_binds_to_arguments_that_still_validate(host: Host) -> None:
+def test_an_approval_binds_to_arguments_that_still_validate(host: Host,
+                                                          closes: Closes) -> None:
     paused = pause(host)
-    conn = connect(host.data_dir / DATABASE_NAME)
+    conn = closes(connect(host.data_dir / DATABASE_NAME))
     conn.execute("UPDATE tool_invocations SET arguments = ? WHERE id = ?",
                  (json.dumps({"destination": 5}), paused.invocation_id))
     outcome = host.approve_sync(paused.invocation_id, "ops")
@@ -224,7 +228,7 @@ else:
 
 
 def test_a_pause_survives_a_killed_process_and_racing_processes_execute_once(
-    tmp_path: Path,
+    tmp_path: Path, closes: Closes,
 ) -> None:
     script = tmp_path / "proc.py"
     script.write_text(SCRIPT.format(tests=str(HERE), data=str(tmp_path / "data")))
@@ -238,22 +242,23 @@ def test_a_pause_survives_a_killed_process_and_racing_processes_execute_once(
     statuses = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert "succeeded" in statuses and set(statuses) <= {"succeeded", "running"}
     assert (tmp_path / "executions.log").read_text() == "d\n"
-    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path / "data")
+    h = closes(host_for({"fx-dist": PLUGIN}, data_dir=tmp_path / "data"))
     assert h.pipeline.invocations.get(invocation_id).state is InvocationState.SUCCEEDED
     assert h.pipeline.invocations.count() == 1
 
 
-def test_policy_deny_cell_denies_without_approval(tmp_path: Path) -> None:
+def test_policy_deny_cell_denies_without_approval(tmp_path: Path, closes: Closes) -> None:
     policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.DENY})
-    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
+    h = closes(host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy))
     outcome = h.invoke_sync("fx.echo", {"x": "a"}, run=h.start_run())
     assert outcome.status is OutcomeStatus.DENIED and outcome.content == DENIED_TEXT
     assert h.pipeline.invocations.get(outcome.invocation_id).state is InvocationState.DENIED
 
 
-def test_tightened_policy_requires_approval_for_a_reader(tmp_path: Path) -> None:
+def test_tightened_policy_requires_approval_for_a_reader(tmp_path: Path,
+                                                         closes: Closes) -> None:
     policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
-    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
+    h = closes(host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy))
     assert h.invoke_sync("fx.echo", {"x": "a"}, run=h.start_run()).paused
     assert policy.tightened == ("NONE/LOW: allow -> approval",)
 
@@ -461,9 +466,9 @@ def test_failure_detail_goes_to_logs_never_to_the_model(host: Host, json_logs: A
     assert "count" not in outcome.content
 
 
-def test_the_schema_holds_only_the_stores_tables(host: Host) -> None:
+def test_the_schema_holds_only_the_stores_tables(host: Host, closes: Closes) -> None:
     host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
-    conn = connect(host.data_dir / DATABASE_NAME)
+    conn = closes(connect(host.data_dir / DATABASE_NAME))
     assert table_names(conn) == ["artifacts", "schema_migrations", "tool_invocations"]
     assert fixture_tools.PLUGIN is PLUGIN
 
@@ -487,11 +492,12 @@ def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> N
     assert record.state is InvocationState.FAILED and record.finished_at is not None
 
 
-def test_an_approved_execution_can_be_cancelled_by_the_caller(tmp_path: Path) -> None:
+def test_an_approved_execution_can_be_cancelled_by_the_caller(tmp_path: Path,
+                                                              closes: Closes) -> None:
     from toolhost._model.runs import CancellationEvent
 
     policy = Policy.configured({(SideEffect.NONE, Risk.LOW): PolicyAction.REQUIRE_APPROVAL})
-    h = host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy)
+    h = closes(host_for({"fx-dist": PLUGIN}, data_dir=tmp_path, policy=policy))
     paused = h.invoke_sync("fx.asleep", {"seconds": 3}, run=h.start_run())
     cancellation = CancellationEvent()
 

@@ -31,6 +31,7 @@ from toolhost import (
     Trust,
     UserWords,
     WorkspaceNotFound,
+    WorkspaceUnavailable,
 )
 from toolhost._adapters.run_workspaces import RunWorkspaces
 from toolhost._model import host_reasons as core_messages
@@ -58,6 +59,21 @@ def test_two_processes_of_a_host_share_the_runs_generation(tmp_path: Path) -> No
     assert ours.provenance("b.md") is Provenance.SANDBOX_WRITTEN
     assert len(_generations(root, "run-1")) == 1
     ours.end()
+    assert not (root / "run-1").exists()
+
+
+def test_an_ended_runs_workspace_is_never_made_again(tmp_path: Path) -> None:
+    # Issue #26 review: a sync tool body that ignored its cancellation wrote after its MCP
+    # session ended, claimed the run a fresh generation, registered it live again and left
+    # it (with its descriptors) until the server stopped.
+    root = tmp_path / "workspaces"
+    ours = RunWorkspaces(root).start("run-1")[0]
+    ours.write("a.md", b"before the end")
+    ours.end()
+    with pytest.raises(WorkspaceUnavailable):
+        ours.write("late.md", b"after the end")
+    with pytest.raises(WorkspaceUnavailable):
+        ours.read("a.md")
     assert not (root / "run-1").exists()
 
 

@@ -272,6 +272,7 @@ class Host:
             with self._first_use:
                 if self._run_workspaces is None:
                     from toolhost._adapters.run_workspaces import RunWorkspaces
+                    from toolhost._adapters.sized_fs import SizedFilesystems
 
                     workspaces = self.data_dir / "workspaces"
                     # Owner only (also one an older version made): no other local user may
@@ -283,8 +284,17 @@ class Host:
                         workspaces.chmod(0o700)
                     except OSError:
                         pass
-                    self._run_workspaces = RunWorkspaces(workspaces)
+                    # Each workspace made here holds its quota as a filesystem (D265).
+                    self._run_workspaces = RunWorkspaces(
+                        workspaces, SizedFilesystems(self.settings.workspace_quota_bytes))
         return self._run_workspaces
+
+    def workspace_quota_problem(self) -> str | None:
+        """Why the workspaces this host makes cannot hold their byte quota as filesystems of
+        its size (D265), or None when they can: cheap, nothing is made or mounted."""
+        from toolhost._adapters.sized_fs import SizedFilesystems
+
+        return SizedFilesystems(self.settings.workspace_quota_bytes).problem()
 
     def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
         """An empty workspace of its own, under the data directory, removed by ``discard``
@@ -402,6 +412,8 @@ class Host:
         if self._owns_data_dir and self._data_dir is not None:
             from toolhost._adapters.fs_workspace import remove_tree
 
+            if self._run_workspaces is not None:
+                self._run_workspaces.release_all()  # never remove under a mounted workspace
             remove_tree(self._data_dir)
             self._data_dir = None
             self._owns_data_dir = False
@@ -482,12 +494,17 @@ class Host:
         """The run is over: its workspace is discarded (an operator's directory is kept) and
         it is no longer live on this host, and what it leaves the owner is returned: the
         files attached to its reply."""
-        if run.workspace is not None:
-            end = getattr(run.workspace, "end", None)
-            (end if end is not None else run.workspace.discard)()
+        self.release_run(run)
         from toolhost._model.runs import RunOutcome
 
         return RunOutcome(run_id=run.id, attachments=self.attachments(run))
+
+    def release_run(self, run: Run) -> None:
+        """``end_run`` for a run nobody waits on (an MCP session that ended): its workspace
+        is discarded and it is no longer live here; no store is asked for its files."""
+        if run.workspace is not None:
+            end = getattr(run.workspace, "end", None)
+            (end if end is not None else run.workspace.discard)()
 
     def attachments(self, run: Run) -> tuple[ArtifactRef, ...]:
         """Every file the run has exported or generated so far (ADR-0122), in order."""
@@ -620,6 +637,7 @@ def load_host(
     settings = settings if settings is not None else Settings.from_environ()
     settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
     settings.artifact_retention  # noqa: B018 - so does a bad TOOLHOST_ARTIFACT_RETENTION_DAYS
+    settings.workspace_quota_bytes  # noqa: B018 - and a bad TOOLHOST_WORKSPACE_QUOTA_BYTES
     policy = policy_from_settings(settings.env)
     from toolhost._registration.validator_cache import ValidatorCache
 

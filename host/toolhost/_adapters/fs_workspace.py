@@ -222,12 +222,16 @@ def remove_tree(root: Path) -> None:
     ``shutil.rmtree`` recurses once per level (and a 4096-byte path allows about 2000), so
     instead every subdirectory is renamed up to the top level before it is emptied: the tree
     is flattened as it is removed. Symlinks are unlinked, never followed.
+
+    :raises OSError: EBUSY for a filesystem mounted below ``root`` (a workspace's own, D265),
+        before anything in it is removed: unmount it first.
     """
     try:
         top = os.open(root, _O_DIR)
     except OSError:
         return
     try:
+        device = os.fstat(top).st_dev
         while True:
             with os.scandir(top) as it:
                 names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
@@ -239,6 +243,9 @@ def remove_tree(root: Path) -> None:
                     continue
                 sub = os.open(name, _O_DIR, dir_fd=top)
                 try:
+                    if os.fstat(sub).st_dev != device:
+                        raise OSError(errno.EBUSY, "a filesystem is mounted here",
+                                      os.path.join(root, name))
                     with os.scandir(sub) as it:
                         inner = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
                     for child, child_is_dir in inner:

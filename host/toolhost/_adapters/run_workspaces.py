@@ -8,18 +8,24 @@ run's next pause or end: the session that paused goes on in it. So the run's wor
 named on disk, not held in one process's memory::
 
     workspaces/.lock               flock'd (exclusive) while any run's registration changes
+    workspaces/.sized-v1-*.ext4    the quota's empty filesystem each generation's image is
+                                   copied from, made once (``sized_fs``, D267)
     workspaces/<run>/run.json      the run is live on this host: {"directory": null | "/abs"}
     workspaces/<run>/current       the name of the run's current generation (absent: none yet,
                                    or the run paused since)
     workspaces/<run>/<gen>/        that generation's root: what the tools and the sandbox see
     workspaces/<run>/<gen>.stamps  its provenance stamps (``workspace_stamps``), beside the
                                    root, never in it
+    workspaces/<run>/<gen>.img     the image of the filesystem mounted on the root, where the
+                                   host can mount (``sized_fs``: the quota held, D265)
 
 A generation is made by the first use after the run started or paused; every process of the
 host that uses the run's workspace then uses that one. A process holds a shared ``flock`` on
 the generation's directory while it has it open; a pause or end removes the ``current`` name
 at once and the directory only when no other process holds it (else the last holder, finding
-its generation no longer current, removes it when it lets go). An operator's directory
+its generation no longer current, removes it when it lets go). A mounted generation is
+unmounted before it is moved away or anything under it is removed; one that cannot be
+unmounted is kept, as a held one is. An operator's directory
 (``--workspace DIR``, ``TOOLHOST_MCP_WORKSPACE``) is the run's workspace whatever happens: a
 pause closes it and never deletes it.
 
@@ -45,12 +51,14 @@ from typing import Any
 import attrs
 
 from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
+from toolhost._adapters.sized_fs import IMAGE_SUFFIX, SizedFilesystems, is_mounted
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.runs import valid_run_id
 from toolhost._model.workspace import (
     READ_CHUNK,
     Listing,
     Provenance,
+    WorkspaceUnavailable,
     WorkspaceUsage,
     WriteResult,
 )
@@ -80,10 +88,13 @@ def _write_text(path: Path, text: str) -> None:
 
 
 class RunWorkspaces:
-    """Every run's workspace on this host, under ``TOOLHOST_DATA_DIR/workspaces``."""
+    """Every run's workspace on this host, under ``TOOLHOST_DATA_DIR/workspaces``. With
+    ``filesystems``, each workspace made here is a filesystem of the quota's size where the
+    host can mount (else, and without, a plain directory)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, filesystems: SizedFilesystems | None = None) -> None:
         self.root = root
+        self.filesystems = filesystems
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
@@ -191,6 +202,7 @@ class RunWorkspaces:
                     _write_text(run_dir / _RUN_FILE, json.dumps({"directory": None}))
                 generation = f"g{new_id()}"
                 _private_dir(run_dir / generation)
+                self._size(run_dir / generation)
                 _write_text(run_dir / _CURRENT, generation)
             try:
                 fd = os.open(run_dir / generation, _O_DIR)
@@ -229,6 +241,41 @@ class RunWorkspaces:
         _private_dir(detached)
         return detached / f"{run_id}-{new_id()}"
 
+    def make_detached(self, run_id: str) -> Path:
+        """A detached workspace (``detached_path``), made now: sized as a generation is."""
+        path = self.detached_path(run_id)
+        _private_dir(path)
+        self._size(path)
+        return path
+
+    def release(self, path: Path) -> bool:
+        """Unmount the workspace at ``path`` if it is a filesystem of its own, and remove its
+        image: True when ``path`` may now be removed, False when it is still mounted."""
+        if self.filesystems is None:
+            return not is_mounted(path)
+        return self.filesystems.release(path, _image_of(path))
+
+    def release_all(self) -> list[Path]:
+        """Unmount every workspace under the root (the data directory is about to be
+        removed: no process may use it any more); the ones still mounted."""
+        kept = []
+        with self._locked():
+            places = [self.root / ".detached"] + [self.run_dir(name) for name in
+                                                  _listdir(self.root) if valid_run_id(name)]
+            for place in places:
+                for name in _listdir(place):
+                    path = place / name
+                    if path.is_dir() and not path.is_symlink() and not self.release(path):
+                        kept.append(path)
+        return kept
+
+    def _size(self, path: Path) -> None:
+        """Make ``path`` (a new, empty directory) a filesystem of the quota, if the host can;
+        else it stays a directory, and ``toolhost check`` says the quota is not held."""
+        if self.filesystems is not None:
+            # A copy of the quota's template, one for the whole directory (D267).
+            self.filesystems.make(path, _image_of(path), templates=self.root)
+
     # ------------------------------------------------------------------ under the lock
 
     def _current(self, run_id: str) -> str | None:
@@ -258,6 +305,10 @@ class RunWorkspaces:
                 if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                     return False
                 raise
+            # Nobody holds it, and nobody can claim it while the registry is locked: unmount
+            # before it moves (a mount point cannot) and before anything removes under it.
+            if not self.release(path):
+                return False
             bin_ = self.root / ".trash"
             _private_dir(bin_)
             gone = bin_ / f"{run_id}-{generation}"
@@ -272,8 +323,10 @@ class RunWorkspaces:
     def _remove_run_dir_if_empty(self, run_id: str) -> None:
         run_dir = self.run_dir(run_id)
         with contextlib.suppress(OSError):
-            for leftover in [*run_dir.glob(".*.tmp"), *run_dir.glob("g*.stamps")]:
-                leftover.unlink()
+            for leftover in [*run_dir.glob(".*.tmp"), *run_dir.glob("g*.stamps"),
+                             *run_dir.glob(f"g*{IMAGE_SUFFIX}")]:
+                if leftover.suffix != IMAGE_SUFFIX or not leftover.with_suffix("").exists():
+                    leftover.unlink()
             run_dir.rmdir()
 
 
@@ -312,6 +365,18 @@ def _earlier(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None
     return b if a is None else a if b is None else min(a, b)
 
 
+def _image_of(path: Path) -> Path:
+    """The image of the filesystem mounted on ``path``, beside it: ``<name>.img``."""
+    return path.with_name(path.name + IMAGE_SUFFIX)
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
 def _generations(run_dir: Path) -> list[str]:
     try:
         return sorted(n for n in os.listdir(run_dir) if _GENERATION.fullmatch(n)
@@ -343,6 +408,9 @@ class RunWorkspace:
         #: A shared flock on the generation's directory, held while this process has it.
         self._hold: int | None = None
         self._stale = True
+        #: Set by ``end``: a tool body still running after its run ended (a sync body that
+        #: ignored its cancellation) must not claim the run a fresh generation, left behind.
+        self._ended = False
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -354,6 +422,8 @@ class RunWorkspace:
     def current(self) -> WorkspaceHandle:
         """The handle of the run's workspace for this call (made on first use)."""
         with self._lock:
+            if self._ended:
+                raise WorkspaceUnavailable("the run has ended")
             handle = self._handle
             if handle is not None and (not self._stale or self._directory is not None
                                        or self._detached):
@@ -362,7 +432,7 @@ class RunWorkspace:
                 handle = self._handle = WorkspaceHandle(self._directory)
             elif self._detached:
                 handle = self._handle = WorkspaceHandle(
-                    self._registry.detached_path(self.run_id), owned=True)
+                    self._registry.make_detached(self.run_id), owned=True)
             else:
                 generation, hold = self._registry.claim(self.run_id)
                 if handle is not None and generation == self._generation:
@@ -402,10 +472,10 @@ class RunWorkspace:
                 self._let_go()
             elif self._handle is not None:
                 handle, self._handle = self._handle, None
-                if self._detached:
+                handle.close()
+                # Unmounted first: nothing is removed under a mounted filesystem.
+                if self._detached and self._registry.release(handle.root):
                     handle.discard()
-                else:
-                    handle.close()
             self._stale = True
 
     def pause(self) -> None:
@@ -424,8 +494,10 @@ class RunWorkspace:
             self.close()
 
     def end(self) -> None:
-        """The run is over: discard, and no longer live on this host."""
+        """The run is over: discard, and no longer live on this host. Nothing uses this
+        workspace again (``current`` refuses)."""
         with self._lock:
+            self._ended = True
             self.close()
             if not self._detached:
                 self._registry.end(self.run_id)

@@ -1172,6 +1172,11 @@ def open_artifact_store(
     owns = conn is None
     if conn is None:
         conn = connect(data_dir / DATABASE_NAME)
-    return SQLiteArtifactStore(data_dir / "artifacts", conn, clock, owns_connection=owns,
-                               retention=retention)
+    try:
+        return SQLiteArtifactStore(data_dir / "artifacts", conn, clock, owns_connection=owns,
+                                   retention=retention)
+    except BaseException:  # a directory it cannot make, a database it refuses
+        if owns:
+            conn.close()
+        raise
 

@@ -195,6 +195,12 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
     for plugin_name, lines in ready:
         for line in lines or ():
             print(f"not ready: {distribution_of(plugin_name)}: {line}")
+    # Where the host cannot mount, a workspace's byte quota is only checked, not held (D265).
+    unheld = host.workspace_quota_problem()
+    if unheld is not None:
+        print(f"not held: the workspace quota ({settings.workspace_quota_bytes // 2**20} MiB) "
+              f"is not a filesystem of its size here ({unheld}): only the tools' own checks "
+              "bound it, and parallel writers can pass them (the sandbox's, every 0.2 s)")
     # Data others may read (made before toolhost made it private, or opened up by hand): said,
     # not changed, since an operator may share it on purpose. Not a refusal either.
     from toolhost._cli.approvals import printable

@@ -17,8 +17,13 @@ if TYPE_CHECKING:
     from toolhost._model.settings import Settings
     from toolhost._registration.discovery import PluginSource
 
-__all__ = ["CommandError", "load", "positive_int", "print_attachments", "print_json",
-           "print_outcome"]
+__all__ = ["CommandError", "close_loaded", "load", "positive_int", "print_attachments",
+           "print_json", "print_outcome"]
+
+#: The hosts this command loaded. ``close_loaded`` closes them when the command ends: their
+#: connections and pools close then, not in the interpreter's teardown (where a pool's
+#: threads can no longer be joined, and Python 3.13 reports every unclosed database).
+_loaded: list[Host] = []
 
 
 class CommandError(Exception):
@@ -58,12 +63,19 @@ def load(
         raise CommandError(str(exc), ExitCode.USAGE) from None
     except (PluginError, RegistrationRefused) as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
+    _loaded.append(host)
     if stores:
         try:
             host.pipeline  # noqa: B018 - composed now: the stores are opened and migrated
         except StoreUnavailable as exc:
             raise CommandError(str(exc), ExitCode.FAILED) from None
     return host
+
+
+def close_loaded() -> None:
+    """Close every host ``load`` gave this command (its stores' connections, its pools)."""
+    while _loaded:
+        _loaded.pop().close()
 
 
 def print_json(data: Any) -> None:

@@ -17,7 +17,13 @@ from typing import Any
 
 from toolhost._cli import approvals, artifacts, runs
 from toolhost._cli.check import cmd_check
-from toolhost._cli.common import CommandError, load, print_attachments, print_json
+from toolhost._cli.common import (
+    CommandError,
+    close_loaded,
+    load,
+    print_attachments,
+    print_json,
+)
 from toolhost._cli.exit_codes import ExitCode
 
 
@@ -278,6 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    try:
+        return _command(args)
+    finally:
+        close_loaded()
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[args.command](args)
     except CommandError as exc:

@@ -148,6 +148,11 @@ def _recover_interval(settings: Settings) -> float | None:
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CALLS = 16
 DEFAULT_DRAIN_S = 30.0
+#: Sessions open at once: each may hold its workspace's descriptor, and new ones are refused
+#: earlier still when descriptors run short (``descriptors``).
+DEFAULT_MAX_SESSIONS = 1000
+#: The SDK's own default: half an hour without a request ends a session.
+DEFAULT_SESSION_IDLE_S = 1800.0
 #: Loopback names with any port: the Host and Origin a local client sends.
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
@@ -173,6 +178,9 @@ class HttpConfig:
         TOOLHOST_HTTP_DRAIN_S          on SIGTERM, how long calls in flight may take to finish
         TOOLHOST_HTTP_BODY_TIMEOUT_S   how long a request's body may take to arrive (408)
         TOOLHOST_HTTP_MAX_CONNECTIONS  connections served at once (more: 503)
+        TOOLHOST_HTTP_MAX_SESSIONS     MCP sessions open at once (a new one past it: 503)
+        TOOLHOST_HTTP_SESSION_IDLE_S   a session with no request for this long ends: its run
+                                       ends and its workspace is discarded (default 1800)
         TOOLHOST_HTTP_ADVERTISE_URL    where the other hosts of the record reach this one's MCP
                                        endpoint (several hosts on one database; default: the
                                        bound address, when it is one address)
@@ -182,6 +190,10 @@ class HttpConfig:
     drain_s: float = DEFAULT_DRAIN_S
     #: Connections served at once (uvicorn's ``limit_concurrency``; more are answered 503).
     max_connections: int = 1000
+    #: Sessions open at once (the SDK answers 503 past it), and the seconds after which a
+    #: session with no request in flight ends.
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_idle_s: float = DEFAULT_SESSION_IDLE_S
     #: This host's MCP endpoint as the other hosts reach it; None: the bind is every address
     #: and the operator named none.
     advertise_url: str | None = None
@@ -259,6 +271,9 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     return HttpConfig(policy=policy, drain_s=float(_positive(
         settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
         max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000),
+        max_sessions=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
+        session_idle_s=_seconds(settings, "TOOLHOST_HTTP_SESSION_IDLE_S",
+                                DEFAULT_SESSION_IDLE_S),
         advertise_url=_advertise_url(settings, bind, port))
 
 
@@ -301,6 +316,22 @@ def _positive(settings: Settings, name: str, default: int) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigError(f"{name} must be a whole number of at least 1, not {raw!r}")
     return int(raw)
+
+
+def _seconds(settings: Settings, name: str, default: float) -> float:
+    """A positive, finite number of seconds (``0.5`` too)."""
+    import math
+
+    raw = (settings.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name} must be a number of seconds above 0, not {raw!r}")
+    return value
 
 
 def _issuer_metadata(issuer: str, fetch: Callable[[str], bytes]) -> dict[str, Any] | None:

@@ -38,6 +38,7 @@ import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
+from toolhost._mcp.descriptors import OncePerInterval, running_short
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
 from toolhost._mcp.http_introspection import TokenIntrospector
@@ -128,8 +129,12 @@ class FrontDoor:
     def __init__(self, app: Any, policy: HttpPolicy, *,
                  ready: Callable[[], bool],
                  abandoned: Callable[[str], int] = lambda principal: 0,
-                 router: Router | None = None) -> None:
+                 router: Router | None = None, once: OncePerInterval | None = None,
+                 open_sessions: Callable[[], int] = lambda: 0) -> None:
         self._app = app
+        self._open_sessions = open_sessions
+        #: Which log lines about running out are due (one a minute of each kind).
+        self._once = once
         #: Several hosts on one record: where each session and sessionless run is served.
         self._router = router
         self._policy = policy
@@ -226,6 +231,17 @@ class FrontDoor:
             self.refused["draining"] += 1
             await _json(send, 503, _stopping_reply(frame), retry_after="1")
             return
+        if _header(headers, b"mcp-session-id") is None and _opens_session(frame):
+            left = running_short(self._open_sessions())
+            if left is not None:
+                # Out of descriptors the open sessions would fail too: no new one here.
+                self.refused["descriptors"] += 1
+                suppressed = self._once.allow("descriptors") if self._once else 0
+                if suppressed is not None:
+                    self._log.warning("http.sessions.refused", reason="descriptors",
+                                      descriptors_left=left, not_logged=suppressed)
+                await _json(send, 503, _no_session_reply(frame), retry_after="5")
+                return
         principal = caller.principal.id if caller is not None else ""
         counted = _is_tool_call(frame)
         if counted and (self._calls[principal] + self._abandoned(principal)
@@ -368,6 +384,17 @@ def _starts_work(frame: Any) -> bool:
     frames = frame if isinstance(frame, list) else [frame]
     return any(isinstance(f, dict) and f.get("method") in ("tools/call", "initialize")
                and "id" in f for f in frames)
+
+
+def _opens_session(frame: Any) -> bool:
+    """An ``initialize`` (without a session header it is what opens one)."""
+    return isinstance(frame, dict) and frame.get("method") == "initialize"
+
+
+def _no_session_reply(frame: Any) -> dict[str, Any]:
+    rid = frame.get("id") if isinstance(frame, dict) else None
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": -32000, "message": "Too many open sessions. Retry later."}}
 
 
 def _stopping_reply(frame: Any) -> dict[str, Any]:

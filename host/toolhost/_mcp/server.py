@@ -41,10 +41,16 @@ from toolhost._composition import Host
 from toolhost._mcp.calls import CANCEL_GRACE_S, ToolCalls
 from toolhost._mcp.config import ConfigError, HttpConfig, ServeConfig, http_config, pins_setting
 from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, served_roster
+from toolhost._mcp.descriptors import (
+    OncePerInterval,
+    QuietSessionLimit,
+    quiet_out_of_descriptors,
+    raise_limit,
+)
 from toolhost._mcp.frames import FrameErrorReplies
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
-from toolhost._mcp.sessions import Sessions
+from toolhost._mcp.sessions import SessionEnds, Sessions
 from toolhost._mcp.transport import stdio_streams
 from toolhost._model.routes import HostAddress
 from toolhost._pipeline.log import get_logger
@@ -125,6 +131,7 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
         # configured every span is a no-op that still costs ~60 µs a request (bench_mcp.py).
         server.middleware = [m for m in server.middleware
                              if type(m).__name__ != "OpenTelemetryMiddleware"]
+    server.middleware.append(SessionEnds(sessions))
     return server, sessions
 
 
@@ -286,10 +293,21 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     # three exact loopback spellings) is off, so the operator's allow-lists are the rule.
     mcp_app = server.streamable_http_app(
         host=bind, max_request_body_size=http.policy.max_body_bytes,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=http.session_idle_s, max_sessions=http.max_sessions)
     router = await _router(host, http)
+    if router is not None:
+        sessions.on_end.append(router.closed)  # an idle session's route goes with it
+    raised = raise_limit()
+    if raised is not None:
+        get_logger().info("http.descriptors.limit_raised", soft=raised[0], to=raised[1])
+    loop = asyncio.get_running_loop()
+    once = OncePerInterval(loop.time)
+    quiet_out_of_descriptors(loop, once, get_logger())
+    logging.getLogger("mcp.server.streamable_http_manager").addFilter(QuietSessionLimit(once))
     app = FrontDoor(mcp_app, http.policy, ready=host.ready,
-                    abandoned=host.pipeline.abandoned_bodies, router=router)
+                    abandoned=host.pipeline.abandoned_bodies, router=router, once=once,
+                    open_sessions=lambda: sessions.open_count)
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
     # slow clients).

@@ -11,15 +11,24 @@ operator's directory, TOOLHOST_MCP_WORKSPACE), kept through approvals answered i
 discarded when a call is left waiting (a pause: the next call, or the approved one wherever it
 runs, starts the run's next workspace), and ended with the session. Its pins and deadline are
 the server's (``--pin``, TOOLHOST_MCP_RUN_TIMEOUT_S).
+
+When an HTTP session ends: the client's DELETE, the SDK's idle timeout
+(TOOLHOST_HTTP_SESSION_IDLE_S), or the server stopping. The SDK then cancels the session's
+requests in flight (each call records its cancellation, ``calls``) and unwinds the
+connection's exit stack, where ``SessionEnds`` put ``Sessions.ended``: the run ends, its
+workspace is discarded and its descriptor closed, and the server forgets the session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import attrs
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolhost._composition import Host
@@ -28,9 +37,11 @@ from toolhost._model.context import Principal
 from toolhost._model.runs import Run
 from toolhost._pipeline.log import get_logger
 
-__all__ = ["Session", "Sessions", "session_key"]
+__all__ = ["Session", "SessionEnds", "Sessions", "session_key"]
 
 SESSION_HEADER = "mcp-session-id"
+#: Marks a connection whose end ``SessionEnds`` already watches (its ``state``).
+_WATCHED = "toolhost.session_end_watched"
 
 
 @attrs.define(eq=False)
@@ -78,6 +89,14 @@ class Sessions:
         self._pins = dict(pins or {})
         self._run_timeout_s = run_timeout_s
         self._sessions: dict[tuple[str, str, str | None], Session] = {}
+        #: What else ends with a transport session (its route among several hosts).
+        self.on_end: list[Callable[[str], Awaitable[None]]] = []
+        #: Transport sessions open now (``SessionEnds`` tells), for the descriptor budget.
+        self._open: set[str] = set()
+        #: Ends the runs of sessions that ended, one at a time (they take the workspace
+        #: registry's lock in turn anyway).
+        self._ending = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolhost-end")
+        self._hooks: set[asyncio.Task[None]] = set()
 
     def of(self, ctx: Any) -> Session:
         """The session a request belongs to (``session_key``), for the principal its bearer
@@ -108,6 +127,49 @@ class Sessions:
                                            principal=principal.id)
         return session
 
+    @property
+    def open_count(self) -> int:
+        """Transport sessions open now (opened, not yet ended), with a run or not."""
+        return len(self._open)
+
+    def opened(self, key: str) -> None:
+        self._open.add(key)
+
+    def ended(self, key: str) -> None:
+        """Transport session ``key`` is over (the client's DELETE, idleness, the server
+        stopping): every run it had is told to stop and handed to this server's own worker
+        to end (its workspace removed: disk work, off the loop), and the session is forgotten
+        here and by the ``on_end`` hooks. Returns at once: the SDK gives a session's cleanup
+        5 s and its thread pool is shared, so a burst of endings (every session at a stop)
+        must not wait for either; ``close`` waits for the worker."""
+        self._open.discard(key)
+        runs = [self._sessions.pop(k).run for k in [k for k in self._sessions if k[2] == key]]
+        for run in runs:
+            run.cancellation.cancel()  # a tool body still running is told to stop
+            self._ending.submit(self._end, run)
+        if self.on_end:
+            loop = asyncio.get_running_loop()
+            for hook in self.on_end:
+                task = loop.create_task(self._quietly(hook, key))
+                self._hooks.add(task)
+                task.add_done_callback(self._hooks.discard)
+
+    @staticmethod
+    async def _quietly(hook: Callable[[str], Awaitable[None]], key: str) -> None:
+        try:
+            await hook(key)
+        except Exception as exc:  # a table away: the route's host retires it later
+            get_logger().warning("mcp.session.end_hook_failed", error=type(exc).__name__)
+
+    def _end(self, run: Run) -> None:
+        try:
+            self._host.release_run(run)
+        except Exception as exc:  # the next run must not inherit this one's failure
+            get_logger(run_id=run.id).warning("mcp.session.end_failed",
+                                              error=type(exc).__name__)
+        else:
+            get_logger(run_id=run.id).info("mcp.session.ended", session=run.conversation_id)
+
     def cancel(self) -> None:
         """Cancel every run's calls in flight (a stopping server whose drain time is up):
         each records its cancellation and answers it."""
@@ -115,8 +177,35 @@ class Sessions:
             session.run.cancellation.cancel()
 
     def close(self) -> None:
-        """End every run: fresh workspaces are discarded, an operator's directory is kept."""
+        """End every run: the endings under way finish, then the rest end here (fresh
+        workspaces are discarded, an operator's directory is kept)."""
+        self._ending.shutdown(wait=True)
         sessions, self._sessions = self._sessions, {}
+        self._open.clear()
         for session in sessions.values():
             session.run.cancellation.cancel()
-            self._host.end_run(session.run)
+            self._end(session.run)
+
+
+class SessionEnds:
+    """Server middleware: on a session's first request (its ``initialize``), ``Sessions.ended``
+    goes onto the connection's exit stack, which the SDK unwinds when the transport session
+    ends, however it ends. A 2026-07-28 request has a connection of its own each time and no
+    session: nothing to watch (and its header never names a session to end)."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any],
+                       call_next: CallNext) -> HandlerResult:
+        # The SDK's Connection (documented: "push cleanup from handlers or middleware") is
+        # not on this context type yet, only on the session it holds (the SDK's TODO L54).
+        connection = getattr(ctx.session, "_connection", None)
+        key = getattr(connection, "session_id", None)
+        if (connection is not None and key is not None
+                and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+                and _WATCHED not in connection.state):
+            connection.state[_WATCHED] = True
+            self._sessions.opened(key)
+            connection.exit_stack.callback(self._sessions.ended, key)
+        return await call_next(ctx)

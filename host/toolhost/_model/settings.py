@@ -17,6 +17,7 @@ from toolhost._model.secrets import Secret
 __all__ = [
     "ARTIFACT_RETENTION_DAYS",
     "LOG_LEVELS",
+    "WORKSPACE_QUOTA_BYTES",
     "SettingError",
     "Settings",
     "StoreUnavailable",
@@ -35,6 +36,12 @@ _LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "notset": "debug"}
 ARTIFACT_RETENTION_DAYS = 30
 #: The most days it takes (about a century): more would overflow a datetime's year range.
 _MAX_RETENTION_DAYS = 36500
+#: TOOLHOST_WORKSPACE_QUOTA_BYTES when unset: the disk one run's workspace may use, 1 GiB.
+WORKSPACE_QUOTA_BYTES = 1024 * 1024 * 1024
+#: Its bounds: below 16 MiB ext4's own metadata is most of a workspace filesystem (D265);
+#: above 1 TiB is no longer a cache.
+_MIN_WORKSPACE_QUOTA = 16 * 1024 * 1024
+_MAX_WORKSPACE_QUOTA = 1024 ** 4
 
 
 class SettingError(ValueError):
@@ -152,6 +159,27 @@ class Settings:
             )
         days = int(raw)
         return _dt.timedelta(days=days) if days else None
+
+    @property
+    def workspace_quota_bytes(self) -> int:
+        """TOOLHOST_WORKSPACE_QUOTA_BYTES: the disk one run's workspace may use, held by a
+        filesystem of that size where the host can mount (D265) and checked by the tools
+        that write (the sandbox polls it). Unset or blank: ``WORKSPACE_QUOTA_BYTES``.
+
+        :raises SettingError: for a value that is not a whole number of bytes from 16 MiB
+            to 1 TiB.
+        """
+        raw = self.env.get("TOOLHOST_WORKSPACE_QUOTA_BYTES", "").strip()
+        if not raw:
+            return WORKSPACE_QUOTA_BYTES
+        if (not (raw.isascii() and raw.isdigit())
+                or not _MIN_WORKSPACE_QUOTA <= int(raw) <= _MAX_WORKSPACE_QUOTA):
+            raise SettingError(
+                f"TOOLHOST_WORKSPACE_QUOTA_BYTES is {raw!r}, not a quota: set it to a whole "
+                f"number of bytes from {_MIN_WORKSPACE_QUOTA} (16 MiB) to "
+                f"{_MAX_WORKSPACE_QUOTA} (1 TiB), or leave it unset for "
+                f"{WORKSPACE_QUOTA_BYTES} (1 GiB)")
+        return int(raw)
 
     @property
     def plugin_allow_list(self) -> tuple[str, ...] | None:

@@ -42,6 +42,7 @@ from toolhost._pipeline.artifacts import RunArtifactWriter
 from toolhost._ports.artifacts import READ_CHUNK, ArtifactChunks, ArtifactStore, ArtifactUpload
 from toolhost._ports.clock import Clock
 from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock, ScriptedClock
+from toolhost._testing.closing import ClosesItsStores
 
 __all__ = ["T0", "ArtifactStoreContract"]
 
@@ -94,7 +95,7 @@ def _identity(record: ArtifactRecord) -> dict[str, Any]:
     )
 
 
-class ArtifactStoreContract:
+class ArtifactStoreContract(ClosesItsStores):
     """What every ArtifactStore backend must do. Override ``make_store``, and
     ``damage_content`` to run the tests of reads over damaged content."""
 

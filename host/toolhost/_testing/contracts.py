@@ -21,6 +21,7 @@ from toolhost._model.invocations import (
 from toolhost._ports.clock import Clock
 from toolhost._ports.invocations import InvocationStore
 from toolhost._testing.clocks import DEFAULT_INSTANT
+from toolhost._testing.closing import ClosesItsStores
 
 __all__ = ["ClockContract", "InvocationStoreContract"]
 
@@ -42,7 +43,7 @@ class ClockContract:
         assert now.tzinfo is dt.UTC
 
 
-class InvocationStoreContract:
+class InvocationStoreContract(ClosesItsStores):
     """The InvocationStore port's contract suite. Subclass with ``make_store(tmp_path)``.
 
     Any backend that replaces SQLite (a server database, say) must pass it unchanged.

@@ -2,28 +2,29 @@
 file size, open files, core dumps, and the output ``runner`` reads (``OUTPUT_LIMIT``).
 
 Resource limits (``setrlimit``) are set on the launcher before it becomes bwrap, so bwrap and
-everything the command starts inherit them. Two of them are not enough on their own, and a
-per-call cgroup (v1 ``pids`` and ``memory`` hierarchies, when this process may write them)
-closes the gaps:
+everything the command starts inherit them. Two of them are not enough on their own:
 
-- RLIMIT_NPROC is not enforced for a process that is root on the host, even inside a user
-  namespace (its uid maps to host root, which the kernel exempts). As root, a ``pids``
-  cgroup is therefore required: without one the tool fails closed. As any other user,
-  RLIMIT_NPROC applies (it counts that user's processes).
+- RLIMIT_NPROC is not enforced for a process whose real uid is root on the host, even inside
+  a user namespace (its uid maps to host root, which the kernel exempts).
 - RLIMIT_AS bounds each process, not their sum; a ``memory`` cgroup, where there is one,
   bounds the whole sandbox.
+
+So each call picks how its processes are limited (``limits_for_call``, docs/decisions.md
+D263), first that works: a per-call cgroup (``cgroups``: v1 ``pids``, else a delegated v2
+subtree); else, as root, a dedicated unprivileged uid (``sandbox_user``) under which
+RLIMIT_NPROC holds; as any other user RLIMIT_NPROC holds already (it counts that user's
+processes). As root with neither, the tool fails closed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import itertools
 import os
 import resource
-import signal
-import threading
-from pathlib import Path
+from dataclasses import dataclass
+
+from toolhost import Settings
+from toolhost_sandbox.cgroups import Cgroup
+from toolhost_sandbox.sandbox_user import SandboxUser, UserUnavailable, lease, uid_range
 
 __all__ = [
     "CPU_SLACK_S",
@@ -32,10 +33,11 @@ __all__ = [
     "OPEN_FILES",
     "OUTPUT_LIMIT",
     "PROCESSES",
+    "CallLimits",
     "Cgroup",
     "LimitsUnavailable",
     "apply_rlimits",
-    "cgroup_for_call",
+    "limits_for_call",
 ]
 
 #: Address space of each process, and (with a memory cgroup) of the whole sandbox.
@@ -50,9 +52,6 @@ OUTPUT_LIMIT = 1024 * 1024
 #: CPU seconds a process may use beyond the call's wall time: the wall clock ends it first;
 #: this ends a process that somehow outlived it.
 CPU_SLACK_S = 1
-
-_CGROUP_ROOT = Path("/sys/fs/cgroup")
-_names = itertools.count()
 
 
 class LimitsUnavailable(Exception):
@@ -77,120 +76,46 @@ def apply_rlimits(pid: int, timeout_s: int) -> None:
         resource.prlimit(pid, which, (value, value))
 
 
-def _own_path(controller: str) -> str | None:
-    """This process's cgroup in ``controller``'s v1 hierarchy (``/proc/self/cgroup``)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            return path
-    return None
+@dataclass
+class CallLimits:
+    """How one call's processes are limited: its ``cgroup``, or the sandbox ``user`` it runs
+    as, or neither (a non-root host: RLIMIT_NPROC). ``mechanism`` says which, for the
+    operator. ``release`` (idempotent) removes the cgroup and frees the uid."""
+
+    cgroup: Cgroup | None = None
+    user: SandboxUser | None = None
+
+    @property
+    def mechanism(self) -> str:
+        if self.cgroup is not None:
+            return f"a cgroup v{self.cgroup.version} pids.max of {PROCESSES} ({self.cgroup.path})"
+        if self.user is not None:
+            return f"RLIMIT_NPROC {PROCESSES} under the sandbox uid {self.user.uid}"
+        return f"RLIMIT_NPROC {PROCESSES} under this process's uid {os.geteuid()}"
+
+    def release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.user is not None:
+            self.user.release()
 
 
-def _make(controller: str) -> Path | None:
-    """A fresh child of this process's own cgroup (so its parent's limits still bind), or
-    None when the hierarchy is not there or not writable."""
-    own = _own_path(controller)
-    if own is None:
-        return None
-    parent = _CGROUP_ROOT / controller / own.lstrip("/")
-    if not (parent / "cgroup.procs").is_file():
-        return None
-    while True:
-        path = parent / f"toolhost-sandbox-{os.getpid()}-{next(_names)}"
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-        except OSError:
-            return None
+def _root_without_pids(why: str) -> str:
+    return ("running as root, where RLIMIT_NPROC is not enforced, with no writable pids cgroup "
+            "(v1, or a v2 subtree with pids) to limit processes and no sandbox uid to run "
+            f"under ({why}); give the host a pids cgroup, or run it as an unprivileged user")
 
 
-class Cgroup:
-    """One call's ``pids`` (and, where possible, ``memory``) cgroup: ``add`` the launcher
-    before it becomes bwrap, ``kill`` everything in it, ``remove`` it afterwards."""
+def limits_for_call(settings: Settings) -> CallLimits:
+    """The call's process limit, first that works: a cgroup, else (as root) a sandbox uid of
+    its own, else (not root) RLIMIT_NPROC alone.
 
-    def __init__(self, dirs: list[Path]) -> None:
-        self._dirs = dirs
-
-    @classmethod
-    def create(cls) -> Cgroup | None:
-        """A cgroup with the process limit, or None when none can be made here."""
-        pids = _make("pids")
-        if pids is None:
-            return None
-        group = cls([pids])
-        try:
-            (pids / "pids.max").write_text(str(PROCESSES))
-        except OSError:
-            group.remove()
-            return None
-        memory = _make("memory")
-        if memory is not None:
-            group._dirs.append(memory)
-            try:
-                (memory / "memory.limit_in_bytes").write_text(str(MEMORY_BYTES))
-                swap = memory / "memory.memsw.limit_in_bytes"
-                if swap.exists():
-                    swap.write_text(str(MEMORY_BYTES))
-            except OSError:
-                group._dirs.remove(memory)
-                with contextlib.suppress(OSError):
-                    memory.rmdir()
-        return group
-
-    def add(self, pid: int) -> None:
-        for path in self._dirs:
-            (path / "cgroup.procs").write_text(str(pid))
-
-    def pids(self) -> list[int]:
-        try:
-            text = (self._dirs[0] / "cgroup.procs").read_text()
-        except OSError:
-            return []
-        return [int(p) for p in text.split()]
-
-    def kill(self) -> None:
-        """SIGKILL every process still in the group (a second net under the namespace kill)."""
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-    def remove(self, *, wait_s: float = 5.0) -> None:
-        """Kill what is left and remove the directories; a process still exiting keeps a
-        cgroup busy (EBUSY) for a moment, so this retries for up to ``wait_s``."""
-        pause = threading.Event()
-        tries = max(1, int(wait_s / 0.01))
-        for path in reversed(self._dirs):
-            for _ in range(tries):
-                self.kill()
-                try:
-                    path.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EBUSY:
-                        break
-                    pause.wait(0.01)
-
-
-_ROOT_WITHOUT_PIDS = (
-    "running as root, where RLIMIT_NPROC is not enforced, and no writable pids cgroup (v1, "
-    "/sys/fs/cgroup/pids) exists to limit processes instead; run the host as an unprivileged "
-    "user or give it a pids cgroup")
-
-
-def cgroup_for_call() -> Cgroup | None:
-    """The call's cgroup; None where RLIMIT_NPROC alone limits processes (a non-root uid).
-
-    :raises LimitsUnavailable: as root with no pids cgroup: no process limit would hold.
+    :raises LimitsUnavailable: as root with no pids cgroup and no usable sandbox uid.
     """
-    group = Cgroup.create()
-    if group is None and os.geteuid() == 0:
-        raise LimitsUnavailable(_ROOT_WITHOUT_PIDS)
-    return group
+    group = Cgroup.create(PROCESSES, MEMORY_BYTES)
+    if group is not None or os.geteuid() != 0:
+        return CallLimits(cgroup=group)
+    try:
+        return CallLimits(user=lease(uid_range(settings)))
+    except UserUnavailable as exc:
+        raise LimitsUnavailable(_root_without_pids(exc.reason)) from None

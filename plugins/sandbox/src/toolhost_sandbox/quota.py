@@ -4,8 +4,12 @@ while it runs.
 RLIMIT_FSIZE bounds each file, not their number, so without this one call could fill the
 host's disk (the data directory's: its SQLite stores and artifacts too). The runner measures
 the workspace every ``INTERVAL_S`` (longer for a big tree: ``PAUSE_PER_ENTRY_S``) and kills
-the sandbox once it holds more than ``QUOTA_BYTES`` of disk blocks, ``QUOTA_ENTRIES`` entries
-or ``QUOTA_DEPTH`` levels. Counted: disk blocks, not sizes (a sparse file costs what it
+the sandbox once it holds more than the byte quota of disk blocks, ``QUOTA_ENTRIES`` entries
+or ``QUOTA_DEPTH`` levels. The byte quota is the host's (``TOOLHOST_WORKSPACE_QUOTA_BYTES``,
+``Settings.workspace_quota_bytes``; ``QUOTA_BYTES`` when unset): where the host can mount,
+the workspace is a filesystem of that size and a write past it fails with ENOSPC, whoever
+makes it; this poll is what bounds it elsewhere, and a parallel writer can pass it there
+before the next measurement (D265). Counted: disk blocks, not sizes (a sparse file costs what it
 stores), each inode once (hard links), everything the workspace holds (files written before
 the call too).
 
@@ -25,7 +29,7 @@ if TYPE_CHECKING:  # annotations only: the spec's description imports the quotas
 __all__ = ["INTERVAL_S", "PAUSE_PER_ENTRY_S", "QUOTA_BYTES", "QUOTA_DEPTH", "QUOTA_ENTRIES",
            "Measurable", "measure", "over_quota"]
 
-#: Disk the workspace may use: 1 GiB.
+#: Disk the workspace may use when the host's setting is unset: 1 GiB.
 QUOTA_BYTES = 1024 * 1024 * 1024
 #: Entries (files, directories, anything) in the workspace.
 QUOTA_ENTRIES = 200_000
@@ -44,17 +48,18 @@ class Measurable(Protocol):
     def usage(self, *, max_bytes: int, max_entries: int, max_depth: int) -> WorkspaceUsage: ...
 
 
-def measure(workspace: Measurable) -> WorkspaceUsage:
-    """The workspace's usage now, the host's walk stopping at the first quota passed. Reads
-    the quotas at each call (a test may lower one)."""
-    return workspace.usage(max_bytes=QUOTA_BYTES, max_entries=QUOTA_ENTRIES,
-                           max_depth=QUOTA_DEPTH)
+def measure(workspace: Measurable, quota_bytes: int | None = None) -> WorkspaceUsage:
+    """The workspace's usage now, the host's walk stopping at the first quota passed
+    (``quota_bytes``: the host's byte quota; None, ``QUOTA_BYTES``). Reads the quotas at each
+    call (a test may lower one)."""
+    return workspace.usage(max_bytes=QUOTA_BYTES if quota_bytes is None else quota_bytes,
+                           max_entries=QUOTA_ENTRIES, max_depth=QUOTA_DEPTH)
 
 
-def over_quota(usage: WorkspaceUsage) -> str | None:
+def over_quota(usage: WorkspaceUsage, quota_bytes: int | None = None) -> str | None:
     """The quota ``usage`` passed (``bytes``, ``entries``, ``depth``), or None. An incomplete
     measurement that passed none is not over: the next one looks again."""
-    if usage.disk_bytes > QUOTA_BYTES:
+    if usage.disk_bytes > (QUOTA_BYTES if quota_bytes is None else quota_bytes):
         return "bytes"
     if usage.entries > QUOTA_ENTRIES:
         return "entries"

@@ -10,39 +10,55 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from toolhost import Settings
 from toolhost_sandbox.isolation import IsolationUnavailable, find_bwrap
-from toolhost_sandbox.limits import LimitsUnavailable, cgroup_for_call
+from toolhost_sandbox.limits import LimitsUnavailable, limits_for_call
 from toolhost_sandbox.runner import run_sandboxed
 
-__all__ = ["isolation_problem"]
+__all__ = ["Readiness", "isolation_problem", "isolation_report"]
 
 
-def isolation_problem(settings: Settings) -> str | None:
-    """Why no command can run here (one line for the operator), or None: the same checks a
-    call makes, then ``true`` run in a real sandbox over an empty directory."""
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """``problem``: why no command can run here, or None. ``processes``: what limits the
+    sandbox's processes (``CallLimits.mechanism``), once one was chosen."""
+
+    problem: str | None
+    processes: str | None
+
+
+def isolation_report(settings: Settings) -> Readiness:
+    """The same checks a call makes, then ``true`` run in a real sandbox over an empty
+    directory, under the process limit a call would get."""
     try:
         bwrap = find_bwrap(settings)
-        cgroup = cgroup_for_call()
+        limits = limits_for_call(settings)
     except (IsolationUnavailable, LimitsUnavailable) as exc:
-        return exc.reason
+        return Readiness(exc.reason, None)
+    processes = limits.mechanism
     try:
         with tempfile.TemporaryDirectory(prefix="toolhost-sandbox-probe-") as empty:
             fd = os.open(empty, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 completed = run_sandboxed(bwrap, fd, "true", timeout_s=10,
-                                          on_cancel=_no_cancellation, cgroup=cgroup,
+                                          on_cancel=_no_cancellation, limits=limits,
                                           measure=None)
             finally:
                 os.close(fd)
-                if cgroup is not None:
-                    cgroup.remove()
+                limits.release()
     except (IsolationUnavailable, LimitsUnavailable) as exc:
-        return exc.reason
+        return Readiness(exc.reason, processes)
     if completed.exit_code != 0:
-        return f"a probe command ended with {json.dumps(completed.exit_code)}"
-    return None
+        return Readiness(f"a probe command ended with {json.dumps(completed.exit_code)}",
+                         processes)
+    return Readiness(None, processes)
+
+
+def isolation_problem(settings: Settings) -> str | None:
+    """Why no command can run here (one line for the operator), or None."""
+    return isolation_report(settings).problem
 
 
 def _no_cancellation(callback: Callable[[], None]) -> Callable[[], None]:

@@ -28,7 +28,7 @@ from toolhost import (
 )
 from toolhost_sandbox import quota
 from toolhost_sandbox.isolation import IsolationUnavailable, find_bwrap
-from toolhost_sandbox.limits import LimitsUnavailable, cgroup_for_call
+from toolhost_sandbox.limits import LimitsUnavailable, limits_for_call
 from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE
 from toolhost_sandbox.quota import QUOTA_BYTES, QUOTA_DEPTH, QUOTA_ENTRIES
 from toolhost_sandbox.readiness import isolation_problem
@@ -55,14 +55,14 @@ __all__ = [
 ]
 
 
-def _status_line(completed: Completed, timeout_s: int) -> str:
+def _status_line(completed: Completed, timeout_s: int, quota_bytes: int) -> str:
     if completed.killed == "timeout":
         return f"Timed out after {timeout_s} s; every process of the command was killed."
     if completed.killed == "output_limit":
         return (f"Output reached {OUTPUT_LIMIT} bytes; every process of the command was "
                 "killed and the output is cut there.")
     if completed.killed == "workspace_quota":
-        return (f"The workspace passed its quota ({QUOTA_BYTES // 2**20} MiB, {QUOTA_ENTRIES} "
+        return (f"The workspace passed its quota ({quota_bytes // 2**20} MiB, {QUOTA_ENTRIES} "
                 f"entries, {QUOTA_DEPTH} levels deep); every process of the command was killed.")
     if completed.killed is not None:
         return "Cancelled; every process of the command was killed."
@@ -78,8 +78,9 @@ def _stream(name: str, data: bytes) -> str:
     return f"{name} ({len(data)} {unit}): {text}\n"
 
 
-def render(completed: Completed, timeout_s: int) -> ToolOutput:
-    """The result: structured fields, and the text the model reads, byte-stable."""
+def render(completed: Completed, timeout_s: int, quota_bytes: int = QUOTA_BYTES) -> ToolOutput:
+    """The result: structured fields, and the text the model reads, byte-stable
+    (``quota_bytes``: the byte quota the host set, which a quota kill names)."""
     structured = {
         "exit_code": completed.exit_code,
         "signal": completed.signal,
@@ -89,7 +90,7 @@ def render(completed: Completed, timeout_s: int) -> ToolOutput:
         "stdout": completed.stdout.decode("utf-8", errors="replace"),
         "stderr": completed.stderr.decode("utf-8", errors="replace"),
     }
-    content = "\n".join((_status_line(completed, timeout_s),
+    content = "\n".join((_status_line(completed, timeout_s, quota_bytes),
                          _stream("stdout", completed.stdout) + _stream("stderr", completed.stderr)))
     return ToolOutput(structured=structured, content=content.rstrip("\n"),
                       output_trust=Trust.EXTERNAL_UNTRUSTED)
@@ -117,8 +118,9 @@ def _unavailable(reason: str) -> ToolFailure:
 
 
 def build(services: Services) -> ToolCallable:
-    """The body, bound to the host's settings (which bwrap)."""
+    """The body, bound to the host's settings (which bwrap, the workspace's byte quota)."""
     settings = services.settings
+    quota_bytes = settings.workspace_quota_bytes
 
     def run_command(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
         # Step 4 applied the default and checked both bounds.
@@ -127,7 +129,7 @@ def build(services: Services) -> ToolCallable:
         workspace = _sandbox_root(context)
         try:
             bwrap = find_bwrap(settings)
-            cgroup = cgroup_for_call()
+            limits = limits_for_call(settings)
         except (IsolationUnavailable, LimitsUnavailable) as exc:
             raise _unavailable(exc.reason) from None
         try:
@@ -135,17 +137,16 @@ def build(services: Services) -> ToolCallable:
                 try:
                     completed = run_sandboxed(
                         bwrap, workspace_fd, command, timeout_s=timeout_s,
-                        on_cancel=context.cancellation.add_callback, cgroup=cgroup,
-                        measure=lambda: quota.measure(workspace))
+                        on_cancel=context.cancellation.add_callback, limits=limits,
+                        measure=lambda: quota.measure(workspace, quota_bytes),
+                        quota_bytes=quota_bytes)
                 finally:
                     # Before the workspace's provenance is recorded: nothing may still write.
-                    if cgroup is not None:
-                        cgroup.remove()
+                    limits.release()
         except (IsolationUnavailable, LimitsUnavailable) as exc:
             raise _unavailable(exc.reason) from None
         finally:
-            if cgroup is not None:
-                cgroup.remove()  # again, for a workspace that failed to open (idempotent)
-        return render(completed, timeout_s)
+            limits.release()  # again, for a workspace that failed to open (idempotent)
+        return render(completed, timeout_s, quota_bytes)
 
     return run_command

@@ -4,7 +4,11 @@ streams, and kill the whole sandbox on timeout, cancellation or too much output.
 The launcher is ``/bin/sh`` waiting on a line of its stdin: while it waits, this process puts
 it in the call's cgroup and sets its resource limits, then sends the line, and the launcher
 becomes bwrap (``exec``) with everything inherited. No ``preexec_fn`` (unsafe in a threaded
-process) and no window in which bwrap runs unlimited.
+process) and no window in which bwrap runs unlimited. Under a sandbox uid (``limits``) the
+launcher execs ``sandbox_user.drop_argv`` first, which drops to that uid and then execs
+bwrap: the limits are set while the launcher is still this process's uid (changing another
+uid's limits takes CAP_SYS_RESOURCE, which a container's root often lacks). bwrap then binds
+the workspace's idmapped mount instead of the workspace itself.
 
 While it runs, a thread measures the workspace (``quota``, through the host's
 ``SandboxWorkspace.usage``) and kills the sandbox once it passes its quota.
@@ -29,8 +33,15 @@ from dataclasses import dataclass
 
 from toolhost import WorkspaceUsage
 from toolhost_sandbox.isolation import IsolationUnavailable, account_files, bwrap_argv
-from toolhost_sandbox.limits import OUTPUT_LIMIT, Cgroup, LimitsUnavailable, apply_rlimits
+from toolhost_sandbox.limits import (
+    OUTPUT_LIMIT,
+    CallLimits,
+    Cgroup,
+    LimitsUnavailable,
+    apply_rlimits,
+)
 from toolhost_sandbox.quota import INTERVAL_S, PAUSE_PER_ENTRY_S, over_quota
+from toolhost_sandbox.sandbox_user import drop_argv
 from toolhost_sandbox.seccomp import SeccompUnavailable, filter_program
 
 __all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "Completed", "run_sandboxed"]
@@ -104,17 +115,27 @@ def _data_pipe(data: bytes) -> int:
 
 
 def _start(bwrap: str, workspace_fd: int, command: str, timeout_s: int,
-           cgroup: Cgroup | None) -> tuple[_Sandbox, int]:
+           limits: CallLimits) -> tuple[_Sandbox, int]:
     try:
         program = filter_program()
     except SeccompUnavailable as exc:
         raise IsolationUnavailable(exc.reason) from None
+    user = limits.user
+    if user is not None:
+        try:
+            workspace_fd = user.bind_workspace(workspace_fd)
+        except OSError as exc:
+            raise LimitsUnavailable(
+                f"the workspace could not be mapped to the sandbox uid {user.uid} "
+                f"(idmapped mount: {exc.strerror})") from None
     status_read, status_write = os.pipe()
     passwd, group = account_files()
     data_fds = [_data_pipe(passwd), _data_pipe(group), _data_pipe(program)]
     argv = bwrap_argv(bwrap, workspace_fd=workspace_fd, status_fd=status_write,
                       passwd_fd=data_fds[0], group_fd=data_fds[1], seccomp_fd=data_fds[2],
                       command=command)
+    if user is not None:
+        argv = drop_argv(user, argv)
     try:
         process = subprocess.Popen(
             ["/bin/sh", "-c", _LAUNCHER, "sh", *argv],
@@ -127,6 +148,7 @@ def _start(bwrap: str, workspace_fd: int, command: str, timeout_s: int,
     finally:
         for fd in (status_write, *data_fds):
             os.close(fd)
+    cgroup = limits.cgroup
     sandbox = _Sandbox(process, cgroup)
     assert process.stdin is not None
     try:
@@ -164,7 +186,7 @@ def _statuses(buffer: bytearray) -> list[dict[str, object]]:
 
 
 def _watch_quota(measure: Callable[[], WorkspaceUsage], sandbox: _Sandbox,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, quota_bytes: int | None = None) -> None:
     """Measure the workspace until ``stop`` is set or the sandbox is killed; kill it once the
     workspace passes a quota. The pause between walks grows with the entries walked
     (``PAUSE_PER_ENTRY_S``), so a big tree is not walked back to back."""
@@ -175,7 +197,7 @@ def _watch_quota(measure: Callable[[], WorkspaceUsage], sandbox: _Sandbox,
             # A workspace that cannot be measured cannot be held to its quota: fail closed.
             sandbox.kill("workspace_quota")
             return
-        if over_quota(usage) is not None:
+        if over_quota(usage, quota_bytes) is not None:
             sandbox.kill("workspace_quota")
             return
         stop.wait(max(INTERVAL_S, usage.entries * PAUSE_PER_ENTRY_S))
@@ -188,14 +210,18 @@ def run_sandboxed(
     *,
     timeout_s: int,
     on_cancel: Callable[[Callable[[], None]], Callable[[], None]],
-    cgroup: Cgroup | None,
+    limits: CallLimits,
     measure: Callable[[], WorkspaceUsage] | None,
+    quota_bytes: int | None = None,
 ) -> Completed:
     """Run ``command`` with ``/bin/sh -c`` in the sandbox over ``workspace_fd``.
 
     ``measure()`` is the workspace's usage now (``quota.measure`` of the host's workspace),
     called from a thread of its own while the command runs; None: no quota (a probe over an
-    empty directory).
+    empty directory). ``quota_bytes`` is the host's byte quota (None: ``quota.QUOTA_BYTES``).
+
+    ``limits`` is how its processes are limited (``limits.limits_for_call``); the caller
+    releases it once nothing of the sandbox may still write.
 
     ``on_cancel(callback)`` registers a callback for the call's cancellation and returns its
     remover (``context.cancellation.add_callback``). Returns when every process of the
@@ -204,7 +230,7 @@ def run_sandboxed(
     :raises IsolationUnavailable: bwrap could not build the sandbox; nothing ran.
     :raises LimitsUnavailable: a limit could not be applied; nothing ran.
     """
-    sandbox, status_fd = _start(bwrap, workspace_fd, command, timeout_s, cgroup)
+    sandbox, status_fd = _start(bwrap, workspace_fd, command, timeout_s, limits)
     process = sandbox.process
     assert process.stdout is not None and process.stderr is not None
     timer = threading.Timer(timeout_s, sandbox.kill, args=("timeout",))
@@ -214,7 +240,8 @@ def run_sandboxed(
     stop_watching = threading.Event()
     watcher = None
     if measure is not None:
-        watcher = threading.Thread(target=_watch_quota, args=(measure, sandbox, stop_watching),
+        watcher = threading.Thread(target=_watch_quota,
+                                   args=(measure, sandbox, stop_watching, quota_bytes),
                                    name="toolhost-sandbox-quota", daemon=True)
         watcher.start()
     out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
@@ -272,8 +299,8 @@ def run_sandboxed(
             sandbox.kill("setup")  # bwrap failed before the command: nothing may linger
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=KILL_GRACE_S)
-        if cgroup is not None:
-            cgroup.kill()
+        if limits.cgroup is not None:
+            limits.cgroup.kill()
         os.close(status_fd)
         process.stdout.close()
         process.stderr.close()
