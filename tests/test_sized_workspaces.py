@@ -8,6 +8,7 @@ skip with that reason and ``test_an_unprivileged_host_keeps_plain_directories`` 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import subprocess
@@ -328,6 +329,7 @@ def test_a_generation_is_mounted_nosuid_nodev_and_without_flushes(root: Path) ->
     assert {"rw", "nosuid", "nodev"} <= set(options) and fstype == "ext4"
     assert source.startswith("/dev/loop")
     assert {"nobarrier", "noinit_itable"} <= set(super_options.split(","))
+    assert "errors=continue" in Path(f"/proc/fs/ext4/{Path(source).name}/options").read_text()
     assert filesystems.release(directory, image)
 
 
@@ -352,26 +354,172 @@ def test_a_damaged_template_is_made_again(root: Path) -> None:
     assert filesystems.release(directory, image)
 
 
+_STRUCTURAL_DETAIL = ("a workspace filesystem could not be made: this process's workspaces "
+                      "are plain directories, whose quota only the tools' own checks bound "
+                      "(D265)")
+_TRANSIENT_DETAIL = ("a workspace filesystem could not be made this time: this workspace is a "
+                     "plain directory, whose quota only the tools' own checks bound; the next "
+                     "one is tried again (D265)")
+
+
 @needs_mount
-def test_a_make_that_fails_leaves_a_plain_directory_and_warns_once_a_process(
+def test_a_structural_failure_leaves_plain_directories_and_warns_once_a_process(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not permitted to mount (as in a user namespace): no retry changes it."""
     monkeypatch.setattr(sized_fs, "_warned", threading.Lock())  # as in a fresh process
     root.mkdir(parents=True)
-    with structlog.testing.capture_logs() as logs:
-        for i in range(2):  # a file where the directory should be: mount(2) refuses
-            filesystems = SizedFilesystems(QUOTA)
-            (root / f"g{i}").write_bytes(b"")
-            reason = filesystems.make(root / f"g{i}", root / f"g{i}.img", templates=root)
-            assert reason == ("the image could not be mounted: mount: Not a directory "
-                              f"({root / f'g{i}'})")
-            assert filesystems.problem() == reason  # not tried again in this process
-            assert not (root / f"g{i}.img").exists() and not _mounts_under(root)
+    libc = sized_fs._c()
+    real_mount = libc.mount
+
+    def refused(*args: object) -> int:
+        ctypes.set_errno(errno.EPERM)
+        return -1
+
+    monkeypatch.setattr(libc, "mount", refused)
+    reason = ("the image could not be mounted: mount: Operation not permitted "
+              f"({root / 'g0'})")
+    try:
+        with structlog.testing.capture_logs() as logs:
+            for i in range(2):
+                filesystems = SizedFilesystems(QUOTA)
+                (root / f"g{i}").mkdir()
+                got = filesystems.make(root / f"g{i}", root / f"g{i}.img", templates=root)
+                assert got == reason.replace("g0", f"g{i}")
+                assert filesystems.problem() == got  # not tried again in this process
+                assert filesystems.make(root / f"g{i}", root / f"g{i}.img") == got
+                assert not (root / f"g{i}.img").exists() and not _mounts_under(root)
+    finally:
+        monkeypatch.setattr(libc, "mount", real_mount)
     assert logs == [{"event": "workspace_quota_not_held", "log_level": "warning",
-                     "reason": "the image could not be mounted: mount: Not a directory "
-                               f"({root / 'g0'})",
-                     "detail": "a workspace filesystem could not be made: this process's "
-                               "workspaces are plain directories, whose quota only the "
-                               "tools' own checks bound (D265)"}]
+                     "reason": reason, "detail": _STRUCTURAL_DETAIL}]
+
+
+@needs_mount
+def test_a_transient_failure_fails_that_make_only_and_the_next_tries_again(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """F3: ENOSPC copying the image on a nearly full disk (or no free loop device, EMFILE,
+    a file where the directory should be...) never turns the quota off for the process."""
+    monkeypatch.setattr(sized_fs, "_warned", threading.Lock())
+    root.mkdir(parents=True)
+    filesystems = SizedFilesystems(QUOTA)
+    real_copy = sized_fs.copy_sparse
+    failures = [OSError(errno.ENOSPC, "No space left on device")]
+
+    def copy_once_full(source: int, target: int, size: int) -> None:
+        if failures:
+            raise failures.pop()
+        real_copy(source, target, size)
+
+    monkeypatch.setattr(sized_fs, "copy_sparse", copy_once_full)
+    with structlog.testing.capture_logs() as logs:
+        (root / "g0").mkdir()
+        reason = filesystems.make(root / "g0", root / "g0.img", templates=root)
+        assert reason == "the image could not be copied from the template: No space left on device"
+        assert filesystems.problem() is None
+        assert not is_mounted(root / "g0") and not (root / "g0.img").exists()
+        (root / "g1").write_bytes(b"")  # a file where the directory should be: mount refuses
+        again = filesystems.make(root / "g1", root / "g1.img", templates=root)
+        assert again == f"the image could not be mounted: mount: Not a directory ({root / 'g1'})"
+        assert filesystems.problem() is None and not (root / "g1.img").exists()
+        directory, image = _made(root, "g2", filesystems)  # the next one is held again
+    assert is_mounted(directory)
+    assert logs == [{"event": "workspace_quota_not_held", "log_level": "warning",
+                     "reason": reason, "detail": _TRANSIENT_DETAIL},
+                    {"event": "workspace_quota_not_held", "log_level": "warning",
+                     "reason": again, "detail": _TRANSIENT_DETAIL}]
+    assert filesystems.release(directory, image)
+
+
+@needs_mount
+@pytest.mark.parametrize("whose", ["template-g+w", "template-o+w", "template-other-uid",
+                                   "directory-g+w", "directory-other-uid"])
+def test_a_template_or_directory_another_user_could_write_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whose: str) -> None:
+    """F7: another user who could write the template (or swap it, through the directory)
+    could have root mount a crafted ext4 image: refused, for good, with one warning."""
+    monkeypatch.setattr(sized_fs, "_warned", threading.Lock())
+    place = tmp_path / "workspaces"
+    filesystems = SizedFilesystems(QUOTA)
+    first, first_image = _made(place, "g0", filesystems)  # the template made, ours
+    assert filesystems.release(first, first_image)
+    template = place / sized_fs.template_name(QUOTA)
+    target = template if whose.startswith("template") else place
+    if whose.endswith("g+w"):
+        target.chmod(target.stat().st_mode | 0o020)
+    elif whose.endswith("o+w"):
+        target.chmod(target.stat().st_mode | 0o002)
+    else:
+        os.chown(target, 65534, 65534)
+    (place / "g1").mkdir()
+    with structlog.testing.capture_logs() as logs:
+        reason = filesystems.make(place / "g1", place / "g1.img", templates=place)
+    assert reason is not None and "is not the host's alone" in reason, reason
+    assert filesystems.problem() == reason
+    assert not is_mounted(place / "g1") and not (place / "g1.img").exists()
+    assert template.exists()  # refused, not replaced
+    assert [entry["detail"] for entry in logs] == [_STRUCTURAL_DETAIL]
+
+
+def _propagation(directory: Path) -> list[str]:
+    """The optional fields of the mount at ``directory`` in mountinfo (``shared:N``...)."""
+    (line,) = [line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines()
+               if line.split()[4] == str(directory)]
+    return line[6:line.index("-")]
+
+
+@needs_mount
+def test_a_generation_is_a_private_mount_even_under_a_shared_parent(tmp_path: Path) -> None:
+    """F4: under a shared parent (``/`` where systemd runs) a new mount is shared with the
+    parent's peers; the generation's is made private."""
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "parent", str(parent)],
+                   check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", str(parent)], check=True)
+        assert [f for f in _propagation(parent) if f.startswith("shared:")]
+        filesystems = SizedFilesystems(QUOTA)
+        directory, image = _made(parent, "g", filesystems)
+        assert _propagation(directory) == []  # private: no shared:, master: or unbindable
+        assert filesystems.release(directory, image)
+    finally:
+        subprocess.run(["umount", "-R", "-l", str(parent)], check=False)
+
+
+def _s_errors(image: Path) -> int:
+    with open(image, "rb") as f:
+        f.seek(1024 + 0x3C)
+        return int.from_bytes(f.read(2), "little")
+
+
+@needs_mount
+def test_errors_continue_whatever_the_machines_mke2fs_conf_says(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """F8: a machine whose mke2fs.conf says errors=panic would panic on a workspace's I/O
+    error; the template is made errors=continue, and mounted so."""
+    conf = tmp_path / "mke2fs.conf"
+    conf.write_text(Path("/etc/mke2fs.conf").read_text().replace(
+        "[defaults]", "[defaults]\n\terrors = panic", 1))
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    real = sized_fs.shutil.which("mkfs.ext4", path=sized_fs._TOOL_PATH)
+    wrapper = tools / "mkfs.ext4"
+    wrapper.write_text(f'#!/bin/sh\nMKE2FS_CONFIG={conf} exec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    probe = tmp_path / "probe.img"
+    subprocess.run([str(wrapper), "-q", "-F", str(probe), "8M"], check=True)
+    assert _s_errors(probe) == 3  # the machine's panic, as a plain mkfs.ext4 makes it
+    monkeypatch.setattr(sized_fs, "_TOOL_PATH", f"{tools}:{sized_fs._TOOL_PATH}")
+    filesystems = SizedFilesystems(QUOTA)
+    assert filesystems.problem() is None and filesystems._mkfs == str(wrapper)
+    directory, image = _made(root, "g", filesystems)
+    assert _s_errors(root / sized_fs.template_name(QUOTA)) == _s_errors(image) == 1
+    (line,) = [line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines()
+               if line.split()[4] == str(directory)]
+    device = Path(line[-2]).name
+    options = Path(f"/proc/fs/ext4/{device}/options").read_text().split()
+    assert "errors=continue" in options
+    assert filesystems.release(directory, image)
 
 
 _UNPRIVILEGED = """

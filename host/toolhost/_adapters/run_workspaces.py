@@ -8,7 +8,7 @@ run's next pause or end: the session that paused goes on in it. So the run's wor
 named on disk, not held in one process's memory::
 
     workspaces/.lock               flock'd (exclusive) while any run's registration changes
-    workspaces/.sized-v1-*.ext4    the quota's empty filesystem each generation's image is
+    workspaces/.sized-v2-*.ext4    the quota's empty filesystem each generation's image is
                                    copied from, made once (``sized_fs``, D267)
     workspaces/<run>/run.json      the run is live on this host: {"directory": null | "/abs"}
     workspaces/<run>/current       the name of the run's current generation (absent: none yet,

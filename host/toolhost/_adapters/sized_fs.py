@@ -11,15 +11,18 @@ inode tables) is taken from the quota, so a workspace holds somewhat less than t
 
 Cheap to make and release (D267): no process is spawned per generation. ``mkfs.ext4`` runs
 once per workspaces directory and quota, making an empty filesystem (the template,
-``.sized-v1-<quota>-<uid>-<gid>.ext4``, made under a lock and renamed into place); a generation's
+``.sized-v2-<quota>-<uid>-<gid>.ext4``, made under a lock and renamed into place); a generation's
 image is a sparse copy of it (a reflink where the filesystem has them, else its ~80 KiB of
 allocated extents) given a UUID and directory-hash seed of its own in the superblock, bound
 to a free loop device (``LOOP_CONFIGURE``, autoclear: the device goes with the last unmount)
 and mounted with mount(2); released with umount2(``MNT_DETACH``).
 
 Only where the host may mount: CAP_SYS_ADMIN, ``mkfs.ext4`` and loop devices. Elsewhere (an
-unprivileged user, a container without loop devices or that capability) ``problem`` says why
-and a generation is a plain directory, whose quota only a tool's own check bounds.
+unprivileged user, a container without loop devices or that capability, a template or
+workspaces directory another user could write) ``problem`` says why and a generation is a
+plain directory, whose quota only a tool's own check bounds. A make that fails for a reason
+of the moment (ENOSPC copying the image, no free loop device, EMFILE, ENOMEM...) leaves that
+one generation a plain directory; the next make tries again (D265).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ IMAGE_SUFFIX = ".img"
 _BYTES_PER_INODE = 8192
 #: The template's format: bumped whenever the ``mkfs.ext4`` options change, so an old
 #: template is never copied for a new generation.
-_TEMPLATE_VERSION = 1
+_TEMPLATE_VERSION = 2
 #: Where the tools are looked for (a service's PATH may lack the sbin directories).
 _TOOL_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 _CAP_SYS_ADMIN = 21
@@ -69,11 +72,14 @@ _LOOP_CONFIG = struct.Struct(f"=II{_LOOP_INFO64.size}s64x")
 _FICLONE = 0x40049409
 _MS_NOSUID = 2
 _MS_NODEV = 4
+_MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
 _UMOUNT_NOFOLLOW = 8
 #: Free loop devices tried before giving up: each EBUSY is another thread or process that
 #: was given the same free device and bound it first, so a retry is progress.
 _LOOP_ATTEMPTS = 64
+#: errno opening a loop device or /dev/loop-control that no retry changes.
+_NO_DEVICE = (errno.ENOENT, errno.ENODEV, errno.ENXIO, errno.EPERM, errno.EACCES)
 
 # The ext4 superblock: 1024 bytes at byte 1024.
 _SB_OFFSET = 1024
@@ -122,6 +128,8 @@ def _run(argv: list[str]) -> None:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, env={"PATH": _TOOL_PATH, "LC_ALL": "C"},
                               timeout=_TOOL_TIMEOUT_S, check=False)
+    except (FileNotFoundError, PermissionError) as exc:  # no such tool here: for good
+        raise _Structural(exc.errno, f"{Path(argv[0]).name} could not run ({exc})") from None
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise OSError(f"{Path(argv[0]).name} could not run ({exc})") from None
     if done.returncode != 0:
@@ -148,13 +156,23 @@ def _c() -> ctypes.CDLL:
     return _libc
 
 
-def _raise_errno(what: str, path: object) -> None:
+def _raise_errno(what: str, path: object, structural: tuple[int, ...] = ()) -> None:
     code = ctypes.get_errno()
-    raise OSError(code, f"{what}: {os.strerror(code)}", str(path))
+    kind = _Structural if code in structural else OSError
+    raise kind(code, f"{what}: {os.strerror(code)}", str(path))
+
+
+#: errno of mount(2) that no retry changes: not permitted here, or no ext4 in the kernel.
+_MOUNT_STRUCTURAL = (errno.EPERM, errno.EACCES, errno.ENODEV)
 
 
 def mount_ext4(device: str, target: Path) -> None:
-    """mount(2) ``device`` (ext4) on ``target``, ``nosuid,nodev,noinit_itable,nobarrier``.
+    """mount(2) ``device`` (ext4) on ``target``, ``nosuid,nodev``, and
+    ``noinit_itable,nobarrier,errors=continue``, then make it private.
+
+    ``errors=continue``: an error on a workspace's filesystem (the data disk full under the
+    image, so the loop device fails a write) is the writer's EIO, never the machine's
+    ``mke2fs.conf`` choice (``errors=panic`` would panic the kernel).
 
     ``nobarrier``: no cache flush reaches the loop device, which would fsync the image on
     the data directory's disk (at mount and unmount, and at every fsync in the workspace):
@@ -163,8 +181,23 @@ def mount_ext4(device: str, target: Path) -> None:
     and 15 ms without the flushes).
     """
     if _c().mount(device.encode(), os.fsencode(target), b"ext4", _MS_NOSUID | _MS_NODEV,
-                  b"noinit_itable,nobarrier") != 0:
-        _raise_errno("mount", target)
+                  b"noinit_itable,nobarrier,errors=continue") != 0:
+        _raise_errno("mount", target, structural=_MOUNT_STRUCTURAL)
+    try:
+        make_private(target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            unmount(target)
+        raise
+
+
+def make_private(target: Path) -> None:
+    """mount(2) ``MS_PRIVATE`` on the mount at ``target``: under a shared parent (``/`` is,
+    where systemd runs) a new mount is shared with the parent's peers; private, no mount
+    made on or under it later (the sandbox's) propagates to another namespace's copy, nor
+    one from there to it, and no later copy of it is kept there (D265)."""
+    if _c().mount(None, os.fsencode(target), None, _MS_PRIVATE, None) != 0:
+        _raise_errno("mount private", target, structural=_MOUNT_STRUCTURAL)
 
 
 def unmount(target: Path) -> None:
@@ -189,10 +222,17 @@ def _bind(device_fd: int, backing_fd: int, name: bytes) -> None:
             fcntl.ioctl(device_fd, _LOOP_CONFIGURE, _LOOP_CONFIG.pack(backing_fd, 0, info))
             return
         except OSError as exc:
+            if exc.errno in (errno.EPERM, errno.EACCES):
+                raise _Structural(exc.errno, exc.strerror) from None
             if exc.errno not in (errno.EINVAL, errno.ENOTTY):
                 raise
             _loop_configure = False
-    fcntl.ioctl(device_fd, _LOOP_SET_FD, backing_fd)
+    try:
+        fcntl.ioctl(device_fd, _LOOP_SET_FD, backing_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTTY, errno.EPERM, errno.EACCES):
+            raise _Structural(exc.errno, exc.strerror) from None  # no loop driver for us
+        raise
     try:
         fcntl.ioctl(device_fd, _LOOP_SET_STATUS64, info)
     except OSError:
@@ -204,7 +244,12 @@ def _bind(device_fd: int, backing_fd: int, name: bytes) -> None:
 def _free_loop(control: int) -> int:
     """The number of a loop device bound to nothing (made if need be): another thread or
     process may be given the same one until one of them binds it."""
-    return fcntl.ioctl(control, _LOOP_CTL_GET_FREE)
+    try:
+        return fcntl.ioctl(control, _LOOP_CTL_GET_FREE)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENOTTY):  # a kernel without the ioctl
+            raise _Structural(exc.errno, f"LOOP_CTL_GET_FREE: {exc.strerror}") from None
+        raise
 
 
 def attach_loop(image: Path) -> tuple[int, str]:
@@ -215,19 +260,30 @@ def attach_loop(image: Path) -> tuple[int, str]:
     """
     backing = os.open(image, os.O_RDWR | _O_CLOEXEC | os.O_NOFOLLOW)
     try:
-        control = os.open("/dev/loop-control", os.O_RDWR | _O_CLOEXEC)
+        try:
+            control = os.open("/dev/loop-control", os.O_RDWR | _O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in _NO_DEVICE:
+                raise _Structural(exc.errno, exc.strerror, exc.filename) from None
+            raise
         try:
             for _ in range(_LOOP_ATTEMPTS):
                 device = f"/dev/loop{_free_loop(control)}"
-                fd = os.open(device, os.O_RDWR | _O_CLOEXEC)
+                try:
+                    fd = os.open(device, os.O_RDWR | _O_CLOEXEC)
+                except OSError as exc:
+                    if exc.errno in _NO_DEVICE:  # no device node for it (a container)
+                        raise _Structural(exc.errno, exc.strerror, exc.filename) from None
+                    raise
                 try:
                     _bind(fd, backing, os.fsencode(image))
                 except OSError as exc:
                     os.close(fd)
                     if exc.errno == errno.EBUSY:  # another one took it first: the next
                         continue
-                    raise OSError(exc.errno, f"{device} could not be bound to the image: "
-                                  f"{exc.strerror}") from None
+                    kind = _Structural if isinstance(exc, _Structural) else OSError
+                    raise kind(exc.errno, f"{device} could not be bound to the image: "
+                               f"{exc.strerror}") from None
                 return fd, device
             raise OSError(errno.EBUSY, f"no free loop device after {_LOOP_ATTEMPTS} tries")
         finally:
@@ -328,25 +384,29 @@ def _own_identity(fd: int) -> None:
 _warned = threading.Lock()
 
 
-def _warn_once(reason: str) -> None:
-    """The first failed make in a process, logged: its workspaces are plain directories."""
-    if not _warned.acquire(blocking=False):
+def _warn(reason: str, *, structural: bool) -> None:
+    """A failed make, logged: for a structural reason the first time in a process (its
+    workspaces are plain directories from then on), else each time (that one is)."""
+    if structural and not _warned.acquire(blocking=False):
         return
+    detail = ("a workspace filesystem could not be made: this process's workspaces are "
+              "plain directories, whose quota only the tools' own checks bound (D265)"
+              if structural else
+              "a workspace filesystem could not be made this time: this workspace is a plain "
+              "directory, whose quota only the tools' own checks bound; the next one is "
+              "tried again (D265)")
     try:
         from toolhost._pipeline.log import get_logger
 
-        get_logger().warning("workspace_quota_not_held", reason=reason,
-                             detail="a workspace filesystem could not be made: this "
-                                    "process's workspaces are plain directories, whose "
-                                    "quota only the tools' own checks bound (D265)")
+        get_logger().warning("workspace_quota_not_held", reason=reason, detail=detail)
     except Exception:  # a log that fails never fails the workspace
         pass
 
 
 class SizedFilesystems:
     """Makes and releases the filesystems of one quota. ``problem`` is asked once a process
-    (and again after a make that failed), so a host that cannot mount pays nothing per
-    generation past the first."""
+    (and set by a make that failed for a structural reason), so a host that cannot mount
+    pays nothing per generation past the first."""
 
     def __init__(self, quota_bytes: int) -> None:
         self.quota_bytes = quota_bytes
@@ -396,9 +456,11 @@ class SizedFilesystems:
                 self._mount_copy(directory, image, place, fresh=True)
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            with self._lock:
-                self._problem = reason  # once failed, never again in this process
-            _warn_once(reason)
+            structural = isinstance(exc, _Structural)
+            if structural:  # no retry would change it: never again in this process
+                with self._lock:
+                    self._problem = reason
+            _warn(reason, structural=structural)  # else this one only: the next tries again
             return reason
         try:
             os.rmdir(directory / "lost+found")  # the workspace starts empty
@@ -451,6 +513,7 @@ class SizedFilesystems:
     def _template(self, place: Path) -> tuple[int, bool]:
         """A descriptor of the quota's empty filesystem in ``place``, made (under a lock,
         renamed into place whole) if it is not there; and whether it was made now."""
+        _check_owned(os.stat(place), place, "the workspaces directory")
         path = place / template_name(self.quota_bytes)
         found = self._open_template(path)
         if found is not None:
@@ -489,7 +552,13 @@ class SizedFilesystems:
             fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
-        info = os.fstat(fd)
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode):
+                _check_owned(info, path, "the template")  # else another user's image
+        except BaseException:
+            os.close(fd)
+            raise
         if stat.S_ISREG(info.st_mode) and info.st_size == self.quota_bytes:
             return fd
         os.close(fd)
@@ -506,11 +575,13 @@ class SizedFilesystems:
         # (the sandbox's files are root's when the host is), 256-byte inodes (nanosecond
         # times: provenance stamps compare them), inode tables initialised as used, and the
         # checksums' seed kept apart from the UUID (each copy gets a UUID of its own; an
-        # mkfs.ext4 before 1.43 has no such feature: its copies share the template's UUID).
+        # mkfs.ext4 before 1.43 has no such feature: its copies share the template's UUID);
+        # errors=continue whatever the machine's mke2fs.conf says (errors=panic there would
+        # panic the kernel on a workspace's I/O error).
         for features in ("^has_journal,^resize_inode,metadata_csum_seed",
                          "^has_journal,^resize_inode"):
             try:
-                _run([str(self._mkfs), "-q", "-F", "-b", "4096", "-I", "256",
+                _run([str(self._mkfs), "-q", "-F", "-e", "continue", "-b", "4096", "-I", "256",
                       "-i", str(_BYTES_PER_INODE), "-m", "0", "-O", features, "-E",
                       f"nodiscard,lazy_itable_init=1,root_owner={os.getuid()}:{os.getgid()}",
                       str(image)])
@@ -547,9 +618,28 @@ class _Damaged(OSError):
     """The kernel would not mount a copy of the template."""
 
 
+class _Structural(OSError):
+    """A failure no retry in this process changes (not permitted, no such device, tool or
+    ioctl, a template or directory another user could write): the quota is not held here.
+    Any other failure (ENOSPC, no free loop device, EMFILE, ENOMEM...) fails one make."""
+
+
+def _check_owned(info: os.stat_result, path: Path, what: str) -> None:
+    """Refuse a file or directory the host did not make for itself: another user's, or one
+    another user may write (who could swap in a crafted ext4 image that root would mount).
+
+    :raises _Structural: it is not the host's alone.
+    """
+    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _Structural(errno.EPERM, f"{what} is not the host's alone (owner {info.st_uid}, "
+                          f"mode {stat.S_IMODE(info.st_mode):o}): refused", str(path))
+
+
 def _failed(what: str, exc: OSError) -> OSError:
-    """``exc`` as one line for the operator: what failed, and the system's reason."""
+    """``exc`` as one line for the operator: what failed, and the system's reason (a
+    structural failure stays one)."""
     why = exc.strerror or str(exc)
     if exc.filename is not None and str(exc.filename) not in why:
         why = f"{why} ({exc.filename})"
-    return OSError(exc.errno, f"{what}: {why}" if what else why)
+    kind = _Structural if isinstance(exc, _Structural) else OSError
+    return kind(exc.errno, f"{what}: {why}" if what else why)

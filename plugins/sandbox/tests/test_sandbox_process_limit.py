@@ -11,7 +11,13 @@ written there, not the kernel's enforcement of it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -21,16 +27,24 @@ import pytest
 from sandbox_support import ALLOW, BOUND_S, NAME, structured
 from toolhost import Settings, ToolFailureKind
 from toolhost.testing import Harness, Run
-from toolhost_sandbox import cgroups
+from toolhost_sandbox import cgroups, sandbox_user
 from toolhost_sandbox.limits import MEMORY_BYTES, PROCESSES, Cgroup, limits_for_call
 from toolhost_sandbox.readiness import isolation_report
-from toolhost_sandbox.sandbox_user import DEFAULT_UIDS, UIDS_SETTING, lease, uid_range
+from toolhost_sandbox.sandbox_user import (
+    DEFAULT_UIDS,
+    UIDS_SETTING,
+    UserUnavailable,
+    lease,
+    mount_base,
+    uid_range,
+)
 
 CODE = "tool.upstream_unavailable.isolation_unavailable"
 FIRST_UID = int(DEFAULT_UIDS.split("-")[0])
 #: Each test that looks for its sandbox's processes or mount on the host runs under a uid of
 #: its own (the default range's last ones), so another test process here cannot confuse it.
 LEASED, BOMB, TAKEN, REPORTED = (FIRST_UID + 63 - i for i in range(4))
+SQUATTED, NETNS, THREADED, BUSY, SURVIVOR, SHARED = (FIRST_UID + 50 + i for i in range(6))
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the uid fallback is root's only")
 
@@ -117,9 +131,10 @@ def test_the_sandbox_runs_as_the_leased_uid_on_the_host(
         assert _running_as(LEASED)  # bwrap and the command: real uid the sandbox's
         # The workspace's idmapped mount, while it exists, is reachable by no other local user:
         # mountinfo shows its path to anyone, so its directory is the sandbox uid's alone.
+        # Root's, group the sandbox gid, 0710: bwrap (as that gid) traverses it, nobody else.
         (point,) = _own_mounts()
         call_dir = os.stat(Path(point).parent)
-        assert (call_dir.st_uid, call_dir.st_mode & 0o777) == (LEASED, 0o700)
+        assert (call_dir.st_uid, call_dir.st_gid, call_dir.st_mode & 0o777) == (0, LEASED, 0o710)
         assert os.stat(Path(point).parent.parent).st_mode & 0o777 == 0o711
     finally:
         run.cancellation.cancel()
@@ -222,7 +237,165 @@ def test_no_free_sandbox_uid_fails_closed_in_one_line(
         "pids cgroup, or run it as an unprivileged user")}
 
 
-@pytest.mark.parametrize("value", ["0", "nobody", "5-3", "4294967295"])
+# ------------------------------------------------------------------ the lease, and the end
+
+def test_a_squatted_socket_name_does_not_take_the_uid() -> None:
+    # The lease was an abstract socket any local user could bind, for every uid of the range.
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    squatter.bind(f"\0toolhost-sandbox-uid-{SQUATTED}")
+    try:
+        held = lease(range(SQUATTED, SQUATTED + 1))
+    finally:
+        squatter.close()
+    try:
+        leases = os.stat(Path(mount_base()) / "leases")
+        assert (leases.st_uid, leases.st_mode & 0o777) == (0, 0o700)
+        with pytest.raises(UserUnavailable):
+            lease(range(SQUATTED, SQUATTED + 1))  # a lease of this process's own counts
+    finally:
+        held.release()
+
+
+_LEASE_ONE = ("import sys\n"
+              "from toolhost_sandbox.sandbox_user import UserUnavailable, lease\n"
+              "try:\n    lease(range(int(sys.argv[1]), int(sys.argv[1]) + 1))\n"
+              "except UserUnavailable:\n    print('taken')\nelse:\n    print('leased')\n")
+
+
+def test_a_lease_holds_across_network_namespaces() -> None:
+    held = lease(range(NETNS, NETNS + 1))
+    try:
+        other = subprocess.run(["unshare", "--net", sys.executable, "-c", _LEASE_ONE, str(NETNS)],
+                               capture_output=True, text=True, timeout=BOUND_S, check=True)
+        assert other.stdout == "taken\n"
+    finally:
+        held.release()
+
+
+def _run_as(uid: int, code: str) -> subprocess.Popen[bytes]:
+    """Python running ``code`` with real uid ``uid`` (it starts as root: it reaches the
+    interpreter, then drops), once it has dropped."""
+    process = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, os, sys, threading, time\n"
+        f"os.setgroups([]); os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid})\n"
+        "sys.stdout.write('1'); sys.stdout.flush()\n" + code)], stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.read(1) == b"1"
+    return process
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.stdout is not None
+    process.stdout.close()
+
+
+def _status(pid: int) -> dict[str, str]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
+
+
+def test_a_process_whose_main_thread_exited_is_ended_by_release() -> None:
+    # Its main thread called pthread_exit: /proc shows it a zombie while its thread runs.
+    user = lease(range(THREADED, THREADED + 1))
+    process = _run_as(THREADED, "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                                "ctypes.CDLL(None).pthread_exit(None)\n")
+    try:
+        for _ in range(int(BOUND_S / 0.05)):
+            if _status(process.pid)["State"].startswith("Z"):
+                break
+            _pause(0.05)
+        assert _status(process.pid)["State"].startswith("Z")
+        assert _status(process.pid)["Threads"] == "2"
+        user.release()
+        assert _status(process.pid)["Threads"] == "1"  # ended: only its pid is left, to reap
+    finally:
+        _end(process)
+        user.release()
+
+
+def test_a_uid_that_owns_processes_is_not_leased() -> None:
+    process = _run_as(BUSY, "time.sleep(60)\n")
+    try:
+        user = lease(range(BUSY, BUSY + 2))
+        assert user.uid == BUSY + 1
+        user.release()
+    finally:
+        _end(process)
+
+
+def test_a_uid_whose_processes_outlive_the_call_stays_leased(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # Its process cannot be ended (os.kill does nothing here): the uid is not freed.
+    user = lease(range(SURVIVOR, SURVIVOR + 1))
+    process = _run_as(SURVIVOR, "time.sleep(60)\n")
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "kill", lambda pid, sig: None)
+            with caplog.at_level(logging.ERROR, logger=sandbox_user.__name__):
+                user.release(wait_s=0.1)
+        assert f"sandbox uid {SURVIVOR} kept out of use" in caplog.text
+        _end(process)
+        with pytest.raises(UserUnavailable):
+            lease(range(SURVIVOR, SURVIVOR + 1))
+    finally:
+        _end(process)
+        while sandbox_user._kept:  # this test's alone: free it for the next run's
+            os.close(sandbox_user._kept.pop())
+
+
+def test_a_range_with_an_account_uid_fails_closed(no_cgroup: None) -> None:
+    # uid 1 (daemon, on this machine) could setns into a sandbox running as it.
+    report = isolation_report(Settings(env={UIDS_SETTING: "1-3"}))
+    assert report.problem == (
+        "running as root, where RLIMIT_NPROC is not enforced, with no writable pids cgroup "
+        "(v1, or a v2 subtree with pids) to limit processes and no sandbox uid to run under "
+        f"({UIDS_SETTING} must name no uid or gid in use: 1 is an account's uid, whose "
+        "processes could enter a running sandbox ('1-3')); give the host a pids cgroup, or "
+        "run it as an unprivileged user")
+
+
+@pytest.fixture
+def a_mount(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs mounted (shared) at a directory of the test's."""
+    point = tmp_path / "mounted"
+    point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], check=True)
+    subprocess.run(["mount", "--make-shared", str(point)], check=True)
+    yield point
+    subprocess.run(["umount", "-l", str(point)], check=False)  # gone if the test failed
+
+
+def _mountinfo(point: Path) -> list[str]:
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.split()[4] == str(point)]
+
+
+def test_detaching_a_call_does_not_follow_a_symlink(tmp_path: Path, a_mount: Path) -> None:
+    call_dir = tmp_path / "call"
+    call_dir.mkdir()
+    (call_dir / "w").symlink_to(a_mount)
+    sandbox_user._detach(str(call_dir))
+    assert _mountinfo(a_mount)  # still mounted
+
+
+def test_the_workspace_mount_is_private(a_mount: Path) -> None:
+    # The workspace's mount is shared: its idmapped clone joins no peer group of it.
+    assert "shared:" in _mountinfo(a_mount)[0]
+    user = lease(range(SHARED, SHARED + 1))
+    workspace = os.open(a_mount, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        user.bind_workspace(workspace)
+        (point,) = _own_mounts()
+        (line,) = _mountinfo(Path(point))
+        assert " - " in line and "shared:" not in line.split(" - ")[0]
+    finally:
+        os.close(workspace)
+        user.release()
+
+
+@pytest.mark.parametrize("value", ["0", "nobody", "5-3", "4294967295", "1-1025"])
 def test_a_bad_uid_setting_fails_closed(no_cgroup: None, value: str) -> None:
     report = isolation_report(Settings(env={UIDS_SETTING: value}))
     assert report.problem is not None and report.problem.startswith(
@@ -282,6 +455,7 @@ def test_a_delegated_v2_subtree_with_pids_is_used(
     # The host sits in the leaf service/main; service (its parent) has +pids +memory in its
     # subtree_control: the call's cgroup is made beside the host, in service.
     mount = _delegated_tree(tmp_path, monkeypatch, own="/service/main", enabled="pids memory")
+    os.setxattr(mount / "service", "trusted.delegate", b"1")  # systemd's Delegate=yes mark
     limits = limits_for_call(Settings())
     assert limits.cgroup is not None and limits.user is None
     path = limits.cgroup.path
@@ -305,5 +479,24 @@ def test_a_v2_subtree_without_pids_enabled_is_not_used(
     limits = limits_for_call(Settings())
     try:
         assert limits.cgroup is None and limits.user is not None
+    finally:
+        limits.release()
+
+
+@pytest.mark.parametrize("mark", ["user.delegate", None])
+def test_a_v2_parent_is_used_only_when_systemd_delegated_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mark: str | None) -> None:
+    # A root unit without Delegate=yes sits in a leaf of system.slice, which offers pids: the
+    # call's cgroup is made there only if the parent carries systemd's delegation mark.
+    mount = _delegated_tree(tmp_path, monkeypatch, own="/service/main", enabled="pids memory")
+    if mark is not None:
+        os.setxattr(mount / "service", mark, b"1")
+    limits = limits_for_call(Settings())
+    try:
+        if mark is None:
+            assert limits.cgroup is None and limits.user is not None
+            assert not [p for p in (mount / "service").iterdir() if p.name.startswith("toolhost")]
+        else:
+            assert limits.cgroup is not None and limits.cgroup.path.parent == mount / "service"
     finally:
         limits.release()

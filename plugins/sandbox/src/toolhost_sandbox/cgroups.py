@@ -10,9 +10,11 @@ parent lists ``pids`` in ``cgroup.subtree_control``, and a cgroup (other than th
 enable that only while no process is in it. This process's own cgroup holds this process, so
 the call's cgroup is made in the first of these that offers ``pids`` (enabling it there if the
 kernel allows): this process's own cgroup (the root cgroup only, in practice), else its parent
-(a delegated subtree, e.g. a systemd unit with ``Delegate=yes`` whose processes sit in a leaf).
-This process is never moved: a host whose own cgroup holds it and is the delegated one has no
-v2 subtree to use (docs/decisions.md D263).
+if that is delegated (a systemd unit with ``Delegate=yes`` whose processes sit in a leaf:
+systemd marks it with the xattr ``trusted.delegate``, or ``user.delegate``, set to ``1``).
+A parent not so marked (``system.slice`` for a unit without ``Delegate=yes``) is systemd's
+to manage and is never written to. This process is never moved: a host whose own cgroup holds
+it and is the delegated one has no v2 subtree to use (docs/decisions.md D263).
 """
 
 from __future__ import annotations
@@ -102,6 +104,15 @@ def _words(path: Path) -> set[str]:
         return set()
 
 
+def _delegated(path: Path) -> bool:
+    """systemd delegated ``path`` (``Delegate=yes``): its xattr says so."""
+    for name in ("trusted.delegate", "user.delegate"):
+        with contextlib.suppress(OSError):
+            if os.getxattr(path, name) == b"1":
+                return True
+    return False
+
+
 def _enabled(parent: Path, controller: str) -> bool:
     """``controller`` is on in ``parent``'s subtree_control, turned on here if the kernel lets
     us (it refuses, EBUSY, while processes sit in ``parent`` itself)."""
@@ -172,7 +183,7 @@ class Cgroup:
         if here is None:
             return None
         candidates = [here]
-        if own != "/" and (here.parent / "cgroup.procs").is_file():
+        if own != "/" and (here.parent / "cgroup.procs").is_file() and _delegated(here.parent):
             candidates.append(here.parent)  # the delegated subtree this process's leaf is in
         for parent in candidates:
             if not _enabled(parent, "pids"):

@@ -6,27 +6,33 @@ setresuid) and execs bwrap, which builds its sandbox with an unprivileged user n
 which RLIMIT_NPROC counts.
 
 Each call leases a uid of its own from ``UIDS_SETTING``'s range, so one call's processes never
-eat another's budget. The lease is an abstract Unix socket bound to a name per uid: another
-host process on this machine (same network namespace) sees it taken, and the kernel frees it
-when the process dies.
+eat another's budget. The lease is an exclusive ``flock`` on ``mount_base()/leases/<uid>`` (a
+directory root's alone, 0700): every host process on this machine sees it taken, whatever its
+network namespace, no other user can take it, and the kernel frees it when the process dies.
+A uid that already owns processes is not leased, and a uid whose processes outlive the end of
+a call stays leased until this process ends. The range must hold no account's uid and no
+group's gid: such a user could enter a running sandbox (setns) and reach the workspace.
 
 The workspace stays the host's on disk: the command gets an idmapped mount of it in which the
 host's uid and gid read as the sandbox's, so it reads and writes every file the host's tools
 wrote, and what it writes lands owned by the host. No owner or ctime changes (the host's
 provenance keys on ctime). bwrap binds the workspace by path, so the idmapped mount is
 attached, for the call only, at ``mount_base()/<pid>-<random>/w``: the base is root's and
-traversable, the call's directory the sandbox uid's alone (mode 0700), so no other local user
-reaches the workspace through it even though /proc/self/mountinfo shows the path
-(docs/decisions.md D264).
+traversable, the call's directory root's with the sandbox gid as group (mode 0710: bwrap, as
+that gid, can traverse it), so no other local user reaches the workspace through it even
+though /proc/self/mountinfo shows the path (docs/decisions.md D264).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
+import grp
+import logging
 import os
+import pwd
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -53,7 +59,17 @@ _OPEN_TREE_CLONE = 1
 _AT_EMPTY_PATH = 0x1000
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 _MOUNT_ATTR_IDMAP = 0x00100000
+_MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
+_UMOUNT_NOFOLLOW = 0x8
+_AT_FDCWD = -100
+#: The most uids a range may name: each is checked for an account and a group at every call.
+_MOST_UIDS = 1024
+#: Ending a call's processes: pauses double from the first to the longest, and /proc is
+#: scanned at most ``_MOST_SCANS`` times, however long a scan takes.
+_FIRST_PAUSE_S = 0.01
+_LONGEST_PAUSE_S = 0.1
+_MOST_SCANS = 100
 #: Drops to argv[1] (uid and gid) with no supplementary groups, then execs argv[2:]; the fds
 #: the launcher was given stay open (inheritable), nothing else is done between.
 _DROP = ("import os, sys\n"
@@ -83,12 +99,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 #: One user namespace per sandbox uid (host uid -> sandbox uid), made once, kept open.
 _namespaces: dict[int, int] = {}
 _namespaces_lock = threading.Lock()
+#: The lease fds of uids whose processes outlived their call: held (the uid out of use) until
+#: this process ends.
+_kept: list[int] = []
+_log = logging.getLogger(__name__)
 
 
 def uid_range(settings: Settings) -> range:
     """The uids ``UIDS_SETTING`` names (``DEFAULT_UIDS`` unset).
 
-    :raises UserUnavailable: the setting is not a range of ordinary uids.
+    :raises UserUnavailable: the setting is not a range of ordinary uids, or names more than
+        ``_MOST_UIDS``, or one of them is an account's uid or a group's gid.
     """
     text = (settings.get(UIDS_SETTING) or DEFAULT_UIDS).strip()
     first, _, last = text.partition("-")
@@ -98,6 +119,17 @@ def uid_range(settings: Settings) -> range:
         raise UserUnavailable(f"{UIDS_SETTING} must be FIRST-LAST or one uid ({text!r})") from None
     if not 0 < low <= high < 2**32 - 1:
         raise UserUnavailable(f"{UIDS_SETTING} must name uids from 1 to 4294967294 ({text!r})")
+    if high - low >= _MOST_UIDS:
+        raise UserUnavailable(f"{UIDS_SETTING} must name at most {_MOST_UIDS} uids ({text!r})")
+    for uid in range(low, high + 1):
+        for kind, lookup in (("an account's uid", pwd.getpwuid), ("a group's gid", grp.getgrgid)):
+            try:
+                lookup(uid)
+            except KeyError:
+                continue
+            raise UserUnavailable(
+                f"{UIDS_SETTING} must name no uid or gid in use: {uid} is {kind}, whose "
+                f"processes could enter a running sandbox ({text!r})")
     return range(low, high + 1)
 
 
@@ -155,9 +187,21 @@ def mount_base() -> str:
     return base
 
 
+def _private_dir(path: str) -> None:
+    """Make ``path`` a directory (0700) this user's alone, or check it is one.
+
+    :raises OSError: it exists and is not.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise OSError(0, f"{path} is not a directory of this user's alone")
+
+
 def _detach(call_dir: str) -> None:
     point = os.path.join(call_dir, "w")
-    _libc.umount2(point.encode(), _MNT_DETACH)
+    _libc.umount2(point.encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW)
     for path in (point, call_dir):
         with contextlib.suppress(OSError):
             os.rmdir(path)
@@ -171,21 +215,26 @@ def _detach_stale(base: str) -> None:
             _detach(os.path.join(base, name))
 
 
-def _processes_of(uid: int) -> list[int]:
-    """Live (not zombie) host processes whose real uid is ``uid``."""
-    found = []
+def _processes_of(uid: int) -> tuple[list[int], bool]:
+    """Host processes whose real uid is ``uid`` (zombies too), and whether any of them still
+    runs: a zombie is gone only with one thread left (a process whose main thread called
+    pthread_exit shows Z while its other threads run)."""
+    found, running = [], False
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/status", "rb") as status:
-                text = status.read(1024)  # State and Uid are in the first dozen lines
+                text = status.read()
         except OSError:
             continue  # gone meanwhile
         real = text.partition(b"\nUid:\t")[2].split(b"\t", 1)[0]
-        if real == str(uid).encode() and b"\nState:\tZ" not in text:
-            found.append(int(name))
-    return found
+        if real != str(uid).encode():
+            continue
+        found.append(int(name))
+        threads = text.partition(b"\nThreads:\t")[2].split(b"\n", 1)[0]
+        running = running or b"\nState:\tZ" not in text or threads != b"1"
+    return found, running
 
 
 @dataclass
@@ -193,7 +242,7 @@ class SandboxUser:
     """One call's lease of a sandbox uid (gid the same number), and its workspace mount."""
 
     uid: int
-    _lease: socket.socket
+    _lease: int
     _mounted: list[tuple[str, int]] = field(default_factory=list)
 
     @property
@@ -209,50 +258,60 @@ class SandboxUser:
         tree = _syscall(_SYS_OPEN_TREE, workspace_fd, b"",
                         _OPEN_TREE_CLONE | _AT_EMPTY_PATH | os.O_CLOEXEC)
         try:
-            attr = _MountAttr(_MOUNT_ATTR_IDMAP, 0, 0, _userns(self.uid))
+            # Private: the clone joins no peer group of the workspace's mount.
+            attr = _MountAttr(_MOUNT_ATTR_IDMAP, 0, _MS_PRIVATE, _userns(self.uid))
             _syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH, ctypes.byref(attr),
                      ctypes.sizeof(attr))
             base = mount_base()
             _detach_stale(base)
             call_dir = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
             try:
-                os.chown(call_dir, self.uid, self.gid)
-                os.mkdir(os.path.join(call_dir, "w"), 0o700)
-                _syscall(_SYS_MOVE_MOUNT, tree, b"", -100, f"{call_dir}/w".encode(),
-                         _MOVE_MOUNT_F_EMPTY_PATH)
+                dir_fd = os.open(call_dir, _O_DIR)
+                try:
+                    os.fchown(dir_fd, 0, self.gid)
+                    os.fchmod(dir_fd, 0o710)
+                    os.mkdir("w", 0o700, dir_fd=dir_fd)
+                    _syscall(_SYS_MOVE_MOUNT, tree, b"", dir_fd, b"w", _MOVE_MOUNT_F_EMPTY_PATH)
+                    fd = os.open("w", _O_DIR, dir_fd=dir_fd)
+                finally:
+                    os.close(dir_fd)
             except OSError:
                 _detach(call_dir)
                 raise
         finally:
             os.close(tree)
-        try:
-            fd = os.open(f"{call_dir}/w", _O_DIR)
-        except OSError:
-            _detach(call_dir)
-            raise
         self._mounted.append((call_dir, fd))
         return fd
 
     def release(self, *, wait_s: float = 5.0) -> None:
         """End every process left under the uid (the uid is this call's alone: a second net
         under the namespace kill, as a cgroup's is, and waited for like a cgroup's removal),
-        detach the workspace mount and free the uid. Idempotent."""
-        pause = threading.Event()
-        for _ in range(max(1, int(wait_s / 0.01))):
-            if self._lease.fileno() < 0:
-                break  # released already
-            left = _processes_of(self.uid)
-            if not left:
-                break
-            for pid in left:
+        detach the workspace mount and free the uid. A uid with processes still running after
+        ``wait_s`` of pauses (or ``_MOST_SCANS`` scans of /proc) is not freed: it stays leased
+        until this process ends, and this is logged. Idempotent."""
+        if self._lease < 0:
+            return  # released already
+        pause, slept, pause_s, scans = threading.Event(), 0.0, _FIRST_PAUSE_S, 1
+        left, running = _processes_of(self.uid)
+        while running and slept < wait_s and scans < _MOST_SCANS:
+            for pid in left:  # zombies too: harmless
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            pause.wait(0.01)
+            pause.wait(pause_s)
+            slept, pause_s = slept + pause_s, min(pause_s * 2, _LONGEST_PAUSE_S)
+            left, running = _processes_of(self.uid)
+            scans += 1
         while self._mounted:
             call_dir, fd = self._mounted.pop()
             os.close(fd)
             _detach(call_dir)
-        self._lease.close()
+        lease_fd, self._lease = self._lease, -1
+        if running:
+            _kept.append(lease_fd)
+            _log.error("sandbox uid %d kept out of use until this process ends: its processes "
+                       "%s outlived the call", self.uid, left)
+        else:
+            os.close(lease_fd)
 
 
 def drop_argv(user: SandboxUser, argv: list[str]) -> list[str]:
@@ -261,17 +320,35 @@ def drop_argv(user: SandboxUser, argv: list[str]) -> list[str]:
 
 
 def lease(uids: range) -> SandboxUser:
-    """The first uid of ``uids`` no call (of any host process here) holds now.
+    """The first uid of ``uids`` no call (of any host process here) holds now and that owns
+    no process.
 
-    :raises UserUnavailable: every one is taken.
+    :raises UserUnavailable: every one is taken, or the lease directory is not usable.
     """
-    for uid in uids:
-        held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            held.bind(f"\0toolhost-sandbox-uid-{uid}")
-        except OSError:
-            held.close()
-            continue
-        return SandboxUser(uid, held)
+    try:
+        leases = os.path.join(mount_base(), "leases")
+        _private_dir(leases)
+        dir_fd = os.open(leases, _O_DIR)
+    except OSError as exc:
+        raise UserUnavailable(f"no lease directory for the sandbox uids ({exc.strerror})") from None
+    try:
+        for uid in uids:
+            try:
+                held = os.open(str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o600, dir_fd=dir_fd)
+            except OSError as exc:
+                raise UserUnavailable(
+                    f"no lease file for the sandbox uid {uid} ({exc.strerror})") from None
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(held)
+                continue  # another call's
+            if _processes_of(uid)[1]:
+                os.close(held)
+                continue  # not a call's, yet it runs something: not ours to kill
+            return SandboxUser(uid, held)
+    finally:
+        os.close(dir_fd)
     raise UserUnavailable(f"all {len(uids)} sandbox uids ({UIDS_SETTING}) are in use by other "
                           "calls")
