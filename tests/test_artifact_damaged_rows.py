@@ -259,3 +259,33 @@ def test_mcp_resources_list_skips_a_damaged_row(tmp_path: Path) -> None:
         listed = asyncio.run(RunResources(host).list(run))
         assert [str(r.uri) for r in listed.resources] == [
             f"toolhost://artifacts/{made[0]}", f"toolhost://artifacts/{made[2]}"]
+
+
+def test_mcp_resources_read_of_a_damaged_row_is_not_available(tmp_path: Path) -> None:
+    # Its record cannot say whose it is, so it is answered as any file not the session's:
+    # -32002 "not available" (it said the file store could not be reached, -32603).
+    pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
+    from conftest import make_plugin, make_tool
+    from mcp.shared.exceptions import MCPError
+
+    from toolhost._mcp.resources import NOT_AVAILABLE, RESOURCE_NOT_FOUND, RunResources
+    from toolhost.testing import host_for
+
+    with host_for({"fx-dist": make_plugin(tools=[make_tool()])},
+                  data_dir=tmp_path / "data") as host:
+        run = host.start_run()
+        context = host.pipeline.context_for(run, deadline=host.deadline_in(10),
+                                            cancellation=run.cancellation)
+        made = [context.artifacts.write(origin=ArtifactOrigin.EXPORT, name=f"f{n}.bin",
+                                        media_type="application/octet-stream",
+                                        content=bytes([n]), trust=Trust.INTERNAL_TOOL).id
+                for n in range(2)]
+        with closing(sqlite3.connect(tmp_path / "data" / DATABASE_NAME)) as conn, conn:
+            conn.execute("UPDATE artifacts SET checksum = 'md5:abc' WHERE id = ?", (made[1],))
+        resources = RunResources(host)
+        with pytest.raises(MCPError) as refused:
+            asyncio.run(resources.read(run, f"toolhost://artifacts/{made[1]}"))
+        assert (refused.value.error.code, refused.value.error.message) == (
+            RESOURCE_NOT_FOUND, NOT_AVAILABLE)
+        good = asyncio.run(resources.read(run, f"toolhost://artifacts/{made[0]}"))
+        assert good.contents[0].blob == "AA=="  # base64 of b"\x00"

@@ -239,7 +239,7 @@ def test_the_reasons_are_a_closed_set() -> None:
     reasons = ArtifactUnavailable.REASONS
     assert reasons == {
         "not_found", "foreign_principal", "other_conversation", "other_run", "expired",
-        "ineligible_origin", "unclaimed_upload", "too_large", "corrupted",
+        "ineligible_origin", "unclaimed_upload", "too_large", "corrupted", "damaged_record",
     }
     with pytest.raises(ValueError):
         ArtifactUnavailable("a1", "because")

@@ -104,6 +104,7 @@ class ArtifactUnavailable(ArtifactError):
         "unclaimed_upload",  # an upload the user has not sent yet
         "too_large",  # larger than the read's bound
         "corrupted",  # its stored bytes no longer match its checksum (an operator's alarm)
+        "damaged_record",  # its record cannot be read (D252): whose it is cannot be known
     })
 
     def __init__(self, artifact_id: str, reason: str) -> None:
