@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -238,11 +238,13 @@ def test_get_of_the_damaged_id_is_one_line_and_writes_nothing(
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
 
 
-def test_mcp_resources_list_skips_a_damaged_row(tmp_path: Path) -> None:
+@contextmanager
+def served_with_a_damaged_row(tmp_path: Path, count: int) -> Iterator[tuple[Any, Any, list[str]]]:
+    """A host, a run and ``count`` artifacts it exported, the second one's checksum
+    overwritten: what the MCP resources of that run's session see."""
     pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
     from conftest import make_plugin, make_tool
 
-    from toolhost._mcp.resources import RunResources
     from toolhost.testing import host_for
 
     with host_for({"fx-dist": make_plugin(tools=[make_tool()])},
@@ -253,9 +255,16 @@ def test_mcp_resources_list_skips_a_damaged_row(tmp_path: Path) -> None:
         made = [context.artifacts.write(origin=ArtifactOrigin.EXPORT, name=f"f{n}.bin",
                                         media_type="application/octet-stream",
                                         content=bytes([n]), trust=Trust.INTERNAL_TOOL).id
-                for n in range(3)]
+                for n in range(count)]
         with closing(sqlite3.connect(tmp_path / "data" / DATABASE_NAME)) as conn, conn:
             conn.execute("UPDATE artifacts SET checksum = 'md5:abc' WHERE id = ?", (made[1],))
+        yield host, run, made
+
+
+def test_mcp_resources_list_skips_a_damaged_row(tmp_path: Path) -> None:
+    with served_with_a_damaged_row(tmp_path, 3) as (host, run, made):
+        from toolhost._mcp.resources import RunResources
+
         listed = asyncio.run(RunResources(host).list(run))
         assert [str(r.uri) for r in listed.resources] == [
             f"toolhost://artifacts/{made[0]}", f"toolhost://artifacts/{made[2]}"]
@@ -264,24 +273,11 @@ def test_mcp_resources_list_skips_a_damaged_row(tmp_path: Path) -> None:
 def test_mcp_resources_read_of_a_damaged_row_is_not_available(tmp_path: Path) -> None:
     # Its record cannot say whose it is, so it is answered as any file not the session's:
     # -32002 "not available" (it said the file store could not be reached, -32603).
-    pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
-    from conftest import make_plugin, make_tool
-    from mcp.shared.exceptions import MCPError
+    with served_with_a_damaged_row(tmp_path, 2) as (host, run, made):
+        from mcp.shared.exceptions import MCPError
 
-    from toolhost._mcp.resources import NOT_AVAILABLE, RESOURCE_NOT_FOUND, RunResources
-    from toolhost.testing import host_for
+        from toolhost._mcp.resources import NOT_AVAILABLE, RESOURCE_NOT_FOUND, RunResources
 
-    with host_for({"fx-dist": make_plugin(tools=[make_tool()])},
-                  data_dir=tmp_path / "data") as host:
-        run = host.start_run()
-        context = host.pipeline.context_for(run, deadline=host.deadline_in(10),
-                                            cancellation=run.cancellation)
-        made = [context.artifacts.write(origin=ArtifactOrigin.EXPORT, name=f"f{n}.bin",
-                                        media_type="application/octet-stream",
-                                        content=bytes([n]), trust=Trust.INTERNAL_TOOL).id
-                for n in range(2)]
-        with closing(sqlite3.connect(tmp_path / "data" / DATABASE_NAME)) as conn, conn:
-            conn.execute("UPDATE artifacts SET checksum = 'md5:abc' WHERE id = ?", (made[1],))
         resources = RunResources(host)
         with pytest.raises(MCPError) as refused:
             asyncio.run(resources.read(run, f"toolhost://artifacts/{made[1]}"))

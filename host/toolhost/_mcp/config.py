@@ -106,16 +106,7 @@ class ServeConfig:
         if workspace is not None and not workspace.is_dir():
             raise ConfigError(
                 f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
-        raw_run = (settings.get("TOOLHOST_MCP_RUN_TIMEOUT_S") or "").strip()
-        run_timeout = None
-        if raw_run:
-            try:
-                run_timeout = float(raw_run)
-            except ValueError:
-                run_timeout = -1.0
-            if not 0 < run_timeout < float("inf"):
-                raise ConfigError(f"TOOLHOST_MCP_RUN_TIMEOUT_S must be a positive number of "
-                                  f"seconds, not {raw_run!r}")
+        run_timeout = _seconds(settings, "TOOLHOST_MCP_RUN_TIMEOUT_S")
         return cls(principal=Principal(principal_id, scopes), elicitation=switch == "on",
                    elicitation_timeout_s=timeout, loop_stdio=stdio == "auto",
                    workspace=workspace, recover_interval_s=_recover_interval(settings),
@@ -272,8 +263,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
         max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000),
         max_sessions=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
-        session_idle_s=_seconds(settings, "TOOLHOST_HTTP_SESSION_IDLE_S",
-                                DEFAULT_SESSION_IDLE_S),
+        session_idle_s=_seconds(settings, "TOOLHOST_HTTP_SESSION_IDLE_S")
+        or DEFAULT_SESSION_IDLE_S,
         advertise_url=_advertise_url(settings, bind, port))
 
 
@@ -318,19 +309,20 @@ def _positive(settings: Settings, name: str, default: int) -> int:
     return int(raw)
 
 
-def _seconds(settings: Settings, name: str, default: float) -> float:
-    """A positive, finite number of seconds (``0.5`` too)."""
-    import math
+def _seconds(settings: Settings, name: str) -> float | None:
+    """A positive, finite number of seconds (``0.5`` too); None when unset.
 
+    :raises ConfigError: anything else.
+    """
     raw = (settings.get(name) or "").strip()
     if not raw:
-        return default
+        return None
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{name} must be a number of seconds above 0, not {raw!r}")
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
     return value
 
 

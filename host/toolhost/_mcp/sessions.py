@@ -40,8 +40,6 @@ from toolhost._pipeline.log import get_logger
 __all__ = ["Session", "SessionEnds", "Sessions", "session_key"]
 
 SESSION_HEADER = "mcp-session-id"
-#: Marks a connection whose end ``SessionEnds`` already watches (its ``state``).
-_WATCHED = "toolhost.session_end_watched"
 
 
 @attrs.define(eq=False)
@@ -132,8 +130,12 @@ class Sessions:
         """Transport sessions open now (opened, not yet ended), with a run or not."""
         return len(self._open)
 
-    def opened(self, key: str) -> None:
+    def opened(self, key: str) -> bool:
+        """Transport session ``key`` is open; False when it was already."""
+        if key in self._open:
+            return False
         self._open.add(key)
+        return True
 
     def ended(self, key: str) -> None:
         """Transport session ``key`` is over (the client's DELETE, idleness, the server
@@ -204,8 +206,6 @@ class SessionEnds:
         key = getattr(connection, "session_id", None)
         if (connection is not None and key is not None
                 and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-                and _WATCHED not in connection.state):
-            connection.state[_WATCHED] = True
-            self._sessions.opened(key)
+                and self._sessions.opened(key)):
             connection.exit_stack.callback(self._sessions.ended, key)
         return await call_next(ctx)

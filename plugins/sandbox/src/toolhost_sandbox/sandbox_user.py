@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import grp
 import logging
 import os
@@ -111,7 +112,14 @@ def uid_range(settings: Settings) -> range:
     :raises UserUnavailable: the setting is not a range of ordinary uids, or names more than
         ``_MOST_UIDS``, or one of them is an account's uid or a group's gid.
     """
-    text = (settings.get(UIDS_SETTING) or DEFAULT_UIDS).strip()
+    return _checked_range((settings.get(UIDS_SETTING) or DEFAULT_UIDS).strip())
+
+
+@functools.lru_cache(maxsize=8)
+def _checked_range(text: str) -> range:
+    """``uid_range`` of the setting's text, checked once a process: the account lookups take
+    ~9 ms for the default 64 uids, and every sandboxed call asks (a bad text is not cached:
+    it raises, and fails closed each time)."""
     first, _, last = text.partition("-")
     try:
         low, high = int(first), int(last or first)
