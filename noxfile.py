@@ -22,7 +22,7 @@ import nox
 
 ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "opentelemetry-sdk>=1.28"]
 
 #: The Pythons the host's tests run on: the oldest and the newest of those pyproject claims
 #: (3.11 to 3.13), so a claimed version is a tested one (D261). Every other session runs on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +29,10 @@ from toolhost import (
     hookimpl,
 )
 from toolhost._composition import Host
+
+# The suite reads no operator's toolhost.toml (~/.config/toolhost): every host, and every
+# command a test runs, sees only the settings the test gives it.
+os.environ["TOOLHOST_CONFIG"] = ""
 
 
 @pytest.fixture(autouse=True, scope="session")

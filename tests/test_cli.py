@@ -209,21 +209,25 @@ def test_help_names_the_settings_and_the_default_data_directory(
     result = subprocess.run([sys.executable, "-m", "toolhost._cli", "--help"], env=full,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
-    epilog = result.stdout[result.stdout.index("settings (environment):"):]
-    assert epilog.splitlines() == [
-        "settings (environment):",
-        "  TOOLHOST_DATA_DIR         the invocation records, artifacts and run workspaces",
-        f"                            (default: {default})",
-        "  TOOLHOST_PLUGINS          only these distributions' plugins load (comma-separated)",
-        "  TOOLHOST_PLUGINS_EXCLUDE  these distributions' plugins do not load (comma-separated)",
-        "  TOOLHOST_POLICY           tighten cells of the policy matrix (JSON)",
-        "  TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical",
-        "  TOOLHOST_ARTIFACT_RETENTION_DAYS",
-        "                            days until what a run stores expires (default 30; 0: never)",
-        "  TOOLHOST_CA_BUNDLE        extra trust roots (PEM file) for every outbound HTTPS client",
-        "  TOOLHOST_DATABASE_URL     keep the invocation record on PostgreSQL (postgresql://...)",
-        "  TOOLHOST_ARTIFACT_STORE   keep artifacts on S3-compatible storage (s3://bucket/prefix)",
-        "  TOOLHOST_S3_ENDPOINT_URL  that storage's endpoint (credentials: the AWS_* variables)",
+    epilog = result.stdout[result.stdout.index("[host] settings"):].splitlines()
+    assert epilog[:5] == [
+        "[host] settings (environment, or toolhost.toml's [host]):",
+        "  TOOLHOST_DATA_DIR  [data_dir, path]",
+        "      the invocation records, artifacts and run workspaces (default:",
+        f"      {default})",
+        "  TOOLHOST_PLUGINS  [plugins, list]",
+    ]
+    from toolhost._model.host_settings import in_group
+
+    # Every [host] setting of the catalog, each once; the others are serve's (serve --help).
+    named = [line.split()[0] for line in epilog if line.startswith("  TOOLHOST_")]
+    assert named == [spec.name for spec in in_group("host")]
+    assert "TOOLHOST_MCP_PRINCIPAL" not in result.stdout
+    assert epilog[-4:] == [
+        "Every setting may also be written in toolhost.toml (TOOLHOST_CONFIG, else",
+        "$XDG_CONFIG_HOME/toolhost/toolhost.toml); the environment overrides the file.",
+        "toolhost serve --help lists the [mcp] and [http] settings, toolhost config --help",
+        "every plugin's too, and toolhost config shows the value of each and its source.",
     ]
 
 

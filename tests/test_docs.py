@@ -44,7 +44,7 @@ def test_every_hookspec_is_documented_with_its_return() -> None:
     specs = [f for name, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if name.startswith("toolhost_")]
     assert {f.__name__ for f in specs} == {"toolhost_domains", "toolhost_readiness",
-                                           "toolhost_tools"}
+                                           "toolhost_settings", "toolhost_tools"}
     # Plugin API 1.0 removed toolhost_messages; the module says so and what replaced it.
     assert "1.0 removed ``toolhost_messages``" in (hookspecs.__doc__ or "")
     assert "1.1 added\n``toolhost_readiness``" in (hookspecs.__doc__ or "")

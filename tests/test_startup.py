@@ -148,3 +148,11 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         toolhost.Tol  # type: ignore[attr-defined]  # noqa: B018
     with pytest.raises(ImportError, match="cannot import name 'Tol'"):
         from toolhost import Tol  # type: ignore[attr-defined]  # noqa: F401
+
+
+def test_a_call_with_no_tracing_configured_imports_no_opentelemetry() -> None:
+    """The API is imported only once something else has (a provider's setup): D274."""
+    result, loaded = modules_after("call", "math.calculate", "--args", '{"expression": "2*3"}')
+    assert (result.returncode, result.stdout) == (0, "6\n")
+    assert "toolhost._pipeline.tracing" in loaded
+    assert sorted(m for m in loaded if m.startswith("opentelemetry")) == []

@@ -1,6 +1,6 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API, version 1.3: everything a plugin needs is importable from here, and
+The public plugin API, version 1.4: everything a plugin needs is importable from here, and
 everything its tests need from ``toolhost.testing``. Every other module is private. Importing
 this package loads no plugin.
 """
@@ -9,6 +9,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from toolhost._cli.progress_line import ProgressLine
     from toolhost._model.artifacts import (
         ArtifactOrigin,
         ArtifactRef,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         ToolValidationError,
     )
     from toolhost._model.secrets import Secret
+    from toolhost._model.setting_spec import SettingSpec
     from toolhost._model.settings import Settings
     from toolhost._model.spec import (
         Domain,
@@ -84,6 +86,7 @@ __all__ = [
     "Outcome",
     "OutcomeStatus",
     "Principal",
+    "ProgressLine",
     "Provenance",
     "ProvenancedChunks",
     "Reason",
@@ -92,6 +95,7 @@ __all__ = [
     "SchemaRule",
     "Secret",
     "Services",
+    "SettingSpec",
     "Settings",
     "SideEffect",
     "Source",
@@ -120,7 +124,7 @@ __all__ = [
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.3"
+PLUGIN_API_VERSION = "1.4"
 
 __version__ = "0.5.0"
 
@@ -147,6 +151,7 @@ _HOME = {
     "Outcome": "toolhost._model.outcome",
     "OutcomeStatus": "toolhost._model.outcome",
     "Principal": "toolhost._model.context",
+    "ProgressLine": "toolhost._cli.progress_line",
     "Provenance": "toolhost._model.workspace",
     "ProvenancedChunks": "toolhost._ports.workspace",
     "Reason": "toolhost._model.spec",
@@ -155,6 +160,7 @@ _HOME = {
     "SchemaRule": "toolhost._model.spec",
     "Secret": "toolhost._model.secrets",
     "Services": "toolhost._model.context",
+    "SettingSpec": "toolhost._model.setting_spec",
     "Settings": "toolhost._model.settings",
     "SideEffect": "toolhost._model.spec",
     "Source": "toolhost._model.spec",

@@ -20,6 +20,7 @@ from toolhost._ports.clock import Clock
 from toolhost._registration.discovery import (
     PluginSource,
     collect_contributions,
+    collect_settings,
     discover,
     make_plugin_manager,
 )
@@ -37,14 +38,16 @@ if TYPE_CHECKING:
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.outcome import Outcome
     from toolhost._model.runs import Run, RunOutcome, ToolCall
+    from toolhost._model.setting_spec import SettingSpec
     from toolhost._pipeline.pipeline import Pipeline, Recovered
-    from toolhost._pipeline.policy import Policy
+    from toolhost._pipeline.policy import Policy, PolicyConfigError
     from toolhost._ports.artifacts import ArtifactStore
     from toolhost._ports.invocations import InvocationStore
     from toolhost._ports.routes import RouteTable
+    from toolhost._registration.gateway import Gateway
     from toolhost._registration.validator_cache import ValidatorCache
 
-__all__ = ["Host", "load_host", "remove_tree"]
+__all__ = ["Host", "declared_settings", "load_host", "remove_tree", "start_gateway"]
 
 
 def remove_tree(root: Path) -> None:
@@ -93,6 +96,11 @@ class Host:
         # tool's callable) is made once even when several threads, each with its own loop,
         # make their first call at the same moment.
         self._first_use = threading.RLock()
+        #: Each loaded distribution's ``toolhost_settings`` (``toolhost config``, ``plugins``).
+        self.declared_settings: Mapping[str, tuple[SettingSpec, ...]] = {}
+        self._plugin_manager: pluggy.PluginManager | None = None
+        #: The MCP gateway (``[mcp.servers.<name>]``): its servers' tools are in the registry.
+        self.gateway: Gateway | None = None
 
     @classmethod
     def from_sources(
@@ -107,6 +115,7 @@ class Host:
         async_http_transport: httpx.AsyncBaseTransport | None = None,
         plugin_manager: pluggy.PluginManager | None = None,
         validator_cache: ValidatorCache | None = None,
+        gateway: Gateway | None = None,
     ) -> Host:
         """Register exactly these plugins. Raises PluginError or RegistrationRefused.
 
@@ -116,16 +125,48 @@ class Host:
         ``plugin_manager``: ``make_plugin_manager(sources)`` already made (``toolhost check``
         shares it with its readiness probes). ``validator_cache``: the validators' generated
         code from earlier starts (``load_host`` reads it from the data directory); what is
-        generated now is added to it, and written only by its owner's ``save``.
+        generated now is added to it, and written only by its owner's ``save``. ``gateway``:
+        the MCP gateway, started; its tools register as the host's own, and ``close``
+        closes it (a refused start closes it here).
         """
+        try:
+            host = cls._from_sources(sources, settings=settings, clock=clock, data_dir=data_dir,
+                                     policy=policy, http_transport=http_transport,
+                                     async_http_transport=async_http_transport,
+                                     plugin_manager=plugin_manager,
+                                     validator_cache=validator_cache, gateway=gateway)
+        except BaseException:
+            if gateway is not None:
+                gateway.close()
+            raise
+        host.gateway = gateway
+        return host
+
+    @classmethod
+    def _from_sources(
+        cls, sources: Sequence[PluginSource], *, settings: Settings | None, clock: Clock | None,
+        data_dir: Path | None, policy: Policy | None,
+        http_transport: httpx.BaseTransport | None,
+        async_http_transport: httpx.AsyncBaseTransport | None,
+        plugin_manager: pluggy.PluginManager | None, validator_cache: ValidatorCache | None,
+        gateway: Gateway | None,
+    ) -> Host:
         settings = settings if settings is not None else Settings()
         pm = plugin_manager if plugin_manager is not None else make_plugin_manager(sources)
-        registered, messages = register(collect_contributions(pm, settings),
-                                        cache=validator_cache)
+        declared = collect_settings(pm)
+        for distribution, specs in declared.items():
+            # What toolhost.toml's [plugins.<distribution>] sets, now that its keys are known.
+            settings = settings.with_plugin_settings(distribution, specs)
+        registered, messages = register(
+            collect_contributions(pm, settings), cache=validator_cache,
+            gateway=gateway.contribution() if gateway is not None else None)
         services = Services(clock=clock if clock is not None else SystemClock(), settings=settings)
-        return cls(Registry(registered), messages, services, settings, data_dir=data_dir,
+        host = cls(Registry(registered), messages, services, settings, data_dir=data_dir,
                    policy=policy, http_transport=http_transport,
                    async_http_transport=async_http_transport)
+        host.declared_settings = declared
+        host._plugin_manager = pm
+        return host
 
     @classmethod
     def from_plugins(
@@ -176,6 +217,7 @@ class Host:
         from toolhost._pipeline.log import configure_logging
         from toolhost._pipeline.pipeline import Pipeline
         from toolhost._pipeline.policy import policy_from_settings
+        from toolhost._pipeline.telemetry import Telemetry
 
         if not structlog.is_configured():
             # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
@@ -202,6 +244,7 @@ class Host:
             new_id=new_invocation_id,
             monotonic=monotonic,
             workspace_for=self.run_workspaces.for_approval,
+            telemetry=Telemetry.from_settings(self.settings, monotonic),
         )
 
     def _open_invocation_store(self) -> InvocationStore:
@@ -288,6 +331,33 @@ class Host:
                     self._run_workspaces = RunWorkspaces(
                         workspaces, SizedFilesystems(self.settings.workspace_quota_bytes))
         return self._run_workspaces
+
+    @property
+    def loaded_distributions(self) -> frozenset[str]:
+        """The distributions whose plugins this host loaded (registered tools or not)."""
+        if self._plugin_manager is None:
+            return frozenset(r.distribution for r in self.registry)
+        return frozenset(name.split(":", 1)[0]
+                         for name, _ in self._plugin_manager.list_name_plugin())
+
+    def readiness(self) -> dict[str, list[str]]:
+        """Each loaded distribution's ``toolhost_readiness`` lines (empty: ready), called one
+        after another with these settings (``toolhost plugins``; ``check`` overlaps them).
+
+        :raises PluginError: a hook raised or returned something else than lines.
+        """
+        from toolhost._registration.discovery import PluginError, call_each
+
+        if self._plugin_manager is None:
+            return {}
+        found: dict[str, list[str]] = {}
+        for name, lines in call_each(self._plugin_manager, "toolhost_readiness",
+                                     {"settings": self.settings}).items():
+            dist = name.split(":", 1)[0]
+            if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+                raise PluginError(dist, "hook toolhost_readiness must return a list of str")
+            found.setdefault(dist, []).extend(lines)
+        return found
 
     def workspace_quota_problem(self) -> str | None:
         """Why the workspaces this host makes cannot hold their byte quota as filesystems of
@@ -402,7 +472,11 @@ class Host:
 
     def close(self) -> None:
         """Close the stores' database connections, and remove the data directory if the host
-        made it for itself. The host is unusable afterwards."""
+        made it for itself, and the MCP gateway's sessions (their subprocesses, its thread).
+        The host is unusable afterwards."""
+        if self.gateway is not None:
+            self.gateway.close()
+            self.gateway = None
         if self._routes is not None:
             self._routes.close()
             self._routes = None
@@ -619,6 +693,7 @@ def load_host(
     sources: Sequence[PluginSource] | None = None,
     plugin_manager: pluggy.PluginManager | None = None,
     keep_validators: bool = False,
+    gateway: bool = True,
 ) -> Host:
     """Discover installed plugins (honouring TOOLHOST_PLUGINS and TOOLHOST_PLUGINS_EXCLUDE),
     or take ``sources`` already discovered, register them, and read the log level and the
@@ -630,26 +705,95 @@ def load_host(
     written back, even when registration refuses. Other commands write nothing before their
     stores open, so a start refused over its data directory leaves it as it was.
 
+    ``gateway=False`` (a command that runs no tool: ``pending``, ``show``, ``deny``,
+    ``artifacts``, ``runs``) leaves toolhost.toml's MCP servers unstarted and their tools out.
+
     :raises PluginError, RegistrationRefused, PolicyConfigError, SettingError:
     """
-    from toolhost._pipeline.policy import policy_from_settings
+    from toolhost._pipeline.policy import PolicyConfigError, policy_from_settings
 
     settings = settings if settings is not None else Settings.from_environ()
     settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
     settings.artifact_retention  # noqa: B018 - so does a bad TOOLHOST_ARTIFACT_RETENTION_DAYS
     settings.workspace_quota_bytes  # noqa: B018 - and a bad TOOLHOST_WORKSPACE_QUOTA_BYTES
-    policy = policy_from_settings(settings.env)
+    try:
+        policy = policy_from_settings(settings.env)
+    except PolicyConfigError as exc:
+        raise _located(settings, exc) from None
     from toolhost._registration.validator_cache import ValidatorCache
 
     cache = ValidatorCache(settings.data_dir / "cache" / "validators.json")
     try:
-        return Host.from_sources(discover(settings) if sources is None else sources,
-                                 settings=settings, clock=clock, data_dir=settings.data_dir,
-                                 policy=policy, plugin_manager=plugin_manager,
-                                 validator_cache=cache)
+        found = discover(settings) if sources is None else sources
+        return Host.from_sources(found, settings=settings, clock=clock,
+                                 data_dir=settings.data_dir, policy=policy,
+                                 plugin_manager=plugin_manager, validator_cache=cache,
+                                 gateway=start_gateway(settings) if gateway else None)
     finally:
         if keep_validators:
             cache.save()
+
+
+#: How long a start waits for the gateway's servers to connect and list their tools, in all.
+#: One that is not connected by then is absent (``toolhost check`` says why) and reconnects.
+GATEWAY_CONNECT_S = 10.0
+
+
+def start_gateway(settings: Settings, *, connect_s: float = GATEWAY_CONNECT_S) -> Gateway | None:
+    """The MCP gateway over ``toolhost.toml``'s ``[mcp.servers.<name>]``, connected (at most
+    ``connect_s`` waited), or None when no server is configured and enabled.
+
+    :raises SettingError: servers are configured but the MCP SDK is not installed.
+    """
+    servers = settings.config.mcp_servers if settings.config is not None else ()
+    if not any(s.enabled for s in servers):
+        return None
+    import importlib.util
+
+    from toolhost._model.settings import SettingError
+
+    if importlib.util.find_spec("mcp") is None:
+        raise SettingError("[mcp.servers] needs the MCP SDK, which is not installed: "
+                           "pip install 'toolhost-core[mcp]'")
+    from toolhost._adapters.http import HttpClients
+    from toolhost._adapters.mcp_upstream import McpUpstreams
+    from toolhost._registration.gateway import Gateway
+
+    upstreams = McpUpstreams(tuple(servers), ssl_context=HttpClients(settings).ssl_context)
+    gateway = Gateway(servers, upstreams, monotonic=monotonic)
+    try:
+        upstreams.start(connect_s)
+    except BaseException:
+        gateway.close()
+        raise
+    return gateway
+
+
+def declared_settings(
+    settings: Settings | None = None,
+) -> tuple[Settings, dict[str, tuple[SettingSpec, ...]]]:
+    """The settings with every loaded plugin's ``[plugins.<distribution>]`` of toolhost.toml
+    applied, and what each plugin declares: ``toolhost config`` without registering a tool.
+
+    :raises PluginError, SettingError:
+    """
+    settings = settings if settings is not None else Settings.from_environ()
+    declared = collect_settings(make_plugin_manager(discover(settings)))
+    for distribution, specs in declared.items():
+        settings = settings.with_plugin_settings(distribution, specs)
+    return settings, declared
+
+
+def _located(settings: Settings, exc: PolicyConfigError) -> PolicyConfigError:
+    """A policy from ``toolhost.toml``'s ``[policy]`` table is wrong: the same one line, naming
+    the file and the line of the cell (TOOLHOST_POLICY in the environment is named as it was)."""
+    from toolhost._pipeline.policy import PolicyConfigError
+
+    config = settings.config
+    if config is None or settings.source_of("TOOLHOST_POLICY") == "environment":
+        return exc
+    problem = str(exc).removeprefix("TOOLHOST_POLICY ")
+    return PolicyConfigError(f"{config.where('policy', exc.key)}: [policy] {problem}", exc.key)
 
 
 def _body_of_200(response: httpx.Response, request: str, limit: int) -> bytes:

@@ -5,9 +5,9 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.3. Hooks are called once per process start, in this order: ``toolhost_domains``,
-``toolhost_tools``. Registration (the seven ordered refusals, then the reasons check) runs over
-the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
+Plugin API 1.4. Hooks are called once per process start, in this order: ``toolhost_settings``
+(optional), ``toolhost_domains``, ``toolhost_tools``. Registration (the seven ordered refusals,
+then the reasons check) runs over the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
 
 Version notes: 1.0 removed ``toolhost_messages``. A reason code is declared once, with its
@@ -23,7 +23,12 @@ host reasons ``tool.timeout.deadline_may_have_taken_effect`` and
 changing a hook: ``Tool(user_words=UserWords(prompt, arguments))`` (arguments that must be the
 person's own words: the host asks the person for them where the run has no user turn), and the
 host reasons ``tool.timeout.run_deadline_passed``, ``tool.permission_denied.needs_user`` and
-``tool.permission_denied.user_declined``.
+``tool.permission_denied.user_declined``. 1.4 added the optional hook ``toolhost_settings``
+(the plugin's settings, as ``SettingSpec``: what ``toolhost.toml``, ``toolhost config`` and
+``toolhost plugins`` show). 1.4 also added, without changing a hook:
+``ToolExecutionContext.progress(done, total=None, message=None)`` (how far a call has got,
+rate-limited by the host and sent only to whoever asked: an MCP client's progress token, a
+terminal) and ``ProgressLine`` (one updating terminal line, for a plugin's console script).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from toolhost._model.setting_spec import SettingSpec
     from toolhost._model.settings import Settings
     from toolhost._model.spec import Domain, Tool
 
@@ -71,6 +77,20 @@ def toolhost_tools(settings: Settings) -> list[Tool]:  # type: ignore[empty-body
 
     :param settings: the host settings (environment flags, data directory, secrets).
     :return: one ``Tool`` per registered (name, version), historical versions included.
+    """
+
+
+@hookspec
+def toolhost_settings() -> list[SettingSpec]:  # type: ignore[empty-body]
+    """Declare the settings this plugin reads from ``Settings``.
+
+    Optional (plugin API 1.4). Called once at startup, before ``toolhost_tools``, with nothing:
+    a declaration is static. What it declares is what ``toolhost config``, ``toolhost config
+    --help`` and ``toolhost plugins`` show, and the keys the plugin's ``[plugins.<distribution>]``
+    table of ``toolhost.toml`` may hold (any other key there refuses the start). A setting
+    whose ``activates`` names tools tells the operator which setting registers them.
+
+    :return: one ``SettingSpec`` per environment name the plugin reads.
     """
 
 

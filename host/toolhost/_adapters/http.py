@@ -120,6 +120,12 @@ class HttpClients:
         # composition, not on a plugin's first request.
         self._ssl_context = _ssl_context(settings)
 
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context every client here verifies with (the MCP gateway's ``httpx2``
+        client uses it too)."""
+        return self._ssl_context
+
     def client(
         self, *, timeout: float | httpx.Timeout, headers: Mapping[str, str] | None = None
     ) -> httpx.Client:

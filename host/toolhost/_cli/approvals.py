@@ -147,7 +147,7 @@ def _row_json(host: Host, record: InvocationRecord) -> dict[str, Any]:
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    host = load(stores=True)
+    host = load(stores=True, tools=False)
     return list_pending(host.pipeline.invocations, limit=args.limit, after=args.after,
                         as_json=args.json, out=sys.stdout, err=sys.stderr,
                         principal=args.principal)
@@ -212,7 +212,7 @@ def _arguments_preview(arguments_json: str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    host = load(stores=True)
+    host = load(stores=True, tools=False)
     record = _row(host, args.id)
     if args.json:
         print_json(_row_json(host, record))
@@ -345,7 +345,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
     from toolhost._model.invocations import InvocationNotFound
     from toolhost._pipeline.pipeline import InvocationStateError
 
-    host = load(stores=True)
+    host = load(stores=True, tools=False)
     try:
         denial = host.pipeline.denial(args.id, args.approver, args.reason)
     except InvocationNotFound:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from toolhost._cli.approvals import print_json, printable
 from toolhost._cli.common import CommandError, load, positive_int
 from toolhost._cli.exit_codes import ExitCode
+from toolhost._cli.progress_line import ProgressLine
 
 if TYPE_CHECKING:
     from toolhost._composition import Host
@@ -78,7 +79,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _store() -> tuple[Host, ArtifactStore]:
-    host = load(stores=True)
+    host = load(stores=True, tools=False)
     return host, host.pipeline.artifacts
 
 
@@ -176,11 +177,19 @@ def _filters(args: argparse.Namespace) -> str:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
+    # The bytes read, as one line on stderr when it is a terminal (a script sees nothing).
+    with ProgressLine(f"artifact {printable(args.id)}", unit="bytes") as line:
+        return _get(args, line)
+
+
+def _get(args: argparse.Namespace, line: ProgressLine) -> int:
     if args.output == "-":
         if sys.stdout is None:  # fd 1 was closed when the process started
             raise CommandError("cannot write standard output: it is closed", ExitCode.FAILED)
         _, store = _store()
-        _send(store, args.id, _verify(store, args.id), sys.stdout.buffer, "standard output")
+        shown = _Shown(line, store, args.id)
+        _send(store, args.id, _verify(store, args.id, shown), sys.stdout.buffer,
+              "standard output", shown)
         return ExitCode.OK
     target = Path(args.output)
     # What the name opens decides, links followed as open() and a shell redirect follow them
@@ -203,10 +212,39 @@ def cmd_get(args: argparse.Namespace) -> int:
             raise CommandError(f"-o {args.output!r} is inside the data directory, where the "
                                "host keeps its stores, caches and plugins' files: name a file "
                                "elsewhere")
-        _write_atomically(store, args.id, resolved)
+        _write_atomically(store, args.id, resolved, _Shown(line, store, args.id))
     else:
-        _write_through(store, args.id, target)
+        _write_through(store, args.id, target, _Shown(line, store, args.id))
     return ExitCode.OK
+
+
+class _Shown:
+    """A get's progress: the bytes of each pass over the content (a check, then the write,
+    for an output that cannot take bytes back) out of the artifact's recorded size. Without
+    a line (or on one that is not a terminal's), nothing."""
+
+    def __init__(self, line: ProgressLine | None = None, store: ArtifactStore | None = None,
+                 artifact_id: str = "") -> None:
+        self._line = line if line is not None and line.active else None
+        self._done = 0
+        self._what = "read"
+        self._total: int | None = None
+        if self._line is not None and store is not None:  # looked up only to be shown
+            with contextlib.suppress(Exception):  # an unknown id is refused by the read
+                self._total = store.get(artifact_id).size
+
+    def start(self, what: str) -> None:
+        if self._line is not None:
+            self._done, self._what = 0, what
+
+    def add(self, chunk: bytes) -> None:
+        if self._line is not None:
+            self._done += len(chunk)
+            self._line.update(self._done, self._total, self._what)
+
+
+#: What a get that shows nothing reports to.
+_NOT_SHOWN = _Shown()
 
 
 @contextlib.contextmanager
@@ -236,22 +274,27 @@ def _refused_read(artifact_id: str, *, whole: bool = False) -> Iterator[None]:
         raise CommandError(f"{not_written}: {exc}", ExitCode.FAILED) from None
 
 
-def _verify(store: ArtifactStore, artifact_id: str) -> bytes | None:
+def _verify(store: ArtifactStore, artifact_id: str, shown: _Shown = _NOT_SHOWN) -> (
+        bytes | None):
     """The first pass for an output that cannot take bytes back (stdout, a FIFO, a device):
     the content read through and verified, writing nothing. Returns it when it fits one
     chunk (the store hands out the chunk that completes the content only once it matched the
     record), else None: ``_send`` then reads it again. Memory stays at two chunks."""
+    shown.start("checked")
     with _refused_read(artifact_id), store.read_chunks(artifact_id, _CHUNK) as chunks:
         first = next(chunks, b"")
-        if next(chunks, None) is None:
+        shown.add(first)
+        second = next(chunks, None)
+        if second is None:
             return first
-        for _ in chunks:
-            pass
+        shown.add(second)
+        for chunk in chunks:
+            shown.add(chunk)
     return None
 
 
 def _send(store: ArtifactStore, artifact_id: str, verified: bytes | None, out: BinaryIO,
-          shown: str) -> None:
+          shown: str, progress: _Shown = _NOT_SHOWN) -> None:
     """What ``_verify`` verified, into ``out``: its one chunk, or a second pass. Content is
     immutable and content-addressed, so the second pass can only differ if it was damaged in
     between; it is checked again and the command then fails (what was written is not it)."""
@@ -259,30 +302,34 @@ def _send(store: ArtifactStore, artifact_id: str, verified: bytes | None, out: B
         if verified is not None:
             out.write(verified)
         else:
+            progress.start("written")
             with _refused_read(artifact_id, whole=True), \
                     store.read_chunks(artifact_id, _CHUNK) as chunks:
                 for chunk in chunks:
                     out.write(chunk)
+                    progress.add(chunk)
         out.flush()
     except OSError as exc:
         raise CommandError(f"cannot write {shown}: {exc.strerror}", ExitCode.FAILED) from None
 
 
-def _write_through(store: ArtifactStore, artifact_id: str, target: Path) -> None:
+def _write_through(store: ArtifactStore, artifact_id: str, target: Path,
+                   progress: _Shown) -> None:
     """The content written into what is at ``target`` (a FIFO, a device), as ``cat > target``.
     Opened only once the content is verified: a refused get never opens it (nor waits, as
     opening a FIFO does, for its reader)."""
-    verified = _verify(store, artifact_id)
+    verified = _verify(store, artifact_id, progress)
     shown = repr(str(target))
     try:
         fd = os.open(target, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
         with os.fdopen(fd, "wb") as out:
-            _send(store, artifact_id, verified, out, shown)
+            _send(store, artifact_id, verified, out, shown, progress)
     except OSError as exc:
         raise CommandError(f"cannot write {shown}: {exc.strerror}", ExitCode.FAILED) from None
 
 
-def _write_atomically(store: ArtifactStore, artifact_id: str, target: Path) -> None:
+def _write_atomically(store: ArtifactStore, artifact_id: str, target: Path,
+                      progress: _Shown) -> None:
     """The content at ``target``: streamed into a temp file beside it, fsynced, and renamed
     over it only once every chunk arrived, which is once the store matched the size and the
     checksum. On any failure the temp file goes and ``target`` is as it was. The file is
@@ -301,9 +348,11 @@ def _write_atomically(store: ArtifactStore, artifact_id: str, target: Path) -> N
             raise CommandError(f"cannot write {str(target)!r}: {exc.strerror}",
                                ExitCode.FAILED) from None
         try:
+            progress.start("written")
             with os.fdopen(fd, "wb") as f:
                 for chunk in chunks:
                     f.write(chunk)
+                    progress.add(chunk)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)
@@ -355,9 +404,15 @@ def cmd_upload(args: argparse.Namespace) -> int:
         try:
             # Claimed (the writer's default): the operator's upload is the user sending it.
             with writer.stream(origin=ArtifactOrigin.UPLOAD, name=name, media_type=media_type,
-                               trust=Trust.USER, max_bytes=ARTIFACT_CEILING) as stream:
+                               trust=Trust.USER, max_bytes=ARTIFACT_CEILING) as stream, \
+                    ProgressLine(f"upload {printable(name)}", unit="bytes") as line:
+                size = _regular_size(source) if line.active else None
+                sent = 0
                 while chunk := source.read(_CHUNK):
                     stream.write(chunk)
+                    sent += len(chunk)
+                    line.update(sent, size if size is not None and sent <= size else None,
+                                "stored")
                 ref = stream.commit()
         except ArtifactTooLarge as exc:
             raise CommandError(f"{args.file!r} is larger than the store's ceiling of "
@@ -372,6 +427,15 @@ def cmd_upload(args: argparse.Namespace) -> int:
             host.end_run(run)
     print(ref.id)
     return ExitCode.OK
+
+
+def _regular_size(source: BinaryIO) -> int | None:
+    """The size of what an upload reads, when it is a regular file (a pipe has none)."""
+    try:
+        info = os.fstat(source.fileno())
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 # ---------------------------------------------------------------------- purge

@@ -106,31 +106,41 @@ class _Readiness:
     read in registration's hook order, as if the hooks had been called one after another."""
 
     def __init__(self, settings: Settings) -> None:
-        self._kwargs = {"settings": settings}
+        self._kwargs: dict[str, Settings] = {"settings": settings}
         self._started: dict[int, _Background] = {}  # by id() of the plugin object
 
     def start(self, source: PluginSource) -> None:
-        from toolhost._registration.discovery import PluginError, _call_each, make_plugin_manager
+        from toolhost._model.settings import SettingError
+        from toolhost._registration.discovery import (
+            PluginError,
+            _call_each,
+            collect_settings,
+            make_plugin_manager,
+        )
 
         if not hasattr(source.plugin, "toolhost_readiness"):
             return  # a hookimpl under another name (pluggy's specname) is called in results()
         try:
             pm = make_plugin_manager([source])  # pluggy's checks of the hook, as registration's
-        except PluginError:
-            return  # registration's plugin manager refuses it with the same error
+            # The probe sees the plugin's own [plugins.<distribution>] of toolhost.toml too.
+            settings = self._kwargs["settings"].with_plugin_settings(
+                source.distribution, collect_settings(pm).get(source.distribution, ()))
+        except (PluginError, SettingError):
+            return  # registration refuses it with the same error
         self._started[id(source.plugin)] = _Background(
-            lambda: _call_each(pm, "toolhost_readiness", self._kwargs))
+            lambda: _call_each(pm, "toolhost_readiness", {"settings": settings}))
 
-    def results(self, pm: pluggy.PluginManager) -> list[tuple[str, Any]]:
+    def results(self, pm: pluggy.PluginManager, settings: Settings) -> list[tuple[str, Any]]:
         """``(plugin name, lines)`` of every implementation registration's ``pm`` holds, in its
-        order; a hook that raised raises its PluginError."""
+        order; a hook that raised raises its PluginError. ``settings``: the host's, for a
+        probe not started early."""
         from toolhost._registration.discovery import _call_one
 
         found = []
         for impl in pm.hook.toolhost_readiness.get_hookimpls():
             probe = self._started.get(id(impl.plugin))
             value = (next(iter(probe.result().values()), None) if probe is not None
-                     else _call_one(impl, "toolhost_readiness", self._kwargs))
+                     else _call_one(impl, "toolhost_readiness", {"settings": settings}))
             found.append((impl.plugin_name, value))
         return found
 
@@ -189,12 +199,15 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
     # Registered tools that fail closed on this machine (the optional toolhost_readiness
     # hook): one line each. Not a refusal, so the exit stays 0.
     try:
-        ready = readiness.results(pm)
+        ready = readiness.results(pm, host.settings)
     except PluginError as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
     for plugin_name, lines in ready:
         for line in lines or ():
             print(f"not ready: {distribution_of(plugin_name)}: {line}")
+    # The MCP gateway's servers not connected, and upstream tools left out or disabled.
+    for line in host.gateway.readiness() if host.gateway is not None else ():
+        print(f"not ready: mcp gateway: {line}")
     # Where the host cannot mount, a workspace's byte quota is only checked, not held (D265).
     unheld = host.workspace_quota_problem()
     if unheld is not None:

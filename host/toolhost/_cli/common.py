@@ -38,6 +38,7 @@ def load(
     *, stores: bool = False, settings: Settings | None = None,
     sources: Sequence[PluginSource] | None = None,
     plugin_manager: pluggy.PluginManager | None = None, keep_validators: bool = False,
+    tools: bool = True,
 ) -> Host:
     """The host over the installed plugins, or a CommandError with the refusal's one line.
 
@@ -48,6 +49,8 @@ def load(
     :param plugin_manager: ``make_plugin_manager(sources)``, already made.
     :param keep_validators: write the validators' generated code to the data directory
         (``toolhost check``, which writes the scan's cache there too).
+    :param tools: the command runs or lists tools; False (``pending``, ``show``, ...) starts
+        no upstream MCP server of the gateway.
     """
     from toolhost._composition import load_host
     from toolhost._model.settings import SettingError, StoreUnavailable
@@ -57,7 +60,7 @@ def load(
 
     try:
         host = load_host(settings, sources=sources, plugin_manager=plugin_manager,
-                         keep_validators=keep_validators)
+                         keep_validators=keep_validators, gateway=tools)
     except (SettingError, PolicyConfigError) as exc:
         # A setting whose value is wrong is a usage error, whichever setting and command.
         raise CommandError(str(exc), ExitCode.USAGE) from None

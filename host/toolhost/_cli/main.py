@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from toolhost._cli import approvals, artifacts, runs
+from toolhost._cli import approvals, artifacts, config, plugins, runs
 from toolhost._cli.check import cmd_check
 from toolhost._cli.common import (
     CommandError,
@@ -45,32 +45,30 @@ class _Version(argparse.Action):
 
 
 def _epilog() -> str:
-    from toolhost._model.data_layout import default_data_dir
+    from toolhost._cli.config import settings_epilog
 
-    return f"""\
-settings (environment):
-  TOOLHOST_DATA_DIR         the invocation records, artifacts and run workspaces
-                            (default: {default_data_dir()})
-  TOOLHOST_PLUGINS          only these distributions' plugins load (comma-separated)
-  TOOLHOST_PLUGINS_EXCLUDE  these distributions' plugins do not load (comma-separated)
-  TOOLHOST_POLICY           tighten cells of the policy matrix (JSON)
-  TOOLHOST_LOG_LEVEL        debug, info, warning (default), error or critical
-  TOOLHOST_ARTIFACT_RETENTION_DAYS
-                            days until what a run stores expires (default 30; 0: never)
-  TOOLHOST_CA_BUNDLE        extra trust roots (PEM file) for every outbound HTTPS client
-  TOOLHOST_DATABASE_URL     keep the invocation record on PostgreSQL (postgresql://...)
-  TOOLHOST_ARTIFACT_STORE   keep artifacts on S3-compatible storage (s3://bucket/prefix)
-  TOOLHOST_S3_ENDPOINT_URL  that storage's endpoint (credentials: the AWS_* variables)
-"""
+    return (settings_epilog(("host",)) +
+            "\nEvery setting may also be written in toolhost.toml (TOOLHOST_CONFIG, else\n"
+            "$XDG_CONFIG_HOME/toolhost/toolhost.toml); the environment overrides the file.\n"
+            "toolhost serve --help lists the [mcp] and [http] settings, toolhost config --help\n"
+            "every plugin's too, and toolhost config shows the value of each and its source.\n")
+
+
+def _serve_epilog() -> str:
+    from toolhost._cli.config import settings_epilog
+
+    return settings_epilog(("mcp", "http"))
 
 
 def _parser() -> argparse.ArgumentParser:
+    from toolhost._cli.config import LazyEpilogHelp
+
     parser = argparse.ArgumentParser(
         prog="toolhost",
         description="A plugin-based tool host for LLM agents.",
-        epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
     )
+    parser.add_argument("-h", "--help", action=LazyEpilogHelp, epilog=_epilog)
     parser.add_argument("--version", action=_Version, help="print the toolhost-core version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -116,8 +114,12 @@ def _parser() -> argparse.ArgumentParser:
 
     approvals.add_parsers(sub)
     artifacts.add_parsers(sub)
+    config.add_parsers(sub)
+    plugins.add_parsers(sub)
 
-    serve = sub.add_parser("serve", help="serve the tools over the Model Context Protocol")
+    serve = sub.add_parser("serve", help="serve the tools over the Model Context Protocol",
+                           formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    serve.add_argument("-h", "--help", action=LazyEpilogHelp, epilog=_serve_epilog)
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
                        help="streamable HTTP on this address instead of stdio, e.g. "
                             "127.0.0.1:8765")
@@ -185,8 +187,13 @@ def cmd_call(args: argparse.Namespace) -> int:
     run = host.local_run(workspace=workspace, run_id=args.run,
                          conversation_id=args.conversation, user_turn=args.user_turn,
                          timeout_s=args.timeout)
+    from toolhost._cli.progress_line import progress_shown
+    from toolhost._pipeline.tracing import continued_trace
+
     try:
-        outcome = host.invoke_sync(args.name, arguments, version=args.version, run=run)
+        # The call's span is a new trace, or continues TRACEPARENT's (a script's own).
+        with continued_trace(host.settings), progress_shown(args.name):  # on a terminal
+            outcome = host.invoke_sync(args.name, arguments, version=args.version, run=run)
     finally:
         # A named run goes on (the next --run ID call, an approval, finds its workspace); an
         # unnamed one is this command's alone.
@@ -214,7 +221,9 @@ def cmd_call(args: argparse.Namespace) -> int:
         said = code in (core_messages.UNKNOWN_TOOL, core_messages.UNKNOWN_VERSION,
                         core_messages.NEEDS_USER)
         if code == core_messages.UNKNOWN_TOOL:
-            print(f"toolhost: no tool {args.name!r} is registered (toolhost tools lists them)",
+            hint = plugins.activation_hint(host, args.name)
+            print(f"toolhost: {hint}" if hint is not None else
+                  f"toolhost: no tool {args.name!r} is registered (toolhost tools lists them)",
                   file=sys.stderr)
         elif code == core_messages.UNKNOWN_VERSION:
             known = ", ".join(host.registry.versions(args.name))
@@ -271,6 +280,8 @@ _COMMANDS = {
     **approvals.COMMANDS,
     **artifacts.COMMANDS,
     **runs.COMMANDS,
+    "config": config.cmd_config,
+    "plugins": plugins.cmd_plugins,
     "serve": cmd_serve,
 }
 

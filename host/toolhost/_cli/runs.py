@@ -27,7 +27,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    host = load(stores=args.runs_command == "end")
+    host = load(stores=args.runs_command == "end", tools=False)
     if args.runs_command == "list":
         live = host.run_workspaces.live()
         if args.json:

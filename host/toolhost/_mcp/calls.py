@@ -57,6 +57,8 @@ from toolhost._model.runs import CancellationEvent, Run
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.pipeline import InvocationStateError
 from toolhost._pipeline.policy import PolicyAction
+from toolhost._pipeline.tracing import parent_context
+from toolhost._pipeline.tracing import step as trace_step
 from toolhost._registration.refusals import Registered
 
 __all__ = ["CANCEL_GRACE_S", "ToolCalls"]
@@ -86,10 +88,24 @@ class ToolCalls:
         }
         # The tools whose arguments must be the person's own words (UserWords).
         self._wordy = {name: r for name, r in roster.items() if r.tool.user_words is not None}
+        self._telemetry = self._pipeline.telemetry
 
     async def call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> Answer:
-        """Answer one ``tools/call``. Raises MCPError (-32602) for a tool not served here."""
+        """Answer one ``tools/call``. Raises MCPError (-32602) for a tool not served here.
+
+        The whole request is the invocation's span (an approval asked within the call is
+        its child), continuing the caller's trace (``_meta.traceparent``, else the HTTP
+        request's ``traceparent`` header)."""
+        tracing = self._telemetry.tracing if self._telemetry is not None else None
+        if tracing is None or tracing.tracer() is None:
+            return await self._call(ctx, session, params)
+        headers = getattr(ctx.request, "headers", None)
+        with tracing.request(params.name, parent_context(ctx.meta, headers)):
+            return await self._call(ctx, session, params)
+
+    async def _call(self, ctx: ServerRequestContext[Any, Any], session: Session,
+                    params: types.CallToolRequestParams) -> Answer:
         arguments: Any = params.arguments if params.arguments is not None else {}
         run = session.run
         answering = self._asked_row(ctx, session, params)
@@ -244,7 +260,7 @@ class ToolCalls:
                 decision = Decision.UNDECIDED
         elif can_ask and ctx.session.can_send_request:
             try:
-                decision = await self._elicit(ctx, run, record, registered, log)
+                decision = await self._waiting(self._elicit(ctx, run, record, registered, log))
             except BaseException:
                 # The request was cancelled (or the client went) while the person decided:
                 # the call is left waiting, so the run pauses.
@@ -274,6 +290,19 @@ class ToolCalls:
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
         return self._deliver(session, self._pipeline.recorded(record.id))
+
+    async def _waiting(self, asking: Awaitable[Decision]) -> Decision:
+        """The person's answer, while the call counts as waiting for an approval (the
+        ``toolhost_calls_awaiting_approval`` gauge) and the wait is a span of its own."""
+        if self._telemetry is None:
+            return await asking
+        instruments = self._telemetry.instruments
+        instruments.awaiting_changed(1)
+        try:
+            with trace_step("approval"):
+                return await asking
+        finally:
+            instruments.awaiting_changed(-1)
 
     def _pause_held(self, session: Session, invocation_id: str) -> None:
         """A call recorded while the person was asked is left waiting: the run pauses (its

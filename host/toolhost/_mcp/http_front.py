@@ -11,7 +11,8 @@ In order, for each request:
 3. The bearer token, when the operator configured a token file or an issuer (``http_auth``):
    none, or one that does not verify, is ``401`` with ``WWW-Authenticate`` (naming the RFC 9728
    metadata where there is some). Nothing runs and nothing is recorded; a counter of refusals
-   by reason is kept.
+   by reason is kept. ``GET /metrics`` (the Prometheus scrape) is answered here, after the
+   token: protected exactly as MCP is.
 4. A POST's body, read up to ``TOOLHOST_HTTP_MAX_BODY_BYTES`` (``413`` past it), then: a
    request with an unusable id is ``-32600`` (``400``), as on stdio; a ``tools/call`` takes one
    of its principal's ``TOOLHOST_HTTP_MAX_CALLS`` slots, or is ``429`` with ``Retry-After``
@@ -45,6 +46,7 @@ from toolhost._mcp.http_introspection import TokenIntrospector
 from toolhost._mcp.http_routes import Router, route_key
 from toolhost._model.routes import RoutesUnavailable
 from toolhost._pipeline.log import get_logger
+from toolhost._pipeline.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 __all__ = ["CALLER_KEY", "FrontDoor", "HttpPolicy", "host_allowed", "origin_allowed"]
 
@@ -130,8 +132,11 @@ class FrontDoor:
                  ready: Callable[[], bool],
                  abandoned: Callable[[str], int] = lambda principal: 0,
                  router: Router | None = None, once: OncePerInterval | None = None,
-                 open_sessions: Callable[[], int] = lambda: 0) -> None:
+                 open_sessions: Callable[[], int] = lambda: 0,
+                 metrics: Callable[[], str] | None = None) -> None:
         self._app = app
+        #: ``GET /metrics``: the process's metrics in the Prometheus text format; None: 404.
+        self._metrics = metrics
         self._open_sessions = open_sessions
         #: Which log lines about running out are due (one a minute of each kind).
         self._once = once
@@ -193,6 +198,14 @@ class FrontDoor:
                 await self._unauthorized(send, presented=token is not None)
                 return
             scope = {**scope, "user": _sdk_user(caller), CALLER_KEY: caller}
+        if path == "/metrics" and self._metrics is not None:
+            # Authenticated like MCP (any valid token; open on loopback when none is
+            # configured, as MCP is): the counts name tools and reason codes.
+            if method == "GET":
+                await _plain(send, 200, self._metrics(), content_type=METRICS_CONTENT_TYPE)
+            else:
+                await _plain(send, 405, "Method not allowed.\n", extra=[(b"allow", b"GET")])
+            return
         if method != "POST":
             if not await self._routed(scope, headers, caller, b"", receive, send):
                 await self._app(scope, receive, self._noting(headers, send, method))
@@ -443,10 +456,11 @@ def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]
 
 
 async def _plain(send: Any, status: int, text: str,
-                 extra: list[tuple[bytes, bytes]] | None = None) -> None:
+                 extra: list[tuple[bytes, bytes]] | None = None, *,
+                 content_type: str = _TEXT) -> None:
     body = text.encode("utf-8")
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", _TEXT.encode()),
+                "headers": [(b"content-type", content_type.encode()),
                             (b"content-length", str(len(body)).encode()),
                             (b"cache-control", b"no-store"), *(extra or [])]})
     await send({"type": "http.response.body", "body": body})

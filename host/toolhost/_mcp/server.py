@@ -48,6 +48,7 @@ from toolhost._mcp.descriptors import (
     raise_limit,
 )
 from toolhost._mcp.frames import FrameErrorReplies
+from toolhost._mcp.progress import request_progress
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.sessions import SessionEnds, Sessions
@@ -101,7 +102,8 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
                            params: types.CallToolRequestParams) -> (
             types.CallToolResult | types.InputRequiredResult):
         try:
-            return await calls.call(ctx, sessions.of(ctx), params)
+            async with request_progress(ctx):  # notifications/progress, if the client asked
+                return await calls.call(ctx, sessions.of(ctx), params)
         except MCPError:
             raise  # the protocol's error shape, deliberately (a tool not served here)
         except Exception as exc:
@@ -307,7 +309,9 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     logging.getLogger("mcp.server.streamable_http_manager").addFilter(QuietSessionLimit(once))
     app = FrontDoor(mcp_app, http.policy, ready=host.ready,
                     abandoned=host.pipeline.abandoned_bodies, router=router, once=once,
-                    open_sessions=lambda: sessions.open_count)
+                    open_sessions=lambda: sessions.open_count,
+                    metrics=(host.pipeline.telemetry.instruments.render
+                             if host.pipeline.telemetry is not None else None))
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
     # slow clients).

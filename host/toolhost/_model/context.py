@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from toolhost._ports.tool_artifacts import ArtifactReader, ArtifactWriter
     from toolhost._ports.workspace import Workspace
 
-__all__ = ["Principal", "Services", "ToolCallable", "ToolExecutionContext"]
+__all__ = ["Principal", "Services", "ToolCallable", "ToolExecutionContext", "no_progress"]
 
 
 @attrs.frozen
@@ -95,6 +95,10 @@ class Services:
         return self._http_clients()
 
 
+def no_progress(done: float, total: float | None = None, message: str | None = None) -> None:
+    """Nobody watches this call: progress goes nowhere, at no cost."""
+
+
 @attrs.frozen(kw_only=True)
 class ToolExecutionContext:
     """Per call. Deliberately carries no database session.
@@ -113,10 +117,30 @@ class ToolExecutionContext:
     cancellation: Cancellation
     conversation_id: str | None = None
     user_turn: str | None = None
+    #: Where ``progress`` goes: the host's reporter for this call when someone watches it
+    #: (an MCP client that asked, a terminal), else nothing. A plugin's test may pass its own
+    #: (``attrs.evolve(context, reporter=record)``, ``record(done, total, message)``) to see what
+    #: the body reports.
+    _reporter: Callable[[float, float | None, str | None], None] = attrs.field(
+        default=no_progress, alias="reporter", repr=False, eq=False)
 
     @property
     def scopes(self) -> frozenset[str]:
         return self.principal.scopes
+
+    def progress(self, done: float, total: float | None = None,
+                 message: str | None = None) -> None:
+        """Say how far this call has got: ``done`` of ``total`` (None when unknown), in the
+        body's own unit (bytes, seconds, items), and a short ``message``. Callable from a sync
+        body's thread and from an async body.
+
+        Cheap and safe to call often: the host sends at most one update per 0.1 s of a call
+        (the completing one, ``done == total``, always), and only to whoever asked (an MCP
+        client that sent a progress token, ``toolhost call`` on a terminal). ``done`` must
+        grow; an update that does not, or with wrong arguments, is dropped, never raised,
+        and the host logs the first such. Nothing of it is recorded on the invocation row.
+        """
+        self._reporter(done, total, message)
 
 
 #: The tool body: ``body(arguments, context)``, sync or async, returning a ToolOutput. An

@@ -6,13 +6,18 @@ import datetime as _dt
 import itertools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from toolhost._model.data_layout import default_data_dir, plugin_data_dir
 from toolhost._model.secrets import Secret
+
+if TYPE_CHECKING:
+    from toolhost._model.config_file import ConfigFile
+    from toolhost._model.setting_spec import SettingSpec
 
 __all__ = [
     "ARTIFACT_RETENTION_DAYS",
@@ -95,10 +100,55 @@ class Settings:
     """
 
     env: Mapping[str, str] = attrs.field(repr=lambda env: repr(_redact(env)), factory=dict)
+    #: The names whose value came from ``toolhost.toml``, each with its ``PATH:LINE``; every
+    #: other name in ``env`` came from the environment.
+    origins: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    #: The file read, kept for its plugins' tables (``with_plugin_settings``); None: no file.
+    config: ConfigFile | None = attrs.field(default=None, repr=False, eq=False)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        return cls(env=dict(os.environ if environ is None else environ))
+        """The environment, over ``toolhost.toml`` when there is one (``TOOLHOST_CONFIG``, else
+        the XDG config directory): a variable set in the environment wins (D268).
+
+        :raises SettingError: the file cannot be used (one line: the file, line and key).
+        """
+        environ = dict(os.environ if environ is None else environ)
+        from toolhost._model.config_file import config_path
+
+        path = config_path(environ)
+        if path is None:
+            return cls(env=environ)
+        from toolhost._model.config_file import read_config
+
+        config = read_config(path, environ)
+        origins = {name: f"{path}:{config.lines[name]}"
+                   for name in config.env if name not in environ}
+        return cls(env={**config.env, **environ}, origins=origins, config=config)
+
+    def with_plugin_settings(self, distribution: str,
+                             specs: Iterable[SettingSpec]) -> Settings:
+        """These settings with what ``[plugins.<distribution>]`` of ``toolhost.toml`` sets for
+        the settings ``specs`` declare (the environment still wins).
+
+        :raises SettingError: a key the plugin does not declare, or a value of the wrong type.
+        """
+        if self.config is None or distribution not in self.config.plugin_tables:
+            return self
+        env, lines = self.config.plugin_env(distribution, specs, self.env)
+        fresh = {name: value for name, value in env.items() if name not in self.env}
+        if not fresh:
+            return self
+        origins = {name: f"{self.config.path}:{lines[name]}" for name in fresh}
+        return attrs.evolve(self, env={**self.env, **fresh},
+                            origins={**self.origins, **origins})
+
+    def source_of(self, name: str) -> str:
+        """Where ``name``'s value comes from: ``PATH:LINE`` of ``toolhost.toml``,
+        ``environment``, or ``default`` (not set anywhere)."""
+        if name in self.origins:
+            return self.origins[name]
+        return "environment" if name in self.env else "default"
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self.env.get(name, default)

@@ -61,16 +61,22 @@ takes that write, else left ``running`` for ``recover`` once this process is gon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
 from toolhost._model import host_reasons as core_messages
-from toolhost._model.context import Principal, ToolCallable, ToolExecutionContext
+from toolhost._model.context import (
+    Principal,
+    ToolCallable,
+    ToolExecutionContext,
+    no_progress,
+)
 from toolhost._model.digest import canonical_json
 from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
 from toolhost._model.outcome import (
@@ -84,12 +90,14 @@ from toolhost._model.outcome import (
 from toolhost._model.runs import CancellationEvent, Run, ToolCall
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape, WorkspaceUnavailable
-from toolhost._pipeline import steps
+from toolhost._pipeline import progress, steps
 from toolhost._pipeline.artifacts import RunArtifactWriter
 from toolhost._pipeline.execution import abandoned
 from toolhost._pipeline.group_commit import GroupCommit, WriteCancelled
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.policy import Policy, PolicyAction, PolicyDecision
+from toolhost._pipeline.telemetry import Telemetry
+from toolhost._pipeline.tracing import step as trace_step
 from toolhost._ports.artifacts import ArtifactStore
 from toolhost._ports.clock import Clock
 from toolhost._ports.invocations import InvocationStore
@@ -156,6 +164,11 @@ class Recovered:
         }
 
 
+#: What ``Pipeline._observed`` hands back: an ``Outcome``, or a ``Resumed``.
+_R = TypeVar("_R", Outcome, Resumed)
+#: A step nobody traces.
+_NO_STEP = contextlib.nullcontext()
+
 #: Calls that may be run again after their process was killed: repeating them is safe.
 _RERUNNABLE = frozenset({Idempotency.READ_ONLY, Idempotency.IDEMPOTENT})
 
@@ -186,8 +199,11 @@ class Pipeline:
         new_id: Callable[[], str],
         monotonic: Callable[[], float],
         workspace_for: Callable[[str], Any] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
+        #: Spans and metrics of its calls (``toolhost._pipeline.telemetry``); None: neither.
+        self.telemetry = telemetry
         self.messages = messages
         self.policy = policy
         self.invocations = invocations
@@ -232,9 +248,40 @@ class Pipeline:
         """
         self._commits.enter()
         try:
-            return await self._invoke(run, name, arguments, version, hold)
+            return await self._observed(name, run.id, arguments,
+                                        self._invoke(run, name, arguments, version, hold))
         finally:
             self._commits.leave()
+
+    async def _observed(self, name: str, run_id: str, arguments: Any,
+                        work: Coroutine[Any, Any, _R]) -> _R:
+        """``work`` (an invocation, or an approval's resumption) inside its span, and its
+        outcome counted (a resumption's only when it acted on the row)."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return await work
+        tracing = telemetry.tracing
+        call = tracing.begin(name, run_id, arguments) if tracing is not None else None
+        started = self._monotonic()
+        try:
+            result = await work
+        except BaseException as exc:
+            if tracing is not None:
+                tracing.end(call, None, exc)
+            raise
+        outcome = result.outcome if isinstance(result, Resumed) else result
+        if not isinstance(result, Resumed) or result.acted:
+            telemetry.instruments.call_ended(outcome, self._monotonic() - started)
+        if tracing is not None:
+            tracing.end(call, outcome)
+        return result
+
+    def _step(self, name: str) -> Any:
+        """A step's span (``tracing.STEPS``), or a no-op when nothing is traced."""
+        telemetry = self.telemetry
+        if telemetry is None or telemetry.tracing is None:
+            return _NO_STEP
+        return trace_step(name)
 
     async def _invoke(self, run: Run, name: str, arguments: Any, version: str | None,
                       hold: bool = False) -> Outcome:
@@ -243,19 +290,22 @@ class Pipeline:
         created = self.clock.now()
         registered: Registered | None = None
         try:
-            registered = steps.resolve(self.registry, name, version or run.pins.get(name))  # 1
-            log.debug("pipeline.resolve", step=1, version=registered.spec.version)
-            steps.check_enabled(run, registered)  # 2
-            log.debug("pipeline.enabled", step=2)
-            steps.check_scopes(run.principal, registered)  # 3
-            log.debug("pipeline.scopes", step=3)
-            prepared = steps.prepare(registered, arguments)  # 4
-            steps.check_user_words(run, registered)  # 4
-            log.debug("pipeline.validate", step=4)
+            with self._step("validate"):
+                registered = steps.resolve(self.registry, name,  # 1
+                                           version or run.pins.get(name))
+                log.debug("pipeline.resolve", step=1, version=registered.spec.version)
+                steps.check_enabled(run, registered)  # 2
+                log.debug("pipeline.enabled", step=2)
+                steps.check_scopes(run.principal, registered)  # 3
+                log.debug("pipeline.scopes", step=3)
+                prepared = steps.prepare(registered, arguments)  # 4
+                steps.check_user_words(run, registered)  # 4
+                log.debug("pipeline.validate", step=4)
         except ToolFailure as failure:
             return await self._persist_refusal(  # 13
                 run, invocation_id, name, registered, arguments, created, failure, log)
-        decision = steps.decide_policy(self.policy, registered)  # 5
+        with self._step("policy"):
+            decision = steps.decide_policy(self.policy, registered)  # 5
         log.debug("pipeline.policy", step=5, action=decision.action.value, rule=decision.rule)
         if decision.action is PolicyAction.DENY:
             return await self._deny_by_policy(  # 5
@@ -275,7 +325,8 @@ class Pipeline:
         inserted = registered.spec.idempotency is not Idempotency.READ_ONLY
         if inserted:
             try:
-                await self._commits.write(functools.partial(self.invocations.insert, record))
+                with self._step("record"):
+                    await self._commits.write(functools.partial(self.invocations.insert, record))
             except WriteCancelled as cancelled:
                 await self._cancelled_before_running(record, cancelled, log)
                 raise
@@ -344,7 +395,9 @@ class Pipeline:
         self, run: Run, *, deadline: float, cancellation: CancellationEvent
     ) -> ToolExecutionContext:
         """What a call of ``run`` receives: the run's workspace, an artifact writer bound to
-        the run (and its conversation and principal), this deadline and cancellation."""
+        the run (and its conversation and principal), this deadline and cancellation, and a
+        progress reporter when the caller listens (``progress.reporting``)."""
+        reporter = progress.reporter_for(self._monotonic, run_id=run.id)
         return ToolExecutionContext(
             run_id=run.id, principal=run.principal,
             workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
@@ -352,6 +405,7 @@ class Pipeline:
                                         principal_id=run.principal.id),
             deadline=deadline, cancellation=cancellation,
             conversation_id=run.conversation_id, user_turn=run.user_turn,
+            reporter=no_progress if reporter is None else reporter,
         )
 
     async def _execute_and_persist_in(
@@ -367,8 +421,9 @@ class Pipeline:
         try:
             tool = steps.build_tool(self._build, registered)  # 8
             try:
-                raw = await steps.execute(registered, tool, record.arguments, context, call, run,
-                                          context.deadline - self._monotonic())  # 8
+                with self._step("execute"):
+                    raw = await steps.execute(registered, tool, record.arguments, context, call,
+                                              run, context.deadline - self._monotonic())  # 8
             except WorkspaceEscape as escape:
                 raise steps.workspace_escape(escape) from None  # 9
             except WorkspaceUnavailable as problem:
@@ -378,8 +433,9 @@ class Pipeline:
             log.debug("pipeline.output", step=10)
             trust = steps.clamp_trust(registered.spec.output_trust, output.output_trust)  # 11
             log.debug("pipeline.trust", step=11, trust=trust.value)
-            shaped = await steps.limit_output_off_loop(  # 12
-                registered, output, trust, writer, record.id)
+            with self._step("excerpt"):
+                shaped = await steps.limit_output_off_loop(  # 12
+                    registered, output, trust, writer, record.id)
             log.debug("pipeline.size", step=12, truncated=shaped.truncated)
         except ToolFailure as failure:
             return await self._persist_failure(record, failure, log, inserted=inserted)  # 13
@@ -514,7 +570,8 @@ class Pipeline:
         # taken back, or a TaskGroup or timeout later in this task would see one still pending.
         before = task.cancelling() if task is not None else 0
         try:
-            return await self._commits.write(write)
+            with self._step("record"):
+                return await self._commits.write(write)
         except WriteCancelled as cancelled:
             while task is not None and task.cancelling() > before:
                 task.uncancel()
@@ -539,6 +596,8 @@ class Pipeline:
         the model reads RECORD_STORE, retryable. The operator reads the exception in the log."""
         log.error("pipeline.store_failed", exception=type(exc).__name__, error=str(exc),
                   recorded=False)
+        if self.telemetry is not None:
+            self.telemetry.instruments.store_failed("recorded")
         failed = attrs.evolve(
             record, state=InvocationState.FAILED, finished_at=self.clock.now(),
             failure_kind=ToolFailureKind.UPSTREAM_UNAVAILABLE.value,
@@ -567,6 +626,8 @@ class Pipeline:
             finished = False
         log.error("pipeline.store_failed", exception=type(exc).__name__, error=str(exc),
                   recorded=False, row="failed" if finished else "running")
+        if self.telemetry is not None:
+            self.telemetry.instruments.store_failed("result")
         interrupted = attrs.evolve(final, state=InvocationState.FAILED, result_structured=None,
                                    result_content=None, output_trust=None, artifact_refs=(),
                                    **fields)
@@ -682,6 +743,13 @@ class Pipeline:
             raise InvocationStateError(f"invocation {invocation_id} was denied")
         if record.state not in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
             return Resumed(self._outcome(record), acted=False)
+        return await self._observed(record.tool_name, record.run_id, None, self._resume_row(
+            record, approver, cancellation, run))
+
+    async def _resume_row(self, record: InvocationRecord, approver: str,
+                          cancellation: CancellationEvent | None, run: Run | None) -> Resumed:
+        """``_resume`` for a row awaiting approval, or approved and not yet started."""
+        invocation_id = record.id
         log = get_logger(invocation_id=invocation_id, run_id=record.run_id, tool=record.tool_name)
         try:
             # Pinned, so exact: the version that paused.
@@ -701,6 +769,7 @@ class Pipeline:
         if isinstance(started, Outcome):
             return Resumed(started, acted=False)
         record = started
+        self._approval_decided(record, "approved")
         try:
             steps.bind_approval(registered, record)  # 7
         except ToolFailure as failure:
@@ -980,7 +1049,19 @@ class Pipeline:
             )
         get_logger(invocation_id=invocation_id, run_id=record.run_id).info(
             "pipeline.denied", step=7, approver=approver, reason=reason)
-        return Resumed(self._outcome(self.invocations.get(invocation_id)), acted=True)
+        outcome = self._outcome(self.invocations.get(invocation_id))
+        if self.telemetry is not None:
+            self._approval_decided(attrs.evolve(record, decided_at=now), "denied")
+            # Nothing ran: the call's time is its wait, counted above, not the pipeline's.
+            self.telemetry.instruments.call_ended(outcome, 0.0)
+        return Resumed(outcome, acted=True)
+
+    def _approval_decided(self, record: InvocationRecord, decision: str) -> None:
+        """How long the row waited for its approval or denial (its pause to the decision)."""
+        if self.telemetry is None or record.decided_at is None:
+            return
+        waited = (record.decided_at - record.created_at).total_seconds()
+        self.telemetry.instruments.approval_decided(record.tool_name, decision, waited)
 
     # ------------------------------------------------------------------ for other callers
 

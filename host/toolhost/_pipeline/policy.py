@@ -64,7 +64,13 @@ EXTERNAL_WRITE_OVERRIDE = "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE"
 
 
 class PolicyConfigError(ValueError):
-    """The operator's policy configuration is malformed or loosens without the override."""
+    """The operator's policy configuration is malformed or loosens without the override.
+    ``key`` is the cell's key the problem is in, when it is in one (``toolhost.toml`` names
+    its line)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @attrs.frozen
@@ -122,8 +128,8 @@ class Policy:
                 if side_effect is SideEffect.EXTERNAL_WRITE and not allow_external_write_loosening:
                     raise PolicyConfigError(
                         f"policy loosens {cell}; set {EXTERNAL_WRITE_OVERRIDE}=1 to "
-                        "allow an EXTERNAL_WRITE call without approval"
-                    )
+                        "allow an EXTERNAL_WRITE call without approval",
+                        f"{side_effect.value}/{risk.value}")
                 loosened.append(cell)
                 if side_effect is SideEffect.EXTERNAL_WRITE:
                     overridden.add((side_effect, risk))
@@ -154,18 +160,18 @@ def _cell(key: str) -> tuple[SideEffect, Risk]:
     side_effect_name, slash, risk_name = key.partition("/")
     if not slash or "/" in risk_name:
         raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r} is not SIDE_EFFECT/RISK "
-                                f"(like \"CODE_EXECUTION/LOW\")")
+                                f"(like \"CODE_EXECUTION/LOW\")", key)
     try:
         side_effect = SideEffect(side_effect_name)
     except ValueError:
         raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r}: {side_effect_name!r} is not a "
-                                f"side effect ({'|'.join(e.value for e in SideEffect)})"
-                                ) from None
+                                f"side effect ({'|'.join(e.value for e in SideEffect)})",
+                                key) from None
     try:
         risk = Risk(risk_name)
     except ValueError:
         raise PolicyConfigError(f"TOOLHOST_POLICY key {key!r}: {risk_name!r} is not a risk "
-                                f"({'|'.join(r.value for r in Risk)})") from None
+                                f"({'|'.join(r.value for r in Risk)})", key) from None
     return side_effect, risk
 
 
@@ -175,7 +181,7 @@ def _action(key: str, value: object) -> PolicyAction:
     except ValueError:
         actions = "|".join(a.value for a in PolicyAction)
         raise PolicyConfigError(f"TOOLHOST_POLICY entry {key!r}: {value!r} is not an action "
-                                f"({actions})") from None
+                                f"({actions})", key) from None
 
 
 def policy_from_settings(env: Mapping[str, str]) -> Policy:

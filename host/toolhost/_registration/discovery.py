@@ -30,6 +30,7 @@ import attrs
 import pluggy
 
 from toolhost import hookspecs
+from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import Settings, normalize_dist_name
 from toolhost._model.spec import Domain, Tool
 
@@ -38,8 +39,11 @@ __all__ = [
     "Contribution",
     "PluginError",
     "PluginSource",
+    "call_each",
     "collect_contributions",
+    "collect_settings",
     "discover",
+    "installed_distributions",
     "load_distributions",
     "make_plugin_manager",
     "source_files",
@@ -350,6 +354,17 @@ def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager
     return pm
 
 
+def installed_distributions() -> list[str]:
+    """Every distribution with a ``toolhost.plugins`` entry point, loaded or not (sorted)."""
+    return sorted({ep.distribution for ep in _entry_points()})
+
+
+def call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Call one hook's implementations one plugin at a time, attributing any failure:
+    ``{plugin name: what it returned}``."""
+    return _call_each(pm, hook, kwargs)
+
+
 def _call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Call one hook's implementations one plugin at a time, attributing any failure."""
     return {impl.plugin_name: _call_one(impl, hook, kwargs)
@@ -396,6 +411,30 @@ def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[
             )
         merged[dist] = part
     return list(merged.values())
+
+
+def collect_settings(pm: pluggy.PluginManager) -> dict[str, tuple[SettingSpec, ...]]:
+    """Each distribution's declared settings (``toolhost_settings``; none when it does not
+    implement the hook). A name is one setting: declared twice, or a name the host reads for
+    itself, refuses the start, since two readers would disagree about what it means."""
+    from toolhost._model.host_settings import by_name
+
+    declared: dict[str, tuple[SettingSpec, ...]] = {}
+    owner: dict[str, str] = {}
+    for name, value in _call_each(pm, "toolhost_settings", {}).items():
+        dist = distribution_of(name)
+        specs = _as_tuple(dist, "toolhost_settings", value, SettingSpec)
+        for spec in specs:
+            if by_name(spec.name) is not None:
+                raise PluginError(dist, f"declares the setting {spec.name}, which is the host's")
+            if owner.setdefault(spec.name, dist) != dist:
+                raise PluginError(dist, f"declares the setting {spec.name}, which "
+                                        f"{owner[spec.name]} declares")
+        keys = [spec.file_key for spec in declared.get(dist, ()) + specs]
+        if len(keys) != len(set(keys)):
+            raise PluginError(dist, "declares two settings with one toolhost.toml key")
+        declared[dist] = declared.get(dist, ()) + specs
+    return declared
 
 
 def distribution_of(plugin_name: str) -> str:

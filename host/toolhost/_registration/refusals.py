@@ -146,6 +146,8 @@ class Registered:
 class _Entry:
     tool: Tool
     distribution: str
+    #: The host's own contribution (the MCP gateway's tools): the one way into ``mcp``.
+    host_owned: bool = False
 
     @property
     def spec(self) -> ToolSpec:
@@ -163,8 +165,19 @@ class _Entry:
 Problems = Iterator[RegistrationProblem]
 
 
-def _entries(contributions: Sequence[Contribution]) -> list[_Entry]:
-    return [_Entry(tool, c.distribution) for c in contributions for tool in c.tools]
+def _entries(contributions: Sequence[Contribution],
+             gateway: Contribution | None = None) -> list[_Entry]:
+    found = [_Entry(tool, c.distribution) for c in contributions for tool in c.tools]
+    if gateway is not None:
+        found += [_Entry(tool, gateway.distribution, host_owned=True) for tool in gateway.tools]
+    return found
+
+
+def _gateway_tool(e: _Entry) -> bool:
+    """The one exception to step 2: a tool of the host's own gateway contribution, in the
+    ``mcp`` domain, whose source is MCP. Plugins never reach it: ``host_owned`` is set only
+    for the contribution ``register(gateway=...)`` is given by the composition root."""
+    return e.host_owned and e.spec.domain == "mcp" and e.spec.source is Source.MCP
 
 
 # ---------------------------------------------------------------------------- step 1
@@ -208,7 +221,11 @@ def _step_reserved_domains(entries: Sequence[_Entry], contribs: Sequence[Contrib
                     "declare a domain other than mcp or device",
                 )
     for e in entries:
-        if e.spec.domain in RESERVED_DOMAINS:
+        if e.host_owned and not _gateway_tool(e):
+            yield e.problem(
+                Step.RESERVED_DOMAINS, "the host's gateway contributes only MCP-sourced tools "
+                "in the mcp domain", "name it mcp.<server>__<tool> with source MCP")
+        elif e.spec.domain in RESERVED_DOMAINS and not _gateway_tool(e):
             yield e.problem(
                 Step.RESERVED_DOMAINS, f"domain {e.spec.domain!r} is reserved",
                 "rename the tool into a domain your plugin declares (not mcp or device)",
@@ -232,8 +249,8 @@ def _step_domain_membership(entries: Sequence[_Entry], contribs: Sequence[Contri
             owner[d.name] = c.distribution
     for e in entries:
         domain = e.spec.domain
-        if domain in RESERVED_DOMAINS or not domain:
-            continue  # already refused at step 1 or 2
+        if domain in RESERVED_DOMAINS or not domain or e.host_owned:
+            continue  # already refused (or admitted, the gateway's) at step 1 or 2
         if owner.get(domain) != e.distribution:
             where = f"owned by {owner[domain]}" if domain in owner else "undeclared"
             yield e.problem(
@@ -529,8 +546,9 @@ _LATER_STEPS = (_step_field_completeness, _step_forced_trust, _step_reasons)
 
 def _check(
     contributions: Sequence[Contribution], cache: ValidatorCache | None = None,
+    gateway: Contribution | None = None,
 ) -> tuple[list[RegistrationProblem], list[_Entry], dict[int, tuple[Validator, Validator]]]:
-    entries = _entries(contributions)
+    entries = _entries(contributions, gateway)
     problems: list[RegistrationProblem] = []
     valid_specs = [e for e in entries if isinstance(e.tool.spec, ToolSpec)]
     if len(valid_specs) != len(entries):
@@ -549,23 +567,27 @@ def _check(
     return problems, entries, validators
 
 
-def registration_problems(contributions: Sequence[Contribution]) -> list[RegistrationProblem]:
+def registration_problems(contributions: Sequence[Contribution], *,
+                          gateway: Contribution | None = None) -> list[RegistrationProblem]:
     """Every problem registration finds, in step order (the first is what startup refuses
     with). Empty when everything registers."""
-    return _check(contributions)[0]
+    return _check(contributions, gateway=gateway)[0]
 
 
 def register(
     contributions: Sequence[Contribution], *, cache: ValidatorCache | None = None,
+    gateway: Contribution | None = None,
 ) -> tuple[list[Registered], dict[str, str]]:
     """Run the seven steps in order, then the reasons check. ``cache`` keeps the validators'
-    generated code between starts (the host's data directory).
+    generated code between starts (the host's data directory). ``gateway``: the host's own
+    contribution of upstream MCP servers' tools, the only one that may use the reserved
+    ``mcp`` domain (its tools' source must be MCP); it passes every other step as a plugin's.
 
     :return: every registration with its validators (compiled once, in step 5), and the
         message table (the host's messages and every tool's reasons).
     :raises RegistrationRefused: naming the first problem, in step order.
     """
-    problems, entries, validators = _check(contributions, cache)
+    problems, entries, validators = _check(contributions, cache, gateway)
     if problems:
         raise RegistrationRefused(problems)
     table = dict(HOST_MESSAGES)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolhost import Settings
+from toolhost import ProgressLine, Settings
 
 __all__ = ["PROG", "main"]
 
@@ -63,7 +63,11 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
     if args.command == "import":
         from toolhost_email.importer import import_path
 
-        report = import_path(data_dir, args.account, args.path, workers=None, owner=args.owner)
+        # Messages read so far, as one line on stderr when it is a terminal (a script or a
+        # log sees nothing of it).
+        with ProgressLine(f"{PROG} import", unit="messages read") as line:
+            report = import_path(data_dir, args.account, args.path, workers=None,
+                                 owner=args.owner, on_read=line.update if line.active else None)
         skipped = ", ".join(f"{n} {reason}" for reason, n in report.skipped.items())
         owned = f" (owner {args.owner.strip()})" if args.owner is not None else ""
         print(f"imported {report.path} as {report.account}{owned}: {report.seen} read, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from toolhost import Services, Settings, ToolFailure
+from toolhost import Services, Settings, SettingSpec, ToolFailure
 from toolhost_email.messages import CACHE_UNAVAILABLE
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ __all__ = [
     "MAX_REQUEST_S",
     "MODE_FLAG",
     "REQUEST_TIMEOUT_SETTING",
+    "SETTINGS",
     "UNSUBSCRIBE_FLAG",
     "open_reader",
     "request_seconds",
@@ -35,6 +36,24 @@ REQUEST_TIMEOUT_SETTING: Final = "TOOLHOST_EMAIL_REQUEST_TIMEOUT_S"
 _DEFAULT_REQUEST_S: Final = 10.0
 #: 5 rounds of 5 requests (email.unsubscribe) x 20 s stays below its 120 s timeout.
 MAX_REQUEST_S: Final = 20.0
+
+#: What ``toolhost config`` and ``[plugins.toolhost-email]`` of toolhost.toml know of them.
+SETTINGS: Final = (
+    SettingSpec(name=MODE_FLAG, key="mode_enabled", type="flag", default="off",
+                description="register email.context and email.feedback",
+                activates=("email.context", "email.feedback")),
+    SettingSpec(name=UNSUBSCRIBE_FLAG, key="unsubscribe_enabled", type="flag", default="off",
+                description="register email.subscriptions and email.unsubscribe",
+                activates=("email.subscriptions", "email.unsubscribe")),
+    SettingSpec(name=AUTHSERV_SETTING, key="authserv_id", type="text",
+                description="the authserv-id of the owner's own receiving server (unset: "
+                            "one-click unsubscribe never applies)"),
+    SettingSpec(name=REQUEST_TIMEOUT_SETTING, key="request_timeout_s", type="number",
+                default="10", description="the bound on one one-click request (at most 20)"),
+    SettingSpec(name=ALLOW_PRIVATE_SETTING, key="allow_private_destinations", type="flag",
+                default="off", description="tests only: let one-click requests reach "
+                                           "loopback, private and link-local addresses"),
+)
 
 
 def request_seconds(settings: Settings) -> float:

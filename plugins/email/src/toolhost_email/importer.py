@@ -19,7 +19,7 @@ import os
 import sqlite3
 import stat
 from collections import Counter, deque
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool as BrokenExecutor
 from contextlib import contextmanager
@@ -269,7 +269,8 @@ _INSERT = (
 
 
 def import_path(data_dir: Path, account: str, path: Path, *,
-                workers: int | None = 1, owner: str | None = None) -> ImportReport:
+                workers: int | None = 1, owner: str | None = None,
+                on_read: Callable[[int], None] | None = None) -> ImportReport:
     """Import the mbox file or Maildir at ``path`` under ``account`` into the cache in
     ``data_dir`` (toolhost-email's data directory). Importing it again adds nothing.
 
@@ -281,6 +282,9 @@ def import_path(data_dir: Path, account: str, path: Path, *,
 
     ``owner``: the principal the account belongs to (``owners``), set in the same
     transaction; an account that is already another principal's is refused.
+
+    ``on_read(n)``: called as each message is read, with how many were read so far (the
+    console script's progress line).
 
     :raises ImportFailed: the source cannot be read, or the account is another principal's;
         nothing of it was stored.
@@ -295,7 +299,7 @@ def import_path(data_dir: Path, account: str, path: Path, *,
         conn = open_writable(data_dir)
         try:
             return _import(conn, account, path, messages, max(1, workers),
-                           None if owner is None else owner.strip())
+                           None if owner is None else owner.strip(), on_read)
         finally:
             conn.close()
 
@@ -369,7 +373,8 @@ class _Batches:
 
 
 def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterator[bytes | str],
-            workers: int, owner: str | None) -> ImportReport:
+            workers: int, owner: str | None,
+            on_read: Callable[[int], None] | None = None) -> ImportReport:
     seen = read = 0
     batches = _Batches(conn, account, workers)
     conn.execute("BEGIN IMMEDIATE")
@@ -382,6 +387,8 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterat
         chunk: list[tuple[str, bytes]] = []
         for raw in messages:
             seen += 1
+            if on_read is not None:
+                on_read(seen)
             if isinstance(raw, str):  # a Maildir entry that is no regular file, not opened
                 batches.skipped[raw] += 1
                 continue

@@ -10,8 +10,17 @@ tool.
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, Tool, ToolCallable, UserWords, hookimpl
-from toolhost_email.config import MODE_FLAG, UNSUBSCRIBE_FLAG
+from toolhost import (
+    Domain,
+    Services,
+    Settings,
+    SettingSpec,
+    Tool,
+    ToolCallable,
+    UserWords,
+    hookimpl,
+)
+from toolhost_email.config import MODE_FLAG, SETTINGS, UNSUBSCRIBE_FLAG
 
 __all__ = [
     "DOMAIN",
@@ -21,6 +30,7 @@ __all__ = [
     "build_subscriptions",
     "build_unsubscribe",
     "toolhost_domains",
+    "toolhost_settings",
     "toolhost_tools",
 ]
 
@@ -35,6 +45,11 @@ DOMAIN = Domain(
     "email",
     "The owner's cached mail (imported by the operator): threads, feedback, subscriptions.",
 )
+
+
+@hookimpl
+def toolhost_settings() -> list[SettingSpec]:
+    return list(SETTINGS)
 
 
 @hookimpl

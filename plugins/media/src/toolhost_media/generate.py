@@ -147,8 +147,11 @@ async def save(provider: MediaGenerationProvider, request: GenerationRequest,
             try:
                 async with BackgroundWrite(out) as writer:
                     async with contextlib.aclosing(provider.stream(request)) as chunks:
+                        received = 0
                         async for chunk in chunks:
                             await writer.write(chunk)
+                            received += len(chunk)
+                            _report(context, received, provider.expected_bytes)
                     await writer.finish()
             except ArtifactTooLarge:  # the provider caps first; this is the backstop
                 raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap}) from None
@@ -157,6 +160,13 @@ async def save(provider: MediaGenerationProvider, request: GenerationRequest,
             if context.cancellation.cancelled:
                 raise asyncio.CancelledError
             return out.commit()
+
+
+def _report(context: ToolExecutionContext, received: int, expected: int | None) -> None:
+    """The bytes received so far, out of the declared size while it holds (the host sends
+    at most ten updates a second, to whoever asked)."""
+    total = expected if expected is not None and received <= expected else None
+    context.progress(received, total, "bytes received")
 
 
 def _integer(value: Any) -> int | None:

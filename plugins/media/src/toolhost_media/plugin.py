@@ -9,7 +9,7 @@ a static reason, and ``toolhost check`` says why.
 
 from __future__ import annotations
 
-from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost import Domain, Settings, SettingSpec, Tool, hookimpl
 
 __all__ = ["DOMAINS", "toolhost_domains", "toolhost_readiness", "toolhost_tools"]
 
@@ -28,6 +28,20 @@ _KEY_SETTING = "TENSORSCALE_API_KEY"
 
 def _has_credential(settings: Settings) -> bool:
     return settings.secret(_KEY_SETTING) is not None
+
+
+@hookimpl
+def toolhost_settings() -> list[SettingSpec]:
+    return [
+        SettingSpec(name=_KEY_SETTING, key="api_key", type="secret",
+                    description="the TensorScale API key: registers image.generate and "
+                                "video.generate",
+                    activates=("image.generate", "video.generate")),
+        # The name toolhost_media.tensorscale reads (imported only with the key set).
+        SettingSpec(name="TENSORSCALE_BASE_URL", key="base_url", type="url",
+                    default="https://api.tensorscale.ai",
+                    description="TensorScale's API origin (https; a test's loopback server)"),
+    ]
 
 
 @hookimpl

@@ -66,7 +66,14 @@ GenerationRequest = ImageRequest | VideoRequest
 
 
 class MediaGenerationProvider(Protocol):
-    """Generates one file per request. Use it as ``async with``; ``aclose`` releases it."""
+    """Generates one file per request. Use it as ``async with``; ``aclose`` releases it.
+
+    ``expected_bytes`` is the size the provider declared for the file being streamed (its
+    Content-Length), known once the first bytes are handed out; None when it declared none.
+    It is only a hint for progress: the cap is what bounds the stream.
+    """
+
+    expected_bytes: int | None
 
     def stream(self, request: GenerationRequest) -> AsyncGenerator[bytes, None]:
         """The generated file's bytes, checked while they arrive (at most ``request.cap``).

@@ -151,6 +151,7 @@ class TensorScale:
         self._client = client
         self._key = key
         self._base_url = base_url.rstrip("/")
+        self.expected_bytes: int | None = None
 
     async def stream(self, request: GenerationRequest) -> AsyncGenerator[bytes, None]:
         path, body = wire_request(request)
@@ -165,6 +166,8 @@ class TensorScale:
         try:
             async with self._client.stream("POST", self._base_url + path, content=content,
                                            headers=headers) as response:
+                declared = response.headers.get("content-length", "")
+                self.expected_bytes = int(declared) if declared.isdigit() else None
                 async for chunk in _without(self._key.reveal().encode("utf-8"),
                                             _checked(response, request)):
                     yield chunk

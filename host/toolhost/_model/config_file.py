@@ -1,0 +1,328 @@
+"""``toolhost.toml``: the settings an operator writes down once, read into the environment's form.
+
+Where: ``TOOLHOST_CONFIG`` (empty: no file), else ``$XDG_CONFIG_HOME/toolhost/toolhost.toml``
+(``~/.config/...``) when it exists. What: the tables ``[host]``, ``[mcp]`` and ``[http]`` hold the
+host's ``TOOLHOST_*`` settings under their keys (``toolhost._model.host_settings``); ``[policy]``
+the policy's cells (``"CODE_EXECUTION/HIGH" = "approval"``); ``[plugins.<distribution>]`` what
+that plugin declares through ``toolhost_settings``. Each value becomes the text its environment
+variable would hold, so every reader of ``Settings`` (host and plugins) works unchanged, and a
+variable set in the environment overrides the file's value (D268).
+
+A secret is a reference, ``{ env = "NAME" }`` or ``{ file = "PATH" }``; written inline it is
+accepted only from a file no other user can read (D269). Every problem is one line naming the
+file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from toolhost._model import host_settings
+from toolhost._model.setting_spec import SettingSpec
+from toolhost._model.settings import SettingError
+
+if TYPE_CHECKING:
+    from toolhost._model.upstream import UpstreamServer
+
+__all__ = ["CONFIG_SETTING", "ConfigFile", "ConfigFileError", "config_path", "read_config"]
+
+#: Names the file; empty: read none (tests, a host that must ignore the user's file).
+CONFIG_SETTING = "TOOLHOST_CONFIG"
+_URL_PASSWORD = re.compile(r"://[^:/?#@\s]*:[^@/?#\s]+@")
+
+
+class ConfigFileError(SettingError):
+    """A ``toolhost.toml`` the host cannot use; the message is ``PATH:LINE: key: problem``."""
+
+
+def config_path(environ: Mapping[str, str]) -> Path | None:
+    """The file to read: ``TOOLHOST_CONFIG`` when set (None when set empty), else the XDG
+    default when it exists.
+
+    :raises ConfigFileError: TOOLHOST_CONFIG names no file.
+    """
+    named = environ.get(CONFIG_SETTING)
+    if named is not None:
+        if not named.strip():
+            return None
+        path = Path(named).expanduser()
+        try:
+            is_file = stat.S_ISREG(os.stat(path).st_mode)
+        except PermissionError:
+            return path  # named, so read: the read says what is wrong in one line
+        except OSError:
+            is_file = False
+        if not is_file:
+            raise ConfigFileError(f"{CONFIG_SETTING} is {named!r}, which is not a file")
+        return path
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".config")
+    path = Path(base) / "toolhost" / "toolhost.toml"
+    # The default place is read when it can be seen: a user who cannot look into it (a
+    # service account with another's HOME) has no file there, as far as it can tell.
+    return path if os.path.isfile(path) else None
+
+
+@attrs.frozen(kw_only=True)
+class ConfigFile:
+    """One ``toolhost.toml``, read: the host's settings in environment form, and the plugins'
+    tables kept as written until their declarations are known."""
+
+    path: Path
+    #: TOOLHOST_* name -> the value its environment variable would hold.
+    env: Mapping[str, str]
+    #: Each name's line in the file (for ``toolhost config`` and errors).
+    lines: Mapping[str, int]
+    #: distribution -> its table as written.
+    plugin_tables: Mapping[str, Mapping[str, Any]]
+    #: Every ``(table, key)``'s line: ``("plugins.toolhost-email", "mode_enabled")``,
+    #: ``("policy", "CODE_EXECUTION/HIGH")``.
+    key_lines: Mapping[tuple[str, str], int]
+    #: Readable by users other than its owner and group: no inline secret is taken from it.
+    world_readable: bool
+    #: ``[mcp.servers.<name>]``: the MCP gateway's upstream servers, checked (``_model.upstream``).
+    mcp_servers: tuple[UpstreamServer, ...] = ()
+
+    def where(self, table: str, key: str | None = None) -> str:
+        """``PATH:LINE`` of ``key`` in ``table`` (of the table's header without a key)."""
+        line = self.key_lines.get((table, key or ""), self.key_lines.get((table, ""), 1))
+        return f"{self.path}:{line}"
+
+    def plugin_env(self, distribution: str, specs: Iterable[SettingSpec],
+                   environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, int]]:
+        """What ``[plugins.<distribution>]`` sets, in environment form, and each name's line.
+
+        :raises ConfigFileError: a key ``specs`` do not declare, or a value of the wrong type.
+        """
+        table = self.plugin_tables.get(distribution)
+        if not table:
+            return {}, {}
+        by_key = {spec.file_key: spec for spec in specs}
+        name = f"plugins.{distribution}"
+        env: dict[str, str] = {}
+        lines: dict[str, int] = {}
+        for key, value in table.items():
+            spec = by_key.get(key)
+            if spec is None:
+                known = ", ".join(sorted(by_key)) or "none: it declares no settings"
+                raise ConfigFileError(f"{self.where(name, key)}: [{name}] {key}: not a setting "
+                                      f"of {distribution} (its keys: {known})")
+            env[spec.name] = _as_env(self, name, key, spec, value, environ)
+            lines[spec.name] = self.key_lines.get((name, key), 1)
+        return env, lines
+
+
+def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
+    """Read and check ``path``. ``environ`` resolves ``{ env = "NAME" }`` references.
+
+    :raises ConfigFileError: unreadable, not TOML, an unknown table or key, a value of the
+        wrong type, an unresolvable reference, or an inline secret in a world-readable file.
+    """
+    import tomllib
+
+    try:
+        raw = path.read_bytes()
+        st = os.stat(path)
+    except OSError as exc:
+        raise ConfigFileError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
+    except UnicodeDecodeError:
+        raise ConfigFileError(f"{path}:1: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"at line (\d+)", str(exc))
+        raise ConfigFileError(f"{path}:{found.group(1) if found else 1}: not TOML: {exc}"
+                              ) from None
+    config = ConfigFile(path=path, env={}, lines={}, plugin_tables={},
+                        key_lines=_key_lines(text), world_readable=bool(st.st_mode & stat.S_IROTH))
+    env: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    plugins: dict[str, Mapping[str, Any]] = {}
+    servers: tuple[UpstreamServer, ...] = ()
+    for table, content in data.items():
+        if table in host_settings.GROUPS:
+            group = dict(_table(config, table, content))
+            if table == "mcp" and "servers" in group:
+                # The gateway's servers are tables of their own, not a TOOLHOST_* setting.
+                servers = _servers(config, group.pop("servers"), environ)
+            _read_group(config, table, group, environ, env, lines)
+        elif table == "policy":
+            policy = _table(config, table, content)
+            env[host_settings.POLICY_SETTING] = _policy_json(config, policy)
+            lines[host_settings.POLICY_SETTING] = config.key_lines.get(("policy", ""), 1)
+        elif table == "plugins":
+            for distribution, section in _table(config, table, content).items():
+                plugins[distribution] = _table(config, f"plugins.{distribution}", section)
+        else:
+            raise ConfigFileError(f"{config.where(table)}: [{table}]: not a table of "
+                                  "toolhost.toml (host, mcp, http, policy, plugins.<name>)")
+    return attrs.evolve(config, env=env, lines=lines, plugin_tables=plugins,
+                        mcp_servers=servers)
+
+
+def _servers(config: ConfigFile, tables: object,
+             environ: Mapping[str, str]) -> tuple[UpstreamServer, ...]:
+    from toolhost._model.upstream import parse_servers
+
+    try:
+        return parse_servers(
+            tables, where=config.where, world_readable=config.world_readable,
+            path=str(config.path),
+            reference=lambda where, ref: _reference(config, where, ref, environ))
+    except ConfigFileError:
+        raise
+    except SettingError as exc:
+        raise ConfigFileError(str(exc)) from None
+
+
+def _table(config: ConfigFile, name: str, content: object) -> Mapping[str, Any]:
+    if not isinstance(content, dict):
+        raise ConfigFileError(f"{config.where(name)}: {name}: must be a table ([{name}])")
+    return content
+
+
+def _read_group(config: ConfigFile, group: str, table: Mapping[str, Any],
+                environ: Mapping[str, str], env: dict[str, str], lines: dict[str, int]) -> None:
+    specs = {host_settings.key_of(s.name): s for s in host_settings.in_group(group)
+             if s.name != host_settings.POLICY_SETTING}
+    for key, value in table.items():
+        spec = specs.get(key)
+        if spec is None:
+            hint = " (the policy is the [policy] table)" if key == "policy" else ""
+            tables = "; and the [mcp.servers.<name>] tables" if group == "mcp" else ""
+            raise ConfigFileError(f"{config.where(group, key)}: [{group}] {key}: not a setting"
+                                  f"{hint} (its keys: {', '.join(sorted(specs))}{tables})")
+        env[spec.name] = _as_env(config, group, key, spec, value, environ)
+        lines[spec.name] = config.key_lines.get((group, key), 1)
+
+
+def _as_env(config: ConfigFile, table: str, key: str, spec: SettingSpec, value: object,
+            environ: Mapping[str, str]) -> str:
+    """``value`` as the text the setting's environment variable would hold."""
+    where = f"{config.where(table, key)}: [{table}] {key}"
+    if isinstance(value, dict):
+        if spec.type not in ("secret", "url", "text", "path"):
+            raise ConfigFileError(f"{where}: a reference table is only for a secret, a URL or "
+                                  "text")
+        return _reference(config, where, value, environ)
+    if spec.type == "flag":
+        if not isinstance(value, bool):
+            raise ConfigFileError(f"{where}: must be true or false, not {_shown(value)}")
+        return "1" if value else "0"
+    if spec.type == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigFileError(f"{where}: must be a whole number, not {_shown(value)}")
+        return str(value)
+    if spec.type == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigFileError(f"{where}: must be a number, not {_shown(value)}")
+        return repr(value)
+    if spec.type == "list":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return ",".join(value)
+        if isinstance(value, str):
+            return value
+        raise ConfigFileError(f"{where}: must be a list of strings, not {_shown(value)}")
+    if not isinstance(value, str):
+        raise ConfigFileError(f"{where}: must be a string, not {_shown(value)}")
+    inline_secret = spec.secret or (spec.type == "url" and _URL_PASSWORD.search(value))
+    if inline_secret and config.world_readable:
+        raise ConfigFileError(
+            f"{where}: a secret written in a file every user can read: reference it "
+            f"({{ env = \"NAME\" }} or {{ file = \"PATH\" }}) or chmod o-r {config.path}")
+    return value
+
+
+def _reference(config: ConfigFile, where: str, ref: Mapping[str, Any],
+               environ: Mapping[str, str]) -> str:
+    """The value a ``{ env = "NAME" }`` or ``{ file = "PATH" }`` reference stands for."""
+    if set(ref) == {"env"} and isinstance(ref["env"], str):
+        value = environ.get(ref["env"])
+        if value is None:
+            raise ConfigFileError(f"{where}: refers to the environment variable {ref['env']}, "
+                                  "which is not set")
+        return value
+    if set(ref) == {"file"} and isinstance(ref["file"], str):
+        # A relative path is relative to the file that names it, not to where the host started.
+        target = (config.path.parent / Path(ref["file"]).expanduser())
+        try:
+            return target.read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ConfigFileError(f"{where}: refers to the file {target}, which cannot be read "
+                                  f"({problem})") from None
+    raise ConfigFileError(f'{where}: a reference is {{ env = "NAME" }} or {{ file = "PATH" }}')
+
+
+def _policy_json(config: ConfigFile, table: Mapping[str, Any]) -> str:
+    """The ``[policy]`` table as TOOLHOST_POLICY's JSON; the cells are checked where the policy
+    is built, which names this file's line for a bad one (``policy_from_settings``)."""
+    for key, value in table.items():
+        if not isinstance(value, str):
+            raise ConfigFileError(f"{config.where('policy', key)}: [policy] {key}: must be "
+                                  f"\"allow\", \"approval\" or \"deny\", not {_shown(value)}")
+    return json.dumps(dict(table), sort_keys=True)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return "a table" if isinstance(value, dict) else "an array"
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
+
+
+def _key_lines(text: str) -> dict[tuple[str, str], int]:
+    """Where each table header and each key of a table is, by line. TOML's parser keeps no
+    positions; this scan reads only headers and ``key =`` lines, enough to name the line of a
+    key the host refuses (a dotted key or a multi-line value is found at its table)."""
+    found: dict[tuple[str, str], int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = ".".join(_unquote(part.strip()) for part in _split_dotted(header.group(1)))
+            found.setdefault((table, ""), number)
+            continue
+        key = _KEY_LINE.match(line)
+        if key:
+            found.setdefault((table, _unquote(key.group(1))), number)
+    return found
+
+
+def _split_dotted(header: str) -> list[str]:
+    parts, current, quote = [], "", ""
+    for char in header:
+        if quote:
+            current += char
+            if char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+            current += char
+        elif char == ".":
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return parts
+
+
+def _unquote(key: str) -> str:
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
+        return key[1:-1]
+    return key

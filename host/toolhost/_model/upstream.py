@@ -1,0 +1,315 @@
+"""The MCP gateway's value objects: configured upstream servers, what they list, what a call
+returns, and why one failed.
+
+An upstream server is a ``[mcp.servers.<name>]`` table of ``toolhost.toml`` (DESIGN §10): ``command``
+and ``args`` (stdio) or ``url`` (Streamable HTTP), ``env``, ``token``; its tools' classification is
+the operator's, per server (the same keys on the server's table, as defaults) and per tool
+(``[mcp.servers.<name>.tools.<tool>]``). ``parse_servers`` checks them; every problem is one line
+``PATH:LINE: [mcp.servers.x] key: problem``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from toolhost._model.secrets import Secret
+from toolhost._model.settings import SettingError, is_secret_name
+from toolhost._model.spec import Idempotency, Risk, SideEffect
+
+__all__ = [
+    "MAX_SERVER_NAME",
+    "SERVER_NAME_PATTERN",
+    "ServerState",
+    "UpstreamError",
+    "UpstreamFailure",
+    "UpstreamResult",
+    "UpstreamServer",
+    "UpstreamStatus",
+    "UpstreamTool",
+    "UpstreamToolClass",
+    "parse_servers",
+]
+
+#: A server's name: lower-case words joined by single underscores, at most 24 characters. No
+#: ``__`` and no trailing ``_``, so the first ``__`` of a gateway tool's name
+#: (``mcp.<server>__<tool>``) always ends the server's name, and two servers' tools never
+#: share a name; 24 leaves 34 characters of the provider's 64 for the tool.
+SERVER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+MAX_SERVER_NAME = 24
+
+_SERVER_KEYS = frozenset({"command", "args", "url", "env", "token", "tools", "side_effect",
+                          "risk", "idempotency", "scopes", "timeout_s", "enabled"})
+_TOOL_KEYS = frozenset({"side_effect", "risk", "idempotency", "scopes", "timeout_s", "enabled",
+                        "description"})
+#: A timeout an operator may give a gateway tool: up to a day.
+_MAX_TIMEOUT_S = 86400.0
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamToolClass:
+    """The operator's classification of upstream tools (per server, or per tool). A field
+    left None falls back to the server's, then to the gateway's default."""
+
+    side_effect: SideEffect | None = None
+    risk: Risk | None = None
+    idempotency: Idempotency | None = None
+    scopes: tuple[str, ...] | None = None
+    timeout_s: float | None = None
+    enabled: bool | None = None
+    #: What the model reads instead of the upstream server's own description.
+    description: str | None = None
+
+    def over(self, fallback: UpstreamToolClass) -> UpstreamToolClass:
+        """This classification, with ``fallback``'s value wherever this one has none."""
+        return UpstreamToolClass(**{
+            f.name: getattr(self, f.name) if getattr(self, f.name) is not None
+            else getattr(fallback, f.name) for f in attrs.fields(UpstreamToolClass)})
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamServer:
+    """One configured upstream MCP server: exactly one of ``command`` and ``url``."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    url: str | None = None
+    #: Extra environment of a stdio server's process (its values may be credentials).
+    env: Mapping[str, Secret] = attrs.field(factory=dict)
+    #: The bearer token of a Streamable HTTP server.
+    token: Secret | None = None
+    #: The server's defaults for its tools.
+    defaults: UpstreamToolClass = attrs.field(factory=UpstreamToolClass)
+    #: Per upstream tool name, as the server lists it.
+    tools: Mapping[str, UpstreamToolClass] = attrs.field(factory=dict)
+    enabled: bool = True
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    def classification(self, tool: str) -> UpstreamToolClass:
+        """The operator's classification of ``tool`` (the server's defaults under it)."""
+        return self.tools.get(tool, UpstreamToolClass()).over(self.defaults)
+
+
+# ---------------------------------------------------------------------------- what upstream says
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamTool:
+    """One tool an upstream server lists. Everything here is the upstream's word, untrusted:
+    the description and annotations are never used to classify."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamResult:
+    """A ``tools/call`` result: its text blocks joined, a line for each block of another kind,
+    the structured content, and whether the upstream flagged it as an error."""
+
+    text: str
+    structured: Mapping[str, Any] | None = None
+    is_error: bool = False
+
+
+class UpstreamFailure(enum.Enum):
+    """Why a call to an upstream server failed, as the gateway's static reasons say it."""
+
+    UNREACHABLE = "unreachable"  # not connected (never was, or reconnecting)
+    CONNECTION_LOST = "connection_lost"  # the server went away during the call
+    TIMED_OUT = "timed_out"  # the SDK's own request timeout
+    PROTOCOL = "protocol"  # an answer that is not a valid result
+    REJECTED = "rejected"  # a JSON-RPC error answer to tools/call
+    TOO_LARGE = "too_large"  # a result over what the gateway accepts
+
+
+class UpstreamError(Exception):
+    """A call failed. ``detail`` is for operators only (the row, logs): it may carry the
+    upstream's own text, which is attacker-controlled and never reaches the model."""
+
+    def __init__(self, failure: UpstreamFailure, detail: str = "") -> None:
+        super().__init__(failure.value)
+        self.failure = failure
+        self.detail = detail
+
+
+class ServerState(enum.Enum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    UNREACHABLE = "unreachable"
+    CLOSED = "closed"
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamStatus:
+    """A server's state now; ``problem`` says why it is not connected (operators' words)."""
+
+    name: str
+    state: ServerState
+    problem: str = ""
+    #: Its tools as last listed (empty until it is connected once).
+    tools: tuple[UpstreamTool, ...] = ()
+
+
+# ---------------------------------------------------------------------------- the config tables
+
+#: ``where(table, key)`` -> ``PATH:LINE``; ``reference(where, ref)`` -> the value a
+#: ``{ env = ... }`` / ``{ file = ... }`` table stands for (``config_file``'s rules).
+Where = Callable[[str, str | None], str]
+Reference = Callable[[str, Mapping[str, Any]], str]
+
+
+def parse_servers(
+    servers: object, *, where: Where, reference: Reference, world_readable: bool,
+    path: str,
+) -> tuple[UpstreamServer, ...]:
+    """``[mcp.servers]`` as written, checked. ``world_readable``: the file is readable by
+    every user, so no credential may be written in it inline (D269).
+
+    :raises SettingError: the first problem, ``PATH:LINE: [mcp.servers.x] key: problem``.
+    """
+    if not isinstance(servers, Mapping):
+        raise SettingError(f"{where('mcp', 'servers')}: [mcp] servers: must be a table of "
+                           "servers ([mcp.servers.<name>])")
+    found = []
+    for name in sorted(servers):
+        table = f"mcp.servers.{name}"
+
+        def fail(key: str | None, problem: str, table: str = table) -> SettingError:
+            label = f"[{table}] {key}" if key else f"[{table}]"
+            return SettingError(f"{where(table, key)}: {label}: {problem}")
+
+        if not SERVER_NAME_PATTERN.match(name) or len(name) > MAX_SERVER_NAME:
+            raise fail(None, f"the server name must match {SERVER_NAME_PATTERN.pattern} and be "
+                       f"at most {MAX_SERVER_NAME} characters (e.g. files, git_hub)")
+        content = servers[name]
+        if not isinstance(content, Mapping):
+            raise fail(None, "must be a table")
+        found.append(_server(name, content, table, fail, where, reference, world_readable,
+                             path))
+    return tuple(found)
+
+
+Fail = Callable[..., SettingError]
+
+
+def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where: Where,
+            reference: Reference, world_readable: bool, path: str) -> UpstreamServer:
+    for key in content:
+        if key not in _SERVER_KEYS:
+            raise fail(key, f"not a key of a server (its keys: {', '.join(sorted(_SERVER_KEYS))})")
+    command, url = content.get("command"), content.get("url")
+    if (command is None) == (url is None):
+        raise fail(None, "set exactly one of command (a stdio server) and url (Streamable HTTP)")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise fail("command", "must be a non-empty string")
+    if url is not None and (not isinstance(url, str)
+                            or not re.match(r"^https?://[^\s/]+", url)):
+        raise fail("url", "must be an http:// or https:// URL")
+    args = content.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise fail("args", "must be a list of strings")
+    if args and command is None:
+        raise fail("args", "is for a stdio server (command); a url server takes none")
+
+    def secret(key: str, value: object, label: str, *, named_secret: bool) -> Secret:
+        here = f"{where(table, key)}: [{table}] {label}"
+        if isinstance(value, Mapping):
+            return Secret(reference(here, value))
+        if not isinstance(value, str):
+            raise fail(label, 'must be a string or a reference ({ env = "NAME" } or '
+                       '{ file = "PATH" })')
+        if named_secret and world_readable:
+            raise fail(label, "a secret written in a file every user can read: reference it "
+                       f'({{ env = "NAME" }} or {{ file = "PATH" }}) or chmod o-r {path}')
+        return Secret(value)
+
+    env_table = content.get("env", {})
+    if not isinstance(env_table, Mapping):
+        raise fail("env", "must be a table of NAME = value")
+    if env_table and command is None:
+        raise fail("env", "is for a stdio server (command); a url server takes a token")
+    env = {}
+    for var, value in env_table.items():
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", var):
+            raise fail("env", f"{var!r} is not an environment variable name")
+        env[var] = secret("env", value, f"env.{var}", named_secret=is_secret_name(var))
+    token = None
+    if "token" in content:
+        if url is None:
+            raise fail("token", "is for a url server; give a stdio server its credential in env")
+        token = secret("token", content["token"], "token", named_secret=True)
+    tools_table = content.get("tools", {})
+    if not isinstance(tools_table, Mapping):
+        raise fail("tools", "must be a table of tools ([mcp.servers.<name>.tools.<tool>])")
+    tools = {}
+    for tool, spec in tools_table.items():
+        tool_table = f"{table}.tools.{tool}"
+
+        def tool_fail(key: str | None, problem: str, tool_table: str = tool_table) -> SettingError:
+            label = f"[{tool_table}] {key}" if key else f"[{tool_table}]"
+            return SettingError(f"{where(tool_table, key)}: {label}: {problem}")
+
+        if not isinstance(spec, Mapping):
+            raise tool_fail(None, "must be a table")
+        for key in spec:
+            if key not in _TOOL_KEYS:
+                raise tool_fail(key, "not a key of a tool (its keys: "
+                                f"{', '.join(sorted(_TOOL_KEYS))})")
+        tools[tool] = _classification(spec, tool_fail)
+    enabled = content.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise fail("enabled", "must be true or false")
+    return UpstreamServer(
+        name=name, command=command, args=tuple(args), url=url, env=env, token=token,
+        defaults=_classification({k: v for k, v in content.items() if k in _TOOL_KEYS
+                                  and k != "enabled"}, fail),
+        tools=tools, enabled=enabled)
+
+
+def _enum(kind: type[enum.Enum], value: object, key: str, fail: Fail) -> Any:
+    names = [m.value for m in kind]
+    if not isinstance(value, str) or value not in names:
+        raise fail(key, f"must be one of {', '.join(names)}, not {value!r}")
+    return kind(value)
+
+
+def _classification(spec: Mapping[str, Any], fail: Fail) -> UpstreamToolClass:
+    values: dict[str, Any] = {}
+    for key, kind in (("side_effect", SideEffect), ("risk", Risk), ("idempotency", Idempotency)):
+        if key in spec:
+            values[key] = _enum(kind, spec[key], key, fail)
+    if "scopes" in spec:
+        scopes = spec["scopes"]
+        if not isinstance(scopes, list) or not all(isinstance(s, str) and s.strip()
+                                                   for s in scopes):
+            raise fail("scopes", "must be a list of scope names")
+        values["scopes"] = tuple(scopes)
+    if "timeout_s" in spec:
+        timeout = spec["timeout_s"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+                0 < timeout <= _MAX_TIMEOUT_S):
+            raise fail("timeout_s", f"must be a number of seconds above 0, at most "
+                       f"{int(_MAX_TIMEOUT_S)}")
+        values["timeout_s"] = float(timeout)
+    if "enabled" in spec:
+        if not isinstance(spec["enabled"], bool):
+            raise fail("enabled", "must be true or false")
+        values["enabled"] = spec["enabled"]
+    if "description" in spec:
+        text = spec["description"]
+        if not isinstance(text, str) or not text.strip():
+            raise fail("description", "must be a non-empty string")
+        values["description"] = text.strip()
+    return UpstreamToolClass(**values)

@@ -1,0 +1,364 @@
+"""The MCP gateway: upstream servers' tools as the host's own contribution to the registry.
+
+Each tool an upstream server lists becomes an ordinary ``Tool``: ``source`` MCP, ``server_id``
+the server's configured name, in the reserved ``mcp`` domain (which only this contribution may
+use: ``register(gateway=...)``), and through the same seven steps as any plugin's. A tool
+whose input schema fails step 5 is left out, with one line for ``toolhost check``.
+
+What is decided here (docs/gateway.md has the operator's view):
+
+- **Names.** ``mcp.<server>__<tool>``. The tool part is the upstream name when it is already
+  lower-case ``[a-z0-9_]`` and fits; otherwise it is normalized (lower case, every other
+  character ``_``), cut, and always suffixed with ``_`` and 8 hex digits of the SHA-256 of the
+  upstream name, so two upstream names never share one, and a name depends on nothing but the
+  server's name and the upstream name (stable across restarts and listing order). The whole
+  is at most 64 characters, the providers' limit once the dot is a hyphen.
+- **Classification** is the operator's (per tool, then per server); unconfigured:
+  EXTERNAL_WRITE / HIGH / NON_IDEMPOTENT, which the default policy sends to approval. The
+  upstream's annotations (``readOnlyHint``...) are never read for it. ``output_trust`` is
+  EXTERNAL_UNTRUSTED (step 7 forces it).
+- **Descriptions** are the upstream's words, attacker-controlled: the model reads them inside
+  a fixed frame naming the server, flattened to one line and cut at 1024 characters, unless the
+  operator wrote the tool's ``description``.
+- **Results.** Text blocks joined become the content the model reads; the structured content
+  is carried as its JSON text (an open object could never pass the host's closed output
+  validation). Failures are static reasons declared on every gateway tool; the upstream's
+  error text goes to ``detail`` (operators) only.
+- **A changed listing** (``notifications/tools/list_changed``, a reconnect) is compared with
+  what was registered: a tool whose input schema changed, or that is no longer listed, is
+  disabled until an operator reviews it and restarts the host (its calls fail
+  ``mcp_schema_changed``); a tool listed only now waits for the next start. Nothing a server
+  lists can take another server's name: names are per server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from toolhost._model.outcome import HARD_OUTPUT_CEILING, ToolFailure, ToolOutput
+from toolhost._model.spec import (
+    Idempotency,
+    Kind,
+    Reason,
+    Risk,
+    SideEffect,
+    Source,
+    TargetKind,
+    Tool,
+    ToolSpec,
+    Trust,
+)
+from toolhost._model.upstream import (
+    ServerState,
+    UpstreamError,
+    UpstreamFailure,
+    UpstreamServer,
+    UpstreamTool,
+)
+from toolhost._registration.discovery import Contribution
+from toolhost._registration.refusals import registration_problems
+
+if TYPE_CHECKING:
+    from toolhost._model.context import ToolExecutionContext
+    from toolhost._ports.upstream import Upstreams
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "GATEWAY_DISTRIBUTION",
+    "GATEWAY_VERSION",
+    "MAX_NAME",
+    "OUTPUT_SCHEMA",
+    "REASONS",
+    "Gateway",
+    "tool_name",
+]
+
+#: The distribution the gateway's tools are attributed to in refusals, rows and listings. Not a
+#: valid distribution name (spaces, parentheses), so no installed plugin can be taken for it.
+GATEWAY_DISTRIBUTION = "toolhost (mcp gateway)"
+#: Every gateway tool's version: a changed upstream tool is disabled, not versioned.
+GATEWAY_VERSION = "1.0.0"
+#: A provider's tool name is at most 64 characters (``toolhost tools --format``).
+MAX_NAME = 64
+DEFAULT_TIMEOUT_S = 60.0
+MAXIMUM_OUTPUT_BYTES = 64 * 1024
+#: The most description text of the upstream's the model reads.
+MAX_DESCRIPTION = 1024
+#: The text an upstream result may bring past the hard ceiling is cut to a head and a tail
+#: this size in all, which step 12 then excerpts and keeps as an artifact.
+KEPT_TEXT = HARD_OUTPUT_CEILING - 64 * 1024
+#: Seconds past the call's deadline the SDK's own request timeout allows: the pipeline's
+#: deadline is what ends a call, this only keeps a wait from outliving it.
+_SDK_GRACE_S = 1.0
+
+UNREACHABLE = "tool.upstream_unavailable.mcp_server_unreachable"
+CONNECTION_LOST = "tool.upstream_unavailable.mcp_connection_lost"
+TIMED_OUT = "tool.timeout.mcp_server_timed_out"
+PROTOCOL = "tool.upstream_unavailable.mcp_protocol_error"
+TOOL_ERROR = "tool.upstream_rejected.mcp_tool_error"
+TOO_LARGE = "tool.output_too_large.mcp_result_too_large"
+SCHEMA_CHANGED = "tool.upstream_rejected.mcp_schema_changed"
+
+REASONS = (
+    Reason(UNREACHABLE, "The MCP server behind this tool cannot be reached right now, so "
+           "nothing was sent to it. Try again later."),
+    Reason(CONNECTION_LOST, "The MCP server behind this tool went away during the call. It "
+           "may or may not have taken effect: check before calling it again."),
+    Reason(TIMED_OUT, "The MCP server behind this tool did not answer in time. It may or may "
+           "not have taken effect: check before calling it again."),
+    Reason(PROTOCOL, "The MCP server behind this tool answered with something that is not a "
+           "valid result."),
+    Reason(TOOL_ERROR, "The MCP server behind this tool reported an error. Its text is not "
+           "shown. Check the arguments, or ask the user how to proceed."),
+    Reason(TOO_LARGE, "The MCP server behind this tool returned a result too large to accept."),
+    Reason(SCHEMA_CHANGED, "This tool changed on its MCP server since it was reviewed, so it "
+           "is disabled until an operator reviews it."),
+)
+
+_FAILURE_CODES = {
+    UpstreamFailure.UNREACHABLE: UNREACHABLE,
+    UpstreamFailure.CONNECTION_LOST: CONNECTION_LOST,
+    UpstreamFailure.TIMED_OUT: TIMED_OUT,
+    UpstreamFailure.PROTOCOL: PROTOCOL,
+    UpstreamFailure.REJECTED: TOOL_ERROR,
+    UpstreamFailure.TOO_LARGE: TOO_LARGE,
+}
+
+OUTPUT_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "structured_content": {
+            "type": ["string", "null"],
+            "description": "the upstream result's structured content as JSON text, or null",
+        },
+    },
+    "required": ["structured_content"],
+    "additionalProperties": False,
+}
+
+_PLAIN = re.compile(r"^[a-z0-9_]+$")
+_OTHER = re.compile(r"[^a-z0-9_]+")
+
+
+def tool_name(server: str, upstream: str) -> str:
+    """``mcp.<server>__<tool>``: deterministic, at most ``MAX_NAME`` characters."""
+    prefix = f"mcp.{server}__"
+    budget = MAX_NAME - len(prefix)
+    if _PLAIN.match(upstream) and len(upstream) <= budget:
+        return prefix + upstream
+    digest = hashlib.sha256(upstream.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    plain = _OTHER.sub("_", upstream.lower()).strip("_")
+    return f"{prefix}{plain[:budget - 9]}_{digest}" if plain else f"{prefix}{digest}"
+
+
+def _one_line(text: str, limit: int) -> str:
+    # Control characters and line breaks go: a description is prose on one line, not a
+    # place for a forged "system" section.
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def description_for(server: str, tool: UpstreamTool, written: str | None) -> str:
+    if written is not None:
+        return written
+    said = _one_line(tool.description, MAX_DESCRIPTION) or "(no description)"
+    return (f"A tool of the MCP server {server} (not part of this host; its description is "
+            f"the server's own): {said}")
+
+
+def _head_and_tail(text: str) -> str:
+    """``text`` cut to ``KEPT_TEXT`` UTF-8 bytes around a marker, when it is longer."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= KEPT_TEXT:
+        return text
+    half = KEPT_TEXT // 2
+    head = data[:half].decode("utf-8", "ignore")
+    tail = data[-half:].decode("utf-8", "ignore")
+    elided = len(data) - len(head.encode()) - len(tail.encode())
+    return (f"{head}\n[... {elided} bytes of the upstream result elided by the gateway, of "
+            f"{len(data)} ...]\n{tail}")
+
+
+@attrs.frozen
+class _Mapped:
+    server: str
+    upstream: UpstreamTool
+
+
+class Gateway:
+    """The configured servers, their adapter, and the tools made of their listings."""
+
+    def __init__(self, servers: Sequence[UpstreamServer], upstreams: Upstreams, *,
+                 monotonic: Callable[[], float]) -> None:
+        self.servers = {s.name: s for s in servers}
+        self.upstreams = upstreams
+        #: The host's monotonic clock: a call's time left is its deadline less this.
+        self._monotonic = monotonic
+        self._mapped: dict[str, _Mapped] = {}
+        self._left_out: list[str] = []
+        self._lock = threading.Lock()
+        #: name -> why it is disabled until reviewed.
+        self._disabled: dict[str, str] = {}
+        #: server -> upstream names listed since the start, not registered.
+        self._pending: dict[str, list[str]] = {}
+        upstreams.on_tools_changed(self._tools_changed)
+
+    # ------------------------------------------------------------------ registration
+
+    def contribution(self) -> Contribution:
+        """The tools of every server connected now, each one that passes registration alone
+        (a tool failing step 5 is left out, with a line in ``readiness``)."""
+        tools: list[Tool] = []
+        taken: dict[str, str] = {}
+        for status in self.upstreams.status():
+            server = self.servers[status.name]
+            for upstream in sorted(status.tools, key=lambda t: t.name):
+                tool = self._tool(server, upstream)
+                if tool is None:
+                    continue
+                name = tool.spec.name
+                if name in taken:
+                    self._left_out.append(
+                        f"{server.name}: tool {_shown(upstream.name)} is left out: its name "
+                        f"{name} is also that of tool {_shown(taken[name])}")
+                    continue
+                problems = registration_problems(
+                    [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
+                if problems:
+                    self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is "
+                                          f"left out: {problems[0].problem}")
+                    continue
+                taken[name] = upstream.name
+                tools.append(tool)
+                self._mapped[name] = _Mapped(server.name, upstream)
+        return Contribution(GATEWAY_DISTRIBUTION, (), tuple(tools))
+
+    def _tool(self, server: UpstreamServer, upstream: UpstreamTool) -> Tool | None:
+        written = server.classification(upstream.name)
+        if written.enabled is False:
+            return None
+        idempotency = written.idempotency or Idempotency.NON_IDEMPOTENT
+        name = tool_name(server.name, upstream.name)
+        spec = ToolSpec(
+            name=name,
+            version=GATEWAY_VERSION,
+            description=description_for(server.name, upstream, written.description),
+            input_schema=upstream.input_schema,
+            output_schema=OUTPUT_SCHEMA,
+            kind=Kind.CAPABILITY,
+            source=Source.MCP,
+            target_kind=TargetKind.IN_PROCESS,
+            server_id=server.name,
+            side_effect=written.side_effect or SideEffect.EXTERNAL_WRITE,
+            risk=written.risk or Risk.HIGH,
+            idempotency=idempotency,
+            output_trust=Trust.EXTERNAL_UNTRUSTED,
+            required_scopes=written.scopes or (),
+            timeout_s=written.timeout_s or DEFAULT_TIMEOUT_S,
+            maximum_output_bytes=MAXIMUM_OUTPUT_BYTES,
+            allow_parallel=idempotency is Idempotency.READ_ONLY,
+            deprecated=False,
+        )
+        return Tool(spec, call=self._body(name, server.name, upstream.name), reasons=REASONS)
+
+    # ------------------------------------------------------------------ the call
+
+    def _body(self, name: str, server: str, upstream: str) -> Any:
+        async def call(arguments: Mapping[str, Any],
+                       context: ToolExecutionContext) -> ToolOutput:
+            where = {"server": server, "tool": upstream}
+            why = self._disabled.get(name)
+            if why is not None:
+                raise ToolFailure(SCHEMA_CHANGED, detail={**where, "why": why})
+            timeout = max(context.deadline - self._monotonic(), 0.001) + _SDK_GRACE_S
+            try:
+                result = await self.upstreams.call(server, upstream, arguments,
+                                                   timeout_s=timeout)
+            except UpstreamError as exc:
+                raise ToolFailure(_FAILURE_CODES[exc.failure], detail={**where,
+                                  "upstream": exc.detail},
+                                  retryable=exc.failure is UpstreamFailure.UNREACHABLE
+                                  ) from None
+            if result.is_error:
+                # The upstream's words stay with operators: they may carry instructions.
+                raise ToolFailure(TOOL_ERROR, detail={**where,
+                                                      "upstream": result.text[:2000]})
+            structured = None
+            if result.structured is not None:
+                structured = json.dumps(result.structured, sort_keys=True, ensure_ascii=False)
+                if len(structured.encode("utf-8", "replace")) > KEPT_TEXT:
+                    raise ToolFailure(TOO_LARGE, detail={**where, "structured_bytes":
+                                                         len(structured)})
+            text = result.text if result.text or structured is None else structured
+            return ToolOutput(structured={"structured_content": structured},
+                              content=_head_and_tail(text),
+                              output_trust=Trust.EXTERNAL_UNTRUSTED)
+
+        return call
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _tools_changed(self, server: str) -> None:
+        """A server listed its tools again: a registered tool whose input schema changed, or
+        that is gone, is disabled until reviewed; a new one waits for the next start."""
+        listed = {t.name: t for s in self.upstreams.status() if s.name == server
+                  for t in s.tools}
+        with self._lock:
+            mine = {m.upstream.name: name for name, m in self._mapped.items()
+                    if m.server == server}
+            for upstream, name in mine.items():
+                now = listed.get(upstream)
+                if now is None:
+                    self._disabled.setdefault(name, "no longer listed by its server")
+                elif dict(now.input_schema) != dict(self._mapped[name].upstream.input_schema):
+                    self._disabled.setdefault(name, "its input schema changed")
+            self._pending[server] = sorted(set(listed) - set(mine))
+
+    # ------------------------------------------------------------------ operators
+
+    def readiness(self) -> list[str]:
+        """One line per server not connected, per tool left out, disabled or waiting."""
+        lines = []
+        for status in self.upstreams.status():
+            if status.state is not ServerState.CONNECTED:
+                lines.append(f"server {status.name} ({self.servers[status.name].transport}) is "
+                             f"{status.state.value}: {status.problem}; its tools are absent")
+        lines += self._left_out
+        with self._lock:
+            for name, why in sorted(self._disabled.items()):
+                lines.append(f"{self._mapped[name].server}: {name} is disabled until reviewed: "
+                             f"{why} (restart the host to register it as listed now)")
+            for server, names in sorted(self._pending.items()):
+                known = {m.upstream.name for m in self._mapped.values() if m.server == server}
+                fresh = [n for n in names if n not in known]
+                if fresh:
+                    lines.append(f"{server}: {len(fresh)} tool(s) listed since the start wait "
+                                 f"for the next start: {', '.join(_shown(n) for n in fresh[:5])}")
+        return lines
+
+    def servers_summary(self) -> list[dict[str, Any]]:
+        """Each server: its transport, state, problem, and its registered tools."""
+        found = []
+        for status in self.upstreams.status():
+            server = self.servers[status.name]
+            found.append({
+                "server": status.name, "transport": server.transport,
+                "state": status.state.value, "problem": status.problem,
+                "tools": sorted(n for n, m in self._mapped.items() if m.server == status.name),
+            })
+        return found
+
+    def close(self) -> None:
+        self.upstreams.close()
+
+
+def _shown(name: str) -> str:
+    """An upstream's name, as an operator's line quotes it (it is the upstream's word)."""
+    return repr(name[:80])

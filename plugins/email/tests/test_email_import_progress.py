@@ -1,0 +1,71 @@
+"""``toolhost-email import`` shows the messages read as one line on a terminal, rewritten in
+place and cleared before the report; on a pipe (a script, a log) it writes nothing more than it
+did. Run as the operator runs it: the console script in a subprocess, its stderr a real
+pseudo-terminal."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+from mail_support import OWNER, mail, write_mbox
+
+REWRITE = "\r\x1b[K"
+MESSAGES = 5
+
+
+def _import(tmp_path: Path, *, on_terminal: bool) -> tuple[int, str, str]:
+    source = write_mbox(tmp_path / "in.mbox", [mail(message_id=f"<m{n}@example.org>")
+                                              for n in range(MESSAGES)])
+    argv = [sys.executable, "-m", "toolhost_email.cli", "import", "--account", OWNER,
+            str(source)]
+    env = {**os.environ, "TOOLHOST_DATA_DIR": str(tmp_path / "data")}
+    if not on_terminal:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+        return done.returncode, done.stdout, done.stderr
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    attributes = termios.tcgetattr(slave)
+    attributes[1] &= ~termios.OPOST  # what arrives is what was written
+    termios.tcsetattr(slave, termios.TCSANOW, attributes)
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=slave) as process:
+        os.close(slave)
+        received = bytearray()
+        try:
+            while select.select([master], [], [], 60)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the command closed the terminal
+                    break
+                if not chunk:
+                    break
+                received += chunk
+            assert process.stdout is not None
+            out = process.stdout.read().decode()
+            code = process.wait(timeout=60)
+        finally:
+            os.close(master)
+            if process.poll() is None:
+                process.kill()
+    return code, out, received.decode()
+
+
+def test_the_messages_read_on_a_terminal(tmp_path: Path) -> None:
+    code, out, err = _import(tmp_path, on_terminal=True)
+    assert code == 0, err
+    assert out.startswith(f"imported {tmp_path / 'in.mbox'} as {OWNER}: {MESSAGES} read")
+    assert err.split(REWRITE) == ["", *(f"toolhost-email import: {n} messages read"
+                                        for n in range(1, MESSAGES + 1)), ""]
+
+
+def test_nothing_more_on_a_pipe(tmp_path: Path) -> None:
+    code, out, err = _import(tmp_path, on_terminal=False)
+    assert (code, err) == (0, "")
+    assert f"{MESSAGES} read, {MESSAGES} added" in out

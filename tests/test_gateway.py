@@ -1,0 +1,516 @@
+"""The MCP gateway: upstream MCP servers' tools behind toolhost's pipeline.
+
+Real components throughout: the upstream servers are tests/gateway_upstream.py, written with
+the official SDK's low-level ``Server`` (``alpha`` over stdio, a subprocess of the host;
+``beta`` over Streamable HTTP, uvicorn on loopback), and the client of ``toolhost serve`` is
+the SDK's own ``ClientSession``. The hostile cases are each a tool of that server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolhost._model.config_file import ConfigFileError, read_config
+from toolhost._model.spec import Idempotency, Risk, SideEffect, Source, Trust
+from toolhost._registration.gateway import (
+    CONNECTION_LOST,
+    GATEWAY_DISTRIBUTION,
+    MAX_NAME,
+    REASONS,
+    SCHEMA_CHANGED,
+    TOOL_ERROR,
+    tool_name,
+)
+
+mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
+
+import anyio  # noqa: E402
+import mcp.types as types  # noqa: E402
+from gateway_upstream import INJECTION  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+UPSTREAM = Path(__file__).with_name("gateway_upstream.py")
+MESSAGES = {r.code: r.message for r in REASONS}
+
+
+# ---------------------------------------------------------------------------- harness
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line names ``marker`` (zombies are gone already)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
+    """Poll ``predicate`` until it holds; a loose safety bound, not a timing assertion."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+class Gateway:
+    """A toolhost.toml naming alpha (stdio) and beta (HTTP), and what the servers log."""
+
+    def __init__(self, tmp_path: Path, *, beta: bool = True, extra: str = "") -> None:
+        self.tmp_path = tmp_path
+        self.marker = f"gwmark-{tmp_path.name}"
+        self.log = tmp_path / "upstream.log"
+        self.data_dir = tmp_path / "data"
+        self.beta: subprocess.Popen[bytes] | None = None
+        self.port = free_port()
+        self._beta_err = (tmp_path / "beta.err").open("w") if beta else None
+        if beta:
+            self.beta = subprocess.Popen(
+                [sys.executable, str(UPSTREAM), "beta", "--http", str(self.port), self.marker],
+                env={**os.environ, "GW_LOG": str(self.log)},
+                stdout=subprocess.DEVNULL, stderr=self._beta_err)
+            assert wait_for(self._beta_up), (tmp_path / "beta.err").read_text()
+        beta_table = f'''
+[mcp.servers.beta]
+url = "http://127.0.0.1:{self.port}/mcp"
+token = {{ env = "GW_BETA_TOKEN" }}
+
+[mcp.servers.beta.tools.lookup]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''' if beta else ""
+        self.config = tmp_path / "toolhost.toml"
+        self.config.write_text(f'''
+[mcp.servers.alpha]
+command = "{sys.executable}"
+args = ["{UPSTREAM}", "alpha", "{self.marker}"]
+env = {{ GW_LOG = "{self.log}" }}
+
+[mcp.servers.alpha.tools.lookup]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+
+[mcp.servers.alpha.tools.hang]
+timeout_s = 2
+{beta_table}{extra}''')
+        self.config.chmod(0o600)
+
+    def _beta_up(self) -> bool:
+        assert self.beta is not None and self.beta.poll() is None
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            return True
+        return False
+
+    def env(self) -> dict[str, str]:
+        return {"TOOLHOST_CONFIG": str(self.config), "TOOLHOST_DATA_DIR": str(self.data_dir),
+                "TOOLHOST_PLUGINS": "toolhost-math", "GW_BETA_TOKEN": "beta-secret"}
+
+    def logged(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def rows(self) -> list[dict[str, Any]]:
+        conn = sqlite3.connect(self.data_dir / "toolhost.sqlite3")
+        conn.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in conn.execute(
+                "SELECT * FROM tool_invocations ORDER BY created_at, id")]
+        finally:
+            conn.close()
+
+    def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
+        return subprocess.run([sys.executable, "-m", "toolhost._cli", *args],
+                              env={**env, **self.env()}, capture_output=True, text=True,
+                              timeout=120)
+
+    def close(self) -> None:
+        if self.beta is not None and self.beta.poll() is None:
+            self.beta.terminate()
+            self.beta.wait(10)
+        if self._beta_err is not None:
+            self._beta_err.close()
+
+
+@pytest.fixture
+def gw(tmp_path: Path) -> Iterator[Gateway]:
+    gateway = Gateway(tmp_path)
+    yield gateway
+    gateway.close()
+    # Every upstream process the host started is gone once the host is (no leftovers).
+    assert wait_for(lambda: not processes_with(gateway.marker)), processes_with(gateway.marker)
+
+
+@contextlib.asynccontextmanager
+async def served(gw: Gateway, **client: Any) -> AsyncIterator[ClientSession]:
+    """An initialized SDK ClientSession on a fresh ``toolhost serve`` (stdio)."""
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "toolhost._cli", "serve"], env=gw.env())
+    with (gw.tmp_path / "serve.err").open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write, **client) as session:
+            await session.initialize()
+            yield session
+
+
+def approving(asked: list[str]) -> Any:
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    return callback
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def meta(result: types.CallToolResult, key: str) -> Any:
+    return (result.meta or {})[f"toolhost/{key}"]
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+def write(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
+    path = tmp_path / "toolhost.toml"
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_servers_are_read_with_their_classification(tmp_path: Path) -> None:
+    path = write(tmp_path, '''
+[mcp]
+principal = "agent"
+
+[mcp.servers.files]
+command = "files-server"
+args = ["--root", "/srv"]
+env = { API_TOKEN = { env = "FILES_TOKEN" }, MODE = "fast" }
+risk = "MEDIUM"
+
+[mcp.servers.files.tools.read_file]
+side_effect = "NONE"
+idempotency = "READ_ONLY"
+scopes = ["files.read"]
+timeout_s = 5
+
+[mcp.servers.web]
+url = "https://example.test/mcp"
+token = "inline-but-private"
+''')
+    config = read_config(path, {"FILES_TOKEN": "t0k"})
+    assert config.env == {"TOOLHOST_MCP_PRINCIPAL": "agent"}
+    files, web = config.mcp_servers
+    assert (files.name, files.command, files.args, files.transport) == (
+        "files", "files-server", ("--root", "/srv"), "stdio")
+    assert files.env["API_TOKEN"].reveal() == "t0k" and "t0k" not in repr(files)
+    read_file = files.classification("read_file")
+    assert (read_file.side_effect, read_file.risk, read_file.idempotency, read_file.scopes,
+            read_file.timeout_s) == (SideEffect.NONE, Risk.MEDIUM, Idempotency.READ_ONLY,
+                                     ("files.read",), 5.0)
+    assert files.classification("other").side_effect is None  # the gateway's default applies
+    assert (web.url, web.transport, web.token and web.token.reveal()) == (
+        "https://example.test/mcp", "http", "inline-but-private")
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ('[mcp.servers.x]\ncommand = "a"\nurl = "http://h/mcp"\n',
+     ":2: [mcp.servers.x]: set exactly one of command"),
+    ('[mcp.servers.x]\nargs = []\n', ":2: [mcp.servers.x]: set exactly one of command"),
+    ('[mcp.servers.Bad-Name]\ncommand = "a"\n', ":2: [mcp.servers.Bad-Name]: the server name"),
+    ('[mcp.servers.a__b]\ncommand = "a"\n', ":2: [mcp.servers.a__b]: the server name"),
+    ('[mcp.servers.x]\ncommand = "a"\ncolour = "red"\n', ":4: [mcp.servers.x] colour: not a key"),
+    ('[mcp.servers.x]\ncommand = "a"\n[mcp.servers.x.tools.t]\nrisk = "low"\n',
+     ":5: [mcp.servers.x.tools.t] risk: must be one of LOW, MEDIUM, HIGH"),
+    ('[mcp.servers.x]\ncommand = "a"\ntoken = "s"\n', ":4: [mcp.servers.x] token: is for a url"),
+    ('[mcp.servers.x]\nurl = "ftp://h"\n', ":3: [mcp.servers.x] url: must be an http"),
+    ('[mcp.servers.x]\nurl = "http://h/mcp"\ntoken = { env = "NOPE_UNSET" }\n',
+     ":4: [mcp.servers.x] token: refers to the environment variable NOPE_UNSET"),
+    ('[mcp.servers.x]\ncommand = "a"\n[mcp.servers.x.tools.t]\ntimeout_s = 0\n',
+     ":5: [mcp.servers.x.tools.t] timeout_s: must be a number of seconds"),
+])
+def test_each_config_problem_is_one_line_naming_the_key(tmp_path: Path, body: str,
+                                                        expected: str) -> None:
+    path = write(tmp_path, "\n" + body)
+    with pytest.raises(ConfigFileError) as caught:
+        read_config(path, {})
+    assert str(caught.value).startswith(str(path)) and expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_inline_secret_in_a_world_readable_file_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, '[mcp.servers.w]\nurl = "http://h/mcp"\ntoken = "s3cret"\n', 0o644)
+    with pytest.raises(ConfigFileError, match=r":3: \[mcp.servers.w\] token: a secret written"):
+        read_config(path, {})
+    path = write(tmp_path, '[mcp.servers.s]\ncommand = "a"\nenv = { API_KEY = "k" }\n', 0o644)
+    with pytest.raises(ConfigFileError, match=r"\[mcp.servers.s\] env.API_KEY: a secret"):
+        read_config(path, {})
+    # A value whose name is not a credential's may be written anywhere.
+    path = write(tmp_path, '[mcp.servers.s]\ncommand = "a"\nenv = { MODE = "fast" }\n', 0o644)
+    assert read_config(path, {}).mcp_servers[0].env["MODE"].reveal() == "fast"
+
+
+# ---------------------------------------------------------------------------- names
+
+
+def test_names_are_per_server_deterministic_and_exportable() -> None:
+    from toolhost._cli.catalog import to_export_name
+
+    assert tool_name("alpha", "echo") == "mcp.alpha__echo"
+    weird = tool_name("alpha", "Weird-Name.v2")
+    assert weird == tool_name("alpha", "Weird-Name.v2") and weird.startswith("mcp.alpha__weird_name_v2_")
+    # Two upstream names that normalize alike keep names of their own.
+    assert tool_name("alpha", "Get-Item") != tool_name("alpha", "get_item")
+    assert tool_name("alpha", "get-item") != tool_name("alpha", "get.item")
+    long = tool_name("a" * 24, "x" * 200)
+    assert len(long) == MAX_NAME
+    for name in (weird, long, tool_name("s", "日本語"), tool_name("s", "1st")):
+        to_export_name(name)  # within the providers' rule
+    # A server's listing cannot produce another server's name: "alpha__echo" on beta stays beta's.
+    assert tool_name("beta", "alpha__echo") == "mcp.beta__alpha__echo"
+
+
+def test_a_plugin_still_cannot_use_the_mcp_domain_and_the_gateway_only_mcp_tools() -> None:
+    from conftest import make_spec, make_tool
+
+    from toolhost._registration.discovery import Contribution
+    from toolhost._registration.refusals import Step, registration_problems
+
+    spec = make_spec(name="mcp.alpha__echo", source=Source.MCP, server_id="alpha",
+                     output_trust=Trust.EXTERNAL_UNTRUSTED)
+    tool = make_tool(spec)
+    assert [p.step for p in registration_problems([Contribution("evil", (), (tool,))])] == [
+        Step.RESERVED_DOMAINS]
+    assert registration_problems([], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,))) == []
+    builtin = make_tool(make_spec(name="mcp.alpha__echo", output_trust=Trust.EXTERNAL_UNTRUSTED))
+    assert [p.step for p in registration_problems(
+        [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (builtin,)))] == [Step.RESERVED_DOMAINS]
+
+
+# ---------------------------------------------------------------------------- through serve
+
+
+def test_list_call_and_classification_through_serve(gw: Gateway) -> None:
+    asked: list[str] = []
+
+    async def main() -> None:
+        async with served(gw, elicitation_callback=approving(asked)) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            for server in ("alpha", "beta"):
+                assert {f"mcp.{server}__echo", f"mcp.{server}__lookup",
+                        f"mcp.{server}__write_note"} <= set(tools)
+                # An open input schema is left out (step 5), on both servers.
+                assert f"mcp.{server}__open_schema" not in tools
+            echo = tools["mcp.alpha__echo"]
+            assert echo.input_schema["additionalProperties"] is False
+            assert "MCP server alpha" in (echo.description or "")
+            weird = next(t for n, t in tools.items() if n.startswith("mcp.alpha__weird_name"))
+            assert "\n" not in (weird.description or "")  # flattened: no forged sections
+            # Annotations claiming read-only on a tool that writes are not believed.
+            note = tools["mcp.alpha__write_note"].annotations
+            assert note is not None and note.read_only_hint is False
+            assert note.destructive_hint is True
+
+            # Operator-classified READ_ONLY: runs without approval, on either transport.
+            for server in ("alpha", "beta"):
+                looked = await s.call_tool(f"mcp.{server}__lookup", {"word": "gate"})
+                assert not looked.is_error and text_of(looked) == "gate: a word"
+                assert meta(looked, "outputTrust") == "EXTERNAL_UNTRUSTED"
+            assert asked == []
+
+            # Unclassified: EXTERNAL_WRITE/HIGH/NON_IDEMPOTENT, so approval first, by elicitation.
+            for server in ("alpha", "beta"):
+                echoed = await s.call_tool(f"mcp.{server}__echo", {"text": "hi"})
+                assert not echoed.is_error and text_of(echoed) == f"{server} says hi"
+            assert len(asked) == 2
+            # The read-only claim earned write_note no shortcut: it was asked about too.
+            noted = await s.call_tool("mcp.alpha__write_note", {"text": "n1"})
+            assert not noted.is_error and len(asked) == 3
+            structured = await s.call_tool("mcp.alpha__structured", {"n": 21})
+            assert structured.structured_content == {"structured_content": '{"double": 42}'}
+            # Arguments the closed schema does not name never reach the upstream.
+            bad = await s.call_tool("mcp.alpha__echo", {"text": "hi", "extra": 1})
+            assert bad.is_error
+
+    anyio.run(main)
+    assert "alpha write_note wrote n1" in gw.logged()
+    assert gw.logged().count("alpha echo called") == 1
+    states = [r["state"] for r in gw.rows() if r["tool_name"] == "mcp.alpha__echo"]
+    assert states == ["succeeded", "failed"]  # the second: refused by the host's validation
+
+
+def test_failure_text_with_instructions_never_reaches_the_model(gw: Gateway) -> None:
+    async def main() -> types.CallToolResult:
+        async with served(gw, elicitation_callback=approving([])) as s:
+            return await s.call_tool("mcp.beta__fail_loud", {})
+
+    failed = anyio.run(main)
+    assert failed.is_error and text_of(failed) == MESSAGES[TOOL_ERROR]
+    assert meta(failed, "reasonCode") == TOOL_ERROR
+    dumped = failed.model_dump_json()
+    assert "IGNORE ALL PREVIOUS" not in dumped and "admin mode" not in dumped
+    # Operators still see what the upstream said, on the row.
+    (row,) = [r for r in gw.rows() if r["tool_name"] == "mcp.beta__fail_loud"]
+    assert INJECTION[:40] in (row.get("failure_detail") or str(row))
+
+
+def test_a_50_mib_result_is_excerpted_with_an_artifact(gw: Gateway) -> None:
+    async def main() -> types.CallToolResult:
+        async with served(gw, elicitation_callback=approving([])) as s:
+            return await s.call_tool("mcp.alpha__huge", {})
+
+    result = anyio.run(main)
+    # toolhost serve's shape of a truncated success: the excerpt, flagged, with the artifact.
+    assert meta(result, "status") == "succeeded" and meta(result, "truncated") is True
+    text = text_of(result)
+    assert len(text.encode()) <= 64 * 1024
+    assert text.startswith("HEAD") and text.endswith("TAIL") and "elided" in text
+    assert len(meta(result, "artifacts")) == 1
+    assert meta(result, "outputTrust") == "EXTERNAL_UNTRUSTED"
+    (row,) = [r for r in gw.rows() if r["tool_name"] == "mcp.alpha__huge"]
+    assert row["state"] == "succeeded" and row["output_trust"] == "EXTERNAL_UNTRUSTED"
+
+
+def test_a_hang_past_the_deadline_is_cancelled_upstream(gw: Gateway) -> None:
+    async def main() -> types.CallToolResult:
+        async with served(gw, elicitation_callback=approving([])) as s:
+            return await s.call_tool("mcp.alpha__hang", {})  # timeout_s = 2 in the config
+
+    result = anyio.run(main)
+    assert result.is_error and meta(result, "reasonCode").startswith("tool.timeout.")
+    assert wait_for(lambda: "alpha hang cancelled" in gw.logged()), gw.logged()
+
+
+def test_a_client_cancelling_its_call_cancels_the_upstream_request(gw: Gateway) -> None:
+    async def main() -> None:
+        async with served(gw, elicitation_callback=approving([])) as s:
+            with anyio.move_on_after(3):
+                await s.call_tool("mcp.beta__hang", {})
+            assert await wait_async(lambda: "beta hang cancelled" in gw.logged())
+            # The session goes on: the next call is answered.
+            looked = await s.call_tool("mcp.beta__lookup", {"word": "after"})
+            assert text_of(looked) == "after: a word"
+
+    anyio.run(main)
+    assert "beta hang called" in gw.logged()
+
+
+async def wait_async(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not predicate():
+        await anyio.sleep(0.05)
+    return predicate()
+
+
+def test_a_crash_mid_call_fails_that_call_and_the_server_comes_back(gw: Gateway) -> None:
+    async def main() -> None:
+        async with served(gw, elicitation_callback=approving([])) as s:
+            crashed = await s.call_tool("mcp.alpha__crash", {})
+            assert crashed.is_error and text_of(crashed) == MESSAGES[CONNECTION_LOST]
+            # Nothing stuck: the gateway reconnects (bounded backoff) and the next call runs.
+            end = time.monotonic() + 20
+            while True:
+                looked = await s.call_tool("mcp.alpha__lookup", {"word": "again"})
+                if not looked.is_error or time.monotonic() > end:
+                    break
+                assert meta(looked, "retryable") is True  # unreachable while reconnecting
+                await anyio.sleep(0.2)
+            assert text_of(looked) == "again: a word"
+
+    anyio.run(main)
+    assert gw.logged().count("alpha crash called") == 1  # never re-run
+
+
+def test_a_changed_listing_disables_the_changed_tool_and_cannot_shadow(tmp_path: Path) -> None:
+    from toolhost._composition import load_host
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.shadow]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
+    try:
+        assert host.gateway is not None
+        names = host.registry.names()
+        assert "mcp.alpha__echo" in names and "mcp.alpha__alpha__echo" not in names
+        changed = host.invoke_sync("mcp.alpha__shadow", {})
+        assert changed.status.value == "succeeded"
+        assert wait_for(lambda: any("disabled until reviewed" in line
+                                    for line in host.gateway.readiness()))  # type: ignore[union-attr]
+        lines = host.gateway.readiness()
+        assert any("mcp.alpha__echo is disabled until reviewed: its input schema changed" in line
+                   for line in lines), lines
+        assert any("'alpha__echo'" in line and "next start" in line for line in lines), lines
+        # The changed tool is disabled: nothing is sent upstream.
+        local = host.local_run()
+        outcome = host.invoke_sync("mcp.alpha__echo", {"text": "x"}, run=local)
+        if outcome.status.value == "awaiting_approval":
+            outcome = host.approve_sync(outcome.invocation_id, "tester")
+        assert outcome.failure is not None and outcome.failure.reason_code == SCHEMA_CHANGED
+        assert "alpha echo called" not in gw.logged()
+        # The registry did not change: no listing can add or take a name while running.
+        assert host.registry.names() == names
+    finally:
+        host.close()
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_an_unreachable_server_does_not_stop_the_host(tmp_path: Path) -> None:
+    gw = Gateway(tmp_path, beta=False, extra=f'''
+[mcp.servers.gone]
+url = "http://127.0.0.1:{free_port()}/mcp"
+''')
+    checked = gw.toolhost("check")
+    assert checked.returncode == 0, checked.stderr
+    assert "mcp.alpha__echo" not in checked.stdout  # check names counts, not tools
+    lines = [x for x in checked.stdout.splitlines() if x.startswith("not ready: mcp gateway:")]
+    assert any("server gone (http) is unreachable" in x for x in lines), checked.stdout
+    assert any("alpha: tool 'open_schema' is left out" in x for x in lines), checked.stdout
+    assert "Traceback" not in checked.stderr
+    plugins = gw.toolhost("plugins")
+    assert "server alpha (stdio): connected" in plugins.stdout
+    assert "server gone (http): unreachable" in plugins.stdout
+    tools = gw.toolhost("tools")
+    assert "mcp.alpha__echo@1.0.0" in tools.stdout
+    assert "EXTERNAL_WRITE/HIGH/NON_IDEMPOTENT EXTERNAL_UNTRUSTED" in tools.stdout
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_a_bad_server_table_refuses_the_start_in_one_line(tmp_path: Path) -> None:
+    gw = Gateway(tmp_path, beta=False, extra='\n[mcp.servers.alpha.tools.echo]\nrisk = "SOME"\n')
+    checked = gw.toolhost("check")
+    assert checked.returncode != 0
+    (line,) = checked.stderr.strip().splitlines()
+    assert "[mcp.servers.alpha.tools.echo] risk: must be one of LOW, MEDIUM, HIGH" in line
