@@ -120,7 +120,24 @@ def test_the_xdg_config_directory_is_read_when_toolhost_config_is_unset(tmp_path
     ("[http]\nmax_sessions = \"ten\"\n",
      '{path}:2: [http] max_sessions: must be a whole number, not "ten"'),
     ("[mcp]\n\nelicitation_timeout_s = true\n",
-     "{path}:3: [mcp] elicitation_timeout_s: must be a number, not true"),
+     "{path}:3: [mcp] elicitation_timeout_s: must be a finite number, not true"),
+    ("[mcp]\nrun_timeout_s = inf\n",
+     "{path}:2: [mcp] run_timeout_s: must be a finite number, not inf"),
+    ('[host]\ndata_dir = "/tmp/x\\u0000y"\n',
+     "{path}:2: [host] data_dir: holds a NUL character, which no setting can"),
+    ('[http]\nintrospection_client_secret = { file = "a\\u0000b" }\n',
+     "{path}:2: [http] introspection_client_secret: holds a NUL character, which no setting "
+     "can"),
+    ('[http]\nintrospection_client_secret = { file = "~nosuchuser-th/s" }\n',
+     "{path}:2: [http] introspection_client_secret: refers to the file '~nosuchuser-th/s', "
+     "whose home directory does not exist"),
+    # A credential of the wrong type is not quoted back: it may be the token itself.
+    ("[http]\nintrospection_client_secret = 918273645501\n",
+     "{path}:2: [http] introspection_client_secret: must be a string, not a number"),
+    # Two tables for one distribution, however it is spelt.
+    ("[plugins.toolhost_people]\nenabled = true\n[plugins.Toolhost-People]\nenabled = false\n",
+     "{path}:3: [plugins.Toolhost-People]: a second table for toolhost-people (also "
+     "[plugins.toolhost_people])"),
     ("[host]\nplugins = [1, 2]\n", "{path}:2: [host] plugins: must be a list of strings, "
                                    "not an array"),
     ("[hots]\nx = 1\n", "{path}:1: [hots]: not a table of toolhost.toml (host, mcp, http, "
@@ -153,6 +170,58 @@ def test_toolhost_config_naming_no_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SettingError, match=r"^TOOLHOST_CONFIG is '.*nope.toml', which is not "
                                            r"a file$"):
         Settings.from_environ({"TOOLHOST_CONFIG": str(tmp_path / "nope.toml")})
+    for named in ("~nosuchuser-th/toolhost.toml", str(tmp_path), "/dev/zero"):
+        with pytest.raises(SettingError, match=r"which is not a file$"):
+            Settings.from_environ({"TOOLHOST_CONFIG": named})
+
+
+def test_a_file_reference_reads_only_a_small_regular_file(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "big").write_bytes(b"x" * (64 * 1024 + 1))
+    for name, problem in (("fifo", "not a regular file"), ("big", "more than 65536 bytes")):
+        path = write(tmp_path, f'[http]\nintrospection_client_secret = {{ file = "{name}" }}\n')
+        with pytest.raises(SettingError) as caught:
+            from_file(path)  # a FIFO would block here if it were opened for reading
+        assert str(caught.value) == (
+            f"{path}:2: [http] introspection_client_secret: refers to the file "
+            f"{tmp_path / name}, which cannot be read ({problem})")
+
+
+def test_a_password_in_a_urls_query_is_a_secret_too(tmp_path: Path) -> None:
+    url = "postgresql://db.example/th?user=app&password=hunter2"
+    path = write(tmp_path, f'[host]\ndatabase_url = "{url}"\n', mode=0o644)
+    with pytest.raises(SettingError, match="a secret written in a file every user can read"):
+        from_file(path)
+    from toolhost._model.settings import redact_url_password
+
+    assert redact_url_password(url) == "postgresql://db.example/th?user=app&password=***"
+
+
+def test_no_repr_shows_a_value_from_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, '[http]\nintrospection_client_secret = "s3cr3t-inline"\n'
+                           '[plugins.toolhost-media]\napi_key = "sk-live-inline"\n')
+    settings = from_file(path)
+    assert settings.config is not None
+    for shown in (repr(settings), repr(settings.config)):
+        assert "s3cr3t-inline" not in shown and "sk-live-inline" not in shown
+
+
+def test_a_plugin_table_is_found_however_its_name_is_spelt(tmp_path: Path) -> None:
+    path = write(tmp_path, "[plugins.Toolhost_People]\nenabled = true\n")
+    people = [SettingSpec(name="AGENT_PEOPLE_ENABLED", key="enabled", type="flag",
+                          description="x")]
+    merged = from_file(path).with_plugin_settings("toolhost-people", people)
+    assert merged.flag("AGENT_PEOPLE_ENABLED")
+    assert merged.source_of("AGENT_PEOPLE_ENABLED") == f"{path}:2"
+
+
+def test_a_key_in_an_inline_table_is_named_at_the_line_that_holds_it(tmp_path: Path) -> None:
+    path = write(tmp_path, '[host]\nlog_level = "info"\n\n[plugins]\n'
+                           'toolhost-people = { enabld = true }\n')
+    people = [SettingSpec(name="AGENT_PEOPLE_ENABLED", key="enabled", type="flag",
+                          description="x")]
+    with pytest.raises(SettingError, match=rf"^{re.escape(str(path))}:5: "):
+        from_file(path).with_plugin_settings("toolhost-people", people)
 
 
 def test_an_inline_secret_needs_a_file_other_users_cannot_read(tmp_path: Path) -> None:

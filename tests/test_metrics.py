@@ -88,6 +88,26 @@ def test_approvals_and_denials_count_their_wait_and_their_outcome(tmp_path: Path
         assert found[f"toolhost_approval_wait_seconds_sum{{{labels}}}"] >= 0
 
 
+def test_a_tool_name_or_version_no_tool_has_is_one_series_not_one_per_name(
+        tmp_path: Path) -> None:
+    """Any client may call any name: labelled by itself, each would be a series of its own,
+    and /metrics would grow with what callers invent (3,000 names of 1 KB: 76 MB)."""
+    with Host.from_sources(load_distributions(["toolhost-math"]), data_dir=tmp_path / "d"
+                           ) as host:
+        for n in range(50):
+            host.invoke_sync(f"made.up_{n}" + "x" * 1000, {})
+            host.invoke_sync("math.calculate", {"expression": "1"}, version=f"9.9.{n}")
+        assert host.pipeline.telemetry is not None
+        text = host.pipeline.telemetry.instruments.render()
+    found = samples(text)
+    unknown = "tool.invalid_arguments.unknown_tool"
+    assert found[f'{CALLS}{{tool="(unknown)",version="",status="failed",'
+                 f'reason_code="{unknown}"}}'] == 50
+    assert found[f'{CALLS}{{tool="math.calculate",version="(unknown)",status="failed",'
+                 'reason_code="tool.invalid_arguments.unknown_version"}'] == 50
+    assert "made.up" not in text and "9.9." not in text
+
+
 # ---------------------------------------------------------------------------- GET /metrics
 
 mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")

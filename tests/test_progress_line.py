@@ -7,21 +7,18 @@ read is unchanged).
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import os
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolhost import ProgressLine, Settings
+from toolhost.testing import run_on_a_terminal
 
 REWRITE = "\r\x1b[K"
 COMMAND_TIMEOUT_S = 120.0
@@ -54,6 +51,16 @@ def test_the_line_is_rewritten_in_place_only_when_it_changes_and_cleared_at_the_
     assert out.getvalue() == (f"{REWRITE}job: 1 of 4 files (25%)"
                               f"{REWRITE}job: 2 of 4 files (50%) - b.txt"
                               f"{REWRITE}")
+
+
+def test_a_closed_line_draws_nothing_more() -> None:
+    """A body the caller stopped waiting for may still report from its thread: after the
+    block, its updates must not draw over what the command prints next."""
+    out = Terminal()
+    with ProgressLine("job", stream=out) as line:
+        line.update(1, 4)
+    line.update(2, 4)
+    assert out.getvalue() == f"{REWRITE}job: 1 of 4 (25%){REWRITE}"
 
 
 @pytest.mark.parametrize(("args", "text"), [
@@ -126,34 +133,7 @@ def _toolhost(args: list[str], env: dict[str, str], *, on_terminal: bool) -> tup
         done = subprocess.run(argv, env=env, capture_output=True, text=True,
                               timeout=COMMAND_TIMEOUT_S, check=False)
         return done.returncode, done.stdout, done.stderr
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    # The terminal as-is: no "\n" to "\r\n" translation, so what arrives is what was written.
-    attributes = termios.tcgetattr(slave)
-    attributes[1] &= ~termios.OPOST
-    termios.tcsetattr(slave, termios.TCSANOW, attributes)
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=slave) as process:
-        os.close(slave)
-        received = bytearray()
-        try:
-            while True:
-                ready, _, _ = select.select([master], [], [], COMMAND_TIMEOUT_S)
-                assert ready, "the command neither wrote nor ended"
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: every writer of the terminal has closed it
-                    break
-                if not chunk:
-                    break
-                received += chunk
-            assert process.stdout is not None
-            out = process.stdout.read().decode()
-            code = process.wait(timeout=COMMAND_TIMEOUT_S)
-        finally:
-            os.close(master)
-            if process.poll() is None:
-                process.kill()
-    return code, out, received.decode()
+    return run_on_a_terminal(argv, env, timeout=COMMAND_TIMEOUT_S)
 
 
 def _shown(stderr: str) -> list[str]:

@@ -104,6 +104,7 @@ TESTING_ALL = [
     "load_plugins",
     "registration_problems",
     "remove_tree",
+    "run_on_a_terminal",
     "toolhost_host",
     "toolhost_plugins",
     "toolhost_settings",

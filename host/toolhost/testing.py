@@ -61,6 +61,7 @@ from toolhost._registration.refusals import Step as RegistrationStep
 from toolhost._testing.artifact_store_contract import ArtifactStoreContract
 from toolhost._testing.clocks import DEFAULT_INSTANT, ClockExhausted, FixedClock, ScriptedClock
 from toolhost._testing.contracts import ClockContract, InvocationStoreContract
+from toolhost._testing.terminal import run_on_a_terminal
 
 if TYPE_CHECKING:
     import httpx
@@ -94,6 +95,7 @@ __all__ = [
     "load_plugins",
     "registration_problems",
     "remove_tree",
+    "run_on_a_terminal",
     "toolhost_host",
     "toolhost_plugins",
     "toolhost_settings",

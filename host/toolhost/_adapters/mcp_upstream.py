@@ -43,7 +43,7 @@ from toolhost._model.upstream import (
     UpstreamTool,
 )
 
-__all__ = ["BACKOFF_S", "MAX_RESULT_BYTES", "McpUpstreams"]
+__all__ = ["BACKOFF_S", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES", "McpUpstreams", "printable"]
 
 #: Seconds between reconnection attempts: doubling from the first to the last, then steady.
 BACKOFF_S = (0.5, 30.0)
@@ -55,9 +55,15 @@ PING_INTERVAL_S = 5.0
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 #: The most of an upstream's own error text kept for operators (the row's detail, the logs).
 DETAIL_CHARS = 2000
-#: Pages of a tools/list walk before the listing is cut (a paginator that never ends).
+#: Pages of a tools/list walk before the listing is cut (a paginator that never ends), and
+#: the most tools kept of one listing.
 _MAX_PAGES = 100
+MAX_LISTED_TOOLS = 1024
 _CLOSE_WAIT_S = 15.0
+#: How long a closing supervisor may take to leave its session before it is cancelled.
+_ORDERLY_CLOSE_S = 2.0
+#: The longest line of a server's stderr copied to the host's.
+_STDERR_LINE = 500
 
 
 def _kinds_shown(block: Any) -> str:
@@ -99,6 +105,10 @@ class _Connection:
     tools: tuple[UpstreamTool, ...] = ()
     client: Any = None
     first_attempt: threading.Event = attrs.field(factory=threading.Event)
+    #: The supervisor's task, on the adapter's loop (``close`` cancels it if it must).
+    task: asyncio.Task[None] | None = None
+    #: A stdio server's stderr: the write end of a pipe whose lines ``_relay_stderr`` copies.
+    errlog: IO[str] | None = None
     wake: asyncio.Event | None = None
     dead: str | None = None
     relist: bool = False
@@ -117,6 +127,7 @@ class _Connection:
         self.poke()
 
     async def supervise(self) -> None:
+        self.task = asyncio.current_task()
         self.wake = asyncio.Event()
         attempt = 0
         connected_before = False
@@ -161,7 +172,7 @@ class _Connection:
             params = StdioServerParameters(
                 command=server.command, args=list(server.args),
                 env={name: value.reveal() for name, value in server.env.items()})
-            transport = stdio_client(params, errlog=self.owner.errlog)  # type: ignore[arg-type]
+            transport = stdio_client(params, errlog=self.owner.errlog_of(self))  # type: ignore[arg-type]
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
@@ -186,9 +197,10 @@ class _Connection:
             page = await client.list_tools(cursor=cursor)
             tools.extend(tool_of(t) for t in page.tools)
             cursor = page.next_cursor
-            if cursor is None:
+            if cursor is None or len(tools) >= MAX_LISTED_TOOLS:
                 break
-        return tuple(tools)
+        # More than the gateway registers of one server (it says so), but bounded.
+        return tuple(tools[:MAX_LISTED_TOOLS])
 
     async def _watch(self, client: Any) -> None:
         """Until the connection dies or the host closes: re-list on list_changed, ping when
@@ -264,13 +276,35 @@ class _Connection:
         return result
 
 
+def _relay_stderr(read_fd: int, server: str) -> None:
+    """Copy a stdio server's stderr to the host's, a line at a time (``errlog_of``)."""
+    with os.fdopen(read_fd, "rb") as lines:
+        for raw in lines:
+            line = printable(raw.decode("utf-8", "replace").rstrip("\r\n")[:_STDERR_LINE])
+            stream = sys.stderr
+            if stream is None:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                stream.write(f"toolhost: mcp server {server}: {line}\n")
+                stream.flush()
+
+
 def _describe(exc: BaseException) -> str:
-    """One line for operators: the exception's type, and its message cut short."""
-    text = " ".join(str(exc).split())[:300]
+    """One line for operators: the exception's type, and its message cut short, with every
+    character that is not printable escaped (an upstream's error message is its own words,
+    and an escape sequence in it would move the operator's terminal)."""
     inner = getattr(exc, "exceptions", None)  # an ExceptionGroup from a task group
     if inner:
         return _describe(inner[0])
+    text = printable(" ".join(str(exc).split())[:300])
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable shown as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 class McpUpstreams:
@@ -289,17 +323,18 @@ class McpUpstreams:
                                         name="toolhost-mcp-upstreams", daemon=True)
         self._supervisors: list[concurrent.futures.Future[None]] = []
         self._closed = False
-        self._devnull: IO[str] | None = None
-        self.errlog: IO[str] = self._errlog()
 
-    def _errlog(self) -> IO[str]:
-        # The SDK hands this to the subprocess as its stderr, which needs a real descriptor.
-        try:
-            sys.stderr.fileno()
-        except (AttributeError, OSError, ValueError):
-            self._devnull = open(os.devnull, "w")  # noqa: SIM115 - closed by close()
-            return self._devnull
-        return sys.stderr
+    def errlog_of(self, connection: _Connection) -> IO[str]:
+        """A stdio server's stderr: a pipe whose lines reach the host's stderr one at a time,
+        each prefixed with the server's name and with what is not printable escaped, so a
+        server can neither move the operator's terminal nor write a line that reads as the
+        host's own log (a forged ``pipeline.approved``). One per server, for its lifetime."""
+        if connection.errlog is None:
+            read_fd, write_fd = os.pipe()
+            connection.errlog = os.fdopen(write_fd, "w")
+            threading.Thread(target=_relay_stderr, args=(read_fd, connection.server.name),
+                             name="toolhost-mcp-stderr", daemon=True).start()
+        return connection.errlog
 
     def start(self, timeout_s: float) -> None:
         if self._thread.is_alive() or self._closed:
@@ -349,18 +384,32 @@ class McpUpstreams:
             return
         self._closed = True
         if self._thread.is_alive():
-            def stop_all() -> None:
-                for connection in self._connections.values():
-                    connection.closing = True
-                    connection.poke()
-
-            self._loop.call_soon_threadsafe(stop_all)
-            # Each supervisor leaves its session: the SDK closes a stdio server's stdin,
-            # then terminates and kills its process group, every wait bounded.
-            concurrent.futures.wait(self._supervisors, timeout=_CLOSE_WAIT_S)
+            stopping = asyncio.run_coroutine_threadsafe(self._stop(), self._loop)
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                stopping.result(_ORDERLY_CLOSE_S + _CLOSE_WAIT_S + 1)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(_CLOSE_WAIT_S)
         if not self._loop.is_running():
             self._loop.close()
-        if self._devnull is not None:
-            self._devnull.close()
+        for connection in self._connections.values():
+            if connection.errlog is not None:  # its relay thread sees the end of the pipe
+                with contextlib.suppress(OSError):
+                    connection.errlog.close()
+
+    async def _stop(self) -> None:
+        """Each supervisor leaves its session (the SDK closes a stdio server's stdin, then
+        terminates and kills its process group); one that does not within
+        ``_ORDERLY_CLOSE_S`` (stuck connecting, or listing a slow server's tools) is
+        cancelled, which unwinds its session the same way."""
+        for connection in self._connections.values():
+            connection.closing = True
+            connection.poke()
+        tasks = [c.task for c in self._connections.values()
+                 if c.task is not None and not c.task.done()]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=_ORDERLY_CLOSE_S)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=_CLOSE_WAIT_S)

@@ -132,7 +132,8 @@ def cmd_config(args: argparse.Namespace) -> int:
                   f"{settings.config.where(f'mcp.servers.{server.name}')}: {what}{state} "
                   "(toolhost plugins shows its state and tools)")
         for dist in sorted(set(settings.config.plugin_tables) - set(declared)):
-            print(f"\n# [plugins.{dist}] in {settings.config.where(f'plugins.{dist}')}: "
+            written = settings.config.plugin_table_names.get(dist, dist)
+            print(f"\n# [plugins.{written}] in {settings.config.where(f'plugins.{written}')}: "
                   "no such plugin is loaded (not installed, or left out)")
     return ExitCode.OK
 

@@ -127,7 +127,13 @@ class ProgressLine:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self.clear()
+        # Closed for good: a body the caller stopped waiting for (past its deadline) may
+        # still report from its thread, and must not draw over what the command prints next.
+        with self._lock:
+            if self._active and self._shown is not None:
+                self._write(_REWRITE)
+            self._shown = None
+            self._active = False
 
 
 @contextlib.contextmanager

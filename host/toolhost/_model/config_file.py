@@ -16,6 +16,7 @@ file, the line and the key.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -27,7 +28,12 @@ import attrs
 
 from toolhost._model import host_settings
 from toolhost._model.setting_spec import SettingSpec
-from toolhost._model.settings import SettingError
+from toolhost._model.settings import (
+    SettingError,
+    is_secret_name,
+    normalize_dist_name,
+    redact_url_password,
+)
 
 if TYPE_CHECKING:
     from toolhost._model.upstream import UpstreamServer
@@ -53,12 +59,12 @@ def config_path(environ: Mapping[str, str]) -> Path | None:
     if named is not None:
         if not named.strip():
             return None
-        path = Path(named).expanduser()
         try:
+            path = Path(named).expanduser()
             is_file = stat.S_ISREG(os.stat(path).st_mode)
         except PermissionError:
             return path  # named, so read: the read says what is wrong in one line
-        except OSError:
+        except (OSError, RuntimeError, ValueError):  # no such home (~user), a NUL byte
             is_file = False
         if not is_file:
             raise ConfigFileError(f"{CONFIG_SETTING} is {named!r}, which is not a file")
@@ -77,12 +83,15 @@ class ConfigFile:
     tables kept as written until their declarations are known."""
 
     path: Path
-    #: TOOLHOST_* name -> the value its environment variable would hold.
-    env: Mapping[str, str]
+    #: TOOLHOST_* name -> the value its environment variable would hold (secrets among them:
+    #: never in a repr).
+    env: Mapping[str, str] = attrs.field(repr=False)
     #: Each name's line in the file (for ``toolhost config`` and errors).
     lines: Mapping[str, int]
-    #: distribution -> its table as written.
-    plugin_tables: Mapping[str, Mapping[str, Any]]
+    #: distribution (normalized, PEP 503) -> its table as written.
+    plugin_tables: Mapping[str, Mapping[str, Any]] = attrs.field(repr=False)
+    #: distribution (normalized) -> the table's name as written, for its lines.
+    plugin_table_names: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     #: Every ``(table, key)``'s line: ``("plugins.toolhost-email", "mode_enabled")``,
     #: ``("policy", "CODE_EXECUTION/HIGH")``.
     key_lines: Mapping[tuple[str, str], int]
@@ -92,9 +101,17 @@ class ConfigFile:
     mcp_servers: tuple[UpstreamServer, ...] = ()
 
     def where(self, table: str, key: str | None = None) -> str:
-        """``PATH:LINE`` of ``key`` in ``table`` (of the table's header without a key)."""
-        line = self.key_lines.get((table, key or ""), self.key_lines.get((table, ""), 1))
-        return f"{self.path}:{line}"
+        """``PATH:LINE`` of ``key`` in ``table`` (of the table's header without a key). A key
+        the scan did not see (in an inline table, a dotted key) is named at the nearest line
+        it did: its table's header, else the key that holds the table in its parent."""
+        return f"{self.path}:{self.line_of(table, key)}"
+
+    def line_of(self, table: str, key: str | None = None) -> int:
+        for place in (table, key or ""), (table, ""):
+            if place in self.key_lines:
+                return self.key_lines[place]
+        parent, dot, last = table.rpartition(".")
+        return self.line_of(parent, last) if dot else self.key_lines.get((table, ""), 1)
 
     def plugin_env(self, distribution: str, specs: Iterable[SettingSpec],
                    environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, int]]:
@@ -106,7 +123,7 @@ class ConfigFile:
         if not table:
             return {}, {}
         by_key = {spec.file_key: spec for spec in specs}
-        name = f"plugins.{distribution}"
+        name = f"plugins.{self.plugin_table_names.get(distribution, distribution)}"
         env: dict[str, str] = {}
         lines: dict[str, int] = {}
         for key, value in table.items():
@@ -116,7 +133,7 @@ class ConfigFile:
                 raise ConfigFileError(f"{self.where(name, key)}: [{name}] {key}: not a setting "
                                       f"of {distribution} (its keys: {known})")
             env[spec.name] = _as_env(self, name, key, spec, value, environ)
-            lines[spec.name] = self.key_lines.get((name, key), 1)
+            lines[spec.name] = self.line_of(name, key)
         return env, lines
 
 
@@ -147,6 +164,7 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
     env: dict[str, str] = {}
     lines: dict[str, int] = {}
     plugins: dict[str, Mapping[str, Any]] = {}
+    plugin_names: dict[str, str] = {}
     servers: tuple[UpstreamServer, ...] = ()
     for table, content in data.items():
         if table in host_settings.GROUPS:
@@ -161,12 +179,20 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
             lines[host_settings.POLICY_SETTING] = config.key_lines.get(("policy", ""), 1)
         elif table == "plugins":
             for distribution, section in _table(config, table, content).items():
-                plugins[distribution] = _table(config, f"plugins.{distribution}", section)
+                # Spelt as TOOLHOST_PLUGINS may spell it: toolhost_people is toolhost-people.
+                normalized = normalize_dist_name(distribution)
+                if normalized in plugins:
+                    raise ConfigFileError(
+                        f"{config.where(f'plugins.{distribution}')}: [plugins.{distribution}]: "
+                        f"a second table for {normalized} (also [plugins."
+                        f"{plugin_names[normalized]}])")
+                plugins[normalized] = _table(config, f"plugins.{distribution}", section)
+                plugin_names[normalized] = distribution
         else:
             raise ConfigFileError(f"{config.where(table)}: [{table}]: not a table of "
                                   "toolhost.toml (host, mcp, http, policy, plugins.<name>)")
     return attrs.evolve(config, env=env, lines=lines, plugin_tables=plugins,
-                        mcp_servers=servers)
+                        plugin_table_names=plugin_names, mcp_servers=servers)
 
 
 def _servers(config: ConfigFile, tables: object,
@@ -202,39 +228,47 @@ def _read_group(config: ConfigFile, group: str, table: Mapping[str, Any],
             raise ConfigFileError(f"{config.where(group, key)}: [{group}] {key}: not a setting"
                                   f"{hint} (its keys: {', '.join(sorted(specs))}{tables})")
         env[spec.name] = _as_env(config, group, key, spec, value, environ)
-        lines[spec.name] = config.key_lines.get((group, key), 1)
+        lines[spec.name] = config.line_of(group, key)
 
 
 def _as_env(config: ConfigFile, table: str, key: str, spec: SettingSpec, value: object,
             environ: Mapping[str, str]) -> str:
     """``value`` as the text the setting's environment variable would hold."""
     where = f"{config.where(table, key)}: [{table}] {key}"
+    # A credential's value is never quoted back, even when it is of the wrong type.
+    secret = spec.secret or is_secret_name(spec.name)
+
+    def shown(value: object) -> str:
+        return _kind(value) if secret else _shown(value)
+
     if isinstance(value, dict):
         if spec.type not in ("secret", "url", "text", "path"):
             raise ConfigFileError(f"{where}: a reference table is only for a secret, a URL or "
                                   "text")
-        return _reference(config, where, value, environ)
+        return _text(where, _reference(config, where, value, environ))
     if spec.type == "flag":
         if not isinstance(value, bool):
-            raise ConfigFileError(f"{where}: must be true or false, not {_shown(value)}")
+            raise ConfigFileError(f"{where}: must be true or false, not {shown(value)}")
         return "1" if value else "0"
     if spec.type == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigFileError(f"{where}: must be a whole number, not {_shown(value)}")
+            raise ConfigFileError(f"{where}: must be a whole number, not {shown(value)}")
         return str(value)
     if spec.type == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigFileError(f"{where}: must be a number, not {_shown(value)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not math.isfinite(value)):
+            raise ConfigFileError(f"{where}: must be a finite number, not {shown(value)}")
         return repr(value)
     if spec.type == "list":
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return ",".join(value)
+            return _text(where, ",".join(value))
         if isinstance(value, str):
-            return value
-        raise ConfigFileError(f"{where}: must be a list of strings, not {_shown(value)}")
+            return _text(where, value)
+        raise ConfigFileError(f"{where}: must be a list of strings, not {shown(value)}")
     if not isinstance(value, str):
-        raise ConfigFileError(f"{where}: must be a string, not {_shown(value)}")
-    inline_secret = spec.secret or (spec.type == "url" and _URL_PASSWORD.search(value))
+        raise ConfigFileError(f"{where}: must be a string, not {shown(value)}")
+    _text(where, value)
+    inline_secret = secret or (spec.type == "url" and url_has_password(value))
     if inline_secret and config.world_readable:
         raise ConfigFileError(
             f"{where}: a secret written in a file every user can read: reference it "
@@ -252,15 +286,59 @@ def _reference(config: ConfigFile, where: str, ref: Mapping[str, Any],
                                   "which is not set")
         return value
     if set(ref) == {"file"} and isinstance(ref["file"], str):
-        # A relative path is relative to the file that names it, not to where the host started.
-        target = (config.path.parent / Path(ref["file"]).expanduser())
         try:
-            return target.read_text(encoding="utf-8").rstrip("\r\n")
-        except (OSError, UnicodeDecodeError) as exc:
-            problem = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ConfigFileError(f"{where}: refers to the file {target}, which cannot be read "
-                                  f"({problem})") from None
+            # A relative path is relative to the file that names it, not to where the host
+            # started.
+            target = config.path.parent / Path(_text(where, ref["file"])).expanduser()
+        except RuntimeError:  # ~user of no such user
+            raise ConfigFileError(f"{where}: refers to the file {ref['file']!r}, whose home "
+                                  "directory does not exist") from None
+        return _small_file(where, target)
     raise ConfigFileError(f'{where}: a reference is {{ env = "NAME" }} or {{ file = "PATH" }}')
+
+
+#: The most a ``{ file = "PATH" }`` reference reads: a secret, not a document.
+MAX_REFERENCED_BYTES = 64 * 1024
+
+
+def _small_file(where: str, target: Path) -> str:
+    """The text of the regular file ``target``, at most MAX_REFERENCED_BYTES, without its
+    final newline. A FIFO or a device is refused, never read (it could block, or not end)."""
+    def refused(problem: str) -> ConfigFileError:
+        return ConfigFileError(f"{where}: refers to the file {target}, which cannot be read "
+                               f"({problem})")
+
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise refused(exc.strerror or type(exc).__name__) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise refused("not a regular file")
+        data = os.read(fd, MAX_REFERENCED_BYTES + 1)
+    except OSError as exc:
+        raise refused(exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_REFERENCED_BYTES:
+        raise refused(f"more than {MAX_REFERENCED_BYTES} bytes")
+    try:
+        return _text(where, data.decode("utf-8").rstrip("\r\n"))
+    except UnicodeDecodeError:
+        raise refused("not UTF-8 text") from None
+
+
+def _text(where: str, value: str) -> str:
+    """``value``, which must be able to be an environment variable's: no NUL character."""
+    if "\x00" in value:
+        raise ConfigFileError(f"{where}: holds a NUL character, which no setting can")
+    return value
+
+
+def url_has_password(value: str) -> bool:
+    """Whether a URL carries a password: in its userinfo (``user:PW@``) or as a query
+    parameter named like a credential (libpq's ``?password=``)."""
+    return _URL_PASSWORD.search(value) is not None or redact_url_password(value) != value
 
 
 def _policy_json(config: ConfigFile, table: Mapping[str, Any]) -> str:
@@ -271,6 +349,17 @@ def _policy_json(config: ConfigFile, table: Mapping[str, Any]) -> str:
             raise ConfigFileError(f"{config.where('policy', key)}: [policy] {key}: must be "
                                   f"\"allow\", \"approval\" or \"deny\", not {_shown(value)}")
     return json.dumps(dict(table), sort_keys=True)
+
+
+def _kind(value: object) -> str:
+    """What a value is, without it: for a credential of the wrong type."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, (dict, list)):
+        return "a table" if isinstance(value, dict) else "an array"
+    return "a string" if isinstance(value, str) else type(value).__name__
 
 
 def _shown(value: object) -> str:

@@ -85,10 +85,19 @@ def is_secret_name(name: str) -> bool:
             or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words)))
 
 
+#: A URL's query parameter (libpq's ``?password=``, ``&sslpassword=``).
+_QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#\s]+)=([^&;#\s]*)")
+
+
 def redact_url_password(value: str) -> str:
-    """``value`` with the password of any URL in it shown as ``***`` (TOOLHOST_DATABASE_URL
-    carries one), so a setting's repr or an error that names the URL leaks no credential."""
-    return _URL_PASSWORD.sub(r"\1:***@", value)
+    """``value`` with the password of any URL in it shown as ``***``: its userinfo's, and any
+    query parameter named like a credential (TOOLHOST_DATABASE_URL carries one), so a
+    setting's repr or an error that names the URL leaks no credential."""
+    value = _URL_PASSWORD.sub(r"\1:***@", value)
+    if "=" not in value:
+        return value
+    return _QUERY_PARAMETER.sub(
+        lambda m: f"{m[1]}=***" if m[2] and is_secret_name(m[1]) else m[0], value)
 
 
 @attrs.frozen
@@ -133,6 +142,7 @@ class Settings:
 
         :raises SettingError: a key the plugin does not declare, or a value of the wrong type.
         """
+        distribution = normalize_dist_name(distribution)
         if self.config is None or distribution not in self.config.plugin_tables:
             return self
         env, lines = self.config.plugin_env(distribution, specs, self.env)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from toolhost._model.host_reasons import UNKNOWN_TOOL, UNKNOWN_VERSION
 from toolhost._model.outcome import Outcome
 from toolhost._pipeline.metrics import Registry
 from toolhost._pipeline.tracing import ProviderProbe
@@ -25,6 +26,8 @@ __all__ = ["Instruments"]
 
 #: The meter's (instrumentation scope's) name.
 METER_NAME = "toolhost"
+#: The label of a tool name, or a version, that no registered tool has.
+UNKNOWN_LABEL = "(unknown)"
 
 
 class Instruments:
@@ -66,16 +69,22 @@ class Instruments:
 
     def call_ended(self, outcome: Outcome, seconds: float) -> None:
         """One outcome of the pipeline (``invoke``, an approval's run, a denial)."""
-        version = outcome.version or ""
+        tool, version = outcome.tool, outcome.version or ""
         status = outcome.status.value
         failure = outcome.failure
         reason = failure.reason_code if failure is not None else ""
+        # A name or version no tool has is the caller's word: labelled as such, never as
+        # itself, so a client cannot make a series per name it invents (D273).
+        if reason == UNKNOWN_TOOL:
+            tool, version = UNKNOWN_LABEL, ""
+        elif reason == UNKNOWN_VERSION:
+            version = UNKNOWN_LABEL
         with self.registry.lock:  # both updates under one acquisition (a call's hot path)
-            self.calls.inc_locked((outcome.tool, version, status, reason))
-            self.duration.observe_locked(seconds, (outcome.tool, version, status))
+            self.calls.inc_locked((tool, version, status, reason))
+            self.duration.observe_locked(seconds, (tool, version, status))
         mirror = self._otel if self._otel is not None else self._mirror()
         if mirror is not None:
-            mirror.call_ended(outcome.tool, version, status, reason, seconds)
+            mirror.call_ended(tool, version, status, reason, seconds)
 
     def approval_decided(self, tool: str, decision: str, seconds: float) -> None:
         self.approval_wait.observe(max(0.0, seconds), (tool, decision))

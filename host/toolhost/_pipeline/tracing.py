@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from toolhost._model.host_reasons import UNKNOWN_TOOL
 from toolhost._model.outcome import Outcome, OutcomeStatus, ToolFailure
 from toolhost._model.settings import is_secret_name
 
@@ -311,6 +312,9 @@ def record_outcome(span: Any, outcome: Outcome) -> None:
     if outcome.failure is not None:
         attributes["toolhost.reason_code"] = outcome.failure.reason_code
     span.set_attributes(attributes)
+    if outcome.failure is not None and outcome.failure.reason_code == UNKNOWN_TOOL:
+        # A name no tool has is the caller's word: not a span name (names are few, by rule).
+        span.update_name("execute_tool")
     if outcome.status is OutcomeStatus.FAILED and outcome.failure is not None:
         span.set_attribute("error.type", outcome.failure.reason_code)
         # No description: the static message is the model's, the detail the operator's log.

@@ -64,6 +64,7 @@ from toolhost._model.upstream import (
 )
 from toolhost._registration.discovery import Contribution
 from toolhost._registration.refusals import registration_problems
+from toolhost._registration.upstream_schema import one_line, reviewed_schema
 
 if TYPE_CHECKING:
     from toolhost._model.context import ToolExecutionContext
@@ -145,30 +146,30 @@ OUTPUT_SCHEMA: Mapping[str, Any] = {
 
 _PLAIN = re.compile(r"^[a-z0-9_]+$")
 _OTHER = re.compile(r"[^a-z0-9_]+")
+#: The end of a name the gateway made: an upstream name that already ends so is renamed too,
+#: so no upstream name can be spelt as another's mapping (``a_805c58e8`` beside ``éa``).
+_SUFFIXED = re.compile(r"_[0-9a-f]{8}$")
+#: The most tools registered of one server (in name order); a longer listing's rest is left
+#: out, with a line: a listing must not make every start slow.
+MAX_TOOLS_PER_SERVER = 256
 
 
 def tool_name(server: str, upstream: str) -> str:
-    """``mcp.<server>__<tool>``: deterministic, at most ``MAX_NAME`` characters."""
+    """``mcp.<server>__<tool>``: deterministic, at most ``MAX_NAME`` characters. A plain name
+    that fits is kept; any other is made plain and suffixed with 8 hex digits of its hash."""
     prefix = f"mcp.{server}__"
     budget = MAX_NAME - len(prefix)
-    if _PLAIN.match(upstream) and len(upstream) <= budget:
+    if _PLAIN.match(upstream) and len(upstream) <= budget and not _SUFFIXED.search(upstream):
         return prefix + upstream
     digest = hashlib.sha256(upstream.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     plain = _OTHER.sub("_", upstream.lower()).strip("_")
     return f"{prefix}{plain[:budget - 9]}_{digest}" if plain else f"{prefix}{digest}"
 
 
-def _one_line(text: str, limit: int) -> str:
-    # Control characters and line breaks go: a description is prose on one line, not a
-    # place for a forged "system" section.
-    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
-
 def description_for(server: str, tool: UpstreamTool, written: str | None) -> str:
     if written is not None:
         return written
-    said = _one_line(tool.description, MAX_DESCRIPTION) or "(no description)"
+    said = one_line(tool.description, MAX_DESCRIPTION) or "(no description)"
     return (f"A tool of the MCP server {server} (not part of this host; its description is "
             f"the server's own): {said}")
 
@@ -216,18 +217,28 @@ class Gateway:
         """The tools of every server connected now, each one that passes registration alone
         (a tool failing step 5 is left out, with a line in ``readiness``)."""
         tools: list[Tool] = []
-        taken: dict[str, str] = {}
         for status in self.upstreams.status():
             server = self.servers[status.name]
-            for upstream in sorted(status.tools, key=lambda t: t.name):
-                tool = self._tool(server, upstream)
-                if tool is None:
-                    continue
-                name = tool.spec.name
-                if name in taken:
+            listed = sorted(status.tools, key=lambda t: t.name)
+            if len(listed) > MAX_TOOLS_PER_SERVER:
+                self._left_out.append(
+                    f"{server.name}: lists {len(listed)} tools; those after the first "
+                    f"{MAX_TOOLS_PER_SERVER} by name are left out")
+                listed = listed[:MAX_TOOLS_PER_SERVER]
+            names: dict[str, list[str]] = {}
+            for upstream in listed:
+                names.setdefault(tool_name(server.name, upstream.name), []).append(upstream.name)
+            for upstream in listed:
+                name = tool_name(server.name, upstream.name)
+                if len(names[name]) > 1:
+                    # Two upstream names with one mapping (a hash collision): neither is taken,
+                    # so which one a name means never depends on the listing's order.
                     self._left_out.append(
                         f"{server.name}: tool {_shown(upstream.name)} is left out: its name "
-                        f"{name} is also that of tool {_shown(taken[name])}")
+                        f"{name} is also that of {len(names[name]) - 1} other tool(s)")
+                    continue
+                tool = self._tool(server, upstream)
+                if tool is None:
                     continue
                 problems = registration_problems(
                     [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
@@ -235,7 +246,6 @@ class Gateway:
                     self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is "
                                           f"left out: {problems[0].problem}")
                     continue
-                taken[name] = upstream.name
                 tools.append(tool)
                 self._mapped[name] = _Mapped(server.name, upstream)
         return Contribution(GATEWAY_DISTRIBUTION, (), tuple(tools))
@@ -244,13 +254,18 @@ class Gateway:
         written = server.classification(upstream.name)
         if written.enabled is False:
             return None
+        input_schema = reviewed_schema(upstream.input_schema)
+        if isinstance(input_schema, str):
+            self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is left out: "
+                                  f"{input_schema}")
+            return None
         idempotency = written.idempotency or Idempotency.NON_IDEMPOTENT
         name = tool_name(server.name, upstream.name)
         spec = ToolSpec(
             name=name,
             version=GATEWAY_VERSION,
             description=description_for(server.name, upstream, written.description),
-            input_schema=upstream.input_schema,
+            input_schema=input_schema,
             output_schema=OUTPUT_SCHEMA,
             kind=Kind.CAPABILITY,
             source=Source.MCP,

@@ -5,16 +5,13 @@ pseudo-terminal."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 from mail_support import OWNER, mail, write_mbox
+from toolhost.testing import run_on_a_terminal
 
 REWRITE = "\r\x1b[K"
 MESSAGES = 5
@@ -30,31 +27,7 @@ def _import(tmp_path: Path, *, on_terminal: bool) -> tuple[int, str, str]:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
                               check=False)
         return done.returncode, done.stdout, done.stderr
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    attributes = termios.tcgetattr(slave)
-    attributes[1] &= ~termios.OPOST  # what arrives is what was written
-    termios.tcsetattr(slave, termios.TCSANOW, attributes)
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=slave) as process:
-        os.close(slave)
-        received = bytearray()
-        try:
-            while select.select([master], [], [], 60)[0]:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the command closed the terminal
-                    break
-                if not chunk:
-                    break
-                received += chunk
-            assert process.stdout is not None
-            out = process.stdout.read().decode()
-            code = process.wait(timeout=60)
-        finally:
-            os.close(master)
-            if process.poll() is None:
-                process.kill()
-    return code, out, received.decode()
+    return run_on_a_terminal(argv, env)
 
 
 def test_the_messages_read_on_a_terminal(tmp_path: Path) -> None:
