@@ -255,3 +255,16 @@ def test_commands_that_run_no_tool_start_no_upstream_server(tmp_path: Path) -> N
     assert not marker.exists()
     assert toolhost("tools", env=env).returncode == 0
     assert marker.exists()
+
+
+def test_check_asks_readiness_with_the_plugins_own_table(tmp_path: Path) -> None:
+    """A probe that starts while the plugins load (check's readiness) sees what the plugin's
+    table of toolhost.toml sets, as registration does."""
+    path = write_config(tmp_path, '[plugins.toolhost-media]\napi_key = "sk-x"\n'
+                                  'base_url = "http://example.org"\n')
+    result = toolhost("check", env={"TOOLHOST_CONFIG": str(path),
+                                    "TOOLHOST_PLUGINS": "toolhost-media,toolhost-math"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        "not ready: toolhost-media: image.generate, video.generate: TENSORSCALE_BASE_URL must "
+        "be an https:// URL (the API key is sent with it); every call fails until it is fixed"]

@@ -501,7 +501,9 @@ url = "http://127.0.0.1:{free_port()}/mcp"
     assert "mcp.alpha__echo" not in checked.stdout  # check names counts, not tools
     lines = [x for x in checked.stdout.splitlines() if x.startswith("not ready: mcp gateway:")]
     assert any("server gone (http) is unreachable" in x for x in lines), checked.stdout
-    assert any("alpha: tool 'open_schema' is left out" in x for x in lines), checked.stdout
+    assert any("alpha: tool 'open_schema' is left out" in x and "(close_schema = true under "
+               "[mcp.servers.alpha.tools.open_schema] closes it)" in x for x in lines), \
+        checked.stdout
     # A schema the host would run the upstream's regular expression for, or fetch a remote
     # reference of, or whose text is not one line, is left out (D281).
     for tool, why in (("redos", "a regular expression (pattern)"),
@@ -573,3 +575,55 @@ def test_closing_does_not_wait_out_a_server_stuck_in_its_handshake(tmp_path: Pat
     upstreams.close()
     assert time.monotonic() - started < 10  # a loose bound: the orderly wait is 2 s
     assert wait_for(lambda: not processes_with(marker)), processes_with(marker)
+
+
+def test_an_operator_may_close_an_open_schema(tmp_path: Path) -> None:
+    """Servers built on generated schemas leave them open; closing one is only stricter: the
+    tool registers, and an argument the schema does not name is refused before the upstream."""
+    from toolhost._composition import load_host
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.open_schema]
+close_schema = true
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
+    try:
+        spec = host.registry.resolve("mcp.alpha__open_schema", None).spec
+        assert spec.input_schema["additionalProperties"] is False
+        ok = host.invoke_sync("mcp.alpha__open_schema", {"x": "a"})
+        assert ok.status.value == "succeeded" and ok.content == "ok"
+        extra = host.invoke_sync("mcp.alpha__open_schema", {"x": "a", "y": 1})
+        assert extra.failure is not None
+        assert extra.failure.reason_code == "tool.invalid_arguments.schema"
+    finally:
+        host.close()
+    assert gw.logged().count("alpha open_schema called") == 1
+    (tmp_path / "bad").mkdir()
+    bad = Gateway(tmp_path / "bad", beta=False,
+                  extra='\n[mcp.servers.alpha.tools.echo]\nclose_schema = "yes"\n')
+    checked = bad.toolhost("check")
+    assert checked.returncode == 2
+    assert "[mcp.servers.alpha.tools.echo] close_schema: must be true or false" in checked.stderr
+
+
+def test_closing_a_schema_closes_every_object_level_and_only_those() -> None:
+    from toolhost._registration.schema import closed, schema_problems
+
+    open_schema = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+        "c": {"type": "array", "items": {"type": "object", "properties": {"d": {"type": "integer"}}}},
+        "e": {"anyOf": [{"type": "object", "properties": {"f": {"type": "boolean"}}},
+                        {"type": "null"}]}}}
+    assert list(schema_problems(open_schema))  # open: registration refuses it
+    shut = closed(open_schema)
+    assert list(schema_problems(shut)) == []
+    assert shut["additionalProperties"] is False
+    assert shut["properties"]["a"]["additionalProperties"] is False
+    assert shut["properties"]["c"]["items"]["additionalProperties"] is False
+    assert shut["properties"]["e"]["anyOf"][0]["additionalProperties"] is False
+    assert "additionalProperties" not in shut["properties"]["e"]["anyOf"][1]
+    assert "additionalProperties" not in open_schema  # a copy: the upstream's is unchanged

@@ -85,6 +85,8 @@ def is_secret_name(name: str) -> bool:
             or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words)))
 
 
+#: A value some redaction already replaced (``***``, the log's ``[redacted]``): kept as it is.
+_ALREADY_MASKED = re.compile(r"\*+|\[[a-z]+\]")
 #: A URL's query parameter (libpq's ``?password=``, ``&sslpassword=``).
 _QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#\s]+)=([^&;#\s]*)")
 
@@ -97,7 +99,8 @@ def redact_url_password(value: str) -> str:
     if "=" not in value:
         return value
     return _QUERY_PARAMETER.sub(
-        lambda m: f"{m[1]}=***" if m[2] and is_secret_name(m[1]) else m[0], value)
+        lambda m: f"{m[1]}=***" if (m[2] and is_secret_name(m[1])
+                                    and not _ALREADY_MASKED.fullmatch(m[2])) else m[0], value)
 
 
 @attrs.frozen

@@ -43,9 +43,10 @@ SERVER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 MAX_SERVER_NAME = 24
 
 _SERVER_KEYS = frozenset({"command", "args", "url", "env", "token", "tools", "side_effect",
-                          "risk", "idempotency", "scopes", "timeout_s", "enabled"})
+                          "risk", "idempotency", "scopes", "timeout_s", "enabled",
+                          "close_schema"})
 _TOOL_KEYS = frozenset({"side_effect", "risk", "idempotency", "scopes", "timeout_s", "enabled",
-                        "description"})
+                        "description", "close_schema"})
 #: A timeout an operator may give a gateway tool: up to a day.
 _MAX_TIMEOUT_S = 86400.0
 
@@ -63,6 +64,9 @@ class UpstreamToolClass:
     enabled: bool | None = None
     #: What the model reads instead of the upstream server's own description.
     description: str | None = None
+    #: Close the upstream's open input schema (every object level ``additionalProperties:
+    #: false``) instead of leaving the tool out (D282).
+    close_schema: bool | None = None
 
     def over(self, fallback: UpstreamToolClass) -> UpstreamToolClass:
         """This classification, with ``fallback``'s value wherever this one has none."""
@@ -303,10 +307,11 @@ def _classification(spec: Mapping[str, Any], fail: Fail) -> UpstreamToolClass:
             raise fail("timeout_s", f"must be a number of seconds above 0, at most "
                        f"{int(_MAX_TIMEOUT_S)}")
         values["timeout_s"] = float(timeout)
-    if "enabled" in spec:
-        if not isinstance(spec["enabled"], bool):
-            raise fail("enabled", "must be true or false")
-        values["enabled"] = spec["enabled"]
+    for key in ("enabled", "close_schema"):
+        if key in spec:
+            if not isinstance(spec[key], bool):
+                raise fail(key, "must be true or false")
+            values[key] = spec[key]
     if "description" in spec:
         text = spec["description"]
         if not isinstance(text, str) or not text.strip():

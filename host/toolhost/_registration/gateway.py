@@ -64,6 +64,7 @@ from toolhost._model.upstream import (
 )
 from toolhost._registration.discovery import Contribution
 from toolhost._registration.refusals import registration_problems
+from toolhost._registration.schema import closed
 from toolhost._registration.upstream_schema import one_line, reviewed_schema
 
 if TYPE_CHECKING:
@@ -243,8 +244,12 @@ class Gateway:
                 problems = registration_problems(
                     [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
                 if problems:
+                    hint = ""
+                    if "additionalProperties" in problems[0].problem:
+                        hint = (f" (close_schema = true under [mcp.servers.{server.name}.tools."
+                                f"{_table_key(upstream.name)}] closes it)")
                     self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is "
-                                          f"left out: {problems[0].problem}")
+                                          f"left out: {problems[0].problem}{hint}")
                     continue
                 tools.append(tool)
                 self._mapped[name] = _Mapped(server.name, upstream)
@@ -254,7 +259,8 @@ class Gateway:
         written = server.classification(upstream.name)
         if written.enabled is False:
             return None
-        input_schema = reviewed_schema(upstream.input_schema)
+        input_schema = reviewed_schema(closed(upstream.input_schema) if written.close_schema
+                                       else upstream.input_schema)
         if isinstance(input_schema, str):
             self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is left out: "
                                   f"{input_schema}")
@@ -372,6 +378,13 @@ class Gateway:
 
     def close(self) -> None:
         self.upstreams.close()
+
+
+def _table_key(name: str) -> str:
+    """An upstream name as a TOML key: bare when it can be, else quoted (and escaped)."""
+    if re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        return name
+    return json.dumps(name[:80])
 
 
 def _shown(name: str) -> str:

@@ -19,6 +19,7 @@ __all__ = [
     "SUPPORTED_DIALECTS",
     "SchemaProblem",
     "Validator",
+    "closed",
     "compile_schema",
     "schema_problems",
     "subschema_at",
@@ -100,6 +101,26 @@ def _is_object_level(schema: Mapping[str, Any]) -> bool:
     declared = schema.get("type")
     types = declared if isinstance(declared, list) else [declared]
     return "object" in types or "properties" in schema or "patternProperties" in schema
+
+
+def closed(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``schema`` with every object level closed (``additionalProperties: false``):
+    what an operator asks of an upstream MCP tool whose server left its schema open (D282).
+    Only ever stricter: an argument the open schema did not name is refused, nothing else."""
+    copy = dict(schema)
+    if _is_object_level(copy):
+        copy["additionalProperties"] = False
+    for key in _ONE:
+        if isinstance(copy.get(key), Mapping):
+            copy[key] = closed(copy[key])
+    for key in _MAP:
+        if isinstance(copy.get(key), Mapping):
+            copy[key] = {name: closed(sub) if isinstance(sub, Mapping) else sub
+                         for name, sub in copy[key].items()}
+    for key in _LIST:
+        if isinstance(copy.get(key), list):
+            copy[key] = [closed(sub) if isinstance(sub, Mapping) else sub for sub in copy[key]]
+    return copy
 
 
 def _is_array_level(schema: Mapping[str, Any]) -> bool:
