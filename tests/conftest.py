@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -123,6 +125,15 @@ CLOSED_OUT = {
     "required": ["echo"],
     "additionalProperties": False,
 }
+
+
+def invocation_rows(database: Path) -> list[dict[str, Any]]:
+    """Every row of a SQLite record's ``tool_invocations``, oldest first, read as a person
+    would with ``sqlite3`` (the connection closed after)."""
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(
+            "SELECT * FROM tool_invocations ORDER BY created_at, id")]
 
 
 def make_spec(**overrides: Any) -> ToolSpec:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import invocation_rows
 
 from toolhost._model.config_file import ConfigFileError, read_config
 from toolhost._model.spec import Idempotency, Risk, SideEffect, Source, Trust
@@ -137,13 +137,7 @@ timeout_s = 2
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def rows(self) -> list[dict[str, Any]]:
-        conn = sqlite3.connect(self.data_dir / "toolhost.sqlite3")
-        conn.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in conn.execute(
-                "SELECT * FROM tool_invocations ORDER BY created_at, id")]
-        finally:
-            conn.close()
+        return invocation_rows(self.data_dir / "toolhost.sqlite3")
 
     def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}

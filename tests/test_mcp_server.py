@@ -19,7 +19,6 @@ import os
 import select
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_plugin, make_spec, make_tool, nothing_left
+from conftest import invocation_rows, make_plugin, make_spec, make_tool, nothing_left
 from installed import install_fake_plugin
 
 from toolhost import Outcome, OutcomeStatus, Tool, ToolOutput, Trust
@@ -127,13 +126,7 @@ class Served:
                 process.communicate()
 
     def rows(self) -> list[dict[str, Any]]:
-        conn = sqlite3.connect(self.data_dir / "toolhost.sqlite3")
-        conn.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in conn.execute(
-                "SELECT * FROM tool_invocations ORDER BY created_at, id")]
-        finally:
-            conn.close()
+        return invocation_rows(self.data_dir / "toolhost.sqlite3")
 
 
 @asynccontextmanager

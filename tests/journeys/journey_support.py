@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal
 import anyio
 import attrs
 import mcp.types as types
+from conftest import invocation_rows
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -207,10 +208,7 @@ class Deployment:
         database = self.settings.get("TOOLHOST_DATABASE_URL")
         if database is not None:
             return _pg_rows(database, "SELECT * FROM tool_invocations ORDER BY created_at, id")
-        with contextlib.closing(sqlite3.connect(self.database())) as conn:
-            conn.row_factory = sqlite3.Row
-            return [dict(r) for r in conn.execute(
-                "SELECT * FROM tool_invocations ORDER BY created_at, id")]
+        return invocation_rows(self.database())
 
     def expire_artifact(self, artifact_id: str,
                         when: str = "2000-01-01T00:00:00.000000+00:00") -> None:
