@@ -10,6 +10,10 @@ The upstream is tests/gateway_upstream.py (the SDK's low-level ``Server``, stdio
   ``load_host`` over that toolhost.toml: the whole pipeline (validation, policy, deadline,
   output checks, a durable SQLite row) and the adapter's hop to its own session's loop, to
   the gateway's own subprocess of the upstream;
+- **direct across a thread** (a reference, not the target): the same ``ClientSession`` held
+  on a loop of its own thread, called from the bench's loop with one wake-up each way (as the
+  gateway's adapter does): the cost of the thread boundary alone, which the gateway pays
+  because an SDK session belongs to the loop it was entered on;
 - **gateway, through serve** (shown, not the target): an SDK client to ``toolhost serve``,
   which calls the upstream: two stdio hops.
 
@@ -117,6 +121,21 @@ class _Session:
         self.loop.run(asyncio.wait_for(self.task, 30))
 
 
+async def _across(loop: _Loop, call: Callable[[], Awaitable[Any]]) -> Any:
+    """``call()`` run on ``loop`` (another thread's), awaited here: one wake-up each way."""
+    here = asyncio.get_running_loop()
+    answer = here.create_future()
+
+    def done(task: asyncio.Task[Any]) -> None:
+        here.call_soon_threadsafe(answer.set_result, task.result())
+
+    def start() -> None:
+        loop.loop.create_task(call()).add_done_callback(done)  # type: ignore[arg-type]
+
+    loop.loop.call_soon_threadsafe(start)
+    return await answer
+
+
 def _timed(loop: _Loop, call: Callable[[], Awaitable[None]], n: int) -> list[float]:
     async def batch() -> list[float]:
         found = []
@@ -147,6 +166,8 @@ def main() -> None:
         host = load_host(Settings.from_environ({**os.environ, **env}))
         loop = _Loop()
         direct = _Session(loop, sys.executable, [str(UPSTREAM), "bench"], {})
+        other = _Loop()
+        across = _Session(other, sys.executable, [str(UPSTREAM), "bench"], {})
         served = _Session(loop, sys.executable, ["-m", "toolhost._cli", "serve"],
                           {**env, "TOOLHOST_DATA_DIR": str(directory / "served")})
         run = host.local_run()
@@ -157,6 +178,8 @@ def main() -> None:
 
         paths: dict[str, Callable[[], Awaitable[None]]] = {
             "direct (SDK client -> upstream, stdio)": lambda: direct.call("lookup"),
+            "direct across a thread (reference, not the target)":
+                lambda: _across(other, lambda: across.call("lookup")),
             "gateway in process (pipeline -> upstream, stdio)": through_host,
             "gateway through serve (client -> serve -> upstream)":
                 lambda: served.call("mcp.bench__lookup"),
@@ -173,6 +196,8 @@ def main() -> None:
                     p99s[name].append(_percentile(times, 0.99))
         finally:
             direct.close()
+            across.close()
+            other.stop()
             served.close()
             loop.stop()
             host.end_run(run)
@@ -182,7 +207,7 @@ def main() -> None:
               "the rounds' p50 and p99, microseconds")
         for name in paths:
             p50, p99 = statistics.median(p50s[name]), statistics.median(p99s[name])
-            print(f"  {name:55} p50 {p50:8.0f}  p99 {p99:8.0f}  {p50 / base:5.2f}x")
+            print(f"  {name:52} p50 {p50:8.0f}  p99 {p99:8.0f}  {p50 / base:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -210,3 +210,19 @@ def nothing_left(workspaces: Path) -> bool:
     emptied = all(not any((workspaces / d).iterdir())
                   for d in (".trash", ".detached") if (workspaces / d).exists())
     return not leftovers and emptied
+
+
+@pytest.fixture(scope="module")
+def ca() -> Any:
+    """A throwaway certificate authority (``trustme``) for loopback TLS servers."""
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture
+def bundle(ca: Any, tmp_path: Path) -> Path:
+    """``ca``'s certificate as a PEM file: what TOOLHOST_CA_BUNDLE names."""
+    path = tmp_path / "extra-roots.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return path

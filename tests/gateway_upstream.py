@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -156,6 +157,8 @@ def serve_http(port: int) -> None:
 
 
 if __name__ == "__main__":
+    # A server slow to come up (GW_SLOW_START seconds before it answers anything).
+    time.sleep(float(os.environ.get("GW_SLOW_START", "0")))
     if "--http" in sys.argv:
         serve_http(int(sys.argv[sys.argv.index("--http") + 1]))
     else:

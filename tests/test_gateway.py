@@ -39,6 +39,7 @@ import anyio  # noqa: E402
 import mcp.types as types  # noqa: E402
 from gateway_upstream import INJECTION  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 UPSTREAM = Path(__file__).with_name("gateway_upstream.py")
 MESSAGES = {r.code: r.message for r in REASONS}
@@ -69,6 +70,12 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        return True
+    return False
+
+
 def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
     """Poll ``predicate`` until it holds; a loose safety bound, not a timing assertion."""
     end = time.monotonic() + seconds
@@ -82,7 +89,9 @@ def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
 class Gateway:
     """A toolhost.toml naming alpha (stdio) and beta (HTTP), and what the servers log."""
 
-    def __init__(self, tmp_path: Path, *, beta: bool = True, extra: str = "") -> None:
+    def __init__(self, tmp_path: Path, *, beta: bool = True, extra: str = "",
+                 hang_timeout_s: int = 2, beta_running: bool = True,
+                 alpha_slow_start_s: float = 0.0) -> None:
         self.tmp_path = tmp_path
         self.marker = f"gwmark-{tmp_path.name}"
         self.log = tmp_path / "upstream.log"
@@ -90,12 +99,8 @@ class Gateway:
         self.beta: subprocess.Popen[bytes] | None = None
         self.port = free_port()
         self._beta_err = (tmp_path / "beta.err").open("w") if beta else None
-        if beta:
-            self.beta = subprocess.Popen(
-                [sys.executable, str(UPSTREAM), "beta", "--http", str(self.port), self.marker],
-                env={**os.environ, "GW_LOG": str(self.log)},
-                stdout=subprocess.DEVNULL, stderr=self._beta_err)
-            assert wait_for(self._beta_up), (tmp_path / "beta.err").read_text()
+        if beta and beta_running:
+            self.start_beta()
         beta_table = f'''
 [mcp.servers.beta]
 url = "http://127.0.0.1:{self.port}/mcp"
@@ -111,7 +116,7 @@ idempotency = "READ_ONLY"
 [mcp.servers.alpha]
 command = "{sys.executable}"
 args = ["{UPSTREAM}", "alpha", "{self.marker}"]
-env = {{ GW_LOG = "{self.log}" }}
+env = {{ GW_LOG = "{self.log}", GW_SLOW_START = "{alpha_slow_start_s}" }}
 
 [mcp.servers.alpha.tools.lookup]
 side_effect = "NONE"
@@ -119,15 +124,21 @@ risk = "LOW"
 idempotency = "READ_ONLY"
 
 [mcp.servers.alpha.tools.hang]
-timeout_s = 2
+timeout_s = {hang_timeout_s}
 {beta_table}{extra}''')
         self.config.chmod(0o600)
 
+    def start_beta(self) -> None:
+        """Start the HTTP upstream ``beta`` on its configured port."""
+        self.beta = subprocess.Popen(
+            [sys.executable, str(UPSTREAM), "beta", "--http", str(self.port), self.marker],
+            env={**os.environ, "GW_LOG": str(self.log)},
+            stdout=subprocess.DEVNULL, stderr=self._beta_err)
+        assert wait_for(self._beta_up), (self.tmp_path / "beta.err").read_text()
+
     def _beta_up(self) -> bool:
         assert self.beta is not None and self.beta.poll() is None
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
-            return True
-        return False
+        return port_open(self.port)
 
     def env(self) -> dict[str, str]:
         return {"TOOLHOST_CONFIG": str(self.config), "TOOLHOST_DATA_DIR": str(self.data_dir),
@@ -448,7 +459,70 @@ def test_a_crash_mid_call_fails_that_call_and_the_server_comes_back(gw: Gateway)
     assert gw.logged().count("alpha crash called") == 1  # never re-run
 
 
+def _paused(gw: Gateway, tool: str, arguments: str) -> str:
+    """``toolhost call`` of an unclassified gateway tool: it pauses; its invocation id."""
+    called = gw.toolhost("call", tool, "--args", arguments)
+    assert called.returncode == 3, called.stderr  # awaiting approval
+    assert "awaits approval: toolhost approve" in called.stderr
+    return called.stdout.strip()
+
+
+def test_toolhost_approve_runs_a_paused_gateway_call_once(gw: Gateway) -> None:
+    invocation = _paused(gw, "mcp.alpha__write_note", '{"text": "by the cli"}')
+    assert "alpha write_note called" not in gw.logged()  # nothing sent before the decision
+    pending = gw.toolhost("pending")
+    assert invocation in pending.stdout and "mcp.alpha__write_note@1.0.0" in pending.stdout
+
+    approved = gw.toolhost("approve", invocation, "--json")
+    assert approved.returncode == 0, approved.stderr
+    assert gw.logged().count("alpha write_note wrote by the cli") == 1
+    again = gw.toolhost("approve", invocation)
+    assert "did not run again" in again.stderr
+    assert gw.logged().count("alpha write_note called") == 1
+    [row] = [r for r in gw.rows() if r["id"] == invocation]
+    assert (row["state"], row["approver"], row["output_trust"]) == (
+        "succeeded", "operator", "EXTERNAL_UNTRUSTED")
+
+
+def test_recovery_never_reruns_a_non_idempotent_gateway_call(tmp_path: Path) -> None:
+    """An approved upstream call whose host dies mid-call is settled failed, "may have taken
+    effect", and never sent again."""
+    gw = Gateway(tmp_path, beta=False, hang_timeout_s=120)
+    try:
+        _die_mid_call_and_recover(gw)
+    finally:
+        gw.close()
+    # The dead host's upstream process went with it (its stdin closed).
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def _die_mid_call_and_recover(gw: Gateway) -> None:
+    invocation = _paused(gw, "mcp.alpha__hang", "{}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
+    approving_host = subprocess.Popen(
+        [sys.executable, "-m", "toolhost._cli", "approve", invocation],
+        env={**env, **gw.env()}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: "alpha hang called" in gw.logged()), gw.logged()
+    finally:
+        approving_host.kill()
+        approving_host.wait(10)
+    [row] = [r for r in gw.rows() if r["id"] == invocation]
+    assert row["state"] == "running"  # left by the dead process, for recovery
+
+    recovered = gw.toolhost("recover")
+    assert recovered.returncode == 0, recovered.stderr
+    assert "NON_IDEMPOTENT, never run again" in recovered.stdout
+    [row] = [r for r in gw.rows() if r["id"] == invocation]
+    assert (row["state"], row["reason_code"]) == ("failed", "tool.internal.interrupted")
+    assert "nothing to recover" in gw.toolhost("recover").stdout
+    assert gw.logged().count("alpha hang called") == 1
+
+
 def test_a_changed_listing_disables_the_changed_tool_and_cannot_shadow(tmp_path: Path) -> None:
+    """``shadow`` makes alpha change its echo's schema and list a new tool named
+    ``alpha__echo``: the changed echo is disabled, and the new tool is registered under a name
+    of its own (alpha's namespace, unclassified), never as the echo it imitates."""
     from toolhost._composition import load_host
     from toolhost._model.settings import Settings
 
@@ -470,7 +544,6 @@ idempotency = "READ_ONLY"
         lines = host.gateway.readiness()
         assert any("mcp.alpha__echo is disabled until reviewed: its input schema changed" in line
                    for line in lines), lines
-        assert any("'alpha__echo'" in line and "next start" in line for line in lines), lines
         # The changed tool is disabled: nothing is sent upstream.
         local = host.local_run()
         outcome = host.invoke_sync("mcp.alpha__echo", {"text": "x"}, run=local)
@@ -478,11 +551,220 @@ idempotency = "READ_ONLY"
             outcome = host.approve_sync(outcome.invocation_id, "tester")
         assert outcome.failure is not None and outcome.failure.reason_code == SCHEMA_CHANGED
         assert "alpha echo called" not in gw.logged()
-        # The registry did not change: no listing can add or take a name while running.
-        assert host.registry.names() == names
+        # The new tool took a name of its own: nothing registered was replaced or renamed.
+        assert wait_for(lambda: "mcp.alpha__alpha__echo" in host.registry.names())
+        assert host.registry.names() == sorted([*names, "mcp.alpha__alpha__echo"])
+        added = host.registry.resolve("mcp.alpha__alpha__echo").spec
+        assert (added.side_effect, added.risk, added.idempotency, added.output_trust) == (
+            SideEffect.EXTERNAL_WRITE, Risk.HIGH, Idempotency.NON_IDEMPOTENT,
+            Trust.EXTERNAL_UNTRUSTED)
+        assert host.registry.resolve("mcp.alpha__echo").spec.server_id == "alpha"
     finally:
         host.close()
     assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_a_server_reached_after_the_start_brings_its_tools_to_connected_clients(
+        tmp_path: Path) -> None:
+    """beta is down when ``toolhost serve`` starts: its tools are absent. Once it is up, the
+    gateway reconnects and registers them through the same steps, and the client that listed
+    the tools is told (``notifications/tools/list_changed``): it lists them, calls the
+    operator-classified lookup without approval and the unclassified echo only after one."""
+    gw = Gateway(tmp_path, beta_running=False)
+    asked: list[str] = []
+    told: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append("tools/list_changed")
+
+    async def main() -> None:
+        async with served(gw, elicitation_callback=approving(asked),
+                          message_handler=on_message) as s:
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert "mcp.alpha__echo" in names and not any(n.startswith("mcp.beta__")
+                                                          for n in names)
+            with pytest.raises(MCPError, match="Unknown tool"):  # not served (yet): -32602
+                await s.call_tool("mcp.beta__lookup", {"word": "early"})
+            gw.start_beta()
+            assert await wait_async(lambda: bool(told), 60), "no tools/list_changed"
+            now = {t.name for t in (await s.list_tools()).tools}
+            assert {"mcp.beta__lookup", "mcp.beta__echo"} <= now and names < now
+            looked = await s.call_tool("mcp.beta__lookup", {"word": "late"})
+            assert not looked.is_error and text_of(looked) == "late: a word"
+            assert meta(looked, "outputTrust") == "EXTERNAL_UNTRUSTED"
+            assert asked == []
+            echoed = await s.call_tool("mcp.beta__echo", {"text": "late"})
+            assert not echoed.is_error and text_of(echoed) == "beta says late"
+            assert len(asked) == 1
+            # An open schema is left out here too, as at a start.
+            assert "mcp.beta__open_schema" not in now
+
+    try:
+        anyio.run(main)
+    finally:
+        gw.close()
+    assert gw.logged().count("beta echo called") == 1
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_over_http_too_a_client_is_told_of_tools_added_while_serving(tmp_path: Path) -> None:
+    """The same over ``toolhost serve --http``: the listChanged capability is advertised, and
+    the notification reaches the session that listed the tools (its standalone stream)."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    gw = Gateway(tmp_path, beta_running=False)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
+    with (tmp_path / "serve.err").open("w") as errlog:
+        serving = subprocess.Popen(
+            [sys.executable, "-m", "toolhost._cli", "serve", "--http", f"127.0.0.1:{port}"],
+            env={**env, **gw.env()}, stdout=subprocess.DEVNULL, stderr=errlog)
+    told: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append("tools/list_changed")
+
+    async def main() -> None:
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+                ClientSession(read, write, message_handler=on_message) as s:
+            started = await s.initialize()
+            assert started.capabilities.tools is not None
+            assert started.capabilities.tools.list_changed is True
+            before = {t.name for t in (await s.list_tools()).tools}
+            assert not any(n.startswith("mcp.beta__") for n in before)
+            gw.start_beta()
+            assert await wait_async(lambda: bool(told), 60), "no tools/list_changed"
+            looked = await s.call_tool("mcp.beta__lookup", {"word": "http"})
+            assert not looked.is_error and text_of(looked) == "http: a word"
+
+    try:
+        # The server listens before the client connects.
+        assert wait_for(lambda: port_open(port)), (tmp_path / "serve.err").read_text()
+        anyio.run(main)
+    finally:
+        serving.terminate()
+        serving.wait(30)
+        gw.close()
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_a_server_reached_while_the_host_registers_its_plugins_is_not_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: alpha connects after the gateway's contribution was taken, while the
+    plugins' tools are registered: its tools reach the registry (they were mapped, never
+    registered, and lost until a restart)."""
+    import toolhost._composition as composition
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta=False, alpha_slow_start_s=1.0)
+    settings = Settings.from_environ({**gw.env(), "HOME": str(tmp_path)})
+    sources = composition.discover(settings)
+    plugins = composition.make_plugin_manager(sources)  # the slow part, before the gateway
+    gateway = composition.start_gateway(settings, connect_s=0.0)  # alpha still starting
+    assert gateway is not None
+    register = composition.register
+    calls: list[int] = []
+
+    def slow_register(contributions: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:  # the start's, with the plugins: alpha connects meanwhile
+            assert kw["gateway"].tools == ()
+            assert wait_for(lambda: gateway.upstreams.status()[0].state.value == "connected")
+            time.sleep(0.3)  # and its listing is told
+        return register(contributions, **kw)
+
+    monkeypatch.setattr(composition, "register", slow_register)
+    host = composition.Host.from_sources(sources, settings=settings, plugin_manager=plugins,
+                                         data_dir=settings.data_dir, gateway=gateway)
+    try:
+        assert wait_for(lambda: "mcp.alpha__lookup" in host.registry.names())
+        outcome = host.invoke_sync("mcp.alpha__lookup", {"word": "w"})
+        assert outcome.failure is None and outcome.content == "w: a word"
+    finally:
+        host.close()
+        gw.close()
+
+
+def test_tools_added_before_the_server_subscribes_are_listed(tmp_path: Path) -> None:
+    """Regression: a tool registered between ``serve`` taking its roster and building the
+    server (the stores opened, rows recovered meanwhile) is in the first tools/list, not
+    only callable."""
+    from toolhost._composition import load_host
+    from toolhost._mcp.config import ServeConfig
+    from toolhost._mcp.definitions import served_roster
+    from toolhost._mcp.server import build_server
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta_running=False)
+    host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
+    try:
+        roster = served_roster(host.registry, None, {})
+        config = ServeConfig.from_settings(host.settings, roster)
+        gw.start_beta()
+        assert wait_for(lambda: "mcp.beta__lookup" in host.registry.names(), 60)
+        server, sessions = build_server(host, roster, config, live=True)
+
+        async def listed() -> set[str]:
+            async with mcp.Client(server, mode="legacy") as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        try:
+            assert "mcp.beta__lookup" in anyio.run(listed)
+        finally:
+            sessions.close()
+    finally:
+        host.close()
+        gw.close()
+
+
+class _Flooding:
+    """An ``Upstreams`` whose one server lists 1,000 names never seen before at each listing
+    (open schemas, so each is left out): what a hostile server sending list_changed without
+    end makes of the gateway's bookkeeping."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.callbacks: list[Callable[[str], None]] = []
+
+    def status(self) -> list[Any]:
+        from toolhost._model.upstream import ServerState, UpstreamStatus, UpstreamTool
+
+        first = self.listings * 1000
+        tools = tuple(UpstreamTool(name=f"t{first + i:07d}", description="",
+                                   input_schema={"type": "object"}) for i in range(1000))
+        return [UpstreamStatus(name="evil", state=ServerState.CONNECTED, problem="",
+                               tools=tools)]
+
+    def on_tools_changed(self, callback: Callable[[str], None]) -> None:
+        self.callbacks.append(callback)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_server_listing_ever_new_names_costs_a_bounded_amount(tmp_path: Path) -> None:
+    from toolhost._registration.gateway import MAX_CONSIDERED
+    from toolhost._registration.gateway import Gateway as Gateway_
+
+    upstreams = _Flooding()
+    servers = read_config(write(tmp_path, '[mcp.servers.evil]\ncommand = "x"\n'), {})
+    gateway = Gateway_(servers.mcp_servers, upstreams,  # type: ignore[arg-type]
+                       monotonic=time.monotonic)
+    gateway.contribution()
+    gateway.on_tools_added(lambda tools: None)
+    seen = []
+    for _ in range(20):
+        upstreams.listings += 1
+        for callback in upstreams.callbacks:
+            callback("evil")
+        seen.append(len(gateway.readiness()))
+    # A line a tool considered, one for the rest, never one a listing: no growth after the
+    # first (whose 1,000 names were more than MAX_CONSIDERED).
+    assert seen == [seen[0]] * 20 and seen[0] <= MAX_CONSIDERED + 1, seen
+    lines = gateway.readiness()
+    assert sum("wait for the next start" in line for line in lines) == 1
 
 
 def test_an_unreachable_server_does_not_stop_the_host(tmp_path: Path) -> None:

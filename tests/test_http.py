@@ -72,18 +72,6 @@ class _TLSServer(ThreadingHTTPServer):
         pass
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def bundle(ca: trustme.CA, tmp_path: Path) -> Path:
-    path = tmp_path / "extra-roots.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return path
-
-
 @pytest.fixture
 def server(ca: trustme.CA) -> Iterator[_TLSServer]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

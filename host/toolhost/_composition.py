@@ -7,7 +7,7 @@ it; tests build their own host from plugin objects with ``Host.from_plugins``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from toolhost._model.outcome import Outcome
     from toolhost._model.runs import Run, RunOutcome, ToolCall
     from toolhost._model.setting_spec import SettingSpec
+    from toolhost._model.spec import Tool
     from toolhost._pipeline.pipeline import Pipeline, Recovered
     from toolhost._pipeline.policy import Policy, PolicyConfigError
     from toolhost._ports.artifacts import ArtifactStore
@@ -101,6 +102,8 @@ class Host:
         self._plugin_manager: pluggy.PluginManager | None = None
         #: The MCP gateway (``[mcp.servers.<name>]``): its servers' tools are in the registry.
         self.gateway: Gateway | None = None
+        #: Told the new registry when the gateway added tools (``on_registry_changed``).
+        self._registry_listeners: list[Callable[[Registry], None]] = []
 
     @classmethod
     def from_sources(
@@ -140,6 +143,8 @@ class Host:
                 gateway.close()
             raise
         host.gateway = gateway
+        if gateway is not None:
+            gateway.on_tools_added(host.add_gateway_tools)
         return host
 
     @classmethod
@@ -339,6 +344,43 @@ class Host:
             return frozenset(r.distribution for r in self.registry)
         return frozenset(name.split(":", 1)[0]
                          for name, _ in self._plugin_manager.list_name_plugin())
+
+    def add_gateway_tools(self, tools: Sequence[Tool]) -> None:
+        """Register tools the MCP gateway found after the start (a server's changed listing,
+        or a server reached late), through the same steps as at the start, each alone; the
+        registry is replaced whole (readers holding the old one go on with it), and each
+        ``on_registry_changed`` listener is told. Called on the gateway's listing thread."""
+        from toolhost._registration.discovery import Contribution
+        from toolhost._registration.gateway import GATEWAY_DISTRIBUTION
+
+        known = set(self.registry.names())
+        fresh = tuple(t for t in tools if t.spec.name not in known)
+        if not fresh:
+            return
+        # Compiled before the lock: a call's first use of a tool (``_tool_callable``) waits
+        # on it, and only the swap needs it.
+        registered, table = register([], gateway=Contribution(GATEWAY_DISTRIBUTION, (), fresh))
+        with self._first_use:
+            known = set(self.registry.names())
+            registered = [r for r in registered if r.spec.name not in known]
+            if not registered:
+                return
+            # The message table is shared with the pipeline: the new reasons land in it
+            # before any call can resolve the new tools.
+            self.messages.update(table)
+            registry = Registry([*self.registry, *registered])
+            self.registry = registry
+            if self._pipeline is not None:
+                self._pipeline.registry = registry
+            listeners = list(self._registry_listeners)
+        for listener in listeners:
+            listener(registry)
+
+    def on_registry_changed(self, listener: Callable[[Registry], None]) -> None:
+        """Call ``listener(registry)`` (on the gateway's listing thread) after tools were
+        added."""
+        with self._first_use:
+            self._registry_listeners.append(listener)
 
     def readiness(self) -> dict[str, list[str]]:
         """Each loaded distribution's ``toolhost_readiness`` lines (empty: ready), called one

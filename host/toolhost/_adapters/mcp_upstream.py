@@ -4,17 +4,23 @@ The host calls tools from many places (``toolhost call``'s ``asyncio.run``, a se
 the pipeline's worker threads), while an SDK session lives in the task that entered it (its
 anyio task group and cancel scopes are that task's). So every session is held on one event
 loop that this adapter owns, on a daemon thread: each server has a supervisor task there that
-connects, lists, watches and reconnects, and a call is submitted to that loop
-(``run_coroutine_threadsafe``) and awaited from the caller's. Cancelling the caller's await
-cancels the task on our loop, and the SDK then sends ``notifications/cancelled`` upstream.
+connects, lists, watches and reconnects, and a call is started on that loop and answered on
+the caller's, one ``call_soon_threadsafe`` each way. Cancelling the caller's await cancels
+the task on our loop, and the SDK then sends ``notifications/cancelled`` upstream. What a
+listing changes (the gateway registering tools: schemas compiled, the registry replaced) is
+told on a thread of its own, one listing at a time, never on that loop, so no server's calls
+wait on another's listing.
 
 Connections speak the 2025-11-25 handshake (``mode="legacy"``): what deployed servers speak,
 and the revision in which ``notifications/tools/list_changed`` and ``notifications/cancelled``
 are plain notifications. A stdio server is started with the SDK's small default environment
 (PATH, HOME, ...) plus its configured ``env``, never the host's (no TOOLHOST_* and no other
 credential leaks to it); its stderr is the host's. An HTTP server is reached with an
-``httpx2`` client (the SDK's) on the host's rules: ``trust_env=False``, the host's TLS context
-(TOOLHOST_CA_BUNDLE), no redirects followed by the client itself.
+``httpx2`` client (the SDK's) on the host's rules: ``trust_env=False`` (no proxy or
+certificate variable of the host's counts), the host's TLS context (TOOLHOST_CA_BUNDLE), no
+redirect followed by the client itself. (The SDK's transport follows a 307/308 within the
+endpoint's own scheme, host and port, and refuses one off it: the token never leaves the
+origin it was configured for; tests/test_gateway_http.py.)
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ __all__ = ["BACKOFF_S", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES", "McpUpstreams", 
 BACKOFF_S = (0.5, 30.0)
 #: How often an idle connection is pinged, so a server that died between calls is noticed.
 PING_INTERVAL_S = 5.0
+#: The least time between two listings of one server on its ``list_changed``: a server that
+#: sends them without end is listed once a second, not as fast as it can send.
+RELIST_EVERY_S = 1.0
 #: The most text a result may carry into the host: past it the call fails ``too_large``.
 #: Above the host's 8 MiB output ceiling on purpose: up to here the gateway keeps a head and a
 #: tail (``_registration.gateway``), and the pipeline excerpts and keeps them as an artifact.
@@ -116,6 +125,8 @@ class _Connection:
     #: Calls in flight: a connection busy answering (a large result being read) is not
     #: pinged, since its pong would queue behind the answer.
     in_flight: int = 0
+    #: When the tools were last listed (the adapter's monotonic clock).
+    listed_at: float = 0.0
 
     def poke(self) -> None:
         if self.wake is not None:
@@ -130,7 +141,6 @@ class _Connection:
         self.task = asyncio.current_task()
         self.wake = asyncio.Event()
         attempt = 0
-        connected_before = False
         while not self.closing:
             try:
                 async with contextlib.AsyncExitStack() as stack:
@@ -139,9 +149,10 @@ class _Connection:
                     self.client, self.dead, self.relist = client, None, False
                     self.state, self.problem = ServerState.CONNECTED, ""
                     self.first_attempt.set()
-                    if connected_before:
-                        self.owner.tools_changed(self.server.name)
-                    connected_before, attempt = True, 0
+                    # Each listing is told, the first included: a server reached only after
+                    # the start brings its tools then (the gateway ignores the start's own).
+                    self.owner.tools_changed(self.server.name)
+                    attempt = 0
                     await self._watch(client)
             except Exception as exc:  # whatever the SDK or the transport raised: one line
                 self.problem = _describe(exc)
@@ -199,6 +210,7 @@ class _Connection:
             cursor = page.next_cursor
             if cursor is None or len(tools) >= MAX_LISTED_TOOLS:
                 break
+        self.listed_at = monotonic()
         # More than the gateway registers of one server (it says so), but bounded.
         return tuple(tools[:MAX_LISTED_TOOLS])
 
@@ -209,17 +221,21 @@ class _Connection:
         while not self.closing and self.dead is None:
             self.wake.clear()
             woke = True
+            wait = PING_INTERVAL_S
+            if self.relist:  # not sooner than RELIST_EVERY_S after the last listing
+                wait = self.listed_at + RELIST_EVERY_S - monotonic()
             try:
-                await asyncio.wait_for(self.wake.wait(), PING_INTERVAL_S)
+                if wait > 0:
+                    await asyncio.wait_for(self.wake.wait(), wait)
             except TimeoutError:
                 woke = False
             if self.closing or self.dead is not None:
                 return
-            if self.relist:
+            if self.relist and monotonic() >= self.listed_at + RELIST_EVERY_S:
                 self.relist = False
                 self.tools = await self._list(client)
                 self.owner.tools_changed(self.server.name)
-            elif not woke and not self.in_flight:
+            elif not woke and not self.relist and not self.in_flight:
                 try:
                     with warnings.catch_warnings():
                         # Deprecated at 2026-07-28 only; these sessions speak 2025-11-25.
@@ -276,6 +292,25 @@ class _Connection:
         return result
 
 
+def _settle(answer: asyncio.Future[UpstreamResult], task: asyncio.Task[UpstreamResult]) -> None:
+    """On the caller's loop: the upstream task's outcome, as the caller's answer."""
+    if answer.done():  # the caller was cancelled meanwhile
+        return
+    if task.cancelled():  # not by this caller (it is done then): the adapter is closing
+        answer.set_exception(UpstreamError(UpstreamFailure.UNREACHABLE, "the host is closing"))
+    elif (error := task.exception()) is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(task.result())
+
+
+def _cancel_started(started: list[asyncio.Task[UpstreamResult]]) -> None:
+    """On our loop: cancel the call's task. ``start`` always runs before this (both were
+    scheduled on our loop from the caller's thread, in that order)."""
+    for task in started:
+        task.cancel()
+
+
 def _relay_stderr(read_fd: int, server: str) -> None:
     """Copy a stdio server's stderr to the host's, a line at a time (``errlog_of``)."""
     with os.fdopen(read_fd, "rb") as lines:
@@ -322,6 +357,9 @@ class McpUpstreams:
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="toolhost-mcp-upstreams", daemon=True)
         self._supervisors: list[concurrent.futures.Future[None]] = []
+        #: Where ``tools_changed`` listeners run: one listing at a time, off our loop.
+        self._listings = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="toolhost-mcp-listing")
         self._closed = False
 
     def errlog_of(self, connection: _Connection) -> IO[str]:
@@ -361,6 +399,12 @@ class McpUpstreams:
         self._callbacks.append(callback)
 
     def tools_changed(self, server: str) -> None:
+        """A server's tools were listed (on our loop): tell the listeners on the listing
+        thread, so the loop goes on serving every other server meanwhile."""
+        with contextlib.suppress(RuntimeError):  # closing: nobody is to be told any more
+            self._listings.submit(self._tell, server)
+
+    def _tell(self, server: str) -> None:
         for callback in self._callbacks:
             try:
                 callback(server)
@@ -374,10 +418,34 @@ class McpUpstreams:
         connection = self._connections.get(server)
         if connection is None or self._closed or not self._thread.is_alive():
             raise UpstreamError(UpstreamFailure.UNREACHABLE, "not configured or closed")
-        future = asyncio.run_coroutine_threadsafe(
-            connection.call(tool, arguments, timeout_s), self._loop)
-        # Cancelling this await cancels the future, which cancels the task on our loop.
-        return await asyncio.wrap_future(future)
+        caller = asyncio.get_running_loop()
+        answer: asyncio.Future[UpstreamResult] = caller.create_future()
+        started: list[asyncio.Task[UpstreamResult]] = []
+
+        def finished(task: asyncio.Task[UpstreamResult]) -> None:  # on our loop
+            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                caller.call_soon_threadsafe(_settle, answer, task)
+
+        def start() -> None:  # on our loop
+            task = self._loop.create_task(connection.call(tool, arguments, timeout_s))
+            task.add_done_callback(finished)
+            started.append(task)
+
+        # One wake-up each way (call_soon_threadsafe), not run_coroutine_threadsafe and
+        # wrap_future's chain of two futures: on this machine each cross-thread hop cost
+        # ~120 µs that way and ~70 µs this way (bench/README.md, the gateway).
+        try:
+            self._loop.call_soon_threadsafe(start)
+        except RuntimeError:  # our loop closed meanwhile
+            raise UpstreamError(UpstreamFailure.UNREACHABLE, "closed") from None
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            # The caller gave up: cancel the request on our loop (the SDK then sends
+            # notifications/cancelled upstream), whether it started yet or not.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(_cancel_started, started)
+            raise
 
     def close(self) -> None:
         if self._closed:
@@ -391,6 +459,7 @@ class McpUpstreams:
             self._thread.join(_CLOSE_WAIT_S)
         if not self._loop.is_running():
             self._loop.close()
+        self._listings.shutdown(wait=False, cancel_futures=True)
         for connection in self._connections.values():
             if connection.errlog is not None:  # its relay thread sees the end of the pipe
                 with contextlib.suppress(OSError):

@@ -80,15 +80,19 @@ class ToolCalls:
         self._pipeline = host.pipeline
         self._config = config
         self._host = host
-        # Which served tools pause for approval is fixed for the life of the process: the
-        # policy is read once, at startup.
+        self.serve(roster)
+        self._telemetry = self._pipeline.telemetry
+
+    def serve(self, roster: Mapping[str, Registered]) -> None:
+        """Serve this roster from now on (the server's, or one the gateway added to)."""
+        # Which served tools pause for approval is fixed for the life of each registration:
+        # the policy is read once, at startup.
         self._gated = {
             name: r for name, r in roster.items()
             if self._pipeline.decide(r).action is PolicyAction.REQUIRE_APPROVAL
         }
         # The tools whose arguments must be the person's own words (UserWords).
         self._wordy = {name: r for name, r in roster.items() if r.tool.user_words is not None}
-        self._telemetry = self._pipeline.telemetry
 
     async def call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> Answer:

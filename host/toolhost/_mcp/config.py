@@ -76,12 +76,16 @@ class ServeConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings, roster: Iterable[Registered], *,
-                      pins: Mapping[str, str] | None = None) -> ServeConfig:
-        """:raises ConfigError: a malformed value (one line naming the setting)."""
+                      pins: Mapping[str, str] | None = None,
+                      also_scopes: Iterable[str] = ()) -> ServeConfig:
+        """``also_scopes``: granted with the roster's when TOOLHOST_MCP_SCOPES is unset (what
+        the gateway's configuration names, for tools it registers while serving).
+
+        :raises ConfigError: a malformed value (one line naming the setting)."""
         principal_id = (settings.get("TOOLHOST_MCP_PRINCIPAL") or "").strip() or DEFAULT_PRINCIPAL
         raw_scopes = settings.get("TOOLHOST_MCP_SCOPES")
         if raw_scopes is None:
-            scopes = frozenset(s for r in roster for s in r.tool.scopes)
+            scopes = frozenset(s for r in roster for s in r.tool.scopes) | frozenset(also_scopes)
         else:
             scopes = frozenset(s.strip() for s in raw_scopes.split(",") if s.strip())
         switch = (settings.get("TOOLHOST_MCP_ELICITATION") or "on").strip().lower()

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from toolhost import __version__
@@ -40,7 +42,7 @@ from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import Host
 from toolhost._mcp.calls import CANCEL_GRACE_S, ToolCalls
 from toolhost._mcp.config import ConfigError, HttpConfig, ServeConfig, http_config, pins_setting
-from toolhost._mcp.definitions import UnknownServedTool, list_tools_result, served_roster
+from toolhost._mcp.definitions import UnknownServedTool, served_roster
 from toolhost._mcp.descriptors import (
     OncePerInterval,
     QuietSessionLimit,
@@ -51,6 +53,7 @@ from toolhost._mcp.frames import FrameErrorReplies
 from toolhost._mcp.progress import request_progress
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
+from toolhost._mcp.roster import ServedRoster
 from toolhost._mcp.sessions import SessionEnds, Sessions
 from toolhost._mcp.transport import stdio_streams
 from toolhost._model.routes import HostAddress
@@ -81,22 +84,34 @@ _LOOPBACK_NAMES = frozenset({"localhost"})
 _BACKLOG = 2048
 
 
-def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) -> (
-    tuple[Server[Any], Sessions]
-):
-    """The low-level SDK server for this roster, and the sessions its calls run under."""
+def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig, *,
+                 live: bool = False) -> tuple[Server[Any], Sessions]:
+    """The low-level SDK server for this roster, and the sessions its calls run under.
+    ``live``: the roster is the default one and follows the tools the MCP gateway adds while
+    serving (``roster.ServedRoster``); its sessions' runs name no tools."""
     roster = list(roster)
-    listing = list_tools_result(roster)
-    sessions = Sessions(host, config.principal, [r.spec.name for r in roster],
+    sessions = Sessions(host, config.principal,
+                        None if live else [r.spec.name for r in roster],
                         workspace=config.workspace, pins=config.pins,
                         run_timeout_s=config.run_timeout_s)
     calls = ToolCalls(host, {r.spec.name: r for r in roster}, config)
+    served = ServedRoster(roster, pins=config.pins, live=live, serve=calls.serve)
+    if live:
+        host.on_registry_changed(served.changed)
+        # What the gateway added since the roster was computed (the stores opened, the
+        # issuer's metadata fetched meanwhile): listed from the first tools/list.
+        served.changed(host.registry)
+
+        async def forget(key: str) -> None:
+            served.ended(key)
+
+        sessions.on_end.append(forget)
     resources = RunResources(host)
     log = get_logger()
 
     async def on_list_tools(ctx: ServerRequestContext[Any, Any],
                             params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return listing
+        return served.listed(ctx)
 
     async def on_call_tool(ctx: ServerRequestContext[Any, Any],
                            params: types.CallToolRequestParams) -> (
@@ -123,11 +138,12 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
             types.ReadResourceResult):
         return await resources.read(sessions.of(ctx).run, str(params.uri))
 
-    server: Server[Any] = Server(
+    server = _Server(
         SERVER_NAME, version=__version__, title="toolhost", instructions=INSTRUCTIONS,
         on_list_tools=on_list_tools, on_call_tool=on_call_tool,
         on_list_resources=on_list_resources, on_read_resource=on_read_resource,
     )
+    server.tools_change = live
     if not tracing_configured():
         # The SDK's OpenTelemetry middleware opens a span per message; with no tracer provider
         # configured every span is a no-op that still costs ~60 µs a request (bench_mcp.py).
@@ -135,6 +151,32 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig) 
                              if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.middleware.append(SessionEnds(sessions))
     return server, sessions
+
+
+def _follows_gateway(host: Host, enable: Iterable[str] | None,
+                     roster: Iterable[Registered]) -> bool:
+    """Whether the served roster follows the tools the gateway adds: the default roster (no
+    ``--enable``) on a host with a gateway, every pinned version in it default-enabled (so
+    that a run naming no tools may call exactly what is listed)."""
+    return host.gateway is not None and enable is None and all(
+        r.tool.default_enabled for r in roster)
+
+
+class _Server(Server[Any]):
+    """The SDK's low-level server, advertising ``tools.listChanged`` when the roster follows
+    the gateway (on every transport: the HTTP one builds its options itself)."""
+
+    tools_change = False
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        if notification_options is None and self.tools_change:
+            notification_options = NotificationOptions(tools_changed=True)
+        return super().create_initialization_options(
+            notification_options, experimental_capabilities, extensions)
 
 
 def tracing_configured() -> bool:
@@ -503,6 +545,7 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         pinned = {**parse_pins(pins_setting(host.settings), source="TOOLHOST_MCP_PINS"),
                   **parse_pins(pins, source="--pin")}
         roster = served_roster(host.registry, enable, pinned)
+        live = _follows_gateway(host, enable, roster)
     except UnknownServedTool as exc:
         _operator(f"--enable: no tool {exc.args[0]!r} is registered (toolhost tools lists them)")
         return ExitCode.USAGE
@@ -511,7 +554,9 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         return ExitCode.USAGE
     http_settings = None
     try:
-        config = ServeConfig.from_settings(host.settings, roster, pins=pinned)
+        config = ServeConfig.from_settings(
+            host.settings, roster, pins=pinned,
+            also_scopes=host.gateway.configured_scopes() if live and host.gateway else ())
         address = None
         if http is not None:
             bind, port = parse_http_address(http, authenticated=True)
@@ -534,7 +579,7 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     # Rows left `running` by a dead process are settled once, before the first session can
     # start a call. Idempotent ones are not re-run here: nobody is waiting for them (D85).
     host.recover(rerun=False)
-    server, sessions = build_server(host, roster, config)
+    server, sessions = build_server(host, roster, config, live=live)
     log = get_logger()
     for path, mode, fix in host.readable_by_others():  # said once a start, never changed
         log.warning("data.readable_by_others", path=str(path), mode=f"{mode:o}", fix=fix)

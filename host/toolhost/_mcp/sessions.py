@@ -77,12 +77,14 @@ def session_key(request: Any, protocol_version: str | None = None) -> str | None
 class Sessions:
     """The runs of every session this server has seen, created on first use."""
 
-    def __init__(self, host: Host, principal: Principal, enabled: Iterable[str], *,
+    def __init__(self, host: Host, principal: Principal, enabled: Iterable[str] | None, *,
                  workspace: Path | None = None, pins: Mapping[str, str] | None = None,
                  run_timeout_s: float | None = None) -> None:
         self._host = host
         self._principal = principal
-        self._enabled = frozenset(enabled)
+        #: The served roster's names; None: the default roster, as the registry has it at
+        #: each call (a server whose roster follows the gateway, ``roster.ServedRoster``).
+        self._enabled = frozenset(enabled) if enabled is not None else None
         self._workspace = workspace
         self._pins = dict(pins or {})
         self._run_timeout_s = run_timeout_s

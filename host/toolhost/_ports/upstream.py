@@ -28,8 +28,10 @@ class Upstreams(Protocol):
         ...
 
     def on_tools_changed(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(server)`` (on the adapter's thread) after a server's tools were
-        listed again: on ``notifications/tools/list_changed`` and on a reconnect."""
+        """Call ``callback(server)`` each time a server's tools were listed: on each
+        connection (the first included) and on ``notifications/tools/list_changed`` (at most
+        once a second a server). On a thread of the adapter's, one listing at a time, never
+        where its calls are served."""
         ...
 
     async def call(self, server: str, tool: str, arguments: Mapping[str, Any], *,

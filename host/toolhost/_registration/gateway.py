@@ -24,11 +24,14 @@ What is decided here (docs/gateway.md has the operator's view):
   is carried as its JSON text (an open object could never pass the host's closed output
   validation). Failures are static reasons declared on every gateway tool; the upstream's
   error text goes to ``detail`` (operators) only.
-- **A changed listing** (``notifications/tools/list_changed``, a reconnect) is compared with
-  what was registered: a tool whose input schema changed, or that is no longer listed, is
-  disabled until an operator reviews it and restarts the host (its calls fail
-  ``mcp_schema_changed``); a tool listed only now waits for the next start. Nothing a server
-  lists can take another server's name: names are per server.
+- **A changed listing** (``notifications/tools/list_changed``, a reconnect, a server's first
+  connection after the start) is compared with what was registered: a tool whose input
+  schema changed, or that is no longer listed, is disabled until an operator reviews it and
+  restarts the host (its calls fail ``mcp_schema_changed``); a tool listed only now goes
+  through the same registration steps, alone, and is added to the registry (the host tells
+  its MCP clients, ``notifications/tools/list_changed``), unclassified unless the operator
+  classified it. Nothing a server lists can take another server's name, or one of its own
+  already registered: names are per server, and a name is never given twice.
 """
 
 from __future__ import annotations
@@ -153,6 +156,9 @@ _SUFFIXED = re.compile(r"_[0-9a-f]{8}$")
 #: The most tools registered of one server (in name order); a longer listing's rest is left
 #: out, with a line: a listing must not make every start slow.
 MAX_TOOLS_PER_SERVER = 256
+#: The most upstream names of one server the gateway considers in a process's life (those
+#: registered and those left out); past them a server's new names wait for a restart.
+MAX_CONSIDERED = 2 * MAX_TOOLS_PER_SERVER
 
 
 def tool_name(server: str, upstream: str) -> str:
@@ -204,12 +210,20 @@ class Gateway:
         #: The host's monotonic clock: a call's time left is its deadline less this.
         self._monotonic = monotonic
         self._mapped: dict[str, _Mapped] = {}
-        self._left_out: list[str] = []
+        #: (server, upstream name or "") -> the line saying why it is left out: one line per
+        #: tool, replaced rather than repeated when a listing says it again.
+        self._left_out: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         #: name -> why it is disabled until reviewed.
         self._disabled: dict[str, str] = {}
-        #: server -> upstream names listed since the start, not registered.
-        self._pending: dict[str, list[str]] = {}
+        #: Per server, the upstream names considered since the start (registered or left out
+        #: once, with its line, not again at each listing); at most ``MAX_CONSIDERED`` each,
+        #: so a server listing ever-new names costs a bounded amount of work and memory.
+        self._considered: dict[str, set[str]] = {name: set() for name in self.servers}
+        #: Set once the host subscribed (``on_tools_added``): listings before it are the
+        #: start's own (``contribution``), or caught up at the subscription.
+        self._live = False
+        self._on_added: list[Callable[[list[Tool]], None]] = []
         upstreams.on_tools_changed(self._tools_changed)
 
     # ------------------------------------------------------------------ registration
@@ -218,42 +232,57 @@ class Gateway:
         """The tools of every server connected now, each one that passes registration alone
         (a tool failing step 5 is left out, with a line in ``readiness``)."""
         tools: list[Tool] = []
-        for status in self.upstreams.status():
-            server = self.servers[status.name]
-            listed = sorted(status.tools, key=lambda t: t.name)
-            if len(listed) > MAX_TOOLS_PER_SERVER:
-                self._left_out.append(
-                    f"{server.name}: lists {len(listed)} tools; those after the first "
-                    f"{MAX_TOOLS_PER_SERVER} by name are left out")
-                listed = listed[:MAX_TOOLS_PER_SERVER]
-            names: dict[str, list[str]] = {}
-            for upstream in listed:
-                names.setdefault(tool_name(server.name, upstream.name), []).append(upstream.name)
-            for upstream in listed:
-                name = tool_name(server.name, upstream.name)
-                if len(names[name]) > 1:
-                    # Two upstream names with one mapping (a hash collision): neither is taken,
-                    # so which one a name means never depends on the listing's order.
-                    self._left_out.append(
-                        f"{server.name}: tool {_shown(upstream.name)} is left out: its name "
-                        f"{name} is also that of {len(names[name]) - 1} other tool(s)")
-                    continue
-                tool = self._tool(server, upstream)
-                if tool is None:
-                    continue
-                problems = registration_problems(
-                    [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
-                if problems:
-                    hint = ""
-                    if "additionalProperties" in problems[0].problem:
-                        hint = (f" (close_schema = true under [mcp.servers.{server.name}.tools."
-                                f"{_table_key(upstream.name)}] closes it)")
-                    self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is "
-                                          f"left out: {problems[0].problem}{hint}")
-                    continue
-                tools.append(tool)
-                self._mapped[name] = _Mapped(server.name, upstream)
+        with self._lock:
+            for status in self.upstreams.status():
+                server = self.servers[status.name]
+                listed = sorted(status.tools, key=lambda t: t.name)
+                if len(listed) > MAX_TOOLS_PER_SERVER:
+                    self._left_out[(server.name, "")] = (
+                        f"{server.name}: lists {len(listed)} tools; those after the first "
+                        f"{MAX_TOOLS_PER_SERVER} by name are left out")
+                    self._considered[server.name].update(
+                        t.name for t in listed[MAX_TOOLS_PER_SERVER:MAX_CONSIDERED])
+                    listed = listed[:MAX_TOOLS_PER_SERVER]
+                tools += self._admit(server, listed)
         return Contribution(GATEWAY_DISTRIBUTION, (), tuple(tools))
+
+    def _admit(self, server: UpstreamServer, listed: Sequence[UpstreamTool]) -> list[Tool]:
+        """Of ``listed`` (sorted by name), the tools that pass registration, each alone, now
+        mapped; a line for each left out. Under ``_lock``."""
+        names: dict[str, list[str]] = {}
+        for upstream in listed:
+            names.setdefault(tool_name(server.name, upstream.name), []).append(upstream.name)
+        tools: list[Tool] = []
+        for upstream in listed:
+            self._considered[server.name].add(upstream.name)
+            name = tool_name(server.name, upstream.name)
+            if len(names[name]) > 1 or name in self._mapped:
+                # Two upstream names with one mapping (a hash collision): neither is taken,
+                # so which one a name means never depends on the listing's order; and a name
+                # already given is never given again.
+                others = len(names[name]) - 1 + (name in self._mapped)
+                self._leave_out(server.name, upstream.name, f"its name {name} is also that "
+                                f"of {others} other tool(s)")
+                continue
+            tool = self._tool(server, upstream)
+            if tool is None:
+                continue
+            problems = registration_problems(
+                [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
+            if problems:
+                hint = ""
+                if "additionalProperties" in problems[0].problem:
+                    hint = (f" (close_schema = true under [mcp.servers.{server.name}.tools."
+                            f"{_table_key(upstream.name)}] closes it)")
+                self._leave_out(server.name, upstream.name, f"{problems[0].problem}{hint}")
+                continue
+            tools.append(tool)
+            self._mapped[name] = _Mapped(server.name, upstream)
+        return tools
+
+    def _leave_out(self, server: str, upstream: str, why: str) -> None:
+        self._left_out[(server, upstream)] = (f"{server}: tool {_shown(upstream)} is left out: "
+                                              f"{why}")
 
     def _tool(self, server: UpstreamServer, upstream: UpstreamTool) -> Tool | None:
         written = server.classification(upstream.name)
@@ -262,8 +291,7 @@ class Gateway:
         input_schema = reviewed_schema(closed(upstream.input_schema) if written.close_schema
                                        else upstream.input_schema)
         if isinstance(input_schema, str):
-            self._left_out.append(f"{server.name}: tool {_shown(upstream.name)} is left out: "
-                                  f"{input_schema}")
+            self._leave_out(server.name, upstream.name, input_schema)
             return None
         idempotency = written.idempotency or Idempotency.NON_IDEMPOTENT
         name = tool_name(server.name, upstream.name)
@@ -326,12 +354,27 @@ class Gateway:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def on_tools_added(self, callback: Callable[[list[Tool]], None]) -> None:
+        """Call ``callback(tools)`` with the tools registered since the start (a server's
+        listing changed, or a server reached only after the start), on the adapter's listing
+        thread. From now on: what was listed since ``contribution`` is caught up here."""
+        with self._lock:
+            self._on_added.append(callback)
+            self._live = True
+        for server in self.servers:
+            self._tools_changed(server)
+
     def _tools_changed(self, server: str) -> None:
         """A server listed its tools again: a registered tool whose input schema changed, or
-        that is gone, is disabled until reviewed; a new one waits for the next start."""
-        listed = {t.name: t for s in self.upstreams.status() if s.name == server
-                  for t in s.tools}
+        that is gone, is disabled until reviewed; one listed only now is registered, through
+        the same steps as at the start."""
         with self._lock:
+            if not self._live:
+                return  # the start's own listing: ``contribution`` takes it
+            # Read under the lock: two threads (the subscription's catch-up and the adapter's)
+            # never judge a listing older than the one the other just admitted from.
+            listed = {t.name: t for s in self.upstreams.status() if s.name == server
+                      for t in s.tools}
             mine = {m.upstream.name: name for name, m in self._mapped.items()
                     if m.server == server}
             for upstream, name in mine.items():
@@ -340,7 +383,27 @@ class Gateway:
                     self._disabled.setdefault(name, "no longer listed by its server")
                 elif dict(now.input_schema) != dict(self._mapped[name].upstream.input_schema):
                     self._disabled.setdefault(name, "its input schema changed")
-            self._pending[server] = sorted(set(listed) - set(mine))
+            added = self._admit(self.servers[server], self._fresh(server, listed, len(mine)))
+            listeners = list(self._on_added) if added else []
+        for callback in listeners:
+            callback(added)
+
+    def _fresh(self, server: str, listed: Mapping[str, UpstreamTool],
+               registered: int) -> list[UpstreamTool]:
+        """The tools of ``listed`` not considered yet, in name order, as many as there is
+        room for (``MAX_TOOLS_PER_SERVER`` registered, ``MAX_CONSIDERED`` considered); a line
+        for those past it. Under ``_lock``."""
+        considered = self._considered[server]
+        fresh = sorted((t for n, t in listed.items() if n not in considered),
+                       key=lambda t: t.name)
+        room = min(MAX_TOOLS_PER_SERVER - registered, MAX_CONSIDERED - len(considered))
+        if len(fresh) > room:
+            self._left_out[(server, "")] = (
+                f"{server}: lists more tools than the gateway takes of one server "
+                f"({MAX_TOOLS_PER_SERVER} registered, {MAX_CONSIDERED} considered); the rest "
+                "wait for the next start")
+            fresh = fresh[:max(room, 0)]
+        return fresh
 
     # ------------------------------------------------------------------ operators
 
@@ -351,17 +414,11 @@ class Gateway:
             if status.state is not ServerState.CONNECTED:
                 lines.append(f"server {status.name} ({self.servers[status.name].transport}) is "
                              f"{status.state.value}: {status.problem}; its tools are absent")
-        lines += self._left_out
         with self._lock:
+            lines += self._left_out.values()
             for name, why in sorted(self._disabled.items()):
                 lines.append(f"{self._mapped[name].server}: {name} is disabled until reviewed: "
                              f"{why} (restart the host to register it as listed now)")
-            for server, names in sorted(self._pending.items()):
-                known = {m.upstream.name for m in self._mapped.values() if m.server == server}
-                fresh = [n for n in names if n not in known]
-                if fresh:
-                    lines.append(f"{server}: {len(fresh)} tool(s) listed since the start wait "
-                                 f"for the next start: {', '.join(_shown(n) for n in fresh[:5])}")
         return lines
 
     def servers_summary(self) -> list[dict[str, Any]]:
@@ -369,12 +426,21 @@ class Gateway:
         found = []
         for status in self.upstreams.status():
             server = self.servers[status.name]
+            with self._lock:
+                names = sorted(n for n, m in self._mapped.items() if m.server == status.name)
             found.append({
                 "server": status.name, "transport": server.transport,
-                "state": status.state.value, "problem": status.problem,
-                "tools": sorted(n for n, m in self._mapped.items() if m.server == status.name),
+                "state": status.state.value, "problem": status.problem, "tools": names,
             })
         return found
+
+    def configured_scopes(self) -> frozenset[str]:
+        """Every scope the operator's classification names, for any server or tool: what a
+        tool registered after the start may require."""
+        return frozenset(
+            scope for server in self.servers.values()
+            for chosen in (server.defaults, *server.tools.values())
+            for scope in chosen.scopes or ())
 
     def close(self) -> None:
         self.upstreams.close()
