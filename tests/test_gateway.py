@@ -409,6 +409,33 @@ def test_a_50_mib_result_is_excerpted_with_an_artifact(gw: Gateway) -> None:
     assert row["state"] == "succeeded" and row["output_trust"] == "EXTERNAL_UNTRUSTED"
 
 
+def test_upstream_progress_reaches_a_client_that_asked_without_its_words(gw: Gateway) -> None:
+    """A client that asked for progress gets the upstream's (how far, of how much), never the
+    upstream's message; a call nobody watches asks the upstream for none."""
+    updates: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        updates.append((done, total, message))
+
+    async def main() -> None:
+        async with served(gw, elicitation_callback=approving([])) as s:
+            watched = await s.call_tool("mcp.alpha__slow", {}, progress_callback=on_progress)
+            assert not watched.is_error and text_of(watched) == "slow done"
+            unwatched = await s.call_tool("mcp.alpha__slow", {})
+            assert not unwatched.is_error
+
+    anyio.run(main)
+    # Each update the upstream sent (the host may drop one that follows another within
+    # 0.1 s on a loaded machine, never the completing one), in order.
+    dones = [done for done, _, _ in updates]
+    assert dones == sorted(set(dones)) and set(dones) <= {1, 2, 3} and dones[-1] == 3
+    assert all(total == 3 for _, total, _ in updates)
+    assert all(message is None for _, _, message in updates)
+    asked = [line for line in gw.logged() if "slow asked for progress" in line]
+    assert asked == ["alpha slow asked for progress: True",
+                     "alpha slow asked for progress: False"]
+
+
 def test_a_hang_past_the_deadline_is_cancelled_upstream(gw: Gateway) -> None:
     async def main() -> types.CallToolResult:
         async with served(gw, elicitation_callback=approving([])) as s:

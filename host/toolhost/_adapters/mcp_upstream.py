@@ -252,8 +252,9 @@ class _Connection:
             self.relist = True
             self.poke()
 
-    async def call(self, tool: str, arguments: Mapping[str, Any],
-                   timeout_s: float) -> UpstreamResult:
+    async def call(self, tool: str, arguments: Mapping[str, Any], timeout_s: float,
+                   progress: Callable[[float, float | None], None] | None = None,
+                   ) -> UpstreamResult:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
         from pydantic import ValidationError
@@ -261,9 +262,17 @@ class _Connection:
         client = self.client
         if client is None or self.dead is not None:
             raise UpstreamError(UpstreamFailure.UNREACHABLE, self.problem or "not connected")
+        told = None
+        if progress is not None:
+            async def told(done: float, total: float | None, message: str | None) -> None:
+                # The upstream's message is its own words: the person watching the call
+                # sees how far it got, never what the server says about it.
+                progress(done, total)
+
         self.in_flight += 1
         try:
-            raw = await client.call_tool(tool, dict(arguments), read_timeout_seconds=timeout_s)
+            raw = await client.call_tool(tool, dict(arguments), read_timeout_seconds=timeout_s,
+                                         progress_callback=told)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
                 self.mark_dead("the connection closed during a call")
@@ -414,7 +423,9 @@ class McpUpstreams:
                 get_logger().exception("gateway.tools_changed_failed", server=server)
 
     async def call(self, server: str, tool: str, arguments: Mapping[str, Any], *,
-                   timeout_s: float) -> UpstreamResult:
+                   timeout_s: float,
+                   progress: Callable[[float, float | None], None] | None = None,
+                   ) -> UpstreamResult:
         connection = self._connections.get(server)
         if connection is None or self._closed or not self._thread.is_alive():
             raise UpstreamError(UpstreamFailure.UNREACHABLE, "not configured or closed")
@@ -427,7 +438,8 @@ class McpUpstreams:
                 caller.call_soon_threadsafe(_settle, answer, task)
 
         def start() -> None:  # on our loop
-            task = self._loop.create_task(connection.call(tool, arguments, timeout_s))
+            task = self._loop.create_task(connection.call(tool, arguments, timeout_s,
+                                                          progress))
             task.add_done_callback(finished)
             started.append(task)
 

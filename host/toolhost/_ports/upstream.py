@@ -35,9 +35,13 @@ class Upstreams(Protocol):
         ...
 
     async def call(self, server: str, tool: str, arguments: Mapping[str, Any], *,
-                   timeout_s: float) -> UpstreamResult:
+                   timeout_s: float,
+                   progress: Callable[[float, float | None], None] | None = None,
+                   ) -> UpstreamResult:
         """``tools/call`` on ``server``. Cancelling the awaiting task cancels the upstream
-        request (``notifications/cancelled``).
+        request (``notifications/cancelled``). With ``progress``, the request asks for the
+        server's progress, and each update's ``progress`` and ``total`` are handed to it (on
+        the adapter's thread); the server's message is not.
 
         :raises UpstreamError: unreachable, connection lost, timed out, a protocol error, a
             JSON-RPC error answer, or a result too large to accept.

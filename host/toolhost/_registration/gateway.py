@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from toolhost._model.context import no_progress
 from toolhost._model.outcome import HARD_OUTPUT_CEILING, ToolFailure, ToolOutput
 from toolhost._model.spec import (
     Idempotency,
@@ -327,9 +328,13 @@ class Gateway:
             if why is not None:
                 raise ToolFailure(SCHEMA_CHANGED, detail={**where, "why": why})
             timeout = max(context.deadline - self._monotonic(), 0.001) + _SDK_GRACE_S
+            # The server's progress is asked for only when someone watches this call (the
+            # context's reporter: the host's own class, read where the host set it).
+            watched = context._reporter is not no_progress
             try:
-                result = await self.upstreams.call(server, upstream, arguments,
-                                                   timeout_s=timeout)
+                result = await self.upstreams.call(
+                    server, upstream, arguments, timeout_s=timeout,
+                    progress=context.progress if watched else None)
             except UpstreamError as exc:
                 raise ToolFailure(_FAILURE_CODES[exc.failure], detail={**where,
                                   "upstream": exc.detail},
