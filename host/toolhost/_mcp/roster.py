@@ -46,6 +46,11 @@ class ServedRoster:
         self.listing = list_tools_result(roster)
         self.names = [r.spec.name for r in roster]
         self._lock = threading.Lock()
+        #: Serializes ``changed`` (the gateway's listing thread, and ``build_server`` once),
+        #: and the size of the registry last served: registries only grow, so an older one
+        #: arriving late is not served over a newer one.
+        self._changing = threading.Lock()
+        self._served_size = 0
         #: The serving loop, once a request ran on it; where notifications are sent from.
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Per client connection that listed the tools: its session, to notify.
@@ -71,12 +76,16 @@ class ServedRoster:
         roster as it is now, and tell every client that listed the tools."""
         if not self.live:
             return
-        roster = served_roster(registry, None, self._pins)
-        names = [r.spec.name for r in roster]
-        if names == self.names:
-            return
-        self._serve({r.spec.name: r for r in roster})
-        self.listing, self.names = list_tools_result(roster), names
+        with self._changing:
+            if len(registry) < self._served_size:
+                return
+            self._served_size = len(registry)
+            roster = served_roster(registry, None, self._pins)
+            names = [r.spec.name for r in roster]
+            if names == self.names:
+                return
+            self._serve({r.spec.name: r for r in roster})
+            self.listing, self.names = list_tools_result(roster), names
         get_logger().info("mcp.serve.tools_changed", tools=len(names))
         loop = self._loop
         if loop is not None:
