@@ -175,7 +175,8 @@ def gw(tmp_path: Path) -> Iterator[Gateway]:
 
 @contextlib.asynccontextmanager
 async def served(gw: Gateway, **client: Any) -> AsyncIterator[ClientSession]:
-    """An initialized SDK ClientSession on a fresh ``toolhost serve`` (stdio)."""
+    """An initialized SDK ClientSession on a fresh ``toolhost serve`` (stdio), in ``gw``'s
+    environment (any harness with ``env()`` and ``tmp_path``: test_gateway_http's too)."""
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "toolhost._cli", "serve"], env=gw.env())
     with (gw.tmp_path / "serve.err").open("a") as errlog:

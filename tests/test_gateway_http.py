@@ -20,7 +20,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,8 @@ from conftest import invocation_rows
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.stdio import get_default_environment
-from test_gateway import meta, text_of, wait_for
+from test_gateway import meta, served, text_of, wait_for
 
 LOOPBACK = "127.0.0.1"
 HTTPS_UPSTREAM = Path(__file__).with_name("gateway_https_upstream.py")
@@ -165,19 +164,6 @@ idempotency = "READ_ONLY"
 
     def rows(self) -> list[dict[str, Any]]:
         return invocation_rows(self.data_dir / "toolhost.sqlite3")
-
-
-@contextlib.asynccontextmanager
-async def served(gw: HttpGateway) -> AsyncIterator[ClientSession]:
-    """An initialized SDK ClientSession on a fresh ``toolhost serve`` (stdio), whose
-    environment is the SDK's default one plus ``gw.env()``."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "toolhost._cli", "serve"], env=gw.env())
-    with (gw.tmp_path / "serve.err").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), \
-                ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
 
 
 @pytest.fixture

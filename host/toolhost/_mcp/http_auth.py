@@ -34,7 +34,6 @@ import hmac
 import json
 import math
 import os
-import stat
 import threading
 import tomllib
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -44,6 +43,7 @@ from typing import Any, TypeGuard
 import attrs
 
 from toolhost._model.context import Principal
+from toolhost._model.small_file import UnreadableFile, read_small_file
 from toolhost._pipeline.log import get_logger
 
 __all__ = ["AuthConfigError", "Caller", "JwtVerifier", "RememberedTokens", "TokenFile",
@@ -138,28 +138,19 @@ _TOKENS_MAX_BYTES = 1024 * 1024
 def _read_small_file(path: Path) -> str:
     """A regular file's text, at most _TOKENS_MAX_BYTES: never a FIFO (opening one would
     block), a device (``/dev/zero`` is endless) or a directory, whatever a link points at."""
+    named = f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r}"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} cannot be read "
-                              f"({type(exc).__name__})") from None
+        data = read_small_file(path, _TOKENS_MAX_BYTES)
+    except UnreadableFile as exc:
+        if exc.error is not None:
+            raise AuthConfigError(f"{named} cannot be read ({type(exc.error).__name__})"
+                                  ) from None
+        raise AuthConfigError(f"{named} is over 1 MiB" if exc.too_large
+                              else f"{named} is not a regular file") from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} is not a regular "
-                                  "file")
-        if info.st_size > _TOKENS_MAX_BYTES:
-            raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} is over 1 MiB")
-        data = os.read(fd, _TOKENS_MAX_BYTES + 1)
-    except OSError as exc:
-        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} cannot be read "
-                              f"({type(exc).__name__})") from None
-    finally:
-        os.close(fd)
-    try:
-        return data[:_TOKENS_MAX_BYTES].decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise AuthConfigError(f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r} is not UTF-8") from None
+        raise AuthConfigError(f"{named} is not UTF-8") from None
 
 
 class TokenFile:

@@ -34,6 +34,7 @@ from toolhost._model.settings import (
     normalize_dist_name,
     redact_url_password,
 )
+from toolhost._model.small_file import UnreadableFile, read_small_file
 
 if TYPE_CHECKING:
     from toolhost._model.upstream import UpstreamServer
@@ -309,19 +310,12 @@ def _small_file(where: str, target: Path) -> str:
                                f"({problem})")
 
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise refused(exc.strerror or type(exc).__name__) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise refused("not a regular file")
-        data = os.read(fd, MAX_REFERENCED_BYTES + 1)
-    except OSError as exc:
-        raise refused(exc.strerror or type(exc).__name__) from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_REFERENCED_BYTES:
-        raise refused(f"more than {MAX_REFERENCED_BYTES} bytes")
+        data = read_small_file(target, MAX_REFERENCED_BYTES)
+    except UnreadableFile as exc:
+        if exc.error is not None:
+            raise refused(exc.error.strerror or type(exc.error).__name__) from None
+        raise refused(f"more than {MAX_REFERENCED_BYTES} bytes" if exc.too_large
+                      else "not a regular file") from None
     try:
         return _text(where, data.decode("utf-8").rstrip("\r\n"))
     except UnicodeDecodeError:
