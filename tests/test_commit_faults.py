@@ -98,7 +98,7 @@ def test_a_batch_whose_commit_and_rollback_fail_is_replayed_durably(tmp_path: Pa
         GroupCommit(lambda: store),
         lambda: store.insert(record(id="a", state=RUNNING, owner=mine)),
         lambda: store.insert(record(id="b", state=RUNNING, owner=mine)),
-        lambda: store.settle("a", from_owner=mine, to=SUCCEEDED, result_content="ok"),
+        lambda: store.settle("a", from_owner=mine, to=SUCCEEDED, result_structured=None, result_content="ok"),
     ))
     assert results == [None, None, True]
     assert wrapper.rollbacks == 1

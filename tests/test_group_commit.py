@@ -109,7 +109,7 @@ def test_writes_in_one_pass_are_one_transaction_in_order_each_with_its_answer(
     results = asyncio.run(in_one_pass(
         GroupCommit(lambda: store),
         lambda: store.insert(record(id="inv-1", state=RUNNING, owner=mine)),
-        lambda: store.settle("inv-1", from_owner=mine, to=SUCCEEDED, result_content="ok"),
+        lambda: store.settle("inv-1", from_owner=mine, to=SUCCEEDED, result_structured=None, result_content="ok"),
         lambda: store.settle("inv-1", from_owner=mine, to=FAILED),  # settled just before
     ))
     assert results == [None, True, False]

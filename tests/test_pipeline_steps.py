@@ -470,7 +470,8 @@ def test_failure_detail_goes_to_logs_never_to_the_model(host: Host, json_logs: A
 def test_the_schema_holds_only_the_stores_tables(host: Host, closes: Closes) -> None:
     host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
     conn = closes(connect(host.data_dir / DATABASE_NAME))
-    assert table_names(conn) == ["artifacts", "schema_migrations", "tool_invocations"]
+    assert table_names(conn) == ["artifacts", "schema_migrations", "tool_invocations",
+                                 "tool_outputs"]
     assert fixture_tools.PLUGIN is PLUGIN
 
 
@@ -546,6 +547,60 @@ def test_step_12_runs_off_the_event_loop(host: Host, monkeypatch: pytest.MonkeyP
     assert small.ok and small.content == "small"
     assert still_held  # the small call finished while the big output was being artifactized
     assert big.ok and big.truncated and len(big.artifacts) == 1
+
+
+@pytest.mark.parametrize(("text", "off_loop"), [
+    ("a" * 200_000, False),  # ASCII within the limit: nothing to excerpt, its encode a copy
+    ("é" * 200_000, True),  # the encode is real work
+    ("a" * 1_100_000, True),  # over the limit: excerpt and artifact
+])
+def test_step_12_hops_to_a_thread_only_for_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, off_loop: bool,
+) -> None:
+    from conftest import make_plugin, make_spec
+
+    from toolhost import Tool, ToolOutput
+    from toolhost._pipeline import steps
+
+    tool = Tool(spec=make_spec(name="fx.read", maximum_output_bytes=1024 * 1024,
+                               input_schema={"type": "object", "additionalProperties": False},
+                               output_schema={
+                                   "type": "object", "additionalProperties": False,
+                                   "properties": {"content": {"type": "string"},
+                                                  "bytes": {"type": "integer"}}}),
+                call=lambda arguments, context: ToolOutput(
+                    structured={"content": text, "bytes": len(text)}, content=text))
+    hops: list[Any] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(function: Any, *args: Any) -> Any:
+        hops.append(function)
+        return await to_thread(function, *args)
+
+    monkeypatch.setattr(steps.asyncio, "to_thread", counted)
+    with host_for({"fx-dist": make_plugin(tools=[tool])}, data_dir=tmp_path) as h:
+        outcome = h.invoke_sync("fx.read", {}, run=h.start_run())
+    assert outcome.ok and outcome.truncated is (len(text) > 1024 * 1024)
+    assert (steps.limit_output in hops) is off_loop
+
+
+def test_large_integers_count_at_their_length_against_the_limit(tmp_path: Path) -> None:
+    # Ten 1,000-digit integers are 10 KB of JSON: over a 4 KiB limit, however few nodes.
+    from conftest import make_plugin, make_spec
+
+    from toolhost import Tool, ToolOutput
+
+    tool = Tool(spec=make_spec(name="fx.digits", maximum_output_bytes=4096,
+                               input_schema={"type": "object", "additionalProperties": False},
+                               output_schema={
+                                   "type": "object", "additionalProperties": False,
+                                   "properties": {"n": {"type": "array",
+                                                        "items": {"type": "integer"}}}}),
+                call=lambda arguments, context: ToolOutput(structured={"n": [10**999] * 10},
+                                                           content="ten numbers"))
+    with host_for({"fx-dist": make_plugin(tools=[tool])}, data_dir=tmp_path) as h:
+        outcome = h.invoke_sync("fx.digits", {}, run=h.start_run())
+    assert outcome.ok and outcome.truncated and len(outcome.artifacts) == 1
 
 
 @pytest.mark.parametrize(("idempotency", "code", "retryable"), [

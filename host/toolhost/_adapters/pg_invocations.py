@@ -46,7 +46,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,18 @@ from psycopg_pool import ConnectionPool
 
 # The row's reading is the SQLite adapter's, the stored text being the same.
 from toolhost._adapters.sqlite_invocations import _PendingCall, _record
+from toolhost._adapters.stored_output import (
+    ELIDE_CHARS,
+    INLINE_BYTES,
+    Blob,
+    OutputMissing,
+    completed,
+    record_columns,
+    relaid,
+    set_columns,
+)
 from toolhost._adapters.system_clock import monotonic, new_id
-from toolhost._model.convert import column_values, converter, to_row
+from toolhost._model.convert import column_values, converter
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
@@ -70,8 +80,11 @@ from toolhost._model.settings import StoreUnavailable
 __all__ = ["MIGRATIONS", "PostgresInvocationStore", "checked_conninfo", "connection_string",
            "migrated_pool", "session_settings", "shown_conninfo"]
 
-#: (component, version, SQL). Each runs once, in one transaction with its record.
-MIGRATIONS: Sequence[tuple[str, int, str]] = (
+#: One step of a component's schema: SQL, or a function changing the rows already written.
+Step = str | Callable[[psycopg.Connection[Any]], None]
+
+#: (component, version, step). Each runs once, in one transaction with its record.
+MIGRATIONS: Sequence[tuple[str, int, Step]] = (
     (
         "invocations",
         1,
@@ -122,6 +135,17 @@ MIGRATIONS: Sequence[tuple[str, int, str]] = (
         ALTER TABLE tool_invocations ADD COLUMN user_turn BYTEA
         """,
     ),
+    # As SQLite's migrations 6 and 7: each output stored once, a large one by reference
+    # (toolhost._adapters.stored_output), and the rows already written laid out so.
+    (
+        "invocations",
+        3,
+        """
+        CREATE TABLE tool_outputs (digest TEXT COLLATE "C" PRIMARY KEY, body BYTEA NOT NULL);
+        ALTER TABLE tool_invocations ADD COLUMN output_refs TEXT
+        """,
+    ),
+    ("invocations", 4, lambda conn: _relay_rows(conn)),
 )
 
 #: Held (per transaction) while migrating, so hosts starting together migrate one at a time:
@@ -140,9 +164,18 @@ _COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
 _FREE_TEXT = frozenset({"principal_id", "conversation_id", "approver", "denial_reason",
                         "result_content", "user_turn"})
 _FREE_AT = tuple(i for i, name in enumerate(_COLUMNS) if name in _FREE_TEXT)
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
-_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
-           f"VALUES ({', '.join(['%s'] * len(_COLUMNS))}) ON CONFLICT (id) DO NOTHING")
+#: The record's columns, then where its output is (``stored_output``).
+_STORED = (*_COLUMNS, "output_refs")
+_SELECT = f"SELECT {', '.join(_STORED)} FROM tool_invocations"
+_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_STORED)}) "
+           f"VALUES ({', '.join(['%s'] * len(_STORED))}) ON CONFLICT (id) DO NOTHING")
+#: A row write and its outputs in one statement (so in one transaction, whose fate a lost
+#: reply's check reads off the row alone): the outputs only if the row was written.
+_WITH_OUTPUTS = ("WITH written AS ({write} RETURNING 1), outputs AS ("
+                 "INSERT INTO tool_outputs (digest, body) SELECT digest, body "
+                 "FROM unnest(%s::text[], %s::bytea[]) AS o (digest, body) "
+                 "WHERE EXISTS (SELECT 1 FROM written) ON CONFLICT (digest) DO NOTHING) "
+                 "SELECT count(*) FROM written")
 _SELECT_PENDING = ("SELECT id, run_id, tool_name, tool_version, argument_digest, created_at, "
                    "arguments, policy FROM tool_invocations")
 _AWAITING = InvocationState.AWAITING_APPROVAL.value
@@ -409,6 +442,7 @@ class PostgresInvocationStore:
             raise StoreUnavailable(
                 Path(shown), f"cannot reach the database {shown} ({_first_line(exc)}): start "
                 "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
+        self._shown = shown  # the database as a message names it
         self._absent: dict[int, float] = {}  # lease key -> when first seen not held
         # Every statement commits on its own; ``check`` runs an empty query on a pooled
         # connection before lending it, so one cut by a server restart is replaced, not used.
@@ -524,26 +558,31 @@ class PostgresInvocationStore:
             return False
 
     def insert(self, record: InvocationRecord) -> None:
-        row = _stored(to_row(record))
-        if self._changed(_INSERT, list(row.values()), record.id, row) != 1:
+        columns, blobs = record_columns(record)
+        row = _stored(columns)
+        if self._changed(_INSERT, list(row.values()), record.id, row, blobs) != 1:
             raise ValueError(f"invocation {record.id} is already recorded")
 
     def _changed(self, sql: str, values: Sequence[Any], invocation_id: str,
-                 made: Mapping[str, Any]) -> int:
-        """How many rows ``sql`` changed: in this thread's ``transaction``, or alone.
+                 made: Mapping[str, Any], blobs: Sequence[Blob] = ()) -> int:
+        """How many rows ``sql`` changed: in this thread's ``transaction``, or alone; with
+        ``blobs`` written in the same statement if it changed one (``_WITH_OUTPUTS``).
 
         Alone, a statement commits as it ends, so one whose connection is lost may have
         committed (its reply lost). It counts as made (1 row) when the row ``invocation_id``
         now holds every stored value in ``made``, looked at once the lost session can no
         longer change it (``_made``); otherwise the connection's error is raised.
         """
+        if blobs:
+            sql = _WITH_OUTPUTS.format(write=sql)
+            values = [*values, [digest for digest, _ in blobs], [body for _, body in blobs]]
         conn = getattr(self._in_transaction, "conn", None)
         if conn is not None:
-            return int(conn.execute(sql, values).rowcount)
+            return _count(conn.execute(sql, values), blobs)
         with self._pool.connection() as conn:
             pid = conn.info.backend_pid
             try:
-                return int(conn.execute(sql, values).rowcount)
+                return _count(conn.execute(sql, values), blobs)
             except psycopg.Error as exc:
                 if not conn.closed:
                     raise  # the server answered: the statement failed, and changed nothing
@@ -585,7 +624,19 @@ class PostgresInvocationStore:
             row = conn.execute(f"{_SELECT} WHERE id = %s", (invocation_id,)).fetchone()
         if row is None:
             raise InvocationNotFound(invocation_id)
-        return _read(row)
+        return self._read(row)
+
+    def _read(self, row: Sequence[Any]) -> InvocationRecord:
+        """The record of a row of ``_SELECT``, its output completed from ``tool_outputs``."""
+        return completed(_read(row), row[-1], self._output)
+
+    def _output(self, digest: str) -> bytes:
+        with self._connection() as conn:
+            row = conn.execute("SELECT body FROM tool_outputs WHERE digest = %s",
+                               (digest,)).fetchone()
+        if row is None:
+            raise OutputMissing(Path(self._shown), digest)
+        return bytes(row[0])
 
     def transition(
         self,
@@ -595,12 +646,13 @@ class PostgresInvocationStore:
         to: InvocationState,
         **fields: Any,
     ) -> bool:
-        columns = _stored(_settable(fields, to))
+        settable, blobs = _settable(fields, to)
+        columns = _stored(settable)
         states = [converter.unstructure(s) for s in expected]
         sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
                "WHERE id = %s AND state = ANY(%s)")
         return self._changed(sql, [*columns.values(), invocation_id, states], invocation_id,
-                             columns) == 1
+                             columns, blobs) == 1
 
     def settle(
         self,
@@ -610,12 +662,13 @@ class PostgresInvocationStore:
         to: InvocationState,
         **fields: Any,
     ) -> bool:
-        columns = _stored(_settable(fields, to))
+        settable, blobs = _settable(fields, to)
+        columns = _stored(settable)
         owner = column_values(InvocationRecord, {"owner": from_owner})["owner"]
         sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
                "WHERE id = %s AND state = %s AND owner IS NOT DISTINCT FROM %s")
         return self._changed(sql, [*columns.values(), invocation_id, _RUNNING, owner],
-                             invocation_id, {"owner": owner, **columns}) == 1
+                             invocation_id, {"owner": owner, **columns}, blobs) == 1
 
     def list(
         self,
@@ -636,7 +689,7 @@ class PostgresInvocationStore:
         if state in _OPEN_STATES:
             terms.insert(0, _OPEN)  # the partial index's condition, as the SQLite adapter does
         rows = self._page(_SELECT, terms, list(criteria.values()), limit, after)
-        return [_read(row) for row in rows]
+        return [self._read(row) for row in rows]
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[_PendingCall]:
@@ -733,7 +786,7 @@ def checked_conninfo(conninfo: str, connect_timeout: int) -> tuple[str, str]:
 
 
 def migrated_pool(conninfo: str, *, name: str, application_name: str,
-                  migrations: Sequence[tuple[str, int, str]], max_size: int = 10,
+                  migrations: Sequence[tuple[str, int, Step]], max_size: int = 10,
                   timeout: float = 5.0, connect_timeout: int = 5
                   ) -> ConnectionPool[psycopg.Connection[Any]]:
     """A component's pool on the database ``conninfo`` names, once ``migrations`` are applied:
@@ -753,15 +806,44 @@ def migrated_pool(conninfo: str, *, name: str, application_name: str,
     return pool
 
 
-def _settable(fields: Mapping[str, Any], to: InvocationState) -> dict[str, Any]:
+def _settable(fields: Mapping[str, Any], to: InvocationState
+              ) -> tuple[dict[str, Any], list[Blob]]:
     unknown = set(fields) - set(_COLUMNS)
     if unknown or "id" in fields or "state" in fields:
         raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
-    return column_values(InvocationRecord, {"state": to, **fields})
+    return set_columns({"state": to, **fields})
+
+
+def _count(cursor: psycopg.Cursor[Any], blobs: Sequence[Blob]) -> int:
+    """Rows a write changed: its row count, or ``_WITH_OUTPUTS``'s count of them."""
+    if not blobs:
+        return int(cursor.rowcount)
+    row = cursor.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _relay_rows(conn: psycopg.Connection[Any]) -> None:
+    """Migration 4: lay out the output of every row written before (``stored_output``)."""
+    rows = conn.execute(
+        "SELECT id, result_structured, result_content FROM tool_invocations "
+        "WHERE output_refs IS NULL AND (length(result_content) >= %s "
+        "OR length(result_structured) > %s)", (ELIDE_CHARS, INLINE_BYTES // 4)).fetchall()
+    for invocation_id, structured_text, content in rows:
+        laid = relaid(structured_text, None if content is None else bytes(content).decode())
+        if laid is None:
+            continue
+        columns, blobs = laid
+        if blobs:
+            conn.cursor().executemany(
+                "INSERT INTO tool_outputs (digest, body) VALUES (%s, %s) "
+                "ON CONFLICT (digest) DO NOTHING", blobs)
+        columns = _stored(columns)
+        conn.execute(f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
+                     "WHERE id = %s", [*columns.values(), invocation_id])
 
 
 def _migrate(conninfo: str, connect_timeout: int, shown: str,
-             migrations: Sequence[tuple[str, int, str]] = MIGRATIONS) -> None:
+             migrations: Sequence[tuple[str, int, Step]] = MIGRATIONS) -> None:
     """Apply the ``migrations`` not yet recorded, in one transaction under an advisory lock, so
     hosts starting at once apply each exactly once and a refused database is left as it was.
     Other components' migrations (the artifacts' in ``pg_artifacts``) go through here too.
@@ -788,9 +870,12 @@ def _migrate(conninfo: str, connect_timeout: int, shown: str,
                 conn.execute(_BOOTSTRAP)
                 done = _versions(conn)
                 _check_newer(done, latest, shown)
-                for component, version, sql in sorted(migrations):
+                for component, version, step in sorted(migrations, key=lambda m: m[:2]):
                     if (component, version) not in done:
-                        conn.execute(sql)  # several statements: no parameters, one simple query
+                        if callable(step):
+                            step(conn)
+                        else:  # several statements: no parameters, one simple query
+                            conn.execute(step)
                         conn.execute("INSERT INTO toolhost_schema_migrations (component, "
                                      "version) VALUES (%s, %s)", (component, version))
     except psycopg.Error as exc:

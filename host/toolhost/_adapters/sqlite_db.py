@@ -26,7 +26,7 @@ import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -63,11 +63,13 @@ WAL_BACKSTOP_PAGES: Final = 10_000
 
 @attrs.frozen
 class Migration:
-    """One forward step of one component's schema. ``version`` counts from 1 without gaps."""
+    """One forward step of one component's schema. ``version`` counts from 1 without gaps.
+    ``rewrite``, if any, then changes the rows already written, in the same transaction."""
 
     component: str
     version: int
     sql: str
+    rewrite: Callable[[sqlite3.Connection], None] | None = attrs.field(default=None, eq=False)
 
 
 _BOOTSTRAP = """
@@ -231,6 +233,8 @@ def _apply(conn: sqlite3.Connection, m: Migration) -> None:
     if done is None:
         for statement in _statements(m.sql):
             conn.execute(statement)
+        if m.rewrite is not None:
+            m.rewrite(conn)
         conn.execute(
             "INSERT INTO schema_migrations (component, version) VALUES (?, ?)",
             (m.component, m.version),

@@ -52,7 +52,17 @@ from toolhost._adapters.sqlite_db import (
     connect,
     migrate,
 )
-from toolhost._model.convert import column_values, converter, to_row
+from toolhost._adapters.stored_output import (
+    ELIDE_CHARS,
+    INLINE_BYTES,
+    Blob,
+    OutputMissing,
+    completed,
+    record_columns,
+    relaid,
+    set_columns,
+)
+from toolhost._model.convert import column_values, converter
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
@@ -149,12 +159,28 @@ MIGRATIONS: Sequence[Migration] = (
         ALTER TABLE tool_invocations ADD COLUMN user_turn TEXT
         """,
     ),
+    # Each output stored once, a large one by reference (toolhost._adapters.stored_output):
+    # the outputs, by digest, and where a row's output is.
+    Migration(
+        "invocations",
+        6,
+        """
+        CREATE TABLE tool_outputs (digest TEXT PRIMARY KEY, body BLOB NOT NULL);
+        ALTER TABLE tool_invocations ADD COLUMN output_refs TEXT
+        """,
+    ),
+    # The rows already written, laid out so: a record of repeated large reads shrinks to one
+    # copy of each (its freed pages are reused; VACUUM returns them to the disk).
+    Migration("invocations", 7, "", rewrite=lambda conn: _relay_rows(conn)),
 )
 
 # Columns are the record's attributes, in its order; toolhost._model.convert holds what each
 # column stores (ISO text, enum values, canonical JSON).
 _COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
+#: The record's columns, then where its output is (``stored_output``).
+_STORED = (*_COLUMNS, "output_refs")
+_SELECT = f"SELECT {', '.join(_STORED)} FROM tool_invocations"
+_PUT_OUTPUT = "INSERT OR IGNORE INTO tool_outputs (digest, body) VALUES (?, ?)"
 
 
 def _reader(tp: Any) -> Callable[[Any], Any] | None:
@@ -195,7 +221,8 @@ def _record_from_row() -> Callable[[Sequence[Any]], InvocationRecord]:
         f"{name}={name}" if readers[f"read_{name}"] is None
         else f"{name}=None if {name} is None else read_{name}({name})"
         for name in _COLUMNS)
-    source = (f"def record({', '.join(_COLUMNS)}):\n"
+    # Columns past the record's (``output_refs``) are the caller's to read.
+    source = (f"def record({', '.join(_COLUMNS)}, *_):\n"
               f"    return InvocationRecord({arguments})\n")
     namespace: dict[str, Any] = {"InvocationRecord": InvocationRecord, **readers}
     exec(compile(source, "<toolhost invocation row>", "exec"), namespace)
@@ -205,12 +232,24 @@ def _record_from_row() -> Callable[[Sequence[Any]], InvocationRecord]:
 
 _record = _record_from_row()
 
-_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
-           f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_STORED)}) "
+           f"VALUES ({', '.join('?' * len(_STORED))})")
 
 
-def _records(rows: Iterable[Sequence[Any]]) -> list[InvocationRecord]:
-    return [_record(row) for row in rows]
+def _relay_rows(conn: sqlite3.Connection) -> None:
+    """Migration 7: lay out the output of every row written before (``stored_output``)."""
+    rows = conn.execute(
+        "SELECT id, result_structured, result_content FROM tool_invocations "
+        "WHERE output_refs IS NULL AND (length(result_content) >= ? OR length(result_structured) > ?)",
+        (ELIDE_CHARS, INLINE_BYTES // 4)).fetchall()
+    for invocation_id, structured_text, content in rows:
+        laid = relaid(structured_text, content)
+        if laid is None:
+            continue
+        columns, blobs = laid
+        conn.executemany(_PUT_OUTPUT, blobs)
+        conn.execute(f"UPDATE tool_invocations SET {', '.join(f'{c} = ?' for c in columns)} "
+                     "WHERE id = ?", [*columns.values(), invocation_id])
 
 
 class _PendingCall(NamedTuple):
@@ -283,13 +322,40 @@ class SQLiteInvocationStore:
     def _rows(self, where: str, values: Sequence[Any]) -> list[Any]:
         return self._live().execute(f"{_SELECT}{where}", values).fetchall()
 
-    def insert(self, record: InvocationRecord) -> None:
-        values = list(to_row(record).values())
+    def _records(self, rows: Iterable[Sequence[Any]]) -> list[InvocationRecord]:
+        """The records of rows of ``_SELECT``, each output completed from ``tool_outputs``."""
+        return [completed(_record(row), row[-1], self._output) for row in rows]
+
+    def _output(self, digest: str) -> bytes:
         with self._lock:
-            try:
-                self._live().execute(_INSERT, values)
-            except sqlite3.IntegrityError:
-                raise ValueError(f"invocation {record.id} is already recorded") from None
+            row = self._live().execute("SELECT body FROM tool_outputs WHERE digest = ?",
+                                       (digest,)).fetchone()
+        if row is None:
+            raise OutputMissing(Path(self._path or ":memory:"), digest)
+        return bytes(row[0])
+
+    def _write(self, sql: str, values: Sequence[Any], blobs: Sequence[Blob]) -> int:
+        """Rows ``sql`` changed; ``blobs`` are written with it, in one transaction, only when
+        it changed one (a compare-and-set that lost leaves no output behind)."""
+        with self._lock:
+            # An output stored already (a file read again) is not bound and sent again.
+            blobs = [blob for blob in blobs if not self._live().execute(
+                "SELECT 1 FROM tool_outputs WHERE digest = ?", (blob[0],)).fetchone()]
+            if blobs and not self._live().in_transaction:
+                with self.transaction():
+                    return self._write(sql, values, blobs)
+            conn = self._live()
+            changed = int(conn.execute(sql, values).rowcount)
+            if changed and blobs:
+                conn.executemany(_PUT_OUTPUT, blobs)
+            return changed
+
+    def insert(self, record: InvocationRecord) -> None:
+        columns, blobs = record_columns(record)
+        try:
+            self._write(_INSERT, list(columns.values()), blobs)
+        except sqlite3.IntegrityError:
+            raise ValueError(f"invocation {record.id} is already recorded") from None
         self._wrote()
 
     @contextlib.contextmanager
@@ -329,7 +395,7 @@ class SQLiteInvocationStore:
             rows = self._rows(" WHERE id = ?", (invocation_id,))
         if not rows:
             raise InvocationNotFound(invocation_id)
-        return _records(rows)[0]
+        return self._records(rows)[0]
 
     def transition(
         self,
@@ -343,15 +409,13 @@ class SQLiteInvocationStore:
         if unknown or "id" in fields or "state" in fields:
             raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
         states = [converter.unstructure(s) for s in expected]
-        columns = column_values(InvocationRecord, {"state": to, **fields})
+        columns, blobs = set_columns({"state": to, **fields})
         assignments = [f"{name} = ?" for name in columns]
         sql = (
             f"UPDATE tool_invocations SET {', '.join(assignments)} "
             f"WHERE id = ? AND state IN ({', '.join('?' * len(states))})"
         )
-        values = [*columns.values(), invocation_id, *states]
-        with self._lock:
-            changed = self._live().execute(sql, values).rowcount == 1
+        changed = self._write(sql, [*columns.values(), invocation_id, *states], blobs) == 1
         if changed:
             self._wrote()
         return changed
@@ -367,16 +431,15 @@ class SQLiteInvocationStore:
         unknown = set(fields) - set(_COLUMNS)
         if unknown or "id" in fields or "state" in fields:
             raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
-        columns = column_values(InvocationRecord, {"state": to, **fields})
+        columns, blobs = set_columns({"state": to, **fields})
         running = converter.unstructure(InvocationState.RUNNING)
         owner = column_values(InvocationRecord, {"owner": from_owner})["owner"]
         sql = (
             f"UPDATE tool_invocations SET {', '.join(f'{name} = ?' for name in columns)} "
             "WHERE id = ? AND state = ? AND owner IS ?"
         )
-        with self._lock:
-            changed = self._live().execute(
-                sql, [*columns.values(), invocation_id, running, owner]).rowcount == 1
+        changed = self._write(
+            sql, [*columns.values(), invocation_id, running, owner], blobs) == 1
         if changed:
             self._wrote()
         return changed
@@ -405,7 +468,7 @@ class SQLiteInvocationStore:
         terms = [f"{column} = ?" for column in criteria]
         if state in _OPEN_STATES:
             terms.insert(0, _OPEN)
-        return _records(self._page(_SELECT, terms, list(criteria.values()), limit, after))
+        return self._records(self._page(_SELECT, terms, list(criteria.values()), limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[_PendingCall]:

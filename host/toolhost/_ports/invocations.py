@@ -57,6 +57,10 @@ class InvocationStore(Protocol):
     the backend identifies it (recorded on the row as it goes ``running``), and
     ``owner_state`` tells a live owner from a gone one, as the backend is shared: the SQLite
     file by processes of one machine, a server database by its sessions.
+
+    ``result_structured`` and ``result_content`` are one output: ``transition`` and
+    ``settle`` set both or neither (ValueError otherwise), so a backend may store the
+    structured result's copy of the content once, and a large output by reference.
     """
 
     def insert(self, record: InvocationRecord) -> None:

@@ -81,6 +81,66 @@ class InvocationStoreContract(ClosesItsStores):
         store.insert(full)
         assert store.get("inv-1") == full
 
+    #: A large output as a reading tool returns it: the text, and a structured result that
+    #: holds the text again (twice, the second time inside an array), over several pages.
+    LARGE_TEXT = "naïve café, 日本語, 😀 \x00 \u202e line\n" * 12_000
+
+    @classmethod
+    def large_output(cls, text: str = LARGE_TEXT) -> dict[str, Any]:
+        return dict(result_content=text, result_structured={
+            "content": text, "bytes": len(text.encode()), "again": ["x", text],
+            "rows": [{"n": i, "name": f"row {i}"} for i in range(500)]})
+
+    def test_a_large_output_reads_back_exactly_however_it_is_stored(
+        self, tmp_path: Path,
+    ) -> None:
+        store = self.make_store(tmp_path)
+        succeeded = InvocationState.SUCCEEDED
+        inserted = self.record(state=succeeded, **self.large_output())
+        store.insert(inserted)
+        assert store.get("inv-1") == inserted
+        # The same output again, on a row that goes running then succeeded.
+        mine = store.owner()
+        store.insert(self.record(id="inv-2", state=InvocationState.RUNNING, owner=mine))
+        assert store.settle("inv-2", from_owner=mine, to=succeeded, **self.large_output())
+        # Another output of the same size, through transition.
+        other = self.large_output(self.LARGE_TEXT.replace("café", "cafe"))
+        store.insert(self.record(id="inv-3"))
+        assert store.transition("inv-3", expected={InvocationState.AWAITING_APPROVAL},
+                                to=succeeded, **other)
+        # A structured result that is large alone; a text that is large alone.
+        store.insert(self.record(id="inv-4", state=succeeded, result_content="ok",
+                                 result_structured=self.large_output()["result_structured"]))
+        store.insert(self.record(id="inv-5", state=succeeded, result_content=self.LARGE_TEXT,
+                                 result_structured=None))
+        listed = {r.id: r for r in store.list()}
+        assert listed["inv-1"] == inserted == store.get("inv-1")
+        assert (listed["inv-2"].result_structured, listed["inv-2"].result_content) == (
+            inserted.result_structured, inserted.result_content)
+        assert (listed["inv-3"].result_structured, listed["inv-3"].result_content) == (
+            other["result_structured"], other["result_content"])
+        assert listed["inv-4"].result_structured == inserted.result_structured
+        assert listed["inv-4"].result_content == "ok"
+        assert (listed["inv-5"].result_structured, listed["inv-5"].result_content) == (
+            None, self.LARGE_TEXT)
+        # Set back to nothing (as recovery does), it reads as nothing.
+        assert store.transition("inv-3", expected={succeeded}, to=InvocationState.FAILED,
+                                result_structured=None, result_content=None)
+        assert (store.get("inv-3").result_structured, store.get("inv-3").result_content) == (
+            None, None)
+
+    def test_an_output_is_set_whole(self, tmp_path: Path) -> None:
+        # The structured result and the text are one output: a write gives both or neither.
+        store = self.make_store(tmp_path)
+        store.insert(self.record(state=InvocationState.RUNNING))
+        for half in ({"result_content": "ok"}, {"result_structured": {"ok": True}}):
+            with pytest.raises(ValueError):
+                store.transition("inv-1", expected={InvocationState.RUNNING},
+                                 to=InvocationState.SUCCEEDED, **half)
+            with pytest.raises(ValueError):
+                store.settle("inv-1", from_owner=None, to=InvocationState.SUCCEEDED, **half)
+        assert store.get("inv-1").state is InvocationState.RUNNING
+
     def test_insert_twice_is_refused(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
         store.insert(self.record())
@@ -226,7 +286,7 @@ class InvocationStoreContract(ClosesItsStores):
             # Each write sees the ones before it: the compare-and-sets answer as they would
             # one after the other, outside a transaction.
             assert store.settle("inv-1", from_owner=mine, to=InvocationState.SUCCEEDED,
-                                result_content="ok")
+                                result_structured={"ok": True}, result_content="ok")
             assert not store.settle("inv-1", from_owner=mine, to=InvocationState.FAILED)
             assert store.transition("before", expected=awaiting, to=InvocationState.APPROVED,
                                     approver="ops")
