@@ -288,6 +288,24 @@ def test_failures_reach_the_model_as_the_static_message(
     assert expression not in outcome.content
 
 
+@pytest.mark.parametrize(
+    ("expression", "detail"),
+    [("1 / 0", {"offset": 2, "operation": "/"}),
+     ("2 + 3 // (1 - 1)", {"offset": 6, "operation": "//"}),
+     ("0 ** -1", {"offset": 2, "operation": "^"})],
+)
+def test_division_by_zero_is_the_same_failure_whichever_path_refuses_it(
+    toolhost_host: Harness, expression: str, detail: dict[str, object]
+) -> None:
+    # The hot path refuses these itself since issue #27; the failure must stay the exact
+    # path's: reason, message, retryability and the detail with its key order.
+    outcome = toolhost_host.invoke("math.calculate", expression=expression)
+    assert outcome.failure is not None
+    assert (outcome.failure.reason_code, outcome.content, outcome.failure.retryable) == (
+        "tool.invalid_arguments.division_by_zero", "Division by zero.", False)
+    assert list(outcome.failure.detail.items()) == list(detail.items())
+
+
 def test_the_schema_refuses_before_the_tool(toolhost_host: Harness) -> None:
     # maxLength is the tool's own reason (test_math_bounds); every other rule is the host's.
     too_long = toolhost_host.invoke("math.calculate", expression="1" * 1025)

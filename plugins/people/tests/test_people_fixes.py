@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -94,6 +94,39 @@ def test_a_locked_cache_is_busy_and_retryable(lock_error: sqlite3.OperationalErr
             read()
         assert failure.value.reason_code == "tool.upstream_unavailable.people_busy"
         assert failure.value.retryable is True
+
+
+class _SnapshotReader:
+    """A cache reader whose snapshot fails to start with ``error``, or records its end."""
+
+    def __init__(self, error: sqlite3.Error | None) -> None:
+        self.error = error
+        self.ended: list[type[BaseException] | None] = []
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        if self.error is not None:
+            raise self.error
+        try:
+            yield
+        except BaseException as exc:
+            self.ended.append(type(exc))
+            raise
+        self.ended.append(None)
+
+
+def test_only_the_start_of_a_snapshot_is_translated(
+        lock_error: sqlite3.OperationalError) -> None:
+    with pytest.raises(ToolFailure) as failure, Cache(
+            _SnapshotReader(lock_error)).snapshot():  # type: ignore[arg-type]
+        pass
+    assert failure.value.reason_code == "tool.upstream_unavailable.people_busy"
+    reader = _SnapshotReader(None)
+    with Cache(reader).snapshot():  # type: ignore[arg-type]
+        pass
+    with pytest.raises(KeyError), Cache(reader).snapshot():  # type: ignore[arg-type]
+        raise KeyError("the block's own")
+    assert reader.ended == [None, KeyError]
 
 
 def test_a_damaged_cache_read_is_source_unavailable(tmp_path: Path) -> None:

@@ -9,14 +9,17 @@ answers with its own reason, detail and order. Declining is always safe; answeri
 allowed where the answer is the exact path's, which tests/test_math_hot_path.py holds it to
 on generated expressions.
 
-What it answers itself: a value; result_out_of_range (an Overflow or Underflow trap); and
+What it answers itself: a value; result_out_of_range (an Overflow or Underflow trap);
 expression_too_deep where a group or a sign opens the 33rd level, which the exact parser
-raises on the spot, before anything it would defer. Those are the refusals the spec's hostile
-examples are made of. What it declines: a character that starts no token, whitespace other
-than spaces, possibly more than MAX_TOKENS tokens, a syntax error, an unknown name, a wrong
-arity, a call that opens the 33rd level (the exact parser counts that level at the first
-argument), a name and its ``(`` with space between, and every other failure of an operation
-(division by zero, a domain error).
+raises on the spot, before anything it would defer; and what ``binary`` refuses (division by
+zero, 0 to a negative power, a negative base to a fractional power), which the exact evaluator
+raises from the same function, at the same operation, since both run the same post-order.
+Those are the refusals the spec's hostile examples are made of. What it declines: a character
+that starts no token, whitespace other than spaces, possibly more than MAX_TOKENS tokens, a
+syntax error, an unknown name, a wrong arity, a call that opens the 33rd level (the exact
+parser counts that level at the first argument), a name and its ``(`` with space between, and
+every other failure of an operation (a function's domain error, a trap other than Overflow and
+Underflow).
 """
 
 from __future__ import annotations
@@ -201,6 +204,7 @@ def _run(postfix: list[int], texts: list[str], expression: str) -> tuple[Decimal
     setcontext(context)
     entry = postfix[0]
     huge = False
+    by_zero = False
     try:
         for entry in postfix:
             kind = entry & _MASK
@@ -243,15 +247,27 @@ def _run(postfix: list[int], texts: list[str], expression: str) -> tuple[Decimal
                 values[-1] = +values[-1]
             else:
                 right = take()
+                if not right and kind != _POW:
+                    # binary() refuses a zero divisor before anything else; raising here would
+                    # cost a second exception and handler.
+                    by_zero = True
+                    break
                 values[-1] = binary(_LABEL[kind], -1, values[-1], right)
     except (Overflow, Underflow) as signal:
         raise _out_of_range(entry, type(signal).__name__, texts, expression) from None
-    except (ArithmeticError, CalculationError, OutsideDomain):
+    except CalculationError as refused:
+        raise _at_operator(refused, entry, texts, expression) from None
+    except (ArithmeticError, OutsideDomain):
         return None  # the exact path knows which failure this is, and where
     finally:
         setcontext(saved)
     if huge:
         raise _out_of_range(entry, "Overflow", texts, expression)
+    if by_zero:
+        raise CalculationError.of(Reason.DIVISION_BY_ZERO, {
+            "offset": _offset(expression, texts, entry >> 4 & _INDEX),
+            "operation": _LABEL[entry & _MASK],
+        })
     (value,) = values
     return value, not context.flags[Inexact]
 
@@ -267,11 +283,22 @@ def _out_of_range(entry: int, signal: str, texts: list[str], expression: str) ->
     })
 
 
+def _at_operator(refused: CalculationError, entry: int, texts: list[str],
+                 expression: str) -> CalculationError:
+    """``binary``'s refusal (a zero divisor, 0 to a negative power, a negative base to a
+    fractional one) as the exact evaluator raises it: the same call of ``binary``, given the
+    operator's offset, where the hot path gave -1."""
+    offset = _offset(expression, texts, entry >> 4 & _INDEX)
+    return CalculationError.of(refused.reason, {**refused.detail, "offset": offset})
+
+
 def _offset(expression: str, texts: list[str], index: int) -> int:
     """Where the ``index``-th text starts: found only for a refusal, which reports it."""
     if " " not in expression:  # then no whitespace at all: the texts are the input
         return sum(map(len, texts[:index]))
-    for count, match in enumerate(_TEXTS.finditer(expression)):
-        if count == index:
-            return match.start(1)
-    raise AssertionError("fewer texts than the hot path read")
+    # Only spaces lie between texts, and a text starts with none: each text starts where
+    # ``find`` first meets it after the end of the one before, without a second regex scan.
+    end = 0
+    for text in texts[:index + 1]:
+        end = expression.find(text, end) + len(text)
+    return end - len(texts[index])

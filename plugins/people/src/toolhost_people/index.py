@@ -54,6 +54,7 @@ __all__ = [
     "history_page",
     "index_path",
     "indexed_principal",
+    "is_current",
     "is_damage",
     "names_of",
     "open_index",
@@ -280,6 +281,14 @@ def _tag(generation: int, links: Mapping[str, str], owners: Iterable[str]) -> st
 
 
 # ------------------------------------------------------------------------------ building
+
+
+def is_current(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],
+               owners: frozenset[str] = frozenset()) -> bool:
+    """Whether the index was built from the cache's generation now, these links and these
+    owner's addresses: ``refresh`` would not rebuild it. Inside the caller's read
+    transaction, what the caller queries next is the index this answered for."""
+    return _built_from(conn) == _tag(reader.generation(), links, owners)
 
 
 def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],

@@ -33,7 +33,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 __all__ = ["LINKS_FILE", "MAX_ADDRESS_LENGTH", "add_owner", "digest", "forget_principal", "link",
-           "normalize_address", "read_links", "read_state", "record_accounts", "unlink"]
+           "normalize_address", "read_links", "read_state", "record_accounts", "state_of",
+           "unlink"]
 
 LINKS_FILE = "links.sqlite3"
 
@@ -69,10 +70,14 @@ def normalize_address(text: str) -> str | None:
 def _connect(data_dir: Path) -> Iterator[sqlite3.Connection]:
     with closing(sqlite3.connect(data_dir / LINKS_FILE, timeout=30.0,
                                  isolation_level=None)) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
-        for statement in _SCHEMA:
-            conn.execute(statement)
+        _prepare(conn)
         yield conn
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    for statement in _SCHEMA:
+        conn.execute(statement)
 
 
 def read_links(data_dir: Path) -> dict[str, str]:
@@ -93,16 +98,22 @@ def read_state(data_dir: Path,
     path = data_dir / LINKS_FILE
     if not path.exists():
         return {}, frozenset()
-    # Every tool call reads this: a bare connection (the file keeps its WAL mode), and the
-    # schema statements only for a file made before the owner table existed.
     with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
-        try:
-            return _read(conn, principal)
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
-                raise
-    with _connect(data_dir) as conn:
+        return state_of(conn, principal)
+
+
+def state_of(conn: sqlite3.Connection,
+             principal: str | None = None) -> tuple[dict[str, str], frozenset[str]]:
+    """``read_state`` over an open connection to the links file (the tools keep one)."""
+    # The tools read this whenever the file changed: a bare connection (the file keeps its WAL
+    # mode), and the schema statements only for a file made before the owner table existed.
+    try:
         return _read(conn, principal)
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+    _prepare(conn)
+    return _read(conn, principal)
 
 
 def _read(conn: sqlite3.Connection,

@@ -2,7 +2,8 @@
 people.context 1.0.0 and people.history 1.0.0 and 1.1.0; without it, nothing at all.
 
 1.1.0 is history's latest, so an unversioned call gets it; a chat pinned to 1.0.0 keeps
-1.0.0's contract. Nothing is opened here: each tool opens the cache and the index per call.
+1.0.0's contract. Nothing is opened here: each tool opens the cache, the links and the index at
+its first call, and keeps them open for the next (``sessions``).
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ have owners (toolhost-email's owners), the caller's own, built from the accounts
 (a principal that owns none reads an empty index made in memory, leaving no file behind), and
 the one index of everything is deleted: nobody reads it any more.
 
-A call opens both and closes both: a connection is cheap next to the guarantee that each call
-sees the cache as it is now (an erase a moment ago is already gone), and a tool built once
-and called from several threads in parallel then shares no connection.
+Each call sees the cache as it is now (an erase a moment ago is already gone) without opening
+anything anew: the connections are kept between calls (``sessions``: SQLite reads every
+transaction from the latest commit, and a file replaced since is reopened), one call at a
+time each, so a tool called from several threads in parallel shares no connection.
 
 Failures are static reasons, never an unexpected one: a cache that cannot be read is
 ``CACHE_UNAVAILABLE``; a cache or index locked past SQLite's 30-second wait is ``BUSY``
@@ -22,16 +23,25 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable, open_mail_cache
+from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable
 
 from toolhost import Services, ToolFailure
-from toolhost_people.index import empty_index, is_damage, open_index, refresh, remove_index
-from toolhost_people.links import read_state, record_accounts
+from toolhost_people.index import (
+    empty_index,
+    index_path,
+    is_current,
+    is_damage,
+    refresh,
+    remove_index,
+)
+from toolhost_people.links import record_accounts
 from toolhost_people.messages import BUSY, CACHE_UNAVAILABLE, INDEX_UNAVAILABLE
+from toolhost_people.sessions import Session, Sessions
 
 if TYPE_CHECKING:
     from toolhost_email import CachedMessage, MailCacheReader, MessageSource
@@ -42,6 +52,10 @@ T = TypeVar("T")
 
 #: SQLite's primary result codes for a lock held past the connection's timeout.
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+#: The failures that say a file could not be used: the session that met one is closed, not
+#: kept (its connections may be to a damaged or replaced file).
+_FILE_FAILURES = frozenset({BUSY, CACHE_UNAVAILABLE, INDEX_UNAVAILABLE})
 
 
 def _busy(exc: sqlite3.Error) -> bool:
@@ -73,17 +87,10 @@ class Cache:
         except (sqlite3.Error, CacheUnavailable) as exc:
             raise _cache_failure(exc) from None
 
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
+    def snapshot(self) -> AbstractContextManager[None]:
         """The reader's ``snapshot``; only its own start is translated (what the block raises
         is the block's)."""
-        stack = ExitStack()
-        try:
-            stack.enter_context(self._reader.snapshot())
-        except (sqlite3.Error, CacheUnavailable) as exc:
-            raise _cache_failure(exc) from None
-        with stack:
-            yield
+        return _Snapshot(self._reader.snapshot())
 
     def accounts(self) -> frozenset[str] | None:
         try:
@@ -96,6 +103,26 @@ class Cache:
             return self._reader.source(message_key)
         except (sqlite3.Error, CacheUnavailable) as exc:
             raise _cache_failure(exc) from None
+
+
+class _Snapshot:
+    """``Cache.snapshot``'s manager: a class, as every call enters one (a generator over an
+    ExitStack doubled the snapshot's cost)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: AbstractContextManager[None]) -> None:
+        self._inner = inner
+
+    def __enter__(self) -> None:
+        try:
+            self._inner.__enter__()
+        except (sqlite3.Error, CacheUnavailable) as exc:
+            raise _cache_failure(exc) from None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool | None:
+        return self._inner.__exit__(kind, exc, tb)
 
 
 class Opened(NamedTuple):
@@ -118,6 +145,7 @@ class PeopleStore:
     def __init__(self, own_dir: Path, cache_dir: Path) -> None:
         self.own_dir = own_dir
         self.cache_dir = cache_dir
+        self._sessions = Sessions()
 
     @classmethod
     def of(cls, services: Services) -> PeopleStore:
@@ -127,33 +155,47 @@ class PeopleStore:
         """``body`` over ``principal``'s index, current with the cache, the links and the
         owner's addresses, in one read transaction; and the cache it was checked against (for
         source reads). A damaged index is rebuilt once."""
+        session = self._sessions.take(principal)
         try:
-            return self._read_once(body, principal)
+            result = self._read_mending(session, body, principal)
+        except ToolFailure as failure:
+            self._sessions.give(session, reusable=failure.reason_code not in _FILE_FAILURES)
+            raise
+        except BaseException:
+            self._sessions.give(session, reusable=False)
+            raise
+        self._sessions.give(session)
+        return result
+
+    def _read_mending(self, session: Session, body: Callable[[Opened], T], principal: str) -> T:
+        """``_read_once``, and once more after deleting an index found damaged."""
+        try:
+            return self._read_once(session, body, principal)
         except _Damaged as damaged:
             whose = damaged.principal
         try:
-            remove_index(self.own_dir, whose)
-            return self._read_once(body, principal)
+            self._remove_index(session, whose)
+            return self._read_once(session, body, principal)
         except (_Damaged, OSError) as exc:
             raise ToolFailure(INDEX_UNAVAILABLE, detail={"error": type(exc).__name__}) from None
 
-    def _read_once(self, body: Callable[[Opened], T], principal: str) -> T:
+    def _read_once(self, session: Session, body: Callable[[Opened], T], principal: str) -> T:
         try:
-            reader = open_mail_cache(self.cache_dir, principal)
+            reader = session.reader(self.cache_dir)
         except (CacheUnavailable, OSError) as exc:
             raise _cache_failure(exc) from None
-        with reader:
-            cache = Cache(reader)
-            with cache.snapshot():
-                return self._read_in(cache, body, principal)
+        cache = Cache(reader)
+        with cache.snapshot():
+            return self._read_in(session, cache, body, principal)
 
-    def _read_in(self, cache: Cache, body: Callable[[Opened], T], principal: str) -> T:
+    def _read_in(self, session: Session, cache: Cache, body: Callable[[Opened], T],
+                 principal: str) -> T:
         """``_read_once`` inside one snapshot of the cache: whose mail, the generation, the
         messages and the sources are of one moment."""
         accounts = cache.accounts()
         whose = None if accounts is None else principal
         try:
-            links, owners = read_state(self.own_dir, whose)
+            links, owners = session.links_state(self.own_dir, whose)
         except (OSError, sqlite3.Error) as exc:
             raise self._own_failure(exc, "links") from None
         if whose is not None and accounts and (missing := accounts - owners):
@@ -163,26 +205,44 @@ class PeopleStore:
             owners |= missing
         try:
             if whose is not None:
-                remove_index(self.own_dir)  # the one-person index: nobody's any more
+                self._remove_index(session, None)  # the one-person index: nobody's any more
             if accounts == frozenset():
-                remove_index(self.own_dir, whose)  # owns nothing now: keep nothing of theirs
+                self._remove_index(session, whose)  # owns nothing now: keep nothing of theirs
                 index = empty_index()
             else:
-                index = open_index(self.own_dir, whose)
+                index = session.index(self.own_dir, whose)
         except (OSError, sqlite3.Error) as exc:
             raise self._own_failure(exc, "index", whose) from None
-        with closing(index):
+        # The in-memory index is the call's own; a file's connection stays with the session.
+        with closing(index) if accounts == frozenset() else nullcontext():
             try:
-                refresh(index, cache, links, owners, record=lambda new: self._record(new, whose))
-                # One snapshot for every query of the call (WAL: readers never block).
-                index.execute("BEGIN")
-                try:
-                    return body(Opened(index, cache))
-                finally:
-                    if index.in_transaction:  # read only: nothing to keep
-                        index.execute("ROLLBACK")
+                return self._query(index, cache, links, owners, whose, body)
             except (OSError, sqlite3.Error) as exc:
                 raise self._own_failure(exc, "index", whose) from None
+
+    def _query(self, index: sqlite3.Connection, cache: Cache, links: dict[str, str],
+               owners: frozenset[str], whose: str | None, body: Callable[[Opened], T]) -> T:
+        """``body`` over ``index``, rebuilt first if it is not current, in one read
+        transaction (WAL: readers never block) that the currency check opens: a current index
+        costs no second one."""
+        index.execute("BEGIN")
+        try:
+            if not is_current(index, cache, links, owners):
+                index.execute("ROLLBACK")
+                refresh(index, cache, links, owners, record=lambda new: self._record(new, whose))
+                index.execute("BEGIN")
+            return body(Opened(index, cache))
+        finally:
+            if index.in_transaction:  # read only: nothing to keep
+                index.execute("ROLLBACK")
+
+    def _remove_index(self, session: Session, whose: str | None) -> None:
+        """Delete ``whose`` index file (``remove_index``), closing the kept connections to it
+        first: a deleted file must not live on behind one."""
+        if index_path(self.own_dir, whose).exists():
+            session.drop_index()
+            self._sessions.clear()
+        remove_index(self.own_dir, whose)
 
     def _record(self, accounts: set[str], principal: str | None) -> None:
         try:
