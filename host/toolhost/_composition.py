@@ -14,19 +14,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolhost._adapters.system_clock import SystemClock, monotonic, new_id, new_invocation_id
-from toolhost._model.context import Principal, Services, ToolCallable
 from toolhost._model.settings import Settings, plugin_data_dir
 from toolhost._ports.clock import Clock
-from toolhost._registration.discovery import (
-    PluginSource,
-    collect_contributions,
-    collect_settings,
-    discover,
-    make_plugin_manager,
-)
-from toolhost._registration.refusals import Registered, register
-from toolhost._registration.registry import Registry
 
+# Registration (pluggy, the schemas: ~10 ms) and the tools' context are imported where a host
+# is made (``discover``, ``make_plugin_manager`` and ``register`` below): a command that only
+# reads the record (``Stores``) never needs them.
 if TYPE_CHECKING:
     import httpx
     import pluggy
@@ -36,6 +29,7 @@ if TYPE_CHECKING:
     from toolhost._adapters.pg_routes import PostgresRouteTable
     from toolhost._adapters.run_workspaces import RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
+    from toolhost._model.context import Principal, Services, ToolCallable
     from toolhost._model.outcome import Outcome
     from toolhost._model.runs import Run, RunOutcome, ToolCall
     from toolhost._model.setting_spec import SettingSpec
@@ -45,10 +39,37 @@ if TYPE_CHECKING:
     from toolhost._ports.artifacts import ArtifactStore
     from toolhost._ports.invocations import InvocationStore
     from toolhost._ports.routes import RouteTable
+    from toolhost._registration.discovery import Contribution, PluginSource
     from toolhost._registration.gateway import Gateway
+    from toolhost._registration.refusals import Registered
+    from toolhost._registration.registry import Registry
     from toolhost._registration.validator_cache import ValidatorCache
 
-__all__ = ["Host", "declared_settings", "load_host", "remove_tree", "start_gateway"]
+__all__ = ["Host", "Stores", "declared_settings", "load_host", "load_stores",
+           "remove_tree", "start_gateway"]
+
+
+def discover(settings: Settings) -> list[PluginSource]:
+    """``toolhost._registration.discovery.discover``: every plugin the settings select."""
+    from toolhost._registration.discovery import discover as discover_plugins
+
+    return discover_plugins(settings)
+
+
+def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager:
+    """``toolhost._registration.discovery.make_plugin_manager``."""
+    from toolhost._registration.discovery import make_plugin_manager as plugin_manager
+
+    return plugin_manager(sources)
+
+
+def register(contributions: Sequence[Contribution], *, cache: ValidatorCache | None = None,
+             gateway: Contribution | None = None) -> tuple[list[Registered], dict[str, str]]:
+    """``toolhost._registration.refusals.register``: the registrations and the message table,
+    or RegistrationRefused."""
+    from toolhost._registration.refusals import register as register_tools
+
+    return register_tools(contributions, cache=cache, gateway=gateway)
 
 
 def remove_tree(root: Path) -> None:
@@ -93,6 +114,8 @@ class Host:
         self._pipeline: Pipeline | None = None
         self._run_workspaces: RunWorkspaces | None = None
         self._routes: PostgresRouteTable | None = None
+        #: Stores opened before the host was made (``adopt``), for its pipeline.
+        self._adopted: Stores | None = None
         # What is made on first use (the data directory, the pipeline and its stores, each
         # tool's callable) is made once even when several threads, each with its own loop,
         # make their first call at the same moment.
@@ -156,6 +179,10 @@ class Host:
         plugin_manager: pluggy.PluginManager | None, validator_cache: ValidatorCache | None,
         gateway: Gateway | None,
     ) -> Host:
+        from toolhost._model.context import Services
+        from toolhost._registration.discovery import collect_contributions, collect_settings
+        from toolhost._registration.registry import Registry
+
         settings = settings if settings is not None else Settings()
         pm = plugin_manager if plugin_manager is not None else make_plugin_manager(sources)
         declared = collect_settings(pm)
@@ -186,6 +213,8 @@ class Host:
         async_http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> Host:
         """Register plugin objects that are not installed: ``{distribution: plugin}``."""
+        from toolhost._registration.discovery import PluginSource
+
         sources = [PluginSource(distribution=d, name=d, plugin=p) for d, p in plugins.items()]
         return cls.from_sources(sources, settings=settings, clock=clock, data_dir=data_dir,
                                 policy=policy, http_transport=http_transport,
@@ -217,27 +246,16 @@ class Host:
         return self._pipeline
 
     def _compose_pipeline(self) -> Pipeline:
-        import structlog
-
-        from toolhost._pipeline.log import configure_logging
         from toolhost._pipeline.pipeline import Pipeline
         from toolhost._pipeline.policy import policy_from_settings
         from toolhost._pipeline.telemetry import Telemetry
 
-        if not structlog.is_configured():
-            # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
-            configure_logging(self.clock, level=self.settings.get("TOOLHOST_LOG_LEVEL") or "warning")
         policy = self._policy if self._policy is not None else policy_from_settings(
             self.settings.env)
-        log_policy_changes(policy)
-        invocations = self._open_invocation_store()
-        try:
-            artifacts = self._open_artifact_store()
-        except BaseException:
-            close = getattr(invocations, "close", None)
-            if close is not None:
-                close()
-            raise
+        invocations, artifacts = (
+            self._adopted.hand_over() if self._adopted is not None
+            else _open_stores(self.settings, self.clock, policy, lambda: self.data_dir))
+        self._adopted = None
         return Pipeline(
             registry=self.registry,
             messages=self.messages,
@@ -252,65 +270,13 @@ class Host:
             telemetry=Telemetry.from_settings(self.settings, monotonic),
         )
 
-    def _open_invocation_store(self) -> InvocationStore:
-        """The record: PostgreSQL when TOOLHOST_DATABASE_URL is set, else SQLite in the data
-        directory.
-
-        A data directory or database that cannot be used stops the start here, as
-        StoreUnavailable (one line naming the path, or the URL without its password), never
-        as a traceback from a call.
-        """
-        url = (self.settings.get("TOOLHOST_DATABASE_URL") or "").strip()
-        if url:
-            from toolhost._model.settings import StoreUnavailable
-
-            try:
-                from toolhost._adapters.pg_invocations import PostgresInvocationStore
-            except ImportError as exc:
-                raise StoreUnavailable(
-                    self.data_dir, f"TOOLHOST_DATABASE_URL needs the PostgreSQL client, which "
-                    f"is not installed ({exc.name}): pip install 'toolhost-core[postgres]'",
-                ) from None
-            return PostgresInvocationStore(url)
-        from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
-        from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
-
-        conn = connect(self.data_dir / DATABASE_NAME)
-        try:
-            return SQLiteInvocationStore(conn)
-        except BaseException:
-            conn.close()
-            raise
-
-    def _open_artifact_store(self) -> ArtifactStore:
-        """The artifact store: content-addressed files under the data directory, or objects
-        in the bucket ``TOOLHOST_ARTIFACT_STORE=s3://bucket/prefix`` names. Metadata goes
-        where the content is shared: with a bucket and ``TOOLHOST_DATABASE_URL``, on that
-        PostgreSQL database (so hosts on it share the bucket); otherwise in the data
-        directory's database (files are one machine's, so their index is too). A bucket or
-        database that cannot be used stops the start here, as StoreUnavailable (one line, no
-        credential)."""
-        from toolhost._adapters.sqlite_artifacts import open_artifact_store
-        from toolhost._adapters.sqlite_db import unusable_directory
-
-        url = (self.settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
-        database = (self.settings.get("TOOLHOST_DATABASE_URL") or "").strip()
-        if url and database:
-            # The invocation store opened first, so the PostgreSQL client is installed.
-            from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
-
-            return open_pg_s3_artifact_store(url, database, self.settings.env, self.clock,
-                                             retention=self.settings.artifact_retention)
-        if url:
-            from toolhost._adapters.s3_artifacts import open_s3_artifact_store
-
-            return open_s3_artifact_store(url, self.settings.env, self.data_dir, self.clock,
-                                          retention=self.settings.artifact_retention)
-        try:
-            return open_artifact_store(self.data_dir, self.clock,
-                                       retention=self.settings.artifact_retention)
-        except OSError as exc:  # the artifacts' directory under the data directory
-            raise unusable_directory(exc) from None
+    def adopt(self, stores: Stores) -> None:
+        """Compose the pipeline, when it is first used, over these stores of the same data
+        directory, opened already (``approve`` looked its row up there before the plugins
+        were loaded), rather than opening the stores again; closing them is the host's."""
+        with self._first_use:
+            if self._pipeline is None:
+                self._adopted = stores
 
     @property
     def run_workspaces(self) -> RunWorkspaces:
@@ -352,6 +318,7 @@ class Host:
         ``on_registry_changed`` listener is told. Called on the gateway's listing thread."""
         from toolhost._registration.discovery import Contribution
         from toolhost._registration.gateway import GATEWAY_DISTRIBUTION
+        from toolhost._registration.registry import Registry
 
         known = set(self.registry.names())
         fresh = tuple(t for t in tools if t.spec.name not in known)
@@ -561,6 +528,7 @@ class Host:
         (``toolhost call --run``) goes on in the workspace it has. ``timeout_s`` is the run's
         deadline (a run live already keeps the earlier one), which also bounds a call of the
         run approved later, anywhere."""
+        from toolhost._model.context import Principal
         from toolhost._model.runs import Run, valid_run_id
 
         if principal is None:
@@ -708,19 +676,181 @@ class _ContextReader:
         ))
 
 
+def _open_stores(settings: Settings, clock: Clock, policy: Policy,
+                 data_dir: Callable[[], Path]) -> tuple[InvocationStore, ArtifactStore]:
+    """The record's two stores, opened as a pipeline starts: the log configured (structlog is
+    imported only by the first event at its level), a policy an operator changed logged, the
+    invocation store opened, then the artifact store. ``data_dir``: the data directory, asked
+    for only when a store lives there.
+
+    :raises StoreUnavailable, SettingError:
+    """
+    from toolhost._pipeline.log import configure_logging, logging_configured
+
+    if not logging_configured():
+        # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
+        configure_logging(clock, level=settings.get("TOOLHOST_LOG_LEVEL") or "warning")
+    log_policy_changes(policy)
+    invocations = _open_invocation_store(settings, data_dir)
+    try:
+        artifacts = _open_artifact_store(settings, data_dir, clock)
+    except BaseException:
+        close = getattr(invocations, "close", None)
+        if close is not None:
+            close()
+        raise
+    return invocations, artifacts
+
+
+def _open_invocation_store(settings: Settings, data_dir: Callable[[], Path]) -> InvocationStore:
+    """The record: PostgreSQL when TOOLHOST_DATABASE_URL is set, else SQLite in the data
+    directory.
+
+    A data directory or database that cannot be used stops the start here, as
+    StoreUnavailable (one line naming the path, or the URL without its password), never
+    as a traceback from a call.
+    """
+    url = (settings.get("TOOLHOST_DATABASE_URL") or "").strip()
+    if url:
+        from toolhost._model.settings import StoreUnavailable
+
+        try:
+            from toolhost._adapters.pg_invocations import PostgresInvocationStore
+        except ImportError as exc:
+            raise StoreUnavailable(
+                data_dir(), f"TOOLHOST_DATABASE_URL needs the PostgreSQL client, which "
+                f"is not installed ({exc.name}): pip install 'toolhost-core[postgres]'",
+            ) from None
+        return PostgresInvocationStore(url)
+    from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
+    from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
+
+    conn = connect(data_dir() / DATABASE_NAME)
+    try:
+        return SQLiteInvocationStore(conn)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _open_artifact_store(settings: Settings, data_dir: Callable[[], Path],
+                         clock: Clock) -> ArtifactStore:
+    """The artifact store: content-addressed files under the data directory, or objects
+    in the bucket ``TOOLHOST_ARTIFACT_STORE=s3://bucket/prefix`` names. Metadata goes
+    where the content is shared: with a bucket and ``TOOLHOST_DATABASE_URL``, on that
+    PostgreSQL database (so hosts on it share the bucket); otherwise in the data
+    directory's database (files are one machine's, so their index is too). A bucket or
+    database that cannot be used stops the start here, as StoreUnavailable (one line, no
+    credential)."""
+    from toolhost._adapters.sqlite_artifacts import open_artifact_store
+    from toolhost._adapters.sqlite_db import unusable_directory
+
+    url = (settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
+    database = (settings.get("TOOLHOST_DATABASE_URL") or "").strip()
+    if url and database:
+        # The invocation store opened first, so the PostgreSQL client is installed.
+        from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
+
+        return open_pg_s3_artifact_store(url, database, settings.env, clock,
+                                         retention=settings.artifact_retention)
+    if url:
+        from toolhost._adapters.s3_artifacts import open_s3_artifact_store
+
+        return open_s3_artifact_store(url, settings.env, data_dir(), clock,
+                                      retention=settings.artifact_retention)
+    try:
+        return open_artifact_store(data_dir(), clock, retention=settings.artifact_retention)
+    except OSError as exc:  # the artifacts' directory under the data directory
+        raise unusable_directory(exc) from None
+
+
+class Stores:
+    """The record's two stores of the data directory (the invocations, the artifacts), opened
+    as a pipeline opens them, without a plugin, a tool or a pipeline: what the commands that
+    read or settle the record compose (``pending``, ``show``, ``deny``, ``artifacts list``,
+    ``get`` and ``purge``, ``approve``'s lookup), so none of them pays for loading the plugins.
+    """
+
+    def __init__(self, settings: Settings, policy: Policy, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock if clock is not None else SystemClock()
+        self._policy = policy
+        self._stores: tuple[InvocationStore, ArtifactStore] | None = None
+        self._pipeline: Pipeline | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.data_dir
+
+    def open(self) -> None:
+        """Open both stores now (a command opens them before it does anything else, so a
+        data directory that cannot be used stops it first). :raises StoreUnavailable,
+        SettingError:"""
+        if self._stores is None:
+            self._stores = _open_stores(self.settings, self.clock, self._policy,
+                                        lambda: self.data_dir)
+
+    @property
+    def invocations(self) -> InvocationStore:
+        self.open()
+        assert self._stores is not None
+        return self._stores[0]
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        self.open()
+        assert self._stores is not None
+        return self._stores[1]
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """A pipeline over these stores and no tool: it denies and reads rows (its ``denial``,
+        ``row``), never runs a call, and its message table is the host's own."""
+        if self._pipeline is None:
+            from toolhost._model.host_reasons import MESSAGES
+            from toolhost._pipeline.pipeline import Pipeline
+            from toolhost._pipeline.telemetry import Telemetry
+            from toolhost._registration.registry import Registry
+
+            self._pipeline = Pipeline(
+                registry=Registry([]), messages=MESSAGES, build=_no_tool, policy=self._policy,
+                invocations=self.invocations, artifacts=self.artifacts, clock=self.clock,
+                new_id=new_invocation_id, monotonic=monotonic,
+                telemetry=Telemetry.from_settings(self.settings, monotonic),
+            )
+        return self._pipeline
+
+    def hand_over(self) -> tuple[InvocationStore, ArtifactStore]:
+        """Both stores, opened, for a host's pipeline (``Host.adopt``): closing them is the
+        pipeline's from now on, and ``close`` leaves them open."""
+        self.open()
+        assert self._stores is not None
+        stores, self._stores, self._pipeline = self._stores, None, None
+        return stores
+
+    def close(self) -> None:
+        """Close both stores' connections; the stores are unusable afterwards."""
+        stores, self._stores, self._pipeline = self._stores, None, None
+        for store in stores or ():
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+
+
+def _no_tool(registered: Registered) -> ToolCallable:
+    raise LookupError(f"{registered.spec.name} is not built by a pipeline without tools")
+
+
 def log_policy_changes(policy: Policy) -> None:
     """Every cell an operator changed, logged when the pipeline is composed (at startup for
     a server); a loosened cell is a warning, written whatever ``TOOLHOST_LOG_LEVEL`` says (a
     call may run unapproved because of it, so no level may hide it)."""
     if not (policy.loosened or policy.tightened):
         return
-    import structlog
-
-    from toolhost._pipeline.log import get_logger
+    from toolhost._pipeline.log import get_logger, unfiltered_logger
 
     # The configured processors and stream, without the configured level's filter.
-    always = structlog.wrap_logger(
-        None, wrapper_class=structlog.make_filtering_bound_logger(0), logger_name="toolhost")
+    always = unfiltered_logger()
     for cell in policy.loosened:
         always.warning("policy.loosened", cell=cell)
     log = get_logger()
@@ -752,16 +882,7 @@ def load_host(
 
     :raises PluginError, RegistrationRefused, PolicyConfigError, SettingError:
     """
-    from toolhost._pipeline.policy import PolicyConfigError, policy_from_settings
-
-    settings = settings if settings is not None else Settings.from_environ()
-    settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
-    settings.artifact_retention  # noqa: B018 - so does a bad TOOLHOST_ARTIFACT_RETENTION_DAYS
-    settings.workspace_quota_bytes  # noqa: B018 - and a bad TOOLHOST_WORKSPACE_QUOTA_BYTES
-    try:
-        policy = policy_from_settings(settings.env)
-    except PolicyConfigError as exc:
-        raise _located(settings, exc) from None
+    settings, policy = _checked(settings)
     from toolhost._registration.validator_cache import ValidatorCache
 
     cache = ValidatorCache(settings.data_dir / "cache" / "validators.json")
@@ -774,6 +895,36 @@ def load_host(
     finally:
         if keep_validators:
             cache.save()
+
+
+def load_stores(settings: Settings | None = None, *, clock: Clock | None = None) -> Stores:
+    """The record's stores (``Stores``), with the settings checked as ``load_host`` checks
+    them, and no plugin discovered: a command that reads or settles the record. The stores
+    open on first use, or at ``Stores.open``.
+
+    :raises SettingError, PolicyConfigError:
+    """
+    settings, policy = _checked(settings)
+    return Stores(settings, policy, clock)
+
+
+def _checked(settings: Settings | None) -> tuple[Settings, Policy]:
+    """The settings (default: the environment's) and the policy they set, each value a start
+    reads checked now, so a bad one refuses every command's start in one line.
+
+    :raises SettingError, PolicyConfigError:
+    """
+    from toolhost._pipeline.policy import PolicyConfigError, policy_from_settings
+
+    settings = settings if settings is not None else Settings.from_environ()
+    settings.log_level  # noqa: B018 - an unknown TOOLHOST_LOG_LEVEL refuses the start
+    settings.artifact_retention  # noqa: B018 - so does a bad TOOLHOST_ARTIFACT_RETENTION_DAYS
+    settings.workspace_quota_bytes  # noqa: B018 - and a bad TOOLHOST_WORKSPACE_QUOTA_BYTES
+    try:
+        policy = policy_from_settings(settings.env)
+    except PolicyConfigError as exc:
+        raise _located(settings, exc) from None
+    return settings, policy
 
 
 #: How long a start waits for the gateway's servers to connect and list their tools, in all.
@@ -819,6 +970,8 @@ def declared_settings(
 
     :raises PluginError, SettingError:
     """
+    from toolhost._registration.discovery import collect_settings
+
     settings = settings if settings is not None else Settings.from_environ()
     declared = collect_settings(make_plugin_manager(discover(settings)))
     for distribution, specs in declared.items():

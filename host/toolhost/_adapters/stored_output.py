@@ -49,23 +49,23 @@ OUTPUT_COLUMNS = frozenset({"result_structured", "result_content"})
 #: (digest, body): one ``tool_outputs`` row to insert, if not there already.
 Blob = tuple[str, bytes]
 #: A place in the structured result: keys of objects, indexes of arrays.
-Path = list[str | int]
+Place = list[str | int]
 
 
 def elided(structured: Mapping[str, Any] | None,
-           content: str | None) -> tuple[Mapping[str, Any] | None, Path | None]:
+           content: str | None) -> tuple[Mapping[str, Any] | None, Place | None]:
     """``structured`` with its first string equal to ``content`` replaced by ``""``, and that
     string's place; ``(structured, None)`` when the content is short or not in it."""
     if structured is None or content is None or len(content) < ELIDE_CHARS:
         return structured, None
-    path: Path = []
+    path: Place = []
     found = _find(structured, content, path)
     if not found:
         return structured, None
     return _replaced(structured, path, ""), path
 
 
-def _find(value: Any, content: str, path: Path) -> bool:
+def _find(value: Any, content: str, path: Place) -> bool:
     """Whether ``content`` is a string within ``value``; ``path`` then leads to the first."""
     if isinstance(value, str):
         return value == content
@@ -126,7 +126,7 @@ def set_columns(fields: Mapping[str, Any]) -> tuple[dict[str, Any], list[Blob]]:
     return columns, laid_out(columns, content_at)
 
 
-def laid_out(columns: dict[str, Any], content_at: Path | None) -> list[Blob]:
+def laid_out(columns: dict[str, Any], content_at: Place | None) -> list[Blob]:
     """Lay out the output columns of a row being written (name → stored value, as
     ``to_row``/``column_values`` give them), in place: a text over ``INLINE_BYTES`` becomes
     NULL and a blob, and ``output_refs`` says where each part is. The blobs returned must be

@@ -17,11 +17,19 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from toolhost._cli.common import CommandError, load, positive_int, print_outcome
+from toolhost._cli.common import (
+    CommandError,
+    Parser,
+    add_command,
+    load,
+    load_stores,
+    positive_int,
+    print_outcome,
+)
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from toolhost._composition import Host
+    from toolhost._composition import Host, Stores
     from toolhost._model.invocations import InvocationRecord
     from toolhost._pipeline.pipeline import Resumed
     from toolhost._ports.invocations import InvocationStore
@@ -36,8 +44,19 @@ ARGUMENTS_SHOWN = 80
 RESULT_SHOWN = 2000
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    pending = sub.add_parser("pending", help="list invocations awaiting approval, oldest first")
+def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
+    add_command(sub, run, "pending", _pending_arguments,
+                help="list invocations awaiting approval, oldest first")
+    add_command(sub, run, "show", _show_arguments,
+                help="print one invocation: its arguments and state")
+    add_command(sub, run, "approve", _approve_arguments,
+                help="approve a paused invocation and run it")
+    add_command(sub, run, "deny", _deny_arguments, help="deny a paused invocation")
+    add_command(sub, run, "recover", _recover_arguments,
+                help="settle invocations left running by a process that is gone")
+
+
+def _pending_arguments(pending: argparse.ArgumentParser) -> None:
     pending.add_argument("--json", action="store_true", help="print them as JSON")
     pending.add_argument("--limit", type=positive_int, default=PENDING_LIMIT, metavar="N",
                          help=f"list at most N of them (default {PENDING_LIMIT})")
@@ -47,23 +66,26 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     pending.add_argument("--principal", metavar="ID",
                          help="only the calls of this principal (the person a token names)")
 
-    show = sub.add_parser("show", help="print one invocation: its arguments and state")
+
+def _show_arguments(show: argparse.ArgumentParser) -> None:
     show.add_argument("id", help="the invocation id `call` or `pending` printed")
     show.add_argument("--json", action="store_true", help="print the whole row as JSON")
 
-    approve = sub.add_parser("approve", help="approve a paused invocation and run it")
+
+def _approve_arguments(approve: argparse.ArgumentParser) -> None:
     approve.add_argument("id", help="the invocation id `call` or `pending` printed")
     approve.add_argument("--approver", default="operator", help="who approves (recorded)")
     approve.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
 
-    deny = sub.add_parser("deny", help="deny a paused invocation")
+
+def _deny_arguments(deny: argparse.ArgumentParser) -> None:
     deny.add_argument("id", help="the invocation id")
     deny.add_argument("--reason", required=True, help="why (recorded, never shown the model)")
     deny.add_argument("--approver", default="operator", help="who denies (recorded)")
     deny.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
 
-    recover = sub.add_parser(
-        "recover", help="settle invocations left running by a process that is gone")
+
+def _recover_arguments(recover: argparse.ArgumentParser) -> None:
     recover.add_argument("--json", action="store_true", help="print what was done as JSON")
     recover.add_argument(
         "--no-rerun", dest="rerun", action="store_false",
@@ -106,7 +128,7 @@ def _instant(value: Any) -> str:
     return value.isoformat(timespec="microseconds") if value is not None else ""
 
 
-def _owner(host: Host, record: InvocationRecord) -> str:
+def _owner(invocations: InvocationStore, record: InvocationRecord) -> str:
     """``pid 4242 on build-7 (alive)``: who ran or runs the row, and, if it is running,
     whether that process still is."""
     from toolhost._model.invocations import InvocationState, OwnerState
@@ -115,13 +137,13 @@ def _owner(host: Host, record: InvocationRecord) -> str:
         return ""
     text = f"pid {record.owner.get('pid')} on {printable(str(record.owner.get('host')))}"
     if record.state is InvocationState.RUNNING:
-        state = host.pipeline.invocations.owner_state(record.owner)
+        state = invocations.owner_state(record.owner)
         text += {OwnerState.ALIVE: " (alive)", OwnerState.GONE: " (gone: toolhost recover "
                  "settles it)", OwnerState.UNKNOWN: " (cannot be checked from here)"}[state]
     return text
 
 
-def _row_json(host: Host, record: InvocationRecord) -> dict[str, Any]:
+def _row_json(invocations: InvocationStore, record: InvocationRecord) -> dict[str, Any]:
     import attrs
 
     from toolhost._model.invocations import InvocationState
@@ -137,18 +159,28 @@ def _row_json(host: Host, record: InvocationRecord) -> dict[str, Any]:
 
     data: dict[str, Any] = attrs.asdict(record, value_serializer=value)
     if record.state is InvocationState.RUNNING:
-        data["owner_state"] = host.pipeline.invocations.owner_state(record.owner).value
+        data["owner_state"] = invocations.owner_state(record.owner).value
     if record.reason_code:
-        data["message"] = host.messages.get(record.reason_code)
+        data["message"] = _message(record.reason_code)
     return data
+
+
+def _message(reason_code: str) -> str | None:
+    """The message of a reason code: the host's own, or a tool's from the table registration
+    makes, for which (and only then) the plugins are loaded."""
+    from toolhost._model.host_reasons import MESSAGES
+
+    if reason_code in MESSAGES:
+        return MESSAGES[reason_code]
+    return load(tools=False).messages.get(reason_code)
 
 
 # ---------------------------------------------------------------------- pending
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    host = load(stores=True, tools=False)
-    return list_pending(host.pipeline.invocations, limit=args.limit, after=args.after,
+    # The record alone: the lines show what the rows hold, so no plugin is loaded.
+    return list_pending(load_stores().invocations, limit=args.limit, after=args.after,
                         as_json=args.json, out=sys.stdout, err=sys.stderr,
                         principal=args.principal)
 
@@ -212,10 +244,11 @@ def _arguments_preview(arguments_json: str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    host = load(stores=True, tools=False)
-    record = _row(host, args.id)
+    # The record alone; the plugins are loaded only for a tool's failure message.
+    invocations = load_stores().invocations
+    record = _row(invocations, args.id)
     if args.json:
-        print_json(_row_json(host, record))
+        print_json(_row_json(invocations, record))
         return ExitCode.OK
     lines = [
         ("invocation", record.id),
@@ -231,13 +264,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("denial", record.denial_reason or ""),
         ("started", _instant(record.started_at)),
         ("finished", _instant(record.finished_at)),
-        ("owner", _owner(host, record)),
+        ("owner", _owner(invocations, record)),
         ("digest", record.argument_digest or ""),
     ]
     if record.reason_code:
         retryable = "retryable" if record.retryable else "not retryable"
         lines.append(("failure", f"{record.reason_code} ({retryable}): "
-                                 f"{host.messages.get(record.reason_code, '')}"))
+                                 f"{_message(record.reason_code) or ''}"))
         if record.failure_detail:
             lines.append(("detail", _json_text(dict(record.failure_detail))))
     if record.result_content is not None:
@@ -263,11 +296,11 @@ def _policy(policy: Any) -> str:
     return text
 
 
-def _row(host: Host, invocation_id: str) -> InvocationRecord:
+def _row(invocations: InvocationStore, invocation_id: str) -> InvocationRecord:
     from toolhost._model.invocations import InvocationNotFound
 
     try:
-        return host.pipeline.row(invocation_id)
+        return invocations.get(invocation_id)
     except InvocationNotFound:
         raise CommandError(f"no invocation {invocation_id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
@@ -277,11 +310,12 @@ def _row(host: Host, invocation_id: str) -> InvocationRecord:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
+    stores = _approvable(args.id)
     from toolhost._model.invocations import InvocationNotFound
     from toolhost._model.outcome import OutcomeStatus
     from toolhost._pipeline.pipeline import InvocationStateError
 
-    host = load(stores=True)
+    host = load(stores=True, record=stores, settings=stores.settings)
     try:
         import asyncio  # only resuming an approved call runs a loop: not every command's cost
 
@@ -298,7 +332,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
         return ExitCode.INTERRUPTED
     if not resumed.acted:
         if outcome.status is OutcomeStatus.RUNNING:
-            owner = _owner(host, host.pipeline.row(args.id))
+            owner = _owner(host.pipeline.invocations, host.pipeline.row(args.id))
             what = f"is already running in {owner}" if owner else "is already running"
         else:
             what = f"already finished ({outcome.status.value})"
@@ -309,6 +343,23 @@ def cmd_approve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return ExitCode.FAILED
     return code
+
+
+def _approvable(invocation_id: str) -> Stores:
+    """``approve``'s lookup, in the record alone: a row that does not exist or was denied is
+    refused before a plugin is loaded. The stores are the host's afterwards (``load``'s
+    ``record``), and the pipeline checks the row again as it then stands."""
+    from toolhost._model.invocations import InvocationNotFound, InvocationState
+
+    stores = load_stores()
+    try:
+        state = stores.invocations.get(invocation_id).state
+    except InvocationNotFound:
+        raise CommandError(f"no invocation {invocation_id!r} (toolhost pending lists them)",
+                           ExitCode.FAILED) from None
+    if state is InvocationState.DENIED:  # Pipeline.resume's InvocationStateError, said early
+        raise CommandError(f"invocation {invocation_id} was denied", ExitCode.FAILED)
+    return stores
 
 
 async def _resume_until_interrupted(host: Host, invocation_id: str,
@@ -345,9 +396,10 @@ def cmd_deny(args: argparse.Namespace) -> int:
     from toolhost._model.invocations import InvocationNotFound
     from toolhost._pipeline.pipeline import InvocationStateError
 
-    host = load(stores=True, tools=False)
+    # The record alone: a denial runs nothing, so no plugin is loaded.
+    stores = load_stores()
     try:
-        denial = host.pipeline.denial(args.id, args.approver, args.reason)
+        denial = stores.pipeline.denial(args.id, args.approver, args.reason)
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
@@ -356,7 +408,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
     code = print_outcome(denial.outcome, args.json)
     if not denial.acted:
         # Said, not silent: this command's reason is not the one recorded.
-        first = host.pipeline.row(args.id)
+        first = stores.invocations.get(args.id)
         print(f"toolhost: invocation {args.id} was already denied by {first.approver} "
               f"({printable(first.denial_reason or '')}); this reason was not recorded",
               file=sys.stderr)

@@ -19,12 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolhost._cli.approvals import print_json, printable
-from toolhost._cli.common import CommandError, load, positive_int
+from toolhost._cli.common import (
+    CommandError,
+    Parser,
+    add_command,
+    load,
+    load_stores,
+    positive_int,
+)
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._cli.progress_line import ProgressLine
 
 if TYPE_CHECKING:
-    from toolhost._composition import Host
+    from toolhost._composition import Stores
     from toolhost._model.artifacts import ArtifactRecord
     from toolhost._ports.artifacts import ArtifactStore
 
@@ -42,9 +49,12 @@ _TEMP_STEM = 200
 LIST_LIMIT = 100
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    artifacts = sub.add_parser(
-        "artifacts", help="list, fetch, upload and purge the stored artifacts")
+def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
+    add_command(sub, run, "artifacts", _arguments,
+                help="list, fetch, upload and purge the stored artifacts")
+
+
+def _arguments(artifacts: argparse.ArgumentParser) -> None:
     verbs = artifacts.add_subparsers(dest="artifacts_command", metavar="COMMAND", required=True)
 
     listing = verbs.add_parser("list", help="list artifacts, oldest first")
@@ -78,9 +88,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     purge.add_argument("--json", action="store_true", help="print what was removed as JSON")
 
 
-def _store() -> tuple[Host, ArtifactStore]:
-    host = load(stores=True, tools=False)
-    return host, host.pipeline.artifacts
+def _store() -> tuple[Stores, ArtifactStore]:
+    # The record's stores alone: reading or purging artifacts loads no plugin.
+    stores = load_stores()
+    return stores, stores.artifacts
 
 
 def _quoted(value: str) -> str:
@@ -205,10 +216,10 @@ def _get(args: argparse.Namespace, line: ProgressLine) -> int:
                            ExitCode.FAILED) from None
     if mode is not None and stat.S_ISDIR(mode):
         raise CommandError(f"-o {args.output!r} is a directory: name the file to write")
-    host, store = _store()
+    stores, store = _store()
     if mode is None or stat.S_ISREG(mode):
         resolved = Path(os.path.realpath(target))
-        if resolved.is_relative_to(Path(os.path.realpath(host.data_dir))):
+        if resolved.is_relative_to(Path(os.path.realpath(stores.data_dir))):
             raise CommandError(f"-o {args.output!r} is inside the data directory, where the "
                                "host keeps its stores, caches and plugins' files: name a file "
                                "elsewhere")
@@ -394,7 +405,8 @@ def cmd_upload(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot read {args.file!r}: {exc.strerror}") from None
     with source:
-        host, store = _store()
+        host = load(stores=True, tools=False)  # the host's runs, not the stores alone
+        store = host.pipeline.artifacts
         # The upload is a run of its own: the operator (or --principal) sending a file into
         # the conversation. The store's retention applies, as to anything a run stores.
         run = host.start_run(principal=Principal(args.principal, frozenset()),
@@ -442,8 +454,8 @@ def _regular_size(source: BinaryIO) -> int | None:
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
-    host, store = _store()
-    report = store.purge(host.clock.now())
+    stores, store = _store()
+    report = store.purge(stores.clock.now())
     counts = {
         "artifacts": report.artifacts,
         "artifact_bytes": report.artifact_bytes,

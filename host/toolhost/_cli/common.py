@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolhost._cli.exit_codes import ExitCode
@@ -13,17 +13,17 @@ from toolhost._cli.exit_codes import ExitCode
 if TYPE_CHECKING:
     import pluggy
 
-    from toolhost._composition import Host
+    from toolhost._composition import Host, Stores
     from toolhost._model.settings import Settings
     from toolhost._registration.discovery import PluginSource
 
-__all__ = ["CommandError", "close_loaded", "load", "positive_int", "print_attachments",
-           "print_json", "print_outcome"]
+__all__ = ["CommandError", "Parser", "add_command", "close_loaded", "load", "load_stores",
+           "positive_int", "print_attachments", "print_json", "print_outcome"]
 
-#: The hosts this command loaded. ``close_loaded`` closes them when the command ends: their
-#: connections and pools close then, not in the interpreter's teardown (where a pool's
-#: threads can no longer be joined, and Python 3.13 reports every unclosed database).
-_loaded: list[Host] = []
+#: The hosts and stores this command loaded. ``close_loaded`` closes them when the command
+#: ends: their connections and pools close then, not in the interpreter's teardown (where a
+#: pool's threads can no longer be joined, and Python 3.13 reports every unclosed database).
+_loaded: list[Host | Stores] = []
 
 
 class CommandError(Exception):
@@ -38,7 +38,7 @@ def load(
     *, stores: bool = False, settings: Settings | None = None,
     sources: Sequence[PluginSource] | None = None,
     plugin_manager: pluggy.PluginManager | None = None, keep_validators: bool = False,
-    tools: bool = True,
+    tools: bool = True, record: Stores | None = None,
 ) -> Host:
     """The host over the installed plugins, or a CommandError with the refusal's one line.
 
@@ -51,6 +51,8 @@ def load(
         (``toolhost check``, which writes the scan's cache there too).
     :param tools: the command runs or lists tools; False (``pending``, ``show``, ...) starts
         no upstream MCP server of the gateway.
+    :param record: the record's stores, opened already (``approve`` looked its row up there
+        before loading a plugin): the host's pipeline is composed over them.
     """
     from toolhost._composition import load_host
     from toolhost._model.settings import SettingError, StoreUnavailable
@@ -67,6 +69,8 @@ def load(
     except (PluginError, RegistrationRefused) as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
     _loaded.append(host)
+    if record is not None:
+        host.adopt(record)
     if stores:
         try:
             host.pipeline  # noqa: B018 - composed now: the stores are opened and migrated
@@ -75,8 +79,29 @@ def load(
     return host
 
 
+def load_stores() -> Stores:
+    """The record's stores, opened, without loading a plugin (``pending``, ``show``, ``deny``,
+    ``artifacts``, ``approve``'s lookup), or a CommandError with the one line ``load`` gives
+    for the same setting or data directory."""
+    from toolhost._composition import load_stores as compose
+    from toolhost._model.settings import SettingError, StoreUnavailable
+    from toolhost._pipeline.policy import PolicyConfigError
+
+    try:
+        stores = compose()
+    except (SettingError, PolicyConfigError) as exc:
+        raise CommandError(str(exc), ExitCode.USAGE) from None
+    _loaded.append(stores)
+    try:
+        stores.open()
+    except StoreUnavailable as exc:
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+    return stores
+
+
 def close_loaded() -> None:
-    """Close every host ``load`` gave this command (its stores' connections, its pools)."""
+    """Close every host ``load`` and stores ``load_stores`` gave this command (their stores'
+    connections, their pools)."""
     while _loaded:
         _loaded.pop().close()
 
@@ -98,6 +123,29 @@ def print_outcome(outcome: Any, as_json: bool) -> int:
     else:
         print(outcome.content)
     return ExitCode.OK if outcome.ok or outcome.status.value == "denied" else ExitCode.FAILED
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of the command line and of its commands (``add_subparsers``'s
+    ``parser_class``). One made ``listed`` is a command another run parses: it is listed (its
+    name, its help) and never built, as an ArgumentParser's construction costs ~0.13 ms."""
+
+    def __init__(self, *args: Any, listed: bool = False, **kwargs: Any) -> None:
+        if listed:
+            self.prog = kwargs.get("prog") or ""
+            return
+        super().__init__(*args, **kwargs)
+
+
+def add_command(sub: argparse._SubParsersAction[Parser], run: str | None, name: str,
+                arguments: Callable[[argparse.ArgumentParser], object], **kwargs: Any) -> None:
+    """Command ``name``, with its arguments only when it is the command this run parses
+    (``run``): a run parses one command, and building every command's parser was ~7 ms of
+    each start. Another command is listed, with its help, and never parsed."""
+    if name != run:
+        sub.add_parser(name, help=kwargs.get("help"), listed=True)
+        return
+    arguments(sub.add_parser(name, **kwargs))
 
 
 def positive_int(text: str) -> int:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolhost._cli.common import CommandError, print_json
+from toolhost._cli.common import CommandError, Parser, add_command, print_json
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -24,13 +24,17 @@ __all__ = ["LazyEpilogHelp", "add_parsers", "cmd_config", "settings_epilog"]
 _COLUMN = 44
 
 
-def add_parsers(sub: Any) -> None:
-    config = sub.add_parser(
-        "config", add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
+    add_command(
+        sub, run, "config", _arguments, add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="print the effective settings and where each comes from",
         description="Print every setting's effective value and its source: toolhost.toml "
                     "(TOOLHOST_CONFIG, else $XDG_CONFIG_HOME/toolhost/toolhost.toml), the "
                     "environment (which wins), or the default. Secrets show ***.")
+
+
+def _arguments(config: argparse.ArgumentParser) -> None:
     config.add_argument("-h", "--help", action=LazyEpilogHelp, epilog=_with_plugins,
                         help="show this help, with every installed plugin's settings, and exit")
     config.add_argument("--json", action="store_true", help="one JSON object per setting")

@@ -19,6 +19,8 @@ from toolhost._cli import approvals, artifacts, config, plugins, runs
 from toolhost._cli.check import cmd_check
 from toolhost._cli.common import (
     CommandError,
+    Parser,
+    add_command,
     close_loaded,
     load,
     print_attachments,
@@ -60,10 +62,12 @@ def _serve_epilog() -> str:
     return settings_epilog(("mcp", "http"))
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(run: str | None = None) -> Parser:
+    """The command line's parser, with the arguments of command ``run`` only (``_run_named``):
+    every other command is listed with its help (``add_command``)."""
     from toolhost._cli.config import LazyEpilogHelp
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="toolhost",
         description="A plugin-based tool host for LLM agents.",
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
@@ -71,8 +75,35 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-h", "--help", action=LazyEpilogHelp, epilog=_epilog)
     parser.add_argument("--version", action=_Version, help="print the toolhost-core version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_command(sub, run, "tools", _tools_arguments, help="list the registered tools")
+    add_command(sub, run, "check", _no_arguments,
+                help="run registration and the determinism scan over the plugins' files; "
+                     "exit non-zero with the refusal")
+    add_command(sub, run, "call", _call_arguments, help="invoke one tool through the pipeline")
+    add_command(sub, run, "demo", _no_arguments,
+                help="the Milestone 1 run with a scripted fake model")
+    approvals.add_parsers(sub, run)
+    artifacts.add_parsers(sub, run)
+    config.add_parsers(sub, run)
+    plugins.add_parsers(sub, run)
+    add_command(sub, run, "serve", _serve_arguments,
+                help="serve the tools over the Model Context Protocol",
+                formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    runs.add_parsers(sub, run)
+    return parser
 
-    tools = sub.add_parser("tools", help="list the registered tools")
+
+def _run_named(argv: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is not an option (the
+    top-level options, ``--help`` and ``--version``, take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """``check`` and ``demo`` take none."""
+
+
+def _tools_arguments(tools: argparse.ArgumentParser) -> None:
     tools.add_argument("--json", action="store_true", help="print every ToolSpec as JSON")
     tools.add_argument(
         "--format", choices=("canonical", "openai", "anthropic"), default=None,
@@ -84,10 +115,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="with --format: that version of the tool under its name "
                             "(repeatable), as toolhost serve --pin serves it")
 
-    sub.add_parser("check", help="run registration and the determinism scan over the "
-                                 "plugins' files; exit non-zero with the refusal")
 
-    call = sub.add_parser("call", help="invoke one tool through the pipeline")
+def _call_arguments(call: argparse.ArgumentParser) -> None:
     call.add_argument("name", help="tool name, e.g. math.calculate")
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
     call.add_argument("--version", default=None, help="pin an exact version, e.g. 1.0.0")
@@ -110,15 +139,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="the conversation the run belongs to (what its artifacts, and the "
                            "uploads a tool may read, are scoped to)")
 
-    sub.add_parser("demo", help="the Milestone 1 run with a scripted fake model")
 
-    approvals.add_parsers(sub)
-    artifacts.add_parsers(sub)
-    config.add_parsers(sub)
-    plugins.add_parsers(sub)
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    from toolhost._cli.config import LazyEpilogHelp
 
-    serve = sub.add_parser("serve", help="serve the tools over the Model Context Protocol",
-                           formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     serve.add_argument("-h", "--help", action=LazyEpilogHelp, epilog=_serve_epilog)
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
                        help="streamable HTTP on this address instead of stdio, e.g. "
@@ -129,8 +153,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve that version of the tool under its name, for a client "
                             "pinned to an older contract (repeatable; adds to "
                             "TOOLHOST_MCP_PINS)")
-    runs.add_parsers(sub)
-    return parser
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -269,6 +291,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     # The stores are opened before serving: a bad data directory stops the start in one line.
     host = load(stores=True)
+    from toolhost._pipeline.log import apply_logging
+
+    # Configured now, not at the first event: stdout is the transport, and a library the
+    # server loads may log through structlog before toolhost does.
+    apply_logging()
     return serve(host, http=args.http, enable=args.enable, pins=args.pin)
 
 
@@ -286,10 +313,18 @@ _COMMANDS = {
 }
 
 
+#: The commands that run no tool's body: their process ends at once when they are done
+#: (``_exit_now``). A tool's body (call, approve, demo, recover, serve) may hold a file it
+#: never closed, which only the interpreter's teardown flushes.
+_ENDS_AT_ONCE = frozenset({"tools", "check", "pending", "show", "deny", "artifacts", "runs",
+                           "config", "plugins"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = _parser(_run_named(words)).parse_args(words)
     code = _run(args)
-    if argv is None and args.command == "check":
+    if argv is None and args.command in _ENDS_AT_ONCE:
         _exit_now(code)  # the process is the command: nothing runs after it
     return code
 
@@ -321,11 +356,12 @@ def _command(args: argparse.Namespace) -> int:
 
 
 def _exit_now(code: int) -> None:
-    """End ``toolhost check`` without the interpreter's teardown: freeing every module and
-    object it loaded took 10-20 ms after the command was done (the plugins, attrs' classes).
-    What an exit must still do is done first: the atexit handlers run (a plugin may have
-    registered one) and the output is flushed. Only with no other thread alive (the readiness
-    probes are joined), else the interpreter's own exit waits for it as usual."""
+    """End a command that ran no tool without the interpreter's teardown: freeing every module
+    and object it loaded took 10-25 ms after the command was done (the plugins, attrs' classes,
+    the stores' modules). What an exit must still do is done first: the atexit handlers run (a
+    plugin may have registered one) and the output is flushed. Only with no other thread alive
+    (check's readiness probes are joined), else the interpreter's own exit waits for it as
+    usual."""
     import atexit
 
     if threading.active_count() > 1:

@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolhost._cli.common import CommandError, load, print_json
+from toolhost._cli.common import CommandError, Parser, add_command, load, print_json
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 __all__ = ["activation_hint", "add_parsers", "cmd_plugins"]
 
 
-def add_parsers(sub: Any) -> None:
-    plugins = sub.add_parser(
-        "plugins", help="list the installed plugins: version, tools, state and readiness")
+def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
+    add_command(sub, run, "plugins", _arguments,
+                help="list the installed plugins: version, tools, state and readiness")
+
+
+def _arguments(plugins: argparse.ArgumentParser) -> None:
     plugins.add_argument("--json", action="store_true", help="one JSON object per plugin")
 
 

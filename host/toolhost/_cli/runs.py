@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import argparse
 
-from toolhost._cli.common import CommandError, load, print_attachments, print_json
+from toolhost._cli.common import (
+    CommandError,
+    Parser,
+    add_command,
+    load,
+    print_attachments,
+    print_json,
+)
 from toolhost._cli.exit_codes import ExitCode
 
 __all__ = ["COMMANDS", "add_parsers"]
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    runs = sub.add_parser("runs", help="the runs live on this host (list, end)")
+def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
+    add_command(sub, run, "runs", _arguments, help="the runs live on this host (list, end)")
+
+
+def _arguments(runs: argparse.ArgumentParser) -> None:
     commands = runs.add_subparsers(dest="runs_command", metavar="COMMAND", required=True)
     listing = commands.add_parser("list", help="every live run: its id and its workspace")
     listing.add_argument("--json", action="store_true", help="print them as JSON")

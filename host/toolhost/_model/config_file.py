@@ -29,7 +29,10 @@ import attrs
 from toolhost._model import host_settings
 from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import (
+    CONFIG_SETTING,
+    ConfigFileError,
     SettingError,
+    config_path,
     is_secret_name,
     normalize_dist_name,
     redact_url_password,
@@ -41,41 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONFIG_SETTING", "ConfigFile", "ConfigFileError", "config_path", "read_config"]
 
-#: Names the file; empty: read none (tests, a host that must ignore the user's file).
-CONFIG_SETTING = "TOOLHOST_CONFIG"
 _URL_PASSWORD = re.compile(r"://[^:/?#@\s]*:[^@/?#\s]+@")
-
-
-class ConfigFileError(SettingError):
-    """A ``toolhost.toml`` the host cannot use; the message is ``PATH:LINE: key: problem``."""
-
-
-def config_path(environ: Mapping[str, str]) -> Path | None:
-    """The file to read: ``TOOLHOST_CONFIG`` when set (None when set empty), else the XDG
-    default when it exists.
-
-    :raises ConfigFileError: TOOLHOST_CONFIG names no file.
-    """
-    named = environ.get(CONFIG_SETTING)
-    if named is not None:
-        if not named.strip():
-            return None
-        try:
-            path = Path(named).expanduser()
-            is_file = stat.S_ISREG(os.stat(path).st_mode)
-        except PermissionError:
-            return path  # named, so read: the read says what is wrong in one line
-        except (OSError, RuntimeError, ValueError):  # no such home (~user), a NUL byte
-            is_file = False
-        if not is_file:
-            raise ConfigFileError(f"{CONFIG_SETTING} is {named!r}, which is not a file")
-        return path
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
-        environ.get("HOME") or os.path.expanduser("~"), ".config")
-    path = Path(base) / "toolhost" / "toolhost.toml"
-    # The default place is read when it can be seen: a user who cannot look into it (a
-    # service account with another's HOME) has no file there, as far as it can tell.
-    return path if os.path.isfile(path) else None
 
 
 @attrs.frozen(kw_only=True)

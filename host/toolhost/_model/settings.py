@@ -6,6 +6,7 @@ import datetime as _dt
 import itertools
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,11 +22,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARTIFACT_RETENTION_DAYS",
+    "CONFIG_SETTING",
     "LOG_LEVELS",
     "WORKSPACE_QUOTA_BYTES",
+    "ConfigFileError",
     "SettingError",
     "Settings",
     "StoreUnavailable",
+    "config_path",
     "default_data_dir",
     "plugin_data_dir",
     "redact_url_password",
@@ -62,6 +66,43 @@ class StoreUnavailable(Exception):
     def __init__(self, path: Path, message: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+#: Names the file; empty: read none (tests, a host that must ignore the user's file).
+CONFIG_SETTING = "TOOLHOST_CONFIG"
+
+
+class ConfigFileError(SettingError):
+    """A ``toolhost.toml`` the host cannot use; the message is ``PATH:LINE: key: problem``."""
+
+
+def config_path(environ: Mapping[str, str]) -> Path | None:
+    """The file to read: ``TOOLHOST_CONFIG`` when set (None when set empty), else the XDG
+    default when it exists. Here, not beside the reader (``toolhost._model.config_file``),
+    so that a start with no file never imports the reader.
+
+    :raises ConfigFileError: TOOLHOST_CONFIG names no file.
+    """
+    named = environ.get(CONFIG_SETTING)
+    if named is not None:
+        if not named.strip():
+            return None
+        try:
+            path = Path(named).expanduser()
+            is_file = stat.S_ISREG(os.stat(path).st_mode)
+        except PermissionError:
+            return path  # named, so read: the read says what is wrong in one line
+        except (OSError, RuntimeError, ValueError):  # no such home (~user), a NUL byte
+            is_file = False
+        if not is_file:
+            raise ConfigFileError(f"{CONFIG_SETTING} is {named!r}, which is not a file")
+        return path
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".config")
+    path = Path(base) / "toolhost" / "toolhost.toml"
+    # The default place is read when it can be seen: a user who cannot look into it (a
+    # service account with another's HOME) has no file there, as far as it can tell.
+    return path if os.path.isfile(path) else None
 
 
 def _redact(env: Mapping[str, str]) -> dict[str, str]:
@@ -126,8 +167,6 @@ class Settings:
         :raises SettingError: the file cannot be used (one line: the file, line and key).
         """
         environ = dict(os.environ if environ is None else environ)
-        from toolhost._model.config_file import config_path
-
         path = config_path(environ)
         if path is None:
             return cls(env=environ)
