@@ -97,6 +97,16 @@ def test_reading_the_record_loads_no_plugin_and_no_pipeline(
     assert sorted(set(probe["modules"]).intersection(NOT_FOR_THE_RECORD)) == []
 
 
+@pytest.mark.parametrize("command", [["pending"], ["show", "{paused}"], ["approve", "nope"]])
+def test_reading_invocations_imports_no_cattrs(record: dict[str, Any],
+                                               command: list[str]) -> None:
+    # Rows are written and read by generated functions; the converter (cattrs and its hooks,
+    # ~20 ms) is made only for a record read through it (an artifact's) or a spec's JSON.
+    result, probe = run(*(word.format(**record) for word in command), data=record["data"])
+    assert "Traceback" not in result.stderr
+    assert "cattrs" not in probe["modules"]
+
+
 def test_deny_loads_no_plugin(record: dict[str, Any]) -> None:
     write = ["call", "demo.external_write", "--args", '{"destination": "z", "content": "z"}']
     paused = run(*write, data=record["data"])[0].stdout.strip()

@@ -68,7 +68,7 @@ from toolhost._adapters.stored_output import (
     set_columns,
 )
 from toolhost._adapters.system_clock import monotonic, new_id
-from toolhost._model.convert import column_values, converter
+from toolhost._model.convert import column_values
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
@@ -648,7 +648,7 @@ class PostgresInvocationStore:
     ) -> bool:
         settable, blobs = _settable(fields, to)
         columns = _stored(settable)
-        states = [converter.unstructure(s) for s in expected]
+        states = [s.value for s in expected]
         sql = (f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
                "WHERE id = %s AND state = ANY(%s)")
         return self._changed(sql, [*columns.values(), invocation_id, states], invocation_id,

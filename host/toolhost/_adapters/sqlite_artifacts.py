@@ -45,7 +45,6 @@ from types import TracebackType
 from typing import IO, Any
 
 import attrs
-from cattrs.errors import BaseValidationError
 
 from toolhost._adapters.sqlite_db import DATABASE_NAME, Migration, connect, migrate
 from toolhost._adapters.system_clock import new_id
@@ -184,9 +183,10 @@ _SOUND_ROW = to_row(ArtifactRecord(
     name="sound", media_type="text/plain", size=0, checksum="sha256:" + "0" * 64,
     trust=Trust.USER, created_at=_dt.datetime(2000, 1, 1, tzinfo=_dt.UTC),
 ))
-#: What reading a row as a record raises when a value is refused: cattrs' group (a
-#: validator's or a converter's error inside), or the error itself.
-_REFUSED = (BaseValidationError, ValueError, TypeError)
+#: What reading a row as a record raises when a value is refused: cattrs' group (its
+#: ``BaseValidationError``, an ExceptionGroup: named so, cattrs is imported only by a read),
+#: with a validator's or a converter's error inside, or the error itself.
+_REFUSED = (ExceptionGroup, ValueError, TypeError)
 
 
 def _read_record(columns: Mapping[str, Any]) -> ArtifactRecord | ArtifactRecordDamaged:

@@ -62,7 +62,7 @@ from toolhost._adapters.stored_output import (
     relaid,
     set_columns,
 )
-from toolhost._model.convert import column_values, converter
+from toolhost._model.convert import column_values
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
@@ -408,7 +408,7 @@ class SQLiteInvocationStore:
         unknown = set(fields) - set(_COLUMNS)
         if unknown or "id" in fields or "state" in fields:
             raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
-        states = [converter.unstructure(s) for s in expected]
+        states = [s.value for s in expected]
         columns, blobs = set_columns({"state": to, **fields})
         assignments = [f"{name} = ?" for name in columns]
         sql = (
@@ -432,7 +432,7 @@ class SQLiteInvocationStore:
         if unknown or "id" in fields or "state" in fields:
             raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
         columns, blobs = set_columns({"state": to, **fields})
-        running = converter.unstructure(InvocationState.RUNNING)
+        running = InvocationState.RUNNING.value
         owner = column_values(InvocationRecord, {"owner": from_owner})["owner"]
         sql = (
             f"UPDATE tool_invocations SET {', '.join(f'{name} = ?' for name in columns)} "

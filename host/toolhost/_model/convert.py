@@ -26,33 +26,61 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 import json
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from toolhost._model.artifacts import ArtifactRecord
 from toolhost._model.digest import canonical_text
 from toolhost._model.invocations import InvocationRecord
 from toolhost._model.spec import ToolSpec
 
-__all__ = ["column_values", "converter", "from_row", "spec_to_json", "to_row"]
+if TYPE_CHECKING:
+    import cattrs
 
-converter = cattrs.Converter()
+# ``converter`` too, made when first asked for (``__getattr__``).
+__all__ = ["column_values", "from_row", "spec_to_json", "to_row"]
 
 _Record = TypeVar("_Record", InvocationRecord, ArtifactRecord)
+
+
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """The converter, with its hooks, made at the first read: writing a row needs none of it
+    (``to_row``, ``column_values``), and importing cattrs and generating the hooks was ~20 ms of
+    every command that opens the stores (issue #27)."""
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
+    converter = cattrs.Converter()
+    converter.register_unstructure_hook(dt.datetime, _datetime_text)
+    converter.register_structure_hook(dt.datetime, _datetime_from_text)
+    for cls in (InvocationRecord, ArtifactRecord):
+        overrides = _json_overrides(cls)
+        converter.register_unstructure_hook(
+            cls, make_dict_unstructure_fn(cls, converter, **overrides))
+        converter.register_structure_hook(
+            cls, make_dict_structure_fn(cls, converter, **overrides))
+    return converter
+
+
+def __getattr__(name: str) -> Any:
+    # ``converter``, made when first asked for (``_converter``).
+    if name == "converter":
+        return _converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------- ToolSpec as JSON
 
 
 def spec_to_json(spec: ToolSpec) -> dict[str, Any]:
-    data: dict[str, Any] = converter.unstructure(spec)
+    data: dict[str, Any] = _converter().unstructure(spec)
     data["input_schema"] = dict(spec.input_schema)
     data["output_schema"] = dict(spec.output_schema)
     return data
@@ -67,10 +95,6 @@ def _datetime_text(value: dt.datetime) -> str:
 
 def _datetime_from_text(value: str, _: Any) -> dt.datetime:
     return dt.datetime.fromisoformat(value)
-
-
-converter.register_unstructure_hook(dt.datetime, _datetime_text)
-converter.register_structure_hook(dt.datetime, _datetime_from_text)
 
 
 # ---------------------------------------------------------------------------- JSON columns
@@ -113,6 +137,8 @@ def _tuple_from_json_text(text: str | None, _: Any) -> tuple[Any, ...] | None:
 
 def _json_overrides(cls: type) -> dict[str, Any]:
     """The cattrs overrides for ``cls``'s attributes that are stored as JSON text."""
+    from cattrs.gen import override
+
     overrides: dict[str, Any] = {}
     for field in attrs.fields(cls):
         tp, optional = _without_none(field.type)
@@ -128,27 +154,36 @@ def _json_overrides(cls: type) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- records as rows
 
-#: Per record class: attribute (= column) name → the function giving its column value.
-_COLUMN_HOOKS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+def _identity(value: Any) -> Any:
+    return value
 
 
-def _register_row(cls: type) -> None:
-    attrs.resolve_types(cls)
-    overrides = _json_overrides(cls)
-    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
-    converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **overrides))
-    _COLUMN_HOOKS[cls] = {
-        field.name: (
-            overrides[field.name].unstruct_hook
-            if field.name in overrides
-            else converter.get_unstructure_hook(field.type)
-        )
-        for field in attrs.fields(cls)
-    }
+def _enum_value(value: enum.Enum) -> Any:
+    return value.value
+
+
+def _column_hook(tp: Any, optional: bool) -> Callable[[Any], Any]:
+    """The function giving a column's value from an attribute of type ``tp``: the rules of
+    the module's docstring, as ``_row_function`` writes them out."""
+    if tp is dt.datetime:
+        hook: Callable[[Any], Any] = _datetime_text
+    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+        hook = _enum_value
+    elif _is_column_value(tp):
+        return _identity
+    else:
+        return _json_text_or_null if optional else _json_text
+    return (lambda value: None if value is None else hook(value)) if optional else hook
 
 
 for _row_type in (InvocationRecord, ArtifactRecord):
-    _register_row(_row_type)
+    attrs.resolve_types(_row_type)
+
+#: Per record class: attribute (= column) name → the function giving its column value.
+_COLUMN_HOOKS: dict[type, dict[str, Callable[[Any], Any]]] = {
+    cls: {field.name: _column_hook(*_without_none(field.type)) for field in attrs.fields(cls)}
+    for cls in (InvocationRecord, ArtifactRecord)
+}
 
 
 def _row_function(cls: type) -> Callable[[Any], dict[str, Any]]:
@@ -190,7 +225,7 @@ def to_row(record: InvocationRecord | ArtifactRecord) -> dict[str, Any]:
 
 def from_row(cls: type[_Record], row: Mapping[str, Any]) -> _Record:
     """The record a row (column name → stored value) holds."""
-    return converter.structure(row, cls)
+    return _converter().structure(row, cls)
 
 
 def column_values(cls: type[InvocationRecord | ArtifactRecord],
