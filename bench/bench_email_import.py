@@ -1,25 +1,42 @@
-"""toolhost-email: ``import_path`` of a generated 10,000-message mbox, messages per second.
+"""toolhost-email: importing a generated 10,000-message mbox, beside the standard library's own
+parse of the same file, in the same run.
 
-Each run imports the same mbox into a fresh cache three ways, interleaved: parsing in the
-importing process (``workers=1``, what a library caller gets), with the console script's worker
-pool (``workers=None``: the CPU count, at most 4), and again into the filled cache (idempotent:
-nothing added, nothing parsed). Beside them, in the same run, the reference: the standard
-library alone reading the mbox and parsing every message with ``policy.default``, nothing else
-(no body decoding, no store). Every run starts cold: no header parsed by an earlier run is
-reused. Target (issue #15): at least 2,000 messages per second.
+Each round runs every mode once, in an order that rotates from round to round, every run cold
+(a fresh cache; in this process no header parsed by an earlier run is reused; the console
+script and its reference are processes of their own):
 
-    python bench/bench_email_import.py [--messages 10000] [--runs 5]
+- ``compat32``: the reference (issue #27): ``mailbox.mbox`` + ``email.message_from_bytes``
+  (``compat32``) over every message, nothing else: no header or body decoding, no store.
+- ``default`` (with ``--default``): the same with ``policy.default`` (issue #15's reference;
+  five times compat32, so left out unless asked for).
+- ``serial``: ``import_path`` parsing in this process (``workers=1``, a library caller's).
+- ``pool``: ``import_path`` with the console script's worker pool (``workers=None``).
+- ``re-import``: the serial cache again (idempotent: nothing added, nothing parsed).
+- ``cli``: ``toolhost-email import`` as a process; ``compat32 cli``: the reference as one.
+
+Printed: each mode's median seconds and CPU seconds (the workers' included) over the rounds,
+and its median ratio to ``compat32`` of the same round (the process modes to ``compat32 cli``),
+with the load average before and after. Target (issue #27): the import at most 1.5x compat32.
+
+    python bench/bench_email_import.py [--messages 10000] [--rounds 7] [--default]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import email
 import email.utils
 import mailbox
+import os
+import resource
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
@@ -28,6 +45,15 @@ from pathlib import Path
 
 from toolhost_email import parse
 from toolhost_email.importer import import_path
+
+ACCOUNT = "owner@example.com"
+#: The reference as its own process, for the console script's row.
+_REFERENCE_SCRIPT = """
+import email, mailbox, sys
+box = mailbox.mbox(sys.argv[1], create=False)
+for key in box.iterkeys():
+    email.message_from_bytes(box.get_bytes(key))
+"""
 
 
 def _message(i: int) -> EmailMessage:
@@ -63,59 +89,109 @@ def _write_mbox(path: Path, count: int) -> None:
     box.close()
 
 
-def _bare_parse(path: Path) -> int:
+def _compat32(path: Path) -> None:
+    box = mailbox.mbox(path, create=False)
+    for key in box.iterkeys():
+        email.message_from_bytes(box.get_bytes(key))
+    box.close()
+
+
+def _default(path: Path) -> None:
     parser = BytesParser(policy=policy.default)
     box = mailbox.mbox(path, create=False)
-    n = 0
     for key in box.iterkeys():
         parser.parsebytes(box.get_bytes(key))
-        n += 1
     box.close()
-    return n
 
 
-def _rate(count: int, work: object) -> float:
+def _cpu() -> float:
+    """CPU seconds of this process and of its children waited for (the pool's workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _timed(work: Callable[[], object]) -> tuple[float, float]:
     parse._PARSED.clear()  # cold, as one `toolhost-email import` process is
-    t0 = time.perf_counter()
-    assert callable(work)
+    cpu, start = _cpu(), time.perf_counter()
     work()
-    return count / (time.perf_counter() - t0)
+    return time.perf_counter() - start, _cpu() - cpu
+
+
+def _modes(src: Path, tmp: Path, n: int, round_: int,
+           default: bool) -> dict[str, Callable[[], object]]:
+    serial, pool, cli = tmp / f"serial{round_}", tmp / f"pool{round_}", tmp / f"cli{round_}"
+    script = Path(sys.executable).with_name("toolhost-email")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "toolhost_email.cli"]
+
+    def imported(data_dir: Path, workers: int | None, added: int) -> None:
+        assert import_path(data_dir, ACCOUNT, src, workers=workers).added == added
+
+    def console() -> None:
+        subprocess.run([*command, "import", "--account", ACCOUNT, str(src)], check=True,
+                       stdout=subprocess.DEVNULL, env={**os.environ, "TOOLHOST_DATA_DIR": str(cli)})
+
+    modes: dict[str, Callable[[], object]] = {
+        "compat32": lambda: _compat32(src),
+        "default": lambda: _default(src),
+        "serial": lambda: imported(serial, 1, n),
+        "pool": lambda: imported(pool, None, n),
+        "re-import": lambda: imported(serial, 1, 0),
+        "cli": console,
+        "compat32 cli": lambda: subprocess.run(
+            [sys.executable, "-c", _REFERENCE_SCRIPT, str(src)], check=True),
+    }
+    if not default:
+        del modes["default"]
+    return modes
+
+
+def _report(n: int, seconds: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
+    rounds = len(seconds["compat32"])
+    print(f"median of {rounds} rounds; ratio: the median of each round's time over its "
+          "reference's (target: import at most 1.5x compat32)")
+    print(f"{'mode':14} {'seconds':>8} {'(min-max)':>14} {'msgs/s':>8} {'CPU s':>6} "
+          f"{'x ref':>6}  reference")
+    for name, values in seconds.items():
+        reference = "compat32 cli" if name == "cli" else "compat32"
+        ratio = statistics.median(v / r for v, r in zip(values, seconds[reference], strict=True))
+        median = statistics.median(values)
+        print(f"{name:14} {median:8.2f} {f'({min(values):.2f}-{max(values):.2f})':>14} "
+              f"{n / median:8,.0f} {statistics.median(cpu[name]):6.2f} {ratio:6.2f}  "
+              f"{reference if name != reference else ''}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=10_000)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--rounds", "--runs", type=int, default=7)
+    ap.add_argument("--default", action="store_true", help="also the policy.default parse")
     args = ap.parse_args()
     n = args.messages
-    figures: dict[str, list[float]] = {"serial": [], "pool": [], "re-import": [], "bare": []}
+    seconds: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "export.mbox"
         _write_mbox(src, n)
-        print(f"mbox: {n} messages, {src.stat().st_size / 1e6:.1f} MB")
-        for run in range(args.runs):
-            one, pool = Path(tmp) / f"serial{run}", Path(tmp) / f"pool{run}"
-
-            def serial(one: Path = one) -> None:
-                assert import_path(one, "owner@example.com", src).added == n
-
-            def pooled(pool: Path = pool) -> None:
-                assert import_path(pool, "owner@example.com", src, workers=None).added == n
-
-            def again(one: Path = one) -> None:
-                assert import_path(one, "owner@example.com", src).added == 0
-
-            figures["serial"].append(_rate(n, serial))
-            figures["pool"].append(_rate(n, pooled))
-            figures["re-import"].append(_rate(n, again))
-            figures["bare"].append(_rate(n, lambda: _bare_parse(src)))
-            print(f"run {run}: " + "  ".join(f"{k} {v[-1]:,.0f}/s" for k, v in figures.items()))
-    bare = statistics.median(figures["bare"])
-    print("median messages/s (ratio to the stdlib bare parse; target >= 2,000/s):")
-    for name, values in figures.items():
-        median = statistics.median(values)
-        print(f"  {name:10} {median:8,.0f}  ({min(values):,.0f}-{max(values):,.0f})  "
-              f"{median / bare:.2f}x")
+        print(f"mbox: {n} messages, {src.stat().st_size / 1e6:.1f} MB; {os.cpu_count()} CPUs")
+        for round_ in range(args.rounds):
+            modes = _modes(src, Path(tmp), n, round_, args.default)
+            names = list(modes)
+            # re-import reads the serial cache: it runs after serial, wherever the turn starts
+            order = names[round_ % len(names):] + names[:round_ % len(names)]
+            order.remove("re-import")
+            order.insert(order.index("serial") + 1, "re-import")
+            load = os.getloadavg()[0]
+            for name in order:
+                wall, used = _timed(modes[name])
+                seconds.setdefault(name, []).append(wall)
+                cpu.setdefault(name, []).append(used)
+            print(f"round {round_} (load {load:.1f}-{os.getloadavg()[0]:.1f}): " + "  ".join(
+                f"{name} {seconds[name][-1]:.2f}s" for name in names))
+            for cache in Path(tmp).glob(f"*{round_}"):  # each round's caches, some 30 MB each
+                shutil.rmtree(cache)
+        seconds = {name: seconds[name] for name in names}
+        _report(n, seconds, cpu)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import mailbox
+from collections.abc import Iterator
 from email.policy import EmailPolicy
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 
 from email_support import AUTHSERV, MODE, cache_dir, harness, list_mail, ok
 from mail_support import OWNER, mail, write_mbox
-from toolhost_email import open_mail_cache, parse
+from toolhost_email import mbox, open_mail_cache, parse
 from toolhost_email.authres import dkim_pass_for, spoofed_from
 from toolhost_email.census import census, list_identifier
 from toolhost_email.config import MAX_REQUEST_S
@@ -67,15 +67,20 @@ def test_every_round_of_one_click_requests_ends_before_the_calls_timeout() -> No
 def test_an_mbox_message_over_the_size_bound_is_never_read_whole(
     tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def whole(self: mailbox.mbox, key: str) -> bytes:
-        raise AssertionError("a message is read with a bound, never whole")
+    limits: list[int] = []
+    real = mbox.messages
 
-    monkeypatch.setattr(mailbox.mbox, "get_bytes", whole)
+    def bounded(file: BinaryIO, limit: int) -> Iterator[bytes]:
+        limits.append(limit)
+        return real(file, limit)
+
+    monkeypatch.setattr(mbox, "messages", bounded)
     monkeypatch.setattr(parse, "MAX_MESSAGE_BYTES", 4096)
     monkeypatch.setattr("toolhost_email.importer.MAX_MESSAGE_BYTES", 4096)
     report = import_path(data_dir, OWNER, write_mbox(tmp_path / "in.mbox", [
         mail(message_id="<small@x>"), mail(message_id="<big@x>", body="x" * 20_000)]))
     assert (report.added, dict(report.skipped)) == (1, {"too_large": 1})
+    assert limits == [4097]  # each message read no further (mbox.messages' own test)
 
 
 def test_stored_names_and_address_lists_are_bounded(tmp_path: Path, data_dir: Path) -> None:

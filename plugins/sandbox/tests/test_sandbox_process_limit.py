@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -500,3 +501,40 @@ def test_a_v2_parent_is_used_only_when_systemd_delegated_it(
             assert limits.cgroup is not None and limits.cgroup.path.parent == mount / "service"
     finally:
         limits.release()
+
+
+def test_a_hierarchy_found_once_is_found_again_where_it_moved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where the cgroups are is looked up once a process; a directory gone since (the
+    # hierarchy mounted elsewhere, the same mount table file saying so) is looked up again.
+    first = _delegated_tree(tmp_path / "a", monkeypatch, own="/service/main",
+                            enabled="pids memory")
+    os.setxattr(first / "service", "trusted.delegate", b"1")
+    limits = limits_for_call(Settings())
+    assert limits.cgroup is not None and limits.cgroup.path.parent == first / "service"
+    limits.release()
+    second = _delegated_tree(tmp_path / "b", monkeypatch, own="/service/main",
+                             enabled="pids memory")
+    os.setxattr(second / "service", "trusted.delegate", b"1")
+    (tmp_path / "b" / "mountinfo").rename(tmp_path / "a" / "mountinfo")
+    monkeypatch.setattr(cgroups, "MOUNTINFO", tmp_path / "a" / "mountinfo")
+    shutil.rmtree(first)
+    limits = limits_for_call(Settings())
+    try:
+        assert limits.cgroup is not None and limits.cgroup.path.parent == second / "service"
+    finally:
+        limits.release()
+
+
+def test_removing_a_cgroup_kills_what_is_left_in_it() -> None:
+    group = Cgroup.create(PROCESSES, MEMORY_BYTES)
+    assert group is not None  # this machine has a v1 pids hierarchy
+    sleeper = subprocess.Popen(["sleep", "1000"])
+    try:
+        group.add(sleeper.pid)
+        group.remove()
+        assert sleeper.wait(BOUND_S) == -signal.SIGKILL
+        assert not group.path.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -5,6 +5,8 @@ report the body makes is seen."""
 
 from __future__ import annotations
 
+import select
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +17,7 @@ from sandbox_support import NAME
 from toolhost import ToolExecutionContext
 from toolhost.testing import Harness, Run
 from toolhost_sandbox.run_command import output_message
+from toolhost_sandbox.ticker import Ticker
 
 Report = tuple[float, "float | None", "str | None"]
 
@@ -59,6 +62,37 @@ def test_a_quick_command_reports_nothing(toolhost_host: Harness, context: ToolEx
                                          reports: list[Report]) -> None:
     _run(toolhost_host, context, "true", 10)
     assert reports == []
+
+
+@pytest.mark.parametrize("listening", [True, False])
+def test_a_call_starts_no_thread(toolhost_host: Harness, run: Run, context: ToolExecutionContext,
+                                 monkeypatch: pytest.MonkeyPatch, listening: bool) -> None:
+    # The timeout, progress and the quota's measurements run on the caller's thread, off a
+    # timer fd: none of them is a thread of the call's own (they were three, whoever listened).
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    if not listening:  # the host's own context: its reporter goes nowhere
+        context = toolhost_host.context(run=run, timeout_s=30)
+    _run(toolhost_host, context, "echo hi; sleep 0.5", 10)
+    assert started == []
+
+
+def test_the_ticker_counts_ticks_and_never_blocks() -> None:
+    hourly, fast = Ticker(3600), Ticker(0.001)
+    try:
+        assert hourly.passed() == 0  # none yet, and no wait for one
+        select.select([fast], [], [])  # until one has passed
+        assert fast.passed() >= 1
+    finally:
+        hourly.close()
+        fast.close()
+    fast.close()  # twice is harmless
 
 
 @pytest.mark.parametrize(("size", "message"), [

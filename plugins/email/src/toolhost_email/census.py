@@ -28,7 +28,7 @@ import httpx
 
 from toolhost_email.authres import dkim_pass_for
 from toolhost_email.reader import connection_of, mail_where
-from toolhost_email.wire import MAX_LIST_ID
+from toolhost_email.wire import MAX_LIST_ID, list_identifier
 
 if TYPE_CHECKING:
     from toolhost_email.reader import MailCacheReader
@@ -42,19 +42,6 @@ _MAX_URI: Final = 2048
 #: Clock skew tolerated before a Date counts as forged.
 _SKEW_S: Final = 86400.0
 _BRACKETED = re.compile(r"<([^<>]*)>")
-_LIST_ID = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+")
-
-
-def list_identifier(list_id: str | None) -> str | None:
-    """The list identifier of a List-Id value (RFC 2919): its bracketed dot-atom, lower-cased;
-    a bare dot-atom value is taken as it is; anything else is no identifier."""
-    if not list_id:
-        return None
-    bracketed = _BRACKETED.findall(list_id)
-    candidate = (bracketed[-1] if bracketed else list_id).strip().lower()
-    if not candidate or len(candidate) > MAX_LIST_ID or not _LIST_ID.fullmatch(candidate):
-        return None
-    return candidate
 
 
 @attrs.frozen

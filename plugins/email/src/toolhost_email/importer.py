@@ -12,32 +12,23 @@ device) is skipped without being opened, and counted (``NOT_REGULAR_FILE``).
 from __future__ import annotations
 
 import errno
-import json
-import mailbox
-import multiprocessing
 import os
 import sqlite3
 import stat
+import threading
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool as BrokenExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Final
 
 import attrs
 
-from toolhost_email.cache_model import MailAddress
-from toolhost_email.census import list_identifier
+from toolhost_email import mbox
 from toolhost_email.owners import OwnerConflict, claim
-from toolhost_email.parse import (
-    MAX_MESSAGE_BYTES,
-    Malformed,
-    ParsedMessage,
-    message_key_for,
-    parse_message,
-)
+from toolhost_email.parse import MAX_MESSAGE_BYTES, message_key_for
+from toolhost_email.rows import Parsed, parse_batch
 from toolhost_email.store import bump_generation, open_writable
 
 __all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
@@ -47,6 +38,8 @@ _MAX_ACCOUNT: Final = 320  # RFC 5321's longest path
 #: Messages per existence check and insert batch (under SQLite's 999 bound variables).
 _CHUNK: Final = 500
 _MAX_WORKERS: Final = 4
+#: Batches waiting in the pool per worker, so that none waits for the importing process.
+_AHEAD: Final = 2
 #: Why a Maildir entry was skipped unopened: it is no regular file (a symbolic link, a FIFO,
 #: a directory, a device, a socket). Counted in the report beside ``parse.SKIP_REASONS``.
 NOT_REGULAR_FILE: Final = "not_regular_file"
@@ -95,14 +88,6 @@ def normalize_account(account: str) -> str:
     return value
 
 
-def _bounded_bytes(box: mailbox.Mailbox[mailbox.Message], key: str) -> bytes:
-    """The message's bytes as ``get_bytes`` returns them, but never more than one byte past
-    MAX_MESSAGE_BYTES read into memory: a longer message is skipped as too large anyway."""
-    with box.get_file(key) as file:
-        data = file.read(MAX_MESSAGE_BYTES + 1)
-    return data.replace(os.linesep.encode(), b"\n") if os.linesep != "\n" else data
-
-
 #: A source's messages: each one's bytes, or NOT_REGULAR_FILE for an entry skipped unopened.
 Messages = Generator[bytes | str, None, None]
 
@@ -131,12 +116,10 @@ def _starts_with_from_line(file: BinaryIO) -> bool:
 
 
 def _mbox_messages(path: Path) -> Messages:
-    mbox = mailbox.mbox(path, factory=None, create=False)
-    try:
-        for key in mbox.iterkeys():
-            yield _bounded_bytes(mbox, key)
-    finally:
-        mbox.close()
+    """The messages as ``mailbox.mbox`` reads them, each read no further than one byte past
+    MAX_MESSAGE_BYTES: a longer message is skipped as too large anyway."""
+    with path.open("rb") as file:
+        yield from mbox.messages(file, MAX_MESSAGE_BYTES + 1)
 
 
 def _read_entry(folder: int, name: str) -> bytes | None:
@@ -233,33 +216,6 @@ def _source(path: Path) -> Iterator[Messages]:
         messages.close()
 
 
-def _addrs(addrs: tuple[MailAddress, ...]) -> str:
-    return json.dumps([[a.name, a.address] for a in addrs], ensure_ascii=False)
-
-
-def _list_key(m: ParsedMessage) -> str | None:
-    """Marks a list message (the census groups them itself): its list identifier and From
-    domain, else its sender."""
-    if m.list_unsubscribe is None and m.list_id is None:
-        return None
-    address = m.sender[0].address if m.sender else ""
-    identifier = list_identifier(m.list_id)
-    if identifier is not None:
-        return f"list:{identifier}@{address.rpartition('@')[2]}"
-    return "from:" + address
-
-
-def _row(m: ParsedMessage) -> tuple[object, ...]:
-    return (
-        m.message_key, m.account, m.thread_id, m.message_id,
-        None if m.date is None else int(m.date.timestamp()),
-        m.subject, _addrs(m.sender), _addrs(m.to), _addrs(m.cc), _addrs(m.reply_to),
-        m.direction, json.dumps(m.headers, ensure_ascii=False), m.text, int(m.truncated),
-        _list_key(m), m.list_id, m.list_unsubscribe, m.list_unsubscribe_post,
-        json.dumps(m.auth_results, ensure_ascii=False),
-    )
-
-
 _INSERT = (
     "INSERT OR IGNORE INTO messages (message_key, account, thread_id, message_id, date_ts, "
     "subject, sender, to_addrs, cc_addrs, reply_to, direction, headers, body, truncated, "
@@ -274,11 +230,11 @@ def import_path(data_dir: Path, account: str, path: Path, *,
     """Import the mbox file or Maildir at ``path`` under ``account`` into the cache in
     ``data_dir`` (toolhost-email's data directory). Importing it again adds nothing.
 
-    ``workers``: processes that parse in parallel once a source has more than one batch of new
-    mail; None is the CPU count, at most 4. The default, 1, parses in this process: a worker
-    pool is spawned, and spawning re-imports the caller's ``__main__``, which only a program
-    built for it (the console script) can promise. Storing is always this process's, in one
-    transaction.
+    ``workers``: processes that parse in parallel, this one among them, once a source has more
+    than one batch of new mail (a pool of ``workers - 1`` processes); None is the CPU count, at
+    most 4. The default, 1, parses in this process alone: a worker pool may be spawned, and
+    spawning re-imports the caller's ``__main__``, which only a program built for it (the
+    console script) can promise. Storing is always this process's, in one transaction.
 
     ``owner``: the principal the account belongs to (``owners``), set in the same
     transaction; an account that is already another principal's is refused.
@@ -304,60 +260,67 @@ def import_path(data_dir: Path, account: str, path: Path, *,
             conn.close()
 
 
-def parse_batch(account: str, raws: list[bytes]) -> list[tuple[object, ...] | str]:
-    """Each message's row, or the reason it is skipped (runs in a worker process too)."""
-    out: list[tuple[object, ...] | str] = []
-    for raw in raws:
-        parsed = parse_message(account, raw)
-        out.append(parsed.reason if isinstance(parsed, Malformed) else _row(parsed))
-    return out
-
-
-Parsed = list[tuple[object, ...] | str]
-
-
 class _Batches:
-    """Batches of new messages, parsed here or in a process pool (started only for a source
-    with more than one batch), stored in source order by the importing process."""
+    """Batches of new messages, parsed here and in a pool of ``workers - 1`` processes
+    (started only for a source with more than one batch), stored in source order by the
+    importing process.
+
+    A batch goes to the pool while fewer than ``_AHEAD`` per worker wait there; otherwise (while
+    the workers start, and whenever each has its next batches) this process parses it itself
+    rather than wait for one, so that it is one of the ``workers`` parsing and a machine's
+    cores are neither idle nor one process short or over."""
 
     def __init__(self, conn: sqlite3.Connection, account: str, workers: int) -> None:
-        self.conn, self.account, self.workers = conn, account, workers
+        self.conn, self.account, self.pool_size = conn, account, workers - 1
         self.added = 0
         self.skipped: Counter[str] = Counter()
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: Executor | None = None
         self._pending: deque[tuple[list[str], Future[Parsed] | Parsed]] = deque()
-        # Keys handed to a worker and not stored yet: a message twice in one source is one.
-        self._in_flight: set[str] = set()
+        # Keys handed on to be parsed and not stored (yet): a message twice in one source is one.
+        # A skipped message's key stays, so that its repeat is a duplicate wherever it was
+        # parsed and however long that took, not a second skip.
+        self._handed_on: set[str] = set()
 
     def add(self, chunk: list[tuple[str, bytes]]) -> None:
+        batch = self._new(chunk)
+        if not batch:
+            return
+        if self._pool is None and self.pool_size and len(batch) >= _CHUNK // 2:
+            self._pool = _process_pool(self.pool_size)
+        self._pending.append(([key for key, _ in batch], self._parse(batch)))
+        self._store(self.pool_size * _AHEAD * 2 if self._pool is not None else 0)
+
+    def _new(self, chunk: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """The messages of ``chunk`` neither in the cache nor handed on earlier, marked as
+        handed on."""
         marks = ", ".join("?" * len(chunk))
         known = {row[0] for row in self.conn.execute(
             f"SELECT message_key FROM messages WHERE message_key IN ({marks})",
             [key for key, _ in chunk])}
-        keys: list[str] = []
-        raws: list[bytes] = []
+        batch: list[tuple[str, bytes]] = []
         for key, raw in chunk:
-            if key in known or key in self._in_flight:
+            if key in known or key in self._handed_on:
                 continue
             known.add(key)
-            self._in_flight.add(key)
-            keys.append(key)
-            raws.append(raw)
-        if self._pool is None and self.workers > 1 and len(raws) >= _CHUNK // 2:
-            # spawn, not fork: the importing process may have threads (a host, a test).
-            self._pool = ProcessPoolExecutor(self.workers,
-                                             mp_context=multiprocessing.get_context("spawn"))
-        work: Future[Parsed] | Parsed = (
-            parse_batch(self.account, raws) if self._pool is None
-            else self._pool.submit(parse_batch, self.account, raws))
-        self._pending.append((keys, work))
-        self._store(self.workers * 2 if self._pool is not None else 0)
+            self._handed_on.add(key)
+            batch.append((key, raw))
+        return batch
+
+    def _parse(self, batch: list[tuple[str, bytes]]) -> Future[Parsed] | Parsed:
+        """Handed to the pool while its workers have fewer than ``_AHEAD`` batches each
+        waiting; parsed here otherwise."""
+        waiting = sum(isinstance(work, Future) and not work.done() for _, work in self._pending)
+        if self._pool is not None and waiting < self.pool_size * _AHEAD:
+            return self._pool.submit(parse_batch, self.account, batch)
+        return parse_batch(self.account, batch)
 
     def finish(self) -> None:
         self._store(0)
 
     def _store(self, keep: int) -> None:
-        while len(self._pending) > keep:
+        """Store batches from the first, in source order: each one already parsed, and then
+        more, waiting for each, until at most ``keep`` are left."""
+        while self._pending and (len(self._pending) > keep or _parsed(self._pending[0][1])):
             keys, work = self._pending.popleft()
             results = work.result() if isinstance(work, Future) else work
             rows = [r for r in results if not isinstance(r, str)]
@@ -365,11 +328,37 @@ class _Batches:
             before = self.conn.total_changes
             self.conn.executemany(_INSERT, rows)
             self.added += self.conn.total_changes - before
-            self._in_flight.difference_update(keys)
+            self._handed_on.difference_update(
+                key for key, result in zip(keys, results, strict=True)
+                if not isinstance(result, str))
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _process_pool(size: int) -> Executor:
+    # Imported here: a source of one batch (and every re-import) never needs them.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(size, mp_context=multiprocessing.get_context(_start_method()))
+
+
+def _start_method() -> str:
+    """How the pool starts its workers: by fork when this process runs no thread but its own
+    (Linux: /proc/self/task), so that a worker costs no interpreter start-up and shutdown
+    (some 0.2 s of CPU each, a fifth of parsing 10,000 messages); by spawn otherwise (in a host
+    or a test runner: a process forked from one with threads can deadlock)."""
+    try:
+        alone = len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no procfs: not Linux
+        alone = False
+    return "fork" if alone and threading.active_count() == 1 else "spawn"
+
+
+def _parsed(work: Future[Parsed] | Parsed) -> bool:
+    return not isinstance(work, Future) or work.done()
 
 
 def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterator[bytes | str],
@@ -409,7 +398,7 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterat
     except ImportFailed:
         conn.execute("ROLLBACK")
         raise
-    except (OSError, mailbox.Error, sqlite3.Error, ValueError, BrokenExecutor) as exc:
+    except (OSError, sqlite3.Error, ValueError, BrokenExecutor) as exc:
         conn.execute("ROLLBACK")
         raise ImportFailed(f"{path} could not be read to its end ({type(exc).__name__}); "
                            "nothing of it was imported") from exc

@@ -3,7 +3,9 @@ plain text, and the list headers the subscription census reads.
 
 Decoding is the standard library's ``email`` package with ``policy.default`` (RFC 2047 words,
 MIME parts, transfer encodings, charsets). A message the parser cannot make sense of is
-``Malformed`` with a closed reason, never an exception out of here.
+``Malformed`` with a closed reason, never an exception out of here. The parser itself runs only
+for what ``split`` (a message's structure) and ``words`` (an unstructured value) leave to it:
+their readings are the parser's and the policy's, for the plain shapes most mail has.
 """
 
 from __future__ import annotations
@@ -12,16 +14,18 @@ import datetime as _dt
 import email.utils
 import hashlib
 import re
-from email.headerregistry import BaseHeader, HeaderRegistry
+from email.headerregistry import BaseHeader, HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import EmailPolicy
 from html.parser import HTMLParser
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
 from toolhost_email.cache_model import MailAddress
+from toolhost_email.split import MAX_NESTING, Fields, nesting, split
+from toolhost_email.words import decode_unstructured
 
 __all__ = [
     "MAX_ADDRESSES",
@@ -116,7 +120,9 @@ _PARSED: dict[tuple[str, str], str] = {}
 _PARSED_MAX: Final = 20_000
 #: Only values up to this long are kept (the repeating MIME headers are far shorter).
 _PARSED_VALUE_MAX: Final = 256
-_PARSER = BytesParser(policy=_SharedHeaderPolicy(header_factory=_HeaderClasses()))
+_HEADER_CLASSES: Final = _HeaderClasses()
+_POLICY: Final = _SharedHeaderPolicy(header_factory=_HEADER_CLASSES)
+_PARSER: Final = BytesParser(policy=_POLICY)
 _MSGID = re.compile(r"<([^<>\s]+)>")
 
 
@@ -180,8 +186,17 @@ def _safe(text: str) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _addresses(msg: EmailMessage, name: str) -> tuple[MailAddress, ...]:
-    header = msg.get(name)
+def _first(fields: Fields, name: str) -> Any:
+    """The first field called ``name`` as the policy parses it: what ``Message.get`` returns."""
+    lower = name.lower()
+    for key, value in fields:
+        if key.lower() == lower:
+            return _POLICY.header_fetch_parse(key, value)
+    return None
+
+
+def _addresses(fields: Fields, name: str) -> tuple[MailAddress, ...]:
+    header = _first(fields, name)
     if header is None:
         return ()
     found: list[MailAddress] = []
@@ -263,25 +278,29 @@ def _body(msg: EmailMessage) -> str:
 _LINESEP = re.compile(r"\n|\r")
 
 
-def _decoded(msg: EmailMessage, name: str, raw: str) -> str:
+def _decoded(name: str, raw: str) -> str:
     """The header's value as ``policy.default`` reads it. A value with no encoded word and
-    no non-ASCII byte decodes to itself, unfolded, so the header parser runs only for the
-    values that need it (the parser is most of an import's time)."""
+    no non-ASCII byte decodes to itself, unfolded, and a plain unstructured one (a Subject)
+    as ``words`` decodes it, so the header parser runs only for the values that need it (the
+    parser is most of an import's time)."""
     raw = cut_raw(raw)
     if "=?" not in raw and raw.isascii():
         return "".join(_LINESEP.split(raw)).strip()
-    return _safe(str(msg.policy.header_fetch_parse(name, raw)))
+    if issubclass(_HEADER_CLASSES[name], UnstructuredHeader):
+        decoded = decode_unstructured("".join(_LINESEP.split(raw)))
+        if decoded is not None:
+            return decoded
+    return _safe(str(_POLICY.header_fetch_parse(name, raw)))
 
 
-def _headers(msg: EmailMessage) -> tuple[tuple[tuple[str, str], ...], dict[str, str], bool]:
+def _headers(fields: Fields) -> tuple[tuple[tuple[str, str], ...], dict[str, str], bool]:
     """(the bounded decoded headers, the first decoded value of each name (lower case),
     whether a header was cut)."""
-    items = list(msg.raw_items())
-    cut = len(items) > MAX_HEADERS
+    cut = len(fields) > MAX_HEADERS
     out: list[tuple[str, str]] = []
     first: dict[str, str] = {}
-    for index, (name, raw) in enumerate(items):
-        text = _decoded(msg, name, raw)
+    for index, (name, raw) in enumerate(fields):
+        text = _decoded(name, raw)
         first.setdefault(name.lower(), text)
         if index >= MAX_HEADERS:
             continue
@@ -291,21 +310,40 @@ def _headers(msg: EmailMessage) -> tuple[tuple[tuple[str, str], ...], dict[str, 
     return tuple(out), first, cut
 
 
-def parse_message(account: str, raw: bytes) -> ParsedMessage | Malformed:
-    """``raw`` (one message, no mbox From_ line) as imported under ``account`` (lower-cased)."""
+def _read(raw: bytes) -> tuple[Fields, EmailMessage]:
+    """The message's raw header fields and the message its body is read from: ``split``'s
+    reading, or the parser's when ``split`` leaves it to the parser (or fails: the parser's
+    answer stands then)."""
+    try:
+        read = split(raw, _POLICY)
+    except Exception:
+        read = None
+    if read is not None:
+        return read
+    msg = _PARSER.parsebytes(raw)
+    assert isinstance(msg, EmailMessage)
+    if nesting(msg) > MAX_NESTING:
+        raise ValueError("nested deeper than MAX_NESTING")  # undecodable
+    return list(msg.raw_items()), msg
+
+
+
+def parse_message(account: str, raw: bytes, *,
+                  key: str | None = None) -> ParsedMessage | Malformed:
+    """``raw`` (one message, no mbox From_ line) as imported under ``account`` (lower-cased);
+    ``key`` is its ``message_key_for``, when the caller has it already."""
     if len(raw) > MAX_MESSAGE_BYTES:
         return Malformed("too_large")
     try:
-        msg = _PARSER.parsebytes(raw)
-        assert isinstance(msg, EmailMessage)
-        if len(msg) == 0:
+        fields, msg = _read(raw)
+        if not fields:
             return Malformed("no_header_section")
-        key = message_key_for(account, raw)
-        headers, first, cut = _headers(msg)
+        key = message_key_for(account, raw) if key is None else key
+        headers, first, cut = _headers(fields)
         message_id = (_ids(first.get("message-id")) or [""])[0]
         root = ((_ids(first.get("references")) or _ids(first.get("in-reply-to"))
                  or [message_id])[0]) or key
-        sender = _addresses(msg, "From")
+        sender = _addresses(fields, "From")
         text = _body(msg)
         if len(text) > MAX_TEXT_CHARS:
             text, cut = text[:MAX_TEXT_CHARS], True
@@ -317,9 +355,9 @@ def parse_message(account: str, raw: bytes) -> ParsedMessage | Malformed:
             date=_date(first.get("date")),
             subject=first.get("subject", "")[:MAX_SUBJECT_CHARS],
             sender=sender,
-            to=_addresses(msg, "To"),
-            cc=_addresses(msg, "Cc"),
-            reply_to=_addresses(msg, "Reply-To"),
+            to=_addresses(fields, "To"),
+            cc=_addresses(fields, "Cc"),
+            reply_to=_addresses(fields, "Reply-To"),
             direction="sent" if any(a.address == account for a in sender) else "received",
             headers=headers,
             text=text,

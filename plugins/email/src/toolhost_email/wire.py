@@ -1,9 +1,11 @@
-"""Shapes the email tools share: the source wrapper, an address, a date, a bounded text."""
+"""Shapes the email tools share: the source wrapper, an address, a date, a bounded text, a
+list identifier."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -25,6 +27,7 @@ __all__ = [
     "addresses",
     "bounded",
     "iso",
+    "list_identifier",
     "render",
     "source",
 ]
@@ -37,6 +40,8 @@ ADDRESSES_MAX: Final = 10
 ADDRESS_CHARS: Final = 320
 #: RFC 2919 §2: a list-id is at most 255 characters (the census refuses longer ones).
 MAX_LIST_ID: Final = 255
+_BRACKETED: Final = re.compile(r"<([^<>]*)>")
+_LIST_ID: Final = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+")
 
 ACCOUNT_SCHEMA: Final[dict[str, Any]] = {
     "type": "string", "minLength": 3, "maxLength": 320,
@@ -92,3 +97,15 @@ def bounded(text: str, limit: int) -> tuple[str, bool]:
 
 def render(structured: object) -> str:
     return json.dumps(structured, ensure_ascii=False, sort_keys=True)
+
+
+def list_identifier(list_id: str | None) -> str | None:
+    """The list identifier of a List-Id value (RFC 2919): its bracketed dot-atom, lower-cased;
+    a bare dot-atom value is taken as it is; anything else is no identifier."""
+    if not list_id:
+        return None
+    bracketed = _BRACKETED.findall(list_id)
+    candidate = (bracketed[-1] if bracketed else list_id).strip().lower()
+    if not candidate or len(candidate) > MAX_LIST_ID or not _LIST_ID.fullmatch(candidate):
+        return None
+    return candidate

@@ -15,6 +15,7 @@ The environment is cleared and set to four variables.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 
@@ -88,7 +89,10 @@ def find_bwrap(settings: Settings) -> str:
     return found
 
 
-def _system_binds() -> list[str]:
+@functools.cache
+def _system_binds() -> tuple[str, ...]:
+    """The binds of the system directories, looked at once a process (a dozen system calls a
+    call otherwise): a directory that appears beside /usr later is seen after a restart."""
     args = ["--ro-bind", "/usr", "/usr"]
     for path in _SYSTEM:
         if os.path.islink(path):
@@ -97,7 +101,7 @@ def _system_binds() -> list[str]:
             args += ["--ro-bind", path, path]
     for path in _ETC:
         args += ["--ro-bind-try", path, path]
-    return args
+    return tuple(args)
 
 
 def bwrap_argv(bwrap: str, *, workspace_fd: int, status_fd: int, passwd_fd: int,

@@ -1,8 +1,9 @@
 """The limits a command runs under, besides wall time (``runner``): CPU, memory, processes,
 file size, open files, core dumps, and the output ``runner`` reads (``OUTPUT_LIMIT``).
 
-Resource limits (``setrlimit``) are set on the launcher before it becomes bwrap, so bwrap and
-everything the command starts inherit them. Two of them are not enough on their own:
+Resource limits (``setrlimit``) are set on the sandbox's init before it starts the command
+(``runner``'s gate), or under a sandbox uid on the launcher before it becomes bwrap, so
+everything the command starts inherits them. Two of them are not enough on their own:
 
 - RLIMIT_NPROC is not enforced for a process whose real uid is root on the host, even inside
   a user namespace (its uid maps to host root, which the kernel exempts).
@@ -63,7 +64,8 @@ class LimitsUnavailable(Exception):
 
 
 def apply_rlimits(pid: int, timeout_s: int) -> None:
-    """Set every resource limit on ``pid`` (the launcher, before it execs bwrap)."""
+    """Set every resource limit on ``pid`` (the sandbox's init before it starts the command,
+    or the launcher before it execs bwrap)."""
     cpu = timeout_s + CPU_SLACK_S
     for which, value in (
         (resource.RLIMIT_AS, MEMORY_BYTES),
