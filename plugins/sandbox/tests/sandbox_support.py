@@ -3,7 +3,9 @@ without an approval pause, and the call helper's type."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from toolhost import Outcome
@@ -26,3 +28,14 @@ def structured(outcome: Outcome) -> dict[str, Any]:
     assert outcome.failure is None, outcome.failure
     assert outcome.structured is not None
     return dict(outcome.structured)
+
+
+def processes_with(marker: str) -> list[int]:
+    """The pids whose command line holds ``marker``: what a call left running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+    return found

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_support import BOUND_S, Call, structured
+from sandbox_support import BOUND_S, Call, processes_with, structured
 from toolhost import Settings, WorkspaceUsage
 from toolhost_sandbox import cgroups, runner
 from toolhost_sandbox.isolation import account_files, bwrap_argv, find_bwrap
@@ -41,16 +41,6 @@ def _our_cgroups(pid: int | None = None) -> list[Path]:
     prefix = f"toolhost-sandbox-{os.getpid() if pid is None else pid}-"
     return [p for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup/memory"))
             if base.is_dir() for p in base.rglob(f"{prefix}*")]
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-    return found
 
 
 def _line(text: str, controller: str) -> str:
@@ -225,10 +215,10 @@ def test_a_kill_while_the_init_is_unnamed_ends_it(
                 limits.release()
             assert completed.killed == "cancelled"
             assert time.monotonic() - started < BOUND_S
-            assert _processes_with(marker) == []
+            assert processes_with(marker) == []
     finally:
         os.close(fd)
-        for pid in _processes_with(marker):
+        for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
 
 

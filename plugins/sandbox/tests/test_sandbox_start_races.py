@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_support import BOUND_S, Call, structured
+from sandbox_support import BOUND_S, Call, processes_with, structured
 from toolhost import Settings, WorkspaceUsage
 from toolhost_sandbox import cgroups, runner
 from toolhost_sandbox.isolation import find_bwrap
@@ -28,18 +28,8 @@ from toolhost_sandbox.limits import MEMORY_BYTES, PROCESSES, CallLimits, Cgroup
 _OVER = WorkspaceUsage(disk_bytes=2**62, entries=1, depth=1, complete=False)
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-    return found
-
-
 def _kill_all_with(marker: str) -> None:
-    for pid in _processes_with(marker):
+    for pid in processes_with(marker):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -93,7 +83,7 @@ def test_a_kill_before_bwrap_names_its_init_leaves_no_process_behind(
             finally:
                 limits.release()
             assert completed.killed == "workspace_quota"
-            left = _processes_with(marker)
+            left = processes_with(marker)
             if left:
                 break
         assert left == [], f"bwrap processes outlived the call (after {i + 1} calls)"
