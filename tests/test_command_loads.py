@@ -107,6 +107,21 @@ def test_reading_invocations_imports_no_cattrs(record: dict[str, Any],
     assert "cattrs" not in probe["modules"]
 
 
+@pytest.mark.parametrize("command", [["tools"], ["artifacts", "list"]])
+def test_a_command_that_exits_at_once_survives_a_closed_stdout(
+        record: dict[str, Any], command: list[str]) -> None:
+    # Python starts with sys.stdout None when descriptor 1 is closed: the quick exit
+    # (``_exit_now``) flushed it regardless and printed an AttributeError's traceback.
+    args = [word.format(**record) for word in command]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TOOLHOST_", "AGENT_", "TENSORSCALE_"))}
+    env |= {"TOOLHOST_DATA_DIR": str(record["data"]), "TOOLHOST_PLUGINS": PLUGINS,
+            "TOOLHOST_CONFIG": ""}
+    done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m",
+                           "toolhost._cli", *args], capture_output=True, env=env, timeout=120)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+
+
 def test_deny_loads_no_plugin(record: dict[str, Any]) -> None:
     write = ["call", "demo.external_write", "--args", '{"destination": "z", "content": "z"}']
     paused = run(*write, data=record["data"])[0].stdout.strip()

@@ -368,9 +368,10 @@ def _exit_now(code: int) -> None:
         return
     atexit._run_exitfuncs()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # a closed pipe: the interpreter's own exit reports it
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: the descriptor was closed when Python started
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe or file: the interpreter's own exit says so
         return
     os._exit(code)
 
