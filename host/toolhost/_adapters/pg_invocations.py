@@ -624,9 +624,9 @@ class PostgresInvocationStore:
             row = conn.execute(f"{_SELECT} WHERE id = %s", (invocation_id,)).fetchone()
         if row is None:
             raise InvocationNotFound(invocation_id)
-        return self._read(row)
+        return self._completed(row)
 
-    def _read(self, row: Sequence[Any]) -> InvocationRecord:
+    def _completed(self, row: Sequence[Any]) -> InvocationRecord:
         """The record of a row of ``_SELECT``, its output completed from ``tool_outputs``."""
         return completed(_read(row), row[-1], self._output)
 
@@ -689,7 +689,7 @@ class PostgresInvocationStore:
         if state in _OPEN_STATES:
             terms.insert(0, _OPEN)  # the partial index's condition, as the SQLite adapter does
         rows = self._page(_SELECT, terms, list(criteria.values()), limit, after)
-        return [self._read(row) for row in rows]
+        return [self._completed(row) for row in rows]
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[_PendingCall]:

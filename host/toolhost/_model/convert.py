@@ -162,17 +162,26 @@ def _enum_value(value: enum.Enum) -> Any:
     return value.value
 
 
-def _column_hook(tp: Any, optional: bool) -> Callable[[Any], Any]:
-    """The function giving a column's value from an attribute of type ``tp``: the rules of
-    the module's docstring, as ``_row_function`` writes them out."""
+def _column_kind(tp: Any) -> str:
+    """Which of the module docstring's rules stores an attribute of type ``tp`` (``X | None``
+    already taken apart): the one place both ``_column_hook`` and ``_row_function`` ask."""
     if tp is dt.datetime:
-        hook: Callable[[Any], Any] = _datetime_text
-    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
-        hook = _enum_value
-    elif _is_column_value(tp):
+        return "datetime"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "enum"
+    if _is_column_value(tp):
+        return "itself"
+    return "tuple" if typing.get_origin(tp) is tuple or tp is tuple else "json"
+
+
+def _column_hook(tp: Any, optional: bool) -> Callable[[Any], Any]:
+    """The function giving a column's value from an attribute of type ``tp``."""
+    kind = _column_kind(tp)
+    if kind == "itself":
         return _identity
-    else:
+    if kind in ("tuple", "json"):
         return _json_text_or_null if optional else _json_text
+    hook: Callable[[Any], Any] = _datetime_text if kind == "datetime" else _enum_value
     return (lambda value: None if value is None else hook(value)) if optional else hook
 
 
@@ -195,16 +204,13 @@ def _row_function(cls: type) -> Callable[[Any], dict[str, Any]]:
     for field in attrs.fields(cls):
         tp, optional = _without_none(field.type)
         get = f"r.{field.name}"
-        if tp is dt.datetime:
-            value = f"{get}.isoformat(timespec='microseconds')"
-        elif isinstance(tp, type) and issubclass(tp, enum.Enum):
-            value = f"{get}.value"
-        elif _is_column_value(tp):
-            value = get
-        elif typing.get_origin(tp) is tuple or tp is tuple:
-            value = f"(canonical_text(list({get})) if {get} else '[]')"
-        else:
-            value = f"canonical_text({get})"
+        value = {
+            "datetime": f"{get}.isoformat(timespec='microseconds')",
+            "enum": f"{get}.value",
+            "itself": get,
+            "tuple": f"(canonical_text(list({get})) if {get} else '[]')",
+            "json": f"canonical_text({get})",
+        }[_column_kind(tp)]
         if optional and value != get:
             value = f"(None if {get} is None else {value})"
         items.append(f"{field.name!r}: {value}")
