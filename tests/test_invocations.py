@@ -157,13 +157,16 @@ def test_a_row_reads_back_as_the_shared_converter_reads_it(tmp_path: Path) -> No
 
 def rows_in_the_database_file(path: Path) -> int:
     """The rows the database file itself holds, its WAL ignored (``immutable``): the rows a
-    checkpoint has copied back."""
+    checkpoint has copied back. -1 while a checkpoint is copying: ``immutable`` takes no
+    lock, so a read can meet a half-copied file ("database disk image is malformed")."""
     conn = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
     try:
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
         if "tool_invocations" not in tables:
             return 0
         return int(conn.execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
+    except sqlite3.DatabaseError:
+        return -1
     finally:
         conn.close()
 
@@ -181,26 +184,31 @@ def eventually(condition: Callable[[], bool]) -> bool:
 def test_the_writing_connection_leaves_checkpoints_to_the_checkpointer(tmp_path: Path) -> None:
     path = tmp_path / DATABASE_NAME
     store = SQLiteInvocationStore(connect(path))
-    assert store.checkpointer is not None
-    # SQLite's own checkpoint (inside a commit) only past the backstop, far above its default.
-    (pages,) = store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()
-    assert pages == WAL_BACKSTOP_PAGES > 1000
-    for i in range(CHECKPOINT_EVERY):
-        store.insert(InvocationStoreContract.record(id=f"inv-{i}"))
-    # Well under 1,000 WAL pages: no commit checkpointed, so the thread copied them back.
-    assert eventually(lambda: rows_in_the_database_file(path) == CHECKPOINT_EVERY)
-    store.close()
+    try:
+        assert store.checkpointer is not None
+        # SQLite's own checkpoint (inside a commit) only past the backstop, far above its
+        # default.
+        (pages,) = store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+        assert pages == WAL_BACKSTOP_PAGES > 1000
+        for i in range(CHECKPOINT_EVERY):
+            store.insert(InvocationStoreContract.record(id=f"inv-{i}"))
+        # Well under 1,000 WAL pages: no commit checkpointed, so the thread copied them back.
+        assert eventually(lambda: rows_in_the_database_file(path) == CHECKPOINT_EVERY)
+    finally:
+        store.close()
     assert not store.checkpointer._thread.is_alive()
 
 
 def test_a_trickle_of_writes_is_checkpointed_once_it_pauses(tmp_path: Path) -> None:
     path = tmp_path / DATABASE_NAME
     store = SQLiteInvocationStore(connect(path))
-    store.insert(InvocationStoreContract.record())
-    assert eventually(lambda: rows_in_the_database_file(path) == 1)
-    store.insert(InvocationStoreContract.record(id="inv-2"))  # the next write wakes it again
-    assert eventually(lambda: rows_in_the_database_file(path) == 2)
-    store.close()
+    try:
+        store.insert(InvocationStoreContract.record())
+        assert eventually(lambda: rows_in_the_database_file(path) == 1)
+        store.insert(InvocationStoreContract.record(id="inv-2"))  # the next write wakes it
+        assert eventually(lambda: rows_in_the_database_file(path) == 2)
+    finally:
+        store.close()
 
 
 def test_an_in_memory_database_has_no_checkpointer() -> None:
