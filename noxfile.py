@@ -1,7 +1,7 @@
 """Sessions: one per plugin (host + that plugin alone, its tests, which include the
 conformance suite), the host's tests, the conformance suite's own tests, the documented example
-plugin, lint, typing, and the demo; `ci` (the default) runs all but the demo in concurrent
-streams. The host's tests run on each Python of HOST_PYTHONS, every other session on nox's.
+plugin, lint, typing, and the demo; `ci` (the default) runs all but the demo, CI_JOBS at
+a time. The host's tests run on each Python of HOST_PYTHONS, every other session on nox's.
 
 Plugins are discovered from plugins/*/pyproject.toml, so a new plugin gets its session by
 existing (templates/plugin, what a new plugin copies, is deliberately outside plugins/). Every
@@ -16,7 +16,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import IO
 
 import nox
 
@@ -29,13 +31,28 @@ TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "opentelemetry-sdk>=1.28"]
 #: the Python that runs nox.
 HOST_PYTHONS = ("3.11", "3.13")
 
-#: What `nox` runs: every test session, in three concurrent streams (see `ci`).
+#: What `nox` runs: every test session (see `ci`).
 nox.options.sessions = ["ci"]
-#: The host's tests on each Python, the longest sessions, beside all the others: about the
-#: same length each. Three streams on two cores: the host's tests wait on subprocesses and
-#: servers for most of their time, so a third stream costs little (D261).
-CI_STREAMS = (*((f"host-{v}",) for v in HOST_PYTHONS),
-              ("lint", "typing", "conformance", "plugin", "example"))
+#: How many sessions `ci` runs at once: the two host sessions (each spread over both cores
+#: by pytest-xdist) and beside them one session after another, the longest first, so the
+#: single-process plugin sessions fill the time the host's tests spend waiting.
+CI_JOBS = 3
+#: The sessions that take longest after the host's (measured: email's tests take minutes),
+#: started first so none of them is the last to end.
+LONGEST = ("plugin(email)", "typing", "plugin(workspace)", "plugin(media)", "plugin(artifact)")
+#: How often `ci` says which sessions are still running when none has ended, in seconds.
+HEARTBEAT_S = 60
+#: pytest-xdist workers of each host session (see `host`).
+HOST_WORKERS = "4"
+#: The multi-process scenarios (every test starts hosts, servers and clients as processes:
+#: most of a host run's time) run on one Python each, split about evenly by time, so each
+#: Python runs some through the MCP SDK, asyncio and subprocesses; every other test runs on
+#: both. A path missing here (renamed) runs on both, never on neither.
+ONE_PYTHON_ONLY = {
+    "3.11": ("tests/journeys",),
+    "3.13": ("tests/test_gateway.py", "tests/test_gateway_http.py", "tests/test_http_hosts.py",
+             "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py"),
+}
 # A claimed Python that is not on the machine fails the run; it never passes untested.
 nox.options.error_on_missing_interpreters = True
 # uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
@@ -77,26 +94,57 @@ _pyenv_pythons(HOST_PYTHONS)
 
 @nox.session(venv_backend="none")
 def ci(session: nox.Session) -> None:
-    """Every test session, as one `nox` process per stream, all at once (these machines have
-    two cores and the sessions are mostly one process each). Each stream's output is printed
-    whole, in order, when it ends, so the log reads as if they had run one after the other."""
-    failed = []
-    with contextlib.ExitStack() as stack:
-        logs = [stack.enter_context(tempfile.TemporaryFile(mode="w+")) for _ in CI_STREAMS]
-        streams = [
-            subprocess.Popen([sys.executable, "-m", "nox", "-s", *names, *session.posargs],
-                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-            for names, log in zip(CI_STREAMS, logs, strict=True)
-        ]
-        for names, stream, log in zip(CI_STREAMS, streams, logs, strict=True):
-            stream.wait()
-            log.seek(0)
-            sys.stdout.write(log.read())
-            sys.stdout.flush()
-            if stream.returncode != 0:
-                failed.append(" ".join(names))
+    """Every test session, each as a `nox` process of its own, CI_JOBS at a time, the longest
+    first. A line says when each starts; when it ends, a line says how it went and its whole
+    log follows, so the output reads session by session while they overlap; a line a minute
+    names those still running. The last line names exactly the sessions that failed."""
+    queue = _ci_sessions()
+    running: list[tuple[str, subprocess.Popen[bytes], IO[str], float]] = []
+    failed: list[str] = []
+    began = said = time.monotonic()
+    with contextlib.ExitStack() as logs:
+        while queue or running:
+            while queue and len(running) < CI_JOBS:
+                name = queue.pop(0)
+                log = logs.enter_context(
+                    tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace"))
+                child = subprocess.Popen(
+                    [sys.executable, "-m", "nox", "-s", name, *session.posargs],
+                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                running.append((name, child, log, time.monotonic()))
+                _say(f"ci: {name} started ({len(queue)} waiting)")
+            for entry in [e for e in running if e[1].poll() is not None]:
+                running.remove(entry)
+                name, child, log, started = entry
+                verdict = "passed" if child.returncode == 0 else "FAILED"
+                if child.returncode != 0:
+                    failed.append(name)
+                _say(f"ci: {name} {verdict} in {time.monotonic() - started:.0f}s; its log:")
+                log.seek(0)
+                sys.stdout.write(log.read())
+                _say(f"ci: end of {name}'s log")
+                said = time.monotonic()
+            if time.monotonic() - said >= HEARTBEAT_S:
+                # A host session runs for minutes: say what is still running, so a silent
+                # log is never a stuck one.
+                _say("ci: still running: " + ", ".join(
+                    f"{n} ({time.monotonic() - t:.0f}s)" for n, _, _, t in running))
+                said = time.monotonic()
+            time.sleep(0.2)
+    _say(f"ci: every session ended in {time.monotonic() - began:.0f}s")
     if failed:
-        session.error(f"failed: {'; '.join(failed)}")
+        session.error(f"failed: {', '.join(failed)}")
+
+
+def _ci_sessions() -> list[str]:
+    """What `ci` runs, longest first (so the last to start are short): the host's tests on
+    each Python, LONGEST, every other plugin alone, the example, the conformance suite, lint."""
+    rest = [*(f"plugin({p.name})" for p in PLUGINS), "example", "conformance", "lint"]
+    return [*(f"host-{v}" for v in HOST_PYTHONS), *LONGEST, *(n for n in rest if n not in LONGEST)]
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 @nox.session
@@ -120,16 +168,25 @@ def typing(session: nox.Session) -> None:
 @nox.session(python=HOST_PYTHONS)
 def host(session: nox.Session) -> None:
     """The host's own tests, with every first-party plugin installed beside it, on each
-    Python of HOST_PYTHONS (``host-3.11``, ``host-3.13``)."""
+    Python of HOST_PYTHONS (``host-3.11``, ``host-3.13``): all of them but the scenarios
+    ONE_PYTHON_ONLY gives the other Python."""
     # tests/test_cli.py builds throwaway plugins with hatchling and installs them with uv when
     # uv is on PATH (installed here, so it is; pip otherwise, which is three times slower).
     # The PostgreSQL and S3 backends' tests need real servers: the PostgreSQL binaries of the
     # machine (tests/pg_server.py starts a throwaway cluster) and moto's S3 server (started by
     # tests/s3_server.py). TOOLHOST_REQUIRE_SERVERS turns "missing, skipped" into a failure, so
     # CI never counts a backend it could not test as passing.
-    session.install(*TEST_DEPS, "hatchling", "uv", "trustme", "moto[server]",
+    session.install(*TEST_DEPS, "pytest-xdist", "hatchling", "uv", "trustme", "moto[server]",
                     ".[mcp,postgres,s3,oauth]", "./conformance", *map(str, PLUGINS))
-    session.run("pytest", "tests", *session.posargs, env={"TOOLHOST_REQUIRE_SERVERS": "1"})
+    # Most of these tests wait on a child process, a server or a clock, not on the CPU: more
+    # workers than cores keeps both cores busy. Each worker starts its own PostgreSQL cluster
+    # and S3 server on free ports (tests/pg_server.py, tests/s3_server.py), and every test's
+    # files are under its own tmp_path. worksteal: the few long tests do not queue behind
+    # each other on one worker.
+    elsewhere = [f"--ignore={path}" for version, paths in ONE_PYTHON_ONLY.items()
+                 if version != session.python for path in paths]
+    session.run("pytest", "tests", *elsewhere, "-n", HOST_WORKERS, "--dist", "worksteal",
+                *session.posargs, env={"TOOLHOST_REQUIRE_SERVERS": "1"})
 
 
 @nox.session

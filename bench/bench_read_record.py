@@ -35,6 +35,7 @@ from pathlib import Path
 from toolhost_workspace import plugin, read_text
 
 from toolhost._adapters.sqlite_db import DATABASE_NAME
+from toolhost._testing.sqlite_size import used_bytes
 from toolhost.testing import Harness
 
 MIB = 1024 * 1024
@@ -43,17 +44,6 @@ MIB = 1024 * 1024
 def text_of(seed: int) -> bytes:
     line = f"{seed:08d} The quick brown fox jumps over the lazy dog, again and again.\n"
     return (line * (MIB // len(line) + 1)).encode()[:MIB]
-
-
-def used_bytes(path: Path) -> int:
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages, free, size = (conn.execute(f"PRAGMA {name}").fetchone()[0]
-                             for name in ("page_count", "freelist_count", "page_size"))
-        return int((pages - free) * size)
-    finally:
-        conn.close()
 
 
 def main() -> None:

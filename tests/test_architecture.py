@@ -96,3 +96,76 @@ def test_the_tree_is_a_handful_of_folders_and_the_public_modules() -> None:
         "__init__.py", "_adapters", "_cli", "_composition.py", "_mcp", "_model", "_pipeline",
         "_ports", "_registration", "_testing", "hookspecs.py", "py.typed", "testing.py",
     ]
+
+
+#: What a front end may import of the host: the public modules, the composition root (``Host``
+#: and the names it re-exports for them), and its own package. ``toolhost.testing`` is for
+#: plugins' tests, not front ends.
+FRONT_END_IMPORTS = ("toolhost", "toolhost.hookspecs", "toolhost._composition")
+
+
+def test_the_front_ends_reach_the_host_only_through_its_public_modules_and_composition() -> None:
+    # Annotations under ``if TYPE_CHECKING:`` too: the names they need are re-exported as well.
+    def outside(package: str, source: str) -> list[str]:
+        own = f"toolhost.{package}"
+        found = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [f"{node.lineno}: {m}" for m in modules
+                      if m.split(".")[0] == "toolhost" and m not in FRONT_END_IMPORTS
+                      and m != own and not m.startswith(own + ".")]
+        return found
+
+    assert outside("_mcp", "from toolhost._cli.exit_codes import ExitCode\n"
+                           "import toolhost._pipeline.log\nfrom toolhost.testing import run\n"
+                           "from toolhost._mcp.calls import ToolCalls\n"
+                           "from toolhost import Outcome\nimport mcp\n") == [
+        "1: toolhost._cli.exit_codes", "2: toolhost._pipeline.log", "3: toolhost.testing"]
+    found = [f"{path.relative_to(PACKAGE)}:{where}"
+             for package in ("_cli", "_mcp")
+             for path in sorted((PACKAGE / package).glob("*.py"))
+             for where in outside(package, path.read_text())]
+    assert found == []
+
+
+def test_no_adapter_imports_another_adapters_private_names() -> None:
+    # What adapters share is a public name of a shared adapter module (artifact_parts,
+    # artifact_streams, artifact_rows, invocation_rows, stored_output, ...); a private name is
+    # its own module's.
+    def private(module: str, source: str) -> list[str]:
+        found = []
+        for node in ast.walk(ast.parse(source)):
+            if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and node.module.startswith("toolhost._adapters.") and node.module != module):
+                found += [f"{node.lineno}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_")]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                owner = ast.unparse(node.value)
+                if owner.startswith("toolhost._adapters.") and owner != module:
+                    found.append(f"{node.lineno}: {owner}.{node.attr}")
+        return found
+
+    assert private("toolhost._adapters.pg_artifacts",
+                   "from toolhost._adapters.sqlite_artifacts import _records, MIGRATIONS\n"
+                   "import toolhost._adapters.pg_invocations\n"
+                   "toolhost._adapters.pg_invocations._first_line(None)\n"
+                   "from toolhost._adapters.pg_artifacts import _INSERT\n") == [
+        "1: toolhost._adapters.sqlite_artifacts._records",
+        "3: toolhost._adapters.pg_invocations._first_line"]
+    found = [f"{path.relative_to(PACKAGE)}:{where}"
+             for path in sorted(ADAPTERS.glob("*.py"))
+             for where in private(f"toolhost._adapters.{path.stem}", path.read_text())]
+    assert found == []
+
+
+def test_every_name_the_composition_root_exports_resolves() -> None:
+    # Its names load lazily (the front ends' table) or are its own: one missing from both is
+    # an ImportError in a front end that mypy, reading the TYPE_CHECKING block, cannot see.
+    import toolhost._composition as composition
+
+    assert [n for n in composition.__all__ if not hasattr(composition, n)] == []

@@ -20,11 +20,8 @@ from typing import Any
 
 import pytest
 
-from toolhost._adapters.sqlite_artifacts import (
-    SQLiteArtifactStore,
-    SQLiteArtifactUpload,
-    open_artifact_store,
-)
+from toolhost._adapters.file_artifacts import FileArtifactUpload as SQLiteArtifactUpload
+from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
 from toolhost._model.artifacts import (
     ArtifactError,
     ArtifactOrigin,

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 
+import toolhost._adapters.file_artifacts
 import toolhost._adapters.sqlite_artifacts
 import toolhost._model.artifacts
 import toolhost._pipeline.artifacts
@@ -128,9 +129,8 @@ def test_public_names() -> None:
                                     "ArtifactChunks", "ArtifactStore", "ArtifactUpload",
                                     "DamagedArtifact"},
         toolhost._adapters.sqlite_artifacts: {
-            "MIGRATIONS", "ArtifactRecordDamaged", "SQLiteArtifactStore", "SQLiteArtifactUpload",
-            "StreamedUpload",
-            "VerifiedChunks", "open_artifact_store"},
+            "BUCKET_MIGRATIONS", "MIGRATIONS", "ArtifactRecordDamaged", "SQLiteArtifactMetadata",
+            "SQLiteArtifactStore", "open_artifact_store"},
         toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
                                        "RunArtifactWriter"},
     }
@@ -705,7 +705,7 @@ def test_a_write_whose_content_a_purge_took_puts_it_back(
     # write's row: the row must not commit without its content.
     store = open_artifact_store(tmp_path, FixedClock(T0))
     purger = open_artifact_store(tmp_path, FixedClock(T0))
-    matches = toolhost._adapters.sqlite_artifacts._file_matches
+    matches = toolhost._adapters.file_artifacts._file_matches
     purged: list[int] = []
 
     def check_then_purge(path: Path, size: int, checksum: str) -> bool:
@@ -716,7 +716,7 @@ def test_a_write_whose_content_a_purge_took_puts_it_back(
     expired = store.put(run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
                         media_type="application/octet-stream", content=b"contested",
                         trust=Trust.USER, expires_at=T0 + SECOND)
-    monkeypatch.setattr(toolhost._adapters.sqlite_artifacts, "_file_matches", check_then_purge)
+    monkeypatch.setattr(toolhost._adapters.file_artifacts, "_file_matches", check_then_purge)
     whole = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.bin",
                       media_type="application/octet-stream", content=b"contested",
                       trust=Trust.USER)

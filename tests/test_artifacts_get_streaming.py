@@ -21,11 +21,8 @@ from typing import Any
 
 import pytest
 
-from toolhost._adapters.sqlite_artifacts import (
-    SQLiteArtifactStore,
-    VerifiedChunks,
-    open_artifact_store,
-)
+from toolhost._adapters.artifact_streams import VerifiedChunks
+from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
 from toolhost._cli.artifacts import _send, _verify
 from toolhost._cli.common import CommandError

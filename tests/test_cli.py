@@ -15,23 +15,16 @@ from pathlib import Path
 import pytest
 from installed import GOOD_PLUGIN, install_fake_plugin
 
+from toolhost.testing import run_toolhost
+
 FIRST_PARTY = "toolhost-math,toolhost-system"
 
 
 def toolhost(*args: str, env: dict[str, str] | None = None,
              site: Path | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k != "TOOLHOST_PLUGINS"}
     # Never the operator's real data directory: each command gets a fresh one unless told.
-    full_env["TOOLHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="toolhost-cli-")
-    full_env.update(env or {})
-    if site is not None:
-        full_env["PYTHONPATH"] = os.pathsep.join(
-            [str(site), *filter(None, [full_env.get("PYTHONPATH")])]
-        )
-    return subprocess.run(
-        [sys.executable, "-m", "toolhost._cli", *args],
-        capture_output=True, text=True, env=full_env, timeout=120,
-    )
+    return run_toolhost(*args, data_dir=Path(tempfile.mkdtemp(prefix="toolhost-cli-")),
+                        env=env, path=[site] if site is not None else [])
 
 
 def assert_no_traceback(result: subprocess.CompletedProcess[str]) -> None:

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import ArtifactResolver
 from toolhost._testing.artifact_store_contract import T0
 from toolhost._testing.clocks import FixedClock
+from toolhost.testing import run_toolhost
 
 # Instants the real clock of a `toolhost` process is always past (T0 is) or never reaches.
 PAST = T0 + dt.timedelta(days=1)
@@ -32,12 +32,10 @@ BINARY = b"\x00\x01binary\xff\n" * 100
 
 def toolhost(data_dir: Path, *args: str, env: dict[str, str] | None = None,
              text: bool = True) -> subprocess.CompletedProcess[Any]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
     # No plugin is needed to reach the store: an empty allow-list loads none.
-    full_env.update(TOOLHOST_DATA_DIR=str(data_dir), TOOLHOST_PLUGINS="", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "toolhost._cli", "artifacts", *args],
-                          capture_output=True, text=text, env=full_env, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    if text:
+        return run_toolhost("artifacts", *args, data_dir=data_dir, plugins="", env=env)
+    return run_toolhost("artifacts", *args, data_dir=data_dir, plugins="", env=env, text=False)
 
 
 def refused(result: subprocess.CompletedProcess[str], code: int, line: str) -> None:

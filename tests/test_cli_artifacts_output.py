@@ -11,20 +11,17 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from toolhost.testing import run_toolhost
 
 CONTENT = b"artifact bytes\n"
 
 
 def toolhost(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-    env.update(TOOLHOST_DATA_DIR=str(data), TOOLHOST_PLUGINS="")
-    return subprocess.run([sys.executable, "-m", "toolhost._cli", "artifacts", *args],
-                          capture_output=True, text=True, env=env, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    return run_toolhost("artifacts", *args, data_dir=data, plugins="")
 
 
 @pytest.fixture

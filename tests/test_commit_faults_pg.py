@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from pg_server import pg_database, pg_server
 from test_group_commit import Bodies, record
-from test_group_commit_review import pipeline_host_plugin
+from test_group_commit_properties import pipeline_host_plugin
 
 from toolhost import OutcomeStatus
 from toolhost._adapters.pg_invocations import PostgresInvocationStore

@@ -74,7 +74,7 @@ artifacts = st.builds(
 # ------------------------------------------------------------------------------- round trips
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(invocations)
 def test_an_invocation_record_round_trips_through_its_row(record: InvocationRecord) -> None:
     row = to_row(record)
@@ -82,7 +82,7 @@ def test_an_invocation_record_round_trips_through_its_row(record: InvocationReco
     assert from_row(InvocationRecord, row) == record
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(artifacts)
 def test_an_artifact_record_round_trips_through_its_row(record: ArtifactRecord) -> None:
     row = to_row(record)
@@ -92,14 +92,14 @@ def test_an_artifact_record_round_trips_through_its_row(record: ArtifactRecord) 
     assert again.created_at.tzinfo is UTC
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.one_of(invocations, artifacts))
 def test_the_written_out_row_is_the_converters(record: InvocationRecord | ArtifactRecord) -> None:
     # to_row's generated function is a speed-up of cattrs' unstructure, never a second format.
     assert to_row(record) == converter.unstructure(record)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.one_of(invocations, artifacts))
 def test_a_row_holds_only_what_sqlite_binds_and_column_values_agree(
     record: InvocationRecord | ArtifactRecord,

@@ -23,6 +23,7 @@ import pytest
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, migrate
 from toolhost._adapters.sqlite_invocations import MIGRATIONS
 from toolhost._model.settings import StoreUnavailable
+from toolhost.testing import run_toolhost
 
 PLUGINS = "toolhost-math,toolhost-system"
 CALL = ("call", "math.calculate", "--args", '{"expression": "17 * 23"}')
@@ -53,13 +54,10 @@ _AS_NOBODY = textwrap.dedent("""
 
 def toolhost(data_dir: Path, *args: str, unprivileged: bool = False
              ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-    env.update(TOOLHOST_DATA_DIR=str(data_dir), TOOLHOST_PLUGINS=PLUGINS)
-    command = [sys.executable, "-m", "toolhost._cli", *args]
+    command = None
     if unprivileged and os.geteuid() == 0:
-        command = [sys.executable, "-c", _AS_NOBODY, *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120,
-                          stdin=subprocess.DEVNULL)
+        command = [sys.executable, "-c", _AS_NOBODY]
+    return run_toolhost(*args, data_dir=data_dir, plugins=PLUGINS, command=command)
 
 
 def assert_refused(result: subprocess.CompletedProcess[str], line: str) -> None:

@@ -7,17 +7,15 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
+
+from toolhost.testing import run_toolhost
 
 CALL = ["call", "math.calculate", "--args", '{"expression": "6 * 7"}']
 
 
 def _toolhost(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-    env.update(TOOLHOST_DATA_DIR=str(data_dir), TOOLHOST_PLUGINS="toolhost-math")
-    return subprocess.run([sys.executable, "-m", "toolhost._cli", *args], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return run_toolhost(*args, data_dir=data_dir, plugins="toolhost-math")
 
 
 def _mode(path: Path) -> int:

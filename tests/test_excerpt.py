@@ -53,7 +53,7 @@ def parts(text: str) -> tuple[str, int, int, str]:
 # ------------------------------------------------------------------ the excerpt itself
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(content=st.text(), budget=st.integers(min_value=0, max_value=600))
 @example(content='"' * 600, budget=400)
 @example(content="é€😀" * 40, budget=len(elision_marker(480, 480, ARTIFACT, CHECKSUM)) + 7)

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,15 @@ from toolhost._registration.gateway import (
     TOOL_ERROR,
     tool_name,
 )
+from toolhost.testing import run_toolhost
 
 mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 import anyio  # noqa: E402
 import mcp.types as types  # noqa: E402
+from gateway_support import meta, served, text_of, wait_for  # noqa: E402
 from gateway_upstream import INJECTION  # noqa: E402
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp import ClientSession  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 UPSTREAM = Path(__file__).with_name("gateway_upstream.py")
@@ -74,16 +76,6 @@ def port_open(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
         return True
     return False
-
-
-def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
-    """Poll ``predicate`` until it holds; a loose safety bound, not a timing assertion."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 class Gateway:
@@ -151,10 +143,7 @@ timeout_s = {hang_timeout_s}
         return invocation_rows(self.data_dir / "toolhost.sqlite3")
 
     def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-        return subprocess.run([sys.executable, "-m", "toolhost._cli", *args],
-                              env={**env, **self.env()}, capture_output=True, text=True,
-                              timeout=120)
+        return run_toolhost(*args, data_dir=self.data_dir, env=self.env())
 
     def close(self) -> None:
         if self.beta is not None and self.beta.poll() is None:
@@ -173,33 +162,12 @@ def gw(tmp_path: Path) -> Iterator[Gateway]:
     assert wait_for(lambda: not processes_with(gateway.marker)), processes_with(gateway.marker)
 
 
-@contextlib.asynccontextmanager
-async def served(gw: Gateway, **client: Any) -> AsyncIterator[ClientSession]:
-    """An initialized SDK ClientSession on a fresh ``toolhost serve`` (stdio), in ``gw``'s
-    environment (any harness with ``env()`` and ``tmp_path``: test_gateway_http's too)."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "toolhost._cli", "serve"], env=gw.env())
-    with (gw.tmp_path / "serve.err").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), \
-                ClientSession(read, write, **client) as session:
-            await session.initialize()
-            yield session
-
-
 def approving(asked: list[str]) -> Any:
     async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True})
 
     return callback
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
-
-
-def meta(result: types.CallToolResult, key: str) -> Any:
-    return (result.meta or {})[f"toolhost/{key}"]
 
 
 # ---------------------------------------------------------------------------- configuration

@@ -31,8 +31,8 @@ from conftest import invocation_rows
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 import anyio
+from gateway_support import meta, served, text_of, wait_for
 from mcp.client.stdio import get_default_environment
-from test_gateway import meta, served, text_of, wait_for
 
 LOOPBACK = "127.0.0.1"
 HTTPS_UPSTREAM = Path(__file__).with_name("gateway_https_upstream.py")

@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import trustme
 
 from toolhost._adapters.http import CA_BUNDLE_SETTING, HttpClients, HttpConfigError
 from toolhost._model.settings import Settings
+from toolhost.testing import LoopbackTLSServer, loopback_tls_server
 
 LOOPBACK = "127.0.0.1"
 
@@ -50,43 +49,16 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _TLSServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        super().__init__((LOOPBACK, 0), _Handler)
-        self.context = context
+class _TLSServer(LoopbackTLSServer):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self.paths: list[str] = []
-        self.release = threading.Event()
-        self.base_url = f"https://{LOOPBACK}:{self.server_address[1]}"
-
-    def get_request(self) -> tuple[Any, Any]:
-        # The handshake happens in the handler thread, so a client that refuses the
-        # certificate never stalls the accept loop.
-        sock, addr = super().get_request()
-        return self.context.wrap_socket(sock, server_side=True,
-                                        do_handshake_on_connect=False), addr
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Expected: handshakes a verifying client aborts. Nothing to print.
-        pass
 
 
 @pytest.fixture
-def server(ca: trustme.CA) -> Iterator[_TLSServer]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(LOOPBACK, "localhost").configure_cert(context)
-    httpd = _TLSServer(context)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
+def server(ca: trustme.CA, tmp_path: Path) -> Iterator[_TLSServer]:
+    with loopback_tls_server(_Handler, tmp_path, ca=ca, server_class=_TLSServer) as httpd:
         yield httpd
-    finally:
-        httpd.release.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def with_bundle(path: Path) -> HttpClients:

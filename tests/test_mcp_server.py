@@ -35,7 +35,7 @@ from toolhost import Outcome, OutcomeStatus, Tool, ToolOutput, Trust
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.settings import Settings
 from toolhost._model.spec import Idempotency, Risk, SideEffect
-from toolhost.testing import host_for
+from toolhost.testing import host_for, run_toolhost
 from toolhost_math.tool import INPUT_SCHEMA as MATH_IN
 from toolhost_math.tool import OUTPUT_SCHEMA as MATH_OUT
 
@@ -107,8 +107,8 @@ class Served:
         return "".join(p.read_text() for p in self.stderr_logs if p.exists())
 
     def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "toolhost._cli", *args], env=self.env(),
-                              capture_output=True, text=True, timeout=120)
+        return run_toolhost(*args, data_dir=self.data_dir, env=self.settings,
+                            path=[self.site] if self.site is not None else [])
 
     def popen(self, *args: str, stdin: Any = subprocess.PIPE) -> subprocess.Popen[bytes]:
         # Unbuffered, so select() on stdout or stderr sees every byte not yet read.

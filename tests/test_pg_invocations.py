@@ -33,7 +33,7 @@ from toolhost._adapters.pg_invocations import PostgresInvocationStore, shown_con
 from toolhost._composition import Host
 from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
 from toolhost._model.settings import Settings, StoreUnavailable
-from toolhost._pipeline.pipeline import RecoveryAction
+from toolhost._pipeline.recovery import RecoveryAction
 from toolhost._ports.invocations import InvocationStore
 from toolhost._testing.clocks import DEFAULT_INSTANT
 from toolhost.testing import InvocationStoreContract, host_for

@@ -27,8 +27,8 @@ from toolhost._model.host_reasons import AWAITING_APPROVAL_TEXT, DENIED_TEXT, ME
 from toolhost._model.invocations import InvocationState
 from toolhost._model.runs import ToolCall
 from toolhost._model.spec import Idempotency, Risk, SideEffect
+from toolhost._pipeline.approvals import InvocationStateError
 from toolhost._pipeline.log import configure_logging
-from toolhost._pipeline.pipeline import InvocationStateError
 from toolhost._pipeline.policy import Policy, PolicyAction
 from toolhost.testing import host_for
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from toolhost import ProgressLine, Settings
-from toolhost.testing import run_on_a_terminal
+from toolhost.testing import run_on_a_terminal, toolhost_command
 
 REWRITE = "\r\x1b[K"
 COMMAND_TIMEOUT_S = 120.0
@@ -128,7 +128,7 @@ def _toolhost(args: list[str], env: dict[str, str], *, on_terminal: bool) -> tup
         int, str, str]:
     """Run ``toolhost ARGS``: exit status, stdout, and stderr as a terminal (a pty of 100
     columns) or a pipe received it."""
-    argv = [sys.executable, "-m", "toolhost._cli", *args]
+    argv = [*toolhost_command(), *args]
     if not on_terminal:
         done = subprocess.run(argv, env=env, capture_output=True, text=True,
                               timeout=COMMAND_TIMEOUT_S, check=False)

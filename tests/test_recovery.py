@@ -27,8 +27,9 @@ from conftest import make_plugin, make_spec
 from toolhost import Idempotency, OutcomeStatus, Risk, SideEffect, Tool, ToolOutput
 from toolhost._composition import Host
 from toolhost._model.invocations import InvocationState
-from toolhost._pipeline.pipeline import InvocationStateError, RecoveryAction
+from toolhost._pipeline.approvals import InvocationStateError
 from toolhost._pipeline.policy import Policy, PolicyAction
+from toolhost._pipeline.recovery import RecoveryAction
 from toolhost.testing import Harness, host_for
 
 HERE = Path(__file__).resolve().parent

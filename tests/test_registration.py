@@ -524,3 +524,20 @@ def test_step_5_refuses_defaults_that_would_never_be_applied(properties: dict[st
                         if "default" not in properties["x"] else {"type": "string"}}}
     exc = refusal(one(input_schema=schema))
     assert exc.step is Step.SCHEMA_VALIDITY and "never applied" in str(exc)
+
+
+@pytest.mark.parametrize("keyword", ["anyOf", "oneOf"])
+def test_step_5_refuses_a_default_inside_a_union_branch(keyword: str) -> None:
+    # fastjsonschema fills a branch's default in even when that branch fails: the arguments
+    # would change though another branch is the one that matched.
+    branch = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "exact": {"type": "boolean", "default": False}},
+              "required": ["name"], "additionalProperties": False}
+    other = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
+             "additionalProperties": False}
+    schema = {"type": "object", "properties": {"target": {keyword: [branch, other]}},
+              "required": ["target"], "additionalProperties": False}
+    exc = refusal(one(input_schema=schema))
+    assert exc.step is Step.SCHEMA_VALIDITY
+    assert f"/properties/target/{keyword}/0/properties/exact" in str(exc)
+    assert "a default inside anyOf or oneOf is filled in even when its branch fails" in str(exc)

@@ -6,9 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,16 +47,13 @@ from toolhost._ports.artifacts import STAGING_STALE_AFTER, ArtifactStore, Artifa
 from toolhost._ports.clock import Clock
 from toolhost._testing.artifact_store_contract import T0, ArtifactStoreContract
 from toolhost._testing.clocks import FixedClock
+from toolhost.testing import run_toolhost
 
 
 def toolhost(data_dir: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``toolhost artifacts ARGS`` as an operator runs it, with no plugin loaded."""
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith(("TOOLHOST_", "AWS_"))}
-    full_env.update(TOOLHOST_DATA_DIR=str(data_dir), TOOLHOST_PLUGINS="", **env)
-    return subprocess.run([sys.executable, "-m", "toolhost._cli", "artifacts", *args],
-                          capture_output=True, text=True, env=full_env, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    return run_toolhost("artifacts", *args, data_dir=data_dir, plugins="", env=env,
+                        drop=("AWS_",))
 
 
 class TestS3ArtifactStoreContract(ArtifactStoreContract):

@@ -33,7 +33,7 @@ from toolhost._composition import Host
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.settings import Settings
 from toolhost._pipeline.log import configure_logging
-from toolhost._pipeline.pipeline import RecoveryAction
+from toolhost._pipeline.recovery import RecoveryAction
 from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT, host_for
 

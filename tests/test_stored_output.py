@@ -37,6 +37,7 @@ from toolhost._adapters.stored_output import (
 )
 from toolhost._model.convert import to_row
 from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._testing.sqlite_size import used_bytes
 from toolhost.testing import InvocationStoreContract
 
 __all__ = ["pg_database", "pg_server"]  # the fixtures, used by name
@@ -71,7 +72,7 @@ json_values = st.recursive(
     max_leaves=20)
 
 
-@settings(deadline=None, max_examples=200)
+@settings(max_examples=200)
 @given(content=st.one_of(st.none(), st.text(max_size=50),
                          st.text(min_size=ELIDE_CHARS, max_size=ELIDE_CHARS + 20),
                          st.text(min_size=INLINE_BYTES, max_size=INLINE_BYTES + 10)),
@@ -125,31 +126,19 @@ def sqlite_store(tmp_path: Path) -> Iterator[SQLiteInvocationStore]:
     store.close()
 
 
-def sqlite_bytes(path: Path) -> int:
-    """The database's pages in use, once the WAL is checkpointed into it."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages, free, size = (conn.execute(f"PRAGMA {name}").fetchone()[0]
-                             for name in ("page_count", "freelist_count", "page_size"))
-        return int((pages - free) * size)
-    finally:
-        conn.close()
-
-
 def test_a_1_mib_read_grows_the_database_by_at_most_1_1_mib(
     sqlite_store: SQLiteInvocationStore, tmp_path: Path,
 ) -> None:
     # Before: the text in result_content and again, escaped, in result_structured: 2.1 MiB.
     path = tmp_path / DATABASE_NAME
     sqlite_store.insert(record("warm"))
-    before = sqlite_bytes(path)
+    before = used_bytes(path)
     reads = 8
     for i in range(reads):
         text = mib_of_text(i)
         assert len(text.encode()) >= MIB - 100
         sqlite_store.insert(record(f"inv-{i}", **read_output(text)))
-    grown = (sqlite_bytes(path) - before) / reads
+    grown = (used_bytes(path) - before) / reads
     assert grown <= 1.1 * MIB, grown
     assert sqlite_store.get("inv-3") == record("inv-3", **read_output(mib_of_text(3)))
 
@@ -159,11 +148,11 @@ def test_the_same_output_again_is_stored_once(sqlite_store: SQLiteInvocationStor
     path = tmp_path / DATABASE_NAME
     output = read_output(mib_of_text(0))
     sqlite_store.insert(record("inv-0", **output))
-    before = sqlite_bytes(path)
+    before = used_bytes(path)
     for i in range(1, 21):
         sqlite_store.insert(record(f"inv-{i}", **output))
     # Twenty more rows of a 1 MiB read: their rows only (a few hundred bytes each).
-    assert sqlite_bytes(path) - before <= 64 * 1024
+    assert used_bytes(path) - before <= 64 * 1024
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT count(*) FROM tool_outputs").fetchone() == (1,)
@@ -212,7 +201,7 @@ def test_rows_written_before_the_layout_are_laid_out_and_read_as_they_were(
         conn.execute(f"INSERT INTO tool_invocations ({', '.join(row)}) "
                      f"VALUES ({', '.join('?' * len(row))})", list(row.values()))
     conn.close()
-    before = sqlite_bytes(path)
+    before = used_bytes(path)
     store = SQLiteInvocationStore(connect(path))
     try:
         assert [store.get(r.id) for r in old] == old
@@ -221,7 +210,7 @@ def test_rows_written_before_the_layout_are_laid_out_and_read_as_they_were(
         assert conn.execute("SELECT count(*) FROM tool_outputs").fetchone() == (1,)
         conn.close()
         assert laid["small"] is None and laid["big"] == laid["again"] is not None
-        assert sqlite_bytes(path) < before / 3  # 4 MiB of two reads: 1 MiB once
+        assert used_bytes(path) < before / 3  # 4 MiB of two reads: 1 MiB once
     finally:
         store.close()
 

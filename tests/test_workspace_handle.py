@@ -320,7 +320,7 @@ names = st.text(alphabet="ab-._Z", min_size=1, max_size=4).filter(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(tree=st.lists(st.lists(names, min_size=1, max_size=3), min_size=1, max_size=25),
        links=st.lists(names, max_size=3), limit=st.integers(min_value=1, max_value=30))
 def test_listing_property(tmp_path_factory: pytest.TempPathFactory, tree: list[list[str]],

@@ -92,7 +92,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 @pytest.mark.parametrize("schema", SCHEMAS.values(), ids=SCHEMAS.keys())
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_generated_value_is_valid(schema: dict[str, Any], data: st.DataObject) -> None:
     value = data.draw(from_schema(schema))
@@ -102,7 +102,7 @@ def test_every_generated_value_is_valid(schema: dict[str, Any], data: st.DataObj
 def _reaches(schema: dict[str, Any], condition: Any) -> None:
     """The strategy produces a value meeting ``condition`` within a modest budget (``find``
     raises NoSuchExample otherwise)."""
-    budget = settings(max_examples=200, deadline=None, database=None, phases=[Phase.generate])
+    budget = settings(max_examples=200, database=None, phases=[Phase.generate])
     find(from_schema(schema), condition, settings=budget)
 
 

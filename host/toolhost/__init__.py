@@ -1,6 +1,6 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API, version 1.4: everything a plugin needs is importable from here, and
+The public plugin API, version 1.5: everything a plugin needs is importable from here, and
 everything its tests need from ``toolhost.testing``. Every other module is private. Importing
 this package loads no plugin.
 """
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
         Trust,
         UserWords,
     )
+    from toolhost._model.typed import tool
+    from toolhost._model.typed_schema import Doc, MaxLen, MinLen, Pattern, Range
     from toolhost._model.workspace import (
         ListedEntry,
         Listing,
@@ -76,19 +78,24 @@ __all__ = [
     "ArtifactWriter",
     "Cancellation",
     "Clock",
+    "Doc",
     "Domain",
     "FailureInfo",
     "Idempotency",
     "Kind",
     "ListedEntry",
     "Listing",
+    "MaxLen",
     "MediaType",
+    "MinLen",
     "Outcome",
     "OutcomeStatus",
+    "Pattern",
     "Principal",
     "ProgressLine",
     "Provenance",
     "ProvenancedChunks",
+    "Range",
     "Reason",
     "Risk",
     "SandboxWorkspace",
@@ -121,10 +128,11 @@ __all__ = [
     "hookimpl",
     "media_type_for",
     "sha256_checksum",
+    "tool",
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.4"
+PLUGIN_API_VERSION = "1.5"
 
 __version__ = "0.5.0"
 
@@ -140,20 +148,25 @@ _HOME = {
     "ArtifactWriter": "toolhost._ports.tool_artifacts",
     "Cancellation": "toolhost._ports.cancellation",
     "Clock": "toolhost._ports.clock",
+    "Doc": "toolhost._model.typed_schema",
     "Domain": "toolhost._model.spec",
     "FailureInfo": "toolhost._model.outcome",
     "HARD_OUTPUT_CEILING": "toolhost._model.outcome",
     "Idempotency": "toolhost._model.spec",
     "Kind": "toolhost._model.spec",
     "ListedEntry": "toolhost._model.workspace",
+    "MaxLen": "toolhost._model.typed_schema",
+    "MinLen": "toolhost._model.typed_schema",
     "MediaType": "toolhost._model.media_types",
     "Listing": "toolhost._model.workspace",
     "Outcome": "toolhost._model.outcome",
     "OutcomeStatus": "toolhost._model.outcome",
+    "Pattern": "toolhost._model.typed_schema",
     "Principal": "toolhost._model.context",
     "ProgressLine": "toolhost._cli.progress_line",
     "Provenance": "toolhost._model.workspace",
     "ProvenancedChunks": "toolhost._ports.workspace",
+    "Range": "toolhost._model.typed_schema",
     "Reason": "toolhost._model.spec",
     "Risk": "toolhost._model.spec",
     "SandboxWorkspace": "toolhost._ports.workspace",
@@ -186,6 +199,7 @@ _HOME = {
     "hookimpl": "toolhost.hookspecs",
     "media_type_for": "toolhost._model.media_types",
     "sha256_checksum": "toolhost._model.digest",
+    "tool": "toolhost._model.typed",
 }
 
 

@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolhost._adapters.system_clock import SystemClock, monotonic, new_id, new_invocation_id
-from toolhost._model.settings import Settings, plugin_data_dir
-from toolhost._ports.clock import Clock
-
+# The clock and the settings are imported where they are used: ``toolhost --help`` imports
+# this module for the front-end names below and should pay for nothing else.
 # Registration (pluggy, the schemas: ~10 ms) and the tools' context are imported where a host
 # is made (``discover``, ``make_plugin_manager`` and ``register`` below): a command that only
 # reads the record (``Stores``) never needs them.
@@ -31,22 +29,99 @@ if TYPE_CHECKING:
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.context import Principal, Services, ToolCallable
     from toolhost._model.outcome import Outcome
-    from toolhost._model.runs import Run, RunOutcome, ToolCall
     from toolhost._model.setting_spec import SettingSpec
+    from toolhost._model.settings import Settings
     from toolhost._model.spec import Tool
-    from toolhost._pipeline.pipeline import Pipeline, Recovered
-    from toolhost._pipeline.policy import Policy, PolicyConfigError
-    from toolhost._ports.artifacts import ArtifactStore
-    from toolhost._ports.invocations import InvocationStore
-    from toolhost._ports.routes import RouteTable
-    from toolhost._registration.discovery import Contribution, PluginSource
+    from toolhost._pipeline.pipeline import Pipeline
+    from toolhost._pipeline.policy import Policy, PolicyDecision
+    from toolhost._pipeline.steps import Prepared
+    from toolhost._pipeline.telemetry import Telemetry
+    from toolhost._ports.clock import Clock
+    from toolhost._registration.discovery import Contribution
     from toolhost._registration.gateway import Gateway
-    from toolhost._registration.refusals import Registered
-    from toolhost._registration.registry import Registry
+    from toolhost._registration.readiness import ReadinessProbes
     from toolhost._registration.validator_cache import ValidatorCache
 
-__all__ = ["Host", "Stores", "declared_settings", "load_host", "load_stores",
-           "remove_tree", "start_gateway"]
+# What the front ends (``_cli``, ``_mcp``) import from the rest of the host, all of it from
+# here (tests/test_architecture.py): the value types, errors and helpers they share. Each name
+# loads on first use (PEP 562, as ``toolhost``'s public names do), so a command pays for the
+# modules it uses and no more.
+if TYPE_CHECKING:
+    from toolhost._model import host_reasons, host_settings
+    from toolhost._model.artifacts import (
+        ARTIFACT_CEILING,
+        ArtifactCorrupted,
+        ArtifactError,
+        ArtifactNotFound,
+        ArtifactRecord,
+        ArtifactStoreUnavailable,
+    )
+    from toolhost._model.convert import spec_to_json
+    from toolhost._model.data_layout import default_data_dir
+    from toolhost._model.digest import canonical_text
+    from toolhost._model.errors import ToolhostError, UsageError
+    from toolhost._model.invocations import (
+        InvocationNotFound,
+        InvocationRecord,
+        InvocationState,
+        OwnerState,
+    )
+    from toolhost._model.routes import HEARTBEAT_S, HostAddress, RoutesUnavailable
+    from toolhost._model.runs import CancellationEvent, Run, RunOutcome, ToolCall, valid_run_id
+    from toolhost._model.secrets import MASK
+    from toolhost._model.settings import (
+        SettingError,
+        StoreUnavailable,
+        is_secret_name,
+        redact_url_password,
+    )
+    from toolhost._model.small_file import UnreadableFile, read_small_file
+    from toolhost._pipeline.approvals import ApprovalRefused, InvocationStateError, Resumed
+    from toolhost._pipeline.artifacts import ArtifactResolver, RunArtifactWriter
+    from toolhost._pipeline.attachments import ATTACHED_ORIGINS
+    from toolhost._pipeline.log import apply_logging, get_logger
+    from toolhost._pipeline.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+    from toolhost._pipeline.policy import PolicyAction, PolicyConfigError
+    from toolhost._pipeline.progress import Progress, reporting
+    from toolhost._pipeline.recovery import Recovered, RecoveryAction
+    from toolhost._pipeline.tracing import continued_trace, parent_context
+    from toolhost._pipeline.tracing import step as trace_step
+    from toolhost._ports.artifacts import ArtifactStore, DamagedArtifact
+    from toolhost._ports.invocations import InvocationStore
+    from toolhost._ports.routes import RouteTable
+    from toolhost._registration.discovery import (
+        PluginError,
+        PluginSource,
+        installed_distributions,
+    )
+    from toolhost._registration.refusals import Registered, RegistrationRefused
+    from toolhost._registration.registry import (
+        PinError,
+        Registry,
+        UnknownTool,
+        parse_pins,
+        version_key,
+    )
+
+__all__ = [
+    "ARTIFACT_CEILING", "ATTACHED_ORIGINS", "HEARTBEAT_S", "MASK", "METRICS_CONTENT_TYPE",
+    "ApprovalRefused", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
+    "ArtifactRecord", "ArtifactStore", "ArtifactStoreUnavailable", "CancellationEvent",
+    "DamagedArtifact", "Host", "HostAddress", "InvocationNotFound",
+    "InvocationRecord", "InvocationState", "InvocationStateError", "InvocationStore",
+    "OwnerState", "PinError", "PluginError", "PluginSource", "PolicyAction",
+    "PolicyConfigError", "Progress", "ReadinessProbes", "Recovered", "RecoveryAction",
+    "Registered",
+    "RegistrationRefused", "Registry", "Resumed", "RouteTable", "RoutesUnavailable", "Run",
+    "RunOutcome", "SettingError", "Settings", "StoreUnavailable", "Stores", "ToolCall",
+    "ToolhostError", "UnknownTool", "UnreadableFile", "UsageError", "apply_logging",
+    "canonical_text",
+    "continued_trace", "declared_settings", "default_data_dir", "determinism_scan",
+    "get_logger", "host_reasons", "host_settings", "installed_distributions",
+    "is_secret_name", "load_host", "load_stores", "mcp_server", "parent_context", "parse_pins",
+    "read_small_file", "readiness_probes", "redact_url_password", "remove_tree", "reporting",
+    "spec_to_json", "start_gateway", "trace_step", "valid_run_id", "version_key",
+]
 
 
 def discover(settings: Settings) -> list[PluginSource]:
@@ -179,7 +254,9 @@ class Host:
         plugin_manager: pluggy.PluginManager | None, validator_cache: ValidatorCache | None,
         gateway: Gateway | None,
     ) -> Host:
+        from toolhost._adapters.system_clock import SystemClock
         from toolhost._model.context import Services
+        from toolhost._model.settings import Settings
         from toolhost._registration.discovery import collect_contributions, collect_settings
         from toolhost._registration.registry import Registry
 
@@ -246,6 +323,7 @@ class Host:
         return self._pipeline
 
     def _compose_pipeline(self) -> Pipeline:
+        from toolhost._adapters.system_clock import monotonic, new_invocation_id
         from toolhost._pipeline.pipeline import Pipeline
         from toolhost._pipeline.policy import policy_from_settings
         from toolhost._pipeline.telemetry import Telemetry
@@ -387,6 +465,7 @@ class Host:
         that distribution's own data directory, the artifact resolver, the HTTP clients."""
         services = self._services.get(distribution)
         if services is None:
+            from toolhost._model.settings import plugin_data_dir
             from toolhost._pipeline.artifacts import ArtifactResolver
 
             services = self._services[distribution] = attrs.evolve(
@@ -528,6 +607,7 @@ class Host:
         (``toolhost call --run``) goes on in the workspace it has. ``timeout_s`` is the run's
         deadline (a run live already keeps the earlier one), which also bounds a call of the
         run approved later, anywhere."""
+        from toolhost._adapters.system_clock import monotonic, new_id
         from toolhost._model.context import Principal
         from toolhost._model.runs import Run, valid_run_id
 
@@ -568,10 +648,14 @@ class Host:
 
     def new_id(self) -> str:
         """A fresh random identifier (32 lowercase hex digits), for what the host names itself."""
+        from toolhost._adapters.system_clock import new_id
+
         return new_id()
 
     def deadline_in(self, seconds: float) -> float:
         """A monotonic instant ``seconds`` from now (a run's or a hand-made context's deadline)."""
+        from toolhost._adapters.system_clock import monotonic
+
         return monotonic() + seconds
 
     def end_run(self, run: Run) -> RunOutcome:
@@ -591,7 +675,7 @@ class Host:
             (end if end is not None else run.workspace.discard)()
 
     def attachments(self, run: Run) -> tuple[ArtifactRef, ...]:
-        """Every file the run has exported or generated so far (ADR-0122), in order."""
+        """Every file the run has exported or generated so far (D90), in order."""
         return self.attachments_of(run.id)
 
     def attachments_of(self, run_id: str) -> tuple[ArtifactRef, ...]:
@@ -623,10 +707,14 @@ class Host:
     # ------------------------------------------------------------------ calls
 
     async def invoke(
-        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None
+        self, name: str, arguments: Any, *, version: str | None = None, run: Run | None = None,
+        hold: bool = False,
     ) -> Outcome:
+        """One call through the pipeline (``Pipeline.invoke``; ``hold``: the caller asks for
+        an approval within the call), in ``run`` or a local run of its own."""
         return await self.pipeline.invoke(
-            run if run is not None else self.local_run(), name, arguments, version=version
+            run if run is not None else self.local_run(), name, arguments, version=version,
+            hold=hold,
         )
 
     async def invoke_step(self, run: Run, calls: Sequence[ToolCall]) -> list[Outcome]:
@@ -661,6 +749,103 @@ class Host:
         import asyncio
 
         return asyncio.run(self.pipeline.recover(rerun=rerun))
+
+    def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
+        """``recover(rerun=False)`` on the calling thread, without a loop, until ``stopping``
+        is set (``Recovery.recover_interrupted``): a server's periodic pass."""
+        return self.pipeline.recover_interrupted(stopping)
+
+    # ------------------------------------------------------------------ the front ends' record
+    # The CLI and the MCP server reach the pipeline only through these (and the calls above),
+    # so what they may do with a row is said here once (tests/test_architecture.py).
+
+    def open(self) -> None:
+        """Compose the pipeline now: the stores are opened and migrated, so a data directory,
+        database or policy that cannot be used stops the caller here (StoreUnavailable)."""
+        self.pipeline  # noqa: B018 - composing it opens the stores
+
+    @property
+    def invocations(self) -> InvocationStore:
+        """The record's invocation store (the pipeline's)."""
+        return self.pipeline.invocations
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """The record's artifact store (the pipeline's)."""
+        return self.pipeline.artifacts
+
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """The pipeline's spans and metrics, or None when neither is configured."""
+        return self.pipeline.telemetry
+
+    def artifact_resolver(self) -> ArtifactResolver:
+        """Who may read which artifact, as a tool's ``services.artifacts`` is asked."""
+        from toolhost._pipeline.artifacts import ArtifactResolver
+
+        return ArtifactResolver(self.pipeline.artifacts, self.clock)
+
+    def artifact_writer(self, run: Run) -> RunArtifactWriter:
+        """The artifact writer a call of ``run`` is given: bound to the run, its conversation
+        and its principal."""
+        from toolhost._pipeline.artifacts import RunArtifactWriter
+
+        return RunArtifactWriter(self.pipeline.artifacts, run.id, self.clock,
+                                 run.conversation_id, principal_id=run.principal.id)
+
+    def row(self, invocation_id: str) -> InvocationRecord:
+        """The invocation's row as it stands. :raises InvocationNotFound:"""
+        return self.pipeline.row(invocation_id)
+
+    def recorded(self, invocation_id: str) -> Outcome:
+        """The outcome as the invocation's row records it. :raises InvocationNotFound:"""
+        return self.pipeline.recorded(invocation_id)
+
+    def rows_for(self, run_id: str, prepared: Prepared) -> list[InvocationRecord]:
+        """The run's rows for exactly these prepared arguments, oldest first."""
+        return self.pipeline.rows_for(run_id, prepared)
+
+    def check_scopes(self, principal: Principal, registered: Registered) -> None:
+        """Step 3 alone: raises the ``ToolFailure`` a call would be refused with."""
+        self.pipeline.check_scopes(principal, registered)
+
+    def prepare(self, registered: Registered, arguments: Any) -> Prepared:
+        """Step 4 alone: the validated arguments and their digest, or the ``ToolFailure``."""
+        return self.pipeline.prepare(registered, arguments)
+
+    def decide(self, registered: Registered) -> PolicyDecision:
+        """Step 5 alone: what the policy decides for calls of this tool."""
+        return self.pipeline.decide(registered)
+
+    async def refuse(self, run: Run, name: str, arguments: Any, reason_code: str) -> Outcome:
+        """End a call before it runs with one of the host's reasons (``Pipeline.refuse``)."""
+        return await self.pipeline.refuse(run, name, arguments, reason_code)
+
+    async def approve(self, invocation_id: str, approver: str, *, run: Run | None = None,
+                      cancellation: CancellationEvent | None = None) -> Outcome:
+        """Approve a paused call and run it, once (``Pipeline.approve``)."""
+        return await self.pipeline.approve(invocation_id, approver, run=run,
+                                           cancellation=cancellation)
+
+    async def resume(self, invocation_id: str, approver: str, *,
+                     cancellation: CancellationEvent | None = None) -> Resumed:
+        """``approve``, saying whether this call acted on the row (``Approvals.resume``)."""
+        return await self.pipeline.resume(invocation_id, approver, cancellation=cancellation)
+
+    def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
+        """End a paused call ``denied`` (``Pipeline.deny``)."""
+        return self.pipeline.deny(invocation_id, approver, reason)
+
+    def pause(self, run: Run) -> None:
+        """The run pauses: a call was left waiting for an approval (``Pipeline.pause``)."""
+        self.pipeline.pause(run)
+
+    def abandoned_bodies(self, principal_id: str) -> int:
+        """How many of this principal's sync tool bodies their calls stopped waiting for
+        still hold a worker thread (``Pipeline.abandoned_bodies``)."""
+        from toolhost._pipeline.execution import abandoned
+
+        return abandoned(principal_id)
 
 
 @attrs.frozen
@@ -772,6 +957,8 @@ class Stores:
     """
 
     def __init__(self, settings: Settings, policy: Policy, clock: Clock | None = None) -> None:
+        from toolhost._adapters.system_clock import SystemClock
+
         self.settings = settings
         self.clock = clock if clock is not None else SystemClock()
         self._policy = policy
@@ -807,6 +994,7 @@ class Stores:
         """A pipeline over these stores and no tool: it denies and reads rows (its ``denial``,
         ``row``), never runs a call, and its message table is the host's own."""
         if self._pipeline is None:
+            from toolhost._adapters.system_clock import monotonic, new_invocation_id
             from toolhost._model.host_reasons import MESSAGES
             from toolhost._pipeline.pipeline import Pipeline
             from toolhost._pipeline.telemetry import Telemetry
@@ -819,6 +1007,14 @@ class Stores:
                 telemetry=Telemetry.from_settings(self.settings, monotonic),
             )
         return self._pipeline
+
+    def denial(self, invocation_id: str, approver: str, reason: str) -> Resumed:
+        """End a paused call ``denied`` by a pipeline with no tool (``Approvals.denial``),
+        saying whether this call acted on the row.
+
+        :raises InvocationNotFound, InvocationStateError:
+        """
+        return self.pipeline.denial(invocation_id, approver, reason)
 
     def hand_over(self) -> tuple[InvocationStore, ArtifactStore]:
         """Both stores, opened, for a host's pipeline (``Host.adopt``): closing them is the
@@ -914,6 +1110,7 @@ def _checked(settings: Settings | None) -> tuple[Settings, Policy]:
 
     :raises SettingError, PolicyConfigError:
     """
+    from toolhost._model.settings import Settings
     from toolhost._pipeline.policy import PolicyConfigError, policy_from_settings
 
     settings = settings if settings is not None else Settings.from_environ()
@@ -950,6 +1147,7 @@ def start_gateway(settings: Settings, *, connect_s: float = GATEWAY_CONNECT_S) -
                            "pip install 'toolhost-core[mcp]'")
     from toolhost._adapters.http import HttpClients
     from toolhost._adapters.mcp_upstream import McpUpstreams
+    from toolhost._adapters.system_clock import monotonic
     from toolhost._registration.gateway import Gateway
 
     upstreams = McpUpstreams(tuple(servers), ssl_context=HttpClients(settings).ssl_context)
@@ -970,6 +1168,7 @@ def declared_settings(
 
     :raises PluginError, SettingError:
     """
+    from toolhost._model.settings import Settings
     from toolhost._registration.discovery import collect_settings
 
     settings = settings if settings is not None else Settings.from_environ()
@@ -1003,3 +1202,102 @@ def _body_of_200(response: httpx.Response, request: str, limit: int) -> bytes:
         if len(body) > limit:
             raise ValueError(f"{request} answered more than {limit} bytes")
     return body
+
+
+# ---------------------------------------------------------------------- for the front ends
+
+
+def readiness_probes(settings: Settings) -> ReadinessProbes:
+    """``toolhost check``'s plugins, discovered with each one's readiness probe started as
+    soon as it is loaded (``toolhost._registration.readiness``)."""
+    from toolhost._registration.readiness import ReadinessProbes
+
+    return ReadinessProbes(settings)
+
+
+def determinism_scan(sources: Sequence[PluginSource], settings: Settings) -> dict[str, list[str]]:
+    """The static determinism scan over each plugin's own files (what the conformance suite
+    runs: a tool reads time only from the injected clock): each distribution's findings
+    (``file:line: call``, none when clean), cached by content under the data directory."""
+    from toolhost._registration.ambient import find_ambient_reads
+    from toolhost._registration.discovery import source_files
+    from toolhost._registration.scan_cache import ScanCache
+
+    cache = ScanCache(settings.data_dir / "cache" / "determinism-scan.json")
+    scanned = {dist: find_ambient_reads(files, cache=cache)
+               for dist, files in source_files(sources).items()}
+    cache.save()
+    return scanned
+
+
+def mcp_server() -> Callable[..., None]:
+    """The MCP server's ``serve`` (``toolhost serve``), imported: the CLI reaches the other
+    front end through here. :raises ImportError: the MCP extra is not installed."""
+    from toolhost._mcp import serve as serve_mcp
+
+    return serve_mcp
+
+
+#: Where each name the front ends import from here lives (the ``if TYPE_CHECKING`` block at
+#: the top says the same to type checkers): ``(module, attribute)``, or a module itself.
+_FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
+    "host_reasons": ("toolhost._model.host_reasons", None),
+    "host_settings": ("toolhost._model.host_settings", None),
+    **{name: ("toolhost._model.artifacts", name) for name in (
+        "ARTIFACT_CEILING", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
+        "ArtifactRecord", "ArtifactStoreUnavailable")},
+    "spec_to_json": ("toolhost._model.convert", "spec_to_json"),
+    "default_data_dir": ("toolhost._model.data_layout", "default_data_dir"),
+    "canonical_text": ("toolhost._model.digest", "canonical_text"),
+    **{name: ("toolhost._model.errors", name) for name in ("ToolhostError", "UsageError")},
+    **{name: ("toolhost._model.invocations", name) for name in (
+        "InvocationNotFound", "InvocationRecord", "InvocationState", "OwnerState")},
+    **{name: ("toolhost._model.routes", name) for name in (
+        "HEARTBEAT_S", "HostAddress", "RoutesUnavailable")},
+    **{name: ("toolhost._model.runs", name) for name in (
+        "CancellationEvent", "Run", "RunOutcome", "ToolCall", "valid_run_id")},
+    "MASK": ("toolhost._model.secrets", "MASK"),
+    **{name: ("toolhost._model.settings", name) for name in (
+        "SettingError", "Settings", "StoreUnavailable", "is_secret_name",
+        "redact_url_password")},
+    **{name: ("toolhost._model.small_file", name) for name in (
+        "UnreadableFile", "read_small_file")},
+    **{name: ("toolhost._pipeline.approvals", name) for name in (
+        "ApprovalRefused", "InvocationStateError", "Resumed")},
+    "ATTACHED_ORIGINS": ("toolhost._pipeline.attachments", "ATTACHED_ORIGINS"),
+    **{name: ("toolhost._pipeline.log", name) for name in ("apply_logging", "get_logger")},
+    "METRICS_CONTENT_TYPE": ("toolhost._pipeline.metrics", "CONTENT_TYPE"),
+    **{name: ("toolhost._pipeline.policy", name) for name in (
+        "PolicyAction", "PolicyConfigError")},
+    **{name: ("toolhost._pipeline.progress", name) for name in ("Progress", "reporting")},
+    **{name: ("toolhost._pipeline.recovery", name) for name in (
+        "Recovered", "RecoveryAction")},
+    **{name: ("toolhost._pipeline.tracing", name) for name in (
+        "continued_trace", "parent_context")},
+    "trace_step": ("toolhost._pipeline.tracing", "step"),
+    **{name: ("toolhost._ports.artifacts", name) for name in (
+        "ArtifactStore", "DamagedArtifact")},
+    "InvocationStore": ("toolhost._ports.invocations", "InvocationStore"),
+    "RouteTable": ("toolhost._ports.routes", "RouteTable"),
+    **{name: ("toolhost._registration.discovery", name) for name in (
+        "PluginError", "PluginSource", "installed_distributions")},
+    "ReadinessProbes": ("toolhost._registration.readiness", "ReadinessProbes"),
+    **{name: ("toolhost._registration.refusals", name) for name in (
+        "Registered", "RegistrationRefused")},
+    **{name: ("toolhost._registration.registry", name) for name in (
+        "PinError", "Registry", "UnknownTool", "parse_pins", "version_key")},
+}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers: the block at the top types these names
+
+    def __getattr__(name: str) -> object:
+        home = _FRONT_END_NAMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        module = importlib.import_module(home[0])
+        value = module if home[1] is None else getattr(module, home[1])
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value

@@ -5,7 +5,7 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.4. Hooks are called once per process start, in this order: ``toolhost_settings``
+Plugin API 1.5. Hooks are called once per process start, in this order: ``toolhost_settings``
 (optional), ``toolhost_domains``, ``toolhost_tools``. Registration (the seven ordered refusals,
 then the reasons check) runs over the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
@@ -29,6 +29,13 @@ host reasons ``tool.timeout.run_deadline_passed``, ``tool.permission_denied.need
 ``ToolExecutionContext.progress(done, total=None, message=None)`` (how far a call has got,
 rate-limited by the host and sent only to whoever asked: an MCP client's progress token, a
 terminal) and ``ProgressLine`` (one updating terminal line, for a plugin's console script).
+1.5 added, without changing a hook: ``tool(name, version, ...)``, a ``Tool`` from a typed
+function (its input schema from the signature, with the constraint markers ``MinLen``,
+``MaxLen``, ``Range``, ``Pattern`` and ``Doc``; its description from the docstring; the safety
+fields required keywords), and bodies by reference (``Tool(spec, call="package.module:name")``,
+``build="package.module:factory"``), imported when the host first builds the tool, and
+``Reason.from_table(MESSAGES, *codes)``, the one way a plugin declares its reasons (one table of
+messages, each tool taking its codes). Every 1.4 plugin is a 1.5 plugin unchanged.
 """
 
 from __future__ import annotations
@@ -72,8 +79,9 @@ def toolhost_tools(settings: Settings) -> list[Tool]:  # type: ignore[empty-body
     Called once at startup, after ``toolhost_domains``. Conditional tools decide here: with
     their flag or credential absent, return nothing for them. Must be pure apart from reading
     ``settings``: no I/O, nothing built — ``Tool.build`` runs only after registration passed.
-    Each ``Tool`` declares its reasons (``Reason(code, message)``): the host assembles the
-    model-facing message table from them.
+    Each ``Tool`` declares its reasons (``Reason.from_table(MESSAGES, *codes)``): the host
+    assembles the model-facing message table from them. ``toolhost.tool`` makes a Tool from a
+    typed function.
 
     :param settings: the host settings (environment flags, data directory, secrets).
     :return: one ``Tool`` per registered (name, version), historical versions included.

@@ -23,6 +23,20 @@ by ``RegistrationStep``), and ``host_for`` builds a ``Host`` over the loaded plu
 that does not load is a ``PluginError``; a host that refuses to start raises
 ``RegistrationRefused``.
 
+Beyond the host, for tests of what an operator sees:
+
+- ``run_toolhost(*args, data_dir=..., plugins=...)`` runs the ``toolhost`` command in a child
+  process with its own data directory and an environment holding none of the machine's
+  ``TOOLHOST_*`` settings nor an operator's configuration file; ``toolhost_command()`` is the
+  command it runs, for a test that wraps it;
+- ``loopback_tls_server(handler, directory)`` (and the ``toolhost_tls_server`` fixture, which
+  stops it when the test ends) is an HTTPS ``LoopbackTLSServer`` on 127.0.0.1 with a
+  certificate from a throwaway trustme CA, whose PEM (``server.ca_bundle``) is what
+  ``TOOLHOST_CA_BUNDLE`` names;
+- the hypothesis profile ``toolhost`` (hypothesis's defaults without the timing deadline, so
+  a loaded machine does not fail a property test) is loaded for every test run, unless
+  ``--hypothesis-profile``, a conftest or hypothesis's own ``ci`` profile chose another.
+
 It imports pytest: use it from tests, never from a tool.
 """
 
@@ -59,9 +73,19 @@ from toolhost._registration.refusals import (
 )
 from toolhost._registration.refusals import Step as RegistrationStep
 from toolhost._testing.artifact_store_contract import ArtifactStoreContract
+from toolhost._testing.cli import run_toolhost, toolhost_command
 from toolhost._testing.clocks import DEFAULT_INSTANT, ClockExhausted, FixedClock, ScriptedClock
 from toolhost._testing.contracts import ClockContract, InvocationStoreContract
+
+# A hook of this pytest plugin (pytest finds it by name), not a name for tests to import.
+from toolhost._testing.hypothesis_profile import pytest_configure as pytest_configure
 from toolhost._testing.terminal import run_on_a_terminal
+from toolhost._testing.tls import (
+    LoopbackTLSServer,
+    StartTLSServer,
+    loopback_tls_server,
+    toolhost_tls_server,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -80,6 +104,7 @@ __all__ = [
     "Host",
     "InvocationState",
     "InvocationStoreContract",
+    "LoopbackTLSServer",
     "PluginError",
     "PluginSource",
     "Registered",
@@ -89,16 +114,21 @@ __all__ = [
     "Run",
     "RunOutcome",
     "ScriptedClock",
+    "StartTLSServer",
     "contributions_of",
     "find_ambient_reads",
     "host_for",
     "load_plugins",
+    "loopback_tls_server",
     "registration_problems",
     "remove_tree",
     "run_on_a_terminal",
+    "run_toolhost",
+    "toolhost_command",
     "toolhost_host",
     "toolhost_plugins",
     "toolhost_settings",
+    "toolhost_tls_server",
 ]
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import ssl
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import attrs
-import trustme
+
+from toolhost.testing import loopback_tls_server
 
 __all__ = ["MP4", "PNG", "Arrival", "FakeIssuer", "FakeTensorScale", "Receiver",
            "oauth_issuer", "one_click_receiver", "tensorscale"]
@@ -49,11 +49,6 @@ class Arrival:
         return json.loads(self.body)
 
 
-def _ca_bundle(ca: trustme.CA, path: Path) -> Path:
-    ca.cert_pem.write_to_path(str(path))
-    return path
-
-
 def _recording_handler(arrivals: list[Arrival], answer: Any) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _record(self) -> None:
@@ -68,25 +63,6 @@ def _recording_handler(arrivals: list[Arrival], answer: Any) -> type[BaseHTTPReq
             del format, args
 
     return Handler
-
-
-@contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler], ca: trustme.CA,
-             *names: str) -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
-    server.daemon_threads = True
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(*names).configure_cert(context)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 # ---------------------------------------------------------------------------- TensorScale
@@ -114,7 +90,6 @@ class FakeTensorScale:
 
 @contextmanager
 def tensorscale(tmp_path: Path) -> Iterator[FakeTensorScale]:
-    ca = trustme.CA()
     arrivals: list[Arrival] = []
     state: list[FakeTensorScale] = []
 
@@ -136,9 +111,8 @@ def tensorscale(tmp_path: Path) -> Iterator[FakeTensorScale]:
 
     handler = _recording_handler(arrivals, answer)
     handler.protocol_version = "HTTP/1.0"  # close-delimited bodies, as the provider streams
-    with _serving(handler, ca, LOOPBACK) as server:
-        fake = FakeTensorScale(f"https://{LOOPBACK}:{server.server_address[1]}",
-                               _ca_bundle(ca, tmp_path / "tensorscale-ca.pem"), arrivals)
+    with loopback_tls_server(handler, tmp_path, names=(LOOPBACK,)) as server:
+        fake = FakeTensorScale(server.base_url, server.ca_bundle, arrivals)
         state.append(fake)
         yield fake
 
@@ -166,7 +140,6 @@ class Receiver:
 
 @contextmanager
 def one_click_receiver(tmp_path: Path) -> Iterator[Receiver]:
-    ca = trustme.CA()
     arrivals: list[Arrival] = []
 
     def answer(h: BaseHTTPRequestHandler) -> None:
@@ -178,9 +151,9 @@ def one_click_receiver(tmp_path: Path) -> Iterator[Receiver]:
         with suppress(*_CLIENT_GONE):
             h.wfile.write(body)
 
-    with _serving(_recording_handler(arrivals, answer), ca, "localhost", LOOPBACK) as server:
-        yield Receiver(server.server_address[1],
-                       _ca_bundle(ca, tmp_path / "receiver-ca.pem"), arrivals)
+    with loopback_tls_server(_recording_handler(arrivals, answer), tmp_path,
+                             names=("localhost", LOOPBACK)) as server:
+        yield Receiver(server.port, server.ca_bundle, arrivals)
 
 
 # ---------------------------------------------------------------------------- an OAuth issuer
@@ -246,7 +219,6 @@ def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
     import jwt
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    ca = trustme.CA()
     arrivals: list[Arrival] = []
     state: list[FakeIssuer] = []
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -270,9 +242,9 @@ def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
         with suppress(*_CLIENT_GONE):
             h.wfile.write(body)
 
-    with _serving(_recording_handler(arrivals, answer), ca, LOOPBACK) as server:
-        issuer = FakeIssuer(f"https://{LOOPBACK}:{server.server_address[1]}",
-                            _ca_bundle(ca, tmp_path / "issuer-ca.pem"), arrivals, key,
+    with loopback_tls_server(_recording_handler(arrivals, answer), tmp_path,
+                             names=(LOOPBACK,)) as server:
+        issuer = FakeIssuer(server.base_url, server.ca_bundle, arrivals, key,
                             {"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]})
         state.append(issuer)
         yield issuer

@@ -43,6 +43,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from toolhost.testing import run_toolhost
+
 __all__ = [
     "PEOPLE",
     "TRANSPORTS",
@@ -182,7 +184,8 @@ class Deployment:
 
     def toolhost(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``toolhost ARGS``, as the operator types it beside the running server."""
-        return self.python("-m", "toolhost._cli", *args)
+        return run_toolhost(*args, data_dir=self.data_dir, env=self.settings,
+                            drop=_OWN_PREFIXES, timeout=COMMAND_TIMEOUT_S)
 
     async def operator(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``toolhost ARGS`` from inside a journey, off the event loop (the session stays

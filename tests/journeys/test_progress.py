@@ -27,17 +27,16 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-import trustme
 from mcp import ClientSession
+
+from toolhost.testing import loopback_tls_server
 
 from .fake_services import (
     _CLIENT_GONE,
     LOOPBACK,
     PNG,
     TENSORSCALE_KEY,
-    _ca_bundle,
     _recording_handler,
-    _serving,
 )
 from .journey_support import (
     CLIENT,
@@ -146,7 +145,6 @@ def test_a_long_command_reports_its_progress_to_the_client_that_asked(
 @contextmanager
 def slow_tensorscale(tmp_path: Path) -> Any:
     """A TensorScale that streams PICTURE with its Content-Length, in PARTS parts."""
-    ca = trustme.CA()
     arrivals: list[Any] = []
 
     def answer(h: BaseHTTPRequestHandler) -> None:
@@ -161,10 +159,11 @@ def slow_tensorscale(tmp_path: Path) -> Any:
                 h.wfile.flush()
                 time.sleep(PAUSE_S)
 
-    with _serving(_recording_handler(arrivals, answer), ca, LOOPBACK) as server:
+    with loopback_tls_server(_recording_handler(arrivals, answer), tmp_path,
+                             names=(LOOPBACK,)) as server:
         yield {"TENSORSCALE_API_KEY": TENSORSCALE_KEY,
-               "TENSORSCALE_BASE_URL": f"https://{LOOPBACK}:{server.server_address[1]}",
-               "TOOLHOST_CA_BUNDLE": str(_ca_bundle(ca, tmp_path / "slow-ca.pem"))}
+               "TENSORSCALE_BASE_URL": server.base_url,
+               "TOOLHOST_CA_BUNDLE": str(server.ca_bundle)}
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -21,6 +21,7 @@ from typing import Final
 
 import httpx
 
+from toolhost._model.errors import UsageError
 from toolhost._model.settings import Settings
 
 __all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError"]
@@ -28,7 +29,7 @@ __all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError"]
 CA_BUNDLE_SETTING: Final = "TOOLHOST_CA_BUNDLE"
 
 
-class HttpConfigError(ValueError):
+class HttpConfigError(UsageError, ValueError):
     """The host's HTTP settings are unusable (e.g. TOOLHOST_CA_BUNDLE is not a PEM file)."""
 
 

@@ -50,13 +50,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
-# The row's reading is the SQLite adapter's, the stored text being the same.
-from toolhost._adapters.sqlite_invocations import _PendingCall, _record
+from toolhost._adapters.invocation_rows import (
+    COLUMNS,
+    OPEN,
+    OPEN_STATES,
+    SELECT_PENDING,
+    STORED,
+    PendingCall,
+    principal_term,
+    read_record,
+)
 from toolhost._adapters.stored_output import (
     ELIDE_CHARS,
     INLINE_BYTES,
@@ -64,7 +71,7 @@ from toolhost._adapters.stored_output import (
     OutputMissing,
     completed,
     record_columns,
-    relaid,
+    relay,
     set_columns,
 )
 from toolhost._adapters.system_clock import monotonic, new_id
@@ -78,7 +85,7 @@ from toolhost._model.invocations import (
 from toolhost._model.settings import StoreUnavailable
 
 __all__ = ["MIGRATIONS", "PostgresInvocationStore", "checked_conninfo", "connection_string",
-           "migrated_pool", "session_settings", "shown_conninfo"]
+           "first_line", "migrated_pool", "session_settings", "shown_conninfo"]
 
 #: One step of a component's schema: SQL, or a function changing the rows already written.
 Step = str | Callable[[psycopg.Connection[Any]], None]
@@ -155,20 +162,14 @@ _MIGRATION_LOCK = int.from_bytes(b"toolhost", "big")
 _BOOTSTRAP = """CREATE TABLE IF NOT EXISTS toolhost_schema_migrations (
     component TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (component, version))"""
 
-_OPEN = "state NOT IN ('denied', 'failed', 'succeeded')"
-_OPEN_STATES = frozenset({InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED,
-                          InvocationState.RUNNING})
-_COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
 #: Text a principal, a client, an approver or a tool chose, which may hold U+0000: stored as
 #: its UTF-8 bytes. Nothing orders or filters on these columns.
 _FREE_TEXT = frozenset({"principal_id", "conversation_id", "approver", "denial_reason",
                         "result_content", "user_turn"})
-_FREE_AT = tuple(i for i, name in enumerate(_COLUMNS) if name in _FREE_TEXT)
-#: The record's columns, then where its output is (``stored_output``).
-_STORED = (*_COLUMNS, "output_refs")
-_SELECT = f"SELECT {', '.join(_STORED)} FROM tool_invocations"
-_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_STORED)}) "
-           f"VALUES ({', '.join(['%s'] * len(_STORED))}) ON CONFLICT (id) DO NOTHING")
+_FREE_AT = tuple(i for i, name in enumerate(COLUMNS) if name in _FREE_TEXT)
+_SELECT = f"SELECT {', '.join(STORED)} FROM tool_invocations"
+_INSERT = (f"INSERT INTO tool_invocations ({', '.join(STORED)}) "
+           f"VALUES ({', '.join(['%s'] * len(STORED))}) ON CONFLICT (id) DO NOTHING")
 #: A row write and its outputs in one statement (so in one transaction, whose fate a lost
 #: reply's check reads off the row alone): the outputs only if the row was written.
 _WITH_OUTPUTS = ("WITH written AS ({write} RETURNING 1), outputs AS ("
@@ -176,8 +177,6 @@ _WITH_OUTPUTS = ("WITH written AS ({write} RETURNING 1), outputs AS ("
                  "FROM unnest(%s::text[], %s::bytea[]) AS o (digest, body) "
                  "WHERE EXISTS (SELECT 1 FROM written) ON CONFLICT (digest) DO NOTHING) "
                  "SELECT count(*) FROM written")
-_SELECT_PENDING = ("SELECT id, run_id, tool_name, tool_version, argument_digest, created_at, "
-                   "arguments, policy FROM tool_invocations")
 _AWAITING = InvocationState.AWAITING_APPROVAL.value
 _RUNNING = InvocationState.RUNNING.value
 
@@ -220,7 +219,8 @@ def _as_url(params: dict[str, str]) -> str:
     return f"postgresql://{netloc}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's first line, as a one-line message may quote it."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
@@ -414,7 +414,7 @@ def _read(row: Sequence[Any]) -> InvocationRecord:
     for i in _FREE_AT:
         if values[i] is not None:
             values[i] = bytes(values[i]).decode()
-    return _record(values)
+    return read_record(values)
 
 
 class PostgresInvocationStore:
@@ -431,7 +431,7 @@ class PostgresInvocationStore:
             psycopg.connect(conninfo).close()
         except psycopg.Error as exc:
             raise StoreUnavailable(
-                Path(shown), f"cannot reach the database {shown} ({_first_line(exc)}): start "
+                Path(shown), f"cannot reach the database {shown} ({first_line(exc)}): start "
                 "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
         # Migrated first: the checks of the database (its encoding) come before anything
         # holds a session in it.
@@ -440,7 +440,7 @@ class PostgresInvocationStore:
             self._lease = _Lease(conninfo)
         except (psycopg.Error, _LeaseTaken) as exc:
             raise StoreUnavailable(
-                Path(shown), f"cannot reach the database {shown} ({_first_line(exc)}): start "
+                Path(shown), f"cannot reach the database {shown} ({first_line(exc)}): start "
                 "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
         self._shown = shown  # the database as a message names it
         self._absent: dict[int, float] = {}  # lease key -> when first seen not held
@@ -686,15 +686,15 @@ class PostgresInvocationStore:
         criteria = column_values(
             InvocationRecord, {column: value for column, value in given.items() if value is not None})
         terms = [f"{column} = %s" for column in criteria]
-        if state in _OPEN_STATES:
-            terms.insert(0, _OPEN)  # the partial index's condition, as the SQLite adapter does
+        if state in OPEN_STATES:
+            terms.insert(0, OPEN)  # the partial index's condition, as the SQLite adapter does
         rows = self._page(_SELECT, terms, list(criteria.values()), limit, after)
         return [self._completed(row) for row in rows]
 
     def pending(self, *, limit: int, after: str | None = None,
-                principal_id: str | None = None) -> Sequence[_PendingCall]:
-        return list(map(_PendingCall._make, self._page(
-            _SELECT_PENDING, [_OPEN, "state = %s", *_principal_term(principal_id, "%s")],
+                principal_id: str | None = None) -> Sequence[PendingCall]:
+        return list(map(PendingCall._make, self._page(
+            SELECT_PENDING, [OPEN, "state = %s", *principal_term(principal_id, "%s")],
             [_AWAITING, *_principal_value(principal_id)], limit, after)))
 
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
@@ -808,7 +808,7 @@ def migrated_pool(conninfo: str, *, name: str, application_name: str,
 
 def _settable(fields: Mapping[str, Any], to: InvocationState
               ) -> tuple[dict[str, Any], list[Blob]]:
-    unknown = set(fields) - set(_COLUMNS)
+    unknown = set(fields) - set(COLUMNS)
     if unknown or "id" in fields or "state" in fields:
         raise ValueError(f"cannot set {sorted(unknown | ({'id', 'state'} & set(fields)))}")
     return set_columns({"state": to, **fields})
@@ -828,18 +828,18 @@ def _relay_rows(conn: psycopg.Connection[Any]) -> None:
         "SELECT id, result_structured, result_content FROM tool_invocations "
         "WHERE output_refs IS NULL AND (length(result_content) >= %s "
         "OR length(result_structured) > %s)", (ELIDE_CHARS, INLINE_BYTES // 4)).fetchall()
-    for invocation_id, structured_text, content in rows:
-        laid = relaid(structured_text, None if content is None else bytes(content).decode())
-        if laid is None:
-            continue
-        columns, blobs = laid
+
+    def write(invocation_id: str, columns: dict[str, Any], blobs: list[Blob]) -> None:
         if blobs:
             conn.cursor().executemany(
                 "INSERT INTO tool_outputs (digest, body) VALUES (%s, %s) "
                 "ON CONFLICT (digest) DO NOTHING", blobs)
-        columns = _stored(columns)
-        conn.execute(f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in columns)} "
-                     "WHERE id = %s", [*columns.values(), invocation_id])
+        stored = _stored(columns)
+        conn.execute(f"UPDATE tool_invocations SET {', '.join(f'{c} = %s' for c in stored)} "
+                     "WHERE id = %s", [*stored.values(), invocation_id])
+
+    # result_content is free text, stored as its UTF-8 bytes (``_FREE_TEXT``).
+    relay(((i, s, None if c is None else bytes(c).decode()) for i, s, c in rows), write)
 
 
 def _migrate(conninfo: str, connect_timeout: int, shown: str,
@@ -880,7 +880,7 @@ def _migrate(conninfo: str, connect_timeout: int, shown: str,
                                      "version) VALUES (%s, %s)", (component, version))
     except psycopg.Error as exc:
         raise StoreUnavailable(
-            Path(shown), f"cannot use the database {shown} ({_first_line(exc)}): give "
+            Path(shown), f"cannot use the database {shown} ({first_line(exc)}): give "
             "TOOLHOST_DATABASE_URL's role the right to create tables there, or use another "
             "database") from None
 
@@ -908,10 +908,6 @@ def _check_encoding(conn: psycopg.Connection[Any], shown: str) -> None:
         raise StoreUnavailable(
             Path(shown), f"the database {shown} is in the {encoding} encoding: toolhost "
             "needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)")
-
-
-def _principal_term(principal_id: str | None, placeholder: str) -> list[str]:
-    return [] if principal_id is None else [f"principal_id = {placeholder}"]
 
 
 def _principal_value(principal_id: str | None) -> list[Any]:

@@ -16,7 +16,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from toolhost._adapters.pg_invocations import (
-    _first_line,
+    first_line,
     migrated_pool,
     shown_conninfo,
 )
@@ -85,7 +85,7 @@ class PostgresRouteTable:
                 yield conn
         except psycopg.Error as exc:
             raise RoutesUnavailable(f"the database {self._shown} did not answer "
-                                    f"({_first_line(exc)})") from None
+                                    f"({first_line(exc)})") from None
         except TimeoutError:  # the pool had no connection to lend in time
             raise RoutesUnavailable(f"the database {self._shown} did not answer") from None
 

@@ -1,16 +1,15 @@
-"""The ArtifactStore on S3-compatible storage: ``TOOLHOST_ARTIFACT_STORE=s3://bucket/prefix``.
+"""Artifact content on S3-compatible storage: ``TOOLHOST_ARTIFACT_STORE=s3://bucket/prefix``.
 
 Content goes to the bucket by address: the object for content with sha256 ``h`` is
 ``<prefix>/sha256/<h>``, so identical bytes are stored once and a key says what its bytes must
-hash to. Metadata stays in the ``artifacts`` table of the database, next to the invocation
-record, with the SQLite store's schema and queries (this store is that store with its content
-moved): the identity rule, claims, listings and purge's "is this content still referenced"
-check need a transactional index, which a bucket is not. Hosts share a bucket prefix only by
-sharing that database, so a prefix is bound to one database by a marker object
-(``<prefix>/toolhost-store.json``) and another database is refused at start: its purge would
-delete content that only the first one references. On SQLite that database is one host's;
-``pg_artifacts`` keeps the same metadata on PostgreSQL, so every host on that database shares
-the prefix.
+hash to. Metadata stays in an ``artifacts`` table (``artifact_parts``): the identity rule,
+claims, listings and purge's "is this content still referenced" check need a transactional
+index, which a bucket is not. ``S3ArtifactStore`` joins the bucket with the SQLite metadata of
+the host's data directory; ``pg_artifacts`` joins it with metadata on PostgreSQL, so every host
+on that database shares the prefix. Hosts share a bucket prefix only by sharing that database,
+so a prefix is bound to one database by a marker object (``<prefix>/toolhost-store.json``) and
+another database is refused at start: its purge would delete content that only the first one
+references.
 
 Reads verify size and checksum and raise ``ArtifactCorrupted`` otherwise. A streamed write is
 buffered up to one part; a stream that ends within it is one PUT at its content address on
@@ -34,31 +33,28 @@ import hashlib
 import json
 import re
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from toolhost._adapters.sqlite_artifacts import (
-    MIGRATIONS,
-    SQLiteArtifactStore,
-    StreamedUpload,
-    VerifiedChunks,
-    _check_expiry,
-    _check_retention,
-    _Metadata,
+from toolhost._adapters.artifact_parts import (
+    ArtifactMetadata,
+    NewArtifact,
+    Place,
+    check_retention,
 )
-from toolhost._adapters.sqlite_db import DATABASE_NAME, Migration, connect, migrate
+from toolhost._adapters.artifact_store import JoinedArtifactStore
+from toolhost._adapters.artifact_streams import StreamedUpload, VerifiedChunks
+from toolhost._adapters.sqlite_artifacts import SQLiteArtifactMetadata
+from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
     ArtifactCorrupted,
     ArtifactRecord,
     ArtifactStoreUnavailable,
-    as_utc,
 )
-from toolhost._model.digest import sha256_digest
 from toolhost._model.settings import SettingError, StoreUnavailable
 from toolhost._ports.artifacts import STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
@@ -66,9 +62,9 @@ from toolhost._ports.clock import Clock
 __all__ = [
     "MARKER",
     "PART_SIZE",
-    "S3_MIGRATIONS",
     "S3ArtifactStore",
     "S3ArtifactUpload",
+    "S3Content",
     "S3Location",
     "S3Unavailable",
     "open_s3_artifact_store",
@@ -86,21 +82,6 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _HEX_KEY = re.compile(r"^[0-9a-f]{64}$")
 # Error codes that mean "no such object" (HEAD answers with the bare status).
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchUpload"})
-
-#: The ``s3_artifacts`` component's schema: which store id this database uses for a location.
-S3_MIGRATIONS = (
-    Migration(
-        "s3_artifacts",
-        1,
-        """
-        CREATE TABLE artifact_buckets (
-            location TEXT PRIMARY KEY,
-            store_id TEXT NOT NULL
-        )
-        """,
-    ),
-)
-
 
 class S3Unavailable(ArtifactStoreUnavailable):
     """The object store did not serve a request: unreachable, refusing, or failing.
@@ -197,207 +178,74 @@ def _describe(exc: BaseException) -> str:
     return _error_code(exc) or type(exc).__name__
 
 
-class S3ArtifactStore(SQLiteArtifactStore):
-    """Content in ``location``'s bucket through ``client``; metadata in ``conn``'s ``artifacts``.
+class S3Content:
+    """Content in ``location``'s bucket through ``client`` (``ArtifactContent``).
 
-    The metadata side is ``SQLiteArtifactStore``'s, unchanged: this class replaces only where
-    content lives (``_chunks``, which ``read`` and ``read_chunks`` use, ``_store``, ``begin``
-    and purge's two sweeps).
-    Purge safety is the same argument with objects for files: a content object is deleted
-    only inside the write transaction that found no row referencing it, and a write checks
-    inside its own transaction that its object is there (a HEAD) and puts it back if not,
-    before its row commits.
-    Construction applies the migrations, checks the bucket answers and binds the prefix to this
-    database (``StoreUnavailable`` otherwise).
+    Purge safety is the files' argument with objects for files: a content object is deleted
+    only inside the metadata transaction that found no record referencing it, and a write
+    checks inside its own transaction that its object is there (a HEAD) and puts it back if
+    not, before its record commits. ``bind`` checks the bucket answers and binds the prefix to
+    the metadata's database. ``close()`` closes the client with ``owns_client``.
     """
 
-    def __init__(
-        self,
-        location: S3Location,
-        client: Any,
-        conn: sqlite3.Connection,
-        clock: Clock,
-        *,
-        owns_connection: bool = False,
-        owns_client: bool = False,
-        retention: _dt.timedelta | None = None,
-    ) -> None:
-        # Not SQLiteArtifactStore.__init__: it would make a content directory this store
-        # never uses. These are the attributes its metadata methods read.
+    def __init__(self, location: S3Location, client: Any, *, owns_client: bool = False) -> None:
         self.location = location
-        self._client = client
+        self.client = client
         self._owns_client = owns_client
-        self._conn = conn
-        self._clock = clock
-        self._owns_connection = owns_connection
-        self._retention = _check_retention(retention)
-        self._lock = threading.RLock()
         # Staging keys and multipart upload ids this instance has open: purge never takes them.
-        self._open: set[str] = set()
-        migrate(conn, (*MIGRATIONS, *S3_MIGRATIONS))
-        self._bind()
+        self.open_handles: set[str] = set()
 
-    # -- port ----------------------------------------------------------------------------------
+    # -- ArtifactContent -----------------------------------------------------------------------
 
-    def _chunks(self, record: ArtifactRecord, chunk_size: int) -> VerifiedChunks:
-        """``record``'s content object as verified chunks (``read`` and ``read_chunks`` are
-        the base class's): one GetObject, its streaming body read as the chunks are, and
-        closing the chunks before the end drops the connection rather than read the rest."""
+    def put(self, checksum: str, content: bytes) -> Place:
+        """See ``ArtifactContent.put``: the object first, outside the transaction; inside it,
+        only a HEAD, and a PUT again if a purge took the object meanwhile."""
+        key = self.content_key(checksum)
+
+        def restore() -> None:
+            if not self.has_object(key, len(content)):
+                self.put_object(key, content)
+
+        restore()
+        return restore
+
+    def chunks(self, record: ArtifactRecord, chunk_size: int) -> VerifiedChunks:
+        """``record``'s content object as verified chunks: one GetObject, its streaming body
+        read as the chunks are, and closing the chunks before the end drops the connection
+        rather than read the rest."""
         try:
-            response = self._client.get_object(
-                Bucket=self.location.bucket, Key=self._content_key(record.checksum))
+            response = self.client.get_object(
+                Bucket=self.location.bucket, Key=self.content_key(record.checksum))
         except Exception as exc:
             if _error_code(exc) in _MISSING:
                 raise ArtifactCorrupted(record.id, "the content object is missing") from None
-            raise self._unavailable("GetObject", exc) from None
+            raise self.unavailable("GetObject", exc) from None
         body = response["Body"]
 
         def lost(exc: Exception) -> Exception:  # the connection dropped mid-body
-            return self._unavailable("GetObject", exc)
+            return self.unavailable("GetObject", exc)
 
         return VerifiedChunks(record, body.read, body.close, chunk_size, failed=lost)
 
-    def _upload(self, meta: _Metadata, limit: int) -> StreamedUpload:
+    def begin(self, new: NewArtifact, limit: int, metadata: ArtifactMetadata) -> StreamedUpload:
         """An S3 upload: nothing reaches the bucket until a part is full."""
-        return S3ArtifactUpload(self, meta, limit)
+        return S3ArtifactUpload(self, new, limit, metadata)
 
-    def close(self) -> None:
-        """Close the database connection and the client if this store made them."""
-        super().close()
-        if self._owns_client:
-            with contextlib.suppress(Exception):
-                self._client.close()
-
-    # -- content -------------------------------------------------------------------------------
-
-    def _store(
-        self, meta: _Metadata, content: bytes, *, now: _dt.datetime | None
-    ) -> ArtifactRecord:
-        # As SQLiteArtifactStore._store: the object first, outside the transaction (a crash
-        # leaves an unreferenced object, never a row without content); inside it, only a HEAD,
-        # and a PUT again if a purge took the object meanwhile.
-        created_at = now if now is not None else as_utc(self._clock.now())
-        _check_expiry(meta, created_at)
-        checksum = sha256_digest(content)
-        key = self._content_key(checksum)
-        if not self._has_object(key, len(content)):
-            self._put_object(key, content)
-
-        def restore() -> None:
-            if not self._has_object(key, len(content)):
-                self._put_object(key, content)
-
-        return self._record(meta, len(content), checksum, created_at, reuse=now is not None,
-                            place=restore)
-
-    def _publish(
-        self, meta: _Metadata, size: int, checksum: str, created_at: _dt.datetime,
-        *, content: bytes | None = None, staged: str | None = None,
-    ) -> ArtifactRecord:
-        """Record a committed stream: ``content`` (one part, PUT) or the ``staged`` object
-        (copied to its content address unless an object of that size is already there)."""
-        key = self._content_key(checksum)
-
-        def place() -> None:
-            if self._has_object(key, size):
-                return
-            if content is not None:
-                self._put_object(key, content)
-            elif staged is not None:
-                self._copy_object(staged, key)
-
-        place()  # outside the transaction: a large copy never holds the write lock
-        return self._record(meta, size, checksum, created_at, reuse=True, place=place)
-
-    def _content_key(self, checksum: str) -> str:
-        return self.location.key("sha256", checksum.removeprefix("sha256:"))
-
-    def _staging_key(self) -> str:
-        return self.location.key("staging", new_id())
-
-    def _has_object(self, key: str, size: int) -> bool:
-        """Whether ``key`` holds an object of ``size`` bytes (a HEAD; a wrong size is a
-        damaged object, which the caller replaces with the good bytes)."""
-        try:
-            head = self._client.head_object(Bucket=self.location.bucket, Key=key)
-        except Exception as exc:
-            if _error_code(exc) in _MISSING:
-                return False
-            raise self._unavailable("HeadObject", exc) from None
-        return bool(head.get("ContentLength") == size)
-
-    def _put_object(self, key: str, content: bytes) -> None:
-        # Content-MD5 makes the server refuse bytes damaged on the way, before they replace
-        # anything.
-        md5 = base64.b64encode(hashlib.md5(content, usedforsecurity=False).digest()).decode()
-        self._call("PutObject", self._client.put_object, Bucket=self.location.bucket, Key=key,
-                   Body=content, ContentMD5=md5)
-
-    def _copy_object(self, source: str, key: str) -> None:
-        # One server-side copy: the ceiling (512 MiB) is far below CopyObject's 5 GiB limit.
-        self._call("CopyObject", self._client.copy_object, Bucket=self.location.bucket, Key=key,
-                   CopySource={"Bucket": self.location.bucket, "Key": source})
-
-    def _delete_object(self, key: str) -> None:
-        self._call("DeleteObject", self._client.delete_object, Bucket=self.location.bucket,
-                   Key=key)
-
-    def _call(self, operation: str, method: Callable[..., Any], **kwargs: Any) -> Any:
-        try:
-            return method(**kwargs)
-        except Exception as exc:
-            raise self._unavailable(operation, exc) from None
-
-    def _unavailable(self, operation: str, exc: BaseException) -> S3Unavailable:
-        return S3Unavailable(str(self.location), operation, _describe(exc))
-
-    def _pages(self, operation: str, method: str, key: str, **kwargs: Any) -> Iterator[Any]:
-        """Every item under ``key`` in a listing, page by page."""
-        paginator = self._client.get_paginator(method)
-        try:
-            for page in paginator.paginate(Bucket=self.location.bucket, **kwargs):
-                yield page.get(key, [])
-        except Exception as exc:
-            raise self._unavailable(operation, exc) from None
-
-    # -- purge ---------------------------------------------------------------------------------
-
-    def _sweep_content(self) -> tuple[int, int]:
-        """Remove every content object no row references: (objects, bytes).
-
-        One transaction per listed page holds the database's write lock while it checks and
-        deletes, so a write (which HEADs its object under that lock) either finds the object
-        gone and puts it back, or commits its row first and the check here keeps the object.
-        """
+    def sweep(self, metadata: ArtifactMetadata) -> tuple[int, int]:
+        """Remove every content object no record references: (objects, bytes), one
+        ``metadata.sweep`` per listed page."""
         objects = freed = 0
         for page in self._pages("ListObjectsV2", "list_objects_v2", "Contents",
                                 Prefix=self.location.key("sha256", "")):
-            candidates = [(o["Key"], int(o.get("Size", 0))) for o in page
-                          if _HEX_KEY.match(o["Key"].rsplit("/", 1)[-1])]
+            candidates = [("sha256:" + name, (o["Key"], int(o.get("Size", 0)))) for o in page
+                          if _HEX_KEY.match(name := o["Key"].rsplit("/", 1)[-1])]
             if candidates:
-                removed, removed_bytes = self._sweep_page(candidates)
+                removed, removed_bytes = metadata.sweep(candidates, self._remove)
                 objects += removed
                 freed += removed_bytes
         return objects, freed
 
-    def _sweep_page(self, candidates: list[tuple[str, int]]) -> tuple[int, int]:
-        """Delete the listed (key, size) content objects no row references, in one write
-        transaction: (objects, bytes). The metadata's database decides how that transaction
-        keeps writers out (here SQLite's write lock)."""
-        objects = freed = 0
-        with self._transaction():
-            for key, size in candidates:
-                checksum = "sha256:" + key.rsplit("/", 1)[-1]
-                if self._conn.execute(
-                    "SELECT 1 FROM artifacts WHERE checksum = ? LIMIT 1", (checksum,)
-                ).fetchone() is not None:
-                    continue
-                self._delete_object(key)
-                objects += 1
-                freed += size
-        return objects, freed
-
-    def _sweep_staging(self, now: _dt.datetime) -> tuple[int, int]:
+    def sweep_staging(self, now: _dt.datetime) -> tuple[int, int]:
         """Remove staging objects and abort multipart uploads older than STAGING_STALE_AFTER
         before ``now`` that this instance does not have open: (uploads, bytes).
 
@@ -410,71 +258,126 @@ class S3ArtifactStore(SQLiteArtifactStore):
         removed = freed = 0
         for page in self._pages("ListObjectsV2", "list_objects_v2", "Contents", Prefix=prefix):
             for item in page:
-                if item["Key"] in self._open or item["LastModified"] > cutoff:
+                if item["Key"] in self.open_handles or item["LastModified"] > cutoff:
                     continue
-                self._delete_object(item["Key"])
+                self.delete_object(item["Key"])
                 removed += 1
                 freed += int(item.get("Size", 0))
         for page in self._pages("ListMultipartUploads", "list_multipart_uploads", "Uploads",
                                 Prefix=prefix):
             for upload in page:
-                if upload["UploadId"] in self._open or upload["Initiated"] > cutoff:
+                if upload["UploadId"] in self.open_handles or upload["Initiated"] > cutoff:
                     continue
-                parts = self._call("ListParts", self._client.list_parts,
-                                   Bucket=self.location.bucket, Key=upload["Key"],
-                                   UploadId=upload["UploadId"])
+                parts = self.call("ListParts", self.client.list_parts,
+                                  Bucket=self.location.bucket, Key=upload["Key"],
+                                  UploadId=upload["UploadId"])
                 try:
-                    self._client.abort_multipart_upload(
+                    self.client.abort_multipart_upload(
                         Bucket=self.location.bucket, Key=upload["Key"],
                         UploadId=upload["UploadId"])
                 except Exception as exc:
                     if _error_code(exc) in _MISSING:  # its owner finished or aborted it
                         continue
-                    raise self._unavailable("AbortMultipartUpload", exc) from None
+                    raise self.unavailable("AbortMultipartUpload", exc) from None
                 removed += 1
                 freed += sum(int(p.get("Size", 0)) for p in parts.get("Parts", []))
         return removed, freed
 
+    def close(self) -> None:
+        """Close the client if this content made it."""
+        if self._owns_client:
+            with contextlib.suppress(Exception):
+                self.client.close()
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def content_key(self, checksum: str) -> str:
+        return self.location.key("sha256", checksum.removeprefix("sha256:"))
+
+    def staging_key(self) -> str:
+        return self.location.key("staging", new_id())
+
+    def has_object(self, key: str, size: int) -> bool:
+        """Whether ``key`` holds an object of ``size`` bytes (a HEAD; a wrong size is a
+        damaged object, which the caller replaces with the good bytes)."""
+        try:
+            head = self.client.head_object(Bucket=self.location.bucket, Key=key)
+        except Exception as exc:
+            if _error_code(exc) in _MISSING:
+                return False
+            raise self.unavailable("HeadObject", exc) from None
+        return bool(head.get("ContentLength") == size)
+
+    def put_object(self, key: str, content: bytes) -> None:
+        # Content-MD5 makes the server refuse bytes damaged on the way, before they replace
+        # anything.
+        md5 = base64.b64encode(hashlib.md5(content, usedforsecurity=False).digest()).decode()
+        self.call("PutObject", self.client.put_object, Bucket=self.location.bucket, Key=key,
+                  Body=content, ContentMD5=md5)
+
+    def copy_object(self, source: str, key: str) -> None:
+        # One server-side copy: the ceiling (512 MiB) is far below CopyObject's 5 GiB limit.
+        self.call("CopyObject", self.client.copy_object, Bucket=self.location.bucket, Key=key,
+                  CopySource={"Bucket": self.location.bucket, "Key": source})
+
+    def delete_object(self, key: str) -> None:
+        self.call("DeleteObject", self.client.delete_object, Bucket=self.location.bucket,
+                  Key=key)
+
+    def call(self, operation: str, method: Callable[..., Any], **kwargs: Any) -> Any:
+        """``method(**kwargs)``, its failure an ``S3Unavailable`` naming ``operation``."""
+        try:
+            return method(**kwargs)
+        except Exception as exc:
+            raise self.unavailable(operation, exc) from None
+
+    def unavailable(self, operation: str, exc: BaseException) -> S3Unavailable:
+        return S3Unavailable(str(self.location), operation, _describe(exc))
+
+    def _remove(self, item: tuple[str, int]) -> int:
+        key, size = item
+        self.delete_object(key)
+        return size
+
+    def _pages(self, operation: str, method: str, key: str, **kwargs: Any) -> Iterator[Any]:
+        """Every item under ``key`` in a listing, page by page."""
+        paginator = self.client.get_paginator(method)
+        try:
+            for page in paginator.paginate(Bucket=self.location.bucket, **kwargs):
+                yield page.get(key, [])
+        except Exception as exc:
+            raise self.unavailable(operation, exc) from None
+
     # -- the prefix's owner --------------------------------------------------------------------
 
-    def _bind(self) -> None:
-        """Check the bucket answers and that the prefix belongs to this database, claiming it
-        if no database has yet. :raises StoreUnavailable:"""
-        store_id = self._store_id()
+    def bind(self, store_id: str, database: Path) -> None:
+        """Check the bucket answers and that the prefix belongs to the database ``store_id``
+        is ``database``'s id of it, claiming it if no database has yet.
+
+        :raises StoreUnavailable: naming ``database``.
+        """
         marker_key = self.location.key(MARKER)
         marker = json.dumps({"format": _MARKER_FORMAT, "store_id": store_id}).encode()
         for _ in range(2):  # a create that loses a race reads the winner's marker
             try:
-                response = self._client.get_object(Bucket=self.location.bucket, Key=marker_key)
+                response = self.client.get_object(Bucket=self.location.bucket, Key=marker_key)
                 found = response["Body"].read()
             except Exception as exc:
                 if _error_code(exc) not in _MISSING:
-                    raise self._cannot_start("GetObject", exc) from None
+                    raise self._cannot_start(database, "GetObject", exc) from None
             else:
-                return self._check_marker(found, store_id)
+                return self._check_marker(database, found, store_id)
             try:
-                self._client.put_object(Bucket=self.location.bucket, Key=marker_key,
-                                        Body=marker, IfNoneMatch="*")
+                self.client.put_object(Bucket=self.location.bucket, Key=marker_key,
+                                       Body=marker, IfNoneMatch="*")
             except Exception as exc:
                 if _error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    raise self._cannot_start("PutObject", exc) from None
+                    raise self._cannot_start(database, "PutObject", exc) from None
             else:
                 return None
-        raise self._cannot_start("PutObject", RuntimeError("the marker keeps changing"))
+        raise self._cannot_start(database, "PutObject", RuntimeError("the marker keeps changing"))
 
-    def _store_id(self) -> str:
-        """This database's store id for the location, made on first use."""
-        location = str(self.location)
-        with self._transaction():
-            self._conn.execute(
-                "INSERT OR IGNORE INTO artifact_buckets (location, store_id) VALUES (?, ?)",
-                (location, new_id()))
-            (store_id,) = self._conn.execute(
-                "SELECT store_id FROM artifact_buckets WHERE location = ?", (location,)
-            ).fetchone()
-        return str(store_id)
-
-    def _check_marker(self, found: bytes, store_id: str) -> None:
+    def _check_marker(self, database: Path, found: bytes, store_id: str) -> None:
         try:
             owner = json.loads(found)["store_id"]
         except (ValueError, KeyError, TypeError):
@@ -483,13 +386,14 @@ class S3ArtifactStore(SQLiteArtifactStore):
             return
         marker = f"{self.location}/{MARKER}"
         raise StoreUnavailable(
-            self._database(),
+            database,
             f"the artifact store {self.location} belongs to another toolhost database "
             f"(its {marker} names store {owner!r}, this database's is {store_id!r}), whose "
             "purge would delete this one's content: give each database its own prefix (or "
             f"share the database), or delete {marker} if that database is gone for good")
 
-    def _cannot_start(self, operation: str, exc: BaseException) -> StoreUnavailable:
+    def _cannot_start(self, database: Path, operation: str,
+                      exc: BaseException) -> StoreUnavailable:
         code = _describe(exc)
         why = {
             "NoSuchBucket": "the bucket does not exist",
@@ -505,30 +409,26 @@ class S3ArtifactStore(SQLiteArtifactStore):
                    else "cannot reach it: check TOOLHOST_S3_ENDPOINT_URL (or AWS_ENDPOINT_URL), "
                         "the network and the server")
         return StoreUnavailable(
-            self._database(),
+            database,
             f"cannot use the artifact store {self.location} ({operation}: {code}): {why}")
-
-    def _database(self) -> Path:
-        # StoreUnavailable names a path: the database this store's metadata is in.
-        row = self._conn.execute("PRAGMA database_list").fetchone()
-        return Path(row[2]) if row is not None and row[2] else Path(DATABASE_NAME)
 
 
 class S3ArtifactUpload(StreamedUpload):
-    """``ArtifactUpload`` for ``S3ArtifactStore``: a buffered part, then a multipart upload.
+    """``ArtifactUpload`` for ``S3Content``: a buffered part, then a multipart upload.
 
     Bytes are hashed as they arrive and held until ``PART_SIZE`` of them are; only then is a
     multipart upload created (to a staging key) and each full buffer sent as a part, so memory
     stays at one part. ``commit`` of a stream that never filled a part is one PUT at its content
-    address; otherwise it sends the last part, completes the upload, publishes the staged object
-    under the identity rule and deletes it. ``abort``, an over-bound write, a failed write and a
-    failed commit all abort the multipart upload (or delete the staged object); no row is
-    inserted.
+    address; otherwise it sends the last part, completes the upload, copies the staged object
+    to its address (unless an object of that size is there) and deletes it once the record has
+    committed. ``abort``, an over-bound write, a failed write and a failed commit all abort the
+    multipart upload (or delete the staged object); no record is inserted.
     """
 
-    def __init__(self, store: S3ArtifactStore, meta: _Metadata, limit: int) -> None:
-        super().__init__(meta, limit)
-        self._store = store
+    def __init__(self, content: S3Content, new: NewArtifact, limit: int,
+                 metadata: ArtifactMetadata) -> None:
+        super().__init__(new, limit, metadata)
+        self._content = content
         self._buffer = bytearray()
         self._key: str | None = None  # the staging key, once a multipart upload exists
         self._upload_id: str | None = None
@@ -541,16 +441,22 @@ class S3ArtifactUpload(StreamedUpload):
             self._send_part(bytes(self._buffer[:PART_SIZE]))
             del self._buffer[:PART_SIZE]
 
-    def _publish(self, created_at: _dt.datetime, checksum: str) -> ArtifactRecord:
+    def _staged(self, checksum: str) -> Place:
+        content = self._content
         if self._upload_id is None:
-            return self._store._publish(self._meta, self._written, checksum, created_at,
-                                        content=bytes(self._buffer))
+            return content.put(checksum, bytes(self._buffer))
         if self._buffer:
             self._send_part(bytes(self._buffer))
         self._complete()
-        assert self._key is not None
-        return self._store._publish(self._meta, self._written, checksum, created_at,
-                                    staged=self._key)
+        key, staged, size = content.content_key(checksum), self._key, self._written
+        assert staged is not None
+
+        def place() -> None:
+            if not content.has_object(key, size):
+                content.copy_object(staged, key)
+
+        place()  # outside the transaction: a large copy never holds the write lock
+        return place
 
     def _committed(self) -> None:
         # Published: the staged copy is only a leftover now, and a purge would find it.
@@ -568,54 +474,89 @@ class S3ArtifactUpload(StreamedUpload):
                 self._release()
 
     def _send_part(self, data: bytes) -> None:
-        store = self._store
+        content = self._content
         if self._upload_id is None:
-            self._key = store._staging_key()
-            store._open.add(self._key)
-            created = store._call("CreateMultipartUpload", store._client.create_multipart_upload,
-                                  Bucket=store.location.bucket, Key=self._key)
+            self._key = content.staging_key()
+            content.open_handles.add(self._key)
+            created = content.call("CreateMultipartUpload",
+                                   content.client.create_multipart_upload,
+                                   Bucket=content.location.bucket, Key=self._key)
             self._upload_id = str(created["UploadId"])
-            store._open.add(self._upload_id)
+            content.open_handles.add(self._upload_id)
         number = len(self._parts) + 1
-        sent = store._call("UploadPart", store._client.upload_part,
-                           Bucket=store.location.bucket, Key=self._key, UploadId=self._upload_id,
-                           PartNumber=number, Body=data)
+        sent = content.call("UploadPart", content.client.upload_part,
+                            Bucket=content.location.bucket, Key=self._key,
+                            UploadId=self._upload_id, PartNumber=number, Body=data)
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
 
     def _complete(self) -> None:
-        store = self._store
-        store._call("CompleteMultipartUpload", store._client.complete_multipart_upload,
-                    Bucket=store.location.bucket, Key=self._key, UploadId=self._upload_id,
-                    MultipartUpload={"Parts": self._parts})
+        content = self._content
+        content.call("CompleteMultipartUpload", content.client.complete_multipart_upload,
+                     Bucket=content.location.bucket, Key=self._key, UploadId=self._upload_id,
+                     MultipartUpload={"Parts": self._parts})
         self._completed = True
 
     def _drop_staged(self) -> None:
         if self._completed and self._key is not None:
-            self._store._delete_object(self._key)
+            self._content.delete_object(self._key)
             self._completed = False
 
     def _release(self) -> None:
         self._buffer = bytearray()
         for handle in (self._key, self._upload_id):
             if handle is not None:
-                self._store._open.discard(handle)
+                self._content.open_handles.discard(handle)
 
     def _discard(self) -> None:
         """Abort for good: the multipart upload, or the staged object if it was completed.
         A server that cannot be reached leaves it to purge (it is never published)."""
         self._state = "aborted"
-        store = self._store
+        content = self._content
         try:
             if self._completed:
                 self._drop_staged()
             elif self._upload_id is not None:
-                store._call("AbortMultipartUpload", store._client.abort_multipart_upload,
-                            Bucket=store.location.bucket, Key=self._key,
-                            UploadId=self._upload_id)
+                content.call("AbortMultipartUpload", content.client.abort_multipart_upload,
+                             Bucket=content.location.bucket, Key=self._key,
+                             UploadId=self._upload_id)
         except S3Unavailable:
             pass
         finally:
             self._release()
+
+
+class S3ArtifactStore(JoinedArtifactStore):
+    """Content in ``location``'s bucket through ``client``; metadata in ``conn``'s
+    ``artifacts`` (``SQLiteArtifactMetadata``). Construction applies the migrations, checks
+    the bucket answers and binds the prefix to this database (``StoreUnavailable``
+    otherwise). A composition: every method is ``JoinedArtifactStore``'s."""
+
+    def __init__(
+        self,
+        location: S3Location,
+        client: Any,
+        conn: sqlite3.Connection,
+        clock: Clock,
+        *,
+        owns_connection: bool = False,
+        owns_client: bool = False,
+        retention: _dt.timedelta | None = None,
+    ) -> None:
+        retention = check_retention(retention)
+        metadata = SQLiteArtifactMetadata(conn, owns_connection=owns_connection)
+        content = S3Content(location, client, owns_client=owns_client)
+        content.bind(metadata.store_id(str(location)), metadata.database)
+        super().__init__(metadata, content, clock, retention=retention)
+        self._bucket = content
+
+    @property
+    def _client(self) -> Any:
+        """The S3 client the content calls (tests swap in a failing one)."""
+        return self._bucket.client
+
+    @_client.setter
+    def _client(self, client: Any) -> None:
+        self._bucket.client = client
 
 
 def open_s3_artifact_store(
@@ -637,15 +578,8 @@ def open_s3_artifact_store(
         cannot be used.
     """
     location = S3Location.parse(url)
-    retention = _check_retention(retention)
-    owns_client = client is None
-    if client is None:
-        try:
-            client = s3_client(env)
-        except ImportError as exc:
-            raise StoreUnavailable(
-                Path(data_dir), f"TOOLHOST_ARTIFACT_STORE names an S3 bucket, which needs boto3 "
-                f"(not installed: {exc.name}): pip install 'toolhost-core[s3]'") from None
+    retention = check_retention(retention)
+    client, owns_client = given_or_new_client(client, env, Path(data_dir))
     owns = conn is None
     if conn is None:
         conn = connect(Path(data_dir) / DATABASE_NAME)
@@ -659,3 +593,19 @@ def open_s3_artifact_store(
             with contextlib.suppress(Exception):
                 client.close()
         raise
+
+
+def given_or_new_client(client: Any, env: Mapping[str, str], database: Path) -> tuple[Any, bool]:
+    """``client``, or one built from ``env`` (``s3_client``): (the client, whether it was
+    built here, so its store closes it).
+
+    :raises StoreUnavailable: boto3 is missing (named after ``database``).
+    """
+    if client is not None:
+        return client, False
+    try:
+        return s3_client(env), True
+    except ImportError as exc:
+        raise StoreUnavailable(
+            database, f"TOOLHOST_ARTIFACT_STORE names an S3 bucket, which needs boto3 "
+            f"(not installed: {exc.name}): pip install 'toolhost-core[s3]'") from None

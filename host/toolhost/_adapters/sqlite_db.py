@@ -42,6 +42,7 @@ __all__ = [
     "Checkpointer",
     "Migration",
     "connect",
+    "database_path",
     "ensure_directory",
     "migrate",
     "table_names",
@@ -218,7 +219,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
                     conn.execute("ROLLBACK")
                 raise
     except sqlite3.Error as exc:
-        database = _database_path(conn)
+        database = database_path(conn)
         if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_ERROR:
             # "table ... already exists", "no such column": tables that are not toolhost's.
             raise _foreign_schema(database, str(exc)) from None
@@ -250,7 +251,7 @@ def _refuse_newer(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> 
             "SELECT max(version) FROM schema_migrations WHERE component = ?", (component,)
         ).fetchone()
         if recorded is not None and recorded > latest:
-            database = _database_path(conn)
+            database = database_path(conn)
             raise StoreUnavailable(
                 database, f"the database {database} was written by a newer toolhost "
                 f"({component} schema version {recorded}; this one knows {latest}): upgrade "
@@ -269,7 +270,7 @@ def _check_columns(conn: sqlite3.Connection, migrations: Sequence[Migration]) ->
             more = len(missing) + len(extra) - 1
             problem = f"table {table} {wrong}" + (f" (and {more} more differences)" if more
                                                     else "")
-            raise _foreign_schema(_database_path(conn), problem)
+            raise _foreign_schema(database_path(conn), problem)
 
 
 @functools.lru_cache(maxsize=8)
@@ -296,7 +297,8 @@ def _foreign_schema(database: Path, problem: str) -> StoreUnavailable:
         f"move it aside and toolhost starts a new one, {_ELSEWHERE}")
 
 
-def _database_path(conn: sqlite3.Connection) -> Path:
+def database_path(conn: sqlite3.Connection) -> Path:
+    """The file ``conn``'s main database is in (``:memory:`` for none)."""
     for _, name, file in conn.execute("PRAGMA database_list"):
         if name == "main":
             return Path(file or ":memory:")
@@ -341,7 +343,7 @@ class Checkpointer:
     def attach(cls, conn: sqlite3.Connection) -> Checkpointer | None:
         """A checkpointer for ``conn``'s database file, with ``conn``'s autocheckpoint moved to
         the backstop; None for an in-memory database (it has no WAL)."""
-        path = _database_path(conn)
+        path = database_path(conn)
         if str(path) == ":memory:" or not str(path):
             return None
         conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")

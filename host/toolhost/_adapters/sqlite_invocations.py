@@ -30,26 +30,30 @@ longer exists is GONE, any other ALIVE, so a reused pid keeps a row waiting, nev
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import enum
-import json
 import os
 import socket
 import sqlite3
 import threading
-import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import attrs
-
+from toolhost._adapters.invocation_rows import (
+    COLUMNS,
+    OPEN,
+    OPEN_STATES,
+    SELECT_PENDING,
+    STORED,
+    PendingCall,
+    principal_term,
+    read_record,
+)
 from toolhost._adapters.sqlite_db import (
     WAL_BACKSTOP_PAGES,
     Checkpointer,
     Migration,
-    _database_path,
     connect,
+    database_path,
     migrate,
 )
 from toolhost._adapters.stored_output import (
@@ -59,7 +63,7 @@ from toolhost._adapters.stored_output import (
     OutputMissing,
     completed,
     record_columns,
-    relaid,
+    relay,
     set_columns,
 )
 from toolhost._model.convert import column_values
@@ -75,14 +79,6 @@ __all__ = [
     "MIGRATIONS",
     "SQLiteInvocationStore",
 ]
-
-#: The rows not yet final: migration 4's partial index condition, word for word. A query on
-#: an open state repeats it: SQLite uses a partial index only for a query whose WHERE has the
-#: index's terms, and ``state = ?`` does not imply them. (An ``IN`` of the open states would
-#: be a lookup of its own, and lose the index's order.)
-_OPEN = "state NOT IN ('denied', 'failed', 'succeeded')"
-_OPEN_STATES = frozenset({InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED,
-                          InvocationState.RUNNING})
 
 MIGRATIONS: Sequence[Migration] = (
     Migration(
@@ -174,66 +170,13 @@ MIGRATIONS: Sequence[Migration] = (
     Migration("invocations", 7, "", rewrite=lambda conn: _relay_rows(conn)),
 )
 
-# Columns are the record's attributes, in its order; toolhost._model.convert holds what each
-# column stores (ISO text, enum values, canonical JSON).
-_COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
-#: The record's columns, then where its output is (``stored_output``).
-_STORED = (*_COLUMNS, "output_refs")
-_SELECT = f"SELECT {', '.join(_STORED)} FROM tool_invocations"
+# The names tests and bench/bench_record.py read the schema by.
+_COLUMNS, _OPEN, _SELECT_PENDING = COLUMNS, OPEN, SELECT_PENDING
+_SELECT = f"SELECT {', '.join(STORED)} FROM tool_invocations"
 _PUT_OUTPUT = "INSERT OR IGNORE INTO tool_outputs (digest, body) VALUES (?, ?)"
 
-
-def _reader(tp: Any) -> Callable[[Any], Any] | None:
-    """How a non-NULL column value becomes the attribute, by the attribute's type: what
-    ``toolhost._model.convert.from_row`` does, without cattrs' dispatch per value (a page of
-    ``pending`` cost 11 µs a row that way; tests/test_invocations.py holds the two equal)."""
-    args = typing.get_args(tp)
-    if type(None) in args:
-        (tp,) = (a for a in args if a is not type(None))
-    if tp is dt.datetime:
-        return dt.datetime.fromisoformat
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {member.value: member for member in tp}.__getitem__  # Enum(value) is slower
-    if tp is bool:
-        return bool
-    if tp in (str, int, float):
-        return None
-    if tp is tuple or typing.get_origin(tp) is tuple:
-        return lambda text: tuple(_json(text))
-    return _json  # a mapping or Any: canonical JSON text
-
-
-def _json(text: str) -> Any:
-    # The text is canonical JSON this store wrote: no surrounding whitespace for json.loads to
-    # look for, so its scanner is called directly.
-    return _DECODER.raw_decode(text)[0]
-
-
-_DECODER = json.JSONDecoder()
-
-
-def _record_from_row() -> Callable[[Sequence[Any]], InvocationRecord]:
-    """One function for the whole row, written out as attrs and cattrs write theirs: a loop
-    over the columns per row costs as much again as the conversions."""
-    readers = {f"read_{f.name}": _reader(f.type)
-               for f in attrs.fields(attrs.resolve_types(InvocationRecord))}
-    arguments = ", ".join(
-        f"{name}={name}" if readers[f"read_{name}"] is None
-        else f"{name}=None if {name} is None else read_{name}({name})"
-        for name in _COLUMNS)
-    # Columns past the record's (``output_refs``) are the caller's to read.
-    source = (f"def record({', '.join(_COLUMNS)}, *_):\n"
-              f"    return InvocationRecord({arguments})\n")
-    namespace: dict[str, Any] = {"InvocationRecord": InvocationRecord, **readers}
-    exec(compile(source, "<toolhost invocation row>", "exec"), namespace)
-    record: Callable[..., InvocationRecord] = namespace["record"]
-    return lambda row: record(*row)
-
-
-_record = _record_from_row()
-
-_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_STORED)}) "
-           f"VALUES ({', '.join('?' * len(_STORED))})")
+_INSERT = (f"INSERT INTO tool_invocations ({', '.join(STORED)}) "
+           f"VALUES ({', '.join('?' * len(STORED))})")
 
 
 def _relay_rows(conn: sqlite3.Connection) -> None:
@@ -242,31 +185,15 @@ def _relay_rows(conn: sqlite3.Connection) -> None:
         "SELECT id, result_structured, result_content FROM tool_invocations "
         "WHERE output_refs IS NULL AND (length(result_content) >= ? OR length(result_structured) > ?)",
         (ELIDE_CHARS, INLINE_BYTES // 4)).fetchall()
-    for invocation_id, structured_text, content in rows:
-        laid = relaid(structured_text, content)
-        if laid is None:
-            continue
-        columns, blobs = laid
+
+    def write(invocation_id: str, columns: dict[str, Any], blobs: list[Blob]) -> None:
         conn.executemany(_PUT_OUTPUT, blobs)
         conn.execute(f"UPDATE tool_invocations SET {', '.join(f'{c} = ?' for c in columns)} "
                      "WHERE id = ?", [*columns.values(), invocation_id])
 
-
-class _PendingCall(NamedTuple):
-    """The port's ``PendingCall``: the row's columns as stored (ISO text, canonical JSON)."""
-
-    id: str
-    run_id: str
-    tool_name: str
-    tool_version: str | None
-    argument_digest: str | None
-    created: str
-    arguments_json: str
-    policy_json: str | None
+    relay(rows, write)
 
 
-_SELECT_PENDING = ("SELECT id, run_id, tool_name, tool_version, argument_digest, created_at, "
-                   "arguments, policy FROM tool_invocations")
 _AWAITING = InvocationState.AWAITING_APPROVAL.value
 
 
@@ -282,7 +209,7 @@ class SQLiteInvocationStore:
         # This connection writes a row per call: its WAL checkpoints run on another thread.
         self.checkpointer = Checkpointer.attach(conn)
         # Where a new connection is opened after a failed ROLLBACK (None: in memory).
-        path = str(_database_path(conn))
+        path = str(database_path(conn))
         self._path = None if path in ("", ":memory:") else path
         #: The connection was closed after a ROLLBACK failed; the next use opens a new one.
         self._broken = False
@@ -324,7 +251,7 @@ class SQLiteInvocationStore:
 
     def _records(self, rows: Iterable[Sequence[Any]]) -> list[InvocationRecord]:
         """The records of rows of ``_SELECT``, each output completed from ``tool_outputs``."""
-        return [completed(_record(row), row[-1], self._output) for row in rows]
+        return [completed(read_record(row), row[-1], self._output) for row in rows]
 
     def _output(self, digest: str) -> bytes:
         with self._lock:
@@ -466,15 +393,15 @@ class SQLiteInvocationStore:
             InvocationRecord, {column: value for column, value in given.items() if value is not None}
         )
         terms = [f"{column} = ?" for column in criteria]
-        if state in _OPEN_STATES:
-            terms.insert(0, _OPEN)
+        if state in OPEN_STATES:
+            terms.insert(0, OPEN)
         return self._records(self._page(_SELECT, terms, list(criteria.values()), limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
-                principal_id: str | None = None) -> Sequence[_PendingCall]:
+                principal_id: str | None = None) -> Sequence[PendingCall]:
         # The listing's columns only, as stored: a row costs its fetch and a tuple.
-        return list(map(_PendingCall._make, self._page(
-            _SELECT_PENDING, [_OPEN, "state = ?", *_principal_term(principal_id, "?")],
+        return list(map(PendingCall._make, self._page(
+            SELECT_PENDING, [OPEN, "state = ?", *principal_term(principal_id, "?")],
             [_AWAITING, *_principal_value(principal_id)], limit, after)))
 
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
@@ -601,10 +528,6 @@ def _no_such_pid(pid: int) -> bool:
     except OSError:
         return False  # EPERM: it exists, another user's
     return False
-
-
-def _principal_term(principal_id: str | None, placeholder: str) -> list[str]:
-    return [] if principal_id is None else [f"principal_id = {placeholder}"]
 
 
 def _principal_value(principal_id: str | None) -> list[Any]:

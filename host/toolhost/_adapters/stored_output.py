@@ -21,7 +21,7 @@ the very record that was written: the layout is the stores' business, never the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,7 @@ from toolhost._model.settings import StoreUnavailable
 
 __all__ = ["ELIDE_CHARS", "INLINE_BYTES", "OUTPUT_COLUMNS", "Blob", "OutputMissing",
            "both_or_neither", "completed", "elided", "joined", "laid_out", "record_columns",
-           "relaid",
-           "set_columns"]
+           "relaid", "relay", "set_columns"]
 
 #: Characters the text must have before the structured result's copy of it is left out: a
 #: shorter one costs less stored twice than the walk to find it (math's "391").
@@ -196,6 +195,17 @@ def relaid(structured_text: str | None,
     }
     blobs = laid_out(columns, content_at)
     return None if columns["output_refs"] is None else (columns, blobs)
+
+
+def relay(rows: Iterable[tuple[str, str | None, str | None]],
+          write: Callable[[str, dict[str, Any], list[Blob]], None]) -> None:
+    """The migration to this layout, over ``rows`` written before it (id, structured text,
+    content, as stored): ``write(id, columns, blobs)`` for each row it changes, in the
+    store's own SQL."""
+    for invocation_id, structured_text, content in rows:
+        laid = relaid(structured_text, content)
+        if laid is not None:
+            write(invocation_id, *laid)
 
 
 def completed(record: InvocationRecord, refs_text: str | None,

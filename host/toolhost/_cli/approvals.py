@@ -29,10 +29,7 @@ from toolhost._cli.common import (
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from toolhost._composition import Host, Stores
-    from toolhost._model.invocations import InvocationRecord
-    from toolhost._pipeline.pipeline import Resumed
-    from toolhost._ports.invocations import InvocationStore
+    from toolhost._composition import Host, InvocationRecord, InvocationStore, Resumed, Stores
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -131,7 +128,7 @@ def _instant(value: Any) -> str:
 def _owner(invocations: InvocationStore, record: InvocationRecord) -> str:
     """``pid 4242 on build-7 (alive)``: who ran or runs the row, and, if it is running,
     whether that process still is."""
-    from toolhost._model.invocations import InvocationState, OwnerState
+    from toolhost._composition import InvocationState, OwnerState
 
     if record.owner is None:
         return ""
@@ -146,7 +143,7 @@ def _owner(invocations: InvocationStore, record: InvocationRecord) -> str:
 def _row_json(invocations: InvocationStore, record: InvocationRecord) -> dict[str, Any]:
     import attrs
 
-    from toolhost._model.invocations import InvocationState
+    from toolhost._composition import InvocationState
 
     def value(_: Any, __: Any, v: Any) -> Any:
         if hasattr(v, "isoformat"):
@@ -168,10 +165,10 @@ def _row_json(invocations: InvocationStore, record: InvocationRecord) -> dict[st
 def _message(reason_code: str) -> str | None:
     """The message of a reason code: the host's own, or a tool's from the table registration
     makes, for which (and only then) the plugins are loaded."""
-    from toolhost._model.host_reasons import MESSAGES
+    from toolhost._composition import host_reasons
 
-    if reason_code in MESSAGES:
-        return MESSAGES[reason_code]
+    if reason_code in host_reasons.MESSAGES:
+        return host_reasons.MESSAGES[reason_code]
     return load(tools=False).messages.get(reason_code)
 
 
@@ -190,7 +187,7 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
     """``pending``'s page: the oldest ``limit`` invocations awaiting approval (after the one
     ``after`` names), each page one indexed range read however many rows wait, of the
     columns a line shows, printed from their stored text (``InvocationStore.pending``)."""
-    from toolhost._model.invocations import InvocationNotFound, InvocationState, OwnerState
+    from toolhost._composition import InvocationNotFound, InvocationState, OwnerState
 
     try:
         listed = invocations.pending(limit=limit + 1, after=after, principal_id=principal)
@@ -297,7 +294,7 @@ def _policy(policy: Any) -> str:
 
 
 def _row(invocations: InvocationStore, invocation_id: str) -> InvocationRecord:
-    from toolhost._model.invocations import InvocationNotFound
+    from toolhost._composition import InvocationNotFound
 
     try:
         return invocations.get(invocation_id)
@@ -311,9 +308,8 @@ def _row(invocations: InvocationStore, invocation_id: str) -> InvocationRecord:
 
 def cmd_approve(args: argparse.Namespace) -> int:
     stores = _approvable(args.id)
-    from toolhost._model.invocations import InvocationNotFound
-    from toolhost._model.outcome import OutcomeStatus
-    from toolhost._pipeline.pipeline import InvocationStateError
+    from toolhost import OutcomeStatus
+    from toolhost._composition import InvocationNotFound, InvocationStateError
 
     host = load(stores=True, record=stores, settings=stores.settings)
     try:
@@ -332,7 +328,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
         return ExitCode.INTERRUPTED
     if not resumed.acted:
         if outcome.status is OutcomeStatus.RUNNING:
-            owner = _owner(host.pipeline.invocations, host.pipeline.row(args.id))
+            owner = _owner(host.invocations, host.row(args.id))
             what = f"is already running in {owner}" if owner else "is already running"
         else:
             what = f"already finished ({outcome.status.value})"
@@ -349,7 +345,7 @@ def _approvable(invocation_id: str) -> Stores:
     """``approve``'s lookup, in the record alone: a row that does not exist or was denied is
     refused before a plugin is loaded. The stores are the host's afterwards (``load``'s
     ``record``), and the pipeline checks the row again as it then stands."""
-    from toolhost._model.invocations import InvocationNotFound, InvocationState
+    from toolhost._composition import InvocationNotFound, InvocationState
 
     stores = load_stores()
     try:
@@ -364,14 +360,14 @@ def _approvable(invocation_id: str) -> Stores:
 
 async def _resume_until_interrupted(host: Host, invocation_id: str,
                                     approver: str) -> tuple[Resumed, bool]:
-    """``Pipeline.resume``, with Ctrl-C cancelling the call as ``serve`` cancels a call in
+    """``Host.resume``, with Ctrl-C cancelling the call as ``serve`` cancels a call in
     flight: the pipeline records ``tool.cancelled.run_cancelled`` and the outcome is the
     command's answer, rather than a ``running`` row left for ``recover`` to call
     interrupted. A second Ctrl-C stops at once."""
     import asyncio
     import signal
 
-    from toolhost._model.runs import CancellationEvent
+    from toolhost._composition import CancellationEvent
 
     cancellation = CancellationEvent()
     interrupted = False
@@ -385,21 +381,19 @@ async def _resume_until_interrupted(host: Host, invocation_id: str,
 
     loop.add_signal_handler(signal.SIGINT, on_interrupt)
     try:
-        resumed = await host.pipeline.resume(invocation_id, approver,
-                                             cancellation=cancellation)
+        resumed = await host.resume(invocation_id, approver, cancellation=cancellation)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     return resumed, interrupted
 
 
 def cmd_deny(args: argparse.Namespace) -> int:
-    from toolhost._model.invocations import InvocationNotFound
-    from toolhost._pipeline.pipeline import InvocationStateError
+    from toolhost._composition import InvocationNotFound, InvocationStateError
 
     # The record alone: a denial runs nothing, so no plugin is loaded.
     stores = load_stores()
     try:
-        denial = stores.pipeline.denial(args.id, args.approver, args.reason)
+        denial = stores.denial(args.id, args.approver, args.reason)
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None

@@ -31,9 +31,7 @@ from toolhost._cli.exit_codes import ExitCode
 from toolhost._cli.progress_line import ProgressLine
 
 if TYPE_CHECKING:
-    from toolhost._composition import Stores
-    from toolhost._model.artifacts import ArtifactRecord
-    from toolhost._ports.artifacts import ArtifactStore
+    from toolhost._composition import ArtifactRecord, ArtifactStore, Stores
 
 __all__ = ["COMMANDS", "LIST_LIMIT", "OPERATOR", "add_parsers"]
 
@@ -130,7 +128,7 @@ def _instant(value: Any) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     """The page's records on stdout; a row that cannot be read as a record (changed behind
     the store's back) is one line on stderr and skipped, and the command still succeeds."""
-    from toolhost._model.artifacts import ArtifactNotFound, ArtifactRecord
+    from toolhost._composition import ArtifactNotFound, ArtifactRecord
 
     for flag, value in (("--run", args.run), ("--conversation", args.conversation)):
         if value == "":
@@ -262,12 +260,12 @@ _NOT_SHOWN = _Shown()
 def _refused_read(artifact_id: str, *, whole: bool = False) -> Iterator[None]:
     """The store's refusals as the operator's one line. ``whole``: bytes already went out (a
     second pass, see ``_send``), so the line says what arrived is not all of it."""
-    from toolhost._model.artifacts import (
+    from toolhost._composition import (
         ArtifactCorrupted,
         ArtifactNotFound,
         ArtifactStoreUnavailable,
+        DamagedArtifact,
     )
-    from toolhost._ports.artifacts import DamagedArtifact
 
     not_written = f"artifact {artifact_id!r} was not written{' whole' if whole else ''}"
     try:
@@ -380,12 +378,8 @@ def _write_atomically(store: ArtifactStore, artifact_id: str, target: Path,
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
-    from toolhost._model.artifacts import ARTIFACT_CEILING, ArtifactOrigin, ArtifactTooLarge
-    from toolhost._model.context import Principal
-    from toolhost._model.media_types import media_type_for
-    from toolhost._model.runs import valid_run_id
-    from toolhost._model.spec import Trust
-    from toolhost._pipeline.artifacts import RunArtifactWriter
+    from toolhost import ArtifactOrigin, ArtifactTooLarge, Principal, Trust, media_type_for
+    from toolhost._composition import ARTIFACT_CEILING, valid_run_id
 
     for flag, value in (("--principal", args.principal), ("--name", args.name),
                         ("--media-type", args.media_type)):
@@ -406,13 +400,11 @@ def cmd_upload(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot read {args.file!r}: {exc.strerror}") from None
     with source:
         host = load(stores=True, tools=False)  # the host's runs, not the stores alone
-        store = host.pipeline.artifacts
         # The upload is a run of its own: the operator (or --principal) sending a file into
         # the conversation. The store's retention applies, as to anything a run stores.
         run = host.start_run(principal=Principal(args.principal, frozenset()),
                              conversation_id=args.conversation)
-        writer = RunArtifactWriter(store, run.id, host.clock, run.conversation_id,
-                                   principal_id=run.principal.id)
+        writer = host.artifact_writer(run)
         try:
             # Claimed (the writer's default): the operator's upload is the user sending it.
             with writer.stream(origin=ArtifactOrigin.UPLOAD, name=name, media_type=media_type,

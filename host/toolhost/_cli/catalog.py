@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from toolhost._model.spec import ToolSpec
-from toolhost._registration.registry import version_key
+from toolhost import ToolSpec
+from toolhost._composition import version_key
 
 __all__ = [
     "FORMATS",

@@ -13,12 +13,10 @@ from toolhost._cli.exit_codes import ExitCode
 if TYPE_CHECKING:
     import pluggy
 
-    from toolhost._composition import Host, Stores
-    from toolhost._model.settings import Settings
-    from toolhost._registration.discovery import PluginSource
+    from toolhost._composition import Host, PluginSource, Settings, Stores, ToolhostError
 
 __all__ = ["CommandError", "Parser", "add_command", "close_loaded", "load", "load_stores",
-           "positive_int", "print_attachments", "print_json", "print_outcome"]
+           "positive_int", "print_attachments", "print_json", "print_outcome", "refused"]
 
 #: The hosts and stores this command loaded. ``close_loaded`` closes them when the command
 #: ends: their connections and pools close then, not in the interpreter's teardown (where a
@@ -54,28 +52,21 @@ def load(
     :param record: the record's stores, opened already (``approve`` looked its row up there
         before loading a plugin): the host's pipeline is composed over them.
     """
-    from toolhost._composition import load_host
-    from toolhost._model.settings import SettingError, StoreUnavailable
-    from toolhost._pipeline.policy import PolicyConfigError
-    from toolhost._registration.discovery import PluginError
-    from toolhost._registration.refusals import RegistrationRefused
+    from toolhost._composition import ToolhostError, load_host
 
     try:
         host = load_host(settings, sources=sources, plugin_manager=plugin_manager,
                          keep_validators=keep_validators, gateway=tools)
-    except (SettingError, PolicyConfigError) as exc:
-        # A setting whose value is wrong is a usage error, whichever setting and command.
-        raise CommandError(str(exc), ExitCode.USAGE) from None
-    except (PluginError, RegistrationRefused) as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
+    except ToolhostError as exc:  # a setting, the policy, a plugin, registration
+        raise refused(exc) from None
     _loaded.append(host)
     if record is not None:
         host.adopt(record)
     if stores:
         try:
-            host.pipeline  # noqa: B018 - composed now: the stores are opened and migrated
-        except StoreUnavailable as exc:
-            raise CommandError(str(exc), ExitCode.FAILED) from None
+            host.open()  # the stores are opened and migrated now
+        except ToolhostError as exc:
+            raise refused(exc) from None
     return host
 
 
@@ -83,20 +74,29 @@ def load_stores() -> Stores:
     """The record's stores, opened, without loading a plugin (``pending``, ``show``, ``deny``,
     ``artifacts``, ``approve``'s lookup), or a CommandError with the one line ``load`` gives
     for the same setting or data directory."""
+    from toolhost._composition import ToolhostError
     from toolhost._composition import load_stores as compose
-    from toolhost._model.settings import SettingError, StoreUnavailable
-    from toolhost._pipeline.policy import PolicyConfigError
 
     try:
         stores = compose()
-    except (SettingError, PolicyConfigError) as exc:
-        raise CommandError(str(exc), ExitCode.USAGE) from None
+    except ToolhostError as exc:
+        raise refused(exc) from None
     _loaded.append(stores)
     try:
         stores.open()
-    except StoreUnavailable as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
+    except ToolhostError as exc:
+        raise refused(exc) from None
     return stores
+
+
+def refused(exc: ToolhostError) -> CommandError:
+    """The host's error as the command's one line: a usage error (exit 2) when a flag or a
+    setting's value is wrong (``UsageError``), whichever setting and command; a failure (exit 1)
+    otherwise: a plugin or registration refused, a data directory that cannot be used."""
+    from toolhost._composition import UsageError
+
+    return CommandError(str(exc), ExitCode.USAGE if isinstance(exc, UsageError)
+                        else ExitCode.FAILED)
 
 
 def close_loaded() -> None:

@@ -12,12 +12,12 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolhost._cli.common import CommandError, Parser, add_command, print_json
+from toolhost._cli.common import Parser, add_command, print_json, refused
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from toolhost._model.setting_spec import SettingSpec
-    from toolhost._model.settings import Settings
+    from toolhost import SettingSpec
+    from toolhost._composition import Settings
 
 __all__ = ["LazyEpilogHelp", "add_parsers", "cmd_config", "settings_epilog"]
 
@@ -74,8 +74,7 @@ def settings_epilog(groups: Sequence[str],
     environment name, its toolhost.toml key, what it is for and its default."""
     import attrs
 
-    from toolhost._model import host_settings
-    from toolhost._model.data_layout import default_data_dir
+    from toolhost._composition import default_data_dir, host_settings
 
     out = []
     for group in groups:
@@ -104,16 +103,12 @@ def _help_lines(spec: SettingSpec, key: str) -> list[str]:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from toolhost._composition import declared_settings
-    from toolhost._model.settings import SettingError, redact_url_password
-    from toolhost._registration.discovery import PluginError
+    from toolhost._composition import ToolhostError, declared_settings, redact_url_password
 
     try:
         settings, declared = declared_settings()
-    except SettingError as exc:
-        raise CommandError(str(exc), ExitCode.USAGE) from None
-    except PluginError as exc:
-        raise CommandError(str(exc), ExitCode.FAILED) from None
+    except ToolhostError as exc:  # a setting (exit 2), a plugin that failed to load (1)
+        raise refused(exc) from None
     entries = list(_entries(settings, declared))
     if args.json:
         print_json([{k: v for k, v in entry.items() if k != "spec"} for entry in entries])
@@ -144,7 +139,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def _entries(settings: Settings,
              declared: Mapping[str, Sequence[SettingSpec]]) -> Iterator[dict[str, Any]]:
-    from toolhost._model import host_settings
+    from toolhost._composition import host_settings
 
     for group in host_settings.GROUPS:
         for spec in host_settings.in_group(group):
@@ -186,8 +181,7 @@ def _policy_entries(settings: Settings) -> Iterator[dict[str, Any]]:
 
 def _shown(spec: SettingSpec, raw: str) -> Any:
     """The value as its type in toolhost.toml; a secret as ``***``."""
-    from toolhost._model.secrets import MASK
-    from toolhost._model.settings import is_secret_name, redact_url_password
+    from toolhost._composition import MASK, is_secret_name, redact_url_password
 
     if spec.secret or is_secret_name(spec.name):
         return MASK if raw.strip() else ""

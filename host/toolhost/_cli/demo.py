@@ -1,4 +1,4 @@
-"""The Milestone 1 demonstration: a run driven by a scripted fake model provider.
+"""The demonstration the spec asks for first: a run driven by a scripted fake model provider.
 
 "What is 17 multiplied by 23?" → the model requests math.calculate {"expression": "17 * 23"}
 → the tool executes → 391. Every event is reported as it happens.
@@ -12,9 +12,8 @@ from typing import Any
 
 import attrs
 
-from toolhost._composition import Host
-from toolhost._model.outcome import Outcome
-from toolhost._model.runs import ToolCall
+from toolhost import Outcome
+from toolhost._composition import Host, ToolCall
 
 __all__ = [
     "DEMO_QUESTION",

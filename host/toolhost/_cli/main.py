@@ -25,6 +25,7 @@ from toolhost._cli.common import (
     load,
     print_attachments,
     print_json,
+    refused,
 )
 from toolhost._cli.exit_codes import ExitCode
 
@@ -159,7 +160,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     host = load()
     if args.format is not None:
         from toolhost._cli.catalog import export
-        from toolhost._registration.registry import PinError, UnknownTool, parse_pins
+        from toolhost._composition import PinError, UnknownTool, parse_pins
 
         try:
             roster = host.registry.roster(args.enable, parse_pins(args.pin, source="--pin"))
@@ -172,7 +173,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     if args.pin:
         raise CommandError("--pin goes with --format (the catalog a model is shown)")
     if args.json:
-        from toolhost._model.convert import spec_to_json
+        from toolhost._composition import spec_to_json
 
         print_json(
             [{**spec_to_json(r.spec), "distribution": r.distribution} for r in host.registry]
@@ -194,8 +195,8 @@ def cmd_call(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise CommandError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
     host = load(stores=True)
-    from toolhost._model import host_reasons as core_messages
-    from toolhost._model.runs import valid_run_id
+    from toolhost._composition import host_reasons as core_messages
+    from toolhost._composition import valid_run_id
 
     workspace = args.workspace
     if workspace is not None and not os.path.isdir(workspace):
@@ -210,7 +211,7 @@ def cmd_call(args: argparse.Namespace) -> int:
                          conversation_id=args.conversation, user_turn=args.user_turn,
                          timeout_s=args.timeout)
     from toolhost._cli.progress_line import progress_shown
-    from toolhost._pipeline.tracing import continued_trace
+    from toolhost._composition import continued_trace
 
     try:
         # The call's span is a new trace, or continues TRACEPARENT's (a script's own).
@@ -220,7 +221,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         # A named run goes on (the next --run ID call, an approval, finds its workspace); an
         # unnamed one is this command's alone.
         ended = host.run_outcome(run) if args.run is not None else host.end_run(run)
-    # The run's attachments (ADR-0122): in the JSON beside the outcome, and for a person on
+    # The run's attachments (D90): in the JSON beside the outcome, and for a person on
     # stderr, so stdout stays exactly what the model read.
     attached = ended.to_json()["attachments"]
     if outcome.paused:
@@ -283,20 +284,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from toolhost._composition import mcp_server
+
     try:
-        from toolhost._mcp import serve
+        serve = mcp_server()
     except ImportError as exc:
         raise CommandError(
             f"serve needs the MCP extra: pip install 'toolhost-core[mcp]' ({exc})", ExitCode.FAILED
         ) from None
     # The stores are opened before serving: a bad data directory stops the start in one line.
     host = load(stores=True)
-    from toolhost._pipeline.log import apply_logging
+    from toolhost._composition import apply_logging
 
     # Configured now, not at the first event: stdout is the transport, and a library the
     # server loads may log through structlog before toolhost does.
     apply_logging()
-    return serve(host, http=args.http, enable=args.enable, pins=args.pin)
+    # A flag or setting it cannot serve with, or a transport that did not start, is a
+    # ToolhostError (``_command``'s one line); Ctrl-C a KeyboardInterrupt (130).
+    serve(host, http=args.http, enable=args.enable, pins=args.pin)
+    return ExitCode.OK
 
 
 _COMMANDS = {
@@ -345,13 +351,15 @@ def _command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except Exception as exc:
-        # A command that opens the stores itself (the approval commands) still stops in one
-        # line on a data directory it cannot use, or a setting it cannot read.
-        from toolhost._model.settings import SettingError, StoreUnavailable
+        # Any error the host raises on purpose ends a command in its one line (a data
+        # directory a command that opens the stores itself cannot use, a setting it cannot
+        # read, ``serve``'s flags and transport); anything else is a bug, and its traceback.
+        from toolhost._composition import ToolhostError
 
-        if isinstance(exc, (StoreUnavailable, SettingError)):
-            print(f"toolhost: {exc}", file=sys.stderr)
-            return ExitCode.FAILED if isinstance(exc, StoreUnavailable) else ExitCode.USAGE
+        if isinstance(exc, ToolhostError):
+            failed = refused(exc)
+            print(f"toolhost: {failed}", file=sys.stderr)
+            return failed.code
         raise
 
 

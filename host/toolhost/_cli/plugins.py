@@ -17,9 +17,8 @@ from toolhost._cli.common import CommandError, Parser, add_command, load, print_
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from toolhost._composition import Host
-    from toolhost._model.setting_spec import SettingSpec
-    from toolhost._model.settings import Settings
+    from toolhost import SettingSpec
+    from toolhost._composition import Host, Settings
 
 __all__ = ["activation_hint", "add_parsers", "cmd_plugins"]
 
@@ -34,7 +33,7 @@ def _arguments(plugins: argparse.ArgumentParser) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from toolhost._registration.discovery import PluginError, installed_distributions
+    from toolhost._composition import PluginError, installed_distributions
 
     host = load()
     try:

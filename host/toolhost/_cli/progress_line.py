@@ -145,7 +145,7 @@ def progress_shown(label: str, stream: TextIO | None = None) -> Iterator[None]:
     if not line.active:
         yield
         return
-    from toolhost._pipeline.progress import reporting
+    from toolhost._composition import reporting
 
     with line, reporting(lambda update: line.update(update.done, update.total, update.message)):
         yield

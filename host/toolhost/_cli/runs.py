@@ -49,7 +49,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                      else "a workspace" if has else "no workspace yet")
             print(f"{run_id}  {where}")
         return ExitCode.OK
-    from toolhost._model.runs import valid_run_id
+    from toolhost._composition import valid_run_id
 
     if not valid_run_id(args.id):
         raise CommandError("a run id is 1 to 128 letters, digits, '.', '_' or '-', starting "
@@ -57,7 +57,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not host.run_workspaces.end(args.id):
         raise CommandError(f"no run {args.id!r} is live on this host (toolhost runs list)",
                            ExitCode.FAILED)
-    from toolhost._model.runs import RunOutcome
+    from toolhost._composition import RunOutcome
 
     outcome = RunOutcome(run_id=args.id, attachments=host.attachments_of(args.id))
     if args.json:

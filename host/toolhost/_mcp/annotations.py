@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from toolhost._model.spec import Idempotency, SideEffect, ToolSpec
+from toolhost import Idempotency, SideEffect, ToolSpec
 
 __all__ = ["HINTS", "HINT_TABLE", "hints_for", "title_for"]
 

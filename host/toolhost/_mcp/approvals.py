@@ -32,9 +32,7 @@ from typing import Any
 
 import mcp.types as types
 
-from toolhost._model.digest import canonical_text
-from toolhost._model.invocations import InvocationRecord
-from toolhost._registration.refusals import Registered
+from toolhost._composition import InvocationRecord, Registered, canonical_text
 
 __all__ = [
     "APPROVAL_SCHEMA",

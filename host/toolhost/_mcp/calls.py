@@ -32,7 +32,21 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolhost._composition import Host
+from toolhost import Outcome, OutcomeStatus, ToolFailure
+from toolhost._composition import (
+    CancellationEvent,
+    Host,
+    InvocationRecord,
+    InvocationState,
+    InvocationStateError,
+    PolicyAction,
+    Registered,
+    Run,
+    get_logger,
+    parent_context,
+    trace_step,
+)
+from toolhost._composition import host_reasons as core_messages
 from toolhost._mcp.approvals import (
     ELICITATION_KEY,
     Decision,
@@ -50,16 +64,6 @@ from toolhost._mcp.results import (
 )
 from toolhost._mcp.sessions import Session
 from toolhost._mcp.words import WORDS_KEY, WORDS_STATE_PREFIX, with_words, words_of, words_request
-from toolhost._model import host_reasons as core_messages
-from toolhost._model.invocations import InvocationRecord, InvocationState
-from toolhost._model.outcome import Outcome, OutcomeStatus, ToolFailure
-from toolhost._model.runs import CancellationEvent, Run
-from toolhost._pipeline.log import get_logger
-from toolhost._pipeline.pipeline import InvocationStateError
-from toolhost._pipeline.policy import PolicyAction
-from toolhost._pipeline.tracing import parent_context
-from toolhost._pipeline.tracing import step as trace_step
-from toolhost._registration.refusals import Registered
 
 __all__ = ["CANCEL_GRACE_S", "ToolCalls"]
 
@@ -77,11 +81,10 @@ class ToolCalls:
     """The ``tools/call`` logic for one server: its host, roster and configuration."""
 
     def __init__(self, host: Host, roster: Mapping[str, Registered], config: ServeConfig) -> None:
-        self._pipeline = host.pipeline
         self._config = config
         self._host = host
         self.serve(roster)
-        self._telemetry = self._pipeline.telemetry
+        self._telemetry = host.telemetry
 
     def serve(self, roster: Mapping[str, Registered]) -> None:
         """Serve this roster from now on (the server's, or one the gateway added to)."""
@@ -89,7 +92,7 @@ class ToolCalls:
         # the policy is read once, at startup.
         self._gated = {
             name: r for name, r in roster.items()
-            if self._pipeline.decide(r).action is PolicyAction.REQUIRE_APPROVAL
+            if self._host.decide(r).action is PolicyAction.REQUIRE_APPROVAL
         }
         # The tools whose arguments must be the person's own words (UserWords).
         self._wordy = {name: r for name, r in roster.items() if r.tool.user_words is not None}
@@ -124,7 +127,7 @@ class ToolCalls:
             if isinstance(asked, types.InputRequiredResult):
                 return asked
             if asked is _DECLINED:
-                return _answer(await self._pipeline.refuse(
+                return _answer(await self._host.refuse(
                     run, params.name, arguments, core_messages.USER_DECLINED))
             if isinstance(asked, str):
                 arguments = with_words(wordy, arguments, asked)
@@ -141,7 +144,7 @@ class ToolCalls:
             Outcome):
         with _request_run(run) as call_run:
             return await _cancellable(
-                self._pipeline.invoke(call_run, name, arguments, hold=hold),
+                self._host.invoke(name, arguments, run=call_run, hold=hold),
                 call_run.cancellation.cancel)
 
     def _asked_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
@@ -152,7 +155,7 @@ class ToolCalls:
         if (ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or state not in session.asked
                 or params.name not in self._gated):
             return None
-        record = self._pipeline.row(str(state))
+        record = self._host.row(str(state))
         if record.tool_name != params.name or record.state is not InvocationState.AWAITING_APPROVAL:
             return None
         return record
@@ -171,7 +174,7 @@ class ToolCalls:
         none; None when they cannot be asked (or the arguments would be refused anyway: the
         pipeline then refuses the call with its own reason)."""
         try:
-            prepared = self._pipeline.prepare(registered, arguments)
+            prepared = self._host.prepare(registered, arguments)
         except ToolFailure:
             return None
         if not self._can_ask(ctx):
@@ -210,12 +213,12 @@ class ToolCalls:
         try:
             # Never replay past a refusal: a call the pipeline refuses at step 3 (scopes) or
             # step 4 (arguments) has no row to match, and goes through invoke to be refused.
-            self._pipeline.check_scopes(run.principal, registered)
-            prepared = self._pipeline.prepare(registered, arguments)
+            self._host.check_scopes(run.principal, registered)
+            prepared = self._host.prepare(registered, arguments)
         except ToolFailure:
             prepared = None
         if prepared is not None:
-            record = find_row(self._pipeline.rows_for(run.id, prepared), session.delivered)
+            record = find_row(self._host.rows_for(run.id, prepared), session.delivered)
         if record is None:
             # Asked within the call, the approval is not a pause: the run keeps its workspace
             # until the person answers (or does not).
@@ -223,12 +226,12 @@ class ToolCalls:
             outcome = await self._invoke(run, params.name, arguments, hold=held)
             if not outcome.paused:
                 return self._deliver(session, outcome)
-            record = self._pipeline.row(str(outcome.invocation_id))
+            record = self._host.row(str(outcome.invocation_id))
             if held:
                 session.held.add(record.id)
         if record.state is InvocationState.AWAITING_APPROVAL:
             return await self._ask(ctx, session, run, registered, record, params)
-        return self._deliver(session, self._pipeline.recorded(record.id))
+        return self._deliver(session, self._host.recorded(record.id))
 
     def _deliver(self, session: Session, outcome: Outcome) -> types.CallToolResult:
         """Answer with an outcome; a final one is answered once per session (see approvals)."""
@@ -280,20 +283,20 @@ class ToolCalls:
                 # with this request's own cancellation.
                 with _request_run(run) as call_run:
                     outcome = await _cancellable(
-                        self._pipeline.approve(record.id, approver, run=call_run),
+                        self._host.approve(record.id, approver, run=call_run),
                         call_run.cancellation.cancel)
                 return self._deliver(session, outcome)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
-                return self._deliver(session, self._pipeline.deny(
+                return self._deliver(session, self._host.deny(
                     record.id, approver, "declined in the MCP client"))
         except InvocationStateError:
             # The operator decided first (approve/deny at the CLI); answer with what stands.
-            return self._deliver(session, self._pipeline.recorded(record.id))
+            return self._deliver(session, self._host.recorded(record.id))
         self._pause_held(session, record.id)  # left waiting: now the run pauses
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
-        return self._deliver(session, self._pipeline.recorded(record.id))
+        return self._deliver(session, self._host.recorded(record.id))
 
     async def _waiting(self, asking: Awaitable[Decision]) -> Decision:
         """The person's answer, while the call counts as waiting for an approval (the
@@ -313,7 +316,7 @@ class ToolCalls:
         workspace is discarded), once per call."""
         if invocation_id in session.held:
             session.held.discard(invocation_id)
-            self._pipeline.pause(session.run)
+            self._host.pause(session.run)
 
     def _pause_if_unanswered(self, session: Session, invocation_id: str, log: Any) -> None:
         """A 2026-07-28 question is out until the client retries with the answer; one not

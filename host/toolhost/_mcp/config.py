@@ -37,9 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolhost._model.context import Principal
-from toolhost._model.settings import Settings
-from toolhost._registration.refusals import Registered
+from toolhost import Principal
+from toolhost._composition import Registered, Settings, UsageError
 
 if TYPE_CHECKING:
     from toolhost._mcp.http_introspection import Post
@@ -54,7 +53,7 @@ DEFAULT_ELICITATION_TIMEOUT_S = 300.0
 DEFAULT_RECOVER_INTERVAL_S = 60.0
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError, ValueError):
     """A TOOLHOST_MCP_* setting the server cannot use; the message names it."""
 
 

@@ -18,9 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import mcp.types as types
 
+from toolhost._composition import Registered, Registry, UnknownTool, UsageError
 from toolhost._mcp.annotations import hints_for, title_for
-from toolhost._registration.refusals import Registered
-from toolhost._registration.registry import Registry, UnknownTool
 
 __all__ = [
     "META_PREFIX",
@@ -38,7 +37,7 @@ META_PREFIX = "toolhost/"
 _MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
-class UnknownServedTool(LookupError):
+class UnknownServedTool(UsageError, LookupError):
     """``--enable`` named a tool the registry does not have."""
 
 

@@ -32,7 +32,7 @@ import pydantic_core
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from toolhost._pipeline.log import get_logger
+from toolhost._composition import ToolhostError, get_logger
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-class UnusableRequestId(ValueError):
+class UnusableRequestId(ToolhostError, ValueError):
     """A request (a frame with a ``method`` and an ``id`` member) whose id is not a string or an
     integer: answered ``-32600`` with a null id."""
 

@@ -1,7 +1,7 @@
 """Who calls over HTTP: the bearer token of a request, as a principal and its scopes.
 
 When: every request to ``toolhost serve --http`` but the health routes. What: two ways, one
-port (DESIGN §10), tried in this order:
+port (D230), tried in this order:
 
 - **A static token file** (``TOOLHOST_HTTP_TOKENS_FILE``), for a small team without an
   authorization server: TOML ``[[token]]`` tables of ``sha256`` (the hex digest of the token:
@@ -42,9 +42,8 @@ from typing import Any, TypeGuard
 
 import attrs
 
-from toolhost._model.context import Principal
-from toolhost._model.small_file import UnreadableFile, read_small_file
-from toolhost._pipeline.log import get_logger
+from toolhost import Principal
+from toolhost._composition import UnreadableFile, UsageError, get_logger, read_small_file
 
 __all__ = ["AuthConfigError", "Caller", "JwtVerifier", "RememberedTokens", "TokenFile",
            "bearer_caller", "bearer_token", "caller_of", "refused", "time_claims_refusal"]
@@ -66,7 +65,7 @@ _JWKS_MAX_BYTES = 1024 * 1024
 _VERIFIED_MAX = 4096
 
 
-class AuthConfigError(ValueError):
+class AuthConfigError(UsageError, ValueError):
     """An authentication setting or file the server cannot use; the message is one line."""
 
 

@@ -39,14 +39,12 @@ import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
+from toolhost._composition import METRICS_CONTENT_TYPE, RoutesUnavailable, get_logger
 from toolhost._mcp.descriptors import OncePerInterval, running_short
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
 from toolhost._mcp.http_introspection import TokenIntrospector
 from toolhost._mcp.http_routes import Router, route_key
-from toolhost._model.routes import RoutesUnavailable
-from toolhost._pipeline.log import get_logger
-from toolhost._pipeline.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 __all__ = ["CALLER_KEY", "FrontDoor", "HttpPolicy", "host_allowed", "origin_allowed"]
 

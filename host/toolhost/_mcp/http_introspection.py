@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote_plus
 
+from toolhost._composition import get_logger
 from toolhost._mcp.http_auth import (
     LEEWAY_S,
     Caller,
@@ -29,7 +30,6 @@ from toolhost._mcp.http_auth import (
     bearer_caller,
     refused,
 )
-from toolhost._pipeline.log import get_logger
 
 __all__ = ["DEFAULT_CACHE_S", "TokenIntrospector"]
 

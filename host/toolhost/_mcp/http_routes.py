@@ -30,10 +30,8 @@ import attrs
 import httpx
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from toolhost._composition import HEARTBEAT_S, HostAddress, RouteTable, ToolhostError, get_logger
 from toolhost._mcp.http_auth import Caller
-from toolhost._model.routes import HEARTBEAT_S, HostAddress
-from toolhost._pipeline.log import get_logger
-from toolhost._ports.routes import RouteTable
 
 __all__ = ["FORWARDED", "QuietUpstreamLost", "Router", "UpstreamLost", "route_key"]
 
@@ -53,7 +51,7 @@ _HOP: Final = frozenset({b"connection", b"keep-alive", b"proxy-authenticate",
 _NOT_FORWARDED: Final = _HOP | {b"content-length"}
 
 
-class UpstreamLost(Exception):
+class UpstreamLost(ToolhostError):
     """The host a forwarded answer came from went away in the middle of it: raised to the
     ASGI server, which cuts the client's connection, so the client sees a broken answer and
     not a complete one without its message."""

@@ -25,8 +25,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from toolhost._pipeline.log import get_logger
-from toolhost._pipeline.progress import Progress, reporting
+from toolhost._composition import Progress, get_logger, reporting
 
 __all__ = ["FLUSH_S", "request_progress"]
 

@@ -30,18 +30,16 @@ from typing import Any
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
-from toolhost._composition import Host
-from toolhost._model.artifacts import (
+from toolhost import ArtifactRef, ArtifactUnavailable
+from toolhost._composition import (
+    ATTACHED_ORIGINS,
     ArtifactCorrupted,
     ArtifactError,
     ArtifactNotFound,
-    ArtifactRef,
-    ArtifactUnavailable,
+    Host,
+    Run,
+    get_logger,
 )
-from toolhost._model.runs import Run
-from toolhost._pipeline.artifacts import ArtifactResolver
-from toolhost._pipeline.attachments import ATTACHED_ORIGINS
-from toolhost._pipeline.log import get_logger
 
 __all__ = [
     "ARTIFACT_URI_PREFIX",
@@ -100,7 +98,7 @@ class RunResources:
 
     def __init__(self, host: Host) -> None:
         self._host = host
-        self._resolver = ArtifactResolver(host.pipeline.artifacts, host.clock)
+        self._resolver = host.artifact_resolver()
 
     async def list(self, run: Run) -> types.ListResourcesResult:
         """The run's attachments still live, in the order the run made them, one page (an
@@ -110,7 +108,7 @@ class RunResources:
 
     def _live_attachments(self, run: Run) -> tuple[ArtifactRef, ...]:
         now = self._host.clock.now()
-        return tuple(record.ref for record in self._host.pipeline.artifacts.list_run(run.id)
+        return tuple(record.ref for record in self._host.artifacts.list_run(run.id)
                      if record.origin in ATTACHED_ORIGINS and record.live_at(now))
 
     async def read(self, run: Run, uri: str) -> types.ReadResourceResult:
@@ -157,7 +155,7 @@ class RunResources:
             raise ArtifactUnavailable(record.id, "too_large")
         encoded: list[bytes] = []
         try:
-            with self._host.pipeline.artifacts.read_chunks(record.id, _CHUNK) as chunks:
+            with self._host.artifacts.read_chunks(record.id, _CHUNK) as chunks:
                 # Every chunk but the last is a multiple of 3 bytes: the pieces join into one
                 # valid base64 text.
                 encoded.extend(base64.b64encode(chunk) for chunk in chunks)

@@ -22,10 +22,10 @@ from typing import Any
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
+from toolhost import Outcome, OutcomeStatus
+from toolhost._composition import host_reasons as core_messages
 from toolhost._mcp.definitions import META_PREFIX
 from toolhost._mcp.resources import resource_link
-from toolhost._model import host_reasons as core_messages
-from toolhost._model.outcome import Outcome, OutcomeStatus
 
 __all__ = [
     "UNSERVED_REASON_CODES",

@@ -24,11 +24,9 @@ from typing import Any
 import mcp.types as types
 from mcp.server import ServerRequestContext
 
+from toolhost._composition import Registered, Registry, get_logger
 from toolhost._mcp.definitions import list_tools_result, served_roster
 from toolhost._mcp.sessions import session_key
-from toolhost._pipeline.log import get_logger
-from toolhost._registration.refusals import Registered
-from toolhost._registration.registry import Registry
 
 __all__ = ["ServedRoster"]
 

@@ -38,10 +38,19 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from toolhost import __version__
-from toolhost._cli.exit_codes import ExitCode
-from toolhost._composition import Host
+from toolhost._composition import (
+    Host,
+    HostAddress,
+    Recovered,
+    RecoveryAction,
+    Registered,
+    ToolhostError,
+    UsageError,
+    get_logger,
+    parse_pins,
+)
 from toolhost._mcp.calls import CANCEL_GRACE_S, ToolCalls
-from toolhost._mcp.config import ConfigError, HttpConfig, ServeConfig, http_config, pins_setting
+from toolhost._mcp.config import HttpConfig, ServeConfig, http_config, pins_setting
 from toolhost._mcp.definitions import UnknownServedTool, served_roster
 from toolhost._mcp.descriptors import (
     OncePerInterval,
@@ -56,11 +65,6 @@ from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.roster import ServedRoster
 from toolhost._mcp.sessions import SessionEnds, Sessions
 from toolhost._mcp.transport import stdio_streams
-from toolhost._model.routes import HostAddress
-from toolhost._pipeline.log import get_logger
-from toolhost._pipeline.pipeline import Recovered, RecoveryAction
-from toolhost._registration.refusals import Registered
-from toolhost._registration.registry import PinError, parse_pins
 
 if TYPE_CHECKING:
     from toolhost._mcp.http_routes import Router
@@ -256,7 +260,7 @@ async def recover_every(host: Host, interval: float) -> None:
     """Settle rows whose process died, every ``interval`` seconds, until cancelled. A store
     that cannot be reached is logged and tried again next time: serving goes on.
 
-    Each pass runs on a worker thread of its own (``Pipeline.recover_interrupted``): its store
+    Each pass runs on a worker thread of its own (``Host.recover_interrupted``): its store
     calls block (with a PostgreSQL server gone, each waits out the pool's timeout), and on the
     loop they would stall every call being served meanwhile. Cancelled mid-pass (the server
     stopping), the pass begins no further store call, and this waits for the one under way,
@@ -272,7 +276,7 @@ async def recover_every(host: Host, interval: float) -> None:
             await asyncio.sleep(interval)
             # In a copy of this task's context, as asyncio.to_thread runs a function.
             recovery = loop.run_in_executor(worker, functools.partial(
-                contextvars.copy_context().run, host.pipeline.recover_interrupted, stopping))
+                contextvars.copy_context().run, host.recover_interrupted, stopping))
             try:
                 # asyncio.wait, unlike an await of the future, leaves it be when cancelled.
                 await asyncio.wait([recovery])
@@ -350,10 +354,10 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     quiet_out_of_descriptors(loop, once, get_logger())
     logging.getLogger("mcp.server.streamable_http_manager").addFilter(QuietSessionLimit(once))
     app = FrontDoor(mcp_app, http.policy, ready=host.ready,
-                    abandoned=host.pipeline.abandoned_bodies, router=router, once=once,
+                    abandoned=host.abandoned_bodies, router=router, once=once,
                     open_sessions=lambda: sessions.open_count,
-                    metrics=(host.pipeline.telemetry.instruments.render
-                             if host.pipeline.telemetry is not None else None))
+                    metrics=(host.telemetry.instruments.render
+                             if host.telemetry is not None else None))
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
     # slow clients).
@@ -526,8 +530,16 @@ def _http_url(bind: str, port: int) -> str:
     return f"http://[{bind}]:{port}/mcp" if ":" in bind else f"http://{bind}:{port}/mcp"
 
 
+class ServeRefused(UsageError):
+    """A flag or setting ``serve`` cannot serve with (the CLI exits 2); one line."""
+
+
+class TransportNotStarted(ToolhostError):
+    """The transport did not start: the port is taken, say (the CLI exits 1); one line."""
+
+
 def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None = None,
-          pins: Iterable[str] = ()) -> int:
+          pins: Iterable[str] = ()) -> None:
     """Serve ``host``'s tools until the client goes away (stdio) or the process is stopped.
 
     Once serving, one line on stderr says where (``toolhost: serving N tools on stdio``, or
@@ -537,9 +549,12 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     :param enable: serve exactly these tool names; None for the default roster.
     :param pins: ``NAME=VERSION`` items (``--pin``): serve that version under its name, over
         the pins of TOOLHOST_MCP_PINS.
-    :return: the exit code: 0 after a clean end (the client closed stdin, or SIGTERM), 130
-        after Ctrl-C (SIGINT; the same graceful stop), 2 for a bad flag or setting, 1 when the
-        transport could not start (the port is taken, say).
+    It returns after a clean end (the client closed stdin, or SIGTERM), and raises
+    KeyboardInterrupt after Ctrl-C (SIGINT; the same graceful stop, which the CLI exits 130
+    for).
+
+    :raises UsageError: a bad flag or setting (``ServeRefused``, ``PinError``).
+    :raises TransportNotStarted: the transport could not start (the port is taken, say).
     """
     try:
         pinned = {**parse_pins(pins_setting(host.settings), source="TOOLHOST_MCP_PINS"),
@@ -547,11 +562,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         roster = served_roster(host.registry, enable, pinned)
         live = _follows_gateway(host, enable, roster)
     except UnknownServedTool as exc:
-        _operator(f"--enable: no tool {exc.args[0]!r} is registered (toolhost tools lists them)")
-        return ExitCode.USAGE
-    except PinError as exc:
-        _operator(str(exc))
-        return ExitCode.USAGE
+        raise ServeRefused(f"--enable: no tool {exc.args[0]!r} is registered (toolhost tools "
+                           "lists them)") from None
     http_settings = None
     try:
         config = ServeConfig.from_settings(
@@ -564,18 +576,16 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
                 host.settings, bind, port, roster, fetch=host.fetch, post=host.post_form,
                 now=lambda: host.clock.now().timestamp(), monotonic=lambda: host.deadline_in(0))
             address = parse_http_address(http, authenticated=http_settings.authenticates)
-    except (ConfigError, ValueError) as exc:
-        _operator(str(exc))
-        return ExitCode.USAGE
+    except ValueError as exc:  # ConfigError, and the address's own
+        raise ServeRefused(str(exc)) from None
     level = host.settings.get("TOOLHOST_LOG_LEVEL") or "warning"
     _configure_stdlib_logging(level)
-    host.pipeline  # noqa: B018 - composed now: a bad database or policy stops the start
+    host.open()  # composed now: a bad database or policy stops the start
     if http_settings is not None and http_settings.advertise_url is None and (
             host.route_table() is not None):
-        _operator("serving on every address with a shared database: set "
-                  "TOOLHOST_HTTP_ADVERTISE_URL to the URL the other hosts reach this one's MCP "
-                  "endpoint at (http://10.0.0.5:8000/mcp)")
-        return ExitCode.USAGE
+        raise ServeRefused("serving on every address with a shared database: set "
+                           "TOOLHOST_HTTP_ADVERTISE_URL to the URL the other hosts reach this "
+                           "one's MCP endpoint at (http://10.0.0.5:8000/mcp)")
     # Rows left `running` by a dead process are settled once, before the first session can
     # start a call. Idempotent ones are not re-run here: nobody is waiting for them (D85).
     host.recover(rerun=False)
@@ -597,8 +607,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
             try:
                 sockets = listen_sockets(*address, any_address=http_settings.authenticates)
             except OSError as exc:
-                _operator(f"cannot listen on {http}: {_why_not_listening(exc)}")
-                return ExitCode.FAILED
+                raise TransportNotStarted(
+                    f"cannot listen on {http}: {_why_not_listening(exc)}") from None
             asyncio.run(_recovering(
                 host, config.recover_interval_s,
                 _serve_http(server, sockets, address[0], level,
@@ -606,11 +616,12 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
                             sessions)))
     except _Terminated as stop:
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
-        return ExitCode.INTERRUPTED if stop.signum == signal.SIGINT else ExitCode.OK
+        if stop.signum == signal.SIGINT:
+            raise KeyboardInterrupt from None  # Ctrl-C, however gracefully it stopped
     except SystemExit as exc:  # uvicorn exits 1 when its startup fails
+        if exc.code:
+            raise TransportNotStarted(f"the HTTP transport did not start on {http}") from None
         _operator(f"the HTTP transport did not start on {http}")
-        return ExitCode.FAILED if exc.code else ExitCode.OK
     finally:
         sessions.close()
         log.info("mcp.serve.stopped")
-    return ExitCode.OK

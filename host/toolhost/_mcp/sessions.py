@@ -31,11 +31,9 @@ import attrs
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolhost._composition import Host
+from toolhost import Principal
+from toolhost._composition import Host, Run, get_logger
 from toolhost._mcp.http_front import CALLER_KEY
-from toolhost._model.context import Principal
-from toolhost._model.runs import Run
-from toolhost._pipeline.log import get_logger
 
 __all__ = ["Session", "SessionEnds", "Sessions", "session_key"]
 

@@ -39,6 +39,7 @@ from mcp.os.win32.utilities import rebind_std_handle_to_fd
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from toolhost._composition import ToolhostError
 from toolhost._mcp.frames import has_unusable_id, parse_frame
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ _UNUSABLE_ID_STAND_IN = '{"jsonrpc": "2.0", "id": null, "method": null}\n'
 _FLUSH_S = 2.0
 
 
-class FrameTooLarge(ValueError):
+class FrameTooLarge(ToolhostError, ValueError):
     """A line longer than MAX_FRAME_BYTES (answered -32700, like any unreadable frame)."""
 
 

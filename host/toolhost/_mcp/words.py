@@ -24,7 +24,7 @@ from typing import Any
 
 import mcp.types as types
 
-from toolhost._registration.refusals import Registered
+from toolhost._composition import Registered
 
 __all__ = ["WORDS_KEY", "WORDS_STATE_PREFIX", "with_words", "words_of", "words_request"]
 

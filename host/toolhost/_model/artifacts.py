@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
 from toolhost._model.spec import Trust
 
 __all__ = [
@@ -42,7 +43,7 @@ _CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
 # --------------------------------------------------------------------------------------------
 
 
-class ArtifactError(Exception):
+class ArtifactError(ToolhostError):
     """Base class of every artifact store failure."""
 
 

@@ -18,8 +18,8 @@ NOT_ENABLED = "tool.permission_denied.not_enabled"
 MISSING_SCOPE = "tool.permission_denied.missing_scope"
 DEADLINE = "tool.timeout.deadline"
 #: The deadline of a tool that is not safe to repeat (NON_IDEMPOTENT, CONDITIONALLY_IDEMPOTENT):
-#: its request may already have reached the world, and been paid for (ADR-0140's generation
-#: calls), so the model is told not to retry rather than only that time ran out.
+#: its request may already have reached the world, and been paid for (a media
+#: generation, D137), so the model is told not to retry rather than only that time ran out.
 DEADLINE_MAY_HAVE_TAKEN_EFFECT = "tool.timeout.deadline_may_have_taken_effect"
 RUN_CANCELLED = "tool.cancelled.run_cancelled"
 HARD_CEILING = "tool.output_too_large.hard_ceiling"
@@ -47,6 +47,13 @@ RUN_DEADLINE_PASSED = "tool.timeout.run_deadline_passed"
 NEEDS_USER = "tool.permission_denied.needs_user"
 #: The person was asked for their words (or to confirm them) and declined.
 USER_DECLINED = "tool.permission_denied.user_declined"
+#: A typed tool's (``toolhost.tool``) argument matched the input schema but could not become
+#: the annotated value (an attrs validator refused it, a number too large for a float).
+VALUE_REFUSED = "tool.invalid_arguments.value_refused"
+
+#: The host codes a ``toolhost.tool`` body's wrapper raises itself (VALUE_REFUSED, and
+#: OUTPUT_SCHEMA for a result JSON cannot carry): step 8 passes them through undeclared.
+RAISED_BY_TYPED_BODIES = frozenset({VALUE_REFUSED, OUTPUT_SCHEMA})
 
 #: What the model reads when a call pauses for approval, or an operator denies it. Static like
 #: every message; the denial reason an operator writes stays on the row and in the logs.
@@ -84,6 +91,8 @@ MESSAGES = {
     NEEDS_USER: "This tool needs the user's own words, and the user cannot be asked for them "
     "here. Do not retry it; tell the user it needs a client that can ask them (a form), or "
     "their own message.",
+    VALUE_REFUSED: "An argument matches the input schema, but the tool refused its value. "
+    "Check the values against the tool's description and try again.",
     USER_DECLINED: "The user declined to give their words for this call, so it did not run. "
     "Do not retry it; ask the user how to proceed.",
     ARTIFACT_STORE_MAY_HAVE_TAKEN_EFFECT: "The artifact store cannot be reached right now, so "

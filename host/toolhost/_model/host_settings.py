@@ -3,7 +3,7 @@
 
 A setting's group is in its name (``TOOLHOST_MCP_*`` is ``[mcp]``, ``TOOLHOST_HTTP_*`` is
 ``[http]``, the other ``TOOLHOST_*`` are ``[host]``); its key in that table is the rest of the
-name, lower-cased (DESIGN §10): ``TOOLHOST_HTTP_MAX_SESSIONS`` is ``max_sessions`` under
+name, lower-cased (D268): ``TOOLHOST_HTTP_MAX_SESSIONS`` is ``max_sessions`` under
 ``[http]``. ``TOOLHOST_POLICY`` is the one exception: the ``[policy]`` table, one key per cell.
 """
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
+
 __all__ = [
     "InvocationNotFound",
     "InvocationRecord",
@@ -51,7 +53,7 @@ class OwnerState(enum.Enum):
     UNKNOWN = "unknown"
 
 
-class InvocationNotFound(LookupError):
+class InvocationNotFound(ToolhostError, LookupError):
     """No invocation has this id."""
 
 

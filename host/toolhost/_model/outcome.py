@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
 from toolhost._model.spec import Trust
 
 __all__ = [
@@ -74,7 +75,7 @@ class ToolOutput:
     output_trust: Trust | None = None
 
 
-class ToolFailure(Exception):
+class ToolFailure(ToolhostError):
     """Raised by a tool body. Carries a declared reason code and operator-only detail."""
 
     def __init__(

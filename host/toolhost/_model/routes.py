@@ -11,6 +11,8 @@ from typing import Final
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
+
 __all__ = ["HEARTBEAT_S", "HOST_TIMEOUT_S", "HostAddress", "RoutesUnavailable"]
 
 #: How often a serving host says it is alive.
@@ -19,7 +21,7 @@ HEARTBEAT_S: Final = 5.0
 HOST_TIMEOUT_S: Final = 15.0
 
 
-class RoutesUnavailable(Exception):
+class RoutesUnavailable(ToolhostError):
     """The table did not answer (its database is away); one line, no credential."""
 
 

@@ -126,7 +126,7 @@ class Run:
 @attrs.frozen(kw_only=True)
 class RunOutcome:
     """What a finished run leaves its owner (``Host.end_run``): every file the run exported or
-    generated, attached to its final reply (ADR-0122), in the order the run made them."""
+    generated, attached to its final reply (D90), in the order the run made them."""
 
     run_id: str
     attachments: tuple[ArtifactRef, ...] = ()

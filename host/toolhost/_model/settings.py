@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from toolhost._model.data_layout import default_data_dir, plugin_data_dir
+from toolhost._model.errors import ToolhostError, UsageError
 from toolhost._model.secrets import Secret
 
 if TYPE_CHECKING:
@@ -53,11 +54,11 @@ _MIN_WORKSPACE_QUOTA = 16 * 1024 * 1024
 _MAX_WORKSPACE_QUOTA = 1024 ** 4
 
 
-class SettingError(ValueError):
+class SettingError(UsageError, ValueError):
     """A setting holds a value the host cannot use. The message is one line for operators."""
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(ToolhostError):
     """The data directory (TOOLHOST_DATA_DIR) or the database in it cannot be used: it is a
     file, not writable, not a database, damaged, or of another schema. Raised where the stores
     are opened, so a command or a server stops at its start. The message is one line that

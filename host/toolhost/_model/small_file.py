@@ -12,10 +12,12 @@ import os
 import stat
 from pathlib import Path
 
+from toolhost._model.errors import ToolhostError
+
 __all__ = ["UnreadableFile", "read_small_file"]
 
 
-class UnreadableFile(Exception):
+class UnreadableFile(ToolhostError):
     """Why ``read_small_file`` read nothing: the system's ``error``, or the file is not
     regular, or ``too_large``. The caller words it for the setting that named the file."""
 

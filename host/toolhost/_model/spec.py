@@ -194,8 +194,45 @@ class Reason:
     message: str
     schema_rules: tuple[SchemaRule, ...] = attrs.field(default=(), kw_only=True)
 
+    @classmethod
+    def from_table(
+        cls, messages: Mapping[str, str], *codes: str,
+        schema_rules: Mapping[str, Iterable[SchemaRule]] | None = None,
+    ) -> tuple[Reason, ...]:
+        """The Reasons of ``codes``, in that order, each with its message from ``messages``:
+        the one way a plugin declares reasons. A plugin keeps one table, ``MESSAGES = {code:
+        message}``, with each code a constant its bodies raise (``ToolFailure(CODE)``); each
+        tool takes the codes it may end with. ``schema_rules`` maps a code to the input-schema
+        rules that fail with it (``{TOO_LONG: [SchemaRule("/text", "maxLength")]}``); one map
+        may serve every tool of the plugin: a code a tool does not take is skipped.
+        """
+        if not codes:
+            raise ValueError("name the codes this tool may end with: from_table(MESSAGES, "
+                             "CODE, ...); a tool with none passes reasons=()")
+        if not all(isinstance(code, str) for code in codes):
+            raise TypeError("codes are separate arguments: from_table(MESSAGES, *codes), not "
+                            "one list")
+        rules: dict[str, tuple[SchemaRule, ...]] = {}
+        for code, listed in (schema_rules or {}).items():
+            # One map serves every tool of the plugin: an iterator would serve the first only.
+            if iter(listed) is listed:
+                raise TypeError(f"schema_rules[{code!r}] is an iterator, read by the first "
+                                "tool only: give a tuple or a list")
+            rules[code] = tuple(listed)
+        if unknown := sorted(set(rules) - set(messages)):
+            raise ValueError(f"schema_rules name codes the table does not have: {unknown}")
+        missing = [code for code in codes if code not in messages]
+        if missing:
+            raise ValueError(f"no message in the table for {missing}")
+        return tuple(cls(code, messages[code], schema_rules=rules.get(code, ()))
+                     for code in codes)
+
 
 def _scope_tuple(scopes: Iterable[str]) -> tuple[str, ...]:
+    # A spec is byte-stable (a set has no order) and a Tool may be read twice (an iterator).
+    if not isinstance(scopes, tuple | list):
+        raise TypeError(f"scopes and argument names are a tuple of strings, not "
+                        f"{type(scopes).__name__}")
     return tuple(scopes)
 
 
@@ -216,33 +253,58 @@ class UserWords:
     arguments: tuple[str, ...] = attrs.field(converter=_scope_tuple)
 
 
+def _references() -> Any:
+    # Imported when a reference is first met: a plugin that passes functions never loads it.
+    from toolhost._model import references
+
+    return references
+
+
+def _call_of(value: ToolCallable | str | None) -> ToolCallable | None:
+    return _references().CallReference(value) if isinstance(value, str) else value
+
+
+def _build_of(
+    value: Callable[[Services], ToolCallable] | str | None,
+) -> Callable[[Services], ToolCallable] | None:
+    return _references().BuildReference(value) if isinstance(value, str) else value
+
+
 @attrs.frozen
 class Tool:
     """What ``toolhost_tools`` returns: the spec, how to run it, and its reasons.
 
     How to run it is exactly one of ``call`` (the tool body itself, for a tool that needs no
     host service) and ``build`` (a factory ``build(services) -> body``, called once, after
-    registration passed, never before). ``reasons`` declares every reason code the body may
-    raise, each once, with its static message; codes the host produces (schema, timeout,
+    registration passed, never before). Either may be a reference, ``"package.module:name"``,
+    imported when the host first builds the tool: loading the plugin then imports the spec and
+    not the body (``toolhost check`` runs no body). ``toolhost.tool`` makes a Tool from a typed
+    function. ``reasons`` declares every reason code the body may raise, each once, with its
+    static message (``Reason.from_table``); codes the host produces (schema, timeout,
     cancelled, internal, ...) are the host's and are never declared by a plugin.
     ``default_enabled`` False keeps a registered tool out of the default roster (a run's
-    explicit ``enabled_tools`` may still name it), as ADR-0124 does for workspace.list_files.
+    explicit ``enabled_tools`` may still name it), as workspace.list_files is.
     ``checked_scopes`` are scopes the body itself requires of some calls only (media 1.1.0's
     references need ``artifact.read``; people.history 1.1.0's source read ``email.read``): not
     required to call the tool, but granted with the required ones wherever a host grants
     "what the tools need" (the CLI's operator, ``toolhost serve``'s default principal).
     ``user_words`` names the arguments that must be the person's own words (``UserWords``).
+    ``function`` is the function ``toolhost.tool`` decorated, as written (None for a Tool made
+    by hand): call it in a unit test without a host.
     """
 
     spec: ToolSpec
-    call: ToolCallable | None = attrs.field(default=None, kw_only=True)
-    build: Callable[[Services], ToolCallable] | None = attrs.field(default=None, kw_only=True)
+    call: ToolCallable | None = attrs.field(default=None, kw_only=True, converter=_call_of)
+    build: Callable[[Services], ToolCallable] | None = attrs.field(
+        default=None, kw_only=True, converter=_build_of)
     reasons: tuple[Reason, ...] = attrs.field(default=(), kw_only=True)
     default_enabled: bool = attrs.field(default=True, kw_only=True)
     checked_scopes: tuple[str, ...] = attrs.field(
         default=(), kw_only=True, converter=_scope_tuple,
         validator=attrs.validators.deep_iterable(attrs.validators.instance_of(str)))
     user_words: UserWords | None = attrs.field(default=None, kw_only=True)
+    function: Callable[..., Any] | None = attrs.field(default=None, kw_only=True, eq=False,
+                                                      repr=False)
 
     @property
     def scopes(self) -> frozenset[str]:
@@ -257,7 +319,9 @@ class Tool:
     def callable_for(self, services: Services) -> ToolCallable:
         """The body the pipeline runs: ``call`` as given, or what ``build(services)`` returns."""
         if self.call is not None:
-            return self.call
+            # A reference hands over the function itself: the pipeline tells async from sync.
+            call = self.call
+            return call.resolve() if isinstance(call, _references().CallReference) else call
         if self.build is None:
             raise TypeError("a Tool needs call= or build=")
         return self.build(services)

@@ -1,7 +1,7 @@
 """The MCP gateway's value objects: configured upstream servers, what they list, what a call
 returns, and why one failed.
 
-An upstream server is a ``[mcp.servers.<name>]`` table of ``toolhost.toml`` (DESIGN §10): ``command``
+An upstream server is a ``[mcp.servers.<name>]`` table of ``toolhost.toml`` (D277): ``command``
 and ``args`` (stdio) or ``url`` (Streamable HTTP), ``env``, ``token``; its tools' classification is
 the operator's, per server (the same keys on the server's table, as defaults) and per tool
 (``[mcp.servers.<name>.tools.<tool>]``). ``parse_servers`` checks them; every problem is one line
@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
 from toolhost._model.secrets import Secret
 from toolhost._model.settings import SettingError, is_secret_name
 from toolhost._model.spec import Idempotency, Risk, SideEffect
@@ -138,7 +139,7 @@ class UpstreamFailure(enum.Enum):
     TOO_LARGE = "too_large"  # a result over what the gateway accepts
 
 
-class UpstreamError(Exception):
+class UpstreamError(ToolhostError):
     """A call failed. ``detail`` is for operators only (the row, logs): it may carry the
     upstream's own text, which is attacker-controlled and never reaches the model."""
 

@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
+
 __all__ = [
     "MAX_PATH_BYTES",
     "NO_WORKSPACE",
@@ -27,7 +29,7 @@ __all__ = [
 MAX_PATH_BYTES = 4096
 READ_CHUNK = 64 * 1024
 
-class WorkspaceEscape(Exception):
+class WorkspaceEscape(ToolhostError):
     """A path that is not a plain relative path to a regular file or directory in the root."""
 
     def __init__(self, reason: str) -> None:
@@ -35,11 +37,11 @@ class WorkspaceEscape(Exception):
         self.reason = reason
 
 
-class WorkspaceNotFound(Exception):
+class WorkspaceNotFound(ToolhostError):
     """No such path in the workspace."""
 
 
-class WorkspaceUnavailable(Exception):
+class WorkspaceUnavailable(ToolhostError):
     """The workspace cannot be used right now, whatever the path: no space or no file handles
     left, a read-only or failing filesystem, a run directory that cannot be created. Not the
     caller's fault and not the path's (those are ``WorkspaceEscape``); a retry may succeed.
@@ -50,11 +52,11 @@ class WorkspaceUnavailable(Exception):
         self.reason = reason
 
 
-class WorkspaceIsDirectory(Exception):
+class WorkspaceIsDirectory(ToolhostError):
     """The path names a directory where a file was wanted."""
 
 
-class WorkspaceNotDirectory(Exception):
+class WorkspaceNotDirectory(ToolhostError):
     """The path names a file where a directory was wanted."""
 
 

@@ -1,5 +1,5 @@
 """The run-bound artifact writer a tool and the pipeline write through, its streaming form,
-and the conversation-scoped resolver a tool reads references through (DESIGN §2, §8.1).
+and the conversation-scoped resolver a tool reads references through (D63, D64).
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ _REFERENCEABLE = frozenset(
 
 
 class ArtifactResolver:
-    """Decides whether a caller may use an artifact by id, and reads it if so (DESIGN §8.1).
+    """Decides whether a caller may use an artifact by id, and reads it if so (D63).
 
     Every rule is checked on the record, before any content is opened, and every refusal is
     one ``ArtifactUnavailable`` whose ``reason`` says which rule (for operators). In order:

@@ -1,4 +1,4 @@
-"""Which of a run's artifacts are attachments of its reply (ADR-0122).
+"""Which of a run's artifacts are attachments of its reply (D90).
 
 The model decides what leaves the run: a file it exported (``artifact.export``) or generated
 (the media tools) is attached to the final reply. What the host captured on its own, an output

@@ -1,6 +1,7 @@
 """The execution pipeline: every call runs through these thirteen steps, each a named call.
 
-Numbered as DESIGN §4 so the spec's references hold:
+Numbered once, here, so "step N" means one thing in the code, docs/decisions.md and
+docs/architecture.md:
 
  1 resolve (name, version)                  ``steps.resolve``
  2 enabled for this run                     ``steps.check_enabled``
@@ -11,10 +12,10 @@ Numbered as DESIGN §4 so the spec's references hold:
  6 require approval: persist; unless the    ``Pipeline._pause``, ``Pipeline.pause``
    caller asks within the call (``hold``),
    pause: discard the run's workspace
- 7 (resume) the tool is registered, policy  ``Pipeline.resume`` (``approve``):
+ 7 (resume) the tool is registered, policy  ``Approvals.resume`` (``approve``):
    still allows it, the run's deadline has  ``steps.bind_approval``
-   not passed, the approval binds the       ``Pipeline.deny``
-   digest (an operator's denial ends it)
+   not passed, the approval binds the       ``Approvals.denial`` (``deny``)
+   digest (an operator's denial ends it)    (toolhost._pipeline.approvals)
  8 execute under min(timeout_s, run         ``steps.build_tool``, ``steps.execute``
    deadline), cancellable
  9 WorkspaceEscape -> ToolValidationError   ``steps.workspace_escape``
@@ -25,7 +26,7 @@ Numbered as DESIGN §4 so the spec's references hold:
 13 persist the outcome on the row           ``Pipeline._persist`` (and its three callers)
 
 ``Pipeline.invoke`` is the list of steps 1 to 6 and 8 to 13; ``Pipeline.approve`` resumes a
-paused row at step 7 and runs the same steps 8 to 13. The steps that need no store are
+paused row at step 7 (``toolhost._pipeline.approvals``) and runs the same steps 8 to 13. The steps that need no store are
 functions in ``toolhost._pipeline.steps``; the ones that write the row are methods here.
 
 A step that ends the invocation raises ``ToolFailure`` (the public exception) with the reason
@@ -34,15 +35,9 @@ Callers outside the pipeline (the MCP server) use its public methods (``prepare`
 ``check_scopes``, ``decide``, ``row``, ``rows_for``), never its steps' internals.
 
 A row that goes ``running`` records its owner, this process (``InvocationStore.owner``).
-``Pipeline.recover`` settles the ``running`` rows whose owner is gone (killed mid-call): a
-NON_IDEMPOTENT or CONDITIONALLY_IDEMPOTENT call is never run again, it ends failed with
-``tool.internal.interrupted`` (it may or may not have taken effect); an IDEMPOTENT or READ_ONLY
-one is run again here, as an approved call resumes, unless its tool is not registered, the
-policy cell now denies it or now wants an approval it never had, or the caller says not to
-(then it ends failed with the same code, retryable). A row whose owner is alive, or cannot be
-checked from here, is left alone. ``Pipeline.recover_interrupted`` is that recovery without
-re-running anything: synchronous, writing to the store directly, so a server runs it on a
-worker thread while its loop serves calls.
+``Pipeline.recover`` settles the ``running`` rows whose owner is gone (killed mid-call): the
+rules are ``toolhost._pipeline.recovery``'s. Approvals and recovery take rows to ``running``
+outside ``invoke`` and run them through the same steps 8 to 13 (``run_resumed``).
 
 Every row write of a call (step 13's, a writing call's ``running`` row, a refusal's, a
 pause's) waits for its commit; while other calls are in flight their writes are committed
@@ -62,10 +57,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import functools
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -78,7 +72,7 @@ from toolhost._model.context import (
     no_progress,
 )
 from toolhost._model.digest import canonical_json
-from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
+from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.outcome import (
     FailureInfo,
     Outcome,
@@ -91,11 +85,13 @@ from toolhost._model.runs import CancellationEvent, Run, ToolCall
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline import progress, steps
+from toolhost._pipeline.approvals import Approvals, Resumed
 from toolhost._pipeline.artifacts import RunArtifactWriter
 from toolhost._pipeline.execution import abandoned
 from toolhost._pipeline.group_commit import GroupCommit, WriteCancelled
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.policy import Policy, PolicyAction, PolicyDecision
+from toolhost._pipeline.recovery import Recovered, Recovery
 from toolhost._pipeline.telemetry import Telemetry
 from toolhost._pipeline.tracing import step as trace_step
 from toolhost._ports.artifacts import ArtifactStore
@@ -104,73 +100,12 @@ from toolhost._ports.invocations import InvocationStore
 from toolhost._registration.refusals import Registered
 from toolhost._registration.registry import Registry
 
-__all__ = [
-    "ApprovalRefused",
-    "InvocationStateError",
-    "Pipeline",
-    "Recovered",
-    "RecoveryAction",
-    "Resumed",
-    "ToolCall",
-]
+__all__ = ["Pipeline"]
 
-
-class InvocationStateError(Exception):
-    """approve/deny on an invocation that is not awaiting approval."""
-
-
-class ApprovalRefused(InvocationStateError):
-    """approve on a row this process cannot run (its tool is not registered here): the row is
-    left as it was, awaiting approval, for an ``approve`` where the tool is, or a ``deny``."""
-
-
-@attrs.frozen
-class Resumed:
-    """What ``Pipeline.resume`` did: the outcome, and whether this call acted on the row (ran
-    the tool, or ended the row at step 7) rather than handing it back as it stood."""
-
-    outcome: Outcome
-    acted: bool
-
-
-class RecoveryAction(enum.Enum):
-    #: The owner is alive, or cannot be checked from here: the row is untouched.
-    LEFT = "left"
-    #: Settled ``failed`` with ``tool.internal.interrupted``; the tool was not run again.
-    FAILED = "failed"
-    #: Run again here (IDEMPOTENT or READ_ONLY); ``outcome`` is the new result.
-    RERUN = "rerun"
-    #: Another process settled or took the row first.
-    SETTLED_ELSEWHERE = "settled_elsewhere"
-
-
-@attrs.frozen
-class Recovered:
-    """One row ``Pipeline.recover`` looked at, and what it did."""
-
-    invocation_id: str
-    tool: str
-    version: str | None
-    action: RecoveryAction
-    #: One line for the operator: why this action.
-    reason: str
-    outcome: Outcome | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "invocation_id": self.invocation_id, "tool": self.tool, "version": self.version,
-            "action": self.action.value, "reason": self.reason,
-            "outcome": self.outcome.to_json() if self.outcome is not None else None,
-        }
-
-
-#: What ``Pipeline._observed`` hands back: an ``Outcome``, or a ``Resumed``.
+#: What ``Pipeline.observed`` hands back: an ``Outcome``, or a ``Resumed``.
 _R = TypeVar("_R", Outcome, Resumed)
 #: A step nobody traces.
 _NO_STEP = contextlib.nullcontext()
-
-#: Calls that may be run again after their process was killed: repeating them is safe.
-_RERUNNABLE = frozenset({Idempotency.READ_ONLY, Idempotency.IDEMPOTENT})
 
 
 _STATUS = {
@@ -219,12 +154,12 @@ class Pipeline:
         # id(workspace) -> [calls executing, discard pending, the workspace].
         self._busy: dict[int, list[Any]] = {}
         self._busy_lock = threading.Lock()
-        #: Rows of this process's calls whose outcome could not be written (the store was
-        #: lost mid-call): id -> (the row as it should end). ``recover`` writes them once the
-        #: store is back, so a row is never left ``running`` for as long as this process lives.
-        self._unsettled: dict[str, InvocationRecord] = {}
         #: Concurrent calls' row writes, committed together (group_commit.py).
         self._commits = GroupCommit(lambda: self.invocations)
+        #: Step 7, an operator's answer (approvals.py), and the rows of processes that are
+        #: gone (recovery.py): each runs its calls' steps 8 to 13 here (``run_resumed``).
+        self.approvals = Approvals(self)
+        self.recovery = Recovery(self)
 
     def close(self) -> None:
         """Close both stores' connections."""
@@ -248,12 +183,12 @@ class Pipeline:
         """
         self._commits.enter()
         try:
-            return await self._observed(name, run.id, arguments,
+            return await self.observed(name, run.id, arguments,
                                         self._invoke(run, name, arguments, version, hold))
         finally:
             self._commits.leave()
 
-    async def _observed(self, name: str, run_id: str, arguments: Any,
+    async def observed(self, name: str, run_id: str, arguments: Any,
                         work: Coroutine[Any, Any, _R]) -> _R:
         """``work`` (an invocation, or an approval's resumption) inside its span, and its
         outcome counted (a resumption's only when it acted on the row)."""
@@ -346,7 +281,7 @@ class Pipeline:
         except Exception as exc:
             return self._not_recorded(record, exc, log)
         log.info("pipeline.denied", step=5, rule=decision.rule)
-        return self._outcome(denied)
+        return self.outcome_of(denied)
 
     async def _pause(self, run: Run, record: InvocationRecord, log: Any, *,
                      hold: bool = False) -> Outcome:
@@ -364,7 +299,7 @@ class Pipeline:
                  asked=hold)
         if not hold:
             self.pause(run)
-        return self._outcome(paused)
+        return self.outcome_of(paused)
 
     def pause(self, run: Run) -> None:
         """The run pauses: a call was left waiting for an approval. Its workspace is a cache
@@ -438,11 +373,11 @@ class Pipeline:
                     registered, output, trust, writer, record.id)
             log.debug("pipeline.size", step=12, truncated=shaped.truncated)
         except ToolFailure as failure:
-            return await self._persist_failure(record, failure, log, inserted=inserted)  # 13
+            return await self.persist_failure(record, failure, log, inserted=inserted)  # 13
         except Exception as exc:
             # A fault of the host's own after the tool ran (the artifact store's disk, say):
             # the row is still finished, never left running.
-            return await self._persist_failure(record, steps.unexpected(exc, registered), log,
+            return await self.persist_failure(record, steps.unexpected(exc, registered), log,
                                                inserted=inserted)
         attached = tuple(ref.to_json() for ref in writer.attached) if isinstance(
             writer, RunArtifactWriter) else ()
@@ -509,7 +444,7 @@ class Pipeline:
             await self._write(functools.partial(self.invocations.insert, record))
         except Exception as exc:
             return self._not_recorded(record, exc, log)
-        return self._outcome(record)
+        return self.outcome_of(record)
 
     async def _persist_success(
         self, record: InvocationRecord, trust: Trust, shaped: steps.Shaped, log: Any,
@@ -525,7 +460,7 @@ class Pipeline:
         return await self._persist(record, InvocationState.SUCCEEDED, fields, log,
                                    inserted=inserted)
 
-    async def _persist_failure(
+    async def persist_failure(
         self, record: InvocationRecord, failure: ToolFailure, log: Any, *, inserted: bool = True,
     ) -> Outcome:
         info = steps.render_failure(self.messages, failure)
@@ -558,7 +493,7 @@ class Pipeline:
             if not inserted:  # a read: nothing changed, and nothing was recorded
                 return self._not_recorded(record, exc, log)
             return self._result_not_recorded(final, exc, log)
-        return self._outcome(final)
+        return self.outcome_of(final)
 
     async def _write(self, write: Callable[[], Any]) -> Any:
         """A row write that ends a call, group-committed with its neighbours': its result
@@ -587,7 +522,7 @@ class Pipeline:
         except Exception as exc:
             self._not_recorded(record, exc, log)  # nothing written: only the log says so
             return
-        await self._persist_failure(record, ToolFailure(core_messages.RUN_CANCELLED), log)
+        await self.persist_failure(record, ToolFailure(core_messages.RUN_CANCELLED), log)
 
     # ------------------------------------------------------------------ the store failing
 
@@ -604,7 +539,7 @@ class Pipeline:
             reason_code=core_messages.RECORD_STORE, retryable=True,
             failure_detail={"exception": type(exc).__name__, "error": str(exc)},
         )
-        return attrs.evolve(self._outcome(failed), invocation_id=None)
+        return attrs.evolve(self.outcome_of(failed), invocation_id=None)
 
     def _result_not_recorded(self, final: InvocationRecord, exc: Exception,
                              log: Any) -> Outcome:
@@ -632,40 +567,15 @@ class Pipeline:
                                    result_content=None, output_trust=None, artifact_refs=(),
                                    **fields)
         if not finished:
-            self._unsettled[final.id] = interrupted
-        return self._outcome(interrupted)
-
-    def _settle_own(self, stopping: threading.Event | None = None) -> list[Recovered]:
-        """Write the INTERRUPTED end of this process's calls whose rows the store refused
-        (``_result_not_recorded``), now that it may take them; a row still refused stays
-        for the next recovery, and one another process settled meanwhile is left as it is.
-        Safe on a worker thread: each write goes to the store directly."""
-        report = []
-        # A snapshot: the loop's calls may add rows meanwhile (they are the next pass's).
-        for invocation_id, interrupted in list(self._unsettled.items()):
-            if _stopped(stopping):
-                break
-            try:
-                finished = self.invocations.settle(
-                    invocation_id, from_owner=interrupted.owner, to=InvocationState.FAILED,
-                    finished_at=interrupted.finished_at,
-                    failure_kind=interrupted.failure_kind, reason_code=interrupted.reason_code,
-                    retryable=interrupted.retryable, failure_detail=interrupted.failure_detail)
-            except Exception:
-                continue
-            self._unsettled.pop(invocation_id, None)
-            report.append(_recovered(
-                interrupted,
-                RecoveryAction.FAILED if finished else RecoveryAction.SETTLED_ELSEWHERE,
-                "this process's call, whose outcome the store could not take when it ended"))
-        return report
+            self.recovery.settle_later(interrupted)
+        return self.outcome_of(interrupted)
 
     def _result_taken(self, final: InvocationRecord, log: Any) -> Outcome:
         """A writing call ran, and meanwhile another process settled its row, having found
         this one gone (a server database's session cut off): the row is left as that process
         settled it, and this call is INTERRUPTED, its result recorded nowhere."""
         log.error("pipeline.row_taken", recorded=False, unrecorded_state=final.state.value)
-        return self._outcome(attrs.evolve(
+        return self.outcome_of(attrs.evolve(
             final, state=InvocationState.FAILED, result_structured=None, result_content=None,
             output_trust=None, artifact_refs=(), failure_kind=ToolFailureKind.INTERNAL.value,
             reason_code=core_messages.INTERRUPTED, retryable=False,
@@ -692,95 +602,53 @@ class Pipeline:
                 return False
         return True
 
-    # ------------------------------------------------------------------ step 7: approvals
+    # ------------------------------------------------------------------ step 7, and recovery
 
     async def approve(
         self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None,
         run: Run | None = None,
     ) -> Outcome:
-        """Approve and run exactly the validated arguments that were approved, once.
-
-        Calling it twice, or from two processes at once, runs the tool once: the row's
-        compare-and-set from ``approved`` to ``running`` is the lock, and the loser gets the
-        row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
-        server whose client went away); by default nothing can. ``run``: the approval was
-        answered within the call (``invoke(hold=True)``), and the call goes on in that run:
-        its workspace, deadline and cancellation. See ``resume``.
-        """
-        return (await self.resume(invocation_id, approver, cancellation=cancellation,
-                                  run=run)).outcome
+        """Approve and run exactly the validated arguments that were approved, once: the
+        outcome of ``resume``."""
+        return (await self.approvals.resume(invocation_id, approver, cancellation=cancellation,
+                                            run=run)).outcome
 
     async def resume(
         self, invocation_id: str, approver: str, *, cancellation: CancellationEvent | None = None,
         run: Run | None = None,
     ) -> Resumed:
-        """``approve``, saying whether this call acted on the row (step 7, then 8 to 13).
+        """``approve``, saying whether this call acted on the row (``Approvals.resume``)."""
+        return await self.approvals.resume(invocation_id, approver, cancellation=cancellation,
+                                           run=run)
 
-        Before the row is touched: its tool (at its pinned version) must be registered here,
-        or ``ApprovalRefused`` leaves the row awaiting approval; and the policy is decided
-        again, so a cell tightened to deny since the pause ends the row ``denied`` unrun. A
-        row whose run's deadline has passed ends failed (``tool.timeout.run_deadline_passed``)
-        unrun: an approval cannot outlive its run.
+    def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
+        """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""
+        return self.approvals.denial(invocation_id, approver, reason).outcome
 
-        :raises InvocationNotFound: no such row.
-        :raises InvocationStateError: the row was denied.
-        :raises ApprovalRefused: the tool is not registered in this process.
-        :raises ValueError: ``run`` is not the row's run.
-        """
+    def denial(self, invocation_id: str, approver: str, reason: str) -> Resumed:
+        """``deny``, saying whether this call acted on the row (``Approvals.denial``)."""
+        return self.approvals.denial(invocation_id, approver, reason)
+
+    async def recover(self, *, rerun: bool = True) -> list[Recovered]:
+        """Settle every ``running`` row whose owning process is gone (``Recovery.recover``)."""
+        return await self.recovery.recover(rerun=rerun)
+
+    def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
+        """``recover(rerun=False)``, synchronously, on any thread
+        (``Recovery.recover_interrupted``)."""
+        return self.recovery.recover_interrupted(stopping)
+
+    @contextlib.contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """A call (or an approval's resumption) is under way while this is entered: its row
+        writes are group-committed with the other calls' (group_commit.py)."""
         self._commits.enter()
         try:
-            return await self._resume(invocation_id, approver, cancellation, run)
+            yield
         finally:
             self._commits.leave()
 
-    async def _resume(self, invocation_id: str, approver: str,
-                      cancellation: CancellationEvent | None, run: Run | None = None) -> Resumed:
-        record = self.invocations.get(invocation_id)
-        if run is not None and (run.id, run.principal.id) != (record.run_id,
-                                                               record.principal_id):
-            raise ValueError(f"invocation {invocation_id} is not a call of run {run.id}")
-        if record.state is InvocationState.DENIED:
-            raise InvocationStateError(f"invocation {invocation_id} was denied")
-        if record.state not in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
-            return Resumed(self._outcome(record), acted=False)
-        return await self._observed(record.tool_name, record.run_id, None, self._resume_row(
-            record, approver, cancellation, run))
-
-    async def _resume_row(self, record: InvocationRecord, approver: str,
-                          cancellation: CancellationEvent | None, run: Run | None) -> Resumed:
-        """``_resume`` for a row awaiting approval, or approved and not yet started."""
-        invocation_id = record.id
-        log = get_logger(invocation_id=invocation_id, run_id=record.run_id, tool=record.tool_name)
-        try:
-            # Pinned, so exact: the version that paused.
-            registered = self.registry.resolve(record.tool_name, record.tool_version)  # 1
-        except LookupError:
-            raise ApprovalRefused(
-                f"invocation {invocation_id} calls {record.tool_name} {record.tool_version}, "
-                "which is not registered here: approve it where its plugin is installed and "
-                "enabled, or deny it"
-            ) from None
-        decision = steps.decide_policy(self.policy, registered)  # 5, again
-        if decision.action is PolicyAction.DENY:
-            return self._deny_at_approval(record, decision, log)
-        if record.run_deadline is not None and self.clock.now() >= record.run_deadline:
-            return self._expire_at_approval(record, approver, log)  # 7
-        started = self._start_approved(invocation_id, approver)
-        if isinstance(started, Outcome):
-            return Resumed(started, acted=False)
-        record = started
-        self._approval_decided(record, "approved")
-        try:
-            steps.bind_approval(registered, record)  # 7
-        except ToolFailure as failure:
-            log.error("pipeline.digest_mismatch", step=7)
-            return Resumed(await self._persist_failure(record, failure, log),  # 13
-                           acted=True)
-        log.info("pipeline.approved", step=7, approver=approver, within_call=run is not None)
-        return Resumed(await self._run_resumed(registered, record, log, cancellation, run),
-                       acted=True)
-
-    async def _run_resumed(
+    async def run_resumed(
         self, registered: Registered, record: InvocationRecord, log: Any,
         cancellation: CancellationEvent | None, run: Run | None = None,
     ) -> Outcome:
@@ -819,249 +687,11 @@ class Pipeline:
                 # None kept (a row recorded before they were): refused as at step 4.
                 steps.check_user_words(run, registered)
             except ToolFailure as failure:
-                return await self._persist_failure(record, failure, log)
+                return await self.persist_failure(record, failure, log)
             return await self._execute_and_persist(run, registered, record, log)  # 8 to 13
         finally:
             if workspace is not None:
                 workspace.close()
-
-    def _expire_at_approval(self, record: InvocationRecord, approver: str,
-                            log: Any) -> Resumed:
-        """The run's deadline passed while the call waited: it ends failed, unrun, with the
-        approval that came too late on the row."""
-        now = self.clock.now()
-        info = steps.render_failure(self.messages, ToolFailure(
-            core_messages.RUN_DEADLINE_PASSED,
-            detail={"run_deadline": record.run_deadline.isoformat()
-                    if record.run_deadline else None}))
-        if not self.invocations.transition(
-            record.id, expected={InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED},
-            to=InvocationState.FAILED, approver=record.approver or approver, decided_at=now,
-            finished_at=now, failure_kind=info.kind.value, reason_code=info.reason_code,
-            retryable=info.retryable, failure_detail=dict(info.detail),
-        ):
-            return Resumed(self._outcome(self.invocations.get(record.id)), acted=False)
-        log.info("pipeline.failed", step=7, reason_code=info.reason_code)
-        return Resumed(self._outcome(self.invocations.get(record.id)), acted=True)
-
-    def _deny_at_approval(self, record: InvocationRecord, decision: PolicyDecision,
-                          log: Any) -> Resumed:
-        """The policy now denies what paused for approval: the row ends ``denied``, unrun,
-        with the decision that denied it on the row."""
-        now = self.clock.now()
-        reason = f"policy now denies {decision.rule}"
-        if not self.invocations.transition(
-            record.id, expected={InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED},
-            to=InvocationState.DENIED, denial_reason=reason, policy=decision.to_json(),
-            decided_at=now, finished_at=now,
-        ):
-            return Resumed(self._outcome(self.invocations.get(record.id)), acted=False)
-        log.info("pipeline.denied", step=7, rule=decision.rule, reason=reason)
-        return Resumed(self._outcome(self.invocations.get(record.id)), acted=True)
-
-    def _start_approved(self, invocation_id: str, approver: str) -> InvocationRecord | Outcome:
-        """Record the approval and take the row from ``approved`` to ``running``: the running
-        record when this caller won it, else the outcome to hand back as the row stands."""
-        record = self.invocations.get(invocation_id)
-        if record.state is InvocationState.AWAITING_APPROVAL:
-            self.invocations.transition(
-                invocation_id, expected={InvocationState.AWAITING_APPROVAL},
-                to=InvocationState.APPROVED, approver=approver, decided_at=self.clock.now(),
-            )
-            record = self.invocations.get(invocation_id)
-        if record.state is InvocationState.DENIED:
-            raise InvocationStateError(f"invocation {invocation_id} was denied")
-        if record.state is not InvocationState.APPROVED:
-            return self._outcome(record)
-        # The row's move from approved to running is the lock: exactly one caller wins it.
-        if not self.invocations.transition(
-            invocation_id, expected={InvocationState.APPROVED}, to=InvocationState.RUNNING,
-            started_at=self.clock.now(), owner=self.invocations.owner(),
-        ):
-            return self._outcome(self.invocations.get(invocation_id))
-        return self.invocations.get(invocation_id)
-
-    # ------------------------------------------------------------------ recovery
-
-    async def recover(self, *, rerun: bool = True) -> list[Recovered]:
-        """Settle every ``running`` row whose owning process is gone; report every row looked
-        at, oldest first (the ``running`` rows, then any left ``approved``).
-
-        :param rerun: run IDEMPOTENT and READ_ONLY calls again (the default); False ends them
-            failed with ``tool.internal.interrupted``, retryable, like the others but safe to
-            repeat (``recover_interrupted``).
-        """
-        if not rerun:
-            return self.recover_interrupted()
-        report = self._settle_own()
-        for record in self.invocations.list(state=InvocationState.RUNNING):
-            looked_at = self._settle_gone(record, rerun=True)
-            report.append(looked_at if isinstance(looked_at, Recovered)
-                          else await self._rerun(record, *looked_at))
-        report.extend(self._approved_left())
-        return report
-
-    def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
-        """``recover(rerun=False)``, synchronously: no row is run again, so nothing here needs
-        a loop, and every write goes to the store directly (compare-and-set ``settle``), never
-        through the group commit queue, whose flush runs on the loop that queued it. A worker
-        thread may run this while the loop serves calls (``toolhost serve``'s periodic pass).
-
-        :param stopping: once set, no store call is begun after the one under way; the rows
-            looked at so far are reported (a server shutting down waits for one call only).
-        """
-        report = self._settle_own(stopping)
-        if _stopped(stopping):
-            return report
-        for record in self.invocations.list(state=InvocationState.RUNNING):
-            if _stopped(stopping):
-                return report
-            looked_at = self._settle_gone(record, rerun=False, stopping=stopping)
-            # rerun=False never hands a row back to run: _why_not_rerun always says why not.
-            assert isinstance(looked_at, Recovered)
-            report.append(looked_at)
-        if not _stopped(stopping):
-            report.extend(self._approved_left())
-        return report
-
-    def _approved_left(self) -> list[Recovered]:
-        return [_recovered(record, RecoveryAction.LEFT,
-                           f"approved but not started: toolhost approve {record.id} runs it")
-                for record in self.invocations.list(state=InvocationState.APPROVED)]
-
-    def _settle_gone(self, record: InvocationRecord, rerun: bool,
-                     stopping: threading.Event | None = None) -> (
-            Recovered | tuple[Registered, str, Any]):
-        """A ``running`` row left (its owner alive, or not checkable) or settled INTERRUPTED
-        without running it; or, to run it again, its tool, its owner described and a log.
-        ``stopping``: see ``recover_interrupted`` (the owner check is one store call, the
-        settle another)."""
-        owner = _describe_owner(record.owner)
-        state = self.invocations.owner_state(record.owner)
-        if state is OwnerState.ALIVE:
-            return _recovered(record, RecoveryAction.LEFT, f"running in {owner}, alive")
-        if state is OwnerState.UNKNOWN:
-            return _recovered(record, RecoveryAction.LEFT,
-                              f"running in {owner}, which cannot be checked from here yet "
-                              "(another pid namespace, or a database server that just "
-                              "restarted): run toolhost recover where it ran, or again later")
-        log = get_logger(invocation_id=record.id, run_id=record.run_id, tool=record.tool_name)
-        try:
-            registered: Registered | None = self.registry.resolve(record.tool_name,
-                                                                  record.tool_version)
-        except LookupError:
-            registered = None
-        why_not = self._why_not_rerun(record, registered, rerun)
-        if why_not is not None or registered is None:
-            safe = registered is not None and registered.spec.idempotency in _RERUNNABLE
-            return self._settle_interrupted(record, owner, why_not or "", safe, log, stopping)
-        return registered, owner, log
-
-    async def _rerun(self, record: InvocationRecord, registered: Registered, owner: str,
-                     log: Any) -> Recovered:
-        """Run again here a row whose owner is gone, once this process has taken it."""
-        # Take the row over: compare-and-set on its dead owner, so one recoverer runs it.
-        if not self.invocations.settle(record.id, from_owner=record.owner,
-                                       to=InvocationState.RUNNING, owner=self.invocations.owner(),
-                                       started_at=self.clock.now()):
-            return _recovered(record, RecoveryAction.SETTLED_ELSEWHERE,
-                              "settled by another process meanwhile")
-        taken = self.invocations.get(record.id)
-        log.warning("pipeline.recovered", action="rerun", owner=owner,
-                    idempotency=registered.spec.idempotency.value)
-        try:
-            steps.bind_approval(registered, taken)  # the arguments recorded, unchanged
-        except ToolFailure as failure:
-            outcome = await self._persist_failure(taken, failure, log)
-        else:
-            outcome = await self._run_resumed(registered, taken, log, None)
-        return _recovered(
-            record, RecoveryAction.RERUN,
-            f"{owner} is gone; {registered.spec.idempotency.value}, so run again here: "
-            f"{outcome.status.value}", outcome)
-
-    def _why_not_rerun(self, record: InvocationRecord, registered: Registered | None,
-                       rerun: bool) -> str | None:
-        """Why a row whose owner is gone is not run again, or None to run it again."""
-        if registered is None:
-            return f"{record.tool_name} {record.tool_version} is not registered here"
-        idempotency = registered.spec.idempotency
-        if idempotency not in _RERUNNABLE:
-            return f"{idempotency.value}, never run again"
-        if not rerun:
-            return f"{idempotency.value}, not run again here (safe to repeat)"
-        decision = steps.decide_policy(self.policy, registered)
-        if decision.action is PolicyAction.DENY:
-            return f"policy now denies {decision.rule}"
-        if decision.action is PolicyAction.REQUIRE_APPROVAL and record.approver is None:
-            return f"policy now requires approval for {decision.rule}"
-        return None
-
-    def _settle_interrupted(self, record: InvocationRecord, owner: str, why: str,
-                            retryable: bool, log: Any,
-                            stopping: threading.Event | None = None) -> Recovered:
-        """End a row whose owner is gone ``failed`` with INTERRUPTED, without running it.
-        Once ``stopping`` is set the row is left for the next recovery, and a row settled
-        is reported without reading it back: no store call is begun after a stop."""
-        if _stopped(stopping):
-            return _recovered(record, RecoveryAction.LEFT,
-                              f"{owner} is gone; left for the next recovery (stopping)")
-        detail = {"owner": dict(record.owner) if record.owner is not None else None,
-                  "not_run_again": why}
-        if not self.invocations.settle(
-            record.id, from_owner=record.owner, to=InvocationState.FAILED,
-            finished_at=self.clock.now(), failure_kind=ToolFailureKind.INTERNAL.value,
-            reason_code=core_messages.INTERRUPTED, retryable=retryable, failure_detail=detail,
-        ):
-            return _recovered(record, RecoveryAction.SETTLED_ELSEWHERE,
-                              "settled by another process meanwhile")
-        log.warning("pipeline.recovered", action="failed", owner=owner, why=why)
-        outcome = (None if _stopped(stopping)
-                   else self._outcome(self.invocations.get(record.id)))
-        return _recovered(
-            record, RecoveryAction.FAILED,
-            f"{owner} is gone; {why}: failed {core_messages.INTERRUPTED} (it may or may not "
-            "have taken effect)", outcome)
-
-    def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
-        """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""
-        return self.denial(invocation_id, approver, reason).outcome
-
-    def denial(self, invocation_id: str, approver: str, reason: str) -> Resumed:
-        """``deny``, saying whether this call acted on the row: a row denied already keeps its
-        first approver and reason, and ``acted`` is False.
-
-        :raises InvocationNotFound: no such row.
-        :raises InvocationStateError: the row is neither awaiting approval nor denied.
-        """
-        record = self.invocations.get(invocation_id)
-        now = self.clock.now()
-        if not self.invocations.transition(
-            invocation_id, expected={InvocationState.AWAITING_APPROVAL},
-            to=InvocationState.DENIED, approver=approver, denial_reason=reason,
-            decided_at=now, finished_at=now,
-        ):
-            current = self.invocations.get(invocation_id)
-            if current.state is InvocationState.DENIED:
-                return Resumed(self._outcome(current), acted=False)
-            raise InvocationStateError(
-                f"invocation {invocation_id} is {current.state.value}, not awaiting approval"
-            )
-        get_logger(invocation_id=invocation_id, run_id=record.run_id).info(
-            "pipeline.denied", step=7, approver=approver, reason=reason)
-        outcome = self._outcome(self.invocations.get(invocation_id))
-        if self.telemetry is not None:
-            self._approval_decided(attrs.evolve(record, decided_at=now), "denied")
-            # Nothing ran: the call's time is its wait, counted above, not the pipeline's.
-            self.telemetry.instruments.call_ended(outcome, 0.0)
-        return Resumed(outcome, acted=True)
-
-    def _approval_decided(self, record: InvocationRecord, decision: str) -> None:
-        """How long the row waited for its approval or denial (its pause to the decision)."""
-        if self.telemetry is None or record.decided_at is None:
-            return
-        waited = (record.decided_at - record.created_at).total_seconds()
-        self.telemetry.instruments.approval_decided(record.tool_name, decision, waited)
 
     # ------------------------------------------------------------------ for other callers
 
@@ -1076,8 +706,7 @@ class Pipeline:
                      version: str | None = None) -> Outcome:
         """End a call before it runs with one of the host's reasons (the person declined to
         give their words, ``USER_DECLINED``): its one row, written ``failed``."""
-        self._commits.enter()
-        try:
+        with self.in_flight():
             invocation_id = self._new_id()
             log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=name)
             registered: Registered | None = None
@@ -1088,8 +717,6 @@ class Pipeline:
                                                    self.clock.now(), failure, log)
             return await self._persist_refusal(run, invocation_id, name, registered, arguments,
                                                self.clock.now(), ToolFailure(reason_code), log)
-        finally:
-            self._commits.leave()
 
     def check_scopes(self, principal: Principal, registered: Registered) -> None:
         """Step 3 alone: raises the ``ToolFailure`` ``invoke`` would refuse the call with."""
@@ -1118,9 +745,9 @@ class Pipeline:
 
     def recorded(self, invocation_id: str) -> Outcome:
         """The outcome as its row records it."""
-        return self._outcome(self.invocations.get(invocation_id))
+        return self.outcome_of(self.invocations.get(invocation_id))
 
-    def _outcome(self, record: InvocationRecord) -> Outcome:
+    def outcome_of(self, record: InvocationRecord) -> Outcome:
         status = _STATUS[record.state]
         failure = None
         if record.state is InvocationState.FAILED and record.reason_code:
@@ -1163,23 +790,6 @@ def _discard(workspace: Any, log: Any) -> None:
     except Exception as exc:
         log.error("pipeline.workspace_discard_failed", exception=type(exc).__name__,
                   error=str(exc))
-
-
-def _describe_owner(owner: Mapping[str, Any] | None) -> str:
-    """The owner for the operator: ``pid 4242 on build-7``."""
-    if owner is None:
-        return "a process recorded before owners were"
-    return f"pid {owner.get('pid')} on {owner.get('host')}"
-
-
-def _stopped(stopping: threading.Event | None) -> bool:
-    """Whether a recovery told to stop (``recover_interrupted``) has been."""
-    return stopping is not None and stopping.is_set()
-
-
-def _recovered(record: InvocationRecord, action: RecoveryAction, reason: str,
-               outcome: Outcome | None = None) -> Recovered:
-    return Recovered(record.id, record.tool_name, record.tool_version, action, reason, outcome)
 
 
 def _running_record(invocation_id: str, run: Run, prepared: steps.Prepared,

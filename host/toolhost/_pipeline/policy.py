@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from toolhost._model.errors import UsageError
 from toolhost._model.settings import Settings
 from toolhost._model.spec import Risk, SideEffect
 
@@ -48,7 +49,7 @@ def _row(low: PolicyAction, medium: PolicyAction, high: PolicyAction) -> dict[Ri
     return {Risk.LOW: low, Risk.MEDIUM: medium, Risk.HIGH: high}
 
 
-#: DESIGN §5, cell for cell.
+#: The spec's 9.2 policy matrix, cell for cell (docs/operator.md shows it).
 DEFAULT_MATRIX: Mapping[SideEffect, Mapping[Risk, PolicyAction]] = {
     SideEffect.NONE: _row(_A, _A, _A),
     SideEffect.WORKSPACE_READ: _row(_A, _A, _A),
@@ -63,7 +64,7 @@ DEFAULT_MATRIX: Mapping[SideEffect, Mapping[Risk, PolicyAction]] = {
 EXTERNAL_WRITE_OVERRIDE = "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE"
 
 
-class PolicyConfigError(ValueError):
+class PolicyConfigError(UsageError, ValueError):
     """The operator's policy configuration is malformed or loosens without the override.
     ``key`` is the cell's key the problem is in, when it is in one (``toolhost.toml`` names
     its line)."""

@@ -1,11 +1,11 @@
-"""The pipeline's steps that need no store: one named function each, numbered as DESIGN §4.
+"""The pipeline's steps that need no store: one named function each, numbered as in pipeline.py.
 
  1 ``resolve``            name and version to a registration
  2 ``check_enabled``      the run's enabled_tools, or the default roster
  3 ``check_scopes``       required_scopes within the principal's
  4 ``prepare``            validate (defaults applied, schema rules mapped) and digest;
    ``check_user_words``   a tool that needs the person's words has a user turn to check
- 5 ``decide_policy``      the §5 matrix: allow, require approval or deny
+ 5 ``decide_policy``      the policy matrix: allow, require approval or deny
  7 ``bind_approval``      (resume) the row's arguments still digest to the approved digest
  8 ``build_tool``, ``execute``  build the callable; run it under its deadline, cancellable
  9 ``workspace_escape``   WorkspaceEscape -> ToolValidationError (``workspace_unavailable``:
@@ -210,7 +210,7 @@ def check_user_words(run: Run, registered: Registered) -> None:
 
 
 def decide_policy(policy: Policy, registered: Registered) -> PolicyDecision:
-    """The §5 matrix cell for the tool's side effect and risk, as the operator configured it."""
+    """The policy matrix cell for the tool's side effect and risk, as the operator configured it."""
     return policy.decide(registered.spec.side_effect, registered.spec.risk)
 
 
@@ -289,7 +289,8 @@ async def execute(
     except (WorkspaceEscape, WorkspaceUnavailable):
         raise
     except ToolFailure as failure:
-        if failure.reason_code in registered.tool.reason_codes:
+        if (failure.reason_code in registered.tool.reason_codes
+                or failure.reason_code in core_messages.RAISED_BY_TYPED_BODIES):
             raise
         raise ToolFailure(
             core_messages.INTERNAL_UNDECLARED,

@@ -47,7 +47,7 @@ class Workspace(Protocol):
 
 class SandboxWorkspace(Workspace, Protocol):
     """A Workspace a sandbox can run over: the host's handle is one. Separate from
-    ``Workspace`` so that the public Protocol keeps its five members (DESIGN.md section 2) and
+    ``Workspace`` so that the public Protocol keeps its five members (D104) and
     a plugin's own test fake of it stays complete; a sandboxed tool checks for
     ``sandbox_root`` and fails closed without it."""
 

@@ -30,6 +30,7 @@ import attrs
 import pluggy
 
 from toolhost import hookspecs
+from toolhost._model.errors import ToolhostError
 from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import Settings, normalize_dist_name
 from toolhost._model.spec import Domain, Tool
@@ -40,6 +41,7 @@ __all__ = [
     "PluginError",
     "PluginSource",
     "call_each",
+    "call_one",
     "collect_contributions",
     "collect_settings",
     "discover",
@@ -52,7 +54,7 @@ __all__ = [
 ENTRY_POINT_GROUP = "toolhost.plugins"
 
 
-class PluginError(Exception):
+class PluginError(ToolhostError):
     """A plugin could not be loaded or its hooks failed. The message is one line for operators."""
 
     def __init__(self, distribution: str, problem: str, *, remedy: str | None = None) -> None:
@@ -362,16 +364,11 @@ def installed_distributions() -> list[str]:
 def call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Call one hook's implementations one plugin at a time, attributing any failure:
     ``{plugin name: what it returned}``."""
-    return _call_each(pm, hook, kwargs)
-
-
-def _call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Call one hook's implementations one plugin at a time, attributing any failure."""
-    return {impl.plugin_name: _call_one(impl, hook, kwargs)
+    return {impl.plugin_name: call_one(impl, hook, kwargs)
             for impl in getattr(pm.hook, hook).get_hookimpls()}
 
 
-def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: Mapping[str, Any]) -> Any:
+def call_one(impl: pluggy.HookImpl, hook: str, kwargs: Mapping[str, Any]) -> Any:
     """Call one plugin's implementation of a hook; a failure is that distribution's."""
     args = {name: kwargs[name] for name in impl.argnames}
     try:
@@ -392,8 +389,8 @@ def _as_tuple(dist: str, hook: str, value: Any, item_type: type) -> tuple[Any, .
 
 def collect_contributions(pm: pluggy.PluginManager, settings: Settings) -> list[Contribution]:
     """Call the two hooks, in order, and gather what each distribution returned."""
-    domains = _call_each(pm, "toolhost_domains", {})
-    tools = _call_each(pm, "toolhost_tools", {"settings": settings})
+    domains = call_each(pm, "toolhost_domains", {})
+    tools = call_each(pm, "toolhost_tools", {"settings": settings})
     merged: dict[str, Contribution] = {}
     for name, _ in pm.list_name_plugin():
         dist = distribution_of(name)
@@ -421,7 +418,7 @@ def collect_settings(pm: pluggy.PluginManager) -> dict[str, tuple[SettingSpec, .
 
     declared: dict[str, tuple[SettingSpec, ...]] = {}
     owner: dict[str, str] = {}
-    for name, value in _call_each(pm, "toolhost_settings", {}).items():
+    for name, value in call_each(pm, "toolhost_settings", {}).items():
         dist = distribution_of(name)
         specs = _as_tuple(dist, "toolhost_settings", value, SettingSpec)
         for spec in specs:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from toolhost._model.errors import ToolhostError
 from toolhost._model.host_reasons import MESSAGES as HOST_MESSAGES
 from toolhost._model.outcome import HARD_OUTPUT_CEILING, REASON_CODE_PATTERN
 from toolhost._model.spec import (
@@ -114,7 +115,7 @@ class RegistrationProblem:
         )
 
 
-class RegistrationRefused(Exception):
+class RegistrationRefused(ToolhostError):
     """The host refuses to start. ``str()`` is the one line an operator reads: the first
     problem, in step order. ``problems`` holds every problem registration found."""
 
@@ -186,7 +187,7 @@ def _gateway_tool(e: _Entry) -> bool:
 def _step_name_grammar(entries: Sequence[_Entry], _: Sequence[Contribution]) -> Problems:
     for e in entries:
         name, version = e.spec.name, e.spec.version
-        # A field left out is step 6's to refuse, by name (DESIGN §3), not a bad value here.
+        # A field left out is step 6's to refuse, by name (D55), not a bad value here.
         if name is MISSING:
             pass
         elif not isinstance(name, str) or not NAME_PATTERN.match(name):

@@ -13,21 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 
+from toolhost._model.errors import ToolhostError, UsageError
 from toolhost._registration.refusals import Registered
 
 __all__ = ["PinError", "Registry", "UnknownTool", "UnknownVersion", "parse_pins",
            "version_key"]
 
 
-class UnknownTool(LookupError):
+class UnknownTool(ToolhostError, LookupError):
     """No registration has this name."""
 
 
-class UnknownVersion(LookupError):
+class UnknownVersion(ToolhostError, LookupError):
     """The name is registered, but not at this version."""
 
 
-class PinError(ValueError):
+class PinError(UsageError, ValueError):
     """A pin (``NAME=VERSION``) that is malformed, or names no registration or no served
     tool; the message is the one line an operator reads."""
 

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolhost._model.errors import ToolhostError
+
 if TYPE_CHECKING:
     from toolhost._registration.validator_cache import ValidatorCache
 
@@ -74,7 +76,7 @@ _MAP = ("properties", "patternProperties", "$defs", "definitions")
 _LIST = ("allOf", "anyOf", "oneOf")
 
 
-class SchemaProblem(ValueError):
+class SchemaProblem(ToolhostError, ValueError):
     """Why a schema cannot be registered. ``pointer`` is a JSON pointer into the schema."""
 
     def __init__(self, pointer: str, problem: str) -> None:
@@ -129,6 +131,10 @@ def _is_array_level(schema: Mapping[str, Any]) -> bool:
     return "array" in types
 
 
+def _under_union(pointer: str) -> bool:
+    return "/anyOf/" in pointer or "/oneOf/" in pointer
+
+
 def _under_definitions(pointer: str) -> bool:
     return "/$defs/" in pointer or "/definitions/" in pointer
 
@@ -170,6 +176,11 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
         # fastjsonschema applies no default reached through a $ref, so step 4 would silently
         # skip it: put the default on the property itself.
         yield SchemaProblem(pointer, "a default beside a $ref or inside $defs is never applied")
+    elif "default" in schema and _under_union(pointer):
+        # fastjsonschema fills a branch's default in before it knows the branch fails, so the
+        # arguments change though another branch matched: default the property itself.
+        yield SchemaProblem(pointer, "a default inside anyOf or oneOf is filled in even when "
+                            "its branch fails; put the default on the property itself")
     if _is_object_level(schema) and schema.get("additionalProperties") is not False:
         yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
     for sub, sub_pointer in _subschemas(schema, pointer):

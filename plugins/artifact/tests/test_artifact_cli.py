@@ -5,32 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-#: The operator's command, the console script the host installs: the one beside this Python
-#: (a virtual environment's bin), else the one on PATH.
-TOOLHOST = (shutil.which("toolhost", path=os.path.dirname(sys.executable))
-            or shutil.which("toolhost"))
+from toolhost.testing import run_toolhost
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-    full["TOOLHOST_DATA_DIR"] = str(tmp_path / "data")
-    full["TOOLHOST_PLUGINS"] = "toolhost-artifact"
-    return full
+    """The settings every command of the test sees (``run_toolhost`` gives it none of the
+    machine's): its data directory and this plugin alone."""
+    return {"TOOLHOST_DATA_DIR": str(tmp_path / "data"), "TOOLHOST_PLUGINS": "toolhost-artifact"}
 
 
 def toolhost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    assert TOOLHOST is not None, "the toolhost console script is not installed"
-    return subprocess.run([TOOLHOST, *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_toolhost(*args, data_dir=Path(env["TOOLHOST_DATA_DIR"]), env=env)
 
 
 def test_call_exports_the_file(env: dict[str, str], tmp_path: Path) -> None:

@@ -161,10 +161,10 @@ def test_both_versions_register_and_the_latest_is_2_0_0(host: Harness) -> None:
 
 
 def test_each_version_runs_its_module_body_built_on_first_use(host: Harness) -> None:
-    # build=, not call=: a version's module is imported when the host first builds it, so
+    # By reference: a version's module is imported when the host first builds it, so
     # registration (and toolhost check) imports only the specs.
     assert [(t.call, t.build) for t in tools().values()] == [
-        (None, plugin.build_export_v1), (None, plugin.build_export_v2)]
+        ("toolhost_artifact.export_v1:export", None), ("toolhost_artifact.export_v2:export", None)]
     assert host.tool(TOOL, "1.0.0") is export_v1.export
     assert host.tool(TOOL, "2.0.0") is export_v2.export
 

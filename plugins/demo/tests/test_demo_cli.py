@@ -5,32 +5,25 @@ is the structured result on its row."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from demo_support import database
-
-#: The operator's command, the console script installed beside this interpreter.
-TOOLHOST = shutil.which("toolhost", path=str(Path(sys.executable).parent)) or "toolhost"
+from toolhost.testing import run_toolhost
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-    full["TOOLHOST_DATA_DIR"] = str(tmp_path / "data")
-    full["TOOLHOST_PLUGINS"] = "toolhost-demo"
-    return full
+    """The settings every command of the test sees (``run_toolhost`` gives it none of the
+    machine's): its data directory and this plugin alone."""
+    return {"TOOLHOST_DATA_DIR": str(tmp_path / "data"), "TOOLHOST_PLUGINS": "toolhost-demo"}
 
 
 def toolhost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TOOLHOST, *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_toolhost(*args, data_dir=Path(env["TOOLHOST_DATA_DIR"]), env=env)
 
 
 def test_call_pauses_pending_lists_approve_completes(env: dict[str, str], tmp_path: Path) -> None:

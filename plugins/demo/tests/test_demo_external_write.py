@@ -174,8 +174,9 @@ def test_the_result_carries_no_content_and_no_timestamp(toolhost_host: Harness) 
 
 
 def test_the_body_is_what_the_host_runs(toolhost_host: Harness) -> None:
-    # Passed as call=: the host runs the function itself, and calling it needs no pipeline.
-    assert toolhost_host.tool("demo.external_write") is external_write
+    # A typed tool's call=: the host runs it as it is, and calling it needs no pipeline.
+    assert toolhost_host.tool("demo.external_write") is plugin.EXTERNAL_WRITE.call
+    assert external_write("d", "").checksum == sha("")
     output = toolhost_host.run_body("demo.external_write", {"destination": "d", "content": ""})
     assert output.structured == {"recorded": True, "destination": "d", "byte_count": 0,
                                  "checksum": sha("")}
@@ -211,7 +212,7 @@ def test_content_at_the_limit_is_recorded(toolhost_host: Harness) -> None:
 
 # The examples only read the harness (each gets a context of its own), so sharing the
 # function-scoped fixture across them is safe.
-@settings(max_examples=50, deadline=None,
+@settings(max_examples=50,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(destination=st.text(st.characters(codec="utf-8"), max_size=256),
        content=st.text(st.characters(codec="utf-8"), max_size=300))
@@ -258,8 +259,8 @@ def test_the_plugin_declares_no_failures() -> None:
     (registered,) = plugin.toolhost_tools(Settings())
     assert isinstance(registered, Tool)
     assert registered.spec is SPEC
-    # build, so the body's module (and its digest) is imported when the host builds the tool.
-    assert (registered.call, registered.build) == (None, plugin.build_external_write)
+    # A typed tool (specs.EXTERNAL_WRITE): its body's module is imported at the first call.
+    assert registered is plugin.EXTERNAL_WRITE and registered.build is None
     assert registered.reasons == () and registered.reason_codes == ()
     assert registered.default_enabled is True
 

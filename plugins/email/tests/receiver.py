@@ -5,15 +5,15 @@ it through TOOLHOST_CA_BUNDLE."""
 
 from __future__ import annotations
 
-import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import attrs
-import trustme
+
+from toolhost.testing import loopback_tls_server
 
 
 @attrs.frozen
@@ -42,11 +42,7 @@ class Receiver:
 
 @contextmanager
 def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1", "unsub.test")
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    state = Receiver(port=0, ca_bundle=bundle, arrivals=[])
+    state = Receiver(port=0, ca_bundle=tmp_path, arrivals=[])  # both set once it listens
 
     class Handler(BaseHTTPRequestHandler):
         def _record(self) -> None:
@@ -73,18 +69,10 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
         def log_message(self, format: str, *args: object) -> None:
             del format, args
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    cert.configure_cert(context)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.released.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with loopback_tls_server(Handler, tmp_path,
+                             names=("localhost", "127.0.0.1", "unsub.test")) as server:
+        state.port, state.ca_bundle = server.port, server.ca_bundle
+        try:
+            yield state
+        finally:
+            state.released.set()

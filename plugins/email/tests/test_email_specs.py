@@ -52,10 +52,10 @@ def test_each_tool_is_registered_as_its_spec_and_a_build_factory() -> None:
     """The body is built at the tool's first call; the spec is the one ``specs`` pins."""
     tools = plugin.toolhost_tools(Settings(env={**MODE, **UNSUBSCRIBE}))
     assert [(t.spec, t.call, t.build) for t in tools] == [
-        (specs.CONTEXT_SPEC, None, plugin.build_context),
-        (specs.FEEDBACK_SPEC, None, plugin.build_feedback),
-        (specs.SUBSCRIPTIONS_SPEC, None, plugin.build_subscriptions),
-        (specs.UNSUBSCRIBE_SPEC, None, plugin.build_unsubscribe),
+        (specs.CONTEXT_SPEC, None, "toolhost_email.context_tool:build"),
+        (specs.FEEDBACK_SPEC, None, "toolhost_email.feedback_tool:build"),
+        (specs.SUBSCRIPTIONS_SPEC, None, "toolhost_email.subscriptions_tool:build"),
+        (specs.UNSUBSCRIBE_SPEC, None, "toolhost_email.unsubscribe_tool:build"),
     ]
 
 

@@ -16,7 +16,7 @@ ONE_THIRD = "0.33333333333333333333333333333333333333333333333333"
 
 
 def test_17_times_23_is_exactly_391(call: Call) -> None:
-    # Hard gate 3: the Milestone 1 demonstration.
+    # The spec's hard gate 3: its first demonstration, 17 * 23.
     output = call("17 * 23")
     assert output.content.encode() == b"391"
     assert output.structured == {"result": "391", "result_exact": True, "expression": "17 * 23"}

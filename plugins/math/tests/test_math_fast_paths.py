@@ -64,7 +64,7 @@ _ALPHABET = st.sampled_from([*"0123456789.eE+-*/%^(),az_ \t\n", "**", "//", "1e5
                              "A", "٣", "\v"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(parts=st.lists(_ALPHABET, max_size=60))
 def test_the_tokenizer_is_the_character_by_character_scan(parts: list[str]) -> None:
     expression = "".join(parts)

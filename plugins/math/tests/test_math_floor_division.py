@@ -19,7 +19,7 @@ from toolhost import ToolOutput
 from toolhost_math.evaluator import CONTEXT, floor_divmod
 
 #: Timing is asserted explicitly (the declared 2 s timeout), so hypothesis's deadline is off.
-PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(suppress_health_check=[HealthCheck.too_slow])
 
 Call = Callable[[str], ToolOutput]
 

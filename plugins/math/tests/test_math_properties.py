@@ -21,7 +21,7 @@ from toolhost_math.messages import REASON_CODES
 from toolhost_math.tool import INEXACT_NOTE, SPEC
 
 #: Timing is asserted explicitly (the declared 2 s timeout), so hypothesis's deadline is off.
-PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(suppress_health_check=[HealthCheck.too_slow])
 
 # ------------------------------------------------------------------ the oracle
 

@@ -4,16 +4,14 @@ look at every file the host wrote)."""
 
 from __future__ import annotations
 
-import ssl
-import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 import trustme
 
-from media_support import LOOPBACK, PLUGINS, FakeTensorScale, settings
-from toolhost.testing import Harness
+from media_support import LOOPBACK, PLUGINS, FakeTensorScale, Handler, settings
+from toolhost.testing import Harness, loopback_tls_server
 
 
 @pytest.fixture
@@ -34,20 +32,10 @@ def bundle(ca: trustme.CA, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(ca: trustme.CA) -> Iterator[FakeTensorScale]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(LOOPBACK).configure_cert(context)
-    httpd = FakeTensorScale(context)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
+def server(ca: trustme.CA, tmp_path: Path) -> Iterator[FakeTensorScale]:
+    with loopback_tls_server(Handler, tmp_path, names=(LOOPBACK,), ca=ca,
+                             server_class=FakeTensorScale) as httpd:
         yield httpd
-    finally:
-        httpd.release.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """A fake TensorScale: a real HTTPS server on loopback, and what the media tests share.
 
-The server is a ``ThreadingHTTPServer`` on 127.0.0.1 (ephemeral port) with a certificate from a
-throwaway ``trustme`` CA, which reaches the host only through ``TOOLHOST_CA_BUNDLE``. Each
+The server is the test kit's ``LoopbackTLSServer`` (127.0.0.1, ephemeral port, a certificate
+from a throwaway ``trustme`` CA, which reaches the host only through ``TOOLHOST_CA_BUNDLE``). Each
 POST is recorded (path, headers, parsed JSON body) and answered by the test's ``reply``
 function. Bodies are close-delimited (HTTP/1.0, no Content-Length unless a reply sets one), so
 a reply can stream for as long as it likes, and a write that fails tells the test the client
@@ -14,14 +14,14 @@ import json
 import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from toolhost import Outcome
-from toolhost.testing import Harness, Run
+from toolhost.testing import Harness, LoopbackTLSServer, Run
 from toolhost_media import plugin
 
 PLUGINS: Mapping[str, object] = {"toolhost-media": plugin}
@@ -89,26 +89,16 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-class FakeTensorScale(ThreadingHTTPServer):
-    daemon_threads = True
+class FakeTensorScale(LoopbackTLSServer):
+    """TensorScale on loopback HTTPS: every request is recorded in ``received`` and answered
+    by ``reply``; ``release`` (set by the test, or at shutdown) ends a reply that waits."""
 
-    def __init__(self, context: ssl.SSLContext) -> None:
-        super().__init__((LOOPBACK, 0), Handler)
-        self.context = context
+    def __init__(self, handler: type[BaseHTTPRequestHandler], context: ssl.SSLContext,
+                 ca_bundle: Path) -> None:
+        super().__init__(handler, context, ca_bundle)
         self.received: list[Received] = []
         self.reply: Reply = ok(PNG, "image/png")
         self.client_closed = threading.Event()
-        #: Set by the test (or at shutdown) to end a reply that waits.
-        self.release = threading.Event()
-        self.base_url = f"https://{LOOPBACK}:{self.server_address[1]}"
-
-    def get_request(self) -> tuple[Any, Any]:
-        sock, addr = super().get_request()
-        return self.context.wrap_socket(sock, server_side=True,
-                                        do_handshake_on_connect=False), addr
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
 
 
 # ---------------------------------------------------------------------------- replies

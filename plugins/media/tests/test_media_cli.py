@@ -5,34 +5,28 @@ the fake TensorScale (which a thread of this test process serves)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from media_support import JPEG, KEY, PNG, FakeTensorScale, settings
+from toolhost.testing import run_toolhost
 
-TOOLHOST = (shutil.which("toolhost", path=os.path.dirname(sys.executable))
-            or shutil.which("toolhost"))
 FOUR = ["image.generate@1.0.0", "image.generate@1.1.0", "video.generate@1.0.0",
         "video.generate@1.1.0"]
 
 
 @pytest.fixture
 def base_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TENSORSCALE_", "TOOLHOST_"))}
-    env.update(TOOLHOST_PLUGINS="toolhost-media", TOOLHOST_DATA_DIR=str(tmp_path / "data"))
-    return env
+    """The settings every command of the test sees (``run_toolhost`` gives it none of the
+    machine's): its data directory and this plugin alone."""
+    return {"TOOLHOST_DATA_DIR": str(tmp_path / "data"), "TOOLHOST_PLUGINS": "toolhost-media"}
 
 
 def toolhost(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    assert TOOLHOST is not None, "the toolhost console script is not installed"
-    return subprocess.run([TOOLHOST, *args], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+    return run_toolhost(*args, data_dir=Path(env["TOOLHOST_DATA_DIR"]), env=env,
+                        drop=("TENSORSCALE_",))
 
 
 def listed(env: dict[str, str]) -> list[str]:

@@ -47,7 +47,8 @@ def test_the_hooks() -> None:
     # Registered unconditionally: where isolation is missing it fails closed, it is not absent.
     (tool,) = plugin.toolhost_tools(Settings())
     # build=: the body's module (the runner, subprocess) is imported when the host builds it.
-    assert tool.spec is SPEC and tool.build is plugin.build_run_command and tool.call is None
+    assert tool.spec is SPEC and tool.build == "toolhost_sandbox.run_command:build"
+    assert tool.call is None
 
 
 def test_the_reason_and_its_message() -> None:

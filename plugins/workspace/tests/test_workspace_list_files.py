@@ -100,7 +100,7 @@ def prop_host() -> Iterator[Harness]:
         yield harness
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(rows=workspaces(), recursive=st.booleans(), cap=st.integers(min_value=0, max_value=12))
 def test_gate_13_ordering_prefix_truncation_and_no_symlinks(
     prop_host: Harness, tmp_path_factory: pytest.TempPathFactory,

@@ -267,7 +267,7 @@ def prop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, Ru
         harness.end_run(run)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     text=st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
                  max_size=64),
@@ -286,7 +286,7 @@ def test_any_text_decodes_whatever_the_chunk_size(
     assert outcome.structured is not None and outcome.structured["checksum"] == sha(data)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(data=st.binary(max_size=48), chunk=st.integers(min_value=1, max_value=7))
 def test_any_bytes_are_text_exactly_when_they_decode_and_hold_no_nul(
     prop: tuple[Harness, Run, Path], data: bytes, chunk: int

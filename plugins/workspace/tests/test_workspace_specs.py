@@ -156,7 +156,7 @@ def test_a_path_the_handle_rejects_is_the_hosts_schema_failure(
 
 
 def test_the_not_a_file_message_names_no_tool() -> None:
-    # The default agent is not offered workspace.list_files (ADR-0124).
+    # The default agent is not offered workspace.list_files (list_files.py says why).
     assert "workspace." not in messages.MESSAGES[messages.NOT_A_FILE]
     assert messages.MESSAGES[messages.NOT_A_DIRECTORY].endswith("Use workspace.read_text.")
 
@@ -166,13 +166,13 @@ def test_the_plugin_registers_its_domain_and_three_tools(toolhost_host: Harness)
     assert sorted(tools()) == sorted(TABLE)
     # The host registered all three (the kit's run enables every registered tool)...
     assert toolhost_host.start_run().enabled_tools == frozenset(TABLE)
-    # ...each running the body its module defines, built by the plugin's factory, which is
-    # where that module is first imported (registration needs only the specs).
-    for name, module, build in (("workspace.read_text", read_text, plugin.build_read_text),
-                                ("workspace.write_text", write_text, plugin.build_write_text),
-                                ("workspace.list_files", list_files, plugin.build_list_files)):
+    # ...each running the body its module defines, by reference, which is where that module
+    # is first imported (registration needs only the specs).
+    for name, module in (("workspace.read_text", read_text), ("workspace.write_text", write_text),
+                         ("workspace.list_files", list_files)):
         tool = tools()[name]
-        assert (tool.call, tool.build) == (None, build)
+        call = f"{module.__name__}:{name.split('.')[1]}"
+        assert (tool.call, tool.build) == (call, None)
         assert toolhost_host.tool(name) is getattr(module, name.split(".")[1])
 
 

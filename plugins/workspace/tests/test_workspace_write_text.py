@@ -222,7 +222,7 @@ def prop_host() -> Iterator[Harness]:
         yield harness
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(content=st.text(st.characters(codec="utf-8"), max_size=200))
 def test_any_content_round_trips(prop_host: Harness, tmp_path_factory: pytest.TempPathFactory,
                                  content: str) -> None:

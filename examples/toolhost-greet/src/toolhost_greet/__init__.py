@@ -1,1 +1,1 @@
-"""toolhost-greet: the README's example plugin."""
+"""toolhost-greet: the example plugin of docs/plugin-api.md."""

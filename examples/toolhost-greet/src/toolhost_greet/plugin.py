@@ -1,72 +1,53 @@
-"""greet.hello: the smallest plugin that passes toolhost-conformance."""
+"""greet.hello: the smallest plugin that passes toolhost-conformance, written as a typed
+function (docs/plugins.md). Its schema comes from the signature and the result's class, its
+description from the docstring; every safety field is stated, none inferred."""
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Annotated
+
+import attrs
 
 from toolhost import (
     Domain,
     Idempotency,
-    Kind,
+    MaxLen,
     Reason,
     Risk,
-    Settings,
     SideEffect,
-    Source,
-    TargetKind,
     Tool,
-    ToolExecutionContext,
     ToolFailure,
-    ToolOutput,
-    ToolSpec,
     Trust,
     hookimpl,
+    tool,
 )
 
-# Declared once, on the tool that raises it. Static: the code carries the diagnosis, the
-# message the remedy, never the input.
-BLANK_NAME = Reason(
-    "tool.invalid_arguments.blank_name",
-    "The name is blank. Provide a name with at least one letter.",
+# Every reason code the body may raise, with its message, in the plugin's one table. Static:
+# the code carries the diagnosis, the message the remedy, never the input.
+BLANK_NAME = "tool.invalid_arguments.blank_name"
+MESSAGES = {BLANK_NAME: "The name is blank. Provide a name with at least one letter."}
+
+
+@attrs.frozen
+class Greeting:
+    """The result: a closed object ``{"greeting": ...}``; its text is what the model reads."""
+
+    greeting: str
+
+    def __str__(self) -> str:
+        return self.greeting
+
+
+@tool(
+    "greet.hello", "1.0.0",
+    side_effect=SideEffect.NONE, risk=Risk.LOW, idempotency=Idempotency.READ_ONLY,
+    output_trust=Trust.INTERNAL_TOOL, required_scopes=(), timeout_s=2,
+    maximum_output_bytes=4096, reasons=Reason.from_table(MESSAGES, BLANK_NAME),
 )
-
-SPEC = ToolSpec(
-    name="greet.hello",
-    version="1.0.0",
-    description="Greet someone by name.",
-    input_schema={
-        "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 64}},
-        "required": ["name"],
-        "additionalProperties": False,  # closed at every object level
-    },
-    output_schema={
-        "type": "object",
-        "properties": {"greeting": {"type": "string"}},
-        "required": ["greeting"],
-        "additionalProperties": False,
-    },
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.NONE,
-    risk=Risk.LOW,
-    idempotency=Idempotency.READ_ONLY,
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=(),
-    timeout_s=2,
-    maximum_output_bytes=4096,
-    allow_parallel=True,  # only READ_ONLY tools may run in parallel
-    deprecated=False,
-)
-
-
-def hello(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-    # The host validated the arguments against input_schema: "name" is a string here.
-    name = arguments["name"].strip()
-    if not name:
-        raise ToolFailure(BLANK_NAME.code, detail={"length": len(arguments["name"])})
-    return ToolOutput(structured={"greeting": f"Hello, {name}!"}, content=f"Hello, {name}!")
+def hello(name: Annotated[str, MaxLen(64)]) -> Greeting:
+    """Greet someone by name."""
+    # The host validated the arguments against the schema: name is a string of at most 64.
+    if not name.strip():
+        raise ToolFailure(BLANK_NAME, detail={"length": len(name)})
+    return Greeting(f"Hello, {name.strip()}!")
 
 
 @hookimpl
@@ -75,5 +56,5 @@ def toolhost_domains() -> list[Domain]:
 
 
 @hookimpl
-def toolhost_tools(settings: Settings) -> list[Tool]:
-    return [Tool(SPEC, call=hello, reasons=(BLANK_NAME,))]
+def toolhost_tools() -> list[Tool]:
+    return [hello]

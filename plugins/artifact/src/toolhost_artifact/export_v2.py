@@ -1,4 +1,4 @@
-"""artifact.export 2.0.0 (ADR-0122): a workspace file, or text the model wrote, exported to the
+"""artifact.export 2.0.0 (D90, D93): a workspace file, or text the model wrote, exported to the
 owner and attached to the reply.
 
 Exactly one of ``path`` (default ``""``) and ``content`` is given; ``name`` names content only.

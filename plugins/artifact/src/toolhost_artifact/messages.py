@@ -69,27 +69,20 @@ MESSAGES: dict[str, str] = {
 }
 
 
-def _reason(code: str, *rules: SchemaRule) -> Reason:
-    return Reason(code, MESSAGES[code], schema_rules=rules)
-
-
-V1_REASONS = (
-    _reason(NO_SUCH_PATH),
-    _reason(NOT_A_FILE),
-    _reason(TOO_LARGE),
-    _reason(UNSAFE_FILE_NAME),
-)
+V1_REASONS = Reason.from_table(MESSAGES, NO_SUCH_PATH, NOT_A_FILE, TOO_LARGE, UNSAFE_FILE_NAME)
 
 #: 2.0.0 declares 1.0.0's and its own. Over-long content and a name the schema's rules refuse
 #: fail at step 4 with these codes rather than the host's generic schema failure; the body
 #: checks the same rules again (bytes, not characters; the whole name rule) with the same codes.
 V2_REASONS = (
     *V1_REASONS,
-    _reason(BOTH_PATH_AND_CONTENT),
-    _reason(NO_PATH_OR_CONTENT),
-    _reason(NAME_WITH_PATH),
-    _reason(CONTENT_TOO_LONG, SchemaRule("/content", "maxLength")),
-    _reason(INVALID_NAME, SchemaRule("/name", "minLength"), SchemaRule("/name", "maxLength"),
-            SchemaRule("/name", "pattern")),
-    _reason(NAME_NOT_TEXT),
+    *Reason.from_table(
+        MESSAGES, BOTH_PATH_AND_CONTENT, NO_PATH_OR_CONTENT, NAME_WITH_PATH, CONTENT_TOO_LONG,
+        INVALID_NAME, NAME_NOT_TEXT,
+        schema_rules={
+            CONTENT_TOO_LONG: [SchemaRule("/content", "maxLength")],
+            INVALID_NAME: [SchemaRule("/name", "minLength"), SchemaRule("/name", "maxLength"),
+                           SchemaRule("/name", "pattern")],
+        },
+    ),
 )

@@ -35,7 +35,7 @@ def exported_line(ref: ArtifactRef) -> str:
 
 
 def attached_line(ref: ArtifactRef) -> str:
-    """2.0.0 (ADR-0122): ``Exported "report.txt" (1234 bytes, text/plain). It is attached to
+    """2.0.0 (D90): ``Exported "report.txt" (1234 bytes, text/plain). It is attached to
     your reply.``"""
     return (f"Exported {_quoted(ref.name)} ({_size(ref)}, {ref.media_type}). "
             f"It is attached to your reply.")

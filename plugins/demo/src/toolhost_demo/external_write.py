@@ -16,33 +16,14 @@ PolicyDecision, not a ToolResult.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from typing import Any
-
-from toolhost import ToolExecutionContext, ToolOutput, sha256_checksum
-from toolhost_demo.specs import DESCRIPTION, INPUT_SCHEMA, OUTPUT_SCHEMA, SPEC
+from toolhost import sha256_checksum
+from toolhost_demo.specs import DESCRIPTION, INPUT_SCHEMA, OUTPUT_SCHEMA, SPEC, Record
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "external_write"]
 
 
-def external_write(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+def external_write(destination: str, content: str) -> Record:
     """The tool body: hash the content and return the record. Nothing else happens."""
-    del context  # it touches nothing the context could give it
-    destination = arguments["destination"]
-    data = arguments["content"].encode("utf-8")
-    checksum = sha256_checksum(data)
-    noun = "byte" if len(data) == 1 else "bytes"
-    return ToolOutput(
-        # No timestamp: the invocation row carries the timing. No content: the row's
-        # arguments hold it, and the model already has it.
-        structured={
-            "recorded": True,
-            "destination": destination,
-            "byte_count": len(data),
-            "checksum": checksum,
-        },
-        content=(f"Recorded {len(data)} {noun} for {json.dumps(destination, ensure_ascii=False)}"
-                 f" ({checksum}). Nothing was sent: this demo tool only records."),
-    )
-
+    data = content.encode("utf-8")
+    return Record(recorded=True, destination=destination, byte_count=len(data),
+                  checksum=sha256_checksum(data))

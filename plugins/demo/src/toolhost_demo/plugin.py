@@ -6,10 +6,10 @@ body has no failures (every way a call can stop is the host's, with the host's m
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
-from toolhost_demo.specs import SPEC
+from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost_demo.specs import EXTERNAL_WRITE
 
-__all__ = ["DOMAIN", "build_external_write", "toolhost_domains", "toolhost_tools"]
+__all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
 
 DOMAIN = Domain("demo", "Fixtures for the approval path: tools that record and send nothing.")
 
@@ -22,12 +22,4 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # demo.external_write is unconditional
-    return [Tool(SPEC, build=build_external_write)]
-
-
-def build_external_write(services: Services) -> ToolCallable:
-    """The body, imported here: registration and ``toolhost check`` need only the spec."""
-    del services  # the body uses none
-    from toolhost_demo.external_write import external_write
-
-    return external_write
+    return [EXTERNAL_WRITE]

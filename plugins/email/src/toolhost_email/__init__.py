@@ -1,4 +1,4 @@
-"""toolhost-email: the ``email`` domain and the mail cache it owns (DESIGN.md 8.4).
+"""toolhost-email: the ``email`` domain and the mail cache it owns (D151; README.md).
 
 The public names below are the mail cache's read API, the contract another distribution
 (toolhost-people) reads the cache through; everything else in this package is private. The

@@ -23,9 +23,9 @@ __all__ = [
     "request_seconds",
 ]
 
-#: email.context and email.feedback (Milestone 26).
+#: email.context and email.feedback (the seed's Milestone 26).
 MODE_FLAG: Final = "AGENT_EMAIL_MODE_ENABLED"
-#: email.subscriptions and email.unsubscribe (Milestone 31).
+#: email.subscriptions and email.unsubscribe (the seed's Milestone 31).
 UNSUBSCRIBE_FLAG: Final = "AGENT_EMAIL_UNSUBSCRIBE_ENABLED"
 #: The authserv-id of the owner's own receiving server; unset, one-click never applies.
 AUTHSERV_SETTING: Final = "TOOLHOST_EMAIL_AUTHSERV_ID"

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from toolhost import (
     Domain,
-    Services,
     Settings,
     SettingSpec,
     Tool,
-    ToolCallable,
     UserWords,
     hookimpl,
 )
@@ -25,10 +23,6 @@ from toolhost_email.config import MODE_FLAG, SETTINGS, UNSUBSCRIBE_FLAG
 __all__ = [
     "DOMAIN",
     "FEEDBACK_WORDS",
-    "build_context",
-    "build_feedback",
-    "build_subscriptions",
-    "build_unsubscribe",
     "toolhost_domains",
     "toolhost_settings",
     "toolhost_tools",
@@ -77,41 +71,18 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
 
     if settings.flag(MODE_FLAG):
         tools += [
-            Tool(CONTEXT_SPEC, build=build_context, reasons=CONTEXT_REASONS),
-            Tool(FEEDBACK_SPEC, build=build_feedback, reasons=FEEDBACK_REASONS,
+            Tool(CONTEXT_SPEC, build="toolhost_email.context_tool:build",
+                 reasons=CONTEXT_REASONS),
+            Tool(FEEDBACK_SPEC, build="toolhost_email.feedback_tool:build",
+                 reasons=FEEDBACK_REASONS,
                  user_words=FEEDBACK_WORDS),
         ]
     if settings.flag(UNSUBSCRIBE_FLAG):
         tools += [
-            Tool(SUBSCRIPTIONS_SPEC, build=build_subscriptions, reasons=SUBSCRIPTIONS_REASONS),
-            Tool(UNSUBSCRIBE_SPEC, build=build_unsubscribe, reasons=UNSUBSCRIBE_REASONS),
+            Tool(SUBSCRIPTIONS_SPEC, build="toolhost_email.subscriptions_tool:build",
+                 reasons=SUBSCRIPTIONS_REASONS),
+            Tool(UNSUBSCRIBE_SPEC, build="toolhost_email.unsubscribe_tool:build",
+                 reasons=UNSUBSCRIBE_REASONS),
         ]
+    # By reference: each body's module is imported when the host first builds its tool.
     return tools
-
-
-# Each body is imported when the host first builds its tool: registration and ``toolhost
-# check`` need only the specs.
-
-
-def build_context(services: Services) -> ToolCallable:
-    from toolhost_email.context_tool import build
-
-    return build(services)
-
-
-def build_feedback(services: Services) -> ToolCallable:
-    from toolhost_email.feedback_tool import build
-
-    return build(services)
-
-
-def build_subscriptions(services: Services) -> ToolCallable:
-    from toolhost_email.subscriptions_tool import build
-
-    return build(services)
-
-
-def build_unsubscribe(services: Services) -> ToolCallable:
-    from toolhost_email.unsubscribe_tool import build
-
-    return build(services)

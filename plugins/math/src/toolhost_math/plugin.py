@@ -7,11 +7,11 @@ first builds the tool.
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
+from toolhost import Domain, Settings, Tool, hookimpl
 from toolhost_math.messages import REASONS
 from toolhost_math.specs import SPEC
 
-__all__ = ["DOMAIN", "build_calculate", "toolhost_domains", "toolhost_tools"]
+__all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
 
 DOMAIN = Domain("math", "Exact decimal arithmetic over a closed expression grammar.")
 
@@ -24,12 +24,5 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # math.calculate is unconditional
-    return [Tool(SPEC, build=build_calculate, reasons=REASONS)]
-
-
-def build_calculate(services: Services) -> ToolCallable:
-    """The body, imported here: registration and ``toolhost check`` need only the spec."""
-    del services  # a pure function: it uses no host service
-    from toolhost_math.tool import calculate_tool
-
-    return calculate_tool
+    # By reference: the body (a pure function, no host service) is imported at the first call.
+    return [Tool(SPEC, call="toolhost_math.tool:calculate_tool", reasons=REASONS)]

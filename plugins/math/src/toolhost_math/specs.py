@@ -2,7 +2,7 @@
 
 Kept apart from the body (tool.py) so that loading the plugin, which ``toolhost check`` does
 for every plugin, imports neither the evaluator nor ``decimal``: the host builds the body at
-the tool's first call (``plugin.build_calculate``). Every classification value is the
+the tool's first call (``plugin`` names it by reference). Every classification value is the
 classification table's; both schemas are the spec's, exactly.
 """
 

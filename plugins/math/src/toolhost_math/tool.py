@@ -1,8 +1,8 @@
 """math.calculate: the pure calculation, and the callable the host runs.
 
 Its ToolSpec and schemas live in ``specs`` (re-exported here). ``calculate`` is the tool body
-without the host types; ``calculate_tool`` is the body the host runs, built by
-``plugin.build_calculate`` at the tool's first call.
+without the host types; ``calculate_tool`` is the body the host runs, imported by reference
+(``plugin``: ``call="toolhost_math.tool:calculate_tool"``) at the tool's first call.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seed's bounds for image.generate and video.generate (ADR-0140), in one place.
+"""The seed's bounds for image.generate and video.generate (D144-D150), in one place.
 
 These are versioned capability bounds, not runtime tuning knobs: the input schemas state
 them, and the body and the adapter enforce the ones a schema cannot (byte sizes, signatures).

@@ -3,8 +3,8 @@
 Messages carry the remedy and never the input, the provider's response or the credential.
 Every failure after the request may have reached TensorScale (a timeout, a dropped
 connection, a 5xx, an unusable answer, a stream past its cap) is not retryable and says the
-request may have been charged: the provider bills a generation it started, and ADR-0140
-forbids a blind retry. An executor deadline is the host's own
+request may have been charged: the provider bills a generation it started, and the seed
+forbids a blind retry (D137, D146). An executor deadline is the host's own
 ``tool.timeout.deadline_may_have_taken_effect`` (every NON_IDEMPOTENT tool gets it), which
 warns the same way; a run cancellation is the host's ``tool.cancelled.run_cancelled``.
 
@@ -94,18 +94,14 @@ MESSAGES: dict[str, str] = {
 RETRYABLE = frozenset({PROVIDER_UNREACHABLE})
 
 
-def _reason(code: str, *rules: SchemaRule) -> Reason:
-    return Reason(code, MESSAGES[code], schema_rules=rules)
-
-
-_ARGUMENTS = (
-    _reason(BLANK_PROMPT, SchemaRule("/prompt", "minLength"), SchemaRule("/prompt", "pattern")),
-    _reason(PROMPT_TOO_LONG, SchemaRule("/prompt", "maxLength")),
+_ARGUMENTS = Reason.from_table(MESSAGES, BLANK_PROMPT, PROMPT_TOO_LONG, schema_rules={
+    BLANK_PROMPT: [SchemaRule("/prompt", "minLength"), SchemaRule("/prompt", "pattern")],
+    PROMPT_TOO_LONG: [SchemaRule("/prompt", "maxLength")],
+})
+_PROVIDER = Reason.from_table(
+    MESSAGES, NOT_CONFIGURED, PROVIDER_UNREACHABLE, PROVIDER_REJECTED, PROVIDER_FAILED,
+    PROVIDER_TIMEOUT, CONNECTION_LOST, INVALID_RESPONSE, STREAM_OVER_CAP,
 )
-_PROVIDER = tuple(_reason(code) for code in (
-    NOT_CONFIGURED, PROVIDER_UNREACHABLE, PROVIDER_REJECTED, PROVIDER_FAILED, PROVIDER_TIMEOUT,
-    CONNECTION_LOST, INVALID_RESPONSE, STREAM_OVER_CAP,
-))
 
 
 def reasons(*, references: bool) -> tuple[Reason, ...]:
@@ -114,8 +110,10 @@ def reasons(*, references: bool) -> tuple[Reason, ...]:
         return (*_ARGUMENTS, *_PROVIDER)
     return (
         *_ARGUMENTS,
-        _reason(TOO_MANY_REFERENCES, SchemaRule("/reference_image_ids", "maxItems")),
-        *(_reason(code) for code in (REFERENCE_SCOPE, REFERENCE_UNAVAILABLE, REFERENCE_TYPE,
-                                     REFERENCE_TOO_LARGE, REFERENCES_TOO_LARGE)),
+        *Reason.from_table(
+            MESSAGES, TOO_MANY_REFERENCES, REFERENCE_SCOPE, REFERENCE_UNAVAILABLE, REFERENCE_TYPE,
+            REFERENCE_TOO_LARGE, REFERENCES_TOO_LARGE,
+            schema_rules={TOO_MANY_REFERENCES: [SchemaRule("/reference_image_ids", "maxItems")]},
+        ),
         *_PROVIDER,
     )

@@ -3,7 +3,7 @@ one, before any request is sent.
 
 The resolver (``services.artifacts``) decides what a call may read (principal, run,
 conversation, expiry, origin) and refuses an artifact over the read's bound from its record,
-before opening it. This module adds what ADR-0140 asks of a reference: artifact.read granted,
+before opening it. This module adds the seed's rules for a reference (D147): artifact.read granted,
 PNG, JPEG or WebP by signature (the bytes decide, never a name or a recorded media type), at
 most so many bytes each and, for images, all together. Reads run on a worker thread (a
 checksum-verified read of up to 64 MiB should not stall the event loop) and stop at the

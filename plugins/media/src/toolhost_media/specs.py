@@ -1,4 +1,4 @@
-"""The four ToolSpecs: image.generate and video.generate at 1.0.0 and 1.1.0 (ADR-0140).
+"""The four ToolSpecs: image.generate and video.generate at 1.0.0 and 1.1.0 (D144-D146).
 
 Classification exactly as the seed says: EXTERNAL_WRITE, HIGH, NON_IDEMPOTENT,
 EXTERNAL_UNTRUSTED, ``media.generate`` and ``artifact.write``, not parallel, 1,800 s and

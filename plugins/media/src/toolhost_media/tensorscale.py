@@ -1,4 +1,4 @@
-"""TensorScale, the first ``MediaGenerationProvider`` (DESIGN §8.3 fixes its wire contract).
+"""TensorScale, the first ``MediaGenerationProvider`` (the seed fixes its wire contract).
 
 JSON POST with ``Authorization: Bearer <key>`` to, under the HTTPS base URL:
 

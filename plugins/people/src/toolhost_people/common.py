@@ -1,7 +1,7 @@
 """What the three people tools share: their classification, the person_id rule, and the text
 the model reads.
 
-Classification (Milestone 28): read-only and parallel-safe (NONE / LOW / READ_ONLY,
+Classification (the seed's Milestone 28): read-only and parallel-safe (NONE / LOW / READ_ONLY,
 ``allow_parallel``), MEMORY trust, ``people.read`` (history 1.1.0 checks email.read itself,
 for a source read only). 30 seconds covers the rare call that
 rebuilds the index after the cache changed (10,000 messages rebuild in well under one).

@@ -1,7 +1,7 @@
 """people.history 1.0.0 and 1.1.0: one person's interactions, newest first, a page at a time.
 
 1.0.0 pages: ``limit`` interactions (date, direction, subject, thread and message ids), and a
-``next_cursor`` while more remain (``cursor``). 1.1.0 (ADR-0126) adds a source read:
+``next_cursor`` while more remain (``cursor``). 1.1.0 (D172, D173) adds a source read:
 ``interaction_id`` returns the retained original email of that one interaction (decoded
 headers and bounded plain text). The original is mail an outsider wrote, so that result is
 EXTERNAL_UNTRUSTED (it lowers the spec's MEMORY trust). 1.1.0 requires ``people.read`` like

@@ -75,32 +75,25 @@ MESSAGES: dict[str, str] = {
 }
 
 
-def _reason(code: str, *rules: SchemaRule) -> Reason:
-    return Reason(code, MESSAGES[code], schema_rules=rules)
-
-
-# A malformed person_id or cursor is refused with the tool's own code, not the host's schema
-# failure: either way nothing was handed out under it, and the message says where one comes from.
-_PERSON = _reason(UNKNOWN_PERSON, SchemaRule("/person_id", "pattern"))
+#: The input-schema rules that fail with a tool's own code rather than the host's schema
+#: failure. A malformed person_id or cursor: nothing was handed out under it either way, and
+#: the message says where one comes from.
+_RULES: dict[str, list[SchemaRule]] = {
+    UNKNOWN_PERSON: [SchemaRule("/person_id", "pattern")],
+    BLANK_QUERY: [SchemaRule("/query", "minLength")],
+    QUERY_TOO_LONG: [SchemaRule("/query", "maxLength")],
+    BAD_CURSOR: [SchemaRule("/cursor", "maxLength"), SchemaRule("/cursor", "pattern")],
+    UNKNOWN_INTERACTION: [SchemaRule("/interaction_id", "maxLength"),
+                          SchemaRule("/interaction_id", "minLength")],
+}
 # What any call may end with when the files under it cannot be used.
-_FILES = (_reason(CACHE_UNAVAILABLE), _reason(BUSY), _reason(INDEX_UNAVAILABLE))
+_FILES = (CACHE_UNAVAILABLE, BUSY, INDEX_UNAVAILABLE)
 
-SEARCH_REASONS = (
-    _reason(BLANK_QUERY, SchemaRule("/query", "minLength")),
-    _reason(QUERY_TOO_LONG, SchemaRule("/query", "maxLength")),
-    *_FILES,
-)
-CONTEXT_REASONS = (_PERSON, *_FILES)
-HISTORY_V1_0_REASONS = (
-    _PERSON,
-    _reason(BAD_CURSOR, SchemaRule("/cursor", "maxLength"), SchemaRule("/cursor", "pattern")),
-    *_FILES,
-)
-HISTORY_V1_1_REASONS = (
-    *HISTORY_V1_0_REASONS,
-    _reason(UNKNOWN_INTERACTION, SchemaRule("/interaction_id", "maxLength"),
-            SchemaRule("/interaction_id", "minLength")),
-    _reason(SOURCE_UNAVAILABLE),
-    _reason(SOURCE_WITH_CURSOR),
-    _reason(SOURCE_SCOPE),
-)
+SEARCH_REASONS = Reason.from_table(MESSAGES, BLANK_QUERY, QUERY_TOO_LONG, *_FILES,
+                                   schema_rules=_RULES)
+CONTEXT_REASONS = Reason.from_table(MESSAGES, UNKNOWN_PERSON, *_FILES, schema_rules=_RULES)
+HISTORY_V1_0_REASONS = Reason.from_table(MESSAGES, UNKNOWN_PERSON, BAD_CURSOR, *_FILES,
+                                         schema_rules=_RULES)
+HISTORY_V1_1_REASONS = Reason.from_table(
+    MESSAGES, UNKNOWN_PERSON, BAD_CURSOR, *_FILES, UNKNOWN_INTERACTION, SOURCE_UNAVAILABLE,
+    SOURCE_WITH_CURSOR, SOURCE_SCOPE, schema_rules=_RULES)

@@ -1,6 +1,6 @@
 """The isolation: which bwrap, and the one command line it is started with.
 
-What the command sees (DESIGN.md 8.2): its own user, pid, ipc, uts, net and cgroup namespaces
+What the command sees (README.md; D115): its own user, pid, ipc, uts, net and cgroup namespaces
 (``--unshare-all``: no network but its own loopback), uid and gid 65534 with every capability
 dropped and no further user namespaces, a new session (no terminal to push input into), death
 with its parent; the system directories read-only (``/usr`` and the ``/bin``, ``/lib*``,

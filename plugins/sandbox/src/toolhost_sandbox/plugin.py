@@ -4,11 +4,11 @@ closed), and the readiness ``toolhost check`` reports."""
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, SettingSpec, Tool, ToolCallable, hookimpl
+from toolhost import Domain, Settings, SettingSpec, Tool, hookimpl
 from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE, RUN_COMMAND_REASONS
 from toolhost_sandbox.specs import SPEC
 
-__all__ = ["DOMAIN", "build_run_command", "toolhost_domains", "toolhost_readiness",
+__all__ = ["DOMAIN", "toolhost_domains", "toolhost_readiness",
            "toolhost_settings", "toolhost_tools"]
 
 DOMAIN = Domain(
@@ -39,14 +39,8 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # unconditional: without isolation the tool fails closed, it is not removed
-    return [Tool(SPEC, build=build_run_command, reasons=RUN_COMMAND_REASONS)]
-
-
-def build_run_command(services: Services) -> ToolCallable:
-    """The body, imported here: registration and ``toolhost check`` need only the spec."""
-    from toolhost_sandbox import run_command
-
-    return run_command.build(services)
+    # By reference: the body's module is imported when the host first builds the tool.
+    return [Tool(SPEC, build="toolhost_sandbox.run_command:build", reasons=RUN_COMMAND_REASONS)]
 
 
 @hookimpl

@@ -1,20 +1,19 @@
-"""system.current_time: a pure function of Clock.now(), the timezone argument and the tz database.
+"""system.current_time's body: a pure function of Clock.now(), the timezone argument and the tz
+database.
 
 It reads the injected Clock and nothing else, which is what makes it byte-stable under a
-fixed clock.
+fixed clock. ``specs.CURRENT_TIME`` declares the tool and calls ``render`` here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
-from typing import Any
 
-from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
-from toolhost_system.specs import REASONS, SPEC, UNKNOWN_TIMEZONE
+from toolhost import ToolFailure
+from toolhost_system.specs import REASONS, SPEC, UNKNOWN_TIMEZONE, CurrentTime
 from toolhost_system.timezones import resolve_timezone
 
-__all__ = ["REASONS", "SPEC", "UNKNOWN_TIMEZONE", "build", "render"]
+__all__ = ["REASONS", "SPEC", "UNKNOWN_TIMEZONE", "render"]
 
 # English, not the process locale: the field is for the model, whose prompt is English.
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -26,32 +25,17 @@ def _offset(local: dt.datetime) -> str:
     return local.isoformat(timespec="microseconds")[26:]
 
 
-def render(now: dt.datetime, zone_name: str) -> dict[str, Any]:
-    """The structured result for an aware UTC instant in an accepted zone."""
+def render(now: dt.datetime, zone_name: str) -> CurrentTime:
+    """The result for an aware UTC instant in an accepted zone."""
     zone = resolve_timezone(zone_name)
     if zone is None:
         raise ToolFailure(UNKNOWN_TIMEZONE, detail={"timezone": zone_name})
     local = now.astimezone(zone)
-    iso = local.isoformat(timespec="microseconds")
-    return {
-        "iso8601": iso,
-        "timezone": zone_name,
-        "utc_offset": _offset(local),
+    return CurrentTime(
+        iso8601=local.isoformat(timespec="microseconds"),
+        timezone=zone_name,
+        utc_offset=_offset(local),
         # Floored, in integer arithmetic: no float ever holds the epoch.
-        "unix_seconds": (now - _EPOCH) // dt.timedelta(seconds=1),
-        "weekday": _WEEKDAYS[local.weekday()],
-    }
-
-
-def build(services: Services) -> ToolCallable:
-    """The body, over the injected Clock: the one time it reads."""
-    clock = services.clock
-
-    def current_time(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-        # Step 4 applied the schema's default and checked the type: a string is here.
-        zone_name: str = arguments["timezone"]
-        result = render(clock.now(), zone_name)
-        content = f"{result['iso8601']} ({result['timezone']}, {result['weekday']})"
-        return ToolOutput(structured=result, content=content)
-
-    return current_time
+        unix_seconds=(now - _EPOCH) // dt.timedelta(seconds=1),
+        weekday=_WEEKDAYS[local.weekday()],
+    )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolhost import Domain, Services, Settings, Tool, ToolCallable, hookimpl
-from toolhost_system.specs import REASONS, SPEC
+from toolhost import Domain, Settings, Tool, hookimpl
+from toolhost_system.specs import CURRENT_TIME
 
 
 @hookimpl
@@ -14,11 +14,5 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # system.current_time is unconditional
-    return [Tool(SPEC, build=build_current_time, reasons=REASONS)]
-
-
-def build_current_time(services: Services) -> ToolCallable:
-    """The body, imported here: registration and ``toolhost check`` need only the spec."""
-    from toolhost_system import current_time
-
-    return current_time.build(services)
+    # Its body is built with the host's Clock, at the first call (specs.CURRENT_TIME).
+    return [CURRENT_TIME]

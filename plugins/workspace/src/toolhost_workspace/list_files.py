@@ -10,7 +10,7 @@ An entry is a relative path, a kind and a size, and nothing else: no modificatio
 is ambient state and would change the result under a fixed clock), no checksum (hashing every
 file would turn a directory read into a full read of the directory).
 
-Registered but not in the default roster (ADR-0124): within one claim a model knows what it
+Registered but not in the default roster (the seed's rule): within one claim a model knows what it
 wrote, so only an explicit enabled_tools list offers it.
 """
 

@@ -5,7 +5,7 @@ it pass, like a rejected path, and every tool that touches a workspace ends the 
 
 Messages carry the remedy and never the input: not_a_directory names the sibling tool to use
 instead; not_a_file names none, because the default agent is not offered workspace.list_files
-(ADR-0124) and naming a tool the model was not given costs it a refused call.
+(list_files.py says why) and naming a tool the model was not given costs it a refused call.
 """
 
 from __future__ import annotations
@@ -40,15 +40,10 @@ MESSAGES: dict[str, str] = {
 }
 
 
-
-def _reasons(*codes: str) -> tuple[Reason, ...]:
-    return tuple(Reason(code, MESSAGES[code]) for code in codes)
-
-
 #: What each tool may end with, beyond the host's own failures. A path the WorkspaceHandle
 #: rejects is one of those: it raises WorkspaceEscape, which the tools never catch, and
 #: pipeline step 9 turns it into the host's validation failure, one shape and one message
 #: across all three tools, so no tool declares it.
-READ_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE)
-WRITE_TEXT_REASONS = _reasons(NO_SUCH_PATH, NOT_A_FILE)
-LIST_FILES_REASONS = _reasons(NO_SUCH_PATH, NOT_A_DIRECTORY)
+READ_TEXT_REASONS = Reason.from_table(MESSAGES, NO_SUCH_PATH, NOT_TEXT, NOT_A_FILE)
+WRITE_TEXT_REASONS = Reason.from_table(MESSAGES, NO_SUCH_PATH, NOT_A_FILE)
+LIST_FILES_REASONS = Reason.from_table(MESSAGES, NO_SUCH_PATH, NOT_A_DIRECTORY)

@@ -27,10 +27,10 @@ from toolhost._composition import Host
 from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.spec import Trust
-from toolhost._pipeline.pipeline import RecoveryAction
+from toolhost._pipeline.recovery import RecoveryAction
 from toolhost._testing.artifact_store_contract import T0
 from toolhost._testing.clocks import FixedClock
-from toolhost.testing import host_for
+from toolhost.testing import host_for, run_toolhost, toolhost_command
 
 #: More than the CLI's 1 MiB chunk: stdout gets the two-pass path.
 BIG = bytes(range(256)) * (5 * 4096)
@@ -61,13 +61,9 @@ def toolhost(data: Path, *args: str, shell: str | None = None,
              cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """``toolhost ARGS`` as a child over ``data``; ``shell`` wraps it (``"$@"`` is the
     command), for a redirect the test cannot make with subprocess alone."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")}
-    env.update(TOOLHOST_DATA_DIR=str(data), TOOLHOST_PLUGINS="")
-    argv = [sys.executable, "-m", "toolhost._cli", *args]
-    if shell is not None:
-        argv = ["/bin/sh", "-c", shell, "sh", *argv]
-    return subprocess.run(argv, capture_output=True, env=env, timeout=120, cwd=cwd,
-                          check=False)
+    command = None if shell is None else ["/bin/sh", "-c", shell, "sh", *toolhost_command()]
+    return run_toolhost(*args, data_dir=data, plugins="", command=command, cwd=cwd,
+                        text=False)
 
 
 # ------------------------------------------------------------------ artifacts get

@@ -40,7 +40,7 @@ from psycopg.adapt import Transformer
 from test_commit_faults import committed_ids, failing
 from test_commit_faults_pg import LostReply, concurrent_calls, stored
 from test_group_commit import Bodies, open_store, record
-from test_group_commit_review import pipeline_host_plugin
+from test_group_commit_properties import pipeline_host_plugin
 
 from toolhost import OutcomeStatus
 from toolhost._adapters import pg_invocations

@@ -38,7 +38,7 @@ from toolhost._model import host_reasons
 from toolhost._model.invocations import InvocationState
 from toolhost._model.settings import Settings
 from toolhost._pipeline.group_commit import GroupCommit
-from toolhost._pipeline.pipeline import RecoveryAction
+from toolhost._pipeline.recovery import RecoveryAction
 from toolhost.testing import host_for
 
 __all__ = ["pg_database", "pg_server"]  # the fixtures, used by name

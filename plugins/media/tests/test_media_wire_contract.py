@@ -1,5 +1,5 @@
 """Adversarial review of toolhost-media (issue #14): each test states a behaviour the seed's
-ADR-0140 section or DESIGN §8.3 requires, which the plugin lacked at review time (each failed
+media section (wire contract included) requires, which the plugin lacked at review time (each failed
 before its fix).
 
 Where a failure needs a fault a real loopback server cannot produce on demand (an artifact
@@ -81,7 +81,7 @@ def test_an_artifact_store_outage_after_the_request_is_not_retryable(
     """A store that fails once the provider has streamed the file (an S3 or PostgreSQL
     artifact store going away) surfaces as the host's ARTIFACT_STORE failure, which is
     retryable and says nothing of a charge: an agent would repeat a NON_IDEMPOTENT, billed
-    generation blindly, which ADR-0140 forbids."""
+    generation blindly, which the seed forbids (D137)."""
     store = host.host.pipeline.artifacts
     begin = store.begin
 

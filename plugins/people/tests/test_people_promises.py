@@ -264,7 +264,7 @@ def test_the_owners_mail_copied_to_their_other_account_is_not_received(fresh: Pa
 
 
 def test_an_unpinned_history_page_needs_only_people_read(host: Harness) -> None:
-    # Milestone 28: all three tools require people.read; "the exception is a
+    # The seed's Milestone 28: all three tools require people.read; "the exception is a
     # people.history@1.1.0 source read ... It also requires email.read". 1.1.0 declares
     # email.read for every call, so a principal holding people.read (what the seed says
     # the tools need) cannot page history at all in a chat that is not pinned: an

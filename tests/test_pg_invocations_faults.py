@@ -24,7 +24,7 @@ from toolhost._adapters.sqlite_db import connect
 from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
 from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
 from toolhost._model.settings import StoreUnavailable
-from toolhost._pipeline.pipeline import Recovered, RecoveryAction
+from toolhost._pipeline.recovery import Recovered, RecoveryAction
 from toolhost.testing import InvocationStoreContract
 
 __all__ = ["pg_database", "pg_server"]  # the fixtures, used by name

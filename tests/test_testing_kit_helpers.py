@@ -1,0 +1,96 @@
+"""toolhost.testing's helpers for tests of what an operator sees: ``run_toolhost``, the
+loopback TLS server, and the hypothesis profile the pytest plugin loads."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+import textwrap
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import httpx
+import pytest
+
+from toolhost.testing import StartTLSServer, loopback_tls_server, run_toolhost
+
+
+def test_run_toolhost_sees_only_what_the_test_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The machine's settings would break the command: none of them reaches it.
+    broken = tmp_path / "toolhost.toml"
+    broken.write_text("not = [toml")
+    monkeypatch.setenv("TOOLHOST_CONFIG", str(broken))
+    monkeypatch.setenv("TOOLHOST_PLUGINS", "toolhost-nonexistent")
+    monkeypatch.setenv("TOOLHOST_LOG_LEVEL", "loud")
+    done = run_toolhost("call", "math.calculate", "--args", '{"expression": "6 * 7"}',
+                        data_dir=tmp_path / "data", plugins="toolhost-math")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "42\n", "")
+    assert (tmp_path / "data" / "toolhost.sqlite3").is_file()
+
+
+def test_run_toolhost_takes_input_and_a_wrapper(tmp_path: Path) -> None:
+    wrapped = run_toolhost("tools", "--json", data_dir=tmp_path, plugins="",
+                           command=[sys.executable, "-c",
+                                    "import sys; print(sys.argv[1:], sys.stdin.read())"],
+                           input="typed")
+    assert wrapped.stdout == "['tools', '--json'] typed\n"
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"hello"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+def test_the_loopback_server_is_trusted_through_its_bundle_only(tmp_path: Path) -> None:
+    with loopback_tls_server(_Hello, tmp_path) as server:
+        trusting = ssl.create_default_context(cafile=str(server.ca_bundle))
+        assert httpx.get(server.base_url, verify=trusting, timeout=10).text == "hello"
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(server.base_url, verify=ssl.create_default_context(), timeout=10)
+        assert server.base_url == f"https://127.0.0.1:{server.port}"
+
+
+def test_the_fixture_starts_servers_with_bundles_of_their_own(
+        toolhost_tls_server: StartTLSServer) -> None:
+    one, two = toolhost_tls_server(_Hello), toolhost_tls_server(_Hello)
+    assert one.ca_bundle != two.ca_bundle and one.port != two.port
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(one.base_url, verify=ssl.create_default_context(cafile=str(two.ca_bundle)),
+                  timeout=10)
+
+
+SLOW_PROPERTY = textwrap.dedent("""
+    import time
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=1)
+    @given(st.none())
+    def test_slow(n):
+        time.sleep(0.3)  # past hypothesis's default deadline of 200 ms
+""")
+
+
+@pytest.mark.parametrize(("options", "outcome"), [
+    ((), "1 passed"),
+    # Another profile chosen on the command line wins: the default's deadline fails it.
+    (("--hypothesis-profile", "default"), "1 failed"),
+])
+def test_the_plugin_loads_a_profile_without_the_deadline(
+        tmp_path: Path, options: tuple[str, ...], outcome: str) -> None:
+    (tmp_path / "test_slow.py").write_text(SLOW_PROPERTY)
+    # Not in CI's environment: hypothesis's own ci profile (no deadline either) would win.
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "HYPOTHESIS_PROFILE")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", *options, "test_slow.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert outcome in done.stdout, done.stdout
