@@ -29,7 +29,7 @@ from test_cli_artifacts import toolhost
 from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
 from toolhost._adapters.sqlite_artifacts import open_artifact_store
 from toolhost._adapters.sqlite_db import DATABASE_NAME
-from toolhost._model.artifacts import ArtifactCorrupted, ArtifactOrigin, ArtifactRecord
+from toolhost._model.artifacts import ArtifactCorrupted, ArtifactOrigin, ArtifactRecord, NewArtifact
 from toolhost._model.spec import Trust
 from toolhost._ports import artifacts as port
 from toolhost._ports.artifacts import ArtifactStore
@@ -55,10 +55,10 @@ Damage = Callable[[str, str, Any], None]
 
 def _three(store: ArtifactStore) -> list[ArtifactRecord]:
     """Three artifacts of one run, created a second apart in order a, b, c."""
-    return [store.put_or_reuse(
-                run_id="run-1", conversation_id="conv-1", origin=ArtifactOrigin.EXPORT,
-                name=f"{name}.txt", media_type="text/plain", content=name.encode() * 3,
-                trust=Trust.INTERNAL_TOOL, now=T0 + i * dt.timedelta(seconds=1))
+    return [store.put_or_reuse(NewArtifact(
+            run_id="run-1", conversation_id="conv-1", origin=ArtifactOrigin.EXPORT,
+            name=f"{name}.txt", media_type="text/plain", trust=Trust.INTERNAL_TOOL),
+        name.encode() * 3, now=T0 + i * dt.timedelta(seconds=1))
             for i, name in enumerate("abc")]
 
 

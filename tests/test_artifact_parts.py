@@ -17,13 +17,13 @@ from pathlib import Path
 import attrs
 import pytest
 
-from toolhost._adapters.artifact_parts import ArtifactMetadata, NewArtifact, Place
+from toolhost._adapters.artifact_parts import ArtifactMetadata, Place
 from toolhost._adapters.artifact_store import JoinedArtifactStore
 from toolhost._adapters.artifact_streams import StreamedUpload, VerifiedChunks
 from toolhost._adapters.s3_artifacts import S3ArtifactStore
 from toolhost._adapters.sqlite_artifacts import SQLiteArtifactMetadata, SQLiteArtifactStore
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
-from toolhost._model.artifacts import ArtifactCorrupted, ArtifactOrigin, ArtifactRecord
+from toolhost._model.artifacts import ArtifactCorrupted, ArtifactOrigin, ArtifactRecord, NewArtifact
 from toolhost._model.spec import Trust
 from toolhost._ports.artifacts import ArtifactStore
 from toolhost._ports.clock import Clock
@@ -111,23 +111,27 @@ def joined(tmp_path: Path) -> Iterator[JoinedArtifactStore]:
 
 def test_a_new_artifact_is_one_value_through_the_identity_rule(
         joined: JoinedArtifactStore) -> None:
-    new = NewArtifact.checked(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
-                              media_type="text/plain", trust=Trust.USER)
-    first = joined.store(new, b"hello", now=T0)
-    lowered = joined.store(attrs.evolve(new, trust=Trust.EXTERNAL_UNTRUSTED), b"hello", now=T0)
+    new = NewArtifact(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
+                      media_type="text/plain", trust=Trust.USER)
+    first = joined.put_or_reuse(new, b"hello", now=T0)
+    lowered = joined.put_or_reuse(attrs.evolve(new, trust=Trust.EXTERNAL_UNTRUSTED), b"hello",
+                                  now=T0)
     assert lowered.id == first.id and lowered.trust is Trust.EXTERNAL_UNTRUSTED
-    assert joined.put_or_reuse(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
-                               media_type="text/plain", content=b"hello", trust=Trust.USER,
-                               now=T0).id == first.id
-    assert joined.store(new, b"hello").id != first.id  # without ``now``: ``put``, never reused
+    assert joined.put_or_reuse(new, b"hello", now=T0) == lowered
+    assert joined.put(new, b"hello").id != first.id  # ``put`` never reuses
 
 
 def test_a_new_artifact_refuses_what_put_refuses() -> None:
     with pytest.raises(ValueError, match="media_type"):
-        NewArtifact.checked(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a",
-                            media_type="plain", trust=Trust.USER)
-    new = NewArtifact.checked(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a",
-                              media_type="text/plain", trust=Trust.USER, expires_at=T0)
+        NewArtifact(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a",
+                    media_type="plain", trust=Trust.USER)
+    new = NewArtifact(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a",
+                      media_type="text/plain", trust=Trust.USER, expires_at=T0)
+    # Checked whenever made, a changed copy too: no store ever holds an unchecked one.
+    with pytest.raises(TypeError, match="origin"):
+        attrs.evolve(new, origin="EXPORT")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="naive"):
+        attrs.evolve(new, expires_at=dt.datetime(2026, 7, 26))
     with pytest.raises(ValueError, match="expires_at"):
         new.record("id", 0, "sha256:" + "0" * 64, T0)
 

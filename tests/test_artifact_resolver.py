@@ -1,4 +1,4 @@
-"""The conversation-scoped resolver (DESIGN §8.1, seed ADR-0140).
+"""The conversation-scoped resolver: its rules and their order (D63).
 
 Each rule is shown failing alone, against an artifact that every other rule admits; then that a
 refusal is decided before any content is opened (a damaged content file does not change the
@@ -23,6 +23,7 @@ from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactUnavailable,
+    NewArtifact,
 )
 from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import ArtifactResolver, RunArtifactWriter
@@ -60,7 +61,8 @@ def resolver(store: SQLiteArtifactStore, at: dt.datetime = T0 + SECOND) -> Artif
     return ArtifactResolver(store, FixedClock(at))
 
 
-def put(store: SQLiteArtifactStore, **overrides: Any) -> ArtifactRecord:
+def put(store: SQLiteArtifactStore, *, content: bytes = CONTENT,
+        **overrides: Any) -> ArtifactRecord:
     """An artifact every rule admits for CALLER, unless overridden."""
     fields: dict[str, Any] = dict(
         run_id="run-1",
@@ -69,13 +71,12 @@ def put(store: SQLiteArtifactStore, **overrides: Any) -> ArtifactRecord:
         origin=ArtifactOrigin.EXPORT,
         name="image.png",
         media_type="image/png",
-        content=CONTENT,
         trust=Trust.EXTERNAL_UNTRUSTED,
         expires_at=EXPIRES,
         claimed=True,
     )
     fields.update(overrides)
-    return store.put(**fields)
+    return store.put(NewArtifact(**fields), content)
 
 
 def blob_path(store: SQLiteArtifactStore, record: ArtifactRecord) -> Path:

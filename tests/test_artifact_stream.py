@@ -27,6 +27,7 @@ from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactTooLarge,
+    NewArtifact,
 )
 from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import RunArtifactWriter
@@ -43,18 +44,20 @@ def store(tmp_path: Path) -> Iterator[SQLiteArtifactStore]:
     s.close()
 
 
-def begin(store: SQLiteArtifactStore, **overrides: Any) -> SQLiteArtifactUpload:
+def begin(store: SQLiteArtifactStore, *, max_bytes: int = 64 * 1024 * 1024,
+          **overrides: Any) -> SQLiteArtifactUpload:
     fields: dict[str, Any] = dict(
         run_id="run-1",
         origin=ArtifactOrigin.MODEL_OUTPUT,
         name="image.png",
         media_type="image/png",
         trust=Trust.EXTERNAL_UNTRUSTED,
-        max_bytes=64 * 1024 * 1024,
         principal_id="alice",
     )
     fields.update(overrides)
-    return store.begin(**fields)
+    upload = store.begin(NewArtifact(**fields), max_bytes=max_bytes)
+    assert isinstance(upload, SQLiteArtifactUpload)  # the file content's upload
+    return upload
 
 
 def row_count(store: SQLiteArtifactStore) -> int:
@@ -168,8 +171,9 @@ def test_a_failed_rename_leaves_no_row_and_no_staging_file(store: SQLiteArtifact
 
 
 def test_commit_over_an_intact_file_keeps_it(store: SQLiteArtifactStore) -> None:
-    first = store.put(run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
-                      media_type="application/octet-stream", content=b"shared", trust=Trust.USER)
+    first = store.put(NewArtifact(
+            run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
+            media_type="application/octet-stream", trust=Trust.USER), b"shared")
     path = blob_path(store, first.checksum)
     before = path.stat()
     upload = begin(store)
@@ -182,9 +186,9 @@ def test_commit_over_an_intact_file_keeps_it(store: SQLiteArtifactStore) -> None
 
 
 def test_commit_repairs_a_damaged_content_file(store: SQLiteArtifactStore) -> None:
-    first = store.put(run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
-                      media_type="application/octet-stream", content=b"precious",
-                      trust=Trust.USER)
+    first = store.put(NewArtifact(
+            run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
+            media_type="application/octet-stream", trust=Trust.USER), b"precious")
     path = blob_path(store, first.checksum)
     path.write_bytes(b"tampered")
     upload = begin(store)

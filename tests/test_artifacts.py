@@ -30,6 +30,7 @@ from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactRef,
+    NewArtifact,
 )
 from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import RunArtifactWriter
@@ -124,7 +125,7 @@ def test_public_names() -> None:
             "ARTIFACT_CEILING", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
             "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactStoreUnavailable",
             "ArtifactTooLarge",
-            "ArtifactUnavailable", "PurgeReport", "as_utc", "as_utc_or_none"},
+            "ArtifactUnavailable", "NewArtifact", "PurgeReport", "as_utc", "as_utc_or_none"},
         toolhost._ports.artifacts: {"LIST_LIMIT", "READ_CHUNK", "STAGING_STALE_AFTER",
                                     "ArtifactChunks", "ArtifactStore", "ArtifactUpload",
                                     "DamagedArtifact"},
@@ -141,7 +142,8 @@ def test_public_names() -> None:
     assert [o.value for o in ArtifactOrigin] == [
         "TOOL_OUTPUT_CAPTURE", "EXPORT", "MODEL_OUTPUT", "UPLOAD",
     ]
-    # The spec's ArtifactRef: id, name, media_type, byte_count, checksum (DESIGN §8.1).
+    # The specification's ArtifactRef: id, name, media_type, byte_count, checksum
+    # (host/toolhost/_model/artifacts.py).
     assert [f.name for f in attrs.fields(ArtifactRef)] == [
         "id", "name", "media_type", "byte_count", "checksum",
     ]
@@ -174,9 +176,10 @@ def test_schema_has_every_field_and_the_indexes(store: SQLiteArtifactStore) -> N
 
 
 def test_claimed_is_stored_as_zero_or_one(store: SQLiteArtifactStore) -> None:
-    unsent = store.put(run_id="run-1", origin=ArtifactOrigin.UPLOAD, name="photo.jpg",
-                       media_type="image/jpeg", content=b"jpeg", trust=Trust.USER,
-                       principal_id="alice", claimed=False)
+    unsent = store.put(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.UPLOAD, name="photo.jpg",
+            media_type="image/jpeg", trust=Trust.USER, principal_id="alice", claimed=False),
+        b"jpeg")
     raw = "SELECT principal_id, claimed FROM artifacts WHERE id = ?"
     assert store._conn.execute(raw, (unsent.id,)).fetchone() == ("alice", 0)
     store.claim(unsent.id)
@@ -589,9 +592,9 @@ def test_list_run_keeps_insertion_order_when_purge_frees_the_largest_rowid(
 ) -> None:
     # The store's clock is fixed: created_at ties throughout, so rowid alone orders the run.
     def put(name: str, expires_at: dt.datetime | None = None) -> ArtifactRecord:
-        return store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name=name,
-                         media_type="text/plain", content=name.encode(),
-                         trust=Trust.INTERNAL_TOOL, expires_at=expires_at)
+        return store.put(NewArtifact(
+                run_id="run-1", origin=ArtifactOrigin.EXPORT, name=name, media_type="text/plain",
+                trust=Trust.INTERNAL_TOOL, expires_at=expires_at), name.encode())
 
     def rowid(record: ArtifactRecord) -> int:
         row = store._conn.execute("SELECT rowid FROM artifacts WHERE id = ?", (record.id,))
@@ -610,14 +613,15 @@ def test_purge_removes_expired_rows_and_only_their_unshared_files(
     store: SQLiteArtifactStore,
 ) -> None:
     soon = T0 + SECOND
-    expired_alone = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
-                              media_type="text/plain", content=b"mine alone",
-                              trust=Trust.INTERNAL_TOOL, expires_at=soon)
-    expired_shared = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="b.txt",
-                               media_type="text/plain", content=b"shared",
-                               trust=Trust.INTERNAL_TOOL, expires_at=soon)
-    kept = store.put(run_id="run-2", origin=ArtifactOrigin.UPLOAD, name="c.txt",
-                     media_type="text/plain", content=b"shared", trust=Trust.USER)
+    expired_alone = store.put(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt", media_type="text/plain",
+            trust=Trust.INTERNAL_TOOL, expires_at=soon), b"mine alone")
+    expired_shared = store.put(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.EXPORT, name="b.txt", media_type="text/plain",
+            trust=Trust.INTERNAL_TOOL, expires_at=soon), b"shared")
+    kept = store.put(NewArtifact(
+            run_id="run-2", origin=ArtifactOrigin.UPLOAD, name="c.txt", media_type="text/plain",
+            trust=Trust.USER), b"shared")
     assert content_files(store) == sorted([blob_path(store, expired_alone),
                                            blob_path(store, kept)])
     report = store.purge(soon)
@@ -668,8 +672,9 @@ def test_purge_removes_stale_staging_left_by_a_dead_process(tmp_path: Path) -> N
     store = open_artifact_store(tmp_path, FixedClock(T0))
     # What a process that died mid-upload leaves: a staged upload and a content temp file.
     dead = open_artifact_store(tmp_path, FixedClock(T0))
-    abandoned = dead.begin(run_id="run-0", origin=ArtifactOrigin.MODEL_OUTPUT, name="v.mp4",
-                           media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=64)
+    abandoned = dead.begin(NewArtifact(
+            run_id="run-0", origin=ArtifactOrigin.MODEL_OUTPUT, name="v.mp4",
+            media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED), max_bytes=64)
     abandoned.write(b"12345")
     abandoned._file.flush()
     stale_upload = abandoned._tmp
@@ -680,8 +685,9 @@ def test_purge_removes_stale_staging_left_by_a_dead_process(tmp_path: Path) -> N
     # A live process's upload, written to moments ago; and one of this store, idle for long.
     recent = store.root / "sha256" / f".recent{'.upload'}"
     recent.write_bytes(b"still coming")
-    mine = store.begin(run_id="run-1", origin=ArtifactOrigin.MODEL_OUTPUT, name="w.mp4",
-                       media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=64)
+    mine = store.begin(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.MODEL_OUTPUT, name="w.mp4",
+            media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED), max_bytes=64)
     mine.write(b"mine")
     now = T0 + dt.timedelta(days=1)
     for path in (stale_upload, stale_tmp, mine._tmp):
@@ -713,20 +719,22 @@ def test_a_write_whose_content_a_purge_took_puts_it_back(
         purged.append(purger.purge(T0 + dt.timedelta(days=1)).content_files)
         return found
 
-    expired = store.put(run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
-                        media_type="application/octet-stream", content=b"contested",
-                        trust=Trust.USER, expires_at=T0 + SECOND)
+    expired = store.put(NewArtifact(
+            run_id="run-0", origin=ArtifactOrigin.EXPORT, name="a.bin",
+            media_type="application/octet-stream", trust=Trust.USER, expires_at=T0 + SECOND),
+        b"contested")
     monkeypatch.setattr(toolhost._adapters.file_artifacts, "_file_matches", check_then_purge)
-    whole = store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.bin",
-                      media_type="application/octet-stream", content=b"contested",
-                      trust=Trust.USER)
+    whole = store.put(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.bin",
+            media_type="application/octet-stream", trust=Trust.USER), b"contested")
     assert purged == [1]  # the purge took the file after the put had seen it intact
     assert store.read(whole.id) == b"contested"
 
     store._conn.execute("UPDATE artifacts SET expires_at = ? WHERE id = ?",
                         ((T0 + SECOND).isoformat(timespec="microseconds"), whole.id))
-    upload = store.begin(run_id="run-2", origin=ArtifactOrigin.EXPORT, name="a.bin",
-                         media_type="application/octet-stream", trust=Trust.USER, max_bytes=64)
+    upload = store.begin(NewArtifact(
+            run_id="run-2", origin=ArtifactOrigin.EXPORT, name="a.bin",
+            media_type="application/octet-stream", trust=Trust.USER), max_bytes=64)
     upload.write(b"contested")
     streamed = upload.commit(T0)
     assert purged == [1, 1]

@@ -27,7 +27,7 @@ from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
 from toolhost._cli.artifacts import _send, _verify
 from toolhost._cli.common import CommandError
 from toolhost._cli.exit_codes import ExitCode
-from toolhost._model.artifacts import ARTIFACT_CEILING, ArtifactOrigin, ArtifactRecord
+from toolhost._model.artifacts import ARTIFACT_CEILING, ArtifactOrigin, ArtifactRecord, NewArtifact
 from toolhost._model.spec import Trust
 from toolhost._testing.artifact_store_contract import T0
 from toolhost._testing.clocks import FixedClock
@@ -97,17 +97,18 @@ def store(data: Path) -> Iterator[SQLiteArtifactStore]:
 
 
 def put_big(store: SQLiteArtifactStore) -> ArtifactRecord:
-    upload = store.begin(run_id="run-1", origin=ArtifactOrigin.MODEL_OUTPUT, name="clip.mp4",
-                         media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED,
-                         max_bytes=ARTIFACT_CEILING)
+    upload = store.begin(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.MODEL_OUTPUT, name="clip.mp4",
+            media_type="video/mp4", trust=Trust.EXTERNAL_UNTRUSTED), max_bytes=ARTIFACT_CEILING)
     for block in big_blocks():
         upload.write(block)
     return upload.commit(T0)
 
 
 def put_tiny(store: SQLiteArtifactStore) -> ArtifactRecord:
-    return store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="tiny.txt",
-                     media_type="text/plain", content=b"tiny", trust=Trust.INTERNAL_TOOL)
+    return store.put(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.EXPORT, name="tiny.txt", media_type="text/plain",
+            trust=Trust.INTERNAL_TOOL), b"tiny")
 
 
 def content_file(store: SQLiteArtifactStore, record: ArtifactRecord) -> Path:

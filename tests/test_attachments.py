@@ -1,4 +1,4 @@
-"""A run's attachments (ADR-0122): every file the run exported or generated, listed on what the
+"""A run's attachments (D90, D224): every file the run exported or generated, listed on what the
 run leaves its owner (``Host.end_run``), and nothing the host captured or the user uploaded."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from conftest import make_plugin, make_spec
 from toolhost import ArtifactOrigin, Tool, ToolExecutionContext, ToolOutput, Trust
 from toolhost._adapters.sqlite_artifacts import open_artifact_store
 from toolhost._composition import Host
+from toolhost._model.artifacts import NewArtifact
 from toolhost._pipeline.attachments import ATTACHED_ORIGINS, attachments_of
 from toolhost.testing import DEFAULT_INSTANT, FixedClock, RunOutcome, host_for
 
@@ -91,11 +92,13 @@ def test_attachments_of_lists_in_creation_order_under_a_fixed_clock(tmp_path: Pa
     origins = [ArtifactOrigin.EXPORT, ArtifactOrigin.MODEL_OUTPUT,
                ArtifactOrigin.TOOL_OUTPUT_CAPTURE, ArtifactOrigin.UPLOAD]
     try:
-        made = [store.put(run_id="run-1", origin=origins[i % len(origins)], name=f"f{i:02}",
-                          media_type="text/plain", content=b"%d" % i, trust=Trust.INTERNAL_TOOL)
+        made = [store.put(NewArtifact(
+                run_id="run-1", origin=origins[i % len(origins)], name=f"f{i:02}",
+                media_type="text/plain", trust=Trust.INTERNAL_TOOL), b"%d" % i)
                 for i in range(24)]
-        store.put(run_id="run-2", origin=ArtifactOrigin.EXPORT, name="elsewhere.txt",
-                  media_type="text/plain", content=b"x", trust=Trust.INTERNAL_TOOL)
+        store.put(NewArtifact(
+                run_id="run-2", origin=ArtifactOrigin.EXPORT, name="elsewhere.txt",
+                media_type="text/plain", trust=Trust.INTERNAL_TOOL), b"x")
         attached = attachments_of(store, "run-1")
         assert {r.created_at for r in made} == {DEFAULT_INSTANT}
         assert [ref.name for ref in attached] == [

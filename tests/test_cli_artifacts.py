@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
-from toolhost._model.artifacts import ArtifactOrigin, ArtifactUnavailable
+from toolhost._model.artifacts import ArtifactOrigin, ArtifactUnavailable, NewArtifact
 from toolhost._model.settings import SettingError, Settings
 from toolhost._model.spec import Trust
 from toolhost._pipeline.artifacts import ArtifactResolver
@@ -114,7 +114,7 @@ def test_upload_then_list_shows_it_and_the_resolver_accepts_it(
     assert toolhost(data, "list", "--conversation", "conv-2").stdout == (
         'no artifacts in conversation "conv-2"\n')
 
-    # What a tool of that conversation, acting for the operator, may read (DESIGN §8.1): any
+    # What a tool of that conversation, acting for the operator, may read (D63, D100): any
     # run of the conversation, since the upload is claimed.
     created = dt.datetime.fromisoformat(record["created_at"])
     store = open_artifact_store(data, FixedClock(created))
@@ -293,9 +293,10 @@ def test_get_refuses_an_unknown_id_or_a_directory(data: Path, tmp_path: Path) ->
 
 def _put(store: SQLiteArtifactStore, content: bytes, expires_at: dt.datetime | None,
          run_id: str = "run-1") -> str:
-    return store.put(run_id=run_id, origin=ArtifactOrigin.EXPORT, name="f.bin",
-                     media_type="application/octet-stream", content=content,
-                     trust=Trust.INTERNAL_TOOL, expires_at=expires_at).id
+    return store.put(NewArtifact(
+            run_id=run_id, origin=ArtifactOrigin.EXPORT, name="f.bin",
+            media_type="application/octet-stream", trust=Trust.INTERNAL_TOOL,
+            expires_at=expires_at), content).id
 
 
 def _age(path: Path, when: dt.datetime) -> None:

@@ -1,4 +1,4 @@
-"""The operator's side of a run's life (DESIGN §10): a named run (``call --run``) goes on
+"""The operator's side of a run's life (D221, D222, D227): a named run (``call --run``) goes on
 across commands and through ``toolhost approve`` until ``runs end``; ``--timeout`` is the
 run's deadline, which an approval after it cannot outlive; ``--user-turn`` is the one input at
 USER trust; ``tools --format --pin`` shows the catalog a pinned client sees. Real first-party

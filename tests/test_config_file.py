@@ -1,5 +1,5 @@
 """toolhost.toml: every setting has a key, the environment overrides the file, each problem is
-one line naming the file, the line and the key (DESIGN §10, D268-D270)."""
+one line naming the file, the line and the key (D268-D270)."""
 
 from __future__ import annotations
 

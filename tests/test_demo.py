@@ -1,4 +1,5 @@
-"""The Milestone 1 demonstration, on exact bytes, with events reported as they happen."""
+"""`toolhost demo` ("What is 17 multiplied by 23?" through math.calculate), on exact bytes, with
+events reported as they happen."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifa
 from toolhost._adapters.sqlite_db import DATABASE_NAME
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import Host
-from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord
+from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord, NewArtifact
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.spec import Trust
 from toolhost._pipeline.recovery import RecoveryAction
@@ -52,9 +52,9 @@ def store(data: Path) -> Iterator[SQLiteArtifactStore]:
 
 
 def put(store: SQLiteArtifactStore, content: bytes) -> ArtifactRecord:
-    return store.put(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.bin",
-                     media_type="application/octet-stream", content=content,
-                     trust=Trust.INTERNAL_TOOL)
+    return store.put(NewArtifact(
+            run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.bin",
+            media_type="application/octet-stream", trust=Trust.INTERNAL_TOOL), content)
 
 
 def toolhost(data: Path, *args: str, shell: str | None = None,

@@ -1,4 +1,5 @@
-"""Three host processes on one PostgreSQL database behave as one (DESIGN.md §9).
+"""Three host processes on one PostgreSQL database behave as one (D187, D193; docs/operator.md,
+"Running several hosts").
 
 200 gated calls are paused in the shared record; approvals go to hosts picked at random, some
 to two hosts at once; one host is killed in the middle of a call. Every call runs at most

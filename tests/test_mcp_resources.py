@@ -1,4 +1,4 @@
-"""Files to the client (DESIGN §10): ``resources/read`` serves an artifact's exact bytes after
+"""Files to the client (D223): ``resources/read`` serves an artifact's exact bytes after
 the resolver's checks, refuses everything else with one static sentence, and ``resource_link``
 and ``resources/list`` name the run's attachments in the order it made them. The journeys drive
 the same through the SDK client (tests/journeys); here each rule is one direct case on a real

@@ -38,6 +38,7 @@ from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactStoreUnavailable,
+    NewArtifact,
 )
 from toolhost._model.convert import to_row
 from toolhost._model.digest import sha256_digest
@@ -106,13 +107,14 @@ def hosts(s3_server: S3Server, s3_bucket: str,
         store.close()
 
 
-def put(store: ArtifactStore, content: bytes = b"shared", **overrides: Any) -> ArtifactRecord:
+def put(store: ArtifactStore, content: bytes = b"shared", *, now: dt.datetime = T0,
+        **overrides: Any) -> ArtifactRecord:
     fields: dict[str, Any] = dict(
         run_id="run-1", origin=ArtifactOrigin.EXPORT, name="out.txt", media_type="text/plain",
-        content=content, trust=Trust.INTERNAL_TOOL, now=T0,
+        trust=Trust.INTERNAL_TOOL,
     )
     fields.update(overrides)
-    return store.put_or_reuse(**fields)
+    return store.put_or_reuse(NewArtifact(**fields), content, now=now)
 
 
 def test_hosts_on_one_database_share_the_prefix_and_each_others_artifacts(

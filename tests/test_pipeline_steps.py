@@ -287,7 +287,7 @@ def test_a_non_idempotent_timeout_is_never_retryable(host: Host) -> None:
     outcome = host.invoke_sync("fx.sleep_writer", {"seconds": 0.5}, run=run_for(host))
     assert outcome.failure and outcome.failure.kind is ToolFailureKind.TIMEOUT
     assert outcome.failure.retryable is False
-    # ADR-0140: the deadline of a call not safe to repeat warns it may have taken effect.
+    # D137: the deadline of a call not safe to repeat warns it may have taken effect.
     assert outcome.failure.reason_code == "tool.timeout.deadline_may_have_taken_effect"
     assert outcome.failure.message == (
         "The tool did not finish before its deadline, but its request may already have taken "
@@ -295,11 +295,14 @@ def test_a_non_idempotent_timeout_is_never_retryable(host: Host) -> None:
 
 
 def test_the_run_deadline_caps_the_tool_timeout(host: Host) -> None:
-    run = run_for(host, timeout_s=0.1)
+    # The tool's own timeout is 5 s and its body sleeps 4: uncapped, the call would succeed
+    # after 4 s. The run's second leaves a loaded machine time to start the body (a 0.1 s
+    # deadline could pass before it, and then nothing was there to cancel).
+    run = run_for(host, timeout_s=1.0)
     started = time.perf_counter()
-    outcome = host.invoke_sync("fx.asleep", {"seconds": 3}, run=run)
+    outcome = host.invoke_sync("fx.asleep", {"seconds": 4}, run=run)
     assert outcome.failure and outcome.failure.kind is ToolFailureKind.TIMEOUT
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 3.5
     assert LATE == ["cancelled"]
 
 
@@ -526,10 +529,10 @@ def test_step_12_runs_off_the_event_loop(host: Host, monkeypatch: pytest.MonkeyP
     store = host.pipeline.artifacts
     put_or_reuse = store.put_or_reuse
 
-    def held(**fields: Any) -> Any:
+    def held(*args: Any, **kwargs: Any) -> Any:
         entered.set()
         release.wait(timeout=5)
-        return put_or_reuse(**fields)
+        return put_or_reuse(*args, **kwargs)
 
     monkeypatch.setattr(store, "put_or_reuse", held)
     run = run_for(host)

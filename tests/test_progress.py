@@ -74,7 +74,10 @@ def test_bad_arguments_say_what_is_wrong(args: tuple[Any, ...], problem: str) ->
 def test_a_message_loses_its_control_characters_and_is_cut() -> None:
     update = checked(1, None, "a\x1b[31mb\r\nc\x7f\x9bd")
     assert isinstance(update, Progress)
-    assert update.message == "a [31mb  c  d"
+    assert update.message == "a [31mb c d"
+    # A direction mark would reorder the rest of a terminal's line: it is not printable either.
+    reordered = checked(1, None, "done \u202egnp.exe")
+    assert isinstance(reordered, Progress) and reordered.message == "done gnp.exe"
     long = checked(1, None, "x" * 1000)
     assert isinstance(long, Progress) and long.message is not None
     assert len(long.message) == MAX_MESSAGE and long.message.endswith("…")

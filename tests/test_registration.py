@@ -1,4 +1,5 @@
-"""The seven ordered refusals (DESIGN §3), plus the reasons check (Step.MESSAGE_TABLE)."""
+"""The seven ordered refusals (docs/plugin-api.md), plus the reasons check (Step.MESSAGE_TABLE,
+D2)."""
 
 from __future__ import annotations
 

@@ -56,10 +56,10 @@ ROSTER: dict[str, tuple[Any, ...]] = {
 #: Roster tools whose plugin is not in this repository yet.
 NOT_YET_BUILT: frozenset[str] = frozenset()
 
-# The conditional tools, as the seed classifies them: the Milestone 26 and 31 tables (email),
-# Milestone 28 (people: read-only, parallel-safe, memory trust, people.read; history@1.1.0's
-# source read also email.read) and ADR-0140 (media). Fields: side_effect, risk, idempotency, output_trust,
-# required_scopes, allow_parallel; None where the seed fixes nothing.
+# The conditional tools, as the specification classifies them: its email tables, its people
+# classes (read-only, parallel-safe, memory trust, people.read; history@1.1.0's source read also
+# email.read, D173) and its media rules (D144). Fields: side_effect, risk, idempotency,
+# output_trust, required_scopes, allow_parallel; None where the specification fixes nothing.
 EMAIL_READ, EMAIL_WRITE = "email.read", "email.write"
 CONDITIONAL: dict[str, tuple[Any, ...]] = {
     "email.context": (SideEffect.NONE, Risk.LOW, Idempotency.READ_ONLY,

@@ -1,4 +1,4 @@
-"""A run's workspace across an approval (DESIGN §10): an approval answered within the call is
+"""A run's workspace across an approval (D218-D220, D222): an approval answered within the call is
 not a pause; a call left waiting pauses the run (its workspace is discarded); a paused call
 approved anywhere on the host runs in the run's next workspace, which the run then goes on
 in; provenance follows it; the run's deadline is on the row and bounds the approved call.

@@ -37,6 +37,7 @@ from toolhost._model.artifacts import (
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactTooLarge,
+    NewArtifact,
     PurgeReport,
 )
 from toolhost._model.invocations import InvocationState
@@ -98,20 +99,19 @@ def store(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> Iterator[S3Art
 def put(store: ArtifactStore, content: bytes = b"hello s3", **overrides: Any) -> ArtifactRecord:
     fields: dict[str, Any] = dict(
         run_id="run-1", origin=ArtifactOrigin.EXPORT, name="out.txt", media_type="text/plain",
-        content=content, trust=Trust.INTERNAL_TOOL,
+        trust=Trust.INTERNAL_TOOL,
     )
     fields.update(overrides)
-    return store.put(**fields)
+    return store.put(NewArtifact(**fields), content)
 
 
 def begin(store: ArtifactStore, max_bytes: int = 3 * PART_SIZE, **overrides: Any) -> ArtifactUpload:
     fields: dict[str, Any] = dict(
         run_id="run-1", origin=ArtifactOrigin.MODEL_OUTPUT, name="big.bin",
         media_type="application/octet-stream", trust=Trust.EXTERNAL_UNTRUSTED,
-        max_bytes=max_bytes,
     )
     fields.update(overrides)
-    return store.begin(**fields)
+    return store.begin(NewArtifact(**fields), max_bytes=max_bytes)
 
 
 def damage_object(server: S3Server, bucket: str, record: ArtifactRecord,

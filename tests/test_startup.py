@@ -41,7 +41,7 @@ def modules_after(
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TOOLHOST_", "AGENT_", "TENSORSCALE_"))}
     env["TOOLHOST_DATA_DIR"] = data_dir or tempfile.mkdtemp(prefix="toolhost-startup-")
-    # By default the two Milestone 1 plugins: what the other CLI tests install and rely on.
+    # By default math and system: what the other CLI tests install and rely on.
     env["TOOLHOST_PLUGINS"] = plugins
     result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
                             text=True, env=env, timeout=120)

@@ -13,28 +13,25 @@ committing without its content:
   ``ArtifactMetadata.sweep``, which removes only what no row references, in a transaction
   that keeps writers of that content out.
 
-A new artifact travels as one value, ``NewArtifact``, checked once on the way in. What every
-content shares (verified reads, the upload's bookkeeping) is ``artifact_streams``'.
+A new artifact travels as one value, the port's ``NewArtifact`` (``toolhost._model.artifacts``),
+checked when it is made. What every content shares (verified reads, the upload's
+bookkeeping) is ``artifact_streams``'.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
-
-import attrs
 
 from toolhost._model.artifacts import (
     ARTIFACT_CEILING,
     ArtifactOrigin,
     ArtifactRecord,
     ArtifactTooLarge,
-    as_utc_or_none,
+    NewArtifact,
 )
-from toolhost._model.spec import Trust
 from toolhost._ports.artifacts import DamagedArtifact
 
 if TYPE_CHECKING:
@@ -43,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ArtifactContent",
     "ArtifactMetadata",
-    "NewArtifact",
     "Place",
     "check_content",
     "check_retention",
@@ -53,74 +49,6 @@ __all__ = [
 #: its address if it is not there (see the module docstring).
 Place = Callable[[], None]
 _Item = TypeVar("_Item")
-
-# type "/" subtype, optionally followed by parameters; deliberately loose (RFC 6838 tokens).
-_MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?$")
-
-
-@attrs.frozen(kw_only=True)
-class NewArtifact:
-    """Everything about a new artifact except its content, checked once on the way in
-    (``checked``): what ``put``, ``put_or_reuse`` and ``begin`` take, as one value."""
-
-    run_id: str
-    origin: ArtifactOrigin
-    name: str
-    media_type: str
-    trust: Trust
-    conversation_id: str | None = None
-    principal_id: str | None = None
-    claimed: bool = True
-    expires_at: _dt.datetime | None = None
-
-    @classmethod
-    def checked(
-        cls,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        trust: Trust,
-        conversation_id: str | None = None,
-        principal_id: str | None = None,
-        claimed: bool = True,
-        expires_at: _dt.datetime | None = None,
-    ) -> NewArtifact:
-        """The value, or the port's ``TypeError``/``ValueError`` for what ``put`` refuses."""
-        if not isinstance(origin, ArtifactOrigin):
-            raise TypeError(f"origin must be an ArtifactOrigin, got {origin!r}")
-        if not isinstance(trust, Trust):
-            raise TypeError(f"trust must be a Trust, got {trust!r}")
-        if not isinstance(claimed, bool):
-            raise TypeError(f"claimed must be a bool, got {claimed!r}")
-        for label, value in (("run_id", run_id), ("name", name)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{label} must be a non-empty string")
-        for label, optional in (("conversation_id", conversation_id),
-                                ("principal_id", principal_id)):
-            if optional is not None and (not isinstance(optional, str) or not optional):
-                raise ValueError(f"{label} must be None or a non-empty string")
-        if not isinstance(media_type, str) or not _MEDIA_TYPE.match(media_type):
-            raise ValueError(f"media_type must look like 'type/subtype', got {media_type!r}")
-        return cls(run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
-                   conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
-                   expires_at=as_utc_or_none(expires_at))
-
-    def record(self, artifact_id: str, size: int, checksum: str,
-               created_at: _dt.datetime) -> ArtifactRecord:
-        """The record of this artifact with its content's ``size`` and ``checksum``.
-
-        :raises ValueError: ``expires_at`` is not after ``created_at``.
-        """
-        if self.expires_at is not None and self.expires_at <= created_at:
-            raise ValueError("expires_at must be after the artifact's creation instant")
-        return ArtifactRecord(
-            id=artifact_id, run_id=self.run_id, conversation_id=self.conversation_id,
-            origin=self.origin, name=self.name, media_type=self.media_type, size=size,
-            checksum=checksum, trust=self.trust, created_at=created_at,
-            expires_at=self.expires_at, principal_id=self.principal_id, claimed=self.claimed,
-        )
 
 
 class ArtifactMetadata(Protocol):

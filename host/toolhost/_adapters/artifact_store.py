@@ -25,7 +25,6 @@ import datetime as _dt
 from toolhost._adapters.artifact_parts import (
     ArtifactContent,
     ArtifactMetadata,
-    NewArtifact,
     check_content,
     check_retention,
 )
@@ -36,11 +35,11 @@ from toolhost._model.artifacts import (
     ARTIFACT_CEILING,
     ArtifactOrigin,
     ArtifactRecord,
+    NewArtifact,
     PurgeReport,
     as_utc,
 )
 from toolhost._model.digest import sha256_digest
-from toolhost._model.spec import Trust
 from toolhost._ports.artifacts import LIST_LIMIT, READ_CHUNK, DamagedArtifact
 from toolhost._ports.clock import Clock
 
@@ -68,87 +67,36 @@ class JoinedArtifactStore:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def put(
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        content: bytes,
-        trust: Trust,
-        conversation_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        principal_id: str | None = None,
-        claimed: bool = True,
-    ) -> ArtifactRecord:
+    def put(self, new: NewArtifact, content: bytes) -> ArtifactRecord:
         """See ``ArtifactStore.put``. Stores the content (if new) before the record."""
-        check_content(content)
-        new = NewArtifact.checked(
-            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
-            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
-            expires_at=expires_at)
-        return self.store(new, content)
+        return self._store(new, content, None)
 
-    def put_or_reuse(
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        content: bytes,
-        trust: Trust,
-        now: _dt.datetime,
-        conversation_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        principal_id: str | None = None,
-        claimed: bool = True,
-    ) -> ArtifactRecord:
-        """See ``ArtifactStore.put_or_reuse``: the port's keywords, as one ``NewArtifact``."""
-        check_content(content)
-        new = NewArtifact.checked(
-            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
-            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
-            expires_at=expires_at)
-        return self.store(new, content, now=as_utc(now))
+    def put_or_reuse(self, new: NewArtifact, content: bytes, *,
+                     now: _dt.datetime) -> ArtifactRecord:
+        """See ``ArtifactStore.put_or_reuse``."""
+        return self._store(new, content, as_utc(now))
 
-    def store(self, new: NewArtifact, content: bytes, *,
-              now: _dt.datetime | None = None) -> ArtifactRecord:
-        """Store ``content`` (checked by ``check_content``) as ``new``: created at the
-        clock's instant without ``now`` (``put``), else under the identity rule at ``now``
-        (``put_or_reuse``: one write reads one instant, for liveness and creation alike)."""
+    def _store(self, new: NewArtifact, content: bytes,
+               now: _dt.datetime | None) -> ArtifactRecord:
+        # Created at the clock's instant without ``now`` (``put``), else under the identity
+        # rule at ``now``: one write reads one instant, for liveness and creation alike.
+        _check_new(new)
+        check_content(content)
         created_at = now if now is not None else as_utc(self._clock.now())
         checksum = sha256_digest(content)
         record = new.record(new_id(), len(content), checksum, created_at)
         place = self.content.put(checksum, content)
         return self.metadata.record(record, reuse=now is not None, place=place)
 
-    def begin(
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        trust: Trust,
-        max_bytes: int,
-        conversation_id: str | None = None,
-        principal_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        claimed: bool = True,
-    ) -> StreamedUpload:
+    def begin(self, new: NewArtifact, *, max_bytes: int) -> StreamedUpload:
         """See ``ArtifactStore.begin``. The content stages at once (a file created, or a
         buffer), so a full or read-only disk fails here rather than after the caller started
         producing bytes."""
+        _check_new(new)
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
             raise TypeError(f"max_bytes must be an int, got {type(max_bytes).__name__}")
         if max_bytes < 0:
             raise ValueError("max_bytes must not be negative")
-        new = NewArtifact.checked(
-            run_id=run_id, origin=origin, name=name, media_type=media_type, trust=trust,
-            conversation_id=conversation_id, principal_id=principal_id, claimed=claimed,
-            expires_at=expires_at)
         return self.content.begin(new, min(max_bytes, ARTIFACT_CEILING), self.metadata)
 
     def claim(self, artifact_id: str) -> ArtifactRecord:
@@ -245,3 +193,10 @@ class JoinedArtifactStore:
             self.content.close()
         finally:
             self.metadata.close()
+
+
+def _check_new(new: NewArtifact) -> None:
+    # A NewArtifact checked itself when made; anything else (a dict of the old keywords) is
+    # refused before any content is stored.
+    if not isinstance(new, NewArtifact):
+        raise TypeError(f"expected a NewArtifact, got {type(new).__name__}")

@@ -12,13 +12,14 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
-from toolhost._adapters.artifact_parts import ArtifactMetadata, NewArtifact, Place
+from toolhost._adapters.artifact_parts import ArtifactMetadata, Place
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
     ArtifactCorrupted,
     ArtifactError,
     ArtifactRecord,
     ArtifactTooLarge,
+    NewArtifact,
     as_utc,
 )
 from toolhost._model.digest import sha256_checksum

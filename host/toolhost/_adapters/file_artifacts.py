@@ -22,10 +22,10 @@ import stat
 from pathlib import Path
 from typing import IO
 
-from toolhost._adapters.artifact_parts import ArtifactMetadata, NewArtifact, Place
+from toolhost._adapters.artifact_parts import ArtifactMetadata, Place
 from toolhost._adapters.artifact_streams import StreamedUpload, VerifiedChunks
 from toolhost._adapters.system_clock import new_id
-from toolhost._model.artifacts import ArtifactCorrupted, ArtifactRecord
+from toolhost._model.artifacts import ArtifactCorrupted, ArtifactRecord, NewArtifact
 from toolhost._model.data_layout import make_private_dirs
 from toolhost._model.digest import sha256_checksum
 from toolhost._ports.artifacts import STAGING_STALE_AFTER

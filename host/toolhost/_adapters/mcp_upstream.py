@@ -39,6 +39,7 @@ from typing import IO, Any
 import attrs
 
 from toolhost._adapters.system_clock import monotonic
+from toolhost._model.printable import escaped
 from toolhost._model.upstream import (
     ServerState,
     UpstreamError,
@@ -49,7 +50,7 @@ from toolhost._model.upstream import (
     UpstreamTool,
 )
 
-__all__ = ["BACKOFF_S", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES", "McpUpstreams", "printable"]
+__all__ = ["BACKOFF_S", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES", "McpUpstreams"]
 
 #: Seconds between reconnection attempts: doubling from the first to the last, then steady.
 BACKOFF_S = (0.5, 30.0)
@@ -324,7 +325,7 @@ def _relay_stderr(read_fd: int, server: str) -> None:
     """Copy a stdio server's stderr to the host's, a line at a time (``errlog_of``)."""
     with os.fdopen(read_fd, "rb") as lines:
         for raw in lines:
-            line = printable(raw.decode("utf-8", "replace").rstrip("\r\n")[:_STDERR_LINE])
+            line = escaped(raw.decode("utf-8", "replace").rstrip("\r\n")[:_STDERR_LINE])
             stream = sys.stderr
             if stream is None:
                 continue
@@ -340,15 +341,8 @@ def _describe(exc: BaseException) -> str:
     inner = getattr(exc, "exceptions", None)  # an ExceptionGroup from a task group
     if inner:
         return _describe(inner[0])
-    text = printable(" ".join(str(exc).split())[:300])
+    text = escaped(" ".join(str(exc).split())[:300])
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def printable(text: str) -> str:
-    """``text`` with each character that is not printable shown as its escape."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 class McpUpstreams:

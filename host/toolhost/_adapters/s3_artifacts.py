@@ -41,7 +41,6 @@ import attrs
 
 from toolhost._adapters.artifact_parts import (
     ArtifactMetadata,
-    NewArtifact,
     Place,
     check_retention,
 )
@@ -54,6 +53,7 @@ from toolhost._model.artifacts import (
     ArtifactCorrupted,
     ArtifactRecord,
     ArtifactStoreUnavailable,
+    NewArtifact,
 )
 from toolhost._model.settings import SettingError, StoreUnavailable
 from toolhost._ports.artifacts import STAGING_STALE_AFTER

@@ -27,6 +27,7 @@ from toolhost._cli.common import (
     print_outcome,
 )
 from toolhost._cli.exit_codes import ExitCode
+from toolhost._composition import escaped
 
 if TYPE_CHECKING:
     from toolhost._composition import Host, InvocationRecord, InvocationStore, Resumed, Stores
@@ -93,23 +94,11 @@ def _recover_arguments(recover: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------- rendering
 
 
-def printable(text: str, *, one_line: bool = True) -> str:
-    """``text`` with every character that does not print as its JSON escape (``\\u202e``);
-    with ``one_line``, line breaks too."""
-    if text.isprintable():  # nearly every text: one pass in C, not a generator per character
-        return text
-    return "".join(
-        ch if ch.isprintable() or (ch == "\n" and not one_line)
-        else json.dumps(ch)[1:-1]
-        for ch in text
-    )
-
-
 def _json_text(value: Any, *, indent: int | None = None) -> str:
     separators = (",", ": ") if indent is not None else (",", ":")
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent,
                       separators=separators, default=str)
-    return printable(text, one_line=indent is None)
+    return escaped(text, one_line=indent is None)
 
 
 def print_json(data: Any) -> None:
@@ -132,7 +121,7 @@ def _owner(invocations: InvocationStore, record: InvocationRecord) -> str:
 
     if record.owner is None:
         return ""
-    text = f"pid {record.owner.get('pid')} on {printable(str(record.owner.get('host')))}"
+    text = f"pid {record.owner.get('pid')} on {escaped(str(record.owner.get('host')))}"
     if record.state is InvocationState.RUNNING:
         state = invocations.owner_state(record.owner)
         text += {OwnerState.ALIVE: " (alive)", OwnerState.GONE: " (gone: toolhost recover "
@@ -234,7 +223,7 @@ def _arguments_preview(arguments_json: str) -> str:
     head = arguments_json[:ARGUMENTS_SHOWN + 1]
     if len(head) <= ARGUMENTS_SHOWN and head.isprintable():  # most lines: nothing to do
         return head
-    return _cut(printable(head), ARGUMENTS_SHOWN)
+    return _cut(escaped(head), ARGUMENTS_SHOWN)
 
 
 # ---------------------------------------------------------------------- show
@@ -273,12 +262,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     if record.result_content is not None:
         content = record.result_content
         shown = _cut(content, RESULT_SHOWN)
-        lines.append(("result", printable(shown) + (
+        lines.append(("result", escaped(shown) + (
             f" ({len(content) - len(shown) + 1} more characters: toolhost show {record.id} "
             "--json)" if shown != content else "")))
     for label, text in lines:
         if text:
-            print(f"{label:<13}{printable(text)}")
+            print(f"{label:<13}{escaped(text)}")
     print("arguments")
     print(_json_text(record.arguments, indent=2))
     return ExitCode.OK
@@ -404,7 +393,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
         # Said, not silent: this command's reason is not the one recorded.
         first = stores.invocations.get(args.id)
         print(f"toolhost: invocation {args.id} was already denied by {first.approver} "
-              f"({printable(first.denial_reason or '')}); this reason was not recorded",
+              f"({escaped(first.denial_reason or '')}); this reason was not recorded",
               file=sys.stderr)
     return code
 
@@ -422,7 +411,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
         print("nothing to recover: no invocation is left running")
     for r in report:
         print(f"{r.invocation_id}  {r.tool}@{r.version}  {r.action.value}: "
-              f"{printable(r.reason)}")
+              f"{escaped(r.reason)}")
     return ExitCode.OK
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from toolhost._cli.approvals import print_json, printable
+from toolhost._cli.approvals import print_json
 from toolhost._cli.common import (
     CommandError,
     Parser,
@@ -29,6 +29,7 @@ from toolhost._cli.common import (
 )
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._cli.progress_line import ProgressLine
+from toolhost._composition import escaped
 
 if TYPE_CHECKING:
     from toolhost._composition import ArtifactRecord, ArtifactStore, Stores
@@ -96,7 +97,7 @@ def _quoted(value: str) -> str:
     """``value`` as a one-line JSON string, every character that does not print escaped."""
     import json
 
-    return printable(json.dumps(value, ensure_ascii=False))
+    return escaped(json.dumps(value, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------- list
@@ -144,19 +145,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     records = [r for r in listed if isinstance(r, ArtifactRecord)]
     for damaged in listed:
         if not isinstance(damaged, ArtifactRecord):
-            print(f"toolhost: artifact {printable(damaged.id)} is damaged "
-                  f"({printable(damaged.field)}): skipped", file=sys.stderr)
+            print(f"toolhost: artifact {escaped(damaged.id)} is damaged "
+                  f"({escaped(damaged.field)}): skipped", file=sys.stderr)
     if args.json:
         print_json([record_json(r) for r in records])
     elif not listed:
         print(f"no artifacts{_scope(args)}")
     else:
         for r in records:
-            print(f"{printable(r.id)}  {_instant(r.created_at)}  {r.origin.value}  {r.size}  "
-                  f"{printable(r.media_type)}  {_quoted(r.name)}")
+            print(f"{escaped(r.id)}  {_instant(r.created_at)}  {r.origin.value}  {r.size}  "
+                  f"{escaped(r.media_type)}  {_quoted(r.name)}")
     if more:
         print(f"toolhost: the first {args.limit} are listed; more follow (toolhost artifacts "
-              f"list{_filters(args)} --after {printable(listed[-1].id)})", file=sys.stderr)
+              f"list{_filters(args)} --after {escaped(listed[-1].id)})", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -176,9 +177,9 @@ def _filters(args: argparse.Namespace) -> str:
 
     text = ""
     if args.run is not None:
-        text += f" --run {printable(shlex.quote(args.run))}"
+        text += f" --run {escaped(shlex.quote(args.run))}"
     if args.conversation is not None:
-        text += f" --conversation {printable(shlex.quote(args.conversation))}"
+        text += f" --conversation {escaped(shlex.quote(args.conversation))}"
     return f"{text} --limit {args.limit}"
 
 
@@ -187,7 +188,7 @@ def _filters(args: argparse.Namespace) -> str:
 
 def cmd_get(args: argparse.Namespace) -> int:
     # The bytes read, as one line on stderr when it is a terminal (a script sees nothing).
-    with ProgressLine(f"artifact {printable(args.id)}", unit="bytes") as line:
+    with ProgressLine(f"artifact {escaped(args.id)}", unit="bytes") as line:
         return _get(args, line)
 
 
@@ -276,7 +277,7 @@ def _refused_read(artifact_id: str, *, whole: bool = False) -> Iterator[None]:
     except ArtifactCorrupted as exc:
         if isinstance(exc, DamagedArtifact):  # the row, not the content
             raise CommandError(f"{not_written}: its record is damaged "
-                               f"({printable(exc.field)})", ExitCode.FAILED) from None
+                               f"({escaped(exc.field)})", ExitCode.FAILED) from None
         raise CommandError(f"{not_written}: its stored content no longer matches its "
                            f"checksum ({exc.reason})", ExitCode.FAILED) from None
     except ArtifactStoreUnavailable as exc:  # an object store that stopped answering
@@ -409,7 +410,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
             # Claimed (the writer's default): the operator's upload is the user sending it.
             with writer.stream(origin=ArtifactOrigin.UPLOAD, name=name, media_type=media_type,
                                trust=Trust.USER, max_bytes=ARTIFACT_CEILING) as stream, \
-                    ProgressLine(f"upload {printable(name)}", unit="bytes") as line:
+                    ProgressLine(f"upload {escaped(name)}", unit="bytes") as line:
                 size = _regular_size(source) if line.active else None
                 sent = 0
                 while chunk := source.read(_CHUNK):

@@ -86,9 +86,9 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
               "bound it, and parallel writers can pass them (the sandbox's, every 0.2 s)")
     # Data others may read (made before toolhost made it private, or opened up by hand): said,
     # not changed, since an operator may share it on purpose. Not a refusal either.
-    from toolhost._cli.approvals import printable
+    from toolhost._composition import escaped
 
     for path, mode, fix in host.readable_by_others():
-        print(f"not private: {printable(str(path))} is {mode:o}, readable by other users "
-              f"({printable(fix)})")
+        print(f"not private: {escaped(str(path))} is {mode:o}, readable by other users "
+              f"({escaped(fix)})")
     return ExitCode.OK

@@ -19,7 +19,7 @@ __all__ = [
     "DEMO_QUESTION",
     "FinalAnswer",
     "ScriptedModelProvider",
-    "milestone_1_provider",
+    "demo_provider",
     "run_demo",
 ]
 
@@ -49,7 +49,8 @@ class ScriptedModelProvider:
             raise RuntimeError("the scripted model has no turn left") from None
 
 
-def milestone_1_provider() -> ScriptedModelProvider:
+def demo_provider() -> ScriptedModelProvider:
+    """The demo's scripted model: math.calculate on ``17 * 23``, then the answer."""
     return ScriptedModelProvider(
         [
             ToolCall("math.calculate", {"expression": "17 * 23"}),

@@ -82,7 +82,8 @@ def _parser(run: str | None = None) -> Parser:
                      "exit non-zero with the refusal")
     add_command(sub, run, "call", _call_arguments, help="invoke one tool through the pipeline")
     add_command(sub, run, "demo", _no_arguments,
-                help="the Milestone 1 run with a scripted fake model")
+                help='ask "What is 17 multiplied by 23?" and answer it through '
+                     'math.calculate, with a scripted fake model')
     approvals.add_parsers(sub, run)
     artifacts.add_parsers(sub, run)
     config.add_parsers(sub, run)
@@ -274,12 +275,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if "math.calculate" not in host.registry.names():
         raise CommandError("the demo needs toolhost-math installed (pip install plugins/math)",
                            ExitCode.FAILED)
-    from toolhost._cli.demo import milestone_1_provider, run_demo
+    from toolhost._cli.demo import demo_provider, run_demo
 
     def emit(line: str) -> None:
         print(line, flush=True)
 
-    outcomes = run_demo(host, milestone_1_provider(), emit)
+    outcomes = run_demo(host, demo_provider(), emit)
     return ExitCode.OK if outcomes and all(o.ok for o in outcomes) else ExitCode.FAILED
 
 

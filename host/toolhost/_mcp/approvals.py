@@ -26,13 +26,12 @@ from __future__ import annotations
 import copy
 import enum
 import re
-import unicodedata
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import mcp.types as types
 
-from toolhost._composition import InvocationRecord, Registered, canonical_text
+from toolhost._composition import InvocationRecord, Registered, canonical_text, escaped
 
 __all__ = [
     "APPROVAL_SCHEMA",
@@ -96,24 +95,9 @@ def supports_form_elicitation(capabilities: types.ClientCapabilities | None) -> 
     return elicitation.form is not None or elicitation.url is None
 
 
-def _shown(char: str) -> str:
-    """A character as the form shows it: printable ones as they are; control, format (direction
-    marks, zero-width and tag characters), private-use, surrogate and unassigned characters and
-    every separator but the space as a JSON ``\\u`` escape, so none can break a line, reorder
-    the text or hide in it."""
-    category = unicodedata.category(char)
-    if char == " " or category[0] not in "CZ":
-        return char
-    code = ord(char)
-    if code > 0xFFFF:  # as JSON writes it: a surrogate pair
-        code -= 0x10000
-        return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
-    return f"\\u{code:04x}"
-
-
 def arguments_block(arguments: Any) -> str:
-    """The arguments as the form shows them: their canonical JSON on one line (escaped as
-    ``_shown`` says, so it is still JSON, and equal to the arguments when whole), at most
+    """The arguments as the form shows them: their canonical JSON on one line (what does not
+    print as its JSON escape, so it is still JSON, and equal to the arguments when whole), at most
     ARGUMENTS_SHOWN characters, then ``[... N more characters]`` on a line of its own when cut;
     fenced as a code block. Canonical JSON has no raw line break, so nothing in a value can end
     the block or start a line of the host's own."""
@@ -123,7 +107,7 @@ def arguments_block(arguments: Any) -> str:
     for token in _TOKEN.finditer(text):
         piece = token.group()
         if len(piece) == 1:
-            piece = _shown(piece)
+            piece = escaped(piece)
         if length + len(piece) > ARGUMENTS_SHOWN:
             break
         shown.append(piece)

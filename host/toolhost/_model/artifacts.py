@@ -1,4 +1,5 @@
-"""Artifacts as values: origins, the small ref a result carries, the full record, errors.
+"""Artifacts as values: origins, the small ref a result carries, the full record, a new
+artifact on its way into the store, errors.
 
 The port is ``toolhost._ports.artifacts``; the SQLite store ``toolhost._adapters.sqlite_artifacts``;
 the run-bound writer and the conversation-scoped resolver ``toolhost._pipeline.artifacts``.
@@ -27,6 +28,7 @@ __all__ = [
     "ArtifactStoreUnavailable",
     "ArtifactTooLarge",
     "ArtifactUnavailable",
+    "NewArtifact",
     "PurgeReport",
     "as_utc",
     "as_utc_or_none",
@@ -36,6 +38,8 @@ ARTIFACT_CEILING = 512 * 1024 * 1024
 
 _UTC = _dt.UTC
 _CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
+# type "/" subtype, optionally followed by parameters; deliberately loose (RFC 6838 tokens).
+_MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?$")
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,6 +246,63 @@ class ArtifactRecord:
         An artifact whose ``expires_at`` equals ``now`` is already expired.
         """
         return self.expires_at is None or self.expires_at > as_utc(now)
+
+
+@attrs.frozen(kw_only=True)
+class NewArtifact:
+    """Everything about an artifact to be stored except its content: what ``ArtifactStore``'s
+    ``put``, ``put_or_reuse`` and ``begin`` take, as one value.
+
+    Checked when made (so a store never sees an unchecked one): ``TypeError`` for an origin or
+    trust that is not the enum or a ``claimed`` that is not a bool, ``ValueError`` for an
+    empty run, name, conversation or principal id or a malformed media type, and what
+    ``as_utc`` raises for an ``expires_at`` that is not an aware datetime (kept as UTC).
+    Whether ``expires_at`` is after the creation instant is ``record``'s to check: the
+    instant is the store's. ``claimed=False`` is an upload the user has not sent yet.
+    """
+
+    run_id: str
+    origin: ArtifactOrigin
+    name: str
+    media_type: str
+    trust: Trust
+    conversation_id: str | None = None
+    principal_id: str | None = None
+    claimed: bool = True
+    expires_at: _dt.datetime | None = attrs.field(default=None, converter=as_utc_or_none)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.origin, ArtifactOrigin):
+            raise TypeError(f"origin must be an ArtifactOrigin, got {self.origin!r}")
+        if not isinstance(self.trust, Trust):
+            raise TypeError(f"trust must be a Trust, got {self.trust!r}")
+        if not isinstance(self.claimed, bool):
+            raise TypeError(f"claimed must be a bool, got {self.claimed!r}")
+        for label, value in (("run_id", self.run_id), ("name", self.name)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{label} must be a non-empty string")
+        for label, optional in (("conversation_id", self.conversation_id),
+                                ("principal_id", self.principal_id)):
+            if optional is not None and (not isinstance(optional, str) or not optional):
+                raise ValueError(f"{label} must be None or a non-empty string")
+        if not isinstance(self.media_type, str) or not _MEDIA_TYPE.match(self.media_type):
+            raise ValueError(
+                f"media_type must look like 'type/subtype', got {self.media_type!r}")
+
+    def record(self, artifact_id: str, size: int, checksum: str,
+               created_at: _dt.datetime) -> ArtifactRecord:
+        """The record of this artifact with its content's ``size`` and ``checksum``.
+
+        :raises ValueError: ``expires_at`` is not after ``created_at``.
+        """
+        if self.expires_at is not None and self.expires_at <= created_at:
+            raise ValueError("expires_at must be after the artifact's creation instant")
+        return ArtifactRecord(
+            id=artifact_id, run_id=self.run_id, conversation_id=self.conversation_id,
+            origin=self.origin, name=self.name, media_type=self.media_type, size=size,
+            checksum=checksum, trust=self.trust, created_at=created_at,
+            expires_at=self.expires_at, principal_id=self.principal_id, claimed=self.claimed,
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -8,7 +8,6 @@ import datetime as _dt
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
 
 from toolhost._model.artifacts import (
     ArtifactCorrupted,
@@ -18,6 +17,7 @@ from toolhost._model.artifacts import (
     ArtifactRecord,
     ArtifactRef,
     ArtifactUnavailable,
+    NewArtifact,
 )
 from toolhost._model.spec import Trust
 from toolhost._pipeline.attachments import ATTACHED_ORIGINS
@@ -102,24 +102,15 @@ class RunArtifactWriter:
     ) -> ArtifactRef:
         """Store ``content`` (a str is encoded UTF-8) for this run, or reuse the live twin.
 
-        Raises what ``ArtifactStore.put`` raises. On reuse the earlier artifact keeps its own
-        expiry; only its trust may be lowered to ``trust``.
+        Raises what ``NewArtifact`` and ``ArtifactStore.put`` raise. On reuse the earlier
+        artifact keeps its own expiry; only its trust may be lowered to ``trust``.
         """
         data = content.encode("utf-8") if isinstance(content, str) else content
         # One reading of the clock: the creation instant, and what the default expiry counts from.
         now = self._clock.now()
-        record = self._store.put_or_reuse(
-            run_id=self._run_id,
-            conversation_id=self._conversation_id,
-            principal_id=self._principal_id,
-            origin=origin,
-            name=name,
-            media_type=media_type,
-            content=data,
-            trust=trust,
-            expires_at=self._expiry(expires_at, lambda: now),
-            now=now,
-        )
+        new = self._new(origin=origin, name=name, media_type=media_type, trust=trust,
+                        expires_at=self._expiry(expires_at, lambda: now))
+        record = self._store.put_or_reuse(new, data, now=now)
         return self._attach(origin, record.ref)
 
     def stream(
@@ -145,16 +136,23 @@ class RunArtifactWriter:
         identity rule at ``clock.now()``, like ``write``. The default expiry counts from entering
         the block (a stream lasts a tool's timeout at most; retention is days).
         """
-        return RunArtifactStream(
-            self._store,
-            self._clock,
-            dict(
-                run_id=self._run_id, conversation_id=self._conversation_id,
-                principal_id=self._principal_id, origin=origin, name=name,
-                media_type=media_type, trust=trust, max_bytes=max_bytes, expires_at=expires_at,
-            ),
-            self._expiry,
-            committed=lambda ref: self._attach(origin, ref),
+        def begin() -> ArtifactUpload:
+            # Run on entering the block: the default expiry counts from there, and a stream
+            # never entered neither checks nor stages anything.
+            new = self._new(origin=origin, name=name, media_type=media_type, trust=trust,
+                            expires_at=self._expiry(expires_at, self._clock.now))
+            return self._store.begin(new, max_bytes=max_bytes)
+
+        return RunArtifactStream(begin, self._clock,
+                                 committed=lambda ref: self._attach(origin, ref))
+
+    def _new(self, *, origin: ArtifactOrigin, name: str, media_type: str, trust: Trust,
+             expires_at: _dt.datetime | None) -> NewArtifact:
+        # The run, conversation and principal are the writer's: a tool names only the rest.
+        return NewArtifact(
+            run_id=self._run_id, conversation_id=self._conversation_id,
+            principal_id=self._principal_id, origin=origin, name=name,
+            media_type=media_type, trust=trust, expires_at=expires_at,
         )
 
     def _expiry(
@@ -180,18 +178,13 @@ class RunArtifactStream:
 
     def __init__(
         self,
-        store: ArtifactStore,
+        begin: Callable[[], ArtifactUpload],
         clock: Clock,
-        begin: dict[str, Any],
-        expiry: Callable[
-            [_dt.datetime | None, Callable[[], _dt.datetime]], _dt.datetime | None],
         *,
         committed: Callable[[ArtifactRef], ArtifactRef] = lambda ref: ref,
     ) -> None:
-        self._store = store
-        self._clock = clock
         self._begin = begin
-        self._expiry = expiry
+        self._clock = clock
         self._committed = committed
         self._lock = threading.Lock()
         self._upload: ArtifactUpload | None = None
@@ -202,8 +195,7 @@ class RunArtifactStream:
             if self._entered:
                 raise ArtifactError("an artifact stream can be entered once")
             self._entered = True
-            expires_at = self._expiry(self._begin["expires_at"], self._clock.now)
-            self._upload = self._store.begin(**{**self._begin, "expires_at": expires_at})
+            self._upload = self._begin()
         return self
 
     def __exit__(

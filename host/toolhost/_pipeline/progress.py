@@ -36,6 +36,7 @@ from typing import Any, TypeGuard
 
 import attrs
 
+from toolhost._model.printable import one_line
 from toolhost._pipeline.log import get_logger
 
 __all__ = [
@@ -100,12 +101,6 @@ def _number(value: object) -> TypeGuard[float]:
             and math.isfinite(value))
 
 
-def _clean(message: str) -> str:
-    # Control characters (C0, DEL, C1) would move a terminal's cursor or colour it.
-    text = "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in message)
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
-
-
 def checked(done: object, total: object = None, message: object = None) -> Progress | str:
     """The update these arguments make, or what is wrong with them (for the log)."""
     if not _number(done):
@@ -120,7 +115,7 @@ def checked(done: object, total: object = None, message: object = None) -> Progr
     if message is not None and not isinstance(message, str):
         return f"message is {type(message).__name__}, not a string or None"
     return Progress(float(done), None if total is None else float(total),
-                    None if message is None else _clean(message))
+                    None if message is None else one_line(message, MAX_MESSAGE))
 
 
 class ProgressReporter:

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord, PurgeReport
-from toolhost._model.spec import Trust
+from toolhost._model.artifacts import ArtifactOrigin, ArtifactRecord, NewArtifact, PurgeReport
 
 __all__ = [
     "LIST_LIMIT",
@@ -128,9 +127,10 @@ class DamagedArtifact(Protocol):
 class ArtifactStore(Protocol):
     """Where artifacts live. Every backend passes ``toolhost._testing.artifact_store_contract``.
 
-    ``put`` always stores a new record; the identity rule is ``put_or_reuse``'s (and a streamed
-    upload's commit), which the run-bound ``ArtifactWriter`` uses and which must be atomic (two
-    concurrent calls for the same identity leave one record).
+    A new artifact arrives as one ``NewArtifact`` (everything but its content, checked when
+    made) beside its content. ``put`` always stores a new record; the identity rule is
+    ``put_or_reuse``'s (and a streamed upload's commit), which the run-bound ``ArtifactWriter``
+    uses and which must be atomic (two concurrent calls for the same identity leave one record).
     """
 
     @property
@@ -141,75 +141,37 @@ class ArtifactStore(Protocol):
         methods never apply it, so an explicit ``expires_at=None`` still means "never"."""
         ...
 
-    def put(
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        content: bytes,
-        trust: Trust,
-        conversation_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        principal_id: str | None = None,
-        claimed: bool = True,
-    ) -> ArtifactRecord:
-        """Store ``content`` as a new artifact created at the store's ``clock.now()``.
+    def put(self, new: NewArtifact, content: bytes) -> ArtifactRecord:
+        """Store ``content`` as ``new``, a new artifact created at the store's ``clock.now()``.
 
         Raises ``ArtifactTooLarge`` past ``ARTIFACT_CEILING`` (nothing stored), ``TypeError``
-        for content that is not ``bytes``, an origin/trust that is not the enum or a ``claimed``
-        that is not a bool, ``ValueError`` for an empty name, run, conversation or principal id,
-        a malformed media type, or an ``expires_at`` that is naive or not after the creation
-        instant. An upload the user has not sent yet is stored with ``claimed=False``.
+        for a ``new`` that is not a ``NewArtifact`` or content that is not ``bytes``,
+        ``ValueError`` for an ``expires_at`` not after the creation instant. What else could
+        be wrong with the artifact, ``NewArtifact`` refused when it was made.
         """
         ...
 
-    def put_or_reuse(
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        content: bytes,
-        trust: Trust,
-        now: _dt.datetime,
-        conversation_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        principal_id: str | None = None,
-        claimed: bool = True,
-    ) -> ArtifactRecord:
+    def put_or_reuse(self, new: NewArtifact, content: bytes, *,
+                     now: _dt.datetime) -> ArtifactRecord:
         """The identity rule, atomically: ``find_live`` at ``now``, else ``put`` created at ``now``.
 
-        When the run holds a live artifact with the same origin, name, media type and checksum,
-        return it and store nothing, except that its trust is lowered to ``trust`` if that is
-        lower (identical bytes arriving from a less trusted source must not inherit the higher
-        trust). The twin keeps its own expiry, principal and claim. Otherwise store a new
-        artifact exactly as ``put`` would, with ``now`` as its creation instant.
+        When ``new.run_id`` holds a live artifact with the same origin, name, media type and
+        checksum, return it and store nothing, except that its trust is lowered to
+        ``new.trust`` if that is lower (identical bytes arriving from a less trusted source
+        must not inherit the higher trust). The twin keeps its own expiry, principal and
+        claim. Otherwise store a new artifact exactly as ``put`` would, with ``now`` (aware)
+        as its creation instant.
         """
         ...
 
-    def begin(
-        self,
-        *,
-        run_id: str,
-        origin: ArtifactOrigin,
-        name: str,
-        media_type: str,
-        trust: Trust,
-        max_bytes: int,
-        conversation_id: str | None = None,
-        principal_id: str | None = None,
-        expires_at: _dt.datetime | None = None,
-        claimed: bool = True,
-    ) -> ArtifactUpload:
-        """Start a streamed artifact of at most ``min(max_bytes, ARTIFACT_CEILING)`` bytes.
+    def begin(self, new: NewArtifact, *, max_bytes: int) -> ArtifactUpload:
+        """Start streaming ``new``'s content, of at most ``min(max_bytes, ARTIFACT_CEILING)``
+        bytes.
 
-        Validates everything ``put`` validates except the content (and whether ``expires_at``
-        is after the creation instant, which is the commit's ``now``); ``max_bytes`` must be a
-        non-negative int. Nothing is visible through ``get``, ``list_run`` or ``find_live``
-        until the upload commits.
+        ``TypeError`` for a ``new`` that is not a ``NewArtifact``; ``max_bytes`` must be a
+        non-negative int. Whether ``new.expires_at`` is after the creation instant is the
+        commit's to check (the instant is its ``now``). Nothing is visible through ``get``,
+        ``list_run`` or ``find_live`` until the upload commits.
         """
         ...
 

@@ -47,6 +47,7 @@ import attrs
 
 from toolhost._model.context import no_progress
 from toolhost._model.outcome import HARD_OUTPUT_CEILING, ToolFailure, ToolOutput
+from toolhost._model.printable import one_line
 from toolhost._model.spec import (
     Idempotency,
     Kind,
@@ -69,7 +70,7 @@ from toolhost._model.upstream import (
 from toolhost._registration.discovery import Contribution
 from toolhost._registration.refusals import registration_problems
 from toolhost._registration.schema import closed
-from toolhost._registration.upstream_schema import one_line, reviewed_schema
+from toolhost._registration.upstream_schema import reviewed_schema
 
 if TYPE_CHECKING:
     from toolhost._model.context import ToolExecutionContext

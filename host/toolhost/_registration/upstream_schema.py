@@ -20,6 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from toolhost._model.printable import one_line
+
 __all__ = ["MAX_DEPTH", "MAX_SCHEMA_BYTES", "MAX_TEXT", "one_line", "reviewed_schema"]
 
 #: The largest input schema taken from an upstream, as JSON.
@@ -87,8 +89,3 @@ def _plain(text: str, what: str) -> None:
                        f"most {MAX_TEXT} characters")
 
 
-def one_line(text: str, limit: int) -> str:
-    """``text`` as prose on one line of at most ``limit`` characters: control characters and
-    line breaks go (an upstream's words are no place for a forged "system" section)."""
-    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"

@@ -35,6 +35,7 @@ from toolhost._model.artifacts import (
     ArtifactRecord,
     ArtifactRef,
     ArtifactTooLarge,
+    NewArtifact,
     PurgeReport,
 )
 from toolhost._model.spec import Trust
@@ -51,30 +52,31 @@ T0 = DEFAULT_INSTANT
 _SECOND = dt.timedelta(seconds=1)
 
 
-def _put(store: ArtifactStore, **overrides: Any) -> ArtifactRecord:
+def _put(store: ArtifactStore, *, content: bytes = b"hello artifacts",
+         **overrides: Any) -> ArtifactRecord:
+    # A refused field is refused where it is given: by NewArtifact, before the store.
     fields: dict[str, Any] = dict(
         run_id="run-1",
         origin=ArtifactOrigin.TOOL_OUTPUT_CAPTURE,
         name="output.txt",
         media_type="text/plain",
-        content=b"hello artifacts",
         trust=Trust.INTERNAL_TOOL,
     )
     fields.update(overrides)
-    return store.put(**fields)
+    return store.put(NewArtifact(**fields), content)
 
 
-def _begin(store: ArtifactStore, **overrides: Any) -> ArtifactUpload:
+def _begin(store: ArtifactStore, *, max_bytes: int = 1024,
+           **overrides: Any) -> ArtifactUpload:
     fields: dict[str, Any] = dict(
         run_id="run-1",
         origin=ArtifactOrigin.MODEL_OUTPUT,
         name="image.png",
         media_type="image/png",
         trust=Trust.EXTERNAL_UNTRUSTED,
-        max_bytes=1024,
     )
     fields.update(overrides)
-    return store.begin(**fields)
+    return store.begin(NewArtifact(**fields), max_bytes=max_bytes)
 
 
 def _streamed(store: ArtifactStore, chunks: list[bytes], now: dt.datetime = T0,
@@ -282,11 +284,10 @@ class ArtifactStoreContract(ClosesItsStores):
         assert (record.principal_id, record.claimed) == ("alice", claimed)
         assert store.get(record.id) == record
         assert store.list_run("run-1") == [record]
-        reused = store.put_or_reuse(
-            run_id="run-2", origin=ArtifactOrigin.UPLOAD, name="output.txt",
-            media_type="text/plain", content=b"x", trust=Trust.USER, now=T0,
-            principal_id="bob", claimed=claimed,
-        )
+        reused = store.put_or_reuse(NewArtifact(
+                run_id="run-2", origin=ArtifactOrigin.UPLOAD, name="output.txt",
+                media_type="text/plain", trust=Trust.USER, principal_id="bob", claimed=claimed),
+            b"x", now=T0)
         assert store.get(reused.id) == reused
         assert (reused.principal_id, reused.claimed) == ("bob", claimed)
 
@@ -344,6 +345,19 @@ class ArtifactStoreContract(ClosesItsStores):
         store = self.make_store(tmp_path, FixedClock(T0))
         with pytest.raises(error):
             _put(store, **overrides)
+        assert store.list_run("run-1") == []
+
+    def test_writes_refuse_what_is_not_a_new_artifact(self, tmp_path: Path) -> None:
+        # The keywords as a dict (the port's old shape) are not a checked NewArtifact.
+        store = self.make_store(tmp_path, FixedClock(T0))
+        fields: Any = dict(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
+                           media_type="text/plain", trust=Trust.USER)
+        with pytest.raises(TypeError):
+            store.put(fields, b"x")
+        with pytest.raises(TypeError):
+            store.put_or_reuse(fields, b"x", now=T0)
+        with pytest.raises(TypeError):
+            store.begin(fields, max_bytes=1)
         assert store.list_run("run-1") == []
 
     # -- list_run / find_live ------------------------------------------------------------------
@@ -404,20 +418,18 @@ class ArtifactStoreContract(ClosesItsStores):
     def test_put_or_reuse_returns_the_live_twin(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path, FixedClock(T0))
         first = _put(store, expires_at=T0 + 10 * _SECOND)
-        again = store.put_or_reuse(
-            run_id="run-1", origin=first.origin, name=first.name, media_type=first.media_type,
-            content=b"hello artifacts", trust=first.trust, now=T0 + 5 * _SECOND,
-        )
+        again = store.put_or_reuse(NewArtifact(
+                run_id="run-1", origin=first.origin, name=first.name, media_type=first.media_type,
+                trust=first.trust), b"hello artifacts", now=T0 + 5 * _SECOND)
         assert again == first
         assert store.list_run("run-1") == [first]
 
     def test_put_or_reuse_stores_anew_once_the_twin_expired(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path, FixedClock(T0))
         first = _put(store, expires_at=T0 + 10 * _SECOND)
-        fresh = store.put_or_reuse(
-            run_id="run-1", origin=first.origin, name=first.name, media_type=first.media_type,
-            content=b"hello artifacts", trust=first.trust, now=T0 + 10 * _SECOND,
-        )
+        fresh = store.put_or_reuse(NewArtifact(
+                run_id="run-1", origin=first.origin, name=first.name, media_type=first.media_type,
+                trust=first.trust), b"hello artifacts", now=T0 + 10 * _SECOND)
         assert fresh.id != first.id
         assert fresh.created_at == T0 + 10 * _SECOND  # the writer's instant, not the store's
         assert [r.id for r in store.list_run("run-1")] == [first.id, fresh.id]
@@ -427,10 +439,9 @@ class ArtifactStoreContract(ClosesItsStores):
         first = _put(store, trust=Trust.INTERNAL_TOOL)
 
         def again(trust: Trust) -> ArtifactRecord:
-            return store.put_or_reuse(
-                run_id="run-1", origin=first.origin, name=first.name,
-                media_type=first.media_type, content=b"hello artifacts", trust=trust, now=T0,
-            )
+            return store.put_or_reuse(NewArtifact(
+                    run_id="run-1", origin=first.origin, name=first.name,
+                    media_type=first.media_type, trust=trust), b"hello artifacts", now=T0)
 
         assert again(Trust.USER).trust is Trust.INTERNAL_TOOL
         lowered = again(Trust.EXTERNAL_UNTRUSTED)
@@ -792,11 +803,11 @@ class ArtifactStoreContract(ClosesItsStores):
     def _listing_fixture(self, store: ArtifactStore) -> list[ArtifactRecord]:
         """Five artifacts over two runs and two conversations, created out of id order."""
         return [
-            store.put_or_reuse(
-                run_id=run, conversation_id=conv, origin=ArtifactOrigin.EXPORT, name=f"n{i}",
-                media_type="text/plain", content=b"x%d" % i, trust=Trust.INTERNAL_TOOL,
-                now=T0 + offset * _SECOND, expires_at=T0 + (offset + 1) * _SECOND,
-            )
+            store.put_or_reuse(NewArtifact(
+                    run_id=run, conversation_id=conv, origin=ArtifactOrigin.EXPORT, name=f"n{i}",
+                    media_type="text/plain", trust=Trust.INTERNAL_TOOL,
+                    expires_at=T0 + (offset + 1) * _SECOND),
+                b"x%d" % i, now=T0 + offset * _SECOND)
             for i, (run, conv, offset) in enumerate([
                 ("run-1", "conv-1", 3), ("run-2", "conv-1", 1), ("run-1", None, 2),
                 ("run-2", "conv-2", 1), ("run-1", "conv-1", 0),

@@ -1,5 +1,5 @@
 """Registration: each pair of tools exists only with its flag, classified exactly as the
-seed's Milestone 26 and 31 tables say."""
+specification's email classification tables say."""
 
 from __future__ import annotations
 

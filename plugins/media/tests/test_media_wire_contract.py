@@ -85,8 +85,8 @@ def test_an_artifact_store_outage_after_the_request_is_not_retryable(
     store = host.host.pipeline.artifacts
     begin = store.begin
 
-    def failing_begin(**kwargs: Any) -> Any:
-        upload = begin(**kwargs)
+    def failing_begin(*args: Any, **kwargs: Any) -> Any:
+        upload = begin(*args, **kwargs)
 
         class Failing:
             bytes_written = property(lambda self: upload.bytes_written)

@@ -1,6 +1,6 @@
-"""Adversarial review of toolhost-people (issue #16): each test states behaviour the issue,
-the seed's Milestone 28 or the plugin's own README promises. Every test above the first "held"
-section failed when written, for the reason its comment gives; the "held" ones pass and stay
+"""Adversarial review of toolhost-people (issue #16): each test states behaviour the issue, the
+specification's people classes or the plugin's own README promises. Every test above the first
+"held" section failed when written, for the reason its comment gives; the "held" ones pass and stay
 as regression tests for what the review tried and found sound.
 """
 
@@ -264,9 +264,9 @@ def test_the_owners_mail_copied_to_their_other_account_is_not_received(fresh: Pa
 
 
 def test_an_unpinned_history_page_needs_only_people_read(host: Harness) -> None:
-    # The seed's Milestone 28: all three tools require people.read; "the exception is a
-    # people.history@1.1.0 source read ... It also requires email.read". 1.1.0 declares
-    # email.read for every call, so a principal holding people.read (what the seed says
+    # The specification's people classes: all three tools require people.read; "the exception is
+    # a people.history@1.1.0 source read ... It also requires email.read". 1.1.0 declares
+    # email.read for every call, so a principal holding people.read (what the specification says
     # the tools need) cannot page history at all in a chat that is not pinned: an
     # unversioned call resolves to 1.1.0. The tool can see context.scopes and require
     # email.read for interaction_id only, as it lowers trust for that result only.

@@ -1,7 +1,7 @@
-"""The seed's Milestone 28 classes: the four registrations exist only with AGENT_PEOPLE_ENABLED,
-all read-only, parallel-safe, MEMORY trust and people.read (history 1.1.0 checks email.read in
-its body, for a source read only); every output bound stated and covered by
-maximum_output_bytes."""
+"""The specification's people classes (D173): the four registrations exist only with
+AGENT_PEOPLE_ENABLED, all read-only, parallel-safe, MEMORY trust and people.read (history 1.1.0
+checks email.read in its body, for a source read only); every output bound stated and covered
+by maximum_output_bytes (D177)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from toolhost import (
     hookimpl,
 )
 from toolhost.testing import Harness
-from toolhost_sandbox import plugin, run_command
+from toolhost_sandbox import plugin, run_command, specs
 from toolhost_sandbox.messages import RUN_COMMAND_REASONS
 
 SPEC = run_command.SPEC
@@ -46,9 +46,10 @@ def test_the_hooks() -> None:
     assert plugin.toolhost_domains() == [plugin.DOMAIN] and plugin.DOMAIN.name == "sandbox"
     # Registered unconditionally: where isolation is missing it fails closed, it is not absent.
     (tool,) = plugin.toolhost_tools(Settings())
-    # build=: the body's module (the runner, subprocess) is imported when the host builds it.
-    assert tool.spec is SPEC and tool.build == "toolhost_sandbox.run_command:build"
-    assert tool.call is None
+    # Typed, with Services: built once like a build= factory; its function imports the body's
+    # module (the runner, subprocess) at the first call.
+    assert tool is specs.RUN_COMMAND and tool.spec is SPEC
+    assert tool.call is None and tool.build is not None
 
 
 def test_the_reason_and_its_message() -> None:
@@ -114,7 +115,7 @@ class _Raised:
     @hookimpl
     def toolhost_tools(self, settings: Settings) -> list[Tool]:
         spec = attrs.evolve(SPEC, output_trust=self.trust)
-        return [Tool(spec, build=run_command.build, reasons=RUN_COMMAND_REASONS)]
+        return [Tool(spec, build=specs.RUN_COMMAND.build, reasons=RUN_COMMAND_REASONS)]
 
 
 @pytest.mark.parametrize("trust", [Trust.MEMORY, Trust.INTERNAL_TOOL, Trust.USER])

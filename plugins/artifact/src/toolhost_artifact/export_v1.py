@@ -11,9 +11,6 @@ workspace.list_files lowers a listing of such names).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from toolhost import ToolExecutionContext, ToolOutput
 from toolhost_artifact.export_file import export_file
 from toolhost_artifact.result import exported_line, structured
@@ -24,9 +21,10 @@ from toolhost_artifact.specs import V1_SPEC as SPEC
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "SPEC", "export"]
 
 
-def export(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-    """The tool body: export the file, return its ref at the artifact's trust."""
-    exported = export_file(arguments["path"], context)
+def export(context: ToolExecutionContext, path: str) -> ToolOutput:
+    """The tool body (``specs.EXPORT_V1`` calls it): export the file, return its ref at the
+    artifact's trust."""
+    exported = export_file(path, context)
     return ToolOutput(
         structured=structured(exported.ref),
         content=exported_line(exported.ref),

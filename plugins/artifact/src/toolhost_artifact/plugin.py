@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from toolhost import Domain, Settings, Tool, hookimpl
-from toolhost_artifact.messages import V1_REASONS, V2_REASONS
-from toolhost_artifact.specs import V1_SPEC, V2_SPEC
+from toolhost_artifact.messages import V2_REASONS
+from toolhost_artifact.specs import EXPORT_V1, V2_SPEC
 
 __all__ = ["DOMAIN", "toolhost_domains", "toolhost_tools"]
 
@@ -27,7 +27,8 @@ def toolhost_domains() -> list[Domain]:
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # both versions are unconditional
     return [
-        # By reference: each body is imported at its first call, and uses no service.
-        Tool(V1_SPEC, call="toolhost_artifact.export_v1:export", reasons=V1_REASONS),
+        # Each body is imported at its first call (1.0.0's by its typed function, 2.0.0's by
+        # reference), and uses no service.
+        EXPORT_V1,
         Tool(V2_SPEC, call="toolhost_artifact.export_v2:export", reasons=V2_REASONS),
     ]

@@ -1,29 +1,39 @@
 """artifact.export 1.0.0 and 2.0.0's registration: their specs, without their bodies.
 
 The plugin imports only this and ``messages`` at load (``toolhost check`` reads specs, reasons
-and domains); each version's body is imported when the host first builds it, and re-exports its
-names from here (``export_v1.SPEC`` is ``V1_SPEC``).
+and domains); each version's body is imported at its first call, and re-exports its names from
+here (``export_v1.SPEC`` is ``V1_SPEC``). 1.0.0 is a typed tool (``toolhost.tool``); 2.0.0 keeps
+a hand-written spec because its ``content`` and ``name`` are optional with no default, which no
+typed parameter declares (one with a default states it in the schema, one without is required).
+tests/test_first_party_catalog.py pins both byte for byte.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from toolhost import (
     ArtifactRef,
     Idempotency,
     Kind,
+    MaxLen,
     Risk,
     SideEffect,
     Source,
     TargetKind,
+    ToolExecutionContext,
+    ToolOutput,
     ToolSpec,
     Trust,
+    tool,
 )
 from toolhost_artifact import names
+from toolhost_artifact.messages import V1_REASONS
 
 __all__ = [
     "CONTENT_LIMIT",
+    "EXPORT_V1",
     "OUTPUT_SCHEMA",
     "V1_DESCRIPTION",
     "V1_INPUT_SCHEMA",
@@ -36,50 +46,36 @@ __all__ = [
 #: The ref, as every tool that returns one states it.
 OUTPUT_SCHEMA: dict[str, Any] = ArtifactRef.json_schema()
 
-V1_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        # The workspace tools' bound: the handle refuses a longer path anyway.
-        "path": {"type": "string", "maxLength": 4096},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
-
 # The lifetime sentence is why this tool exists: nothing in the workspace outlives a pause.
-V1_DESCRIPTION = (
-    "Export a file from this run's workspace to the owner: its bytes (any file, binary "
-    "included, at most 64 MiB) are saved as an artifact named after the file. path is relative "
-    "to the workspace root (no leading /, no . or .. components, no symlinks). The media type "
-    "comes from the file name's extension. Returns the artifact reference: id, name, "
-    "media_type, byte_count and checksum (sha256: followed by the lowercase hex SHA-256 of the "
-    "bytes). Exporting the same unchanged file again returns the same reference. The workspace "
-    "is a cache, discarded when the run finishes or pauses (a call left waiting for an "
-    "operator's approval), and this tool is the only way a file reaches the owner: export it "
-    "before then."
-)
+# Declared INTERNAL_TOOL and lowered per call for a file this run's tools did not write; not
+# parallel, as allow_parallel follows READ_ONLY.
+@tool("artifact.export", "1.0.0", side_effect=SideEffect.WORKSPACE_READ, risk=Risk.LOW,
+      idempotency=Idempotency.IDEMPOTENT, output_trust=Trust.INTERNAL_TOOL,
+      required_scopes=("artifact.write",), timeout_s=30, maximum_output_bytes=4096,
+      reasons=V1_REASONS, output_schema=OUTPUT_SCHEMA)
+def EXPORT_V1(  # noqa: N802 - the decorator makes a Tool, named as a constant
+    context: ToolExecutionContext,
+    # The workspace tools' bound: the handle refuses a longer path anyway.
+    path: Annotated[str, MaxLen(4096)],
+) -> ToolOutput:
+    """Export a file from this run's workspace to the owner: its bytes (any file, binary
+    included, at most 64 MiB) are saved as an artifact named after the file. path is relative
+    to the workspace root (no leading /, no . or .. components, no symlinks). The media type
+    comes from the file name's extension. Returns the artifact reference: id, name,
+    media_type, byte_count and checksum (sha256: followed by the lowercase hex SHA-256 of the
+    bytes). Exporting the same unchanged file again returns the same reference. The workspace
+    is a cache, discarded when the run finishes or pauses (a call left waiting for an
+    operator's approval), and this tool is the only way a file reaches the owner: export it
+    before then.
+    """
+    from toolhost_artifact.export_v1 import export  # the body, at the first call
 
-V1_SPEC = ToolSpec(
-    name="artifact.export",
-    version="1.0.0",
-    description=V1_DESCRIPTION,
-    input_schema=V1_INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
-    side_effect=SideEffect.WORKSPACE_READ,
-    risk=Risk.LOW,
-    idempotency=Idempotency.IDEMPOTENT,
-    # Declared INTERNAL_TOOL and lowered per call for a file this run's tools did not write.
-    output_trust=Trust.INTERNAL_TOOL,
-    required_scopes=("artifact.write",),
-    timeout_s=30,
-    maximum_output_bytes=4096,
-    allow_parallel=False,
-    deprecated=False,
-)
+    return export(context, path)
+
+
+V1_SPEC = EXPORT_V1.spec
+V1_INPUT_SCHEMA: Mapping[str, Any] = V1_SPEC.input_schema
+V1_DESCRIPTION = V1_SPEC.description
 
 
 #: 1 MiB: the most UTF-8 bytes ``content`` may encode to (and the schema's maxLength, in

@@ -5,8 +5,8 @@ closed), and the readiness ``toolhost check`` reports."""
 from __future__ import annotations
 
 from toolhost import Domain, Settings, SettingSpec, Tool, hookimpl
-from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE, RUN_COMMAND_REASONS
-from toolhost_sandbox.specs import SPEC
+from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE
+from toolhost_sandbox.specs import RUN_COMMAND, SPEC
 
 __all__ = ["DOMAIN", "toolhost_domains", "toolhost_readiness",
            "toolhost_settings", "toolhost_tools"]
@@ -39,8 +39,8 @@ def toolhost_domains() -> list[Domain]:
 @hookimpl
 def toolhost_tools(settings: Settings) -> list[Tool]:
     del settings  # unconditional: without isolation the tool fails closed, it is not removed
-    # By reference: the body's module is imported when the host first builds the tool.
-    return [Tool(SPEC, build="toolhost_sandbox.run_command:build", reasons=RUN_COMMAND_REASONS)]
+    # Typed: its function imports the body's module (the runner, subprocess) at the first call.
+    return [RUN_COMMAND]
 
 
 @hookimpl

@@ -13,13 +13,11 @@ nothing runs; there is no unsandboxed fallback.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 from toolhost import (
-    Services,
-    ToolCallable,
+    Settings,
     ToolExecutionContext,
     ToolFailure,
     ToolOutput,
@@ -49,10 +47,10 @@ __all__ = [
     "INPUT_SCHEMA",
     "OUTPUT_SCHEMA",
     "SPEC",
-    "build",
     "isolation_problem",
     "output_message",
     "render",
+    "run_command",
 ]
 
 
@@ -125,38 +123,32 @@ def _unavailable(reason: str) -> ToolFailure:
     return ToolFailure(ISOLATION_UNAVAILABLE, detail={"problem": reason})
 
 
-def build(services: Services) -> ToolCallable:
-    """The body, bound to the host's settings (which bwrap, the workspace's byte quota)."""
-    settings = services.settings
+def run_command(settings: Settings, context: ToolExecutionContext, command: str,
+                timeout_s: int) -> ToolOutput:
+    """The body (``specs.RUN_COMMAND`` calls it), with the host's settings (which bwrap, the
+    workspace's byte quota). Step 4 applied timeout_s's default and checked both bounds."""
     quota_bytes = settings.workspace_quota_bytes
-
-    def run_command(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-        # Step 4 applied the default and checked both bounds.
-        command: str = arguments["command"]
-        timeout_s: int = arguments["timeout_s"]
-        workspace = _sandbox_root(context)
-        try:
-            bwrap = find_bwrap(settings)
-            limits = limits_for_call(settings)
-        except (IsolationUnavailable, LimitsUnavailable) as exc:
-            raise _unavailable(exc.reason) from None
-        try:
-            with workspace.sandbox_root() as workspace_fd:
-                try:
-                    completed = run_sandboxed(
-                        bwrap, workspace_fd, command, timeout_s=timeout_s,
-                        on_cancel=context.cancellation.add_callback, limits=limits,
-                        measure=lambda: quota.measure(workspace, quota_bytes),
-                        quota_bytes=quota_bytes,
-                        on_progress=lambda seconds, output: context.progress(
-                            seconds, timeout_s, output_message(output)))
-                finally:
-                    # Before the workspace's provenance is recorded: nothing may still write.
-                    limits.release()
-        except (IsolationUnavailable, LimitsUnavailable) as exc:
-            raise _unavailable(exc.reason) from None
-        finally:
-            limits.release()  # again, for a workspace that failed to open (idempotent)
-        return render(completed, timeout_s, quota_bytes)
-
-    return run_command
+    workspace = _sandbox_root(context)
+    try:
+        bwrap = find_bwrap(settings)
+        limits = limits_for_call(settings)
+    except (IsolationUnavailable, LimitsUnavailable) as exc:
+        raise _unavailable(exc.reason) from None
+    try:
+        with workspace.sandbox_root() as workspace_fd:
+            try:
+                completed = run_sandboxed(
+                    bwrap, workspace_fd, command, timeout_s=timeout_s,
+                    on_cancel=context.cancellation.add_callback, limits=limits,
+                    measure=lambda: quota.measure(workspace, quota_bytes),
+                    quota_bytes=quota_bytes,
+                    on_progress=lambda seconds, output: context.progress(
+                        seconds, timeout_s, output_message(output)))
+            finally:
+                # Before the workspace's provenance is recorded: nothing may still write.
+                limits.release()
+    except (IsolationUnavailable, LimitsUnavailable) as exc:
+        raise _unavailable(exc.reason) from None
+    finally:
+        limits.release()  # again, for a workspace that failed to open (idempotent)
+    return render(completed, timeout_s, quota_bytes)

@@ -1,16 +1,34 @@
 """sandbox.run_command's registration: its spec, without its body.
 
 The plugin imports only this and ``messages`` at load (``toolhost check`` reads specs, reasons
-and domains); the body, with the runner and its subprocess machinery, is imported when the host
-first builds the tool, and ``readiness`` when ``toolhost check`` probes isolation.
+and domains); the body, with the runner and its subprocess machinery, is imported at the tool's
+first call, and ``readiness`` when ``toolhost check`` probes isolation. The tool is typed
+(``toolhost.tool``); its schemas are the seed's exactly, which tests/test_first_party_catalog.py
+holds byte for byte.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, ToolSpec, Trust
+from toolhost import (
+    Idempotency,
+    MaxLen,
+    MinLen,
+    Pattern,
+    Range,
+    Risk,
+    Services,
+    SideEffect,
+    TargetKind,
+    ToolExecutionContext,
+    ToolOutput,
+    Trust,
+    tool,
+)
 from toolhost_sandbox.limits import FILE_BYTES, MEMORY_BYTES, OUTPUT_LIMIT, PROCESSES
+from toolhost_sandbox.messages import RUN_COMMAND_REASONS
 from toolhost_sandbox.quota import QUOTA_BYTES, QUOTA_ENTRIES
 
 __all__ = [
@@ -19,6 +37,7 @@ __all__ = [
     "DESCRIPTION",
     "INPUT_SCHEMA",
     "OUTPUT_SCHEMA",
+    "RUN_COMMAND",
     "SPEC",
 ]
 
@@ -26,19 +45,6 @@ __all__ = [
 #: more belongs in the workspace (workspace.write_text) and a command that runs it.
 COMMAND_MAX_LENGTH = 16384
 DEFAULT_TIMEOUT_S = 60
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        # No NUL: it cannot be part of a command line (the kernel's argv is C strings).
-        "command": {"type": "string", "minLength": 1, "maxLength": COMMAND_MAX_LENGTH,
-                    "pattern": "^[^\\u0000]*$"},
-        "timeout_s": {"type": "integer", "minimum": 1, "maximum": 300,
-                      "default": DEFAULT_TIMEOUT_S},
-    },
-    "required": ["command"],
-    "additionalProperties": False,
-}
 
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -75,24 +81,25 @@ DESCRIPTION = (
     "artifact.export is the only way a file reaches the owner."
 )
 
-SPEC = ToolSpec(
-    name="sandbox.run_command",
-    version="1.0.0",
-    description=DESCRIPTION,
-    input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.SANDBOX,
-    server_id=None,
-    side_effect=SideEffect.CODE_EXECUTION,
-    risk=Risk.HIGH,
-    idempotency=Idempotency.NON_IDEMPOTENT,
-    # Forced, not chosen: bytes produced by code we did not write (step 7).
-    output_trust=Trust.EXTERNAL_UNTRUSTED,
-    required_scopes=("sandbox.execute",),
-    timeout_s=300,
-    maximum_output_bytes=1048576,
-    allow_parallel=False,
-    deprecated=False,
-)
+# Forced, not chosen: bytes produced by code we did not write (step 7) are EXTERNAL_UNTRUSTED.
+@tool("sandbox.run_command", "1.0.0", side_effect=SideEffect.CODE_EXECUTION, risk=Risk.HIGH,
+      idempotency=Idempotency.NON_IDEMPOTENT, output_trust=Trust.EXTERNAL_UNTRUSTED,
+      required_scopes=("sandbox.execute",), timeout_s=300, maximum_output_bytes=1048576,
+      reasons=RUN_COMMAND_REASONS, description=DESCRIPTION, output_schema=OUTPUT_SCHEMA,
+      target_kind=TargetKind.SANDBOX)
+def RUN_COMMAND(  # noqa: N802 - the decorator makes a Tool, named as a constant
+    services: Services,
+    context: ToolExecutionContext,
+    # No NUL: it cannot be part of a command line (the kernel's argv is C strings).
+    command: Annotated[str, MinLen(1), MaxLen(COMMAND_MAX_LENGTH), Pattern("^[^\\u0000]*$")],
+    timeout_s: Annotated[int, Range(1, 300)] = DEFAULT_TIMEOUT_S,
+) -> ToolOutput:
+    """One shell command line in the run's workspace, isolated. The model reads ``DESCRIPTION``
+    (built from the limits' values), not this."""
+    from toolhost_sandbox.run_command import run_command  # the runner, at the first call
+
+    return run_command(services.settings, context, command, timeout_s)
+
+
+SPEC = RUN_COMMAND.spec
+INPUT_SCHEMA: Mapping[str, Any] = SPEC.input_schema
