@@ -327,8 +327,10 @@ def _export(arguments: Mapping[str, Any], context: ToolExecutionContext) -> Tool
     return ToolOutput(structured={"id": ref.id}, content=ref.id)
 
 
+# 16 MiB to a local S3 server and a row: well under a second alone, but CI runs this beside
+# seven other workers on two cores, where the fixtures' 2 s timeout ended the call first.
 _PLUGIN = make_plugin(tools=[Tool(make_spec(name="fx.export", input_schema=_IN,
-                                            output_schema=_OUT), call=_export)])
+                                            output_schema=_OUT, timeout_s=30), call=_export)])
 
 
 @pytest.fixture
