@@ -13,7 +13,8 @@ wait on another's listing.
 
 Connections speak the 2025-11-25 handshake (``mode="legacy"``): what deployed servers speak,
 and the revision in which ``notifications/tools/list_changed`` and ``notifications/cancelled``
-are plain notifications. A stdio server is started with the SDK's small default environment
+are plain notifications. A stdio server is reached through ``mcp_stdio`` (the SDK's transport
+read in linear time, with lines bounded) and started with the SDK's small default environment
 (PATH, HOME, ...) plus its configured ``env``, never the host's (no TOOLHOST_* and no other
 credential leaks to it); its stderr is the host's. An HTTP server is reached with an
 ``httpx2`` client (the SDK's) on the host's rules: ``trust_env=False`` (no proxy or
@@ -38,6 +39,7 @@ from typing import IO, Any
 
 import attrs
 
+from toolhost._adapters.mcp_stdio import LineTooLong, stdio_transport
 from toolhost._adapters.system_clock import monotonic
 from toolhost._model.printable import escaped
 from toolhost._model.upstream import (
@@ -63,6 +65,15 @@ RELIST_EVERY_S = 1.0
 #: Above the host's 8 MiB output ceiling on purpose: up to here the gateway keeps a head and a
 #: tail (``_registration.gateway``), and the pipeline excerpts and keeps them as an artifact.
 MAX_RESULT_BYTES = 64 * 1024 * 1024
+
+
+def max_line_bytes(max_result_bytes: int) -> int:
+    """The longest line read from a stdio server: twice the text a result may carry (JSON
+    escapes a quote or a newline in two bytes) and 1 MiB for the rest of the message. A result
+    whose text escapes wider than that is refused as too large before it is whole."""
+    return 2 * max_result_bytes + (1 << 20)
+
+
 #: The most of an upstream's own error text kept for operators (the row's detail, the logs).
 DETAIL_CHARS = 2000
 #: Pages of a tools/list walk before the listing is cut (a paginator that never ends), and
@@ -128,6 +139,9 @@ class _Connection:
     in_flight: int = 0
     #: When the tools were last listed (the adapter's monotonic clock).
     listed_at: float = 0.0
+    #: Set when this connection ended on a line past the stdio transport's bound: the calls
+    #: it ends fail ``too_large`` rather than ``connection_lost``.
+    too_long: LineTooLong | None = None
 
     def poke(self) -> None:
         if self.wake is not None:
@@ -148,6 +162,7 @@ class _Connection:
                     client = await self._connect(stack)
                     self.tools = await self._list(client)
                     self.client, self.dead, self.relist = client, None, False
+                    self.too_long = None
                     self.state, self.problem = ServerState.CONNECTED, ""
                     self.first_attempt.set()
                     # Each listing is told, the first included: a server reached only after
@@ -176,15 +191,15 @@ class _Connection:
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters, stdio_client
 
         server = self.server
         transport: Any
         if server.command is not None:
-            params = StdioServerParameters(
-                command=server.command, args=list(server.args),
-                env={name: value.reveal() for name, value in server.env.items()})
-            transport = stdio_client(params, errlog=self.owner.errlog_of(self))  # type: ignore[arg-type]
+            transport = stdio_transport(
+                server.command, server.args,
+                {name: value.reveal() for name, value in server.env.items()},
+                errlog=self.owner.errlog_of(self), too_long=self._too_long,
+                max_line_bytes=max_line_bytes(self.owner.max_result_bytes))
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
@@ -245,6 +260,10 @@ class _Connection:
                 except Exception as exc:
                     self.mark_dead(f"stopped answering ({_describe(exc)})")
 
+    def _too_long(self, exc: LineTooLong) -> None:
+        self.too_long = exc
+        self.mark_dead(f"sent {exc}")
+
     async def _on_message(self, message: Any) -> None:
         import mcp.types as types
 
@@ -276,6 +295,8 @@ class _Connection:
                                          progress_callback=told)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
+                if self.too_long is not None:
+                    raise UpstreamError(UpstreamFailure.TOO_LARGE, str(self.too_long)) from None
                 self.mark_dead("the connection closed during a call")
                 raise UpstreamError(UpstreamFailure.CONNECTION_LOST,
                                     "the connection closed during the call") from None
@@ -472,7 +493,7 @@ class McpUpstreams:
                     connection.errlog.close()
 
     async def _stop(self) -> None:
-        """Each supervisor leaves its session (the SDK closes a stdio server's stdin, then
+        """Each supervisor leaves its session (the transport closes a stdio server's stdin, then
         terminates and kills its process group); one that does not within
         ``_ORDERLY_CLOSE_S`` (stuck connecting, or listing a slow server's tools) is
         cancelled, which unwinds its session the same way."""
