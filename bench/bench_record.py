@@ -41,8 +41,6 @@ from toolhost._model.invocations import InvocationRecord, InvocationState
 
 START = dt.datetime(2026, 7, 25, 13, 3, 11, tzinfo=dt.UTC)
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tool_invocations"
-_INSERT = (f"INSERT INTO tool_invocations ({', '.join(_COLUMNS)}) "
-           f"VALUES ({', '.join('?' * len(_COLUMNS))})")
 
 
 def record(i: int, *, state: InvocationState, same_instant: bool = False,
@@ -62,11 +60,23 @@ def database(directory: Path, rows: list[InvocationRecord], *, version: int) -> 
     path = directory / f"v{version}-{len(rows)}-{id(rows)}" / DATABASE_NAME
     conn = connect(path)
     migrate(conn, MIGRATIONS[:version])
+    # Only the columns the table had at ``version``: later migrations added more.
+    there = {row[1] for row in conn.execute("PRAGMA table_info(tool_invocations)")}
+    columns = [c for c in _COLUMNS if c in there]
+    insert = (f"INSERT INTO tool_invocations ({', '.join(columns)}) "
+              f"VALUES ({', '.join('?' * len(columns))})")
     conn.execute("BEGIN")
-    conn.executemany(_INSERT, (list(to_row(r).values()) for r in rows))
+    conn.executemany(insert, ([to_row(r)[c] for c in columns] for r in rows))
     conn.execute("COMMIT")
     conn.close()
     return path
+
+
+def old_select(conn: sqlite3.Connection) -> str:
+    """``_SELECT`` on an older schema: a column a later migration added reads as NULL."""
+    there = {row[1] for row in conn.execute("PRAGMA table_info(tool_invocations)")}
+    picked = [c if c in there else f"NULL AS {c}" for c in _COLUMNS]
+    return f"SELECT {', '.join(picked)} FROM tool_invocations"
 
 
 def median_ms(action: Callable[[], Any], *, runs: int) -> float:
@@ -101,7 +111,7 @@ def lookup_after(directory: Path, n: int, runs: int) -> None:
     criteria = ("run-1", "fxw.external_write", "1.0.0", digest)
 
     def before() -> None:
-        found = find_row(old_records(old.execute(f"{_SELECT} WHERE {where}",
+        found = find_row(old_records(old.execute(f"{old_select(old)} WHERE {where}",
                                                  criteria).fetchall()), ())
         assert found is not None
 
@@ -143,7 +153,7 @@ def pending_at(directory: Path, n: int, runs: int, label: str, *, same: bool) ->
             "created_at, id"
 
     def before_page(limit: int = 51) -> None:
-        old_records(old.execute(f"{_SELECT} WHERE state = ? ORDER BY created_at, id "
+        old_records(old.execute(f"{old_select(old)} WHERE state = ? ORDER BY created_at, id "
                                 "LIMIT ?", (awaiting, limit)).fetchall())
 
     def shipped_page() -> None:

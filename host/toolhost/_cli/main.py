@@ -328,6 +328,13 @@ _ENDS_AT_ONCE = frozenset({"tools", "check", "pending", "show", "deny", "artifac
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:  # started as `toolhost ... >&-`: Python leaves no stream
+        # Every command answers there (serve speaks MCP there): one that cannot is refused at
+        # once, not half-way with a traceback, nor silently with 0 as `tools` was.
+        if sys.stderr is not None:
+            print("toolhost: standard output is closed; nothing can be answered",
+                  file=sys.stderr)
+        return ExitCode.USAGE
     words = sys.argv[1:] if argv is None else argv
     args = _parser(_run_named(words)).parse_args(words)
     code = _run(args)
