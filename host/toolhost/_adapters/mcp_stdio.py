@@ -21,6 +21,8 @@ from typing import IO, Any
 import anyio
 import anyio.abc
 
+from toolhost._model.errors import ToolhostError
+
 __all__ = ["LineFramer", "LineTooLong", "stdio_transport"]
 
 #: How long a server has to exit on its own once its stdin closed, and then once its process
@@ -33,7 +35,7 @@ _POLL_S = 0.01
 _READ_BYTES = 1 << 20
 
 
-class LineTooLong(Exception):
+class LineTooLong(ToolhostError):
     """A server's line grew past the transport's bound before its newline came."""
 
     def __init__(self, size: int) -> None:
