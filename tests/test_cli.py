@@ -521,13 +521,14 @@ def test_a_call_policy_denies_exits_1_with_the_denial_text() -> None:
 
 @pytest.mark.parametrize("args", [["pending"], ["tools"], ["call", "math.calculate",
                                                           '{"expression": "1+1"}']])
-def test_a_closed_standard_output_is_one_line_and_usage(args: list[str], tmp_path: Path) -> None:
+def test_a_closed_standard_output_is_one_line_and_exit_1(args: list[str], tmp_path: Path) -> None:
     """``toolhost pending >&-`` was a traceback; ``toolhost tools >&-`` exited 0 having said
-    nothing: both now say why on stderr and exit 2, before doing anything."""
+    nothing: every command now says why on stderr, as ``artifacts get -o -`` did, and exits 1
+    before doing anything."""
     from toolhost.testing import toolhost_command
 
     closed = run_toolhost(*args, data_dir=tmp_path / "data",
                           command=["sh", "-c", 'exec "$@" >&-', "sh", *toolhost_command()])
     assert (closed.returncode, closed.stderr) == (
-        2, "toolhost: standard output is closed; nothing can be answered\n")
+        1, "toolhost: cannot write standard output: it is closed\n")
     assert not (tmp_path / "data").exists()  # nothing was opened, let alone run

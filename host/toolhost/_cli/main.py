@@ -332,9 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Every command answers there (serve speaks MCP there): one that cannot is refused at
         # once, not half-way with a traceback, nor silently with 0 as `tools` was.
         if sys.stderr is not None:
-            print("toolhost: standard output is closed; nothing can be answered",
-                  file=sys.stderr)
-        return ExitCode.USAGE
+            print("toolhost: cannot write standard output: it is closed", file=sys.stderr)
+        return ExitCode.FAILED
     words = sys.argv[1:] if argv is None else argv
     args = _parser(_run_named(words)).parse_args(words)
     code = _run(args)
