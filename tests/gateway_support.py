@@ -1,4 +1,4 @@
-"""What the gateway's tests share (tests/test_gateway.py, tests/test_gateway_http.py): a
+"""What the gateway's tests share (test_gateway.py, test_gateway_http.py, test_gateway_stdio.py): a
 ``toolhost serve`` to talk to over stdio, a bounded wait, and reading a tool result."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-__all__ = ["Served", "meta", "served", "text_of", "wait_for"]
+__all__ = ["Served", "meta", "processes_with", "served", "text_of", "wait_for"]
 
 
 def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
@@ -54,3 +54,19 @@ def text_of(result: types.CallToolResult) -> str:
 
 def meta(result: types.CallToolResult, key: str) -> Any:
     return (result.meta or {})[f"toolhost/{key}"]
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line names ``marker`` (zombies are gone already)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found

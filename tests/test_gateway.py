@@ -38,7 +38,7 @@ mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP S
 
 import anyio  # noqa: E402
 import mcp.types as types  # noqa: E402
-from gateway_support import meta, served, text_of, wait_for  # noqa: E402
+from gateway_support import meta, processes_with, served, text_of, wait_for  # noqa: E402
 from gateway_upstream import INJECTION  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -54,22 +54,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose command line names ``marker`` (zombies are gone already)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().split(")")[-1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def port_open(port: int) -> bool:

@@ -3,27 +3,38 @@ past the bound refused before it is whole, and the server started again after it
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import os
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolhost._adapters.mcp_stdio import LineFramer, LineTooLong
-from toolhost._model.upstream import UpstreamError, UpstreamFailure, UpstreamServer
+from toolhost._adapters.mcp_stdio import LineFramer, LineTooLong, wire_bytes
+from toolhost._model.secrets import Secret
+from toolhost._model.upstream import ServerState, UpstreamError, UpstreamFailure, UpstreamServer
 
 pytest.importorskip("mcp")
 
+from gateway_support import processes_with, wait_for
+
 UPSTREAM = Path(__file__).with_name("gateway_upstream.py")
+RAW = Path(__file__).with_name("gateway_raw_upstream.py")
 
 
-def framed(chunks: list[bytes], bound: int = 1 << 20) -> list[bytes]:
+def framed(chunks: list[bytes], bound: int = 1 << 20) -> list[bytes | LineTooLong]:
     framer = LineFramer(bound)
-    return [line for chunk in chunks for line in framer.feed(chunk)]
+    return [bytes(found) if not isinstance(found, LineTooLong) else found
+            for chunk in chunks for found in framer.feed(chunk)]
 
 
 @given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=20),
@@ -43,20 +54,48 @@ def test_a_line_without_its_newline_is_held_not_given() -> None:
     assert framer.feed(b"\n\n  \n") == [b'{"b": 2}']  # blank lines are no messages
 
 
-def test_a_line_past_the_bound_is_refused_before_its_newline() -> None:
+def test_a_line_past_the_bound_is_refused_as_it_comes_and_the_next_line_is_read() -> None:
     framer = LineFramer(10)
     assert framer.feed(b"0123456789") == []  # exactly the bound is a line still
-    with pytest.raises(LineTooLong, match="more than 10 bytes"):
-        framer.feed(b"x")
-    with pytest.raises(LineTooLong):
-        LineFramer(10).feed(b"0123456789x\n")  # whole in one chunk: refused all the same
+    (refused,) = framer.feed(b"x")
+    assert isinstance(refused, LineTooLong) and str(refused) == "a message of more than 10 bytes"
+    assert refused.head == b"0123456789"
+    assert framer.feed(b"yyyyyyyyyyyyyyyy") == []  # the rest of it is skipped
+    assert framer.feed(b"zz\nnext\n") == [b"next"]
+    (whole,) = LineFramer(10).feed(b"0123456789x\n")  # whole in one read: refused the same
+    assert isinstance(whole, LineTooLong)
 
 
-def test_a_result_past_the_bound_fails_too_large_and_the_server_comes_back(
-        tmp_path: Path) -> None:
-    """alpha's ``huge`` is a 50 MiB line; with a 1 MiB result bound (a 3 MiB line) the read
-    stops at the bound, the call fails ``too_large`` (not ``connection_lost``), and the
-    supervisor starts the server again for the next call."""
+@pytest.mark.parametrize(("head", "request_id"), [
+    (b'{"jsonrpc": "2.0", "id": 7, "result": {"content": [', 7),
+    (b'{"id":"a\\"b","jsonrpc":"2.0","result":', 'a"b'),
+    (b'  {"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"x', None),
+    (b'{"jsonrpc": "2.0", "id": 7', 7),
+    (b'{"jsonrpc": "2.0", "id": [1], "result"', None),
+    (b'[{"jsonrpc": "2.0", "id": 7}', None),
+])
+def test_a_refused_line_names_its_request_where_its_head_does(
+        head: bytes, request_id: int | str | None) -> None:
+    assert LineTooLong(10, head).request_id == request_id
+
+
+def test_a_lone_surrogate_is_sent_as_its_escape() -> None:
+    import mcp_types
+
+    def request(text: str) -> Any:
+        return mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call",
+                                        params={"name": "t", "arguments": {"text": text}})
+
+    assert wire_bytes(request("a\ud800b")) == (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        b'"params":{"name":"t","arguments":{"text":"a\\ud800b"}}}\n')
+    assert wire_bytes(request("\u00e9")).endswith('"\u00e9"}}}\n'.encode())
+
+
+def test_an_answer_past_the_bound_fails_its_own_call_only(tmp_path: Path) -> None:
+    """alpha's ``huge`` is a 50 MiB line whose head names its request; with a 1 MiB result
+    bound (a 3 MiB line) the read drops it as it comes: that call fails ``too_large``, a call
+    in flight beside it is answered, and the connection stays (no restart)."""
     from toolhost._adapters.mcp_upstream import McpUpstreams
 
     upstreams = McpUpstreams((UpstreamServer(name="alpha", command=sys.executable,
@@ -64,28 +103,137 @@ def test_a_result_past_the_bound_fails_too_large_and_the_server_comes_back(
                              max_result_bytes=1 << 20)
     upstreams.start(30)
     try:
-        async def huge() -> UpstreamError:
-            with pytest.raises(UpstreamError) as refused:
-                await upstreams.call("alpha", "huge", {}, timeout_s=60)
-            return refused.value
-
-        refused = anyio.run(huge)
-        assert refused.failure is UpstreamFailure.TOO_LARGE
-        assert "more than 3145728 bytes" in refused.detail
-
-        async def echo() -> str:
-            for _ in range(200):  # the supervisor's first retry is 0.5 s away
+        async def both() -> tuple[UpstreamError | str, UpstreamError | str]:
+            async def one(tool: str, arguments: dict[str, str]) -> UpstreamError | str:
                 try:
-                    return (await upstreams.call("alpha", "echo", {"text": "back"},
-                                                 timeout_s=10)).text
+                    return (await upstreams.call("alpha", tool, arguments, timeout_s=60)).text
                 except UpstreamError as exc:
-                    assert exc.failure is UpstreamFailure.UNREACHABLE
-                    await anyio.sleep(0.05)
-            raise AssertionError("alpha did not come back")
+                    return exc
 
-        assert anyio.run(echo) == "alpha says back"
+            huge = asyncio.ensure_future(one("huge", {}))
+            await asyncio.sleep(0.05)
+            echo = await one("echo", {"text": "beside"})
+            return await huge, echo
+
+        refused, beside = asyncio.run(both())
+        assert isinstance(refused, UpstreamError)
+        assert refused.failure is UpstreamFailure.TOO_LARGE
+        assert refused.detail == "a message of more than 3145728 bytes"
+        assert beside == "alpha says beside"
+        (status,) = upstreams.status()
+        assert status.state is ServerState.CONNECTED
+        again = asyncio.run(upstreams.call("alpha", "echo", {"text": "after"}, timeout_s=10))
+        assert again.text == "alpha says after"
     finally:
         upstreams.close()
+
+
+@contextlib.contextmanager
+def raw_upstream(tmp_path: Path, *, stay: bool = False,
+                 max_result_bytes: int = 1 << 20) -> Iterator[tuple[Any, str]]:
+    """McpUpstreams over gateway_raw_upstream.py; the marker its processes' command lines
+    carry. Whatever of them outlives the test is killed (and the test has failed then)."""
+    from toolhost._adapters.mcp_upstream import McpUpstreams
+
+    mark = f"rawmark-{os.getpid()}-{time.monotonic_ns()}"
+    env = {"RAW_MARK": Secret(mark), **({"RAW_STAY": Secret("1")} if stay else {})}
+    upstreams = McpUpstreams((UpstreamServer(name="raw", command=sys.executable,
+                                             args=(str(RAW), mark), env=env),),
+                             max_result_bytes=max_result_bytes)
+    upstreams.start(30)
+    try:
+        yield upstreams, mark
+    finally:
+        upstreams.close()
+        for pid in processes_with(mark):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def called(upstreams: Any, tool: str, arguments: dict[str, Any],
+           timeout_s: float = 30) -> str | UpstreamError:
+    async def main() -> str | UpstreamError:
+        try:
+            return (await upstreams.call("raw", tool, arguments, timeout_s=timeout_s)).text
+        except UpstreamError as exc:
+            return exc
+
+    return asyncio.run(main())
+
+
+def came_back(upstreams: Any) -> str | UpstreamError:
+    """The next echo once the supervisor started the server again (its first retry: 0.5 s)."""
+    for _ in range(100):
+        answer = called(upstreams, "echo", {"text": "ok"})
+        if not (isinstance(answer, UpstreamError)
+                and answer.failure is UpstreamFailure.UNREACHABLE):
+            return answer
+        time.sleep(0.05)
+    return answer
+
+
+def test_an_answer_past_the_bound_that_names_no_request_ends_the_connection(
+        tmp_path: Path) -> None:
+    with raw_upstream(tmp_path) as (upstreams, _):
+        refused = called(upstreams, "id_last", {"n": 4 << 20})
+        assert isinstance(refused, UpstreamError)
+        assert (refused.failure, refused.detail) == (
+            UpstreamFailure.TOO_LARGE, "a message of more than 3145728 bytes")
+        assert came_back(upstreams) == "6f 6b"
+
+
+def test_a_lone_surrogate_reaches_the_server_as_sent(tmp_path: Path) -> None:
+    """It ended the connection (UTF-8 has no lone surrogate) and failed every call in flight."""
+    with raw_upstream(tmp_path) as (upstreams, _):
+        assert called(upstreams, "echo", {"text": "a\ud800b"}) == "61 d800 62"
+        assert called(upstreams, "echo", {"text": "\U0001f600"}) == "1f600"
+
+
+def test_a_server_that_died_leaving_a_child_on_its_stdout_is_noticed(tmp_path: Path) -> None:
+    """The child keeps the pipe open, so no end of stream comes: calls waited out their
+    deadlines and the server read as connected."""
+    with raw_upstream(tmp_path) as (upstreams, mark):
+        began = time.monotonic()
+        lost = called(upstreams, "die_leaving_child", {}, timeout_s=60)
+        assert isinstance(lost, UpstreamError)
+        assert lost.failure is UpstreamFailure.CONNECTION_LOST
+        assert time.monotonic() - began < 20  # the exit is seen in ~0.5 s, then 2 s of grace
+        assert came_back(upstreams) == "6f 6b"
+        assert processes_with(mark)  # its child is its own (in a group of its own no more)
+
+
+def test_a_server_that_stopped_reading_does_not_hold_a_call_past_its_time(
+        tmp_path: Path) -> None:
+    with raw_upstream(tmp_path) as (upstreams, _):
+        assert called(upstreams, "stop_reading", {}) == "deaf from now on"
+        began = time.monotonic()
+        # 1 MiB fills the pipe: the request is never all written, so the SDK's timeout (from
+        # the write) never started.
+        late = called(upstreams, "echo", {"text": "x" * (1 << 20)}, timeout_s=2)
+        assert isinstance(late, UpstreamError) and late.failure is UpstreamFailure.TIMED_OUT
+        small = called(upstreams, "echo", {"text": "y"}, timeout_s=2)
+        assert isinstance(small, UpstreamError) and small.failure is UpstreamFailure.TIMED_OUT
+        assert time.monotonic() - began < 15
+
+
+def test_a_child_that_ignores_sigterm_is_killed_with_the_group(tmp_path: Path) -> None:
+    """The server stays after its stdin's end, so it is sent SIGTERM; its child ignores that
+    and was left running for good (the wait was for the server alone, not its group)."""
+    with raw_upstream(tmp_path, stay=True) as (upstreams, mark):
+        assert called(upstreams, "spawn", {}) == "spawned"
+        assert processes_with(mark)
+        upstreams.close()
+        assert wait_for(lambda: not processes_with(mark)), processes_with(mark)
+
+
+def test_close_stops_a_server_that_does_not_leave_on_its_stdins_end(tmp_path: Path) -> None:
+    """``close`` cancels a supervisor after 2 s, the very time the transport gives a server to
+    leave on its own: the cancel went through the shutdown's shield and the server outlived
+    the host."""
+    with raw_upstream(tmp_path, stay=True) as (upstreams, mark):
+        assert processes_with(mark)
+        upstreams.close()
+        assert wait_for(lambda: not processes_with(mark)), processes_with(mark)
 
 
 def test_a_50_mib_line_is_read_in_linear_time(tmp_path: Path) -> None:

@@ -3,17 +3,21 @@ child's stdin and stdout, read in linear time and bounded.
 
 The SDK's own ``stdio_client`` joins the whole unfinished line to every 64 KiB chunk it reads,
 so one 50 MiB result cost ~19 s of copying on this machine (over a minute beside other work),
-and it holds a line of any length a server cares to send. Here a line's chunks are kept apart
-until its newline (``LineFramer``), and a line past ``max_line_bytes`` ends the connection:
-its calls fail ``too_large`` and the supervisor starts the server again. The rest follows the
-SDK's transport and the MCP lifecycle's shutdown: the server gets a session of its own
-(process group), and leaving closes its stdin, waits, then terminates and kills the group.
+and it holds a line of any length a server cares to send. Here a line grows in one buffer
+until its newline (``LineFramer``), and a line past ``max_line_bytes`` is dropped as it comes:
+the request it answers (its id, read from the line's head) fails ``too_large`` alone; a line
+whose head names no id ends the connection, and the supervisor starts the server again. The
+rest follows the SDK's transport and the MCP lifecycle's shutdown: the server gets a session
+of its own (process group), and leaving closes its stdin, waits, then terminates and kills
+the group (D312).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import IO, Any
@@ -23,65 +27,114 @@ import anyio.abc
 
 from toolhost._model.errors import ToolhostError
 
-__all__ = ["LineFramer", "LineTooLong", "stdio_transport"]
+__all__ = ["TOO_LONG_CODE", "LineFramer", "LineTooLong", "stdio_transport", "wire_bytes"]
 
-#: How long a server has to exit on its own once its stdin closed, and then once its process
-#: group was sent SIGTERM, before SIGKILL (the SDK's figures).
+#: The JSON-RPC error this transport answers in a server's stead when the server's answer to
+#: a request was too long to read (a code of the implementation-defined range).
+TOO_LONG_CODE = -32099
+#: How long a server has to exit on its own once its stdin closed, and then its process group
+#: once sent SIGTERM, before SIGKILL (the SDK's figures).
 _EXIT_GRACE_S = 2.0
 #: How long already accepted messages have to reach the server's stdin at the end.
 _FLUSH_S = 0.5
 _POLL_S = 0.01
+#: How often a live connection checks that its server is still running: a child that
+#: inherited the server's stdout keeps the pipe open after the server died.
+_ALIVE_EVERY_S = 0.5
 #: One read of the server's stdout: large reads keep a big result to few wake-ups.
 _READ_BYTES = 1 << 20
+#: How much of a refused line's head is kept to find its request id.
+_HEAD_BYTES = 256
+#: A response's id at the head of its line, as servers write it ("jsonrpc" first, or "id").
+_ID_AT_HEAD = re.compile(
+    rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,128}")')
 
 
 class LineTooLong(ToolhostError):
     """A server's line grew past the transport's bound before its newline came."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, head: bytes = b"") -> None:
         super().__init__(f"a message of more than {size} bytes")
         self.size = size
+        self.head = head
+
+    @property
+    def request_id(self) -> int | str | None:
+        """The id of the request the line answers, where its head names one."""
+        found = _ID_AT_HEAD.match(self.head)
+        if found is None:
+            return None
+        value = json.loads(found.group(1))
+        return value if isinstance(value, int | str) else None
 
 
 class LineFramer:
-    """Cuts a byte stream into lines, each byte copied once: a line's pieces are joined only
-    when its newline arrives. Blank lines are skipped (JSON-RPC has none to give)."""
+    """Cuts a byte stream into lines. A line spanning reads grows in one buffer, each byte
+    copied into it once, and is given as that buffer (no second copy of a large line). A line
+    past the bound is given as ``LineTooLong`` and the rest of it skipped; blank lines are
+    skipped (JSON-RPC has none to give)."""
 
     def __init__(self, max_line_bytes: int) -> None:
         self.max_line_bytes = max_line_bytes
-        self._parts: list[bytes] = []
-        self._pending = 0
+        self._held: bytearray | None = None
+        self._skipping = False
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines ``chunk`` completes; raises ``LineTooLong`` past the bound."""
-        lines = []
+    def feed(self, chunk: bytes) -> list[bytes | bytearray | LineTooLong]:
+        """What ``chunk`` completes: lines, and a ``LineTooLong`` for each refused one."""
+        found: list[bytes | bytearray | LineTooLong] = []
+        view = memoryview(chunk)
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
-            self._grow(end - start)
-            line = b"".join([*self._parts, chunk[start:end]]) if self._parts \
-                else chunk[start:end]
-            self._parts.clear()
-            self._pending = 0
-            if line.strip():
-                lines.append(line)
+            self._take(view[start:end], found, ends=True)
             start = end + 1
         if start < len(chunk):
-            self._grow(len(chunk) - start)
-            self._parts.append(chunk[start:])
-        return lines
+            self._take(view[start:], found, ends=False)
+        return found
 
-    def _grow(self, size: int) -> None:
-        self._pending += size
-        if self._pending > self.max_line_bytes:
-            raise LineTooLong(self.max_line_bytes)
+    def _take(self, piece: memoryview, found: list[bytes | bytearray | LineTooLong], *,
+              ends: bool) -> None:
+        if self._skipping:
+            self._skipping = not ends
+            return
+        held = self._held
+        if (len(held) if held is not None else 0) + len(piece) > self.max_line_bytes:
+            head = bytes(held[:_HEAD_BYTES]) if held else bytes(piece[:_HEAD_BYTES])
+            found.append(LineTooLong(self.max_line_bytes, head))
+            self._held, self._skipping = None, not ends
+            return
+        if not ends:
+            if held is None:
+                held = self._held = bytearray()
+            held += piece
+            return
+        line: bytes | bytearray
+        if held is None:
+            line = piece.tobytes()
+        else:
+            held += piece
+            line, self._held = held, None
+        if line.strip():
+            found.append(line)
+
+
+def wire_bytes(message: Any) -> bytes:
+    """A JSON-RPC message (the SDK's model) as a line of UTF-8 JSON. A lone surrogate (what
+    JSON's ``"\\ud800"`` decodes to) has no UTF-8, so the SDK's serializer refuses it: the
+    message is then written with every non-ASCII character escaped, the same JSON value."""
+    try:
+        text: str = message.model_dump_json(by_alias=True, exclude_unset=True)
+        return text.encode() + b"\n"
+    except ValueError:
+        return json.dumps(message.model_dump(mode="json", by_alias=True, exclude_unset=True),
+                          separators=(",", ":")).encode() + b"\n"
 
 
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, str], *,
                           errlog: IO[str], max_line_bytes: int,
                           too_long: Callable[[LineTooLong], None]) -> AsyncIterator[Any]:
-    """Start ``command`` and yield the SDK's transport streams to it. ``too_long`` is told
-    when a line passed ``max_line_bytes``, before the connection ends."""
+    """Start ``command`` and yield the SDK's transport streams to it. ``too_long`` is told of
+    each line past ``max_line_bytes`` (before the connection ends, when it does)."""
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
     from mcp_types import jsonrpc_message_adapter
@@ -94,6 +147,13 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
+    reader_done = anyio.Event()
+
+    def message_of(line: bytes | bytearray) -> SessionMessage | Exception:
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # the session surfaces it, as with the SDK's transport
+            return exc
 
     async def read_messages() -> None:
         assert process.stdout is not None
@@ -101,37 +161,51 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
         async with read_writer:
             try:
                 while True:
-                    for line in framer.feed(await process.stdout.receive(_READ_BYTES)):
-                        try:
-                            message: SessionMessage | Exception = SessionMessage(
-                                jsonrpc_message_adapter.validate_json(line, by_name=False))
-                        except ValueError as exc:  # the session surfaces it, as the SDK's
-                            message = exc
-                        await read_writer.send(message)
-            except LineTooLong as exc:
-                too_long(exc)
+                    for found in framer.feed(await process.stdout.receive(_READ_BYTES)):
+                        if not isinstance(found, LineTooLong):
+                            await read_writer.send(message_of(found))
+                            continue
+                        too_long(found)
+                        if (request_id := found.request_id) is None:
+                            return  # whose answer it was is unknown: the connection ends
+                        # The server's answer is dropped; its request fails in its stead.
+                        await read_writer.send(message_of(json.dumps(
+                            {"jsonrpc": "2.0", "id": request_id,
+                             "error": {"code": TOO_LONG_CODE, "message": str(found)}}
+                        ).encode()))
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError,
                     OSError):
                 pass  # the server ended, or the session did: the session sees the end
-        # A server blocked writing its stdout could not read its stdin's end: keep draining.
-        await _drain(process)
+            finally:
+                reader_done.set()
+                # A server blocked writing its stdout cannot read its stdin's end: drain.
+                tasks.start_soon(_drain, process)
 
     async def write_messages() -> None:
         assert process.stdin is not None
         try:
             async with write_reader:
                 async for session_message in write_reader:
-                    encoded = session_message.message.model_dump_json(by_alias=True,
-                                                                      exclude_unset=True)
-                    await process.stdin.send(encoded.encode() + b"\n")
+                    await process.stdin.send(wire_bytes(session_message.message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()  # the server cannot hear us: the session must know
         finally:
             writer_done.set()
 
+    async def watch_alive() -> None:
+        # A server that died while a child of its holds its stdout open never sends the end
+        # of the stream: without this its calls would wait out their deadlines. What it
+        # wrote before it ended is read first (the end of the stream comes then, as a rule).
+        while process.returncode is None:
+            await anyio.sleep(_ALIVE_EVERY_S)
+        with anyio.move_on_after(_EXIT_GRACE_S):
+            await reader_done.wait()
+        await read_writer.aclose()
+
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_messages)
         tasks.start_soon(write_messages)
+        tasks.start_soon(watch_alive)
         try:
             yield read_stream, write_stream
         finally:
@@ -157,29 +231,57 @@ async def _drain(process: anyio.abc.Process) -> None:
 
 
 async def _stop(process: anyio.abc.Process) -> None:
-    """Close stdin, wait; SIGTERM the process group, wait; SIGKILL it, wait."""
+    """Close stdin and wait for the server; if it stays, SIGTERM its process group and wait
+    for the whole group; SIGKILL what is left. A plain ``task.cancel()`` reaches through
+    anyio's shield: cancelled anywhere in here, the group is killed at once."""
     assert process.stdin is not None and process.stdout is not None
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdin.aclose()
-    for sent in (None, signal.SIGTERM, signal.SIGKILL):
-        if sent is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, sent)
-        if await _exited(process, _EXIT_GRACE_S):
-            break
-    # Not process.wait(): it also waits for the pipes' end, which a child of the server that
-    # inherited them may hold. Closing our ends and the transport is what is left.
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdout.aclose()
-    transport = getattr(getattr(process, "_process", None), "_transport", None)
-    with contextlib.suppress(PermissionError, AttributeError):
-        transport.close()  # type: ignore[union-attr]
+    try:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError,
+                                 anyio.ClosedResourceError):
+            await process.stdin.aclose()
+        if not await _gone(process, _EXIT_GRACE_S, group=False):
+            _signal_group(process, signal.SIGTERM)
+            if not await _gone(process, _EXIT_GRACE_S, group=True):
+                _signal_group(process, signal.SIGKILL)
+                await _gone(process, _EXIT_GRACE_S, group=False)
+    except BaseException:
+        _signal_group(process, signal.SIGKILL)
+        # The cancel was delivered once; waiting for the kill to be seen lets the process be
+        # reaped here rather than warned about (a ResourceWarning) when it is collected.
+        await _gone(process, _EXIT_GRACE_S, group=False)
+        raise
+    finally:
+        # Not process.wait(): it also waits for the pipes' end, which a child of the server
+        # that inherited them may hold. Closing our ends and the transport is what is left.
+        with contextlib.suppress(OSError, anyio.BrokenResourceError,
+                                 anyio.ClosedResourceError):
+            await process.stdout.aclose()
+        transport = getattr(getattr(process, "_process", None), "_transport", None)
+        with contextlib.suppress(PermissionError, AttributeError):
+            transport.close()  # type: ignore[union-attr]
 
 
-async def _exited(process: anyio.abc.Process, within_s: float) -> bool:
+def _signal_group(process: anyio.abc.Process, sent: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sent)
+
+
+async def _gone(process: anyio.abc.Process, within_s: float, *, group: bool) -> bool:
+    """Whether the server (and with ``group``, every process of its group) ended in time."""
     deadline = anyio.current_time() + within_s
-    while process.returncode is None:
+    while True:
+        if process.returncode is not None and not (group and _group_lives(process)):
+            return True
         if anyio.current_time() >= deadline:
             return False
         await anyio.sleep(_POLL_S)
+
+
+def _group_lives(process: anyio.abc.Process) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True

@@ -39,7 +39,7 @@ from typing import IO, Any
 
 import attrs
 
-from toolhost._adapters.mcp_stdio import LineTooLong, stdio_transport
+from toolhost._adapters.mcp_stdio import TOO_LONG_CODE, LineTooLong, stdio_transport
 from toolhost._adapters.system_clock import monotonic
 from toolhost._model.printable import escaped
 from toolhost._model.upstream import (
@@ -261,8 +261,11 @@ class _Connection:
                     self.mark_dead(f"stopped answering ({_describe(exc)})")
 
     def _too_long(self, exc: LineTooLong) -> None:
-        self.too_long = exc
-        self.mark_dead(f"sent {exc}")
+        # An answer too long to read fails its own request (the transport answers it in the
+        # server's stead); one whose request is unknown ends the connection (D312).
+        if exc.request_id is None:
+            self.too_long = exc
+            self.mark_dead(f"sent {exc}")
 
     async def _on_message(self, message: Any) -> None:
         import mcp.types as types
@@ -291,9 +294,20 @@ class _Connection:
 
         self.in_flight += 1
         try:
-            raw = await client.call_tool(tool, dict(arguments), read_timeout_seconds=timeout_s,
-                                         progress_callback=told)
+            # The SDK's timeout counts from the request's write: a server that stopped reading
+            # its stdin would hold the call past it, so the whole call is bounded too.
+            async with asyncio.timeout(timeout_s):
+                raw = await client.call_tool(tool, dict(arguments),
+                                             read_timeout_seconds=timeout_s,
+                                             progress_callback=told)
+        except TimeoutError:
+            raise UpstreamError(UpstreamFailure.TIMED_OUT,
+                                f"no answer within {timeout_s:g} s") from None
         except MCPError as exc:
+            if exc.code == TOO_LONG_CODE and exc.message.startswith("a message of more than"):
+                # The transport's answer in the server's stead (a server sending this error
+                # itself only gets the same failure).
+                raise UpstreamError(UpstreamFailure.TOO_LARGE, exc.message) from None
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
                 if self.too_long is not None:
                     raise UpstreamError(UpstreamFailure.TOO_LARGE, str(self.too_long)) from None
