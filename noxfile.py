@@ -50,7 +50,9 @@ HOST_WORKERS = "4"
 #: both. A path missing here (renamed) runs on both, never on neither.
 ONE_PYTHON_ONLY = {
     "3.11": ("tests/journeys",),
-    "3.13": ("tests/test_gateway.py", "tests/test_gateway_http.py", "tests/test_http_hosts.py",
+    "3.13": ("tests/test_gateway.py", "tests/test_gateway_http.py",
+             "tests/test_gateway_http_bounds.py", "tests/test_gateway_stdio.py",
+             "tests/test_http_hosts.py",
              "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py"),
 }
 # A claimed Python that is not on the machine fails the run; it never passes untested.

@@ -204,14 +204,22 @@ class _Connection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            from toolhost._adapters.mcp_http import BoundedJsonTransport
+
             headers = {"Authorization": f"Bearer {server.token.reveal()}"} \
                 if server.token is not None else None
+            verify = self.owner.ssl_context if self.owner.ssl_context is not None else True
+            bound = max_line_bytes(self.owner.max_result_bytes)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, trust_env=False, follow_redirects=False,
-                verify=self.owner.ssl_context if self.owner.ssl_context is not None else True,
+                transport=BoundedJsonTransport(
+                    httpx2.AsyncHTTPTransport(verify=verify, trust_env=False), bound),
                 timeout=httpx2.Timeout(self.owner.connect_timeout_s, read=300.0)))
             assert server.url is not None
-            transport = streamable_http_client(server.url, http_client=http)
+            # An answer as large as a stdio line may be (D313): the SDK's default, 1 MiB per
+            # event, failed every larger result as the server's own error.
+            transport = streamable_http_client(server.url, http_client=http,
+                                               max_sse_event_size=bound)
         client = Client(transport, mode="legacy", cache=None,
                         read_timeout_seconds=self.owner.connect_timeout_s,
                         message_handler=self._on_message)
@@ -304,10 +312,11 @@ class _Connection:
             raise UpstreamError(UpstreamFailure.TIMED_OUT,
                                 f"no answer within {timeout_s:g} s") from None
         except MCPError as exc:
-            if exc.code == TOO_LONG_CODE and exc.message.startswith("a message of more than"):
-                # The transport's answer in the server's stead (a server sending this error
+            if _too_large(exc.code, exc.message):
+                # The transport's answer in the server's stead (a server sending such an error
                 # itself only gets the same failure).
-                raise UpstreamError(UpstreamFailure.TOO_LARGE, exc.message) from None
+                raise UpstreamError(UpstreamFailure.TOO_LARGE,
+                                    exc.message[:DETAIL_CHARS]) from None
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
                 if self.too_long is not None:
                     raise UpstreamError(UpstreamFailure.TOO_LARGE, str(self.too_long)) from None
@@ -335,6 +344,19 @@ class _Connection:
         if size > self.owner.max_result_bytes:
             raise UpstreamError(UpstreamFailure.TOO_LARGE, f"{size} bytes of text")
         return result
+
+
+def _too_large(code: int, message: str) -> bool:
+    """Whether a JSON-RPC error is a transport's, for an answer past the bound: the stdio
+    transport's own (D312), the SDK's for an HTTP answer's JSON body or one event (D313)."""
+    from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
+
+    if code == TOO_LONG_CODE:
+        return message.startswith("a message of more than ")
+    if code == PARSE_ERROR:
+        return message.startswith("Failed to parse JSON response: a message of more than ")
+    return code == CONNECTION_CLOSED and message.startswith(
+        "SSE stream failed: Server-sent event exceeded the ")
 
 
 def _settle(answer: asyncio.Future[UpstreamResult], task: asyncio.Task[UpstreamResult]) -> None:
