@@ -51,7 +51,8 @@ HOST_WORKERS = "4"
 ONE_PYTHON_ONLY = {
     "3.11": ("tests/journeys",),
     "3.13": ("tests/test_gateway.py", "tests/test_gateway_http.py",
-             "tests/test_gateway_http_bounds.py", "tests/test_gateway_stdio.py",
+             "tests/test_gateway_http_bounds.py", "tests/test_gateway_http_hostile.py",
+             "tests/test_gateway_stdio.py",
              "tests/test_http_hosts.py",
              "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py"),
 }

@@ -204,7 +204,7 @@ class _Connection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            from toolhost._adapters.mcp_http import BoundedJsonTransport
+            from toolhost._adapters.mcp_http import BoundedTransport, quiet_sdk_logs
 
             headers = {"Authorization": f"Bearer {server.token.reveal()}"} \
                 if server.token is not None else None
@@ -212,10 +212,11 @@ class _Connection:
             bound = max_line_bytes(self.owner.max_result_bytes)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, trust_env=False, follow_redirects=False,
-                transport=BoundedJsonTransport(
+                transport=BoundedTransport(
                     httpx2.AsyncHTTPTransport(verify=verify, trust_env=False), bound),
                 timeout=httpx2.Timeout(self.owner.connect_timeout_s, read=300.0)))
             assert server.url is not None
+            quiet_sdk_logs()
             # An answer as large as a stdio line may be (D313): the SDK's default, 1 MiB per
             # event, failed every larger result as the server's own error.
             transport = streamable_http_client(server.url, http_client=http,
@@ -287,7 +288,7 @@ class _Connection:
                    progress: Callable[[float, float | None], None] | None = None,
                    ) -> UpstreamResult:
         from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+        from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
         from pydantic import ValidationError
 
         client = self.client
@@ -316,6 +317,10 @@ class _Connection:
                 # The transport's answer in the server's stead (a server sending such an error
                 # itself only gets the same failure).
                 raise UpstreamError(UpstreamFailure.TOO_LARGE,
+                                    exc.message[:DETAIL_CHARS]) from None
+            if exc.code == PARSE_ERROR and exc.message.startswith(_UNREADABLE):
+                # The SDK's, for an answer it could not read (not JSON-RPC, or encoded).
+                raise UpstreamError(UpstreamFailure.PROTOCOL,
                                     exc.message[:DETAIL_CHARS]) from None
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
                 if self.too_long is not None:
@@ -346,6 +351,10 @@ class _Connection:
         return result
 
 
+#: How the SDK's error for a JSON answer it could not read begins.
+_UNREADABLE = "Failed to parse JSON response: "
+
+
 def _too_large(code: int, message: str) -> bool:
     """Whether a JSON-RPC error is a transport's, for an answer past the bound: the stdio
     transport's own (D312), the SDK's for an HTTP answer's JSON body or one event (D313)."""
@@ -354,7 +363,7 @@ def _too_large(code: int, message: str) -> bool:
     if code == TOO_LONG_CODE:
         return message.startswith("a message of more than ")
     if code == PARSE_ERROR:
-        return message.startswith("Failed to parse JSON response: a message of more than ")
+        return message.startswith(f"{_UNREADABLE}a message of more than ")
     return code == CONNECTION_CLOSED and message.startswith(
         "SSE stream failed: Server-sent event exceeded the ")
 
