@@ -45,18 +45,16 @@ HEARTBEAT_S = 60
 #: pytest-xdist workers of each host session (see `host`).
 HOST_WORKERS = "4"
 #: The multi-process scenarios (every test starts hosts, servers and clients as processes:
-#: most of a host run's time) and the PostgreSQL/S3 contract suites run on one Python each,
-#: split about evenly by time, so each Python runs some through the MCP SDK, asyncio and
-#: subprocesses; every other test runs on both (D308, D314). A path missing here (renamed)
-#: runs on both, never on neither.
+#: most of a host run's time) run on one Python each, split about evenly by time, so each
+#: Python runs some through the MCP SDK, asyncio and subprocesses; every other test runs on
+#: both. A path missing here (renamed) runs on both, never on neither.
 ONE_PYTHON_ONLY = {
-    "3.11": ("tests/journeys", "tests/test_pg_s3_artifacts.py"),
+    "3.11": ("tests/journeys",),
     "3.13": ("tests/test_gateway.py", "tests/test_gateway_http.py",
              "tests/test_gateway_http_bounds.py", "tests/test_gateway_http_hostile.py",
-             "tests/test_gateway_stdio.py", "tests/test_http_hosts.py",
-             "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py",
-             "tests/test_s3_artifacts.py", "tests/test_pg_invocations.py",
-             "tests/test_pg_invocations_faults.py"),
+             "tests/test_gateway_stdio.py",
+             "tests/test_http_hosts.py",
+             "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py"),
 }
 # A claimed Python that is not on the machine fails the run; it never passes untested.
 nox.options.error_on_missing_interpreters = True
