@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -13,7 +14,8 @@ from typing import Any, Protocol
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-__all__ = ["Served", "meta", "processes_with", "served", "text_of", "wait_for"]
+__all__ = ["Served", "free_port", "meta", "port_open", "processes_with", "served", "text_of",
+           "wait_for"]
 
 
 def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> bool:
@@ -70,3 +72,15 @@ def processes_with(marker: str) -> list[int]:
         if marker in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        return True
+    return False

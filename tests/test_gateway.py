@@ -8,9 +8,7 @@ the SDK's own ``ClientSession``. The hostile cases are each a tool of that serve
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -38,7 +36,15 @@ mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP S
 
 import anyio  # noqa: E402
 import mcp.types as types  # noqa: E402
-from gateway_support import meta, processes_with, served, text_of, wait_for  # noqa: E402
+from gateway_support import (  # noqa: E402
+    free_port,
+    meta,
+    port_open,
+    processes_with,
+    served,
+    text_of,
+    wait_for,
+)
 from gateway_upstream import INJECTION  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -48,18 +54,6 @@ MESSAGES = {r.code: r.message for r in REASONS}
 
 
 # ---------------------------------------------------------------------------- harness
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-        return True
-    return False
 
 
 class Gateway:

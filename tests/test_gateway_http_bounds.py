@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from gateway_support import wait_for
+from gateway_support import free_port, port_open, wait_for
 
 from toolhost._adapters.mcp_upstream import McpUpstreams
 from toolhost._model.upstream import ServerState, UpstreamError, UpstreamFailure, UpstreamServer
@@ -29,9 +28,7 @@ HUGE = 2 * 1024 * 1024
 @contextlib.contextmanager
 def http_upstream(tmp_path: Path, *, json_bodies: bool,
                   max_result_bytes: int = 64 * 1024 * 1024) -> Iterator[McpUpstreams]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     argv = [sys.executable, str(UPSTREAM), "beta", "--http", str(port),
             *(["--json"] if json_bodies else [])]
     with (tmp_path / "beta.err").open("w") as err:
@@ -40,7 +37,7 @@ def http_upstream(tmp_path: Path, *, json_bodies: bool,
     upstreams = McpUpstreams((UpstreamServer(name="beta", url=f"http://127.0.0.1:{port}/mcp"),),
                              max_result_bytes=max_result_bytes)
     try:
-        assert wait_for(lambda: _open(port)), (tmp_path / "beta.err").read_text()
+        assert wait_for(lambda: port_open(port)), (tmp_path / "beta.err").read_text()
         upstreams.start(30)
         assert upstreams.status()[0].state is ServerState.CONNECTED
         yield upstreams
@@ -48,12 +45,6 @@ def http_upstream(tmp_path: Path, *, json_bodies: bool,
         upstreams.close()
         beta.terminate()
         beta.wait(10)
-
-
-def _open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-        return True
-    return False
 
 
 def huge(upstreams: McpUpstreams) -> str | UpstreamError:

@@ -24,6 +24,7 @@ from typing import Any
 import httpx2
 
 from toolhost._model.errors import ToolhostError
+from toolhost._model.upstream import too_long_words
 
 __all__ = ["BoundedTransport", "EncodedAnswer", "ResponseTooLarge", "quiet_sdk_logs"]
 
@@ -32,7 +33,7 @@ class ResponseTooLarge(httpx2.StreamError, ToolhostError):
     """A body grew past the bound (an ``httpx2.StreamError``: the SDK catches those)."""
 
     def __init__(self, size: int) -> None:
-        super().__init__(f"a message of more than {size} bytes")
+        super().__init__(too_long_words(size))
 
 
 class EncodedAnswer(httpx2.StreamError, ToolhostError):

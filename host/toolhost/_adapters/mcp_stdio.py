@@ -26,6 +26,7 @@ import anyio
 import anyio.abc
 
 from toolhost._model.errors import ToolhostError
+from toolhost._model.upstream import too_long_words
 
 __all__ = ["TOO_LONG_CODE", "LineFramer", "LineTooLong", "stdio_transport", "wire_bytes"]
 
@@ -54,18 +55,19 @@ class LineTooLong(ToolhostError):
     """A server's line grew past the transport's bound before its newline came."""
 
     def __init__(self, size: int, head: bytes = b"") -> None:
-        super().__init__(f"a message of more than {size} bytes")
+        super().__init__(too_long_words(size))
         self.size = size
         self.head = head
+        #: The id of the request the line answers, where its head names one.
+        self.request_id = _request_id(head)
 
-    @property
-    def request_id(self) -> int | str | None:
-        """The id of the request the line answers, where its head names one."""
-        found = _ID_AT_HEAD.match(self.head)
-        if found is None:
-            return None
-        value = json.loads(found.group(1))
-        return value if isinstance(value, int | str) else None
+
+def _request_id(head: bytes) -> int | str | None:
+    found = _ID_AT_HEAD.match(head)
+    if found is None:
+        return None
+    value = json.loads(found.group(1))
+    return value if isinstance(value, int | str) else None
 
 
 class LineFramer:
@@ -283,5 +285,5 @@ def _group_lives(process: anyio.abc.Process) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, only not ours to signal
     return True

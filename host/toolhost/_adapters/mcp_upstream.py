@@ -43,6 +43,7 @@ from toolhost._adapters.mcp_stdio import TOO_LONG_CODE, LineTooLong, stdio_trans
 from toolhost._adapters.system_clock import monotonic
 from toolhost._model.printable import escaped
 from toolhost._model.upstream import (
+    TOO_LONG_WORDS,
     ServerState,
     UpstreamError,
     UpstreamFailure,
@@ -361,9 +362,9 @@ def _too_large(code: int, message: str) -> bool:
     from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 
     if code == TOO_LONG_CODE:
-        return message.startswith("a message of more than ")
+        return message.startswith(TOO_LONG_WORDS)
     if code == PARSE_ERROR:
-        return message.startswith(f"{_UNREADABLE}a message of more than ")
+        return message.startswith(f"{_UNREADABLE}{TOO_LONG_WORDS}")
     return code == CONNECTION_CLOSED and message.startswith(
         "SSE stream failed: Server-sent event exceeded the ")
 

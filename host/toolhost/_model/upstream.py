@@ -25,6 +25,7 @@ from toolhost._model.spec import Idempotency, Risk, SideEffect
 __all__ = [
     "MAX_SERVER_NAME",
     "SERVER_NAME_PATTERN",
+    "TOO_LONG_WORDS",
     "ServerState",
     "UpstreamError",
     "UpstreamFailure",
@@ -34,6 +35,7 @@ __all__ = [
     "UpstreamTool",
     "UpstreamToolClass",
     "parse_servers",
+    "too_long_words",
 ]
 
 #: A server's name: lower-case words joined by single underscores, at most 24 characters. No
@@ -137,6 +139,15 @@ class UpstreamFailure(enum.Enum):
     PROTOCOL = "protocol"  # an answer that is not a valid result
     REJECTED = "rejected"  # a JSON-RPC error answer to tools/call
     TOO_LARGE = "too_large"  # a result over what the gateway accepts
+
+
+#: How a message past a transport's bound is refused. The SDK carries these words back inside
+#: its own errors, so the adapter knows the refusal again by them (``too_long_words``).
+TOO_LONG_WORDS = "a message of more than "
+
+
+def too_long_words(size: int) -> str:
+    return f"{TOO_LONG_WORDS}{size} bytes"
 
 
 class UpstreamError(ToolhostError):
