@@ -54,8 +54,13 @@ ONE_PYTHON_ONLY = {
              "tests/test_gateway_http_bounds.py", "tests/test_gateway_http_hostile.py",
              "tests/test_gateway_stdio.py",
              "tests/test_http_hosts.py",
-             "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py"),
+             "tests/test_many_hosts.py", "tests/test_many_hosts_artifacts.py",
+             "tests/test_inbox_browser.py"),
 }
+#: Debian's Chromium and its driver, for the inbox's browser tests (D314): the packages the
+#: host session installs where they are missing; never a browser a test tool downloads.
+BROWSER_PACKAGES = ("chromium", "chromium-driver")
+BROWSER_FILES = ("/usr/bin/chromium", "/usr/bin/chromedriver")
 # A claimed Python that is not on the machine fails the run; it never passes untested.
 nox.options.error_on_missing_interpreters = True
 # uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
@@ -180,7 +185,15 @@ def host(session: nox.Session) -> None:
     # tests/s3_server.py). TOOLHOST_REQUIRE_SERVERS turns "missing, skipped" into a failure, so
     # CI never counts a backend it could not test as passing.
     session.install(*TEST_DEPS, "pytest-xdist", "hatchling", "uv", "trustme", "moto[server]",
-                    ".[mcp,postgres,s3,oauth]", "./conformance", *map(str, PLUGINS))
+                    "selenium>=4.20", ".[mcp,postgres,s3,oauth]", "./conformance",
+                    *map(str, PLUGINS))
+    browser_tests = "tests/test_inbox_browser.py" in ONE_PYTHON_ONLY.get(str(session.python), ())
+    if browser_tests and not all(os.path.exists(path) for path in BROWSER_FILES):
+        # The browser tests fail, never skip, without them: installed here, not assumed.
+        apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *BROWSER_PACKAGES]
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        session.run(*sudo, "sh", "-c", f"{' '.join(apt)} || (apt-get update -q && "
+                    f"{' '.join(apt)})", external=True)
     # Most of these tests wait on a child process, a server or a clock, not on the CPU: more
     # workers than cores keeps both cores busy. Each worker starts its own PostgreSQL cluster
     # and S3 server on free ports (tests/pg_server.py, tests/s3_server.py), and every test's

@@ -128,7 +128,7 @@ def test_the_front_ends_reach_the_host_only_through_its_public_modules_and_compo
         "1: toolhost._cli.exit_codes", "2: toolhost._pipeline.log", "3: toolhost.testing"]
     found = [f"{path.relative_to(PACKAGE)}:{where}"
              for package in ("_cli", "_mcp")
-             for path in sorted((PACKAGE / package).glob("*.py"))
+             for path in sorted((PACKAGE / package).rglob("*.py"))
              for where in outside(package, path.read_text())]
     assert found == []
 

@@ -175,6 +175,8 @@ class HttpConfig:
         TOOLHOST_HTTP_MAX_SESSIONS     MCP sessions open at once (a new one past it: 503)
         TOOLHOST_HTTP_SESSION_IDLE_S   a session with no request for this long ends: its run
                                        ends and its workspace is discarded (default 1800)
+        TOOLHOST_HTTP_UI_SECRET        signs the approvals inbox's logins (/ui/; hosts that
+                                       share it share logins; default: one per process)
         TOOLHOST_HTTP_ADVERTISE_URL    where the other hosts of the record reach this one's MCP
                                        endpoint (several hosts on one database; default: the
                                        bound address, when it is one address)

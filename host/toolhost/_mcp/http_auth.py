@@ -46,7 +46,8 @@ from toolhost import Principal
 from toolhost._composition import UnreadableFile, UsageError, get_logger, read_small_file
 
 __all__ = ["AuthConfigError", "Caller", "JwtVerifier", "RememberedTokens", "TokenFile",
-           "bearer_caller", "bearer_token", "caller_of", "refused", "time_claims_refusal"]
+           "bearer_caller", "bearer_token", "caller_of", "refused", "time_claims_refusal",
+           "token_digest"]
 
 #: Seconds of clock difference a token's ``exp`` and ``nbf`` are allowed.
 LEEWAY_S = 30.0
@@ -192,7 +193,12 @@ class TokenFile:
         return self._entries
 
     def verify(self, token: str) -> Caller | None:
-        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.holder_of(token_digest(token))
+
+    def holder_of(self, digest: str) -> Caller | None:
+        """Who the token whose SHA-256 is ``digest`` is now, if the file still holds it: how a
+        browser login made with that token is checked at each request (a revoked token ends
+        its logins)."""
         found = None
         for entry in self._current():  # every entry compared, in constant time
             if hmac.compare_digest(digest, entry.digest) and found is None:
@@ -200,6 +206,11 @@ class TokenFile:
         if found is None:
             return None
         return Caller(Principal(found.principal, found.scopes), "token-file")
+
+
+def token_digest(token: str) -> str:
+    """The hex SHA-256 of a token: what the token file stores, and a login remembers."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # ---------------------------------------------------------------------------- remembered

@@ -152,6 +152,8 @@ class FrontDoor:
         self._log = get_logger()
         #: Set when the server is stopping: no new call or session; what runs finishes.
         self.draining = False
+        #: The approvals inbox under ``/ui/`` (``inbox.app.Inbox``); None: ``/ui/`` is 404.
+        self.inbox: Any = None
 
     @property
     def calls_in_flight(self) -> int:
@@ -187,6 +189,9 @@ class FrontDoor:
                 await _json(send, 200, dict(self._policy.metadata))
             else:
                 await _plain(send, 404, "Not found.\n")
+            return
+        if path == "/ui" or path.startswith("/ui/"):
+            await self._inbox(scope, headers, receive, send)
             return
         caller: Caller | None = None
         if self._policy.authenticates:
@@ -316,6 +321,26 @@ class FrontDoor:
             await send(message)
 
         return noting
+
+    async def _inbox(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],
+                     receive: Any, send: Any) -> None:
+        """The approvals inbox (``inbox.app``): with a bearer token, for its caller; else the
+        inbox asks for its own login. Only where requests are authenticated."""
+        if self.inbox is None:
+            await _plain(send, 404, "Not found.\n")
+            return
+        caller = None
+        token = bearer_token(headers)
+        if token is not None:
+            caller = await self.verify(token)
+            if caller is None:
+                await self._unauthorized(send, presented=True)
+                return
+        await self.inbox(scope, receive, send, caller)
+
+    async def verify(self, token: str) -> Caller | None:
+        """The caller ``token`` authenticates, or None (as for every MCP request)."""
+        return await self._verify(token)
 
     async def _verify(self, token: str) -> Caller | None:
         tokens = self._policy.tokens

@@ -358,6 +358,8 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
                     open_sessions=lambda: sessions.open_count,
                     metrics=(host.telemetry.instruments.render
                              if host.telemetry is not None else None))
+    if http.authenticates:
+        app.inbox = _inbox(host, http, app.verify)
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
     # slow clients).
@@ -383,6 +385,21 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await _retired(router)
+
+
+def _inbox(host: Host, http: HttpConfig, verify: Any) -> Any:
+    """The approvals inbox under ``/ui/`` (D314), its logins signed with
+    ``TOOLHOST_HTTP_UI_SECRET``: hosts that share it share logins. Without it, a secret of this
+    process's own: a login is good on this host until it stops."""
+    import secrets
+
+    from toolhost._mcp.inbox.app import Inbox
+    from toolhost._mcp.inbox.login import Logins
+
+    configured = (host.settings.get("TOOLHOST_HTTP_UI_SECRET") or "").strip()
+    secret = configured.encode("utf-8") if configured else secrets.token_bytes(32)
+    logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp())
+    return Inbox(host, logins, verify)
 
 
 async def _router(host: Host, http: HttpConfig) -> Router | None:

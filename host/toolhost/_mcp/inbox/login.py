@@ -1,0 +1,134 @@
+"""A browser's login to the inbox: a signed cookie, checked again at every request (D314).
+
+A person logs in with the token their MCP client uses (a static token, or a JWT of the
+issuer); the cookie then carries who they are, how they authenticated, until when, and a
+random nonce, signed with HMAC-SHA256 under the host's inbox secret. Nothing is stored on the
+host, so a login made on one host of a record is good on every host that shares the secret
+(``TOOLHOST_HTTP_UI_SECRET``). A token-file login is looked up in the file again at each
+request (by the token's SHA-256, which the cookie holds and the file stores): a token revoked
+or given other scopes ends or changes its logins at once. An issuer's login lasts at most as
+long as its token did.
+
+The CSRF token of a login is an HMAC of its nonce under the same secret: a page that can read
+it is one the host served to that login, and it changes with every login.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+
+from toolhost import Principal
+from toolhost._mcp.http_auth import Caller, TokenFile, token_digest
+
+__all__ = ["ADMIN_SCOPE", "LOGIN_S", "Login", "Logins"]
+
+#: How long a browser login lasts.
+LOGIN_S: Final = 8 * 3600
+#: The scope that shows and decides every principal's waiting calls, not only one's own.
+ADMIN_SCOPE: Final = "approvals.admin"
+_TOKEN_FILE: Final = "token-file"
+
+
+@attrs.frozen
+class Login:
+    """Who a request of the inbox acts for, and how (a cookie, or a bearer token)."""
+
+    principal: Principal
+    #: The login's nonce (a cookie's); None for a request that sent a bearer token, which
+    #: needs no CSRF token: a browser never sends one on its own.
+    nonce: str | None = None
+
+    @property
+    def admin(self) -> bool:
+        return ADMIN_SCOPE in self.principal.scopes
+
+    def may_see(self, principal_id: str) -> bool:
+        """Whether this login may see and decide a call of ``principal_id``."""
+        return self.admin or principal_id == self.principal.id
+
+
+class Logins:
+    """Issues and reads login cookies."""
+
+    def __init__(self, secret: bytes, tokens: TokenFile | None,
+                 now: Callable[[], float]) -> None:
+        self._secret = secret
+        self._tokens = tokens
+        self._now = now
+
+    def issue(self, caller: Caller, token: str) -> str:
+        """The cookie's value for a login with ``token``, which verified as ``caller``."""
+        expires = self._now() + LOGIN_S
+        if caller.by != _TOKEN_FILE:
+            expires = min(expires, _jwt_expiry(token) or expires)
+        payload = {
+            "p": caller.principal.id, "s": sorted(caller.principal.scopes), "b": caller.by,
+            # A token-file login keeps the token's digest (what the file stores), never it.
+            "d": token_digest(token) if caller.by == _TOKEN_FILE else None,
+            "e": int(expires), "n": secrets.token_urlsafe(16),
+        }
+        body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+        return f"{body}.{self._mac(b'login', body)}"
+
+    def read(self, value: str | None) -> Login | None:
+        """The login a cookie's value carries, if its signature holds, it has not expired and
+        (a token-file login) its token is still in the file."""
+        if not value or value.count(".") != 1:
+            return None
+        body, mac = value.split(".")
+        if not hmac.compare_digest(mac, self._mac(b"login", body)):
+            return None
+        try:
+            payload: dict[str, Any] = json.loads(_unb64(body))
+            principal, scopes, expires = payload["p"], payload["s"], payload["e"]
+            nonce, digest = payload["n"], payload["d"]
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            return None
+        if not isinstance(expires, int) or expires <= self._now():
+            return None
+        if digest is not None:
+            held = self._tokens.holder_of(digest) if self._tokens is not None else None
+            if held is None or held.principal.id != principal:
+                return None
+            return Login(held.principal, nonce)
+        return Login(Principal(principal, frozenset(scopes)), nonce)
+
+    def csrf(self, login: Login) -> str:
+        """The CSRF token every state-changing form of ``login`` carries."""
+        return self._mac(b"csrf", login.nonce or "")
+
+    def csrf_holds(self, login: Login, presented: str | None) -> bool:
+        if login.nonce is None:
+            return True  # a bearer token: not a browser's ambient credential
+        return presented is not None and hmac.compare_digest(presented, self.csrf(login))
+
+    def _mac(self, purpose: bytes, text: str) -> str:
+        return _b64(hmac.new(self._secret, purpose + b"\0" + text.encode(),
+                             hashlib.sha256).digest())
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _jwt_expiry(token: str) -> float | None:
+    """A verified JWT's ``exp`` (read after verification, so it is the issuer's)."""
+    try:
+        claims = json.loads(_unb64(token.split(".")[1]))
+        expires = claims.get("exp")
+    except (ValueError, IndexError, AttributeError, binascii.Error):
+        return None
+    return float(expires) if isinstance(expires, (int, float)) else None

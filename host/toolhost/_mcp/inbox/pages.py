@@ -1,0 +1,150 @@
+"""The inbox's HTML, written here and nowhere else (D314).
+
+Every string that is not the host's own (a tool's name, an argument, a result, a principal, a
+reason) goes through ``text``: what does not print becomes its visible JSON escape (a
+right-to-left override shows as ``\\u202e``, a zero-width space as ``\\u200b``), then HTML
+escaping, so nothing a tool or a caller wrote is ever read as markup. Arguments are shown as the
+approval digest binds them: their canonical JSON. The pages have no inline script or style (the
+Content-Security-Policy allows neither); the one script, ``static/ui.js``, only reloads the
+inbox's list from ``inbox.part``, which this module also writes.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from toolhost._composition import InvocationRecord, InvocationState, canonical_text, escaped
+from toolhost._mcp.inbox.login import Login
+
+__all__ = ["RESULT_SHOWN", "call_page", "inbox_page", "inbox_part", "login_page", "text"]
+
+#: Characters of a result a call's page shows.
+RESULT_SHOWN: Final = 20_000
+#: The most a deny reason may say.
+REASON_CHARS: Final = 1000
+
+
+def text(value: str) -> str:
+    """``value`` inert: non-printing characters made visible, then HTML-escaped."""
+    return html.escape(escaped(value), quote=True)
+
+
+def _page(title: str, body: str, login: Login | None, csrf: str | None) -> str:
+    who = ""
+    if login is not None and login.nonce is not None and csrf is not None:
+        who = (f'<form method="post" action="/ui/logout" class="who">'
+               f'<span>{text(login.principal.id)}</span> '
+               f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+               f'<button type="submit">Log out</button></form>')
+    elif login is not None:
+        who = f'<span class="who">{text(login.principal.id)}</span>'
+    return ("<!doctype html>\n"
+            '<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{text(title)} · toolhost</title>"
+            '<link rel="stylesheet" href="/ui/static/ui.css">'
+            '<script src="/ui/static/ui.js" defer></script></head><body>'
+            f'<header><a href="/ui/">toolhost approvals</a>{who}</header>'
+            f"<main>{body}</main></body></html>\n")
+
+
+def login_page(problem: str | None = None) -> str:
+    said = f'<p class="problem" role="alert">{text(problem)}</p>' if problem else ""
+    return _page("Log in", (
+        "<h1>Log in</h1>"
+        "<p>With the token your MCP client uses.</p>" + said +
+        '<form method="post" action="/ui/login">'
+        '<label for="token">Token</label> '
+        '<input id="token" name="token" type="password" autocomplete="off" required autofocus> '
+        '<button type="submit">Log in</button></form>'), None, None)
+
+
+def inbox_page(rows: Sequence[InvocationRecord], login: Login, csrf: str) -> str:
+    return _page("Inbox", (
+        "<h1>Waiting for a decision</h1>"
+        + inbox_part(rows, login, csrf)), login, csrf)
+
+
+def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str) -> str:
+    """The list of waiting calls (what ``ui.js`` fetches again): newest first."""
+    if not rows:
+        items = '<p class="empty">Nothing is waiting for you.</p>'
+    else:
+        items = "".join(_waiting(row, login, csrf) for row in rows)
+    return f'<section id="inbox" aria-live="polite" data-refresh="/ui/inbox.part">{items}</section>'
+
+
+def _waiting(row: InvocationRecord, login: Login, csrf: str) -> str:
+    pairs = _pairs([("classification", _rule(row.policy)), ("asked by", row.principal_id),
+                    ("asked at", _when(row.created_at)), ("invocation", row.id),
+                    ("digest", row.argument_digest or "")])
+    return (
+        f'<article class="call" data-id="{text(row.id)}">'
+        f'<h2><a href="/ui/calls/{text(row.id)}">{_tool(row)}</a></h2>'
+        f"<dl>{pairs}</dl>"
+        '<pre class="arguments">'
+        f"{_arguments(row.arguments)}</pre>"
+        f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
+        f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+        f'<button type="submit" class="approve">Approve</button> '
+        f'<a href="/ui/calls/{text(row.id)}#deny">Deny…</a></form>'
+        "</article>")
+
+
+def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | None = None) -> str:
+    """One call: what it is, its decision, its result or reason, its arguments; the approve
+    and deny forms while it waits."""
+    pairs: list[tuple[str, str]] = [
+        ("state", row.state.value), ("classification", _rule(row.policy)),
+        ("asked by", row.principal_id), ("invocation", row.id), ("run", row.run_id),
+        ("created", _when(row.created_at)), ("decided", _when(row.decided_at)),
+        ("approver", row.approver or ""), ("denial reason", row.denial_reason or ""),
+        ("started", _when(row.started_at)), ("finished", _when(row.finished_at)),
+        ("reason code", row.reason_code or ""), ("digest", row.argument_digest or ""),
+        ("output trust", row.output_trust or ""),
+    ]
+    said = f'<p class="message" role="status">{text(message)}</p>' if message else ""
+    body = [f"<h1>{_tool(row)}</h1>", said, f"<dl>{_pairs(p for p in pairs if p[1])}</dl>",
+            "<h2>Arguments</h2>", f'<pre class="arguments">{_arguments(row.arguments)}</pre>']
+    if row.result_content is not None and row.state is InvocationState.SUCCEEDED:
+        shown = row.result_content[:RESULT_SHOWN]
+        more = len(row.result_content) - len(shown)
+        body += ["<h2>Result</h2>", f'<pre class="result">{text(shown)}</pre>']
+        if more:
+            body.append(f"<p>{more} more characters not shown.</p>")
+    if row.state is InvocationState.AWAITING_APPROVAL:
+        body.append(
+            f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
+            f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+            '<button type="submit" class="approve">Approve</button></form>'
+            f'<form method="post" action="/ui/calls/{text(row.id)}/deny" id="deny">'
+            f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+            '<label for="reason">Reason for denying</label>'
+            f'<textarea id="reason" name="reason" maxlength="{REASON_CHARS}" required>'
+            "</textarea>"
+            '<button type="submit" class="deny">Deny</button></form>')
+    return _page(f"{row.tool_name} {row.id}", "".join(body), login, csrf)
+
+
+def _tool(row: InvocationRecord) -> str:
+    return text(f"{row.tool_name} {row.tool_version or ''}".rstrip())
+
+
+def _rule(policy: Any) -> str:
+    """The policy cell the call was sorted into (``CODE_EXECUTION/HIGH``)."""
+    return str(policy.get("rule", "")) if isinstance(policy, Mapping) else ""
+
+
+def _when(instant: Any) -> str:
+    return str(instant.isoformat(timespec="seconds")) if instant is not None else ""
+
+
+def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
+    return "".join(f"<dt>{text(k)}</dt><dd>{text(v)}</dd>" for k, v in pairs)
+
+
+def _arguments(arguments: Any) -> str:
+    """Canonical JSON (what the digest binds), one line, every character visible."""
+    return text(canonical_text(arguments))

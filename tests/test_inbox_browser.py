@@ -1,0 +1,237 @@
+"""The approvals inbox (issue #31) in a real browser: Debian's headless Chromium driven by
+Selenium through Debian's chromedriver (no browser is downloaded). A missing browser fails
+these tests; it never skips them (.ci/run installs both packages).
+
+What a person does: logs in with their token, sees a call pend from their MCP client without
+reloading, approves it or denies it with a reason; what an attacker tries: markup and
+invisible characters in arguments, a POST without the CSRF token, another person's login, a
+page of another origin that frames the inbox."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
+
+from journeys.journey_support import meta, run
+from test_http_serve import ADA, BOB, deployment
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+#: Where the README's picture of the inbox is kept (written when TOOLHOST_SCREENSHOT=1).
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "inbox.png"
+WAIT_S = 15
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.fail("Debian's chromium and chromium-driver are needed "
+                    "(apt-get install chromium chromium-driver; .ci/run installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1100,900",
+                 f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _log_in(driver: Any, base: str, token: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base}/ui/")
+    assert driver.current_url.endswith("/ui/login")
+    field = driver.find_element(By.ID, "token")
+    field.send_keys(token)
+    field.submit()
+    _until(driver, lambda d: d.current_url.endswith("/ui/"))
+
+
+def _until(driver: Any, condition: Any) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition)
+
+
+def _call(driver: Any, invocation_id: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    found = driver.find_elements(By.CSS_SELECTOR, f'article[data-id="{invocation_id}"]')
+    return found[0] if found else None
+
+
+def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
+        tmp_path: Path, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            base = url.removesuffix("/mcp")
+            _log_in(browser, base, ADA)
+            assert "Nothing is waiting" in browser.page_source
+            browser.execute_script("window.sameDocument = true;")
+            paused = await ada.call_tool("fxw.external_write", {"destination": "ops"})
+            first = meta(paused, "invocationId")
+            # It appears without a reload: the same document is still loaded.
+            row = _until(browser, lambda d: _call(d, first))
+            assert browser.execute_script("return window.sameDocument === true;")
+            assert "fxw.external_write" in row.text and '{"destination":"ops"}' in row.text
+            if os.environ.get("TOOLHOST_SCREENSHOT") == "1":
+                browser.save_screenshot(str(SCREENSHOT))
+            row.find_element(By.CSS_SELECTOR, "button.approve").click()
+            _until(browser, lambda d: d.current_url.endswith(f"/ui/calls/{first}"))
+            assert "inbox:ada" in browser.page_source and "succeeded" in browser.page_source
+            done = await ada.call_tool("fxw.external_write", {"destination": "ops"})
+            assert meta(done, "invocationId") == first and not done.is_error
+
+            second = meta(await ada.call_tool("fxw.external_write", {"destination": "prod"}),
+                          "invocationId")
+            browser.get(f"{base}/ui/")
+            _until(browser, lambda d: _call(d, second)).find_element(
+                By.LINK_TEXT, "Deny…").click()
+            _until(browser, lambda d: d.find_elements(By.ID, "reason"))
+            browser.find_element(By.ID, "reason").send_keys("not on a Friday")
+            browser.find_element(By.CSS_SELECTOR, "button.deny").click()
+            _until(browser, lambda d: "not on a Friday" in d.page_source)
+            denied = await ada.call_tool("fxw.external_write", {"destination": "prod"})
+            assert meta(denied, "status") == "denied"
+
+    run(journey)
+    assert (tmp_path / "fxw.log").read_text().splitlines() == ["wrote ops"]
+    rows = {r["id"]: r for r in people.invocations()}
+    assert {(r["state"], r["approver"], r["denial_reason"]) for r in rows.values()} == {
+        ("succeeded", "inbox:ada", None), ("denied", "inbox:ada", "not on a Friday")}
+
+
+HOSTILE = ("<script>window.pwned=1</script>javascript:x\u202e\u200b",
+           '<a href="javascript:pwned=2">go</a><img src=x onerror=pwned=3>')
+
+
+def test_hostile_arguments_are_inert_and_visible(tmp_path: Path, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            base = url.removesuffix("/mcp")
+            ids = [meta(await ada.call_tool("fxw.external_write", {"destination": d}),
+                        "invocationId") for d in HOSTILE]
+            assert all(ids), ids
+            _log_in(browser, base, ADA)
+            for invocation_id in ids:
+                for page in (f"{base}/ui/", f"{base}/ui/calls/{invocation_id}"):
+                    browser.get(page)
+                    _until(browser, lambda d, i=invocation_id: _call(d, i)
+                           or d.find_elements(By.CSS_SELECTOR, "pre.arguments"))
+                    assert browser.execute_script("return typeof window.pwned;") == "undefined"
+                    assert browser.find_elements(By.CSS_SELECTOR, "main a[href^=javascript]") == []
+                    assert browser.find_elements(By.CSS_SELECTOR, "main img, main script") == []
+            browser.get(f"{base}/ui/")
+            shown = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR,
+                                                                  "pre.arguments"))
+            # The markup is shown as text, the invisible characters as their escapes.
+            assert "<script>window.pwned=1</script>" in shown
+            assert '<a href=\\"javascript:pwned=2\\">go</a><img src=x onerror=pwned=3>' in shown
+            assert "\\u202e\\u200b" in shown and "\u202e" not in shown and "\u200b" not in shown
+
+    run(journey)
+
+
+@contextmanager
+def _other_origin(page: str) -> Iterator[str]:
+    """A page of another origin (another loopback port), as an attacker's site."""
+    body = page.encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_no_csrf_token_another_persons_login_and_framing_are_refused(
+        tmp_path: Path, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            base = url.removesuffix("/mcp")
+            ada_id = meta(await ada.call_tool("fxw.external_write", {"destination": "ops"}),
+                          "invocationId")
+            _log_in(browser, base, ADA)
+            status = browser.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                f"fetch('/ui/calls/{ada_id}/approve', {{method: 'POST'}})"
+                ".then(r => done(r.status));")
+            assert status == 403
+            # Bob, logged in on the same browser, finds no such call of Ada's.
+            browser.find_element(By.CSS_SELECTOR, "form.who button").click()
+            _until(browser, lambda d: d.current_url.endswith("/ui/login"))
+            _log_in(browser, base, BOB)
+            assert _call(browser, ada_id) is None
+            browser.get(f"{base}/ui/calls/{ada_id}")
+            assert "Not found." in browser.page_source
+            # Nor can he approve it with his own login's CSRF token (from his inbox page).
+            browser.get(f"{base}/ui/")
+            status = browser.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "const csrf = document.querySelector('input[name=csrf]').value;"
+                f"fetch('/ui/calls/{ada_id}/approve', {{method: 'POST', body: "
+                "new URLSearchParams({csrf})}).then(r => done(r.status));")
+            assert status == 404
+            # Another origin's page framing the inbox: the browser refuses to render it.
+            with _other_origin(f'<iframe src="{base}/ui/"></iframe>') as attacker:
+                browser.get_log("browser")  # what came before
+                browser.get(attacker)
+                _until(browser, lambda d: any("frame-ancestors" in e["message"]
+                                              for e in d.get_log("browser")))
+
+    run(journey)
+    assert not (tmp_path / "fxw.log").exists()
+    assert {r["state"] for r in people.invocations()} == {"awaiting_approval"}
+
+
+def test_the_chromium_found_is_debians(browser: Any) -> None:
+    assert shutil.which("chromium") is not None
+    assert browser.capabilities["browserName"] in {"chrome", "chromium"}
