@@ -391,14 +391,15 @@ def _inbox(host: Host, http: HttpConfig, verify: Any) -> Any:
     """The approvals inbox under ``/ui/`` (D314), its logins signed with
     ``TOOLHOST_HTTP_UI_SECRET``: hosts that share it share logins. Without it, a secret of this
     process's own: a login is good on this host until it stops."""
-    import secrets
-
     from toolhost._mcp.inbox.app import Inbox
     from toolhost._mcp.inbox.login import Logins
 
     configured = (host.settings.get("TOOLHOST_HTTP_UI_SECRET") or "").strip()
-    secret = configured.encode("utf-8") if configured else secrets.token_bytes(32)
-    logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp())
+    # Unset: 256 random bits (two of the host's 128-bit ids).
+    secret = (configured.encode("utf-8") if configured
+              else bytes.fromhex(host.new_id() + host.new_id()))
+    logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp(),
+                    host.new_id)
     return Inbox(host, logins, verify)
 
 

@@ -20,7 +20,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import secrets
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -60,10 +59,13 @@ class Logins:
     """Issues and reads login cookies."""
 
     def __init__(self, secret: bytes, tokens: TokenFile | None,
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], new_nonce: Callable[[], str]) -> None:
         self._secret = secret
         self._tokens = tokens
         self._now = now
+        #: Random ids come from the composition root (the system clock adapter), the one
+        #: place that reads ambient state.
+        self._new_nonce = new_nonce
 
     def issue(self, caller: Caller, token: str) -> str:
         """The cookie's value for a login with ``token``, which verified as ``caller``."""
@@ -74,7 +76,7 @@ class Logins:
             "p": caller.principal.id, "s": sorted(caller.principal.scopes), "b": caller.by,
             # A token-file login keeps the token's digest (what the file stores), never it.
             "d": token_digest(token) if caller.by == _TOKEN_FILE else None,
-            "e": int(expires), "n": secrets.token_urlsafe(16),
+            "e": int(expires), "n": self._new_nonce(),
         }
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
         return f"{body}.{self._mac(b'login', body)}"
