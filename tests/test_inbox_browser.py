@@ -235,3 +235,153 @@ def test_no_csrf_token_another_persons_login_and_framing_are_refused(
 def test_the_chromium_found_is_debians(browser: Any) -> None:
     assert shutil.which("chromium") is not None
     assert browser.capabilities["browserName"] in {"chrome", "chromium"}
+
+
+#: The overview of this many recorded calls is drawn within OVERVIEW_S (measured in the
+#: browser: from the request to the page's load event).
+SEEDED = 10_000
+OVERVIEW_S = 5.0
+TOOLS = ("math.calculate", "workspace.read_text", "workspace.write_text", "fxw.external_write",
+         "artifact.export")
+
+
+def _seed(people: Any, count: int) -> dict[str, int]:
+    """``count`` calls of Ada's over the last day, straight into the record; how many of each
+    tool."""
+    import datetime as dt
+
+    from toolhost._composition import InvocationRecord, InvocationState, Settings, load_stores
+
+    stores = load_stores(Settings.from_environ(people.env()))
+    now = dt.datetime.now(dt.timezone.utc)
+    states = (InvocationState.SUCCEEDED,) * 7 + (InvocationState.FAILED,) * 2 + (
+        InvocationState.DENIED,)
+    per_tool: dict[str, int] = {}
+    try:
+        store = stores.invocations
+        for n in range(count):
+            created = now - dt.timedelta(seconds=86_400 * n / count)
+            tool, state = TOOLS[n % len(TOOLS)], states[n % len(states)]
+            per_tool[tool] = per_tool.get(tool, 0) + 1
+            store.insert(InvocationRecord(
+                id=f"{n:032x}", run_id="seeded", principal_id="ada", scopes=(),
+                tool_name=tool, tool_version="1.0.0", arguments={"n": n},
+                argument_digest=f"sha256:{n:064x}", state=state,
+                policy={"action": "allow", "rule": "NONE/LOW"}, created_at=created,
+                started_at=created, finished_at=created + dt.timedelta(milliseconds=n % 40),
+                reason_code="tool.internal.interrupted" if state is InvocationState.FAILED
+                else None))
+    finally:
+        stores.close()
+    return per_tool
+
+
+def test_the_overview_of_ten_thousand_calls_renders_quickly(tmp_path: Path,
+                                                           browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    people = deployment(tmp_path)
+    per_tool = _seed(people, SEEDED)
+
+    async def journey() -> None:
+        async with people.http_server() as url:
+            base = url.removesuffix("/mcp")
+            _log_in(browser, base, ADA)
+            browser.get(f"{base}/ui/overview")
+            took = browser.execute_script(
+                "const t = performance.getEntriesByType('navigation')[0];"
+                "return (t.loadEventEnd - t.startTime) / 1000;")
+            assert 0 < took < OVERVIEW_S, took
+            print(f"overview of {SEEDED} calls: {took:.3f} s")
+            if os.environ.get("TOOLHOST_SCREENSHOT") == "1":
+                browser.save_screenshot(str(SCREENSHOT.with_name("inbox-overview.png")))
+            assert f"{SEEDED} calls from" in browser.page_source
+            charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart[role=img]")
+            assert len(charts) == 2 and all(c.size["height"] > 50 for c in charts)
+            table = browser.find_element(By.CSS_SELECTOR, "table.figures")
+            totals = {row.find_element(By.TAG_NAME, "th").text:
+                      int(row.find_elements(By.TAG_NAME, "td")[-1].text)
+                      for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
+            assert totals == per_tool
+            bars = browser.find_elements(By.CSS_SELECTOR, "svg.chart rect")
+            assert len(bars) > 20
+
+    run(journey)
+
+
+def _tab_to(driver: Any, matches: Any, most: int = 40) -> Any:
+    """Press Tab until the focused element ``matches``; that element."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(most):
+        ActionChains(driver).send_keys(Keys.TAB).perform()
+        focused = driver.switch_to.active_element
+        if matches(focused):
+            return focused
+    raise AssertionError("not reachable with Tab")
+
+
+def test_every_control_is_reachable_and_usable_with_the_keyboard(tmp_path: Path,
+                                                                 browser: Any) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    def keys(*typed: str) -> None:
+        ActionChains(browser).send_keys(*typed).perform()
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            base = url.removesuffix("/mcp")
+            first = meta(await ada.call_tool("fxw.external_write", {"destination": "a"}),
+                         "invocationId")
+            second = meta(await ada.call_tool("fxw.external_write", {"destination": "b"}),
+                          "invocationId")
+            browser.get(f"{base}/ui/login")
+            # The token field has the focus: type, then Enter submits.
+            keys(ADA, Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith("/ui/"))
+            # Tab to the first call's Approve button (the newest: the second call), Enter.
+            _tab_to(browser, lambda e: e.tag_name == "button" and e.text == "Approve")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith(f"/ui/calls/{second}"))
+            assert "inbox:ada" in browser.page_source
+            # Back to the inbox by its link, then Deny… on the other call, a reason, Deny.
+            _tab_to(browser, lambda e: e.text == "toolhost approvals")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith("/ui/"))
+            _tab_to(browser, lambda e: e.text == "Deny…")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith(f"/ui/calls/{first}#deny"))
+            _tab_to(browser, lambda e: e.get_attribute("id") == "reason")
+            keys("typed, not clicked")
+            _tab_to(browser, lambda e: e.tag_name == "button" and e.text == "Deny")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: "typed, not clicked" in d.page_source
+                   and "denied" in d.page_source)
+            # History and overview, and the history's filters, by keyboard too.
+            _tab_to(browser, lambda e: e.text == "History")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith("/ui/history"))
+            _tab_to(browser, lambda e: e.get_attribute("id") == "status")
+            keys("d")  # "denied", chosen by its first letter
+            _tab_to(browser, lambda e: e.tag_name == "button" and e.text == "Show")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: "status=denied" in d.current_url)
+            assert first in browser.page_source and second not in browser.page_source
+            _tab_to(browser, lambda e: e.text == "Overview")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith("/ui/overview"))
+            _tab_to(browser, lambda e: e.tag_name == "summary")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.find_element("css selector", "details").get_attribute(
+                "open") is not None)
+            _tab_to(browser, lambda e: e.tag_name == "button" and e.text == "Log out")
+            keys(Keys.ENTER)
+            _until(browser, lambda d: d.current_url.endswith("/ui/login"))
+
+    run(journey)
+    assert (tmp_path / "fxw.log").read_text().splitlines() == ["wrote b"]

@@ -140,3 +140,76 @@ def test_without_authentication_there_is_no_inbox(tmp_path: Path) -> None:
             assert httpx.get(url.replace("/mcp", "/ui/"), timeout=30).status_code == 404
 
     run(journey)
+
+
+def test_history_is_each_persons_own_newest_first_filtered_and_paged(tmp_path: Path) -> None:
+    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada, \
+                people.session("http", url=url, token=BOB) as bob:
+            base = url.removesuffix("/mcp")
+            ok = await ada.call_tool("math.calculate", {"expression": "17 * 23"})
+            bad = await ada.call_tool("math.calculate", {"expression": "1 / 0"})
+            waiting = await ada.call_tool("fxw.external_write", {"destination": "<b>x</b>"})
+            theirs = await bob.call_tool("math.calculate", {"expression": "2 + 2"})
+            ids = [meta(r, "invocationId") for r in (ok, bad, waiting, theirs)]
+            with closing(_login(base, ADA)) as browser:
+                page = browser.get("/ui/history").text
+                shown = re.findall(r'href="/ui/calls/([0-9a-f]{32})"', page)
+                assert shown == [ids[2], ids[1], ids[0]]  # newest first, never Bob's
+                failed = browser.get("/ui/history", params={"status": "failed"}).text
+                assert re.findall(r'href="/ui/calls/([0-9a-f]{32})"', failed) == [ids[1]]
+                reason = meta(bad, "reasonCode")
+                by_reason = browser.get("/ui/history", params={"reason": reason}).text
+                assert re.findall(r'href="/ui/calls/([0-9a-f]{32})"', by_reason) == [ids[1]]
+                by_tool = browser.get("/ui/history", params={"tool": "fxw.external_write",
+                                                             "hours": "1"}).text
+                assert re.findall(r'href="/ui/calls/([0-9a-f]{32})"', by_tool) == [ids[2]]
+                # Paged from a row: what comes after it; a row that is not there starts over.
+                older = browser.get("/ui/history", params={"before": ids[2]}).text
+                assert re.findall(r'href="/ui/calls/([0-9a-f]{32})"', older) == [
+                    ids[1], ids[0]]
+                gone = browser.get("/ui/history", params={"before": "0" * 32})
+                assert gone.status_code == 303
+                # Nonsense filters are no filter and no error.
+                odd = browser.get("/ui/history?status=nope&hours=-3&hours=x&" + "&".join(
+                    f"k{n}=v" for n in range(20)))
+                assert odd.status_code == 200
+                overview = browser.get("/ui/overview")
+                assert overview.status_code == 200
+                assert "math.calculate" in overview.text and "<svg" in overview.text
+                assert "3 calls from" in overview.text  # Ada's three, not Bob's
+
+    run(journey)
+
+
+def test_a_calls_files_download_through_the_resolvers_checks(tmp_path: Path) -> None:
+    people = deployment(tmp_path)
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            base = url.removesuffix("/mcp")
+            await ada.call_tool("workspace.write_text",
+                                {"path": "notes.html", "content": "<script>x()</script>"})
+            exported = await ada.call_tool("artifact.export", {"path": "notes.html"})
+            call_id = meta(exported, "invocationId")
+            with closing(_login(base, ADA)) as browser, closing(_login(base, BOB)) as other:
+                page = browser.get(f"/ui/calls/{call_id}").text
+                links = re.findall(rf'href="(/ui/calls/{call_id}/files/[^"]+)"', page)
+                assert len(links) == 1
+                got = browser.get(links[0])
+                assert got.status_code == 200 and got.content == b"<script>x()</script>"
+                assert got.headers["content-type"] == "application/octet-stream"
+                assert got.headers["content-disposition"] == (
+                    "attachment; filename*=UTF-8''notes.html")
+                assert "sandbox" in got.headers["content-security-policy"]
+                assert got.headers["x-content-type-options"] == "nosniff"
+                # Not Bob's call, nor a file the call did not make: as if there were none.
+                assert other.get(links[0]).status_code == 404
+                elsewhere = links[0].rsplit("/", 1)[0] + "/" + "f" * 32
+                assert browser.get(elsewhere).status_code == 404
+
+    run(journey)

@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from toolhost._model.convert import column_values
 from toolhost._model.invocations import InvocationRecord, InvocationState
 
 __all__ = ["COLUMNS", "OPEN", "OPEN_STATES", "SELECT_PENDING", "STORED", "PendingCall",
-           "principal_term", "read_record"]
+           "history_terms", "principal_term", "read_record"]
 
 #: The record's attributes, in its order: the columns it is read from and written to.
 COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
@@ -48,6 +49,19 @@ class PendingCall(NamedTuple):
     created: str
     arguments_json: str
     policy_json: str | None
+
+
+def history_terms(placeholder: str, **given: Any) -> tuple[list[str], list[Any]]:
+    """``history``'s filters as SQL terms and their stored values: each criterion given is
+    an equality, except ``since`` (created at or after it)."""
+    since = given.pop("since", None)
+    criteria = column_values(InvocationRecord, {k: v for k, v in given.items() if v is not None})
+    terms = [f"{column} = {placeholder}" for column in criteria]
+    values = list(criteria.values())
+    if since is not None:
+        terms.append(f"created_at >= {placeholder}")
+        values.extend(column_values(InvocationRecord, {"created_at": since}).values())
+    return terms, values
 
 
 def principal_term(principal_id: str | None, placeholder: str) -> list[str]:

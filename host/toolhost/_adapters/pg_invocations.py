@@ -40,6 +40,7 @@ Either is asked once the lost session can no longer change anything (ended with
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import select
 import socket
@@ -61,6 +62,7 @@ from toolhost._adapters.invocation_rows import (
     SELECT_PENDING,
     STORED,
     PendingCall,
+    history_terms,
     principal_term,
     read_record,
 )
@@ -697,8 +699,18 @@ class PostgresInvocationStore:
             SELECT_PENDING, [OPEN, "state = %s", *principal_term(principal_id, "%s")],
             [_AWAITING, *_principal_value(principal_id)], limit, after)))
 
+    def history(self, *, limit: int, before: str | None = None,
+                principal_id: str | None = None, tool_name: str | None = None,
+                state: InvocationState | None = None, reason_code: str | None = None,
+                since: dt.datetime | None = None) -> Sequence[InvocationRecord]:
+        terms, values = history_terms("%s", principal_id=principal_id, tool_name=tool_name,
+                                      state=state, reason_code=reason_code, since=since)
+        rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
+        return [self._completed(row) for row in rows]
+
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
-              limit: int | None, after: str | None) -> Sequence[Any]:
+              limit: int | None, after: str | None, *,
+              newest_first: bool = False) -> Sequence[Any]:
         """``select``'s rows matching every term, oldest first (created_at, then id), at most
         ``limit``, strictly after the row ``after`` (keyset paging)."""
         with self._connection() as conn:
@@ -707,10 +719,11 @@ class PostgresInvocationStore:
                                       (after,)).fetchone()
                 if anchor is None:
                     raise InvocationNotFound(after)
-                terms = [*terms, "(created_at, id) > (%s, %s)"]
+                terms = [*terms, f"(created_at, id) {'<' if newest_first else '>'} (%s, %s)"]
                 values = [*values, *anchor]
             where = f" WHERE {' AND '.join(terms)}" if terms else ""
-            where += " ORDER BY created_at, id"
+            where += (" ORDER BY created_at DESC, id DESC" if newest_first
+                      else " ORDER BY created_at, id")
             if limit is not None:
                 where, values = f"{where} LIMIT %s", [*values, max(limit, 0)]
             return conn.execute(f"{select}{where}", values).fetchall()

@@ -30,6 +30,7 @@ longer exists is GONE, any other ALIVE, so a reused pid keeps a row waiting, nev
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import socket
 import sqlite3
@@ -45,6 +46,7 @@ from toolhost._adapters.invocation_rows import (
     SELECT_PENDING,
     STORED,
     PendingCall,
+    history_terms,
     principal_term,
     read_record,
 )
@@ -404,8 +406,18 @@ class SQLiteInvocationStore:
             SELECT_PENDING, [OPEN, "state = ?", *principal_term(principal_id, "?")],
             [_AWAITING, *_principal_value(principal_id)], limit, after)))
 
+    def history(self, *, limit: int, before: str | None = None,
+                principal_id: str | None = None, tool_name: str | None = None,
+                state: InvocationState | None = None, reason_code: str | None = None,
+                since: dt.datetime | None = None) -> Sequence[InvocationRecord]:
+        terms, values = history_terms("?", principal_id=principal_id, tool_name=tool_name,
+                                      state=state, reason_code=reason_code, since=since)
+        rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
+        return self._records(rows)
+
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
-              limit: int | None, after: str | None) -> Sequence[Any]:
+              limit: int | None, after: str | None, *,
+              newest_first: bool = False) -> Sequence[Any]:
         """``select``'s rows matching every term, oldest first, at most ``limit``, after the
         row ``after``."""
         with self._lock:
@@ -417,10 +429,11 @@ class SQLiteInvocationStore:
                 ).fetchone()
                 if anchor is None:
                     raise InvocationNotFound(after)
-                terms = [*terms, "(created_at, id) > (?, ?)"]
+                terms = [*terms, f"(created_at, id) {'<' if newest_first else '>'} (?, ?)"]
                 values = [*values, *anchor]
             where = f" WHERE {' AND '.join(terms)}" if terms else ""
-            where += " ORDER BY created_at, id"
+            where += (" ORDER BY created_at DESC, id DESC" if newest_first
+                      else " ORDER BY created_at, id")
             if limit is not None:
                 where, values = f"{where} LIMIT ?", [*values, max(limit, 0)]
             return self._live().execute(f"{select}{where}", values).fetchall()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -119,6 +120,16 @@ class InvocationStore(Protocol):
         after=after)`` returns them (same rows, same order, same paging and the same
         InvocationNotFound), each as a ``PendingCall``: what ``toolhost pending`` prints.
         With ``principal_id``, only that principal's calls."""
+
+    def history(self, *, limit: int, before: str | None = None,
+                principal_id: str | None = None, tool_name: str | None = None,
+                state: InvocationState | None = None, reason_code: str | None = None,
+                since: datetime.datetime | None = None) -> Sequence[InvocationRecord]:
+        """Rows newest first (created_at, then id, both descending), filtered by every
+        criterion given (``since``: created at or after it), at most ``limit``; with
+        ``before`` (an id), only the rows that come after that row in this order (the next
+        page of the approvals inbox's history). InvocationNotFound when no row has the id
+        ``before``."""
 
     def count(self) -> int:
         """How many rows there are."""

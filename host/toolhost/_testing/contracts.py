@@ -225,6 +225,36 @@ class InvocationStoreContract(ClosesItsStores):
         assert [p.id for p in store.pending(limit=10)] == ["r1", "r2", "r3"]
         assert [p.id for p in store.pending(limit=1, after="r1", principal_id="ada")] == ["r3"]
 
+    def test_history_is_newest_first_filtered_and_paged(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        second = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+        failed = InvocationState.FAILED
+        for id, created, principal, tool, state, reason in (
+                ("a", DEFAULT_INSTANT, "ada", "fx.echo", failed, "fx.x.boom"),
+                ("b", second, "ada", "fx.other", InvocationState.SUCCEEDED, None),
+                ("c", second, "bob \u00e9", "fx.echo", failed, "fx.x.boom"),
+                ("d", second, "ada", "fx.echo", failed, "fx.x.other"),
+                ("e", DEFAULT_INSTANT, "ada", "fx.echo", InvocationState.AWAITING_APPROVAL,
+                 None)):
+            store.insert(self.record(id=id, created_at=created, principal_id=principal,
+                                     tool_name=tool, state=state, reason_code=reason))
+
+        def ids(**given: Any) -> list[str]:
+            return [r.id for r in store.history(**{"limit": 10, **given})]
+
+        assert ids() == ["d", "c", "b", "e", "a"]
+        assert ids(principal_id="ada") == ["d", "b", "e", "a"]
+        assert ids(principal_id="bob \u00e9") == ["c"]
+        assert ids(tool_name="fx.echo", state=failed) == ["d", "c", "a"]
+        assert ids(reason_code="fx.x.boom") == ["c", "a"]
+        assert ids(since=second) == ["d", "c", "b"]
+        assert ids(limit=2) == ["d", "c"]
+        assert ids(limit=2, before="c") == ["b", "e"]
+        assert ids(before="b", principal_id="ada") == ["e", "a"]
+        assert ids(principal_id="nobody") == []
+        with pytest.raises(InvocationNotFound):
+            store.history(limit=1, before="nope")
+
     def test_pending_is_the_awaiting_rows_as_list_pages_them(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
         later = DEFAULT_INSTANT + dt.timedelta(seconds=1)

@@ -7,6 +7,10 @@ Routes (every one under ``/ui/``; the front door has checked Host and Origin alr
     GET  /ui/                 the calls waiting for this person's decision, newest first
     GET  /ui/inbox.part       the same list alone (what ``static/ui.js`` polls)
     GET  /ui/calls/ID         one call                POST /ui/calls/ID/approve|deny
+    GET  /ui/calls/ID/files/ARTIFACT   a file the call exported or generated (a download)
+    GET  /ui/history          the calls this person may see, newest first, filtered and paged
+    GET  /ui/overview         the recent calls summed up: per tool and status, over time,
+                              durations, what waits and for how long (``charts``)
     GET  /ui/static/NAME      the script and the style sheet
 
 A request acts for the bearer token it sends (verified by the front door, as for MCP) or else
@@ -22,6 +26,7 @@ Content-Security-Policy (no inline script or style, no framing), ``nosniff``,
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.resources
 import re
 import urllib.parse
@@ -30,8 +35,12 @@ from typing import Any, Final
 
 import anyio.to_thread
 
+from toolhost import ArtifactUnavailable
 from toolhost._composition import (
     ApprovalRefused,
+    ArtifactCorrupted,
+    ArtifactError,
+    ArtifactNotFound,
     Host,
     InvocationNotFound,
     InvocationRecord,
@@ -42,20 +51,27 @@ from toolhost._composition import (
 )
 from toolhost._mcp.http_auth import Caller
 from toolhost._mcp.inbox import pages
+from toolhost._mcp.inbox.charts import Overview, summarize
 from toolhost._mcp.inbox.login import LOGIN_S, Login, Logins
+from toolhost._mcp.resources import MAX_RESOURCE_BYTES
 
-__all__ = ["COOKIE", "CSP", "WAITING_SHOWN", "Inbox"]
+__all__ = ["COOKIE", "CSP", "OVERVIEW_ROWS", "WAITING_SHOWN", "Inbox"]
 
 COOKIE: Final = "toolhost_inbox"
 CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 #: The most waiting calls the inbox lists at once (the oldest beyond it wait their turn).
 WAITING_SHOWN: Final = 200
+#: The most recent calls the overview sums up.
+OVERVIEW_ROWS: Final = 10_000
 #: The largest form body the inbox reads (a deny reason is at most 1,000 characters).
 _FORM_BYTES: Final = 16 * 1024
 _STATIC: Final = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css; charset=utf-8"}
 _CALL: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})(?:/(approve|deny))?$")
+_FILE: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})/files/([A-Za-z0-9_-]{1,128})$")
 _HTML: Final = "text/html; charset=utf-8"
+#: A file's answer: never rendered in the inbox's origin, whatever it holds.
+_FILE_CSP: Final = "default-src 'none'; sandbox"
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Verify = Callable[[str], Awaitable[Caller | None]]
@@ -113,6 +129,13 @@ class Inbox:
             await _html(send, 200, pages.inbox_page(await self._waiting(login), login, csrf))
         elif path == "/ui/inbox.part":
             await _html(send, 200, pages.inbox_part(await self._waiting(login), login, csrf))
+        elif path == "/ui/history":
+            await self._history(scope, login, csrf, send)
+        elif path == "/ui/overview":
+            overview = await anyio.to_thread.run_sync(self._overview, login)
+            await _html(send, 200, pages.overview_page(overview, login, csrf))
+        elif found_file := _FILE.match(path):
+            await self._file(found_file.group(1), found_file.group(2), login, send)
         elif (found := _CALL.match(path)) and found.group(2) is None:
             row = await self._row(found.group(1), login)
             if row is None:
@@ -141,6 +164,92 @@ class Inbox:
         except InvocationNotFound:
             return None
         return row if login.may_see(row.principal_id) else None
+
+    async def _history(self, scope: dict[str, Any], login: Login, csrf: str,
+                       send: Send) -> None:
+        try:
+            query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                                          max_num_fields=8)
+        except ValueError:  # more fields than the form has
+            query = {}
+        one = {k: v[0].strip() for k, v in query.items() if v}
+        hours = one.get("hours", "")
+        chosen = pages.HistoryFilter(
+            tool=one.get("tool", "")[:200], status=one.get("status", ""),
+            reason=one.get("reason", "")[:200],
+            hours=int(hours) if hours.isdigit() and len(hours) <= 6 else 0)
+        try:
+            state = InvocationState(chosen.status) if chosen.status else None
+        except ValueError:
+            state = None
+        before = one.get("before") or None
+        since = (self._host.clock.now() - dt.timedelta(hours=chosen.hours)
+                 if chosen.hours else None)
+
+        def read() -> Sequence[InvocationRecord]:
+            return self._host.invocations.history(
+                limit=pages.HISTORY_SHOWN + 1, before=before,
+                principal_id=None if login.admin else login.principal.id,
+                tool_name=chosen.tool or None, state=state,
+                reason_code=chosen.reason or None, since=since)
+
+        try:
+            rows = await anyio.to_thread.run_sync(read)
+        except InvocationNotFound:  # a page anchored on a row that is gone: start again
+            await _redirect(send, f"/ui/history?{chosen.query()}")
+            return
+        more = len(rows) > pages.HISTORY_SHOWN
+        await _html(send, 200, pages.history_page(rows[:pages.HISTORY_SHOWN], login, csrf,
+                                                  chosen, more))
+
+    def _overview(self, login: Login) -> Overview:
+        """The last OVERVIEW_ROWS calls this person may see, summed up."""
+        rows = self._host.invocations.history(
+            limit=OVERVIEW_ROWS, principal_id=None if login.admin else login.principal.id)
+        return summarize(rows, self._host.clock.now())
+
+    async def _file(self, invocation_id: str, artifact_id: str, login: Login,
+                    send: Send) -> None:
+        """A file the call exported or generated, as a download, after the resolver's checks
+        for the call's own principal, run and conversation (as its MCP client would read it),
+        verified whole before a byte is sent."""
+        row = await self._row(invocation_id, login)
+        listed = {str(ref.get("id")): ref for ref in (*row.artifact_refs, *row.attachments)
+                  } if row is not None else {}
+        if row is None or artifact_id not in listed:
+            await _plain(send, 404, "Not found.\n")
+            return
+        try:
+            name, content = await anyio.to_thread.run_sync(self._read_file, row, artifact_id)
+        except ArtifactUnavailable as refused:
+            self._log.info("http.inbox.file_refused", reason=refused.reason)
+            words = ("Too large to download here: toolhost artifacts get on the host.\n"
+                     if refused.reason == "too_large" else "Not available.\n")
+            await _plain(send, 404, words)
+            return
+        except ArtifactError as exc:
+            self._log.warning("http.inbox.file_failed", error=type(exc).__name__)
+            await _plain(send, 503, "The file store did not answer; try again.\n")
+            return
+        disposition = "attachment; filename*=UTF-8''" + urllib.parse.quote(name, safe="")
+        await _answer(send, 200, content, "application/octet-stream",
+                      extra=[(b"content-disposition", disposition.encode("ascii"))],
+                      csp=_FILE_CSP)
+
+    def _read_file(self, row: InvocationRecord, artifact_id: str) -> tuple[str, bytes]:
+        try:
+            record = self._host.artifact_resolver().resolve(
+                artifact_id, principal_id=row.principal_id, run_id=row.run_id,
+                conversation_id=row.conversation_id)
+        except ArtifactCorrupted:
+            raise ArtifactUnavailable(artifact_id, "damaged_record") from None
+        if record.size > MAX_RESOURCE_BYTES:
+            raise ArtifactUnavailable(artifact_id, "too_large")
+        try:
+            with self._host.artifacts.read_chunks(record.id) as chunks:
+                return record.name, b"".join(chunks)
+        except (ArtifactCorrupted, ArtifactNotFound):
+            raise ArtifactUnavailable(artifact_id, "corrupted") from None
 
     # ------------------------------------------------------------------ deciding
 
@@ -259,10 +368,11 @@ async def _form(receive: Any) -> dict[str, str] | None:
 
 
 async def _answer(send: Send, status: int, body: bytes, kind: str, *,
-                  cache: str = "no-store", extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+                  cache: str = "no-store", extra: Sequence[tuple[bytes, bytes]] = (),
+                  csp: str = CSP) -> None:
     headers = [
         (b"content-type", kind.encode()), (b"content-length", str(len(body)).encode()),
-        (b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+        (b"content-security-policy", csp.encode()), (b"x-frame-options", b"DENY"),
         (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
         (b"cache-control", cache.encode()), *extra,
     ]

@@ -11,24 +11,46 @@ inbox's list from ``inbox.part``, which this module also writes.
 
 from __future__ import annotations
 
-import html
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from toolhost._composition import InvocationRecord, InvocationState, canonical_text, escaped
+import attrs
+
+from toolhost._composition import InvocationRecord, InvocationState, canonical_text
+from toolhost._mcp.inbox.charts import Overview, overview_body
+from toolhost._mcp.inbox.inert import text
 from toolhost._mcp.inbox.login import Login
 
-__all__ = ["RESULT_SHOWN", "call_page", "inbox_page", "inbox_part", "login_page", "text"]
+__all__ = ["HISTORY_SHOWN", "RESULT_SHOWN", "HistoryFilter", "call_page", "history_page",
+           "inbox_page", "inbox_part", "login_page", "overview_page"]
 
 #: Characters of a result a call's page shows.
 RESULT_SHOWN: Final = 20_000
 #: The most a deny reason may say.
 REASON_CHARS: Final = 1000
+#: Rows on one page of the history.
+HISTORY_SHOWN: Final = 50
+_NAV: Final = ('<a href="/ui/history">History</a><a href="/ui/overview">Overview</a>')
+_STATES: Final = ("", "awaiting_approval", "running", "succeeded", "failed", "denied")
 
 
-def text(value: str) -> str:
-    """``value`` inert: non-printing characters made visible, then HTML-escaped."""
-    return html.escape(escaped(value), quote=True)
+@attrs.frozen
+class HistoryFilter:
+    """The history page's filters, as its form sends them (empty: any)."""
+
+    tool: str = ""
+    status: str = ""
+    reason: str = ""
+    #: Only calls created in the last this many hours; 0: any time.
+    hours: int = 0
+
+    def query(self, before: str | None = None) -> str:
+        fields = {"tool": self.tool, "status": self.status, "reason": self.reason,
+                  "hours": str(self.hours) if self.hours else ""}
+        if before:
+            fields["before"] = before
+        return urllib.parse.urlencode({k: v for k, v in fields.items() if v})
 
 
 def _page(title: str, body: str, login: Login | None, csrf: str | None) -> str:
@@ -46,7 +68,8 @@ def _page(title: str, body: str, login: Login | None, csrf: str | None) -> str:
             f"<title>{text(title)} · toolhost</title>"
             '<link rel="stylesheet" href="/ui/static/ui.css">'
             '<script src="/ui/static/ui.js" defer></script></head><body>'
-            f'<header><a href="/ui/">toolhost approvals</a>{who}</header>'
+            f'<header><nav aria-label="pages"><a href="/ui/">toolhost approvals</a>'
+            f'{_NAV if login is not None else ""}</nav>{who}</header>'
             f"<main>{body}</main></body></html>\n")
 
 
@@ -114,6 +137,13 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
         body += ["<h2>Result</h2>", f'<pre class="result">{text(shown)}</pre>']
         if more:
             body.append(f"<p>{more} more characters not shown.</p>")
+    files = {str(ref.get("id")): ref for ref in (*row.artifact_refs, *row.attachments)}
+    if files and row.state is InvocationState.SUCCEEDED:
+        body += ["<h2>Files</h2>", "<ul>" + "".join(
+            f'<li><a href="/ui/calls/{text(row.id)}/files/{text(i)}" download>'
+            f'{text(str(ref.get("name", i)))}</a> ({text(str(ref.get("media_type", "")))}, '
+            f'{text(str(ref.get("byte_count", "")))} bytes)</li>'
+            for i, ref in files.items()) + "</ul>"]
     if row.state is InvocationState.AWAITING_APPROVAL:
         body.append(
             f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
@@ -148,3 +178,39 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 def _arguments(arguments: Any) -> str:
     """Canonical JSON (what the digest binds), one line, every character visible."""
     return text(canonical_text(arguments))
+
+
+def history_page(rows: Sequence[InvocationRecord], login: Login, csrf: str,
+                 chosen: HistoryFilter, more: bool) -> str:
+    """The calls this person may see, newest first, filtered; a link to the next page."""
+    options = "".join(
+        f'<option value="{s}"{" selected" if s == chosen.status else ""}>{s or "any"}</option>'
+        for s in _STATES)
+    form = (
+        '<form method="get" action="/ui/history" class="filters">'
+        f'<label for="tool">Tool</label><input id="tool" name="tool" value="{text(chosen.tool)}">'
+        f'<label for="status">Status</label><select id="status" name="status">{options}</select>'
+        f'<label for="reason">Reason code</label>'
+        f'<input id="reason" name="reason" value="{text(chosen.reason)}">'
+        f'<label for="hours">Last hours</label><input id="hours" name="hours" type="number" '
+        f'min="0" value="{chosen.hours or ""}">'
+        '<button type="submit">Show</button></form>')
+    if rows:
+        body = "".join(
+            f'<tr><td><a href="/ui/calls/{text(r.id)}">{_when(r.created_at)}</a></td>'
+            f"<td>{_tool(r)}</td><td>{text(r.state.value)}</td>"
+            f"<td>{text(r.reason_code or '')}</td><td>{text(r.approver or '')}</td>"
+            f"<td>{text(r.principal_id)}</td></tr>" for r in rows)
+        table = ('<table class="history"><thead><tr><th scope="col">created</th>'
+                 '<th scope="col">tool</th><th scope="col">status</th>'
+                 '<th scope="col">reason code</th><th scope="col">approver</th>'
+                 f'<th scope="col">asked by</th></tr></thead><tbody>{body}</tbody></table>')
+    else:
+        table = '<p class="empty">No call matches.</p>'
+    nav = (f'<p><a href="/ui/history?{text(chosen.query(rows[-1].id))}">Older calls</a></p>'
+           if more and rows else "")
+    return _page("History", f"<h1>History</h1>{form}{table}{nav}", login, csrf)
+
+
+def overview_page(overview: Overview, login: Login, csrf: str) -> str:
+    return _page("Overview", overview_body(overview), login, csrf)
