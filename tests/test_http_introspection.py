@@ -331,3 +331,32 @@ def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
     waited, statuses = asyncio.run(main())
     assert statuses == {401}
     assert waited < 3.0  # a loose bound: before the fix, 48 tokens held it about 8 s
+
+
+# ---------------------------------------------------------------------------- the inbox's login
+
+
+def test_the_inbox_logs_in_through_the_issuers_endpoints_when_it_has_a_client_id() -> None:
+    config = _config(_metadata(introspection_endpoint=URL,
+                               authorization_endpoint=f"{ISSUER}/authorize",
+                               token_endpoint=f"{ISSUER}/token"),
+                     TOOLHOST_HTTP_UI_CLIENT_ID="inbox")
+    oauth = config.inbox_oauth
+    assert (oauth.client_id, oauth.authorize_url, oauth.token_url, oauth.resource) == (
+        "inbox", f"{ISSUER}/authorize", f"{ISSUER}/token", AUDIENCE)
+    assert oauth.redirect_uri.endswith("/ui/login/callback")
+    assert _config(_metadata(introspection_endpoint=URL)).inbox_oauth is None
+
+
+def test_the_inbox_client_id_needs_an_issuer_with_both_endpoints_over_https() -> None:
+    with pytest.raises(ConfigError, match="UI_CLIENT_ID needs TOOLHOST_HTTP_ISSUER"):
+        _config(TOOLHOST_HTTP_ISSUER="", TOOLHOST_HTTP_AUDIENCE="",
+                TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID="", TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET="",
+                TOOLHOST_HTTP_UI_CLIENT_ID="inbox")
+    with pytest.raises(ConfigError, match="names no authorization_endpoint"):
+        _config(_metadata(introspection_endpoint=URL, token_endpoint=f"{ISSUER}/token"),
+                TOOLHOST_HTTP_UI_CLIENT_ID="inbox")
+    with pytest.raises(ConfigError, match="must be https://"):
+        _config(_metadata(introspection_endpoint=URL,
+                          authorization_endpoint="http://evil.example/authorize",
+                          token_endpoint=f"{ISSUER}/token"), TOOLHOST_HTTP_UI_CLIENT_ID="inbox")

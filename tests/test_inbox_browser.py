@@ -106,6 +106,20 @@ def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
             assert "inbox:ada" in browser.page_source and "succeeded" in browser.page_source
             done = await ada.call_tool("fxw.external_write", {"destination": "ops"})
             assert meta(done, "invocationId") == first and not done.is_error
+            browser.get(f"{base}/ui/history")
+            row = browser.find_element(By.XPATH, f'//a[@href="/ui/calls/{first}"]/../..')
+            assert "inbox:ada" in row.text and "succeeded" in row.text
+
+            # Decided elsewhere (the operator's CLI): it leaves the open inbox by itself.
+            elsewhere = meta(await ada.call_tool("fxw.external_write", {"destination": "cli"}),
+                             "invocationId")
+            browser.get(f"{base}/ui/")
+            _until(browser, lambda d: _call(d, elsewhere))
+            browser.execute_script("window.sameDocument = true;")
+            denied_by_cli = await people.operator("deny", elsewhere, "--reason", "no")
+            assert denied_by_cli.returncode == 0, denied_by_cli.stderr
+            _until(browser, lambda d: _call(d, elsewhere) is None)
+            assert browser.execute_script("return window.sameDocument === true;")
 
             second = meta(await ada.call_tool("fxw.external_write", {"destination": "prod"}),
                           "invocationId")
@@ -122,7 +136,8 @@ def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
     run(journey)
     assert (tmp_path / "fxw.log").read_text().splitlines() == ["wrote ops"]
     rows = {r["id"]: r for r in people.invocations()}
-    assert {(r["state"], r["approver"], r["denial_reason"]) for r in rows.values()} == {
+    assert {(r["state"], r["approver"], r["denial_reason"]) for r in rows.values()
+            if r["approver"] != "operator"} == {
         ("succeeded", "inbox:ada", None), ("denied", "inbox:ada", "not on a Friday")}
 
 
@@ -253,7 +268,7 @@ def _seed(people: Any, count: int) -> dict[str, int]:
     from toolhost._composition import InvocationRecord, InvocationState, Settings, load_stores
 
     stores = load_stores(Settings.from_environ(people.env()))
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     states = (InvocationState.SUCCEEDED,) * 7 + (InvocationState.FAILED,) * 2 + (
         InvocationState.DENIED,)
     per_tool: dict[str, int] = {}

@@ -5,6 +5,7 @@ tests/test_inbox_browser.py."""
 from __future__ import annotations
 
 import re
+import ssl
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,108 @@ def test_a_calls_files_download_through_the_resolvers_checks(tmp_path: Path) -> 
                 assert browser.get(elsewhere).status_code == 404
 
     run(journey)
+
+
+ADMIN = "admin-token-3b9d"
+
+
+def test_an_approvals_admin_sees_and_decides_everyones_calls(tmp_path: Path) -> None:
+    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+    write_tokens(tmp_path / "tokens.toml", (ADA, "ada", SCOPES), (BOB, "bob", SCOPES),
+                 (ADMIN, "lead", ["approvals.admin"]))
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada, \
+                people.session("http", url=url, token=BOB) as bob:
+            base = url.removesuffix("/mcp")
+            ada_id = meta(await ada.call_tool("fxw.external_write", ARGS), "invocationId")
+            bob_id = meta(await bob.call_tool("fxw.external_write", ARGS), "invocationId")
+            with closing(_login(base, ADMIN)) as lead, closing(_login(base, ADA)) as mine:
+                inbox = lead.get("/ui/").text
+                assert ada_id in inbox and bob_id in inbox
+                assert bob_id not in mine.get("/ui/").text
+                history = lead.get("/ui/history").text
+                assert ada_id in history and bob_id in history
+                approved = lead.post(f"/ui/calls/{bob_id}/approve",
+                                     data={"csrf": _csrf(inbox)})
+                assert approved.status_code == 303
+                assert "inbox:lead" in lead.get(f"/ui/calls/{bob_id}").text
+
+    run(journey)
+    assert (tmp_path / "fxw.log").read_text().splitlines() == ["wrote ops"]
+
+
+def test_a_login_through_the_issuer_is_a_code_with_pkce(tmp_path: Path) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from journeys.fake_services import oauth_issuer
+    from test_http_serve import free_port
+
+    with oauth_issuer(tmp_path) as issuer:
+        port = free_port()
+        audience = f"http://127.0.0.1:{port}/mcp"
+        people = deployment(tmp_path, **issuer.settings(audience),
+                            TOOLHOST_HTTP_UI_CLIENT_ID="toolhost-inbox")
+
+        def start(client: httpx.Client) -> tuple[str, dict[str, str]]:
+            began = client.get("/ui/login/start")
+            assert began.status_code == 303
+            to = began.headers["location"]
+            assert "SameSite=Lax" in began.headers["set-cookie"]
+            return to, {k: v[0] for k, v in parse_qs(urlsplit(to).query).items()}
+
+        def issuer_answer(to: str) -> str:
+            trusted = ssl.create_default_context(cafile=str(issuer.ca_bundle))
+            with httpx.Client(verify=trusted) as browser_at_issuer:
+                answer = browser_at_issuer.get(to)
+            assert answer.status_code == 302
+            back = answer.headers["location"]
+            assert back.startswith(f"http://127.0.0.1:{port}/ui/login/callback?")
+            return back.removeprefix(f"http://127.0.0.1:{port}")
+
+        async def journey() -> None:
+            async with people.http_server(port=port) as url:
+                base = url.removesuffix("/mcp")
+                with closing(httpx.Client(base_url=base, timeout=30)) as client:
+                    assert "/ui/login/start" in client.get("/ui/login").text
+                    to, asked = start(client)
+                    assert to.startswith(f"{issuer.url}/authorize?")
+                    assert asked["response_type"] == "code"
+                    assert asked["client_id"] == "toolhost-inbox"
+                    assert asked["code_challenge_method"] == "S256"
+                    assert asked["redirect_uri"] == f"{base}/ui/login/callback"
+                    assert asked["resource"] == audience
+                    assert len(asked["state"]) >= 32 and len(asked["code_challenge"]) == 43
+                    back = issuer_answer(to)
+                    landed = client.get(back)
+                    assert landed.status_code == 200
+                    assert 'http-equiv="refresh"' in landed.text
+                    inbox = client.get("/ui/")
+                    assert inbox.status_code == 200 and ">ada<" in inbox.text
+
+                with closing(httpx.Client(base_url=base, timeout=30)) as other, \
+                        closing(httpx.Client(base_url=base, timeout=30)) as client:
+                    # The issuer's answer replayed in another browser: no flow of its own.
+                    to, _ = start(client)
+                    back = issuer_answer(to)
+                    stolen = other.get(back)
+                    assert stolen.status_code == 400 and "toolhost_inbox=" not in str(
+                        stolen.headers.get_list("set-cookie"))
+                    # The flow's own browser, but the code spent (by a thief at the issuer):
+                    code = parse_qs(urlsplit(back).query)["code"][0]
+                    issuer.codes.pop(code)
+                    spent = client.get(back)
+                    assert spent.status_code == 401
+                    # A state that is not the flow's: refused before the issuer is asked.
+                    to, _ = start(client)
+                    forged = client.get("/ui/login/callback",
+                                        params={"code": "x", "state": "not-the-state"})
+                    assert forged.status_code == 400
+                    denied = client.get("/ui/login/callback", params={
+                        "error": "access_denied",
+                        "state": parse_qs(urlsplit(to).query)["state"][0]})
+                    assert denied.status_code == 401
+                    assert client.get("/ui/").headers["location"] == "/ui/login"
+
+        run(journey)

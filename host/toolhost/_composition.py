@@ -544,16 +544,18 @@ class Host:
                 client.stream("GET", url) as response:
             return _body_of_200(response, f"GET {url}", limit)
 
-    def post_form(self, url: str, form: dict[str, str], basic_auth: tuple[str, str],
+    def post_form(self, url: str, form: dict[str, str], basic_auth: tuple[str, str] | None,
                   limit: int = 1024 * 1024, *, timeout: float = 10.0) -> bytes:
         """POST ``form`` (``application/x-www-form-urlencoded``) to ``url`` with HTTP Basic
-        credentials, by the host's own HTTP client (the rules of ``fetch``): the body of a
-        200, at most ``limit`` bytes. :raises ValueError: any other status, or a longer body;
-        httpx's errors for a request that failed."""
+        credentials (None: a public client's request, none), by the host's own HTTP client
+        (the rules of ``fetch``): the body of a 200, at most ``limit`` bytes. :raises
+        ValueError: any other status, or a longer body; httpx's errors for a request that
+        failed."""
         import httpx
 
         with self._http_clients().client(timeout=timeout) as client, client.stream(
-                "POST", url, data=form, auth=httpx.BasicAuth(*basic_auth),
+                "POST", url, data=form,
+                auth=httpx.BasicAuth(*basic_auth) if basic_auth is not None else None,
                 headers={"Accept": "application/json"}) as response:
             return _body_of_200(response, f"POST {url}", limit)
 

@@ -172,6 +172,12 @@ class FakeIssuer:
     #: RFC 7662: what ``/introspect`` answers for each opaque token (``{"active": false}``
     #: for any other), to a client with INTROSPECTION_CLIENT's credentials (401 otherwise).
     introspected: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: The authorization-code flow (RFC 6749 4.1 with RFC 7636's S256): ``/authorize`` logs
+    #: in ``person`` at once and sends the browser back with a code; ``/token`` gives that
+    #: code's token (``scope``) once, to the client and verifier it was asked with.
+    person: str = "ada"
+    scope: str = ""
+    codes: dict[str, dict[str, str]] = attrs.field(factory=dict)
 
     def settings(self, audience: str) -> dict[str, str]:
         return {"TOOLHOST_HTTP_ISSUER": self.url, "TOOLHOST_HTTP_AUDIENCE": audience,
@@ -214,6 +220,43 @@ def _introspection(issuer: FakeIssuer, arrival: Arrival) -> dict[str, Any] | Non
     return issuer.introspected.get(form["token"][0], {"active": False})
 
 
+def _authorize(issuer: FakeIssuer, h: BaseHTTPRequestHandler) -> None:
+    """The person is logged in at once: back to the client's redirect_uri with a code."""
+    import secrets
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    asked = {k: v[0] for k, v in parse_qs(urlsplit(h.path).query).items()}
+    code = secrets.token_urlsafe(16)
+    issuer.codes[code] = asked
+    h.send_response(302)
+    h.send_header("Location", f"{asked['redirect_uri']}?"
+                              f"{urlencode({'code': code, 'state': asked.get('state', '')})}")
+    h.send_header("Content-Length", "0")
+    h.end_headers()
+
+
+def _token(issuer: FakeIssuer, arrival: Arrival) -> dict[str, Any]:
+    """A code's token, once, to the client, redirect_uri and verifier it was asked with."""
+    import base64
+    import hashlib
+    from urllib.parse import parse_qs
+
+    form = {k: v[0] for k, v in parse_qs(arrival.body.decode()).items()}
+    asked = issuer.codes.pop(form.get("code", ""), None)
+    verifier = form.get("code_verifier", "")
+    challenge = base64.urlsafe_b64encode(
+        hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    if (asked is None or form.get("grant_type") != "authorization_code"
+            or form.get("client_id") != asked.get("client_id")
+            or form.get("redirect_uri") != asked.get("redirect_uri")
+            or asked.get("code_challenge_method") != "S256"
+            or challenge != asked.get("code_challenge")):
+        return {"error": "invalid_grant"}
+    return {"access_token": issuer.token(asked["resource"], subject=issuer.person,
+                                         scope=issuer.scope),
+            "token_type": "Bearer", "expires_in": 600}
+
+
 @contextmanager
 def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
     import jwt
@@ -229,13 +272,21 @@ def oauth_issuer(tmp_path: Path) -> Iterator[FakeIssuer]:
         documents: dict[str, Any] = {
             "/.well-known/oauth-authorization-server": {
                 "issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks.json",
-                "introspection_endpoint": f"{issuer.url}/introspect"},
+                "introspection_endpoint": f"{issuer.url}/introspect",
+                "authorization_endpoint": f"{issuer.url}/authorize",
+                "token_endpoint": f"{issuer.url}/token"},
             "/jwks.json": issuer.jwks}
+        if h.command == "GET" and h.path.startswith("/authorize?"):
+            _authorize(issuer, h)
+            return
+        if h.command == "POST" and h.path == "/token":
+            documents["/token"] = _token(issuer, arrivals[-1])
         if h.command == "POST" and h.path == "/introspect":
             documents["/introspect"] = _introspection(issuer, arrivals[-1])
         document = documents.get(h.path)
         body = json.dumps(document).encode() if document is not None else b""
-        h.send_response(200 if document is not None else 404)
+        refused = isinstance(document, dict) and "error" in document
+        h.send_response(400 if refused else 200 if document is not None else 404)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()

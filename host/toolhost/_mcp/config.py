@@ -152,6 +152,19 @@ LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 
 
+@attrs.frozen
+class InboxOAuth:
+    """The inbox's login at the issuer: the authorization-code flow with PKCE (RFC 7636, S256)
+    as a public client, the token asked for this server (RFC 8707 ``resource``)."""
+
+    client_id: str
+    authorize_url: str
+    token_url: str
+    #: ``/ui/login/callback`` at the audience's origin: where the issuer sends the browser.
+    redirect_uri: str
+    resource: str
+
+
 @attrs.frozen(kw_only=True)
 class HttpConfig:
     """``serve --http``'s settings: the front door's policy and how long a stop may take.
@@ -177,6 +190,8 @@ class HttpConfig:
                                        ends and its workspace is discarded (default 1800)
         TOOLHOST_HTTP_UI_SECRET        signs the approvals inbox's logins (/ui/; hosts that
                                        share it share logins; default: one per process)
+        TOOLHOST_HTTP_UI_CLIENT_ID     the inbox's client id at the issuer: a browser logs
+                                       in there (authorization code with PKCE)
         TOOLHOST_HTTP_ADVERTISE_URL    where the other hosts of the record reach this one's MCP
                                        endpoint (several hosts on one database; default: the
                                        bound address, when it is one address)
@@ -193,6 +208,8 @@ class HttpConfig:
     #: This host's MCP endpoint as the other hosts reach it; None: the bind is every address
     #: and the operator named none.
     advertise_url: str | None = None
+    #: The inbox's login through the issuer (TOOLHOST_HTTP_UI_CLIENT_ID); None: by token.
+    inbox_oauth: InboxOAuth | None = None
 
     @property
     def authenticates(self) -> bool:
@@ -223,6 +240,10 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     audience = (settings.get("TOOLHOST_HTTP_AUDIENCE") or "").strip()
     jwt = introspection = metadata = metadata_url = None
     introspection_url = (settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()
+    inbox_oauth = None
+    if not issuer and (settings.get("TOOLHOST_HTTP_UI_CLIENT_ID") or "").strip():
+        raise ConfigError("TOOLHOST_HTTP_UI_CLIENT_ID needs TOOLHOST_HTTP_ISSUER and "
+                          "TOOLHOST_HTTP_AUDIENCE (the issuer the inbox's login goes through)")
     if not (issuer or audience) and (_introspects(settings) or introspection_url):
         raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_* settings need TOOLHOST_HTTP_ISSUER "
                           "and TOOLHOST_HTTP_AUDIENCE (whose tokens, for which server)")
@@ -253,6 +274,7 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         authority, slash, path = rest.partition("/")
         metadata_url = f"{origin}://{authority}/.well-known/oauth-protected-resource" + (
             f"/{path}".rstrip("/") if slash else "")
+        inbox_oauth = _inbox_oauth(settings, issuer, audience, read, fetch)
         metadata = {"resource": audience, "authorization_servers": [issuer],
                     "bearer_methods_supported": ["header"],
                     "scopes_supported": sorted({s for r in roster for s in r.tool.scopes})}
@@ -270,7 +292,27 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         max_sessions=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
         session_idle_s=_seconds(settings, "TOOLHOST_HTTP_SESSION_IDLE_S")
         or DEFAULT_SESSION_IDLE_S,
-        advertise_url=_advertise_url(settings, bind, port))
+        advertise_url=_advertise_url(settings, bind, port), inbox_oauth=inbox_oauth)
+
+
+def _inbox_oauth(settings: Settings, issuer: str, audience: str,
+                 read: Mapping[str, Any] | None,
+                 fetch: Callable[[str], bytes]) -> InboxOAuth | None:
+    """The inbox's login through the issuer, from its metadata; None without a client id."""
+    client_id = (settings.get("TOOLHOST_HTTP_UI_CLIENT_ID") or "").strip()
+    if not client_id:
+        return None
+    metadata = read if read is not None else (_issuer_metadata(issuer, fetch) or {})
+    authorize, token = _uri(metadata, "authorization_endpoint"), _uri(metadata, "token_endpoint")
+    if not (authorize and token):
+        raise ConfigError(f"TOOLHOST_HTTP_UI_CLIENT_ID: the metadata of {issuer!r} names no "
+                          "authorization_endpoint and token_endpoint")
+    for url in (authorize, token):
+        if url.startswith("http://") and not _loopback_url(url):
+            raise ConfigError(f"the issuer's endpoints must be https://, not {url!r}")
+    origin, _, rest = audience.partition("://")
+    redirect = f"{origin}://{rest.partition('/')[0]}/ui/login/callback"
+    return InboxOAuth(client_id, authorize, token, redirect, audience)
 
 
 def _advertise_url(settings: Settings, bind: str, port: int) -> str | None:

@@ -41,7 +41,7 @@ MAX_ANSWER_BYTES = 64 * 1024
 #: ``post(url, form, basic_auth, limit)``: the body of a 200 answer to a form POST (the host's
 #: HTTP client), at most ``limit`` bytes; raises on any other status, a longer body, any
 #: failure.
-Post = Callable[[str, dict[str, str], tuple[str, str], int], bytes]
+Post = Callable[[str, dict[str, str], tuple[str, str] | None, int], bytes]
 
 
 class TokenIntrospector:

@@ -400,7 +400,7 @@ def _inbox(host: Host, http: HttpConfig, verify: Any) -> Any:
               else bytes.fromhex(host.new_id() + host.new_id()))
     logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp(),
                     host.new_id)
-    return Inbox(host, logins, verify)
+    return Inbox(host, logins, verify, oauth=http.inbox_oauth, post=host.post_form)
 
 
 async def _router(host: Host, http: HttpConfig) -> Router | None:

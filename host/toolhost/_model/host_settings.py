@@ -94,6 +94,9 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
        description="Origin values accepted from browsers"),
     _S(name="TOOLHOST_HTTP_UI_SECRET", type="secret", default="one of the process's own",
        description="signs the approvals inbox's logins (hosts that share it share logins)"),
+    _S(name="TOOLHOST_HTTP_UI_CLIENT_ID", type="text",
+       description="the inbox's client id at the issuer: its login then goes through the "
+                   "issuer (authorization code with PKCE)"),
     _S(name="TOOLHOST_HTTP_ADVERTISE_URL", type="url", default="the bound address",
        description="where the other hosts of the record reach this one's MCP endpoint"),
     _S(name="TOOLHOST_HTTP_MAX_BODY_BYTES", type="integer", default="8388608",

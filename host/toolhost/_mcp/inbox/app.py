@@ -3,6 +3,8 @@
 Routes (every one under ``/ui/``; the front door has checked Host and Origin already):
 
     GET  /ui/login            the login form         POST /ui/login    a token -> a cookie
+    GET  /ui/login/start      to the issuer (TOOLHOST_HTTP_UI_CLIENT_ID: the authorization
+    GET  /ui/login/callback   code flow with PKCE) and back: its token -> a cookie
     POST /ui/logout           the cookie cleared
     GET  /ui/                 the calls waiting for this person's decision, newest first
     GET  /ui/inbox.part       the same list alone (what ``static/ui.js`` polls)
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.resources
+import json
 import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,15 +52,19 @@ from toolhost._composition import (
     ToolhostError,
     get_logger,
 )
+from toolhost._mcp.config import InboxOAuth
 from toolhost._mcp.http_auth import Caller
+from toolhost._mcp.http_introspection import Post
 from toolhost._mcp.inbox import pages
 from toolhost._mcp.inbox.charts import Overview, summarize
-from toolhost._mcp.inbox.login import LOGIN_S, Login, Logins
+from toolhost._mcp.inbox.login import FLOW_S, LOGIN_S, Login, Logins, code_challenge
 from toolhost._mcp.resources import MAX_RESOURCE_BYTES
 
 __all__ = ["COOKIE", "CSP", "OVERVIEW_ROWS", "WAITING_SHOWN", "Inbox"]
 
 COOKIE: Final = "toolhost_inbox"
+#: A login through the issuer, while it is under way (its state and PKCE verifier).
+FLOW_COOKIE: Final = "toolhost_inbox_flow"
 CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 #: The most waiting calls the inbox lists at once (the oldest beyond it wait their turn).
@@ -80,10 +87,14 @@ Verify = Callable[[str], Awaitable[Caller | None]]
 class Inbox:
     """The ASGI app under ``/ui/``; the front door calls it with the bearer token's caller."""
 
-    def __init__(self, host: Host, logins: Logins, verify: Verify) -> None:
+    def __init__(self, host: Host, logins: Logins, verify: Verify, *,
+                 oauth: InboxOAuth | None = None, post: Post | None = None) -> None:
         self._host = host
         self._logins = logins
         self._verify = verify
+        #: The login through the issuer (and the host's form POST for its token request).
+        self._oauth = oauth
+        self._post_form = post
         self._log = get_logger()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send,
@@ -99,10 +110,18 @@ class Inbox:
             if method == "POST":
                 await self._log_in(scope, receive, send)
             else:
-                await _html(send, 200, pages.login_page())
+                await _html(send, 200, pages.login_page(through_issuer=self._oauth is not None))
+            return
+        if path in ("/ui/login/start", "/ui/login/callback") and self._oauth is not None:
+            if method != "GET":
+                await _plain(send, 405, "Method not allowed.\n")
+            elif path.endswith("start"):
+                await self._start_flow(scope, send, self._oauth)
+            else:
+                await self._end_flow(scope, send, self._oauth)
             return
         login = (Login(caller.principal) if caller is not None
-                 else self._logins.read(_cookie(scope)))
+                 else self._logins.read(_cookie(scope, COOKIE)))
         if login is None:
             if method == "GET":
                 await _redirect(send, "/ui/login")
@@ -310,11 +329,76 @@ class Inbox:
             self._log.info("http.inbox.refused", reason="login")
             await _html(send, 401, pages.login_page("That token is not valid here."))
             return
+        self._log.info("http.inbox.login", principal=caller.principal.id, by="token")
+        await _redirect(send, "/ui/", cookie=self._login_cookie(scope, caller, token))
+
+    async def _start_flow(self, scope: dict[str, Any], send: Send, oauth: InboxOAuth) -> None:
+        """To the issuer's authorization endpoint: a code for this server's resource, bound
+        to a PKCE verifier and a state that only this browser's flow cookie holds."""
+        state, verifier, cookie = self._logins.flow()
+        query = urllib.parse.urlencode({
+            "response_type": "code", "client_id": oauth.client_id,
+            "redirect_uri": oauth.redirect_uri, "code_challenge": code_challenge(verifier),
+            "code_challenge_method": "S256", "state": state, "resource": oauth.resource})
+        separator = "&" if "?" in oauth.authorize_url else "?"
+        # Lax, not Strict: it must come back on the issuer's redirect, a cross-site navigation.
+        flow = (f"{FLOW_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Lax; "
+                f"Max-Age={FLOW_S}" + ("; Secure" if scope.get("scheme") == "https" else ""))
+        await _redirect(send, f"{oauth.authorize_url}{separator}{query}", cookie=flow)
+
+    async def _end_flow(self, scope: dict[str, Any], send: Send, oauth: InboxOAuth) -> None:
+        """The issuer's answer: the code exchanged (with the verifier) for a token, which is
+        verified as every bearer token is, then a login like a token's."""
+        try:
+            query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                                          max_num_fields=8)
+        except ValueError:
+            query = {}
+        one = {k: v[0] for k, v in query.items() if v}
+        verifier = self._logins.read_flow(_cookie(scope, FLOW_COOKIE), one.get("state"))
+        if verifier is None:
+            await self._flow_failed(send, 400, "That login did not start here, or took too "
+                                               "long. Try again.", "flow_state")
+            return
+        code = one.get("code")
+        if not code or "error" in one:
+            await self._flow_failed(send, 401, "The issuer did not log you in.", "flow_denied")
+            return
+        token = await anyio.to_thread.run_sync(self._exchange, oauth, code, verifier)
+        caller = await self._verify(token) if token is not None else None
+        if caller is None or token is None:
+            await self._flow_failed(send, 401, "The issuer's answer did not log you in.",
+                                    "flow_token")
+            return
+        self._log.info("http.inbox.login", principal=caller.principal.id, by="issuer")
+        await _answer(send, 200, pages.logged_in_page().encode("utf-8"), _HTML, extra=[
+            (b"set-cookie", self._login_cookie(scope, caller, token).encode()),
+            (b"set-cookie", f"{FLOW_COOKIE}=; Path=/ui/login; HttpOnly; Max-Age=0".encode())])
+
+    def _exchange(self, oauth: InboxOAuth, code: str, verifier: str) -> str | None:
+        """The access token the issuer gives for ``code`` (RFC 6749 4.1.3 with RFC 7636's
+        verifier, a public client); None when it gives none."""
+        if self._post_form is None:
+            return None
+        try:
+            answer = json.loads(self._post_form(oauth.token_url, {
+                "grant_type": "authorization_code", "code": code,
+                "redirect_uri": oauth.redirect_uri, "client_id": oauth.client_id,
+                "code_verifier": verifier, "resource": oauth.resource}, None, 64 * 1024))
+        except Exception as exc:  # the issuer refused, or is away: the person tries again
+            self._log.warning("http.inbox.token_request_failed", error=type(exc).__name__)
+            return None
+        token = answer.get("access_token") if isinstance(answer, dict) else None
+        return token if isinstance(token, str) and token else None
+
+    async def _flow_failed(self, send: Send, status: int, words: str, reason: str) -> None:
+        self._log.info("http.inbox.refused", reason=reason)
+        await _html(send, status, pages.login_page(words, through_issuer=True))
+
+    def _login_cookie(self, scope: dict[str, Any], caller: Caller, token: str) -> str:
         secure = scope.get("scheme") == "https"
-        cookie = (f"{COOKIE}={self._logins.issue(caller, token)}; Path=/ui; HttpOnly; "
-                  f"SameSite=Strict; Max-Age={LOGIN_S}" + ("; Secure" if secure else ""))
-        self._log.info("http.inbox.login", principal=caller.principal.id)
-        await _redirect(send, "/ui/", cookie=cookie)
+        return (f"{COOKIE}={self._logins.issue(caller, token)}; Path=/ui; HttpOnly; "
+                f"SameSite=Strict; Max-Age={LOGIN_S}" + ("; Secure" if secure else ""))
 
     async def _static(self, method: str, name: str, send: Send) -> None:
         kind = _STATIC.get(name)
@@ -337,13 +421,13 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
-def _cookie(scope: dict[str, Any]) -> str | None:
+def _cookie(scope: dict[str, Any], wanted: str) -> str | None:
     raw = _header(scope, b"cookie")
     if raw is None:
         return None
     for part in raw.split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        if name == wanted:
             return value
     return None
 

@@ -28,10 +28,12 @@ import attrs
 from toolhost import Principal
 from toolhost._mcp.http_auth import Caller, TokenFile, token_digest
 
-__all__ = ["ADMIN_SCOPE", "LOGIN_S", "Login", "Logins"]
+__all__ = ["ADMIN_SCOPE", "FLOW_S", "LOGIN_S", "Login", "Logins", "code_challenge"]
 
 #: How long a browser login lasts.
 LOGIN_S: Final = 8 * 3600
+#: How long a login through the issuer may take, from the inbox to the issuer and back.
+FLOW_S: Final = 600
 #: The scope that shows and decides every principal's waiting calls, not only one's own.
 ADMIN_SCOPE: Final = "approvals.admin"
 _TOKEN_FILE: Final = "token-file"
@@ -104,6 +106,35 @@ class Logins:
             return Login(held.principal, nonce)
         return Login(Principal(principal, frozenset(scopes)), nonce)
 
+    def flow(self) -> tuple[str, str, str]:
+        """A new login through the issuer: its ``state``, its PKCE ``code_verifier`` (64 hex
+        digits, within RFC 7636's 43 to 128 unreserved characters) and the cookie that keeps
+        both on the browser until the issuer sends it back (FLOW_S)."""
+        state, verifier = self._new_nonce(), self._new_nonce() + self._new_nonce()
+        body = _b64(json.dumps({"s": state, "v": verifier, "e": int(self._now() + FLOW_S)},
+                               separators=(",", ":")).encode())
+        return state, verifier, f"{body}.{self._mac(b'flow', body)}"
+
+    def read_flow(self, value: str | None, state: str | None) -> str | None:
+        """The code verifier of the flow whose cookie is ``value``, if it is signed, current
+        and ``state`` is the one it began with (what the issuer sent back); else None."""
+        if not value or not state or value.count(".") != 1:
+            return None
+        body, mac = value.split(".")
+        if not hmac.compare_digest(mac, self._mac(b"flow", body)):
+            return None
+        try:
+            payload: dict[str, Any] = json.loads(_unb64(body))
+            began, verifier, expires = payload["s"], payload["v"], payload["e"]
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            return None
+        if not isinstance(expires, int) or expires <= self._now():
+            return None
+        if not (isinstance(began, str) and isinstance(verifier, str)
+                and hmac.compare_digest(began, state)):
+            return None
+        return verifier
+
     def csrf(self, login: Login) -> str:
         """The CSRF token every state-changing form of ``login`` carries."""
         return self._mac(b"csrf", login.nonce or "")
@@ -134,3 +165,8 @@ def _jwt_expiry(token: str) -> float | None:
     except (ValueError, IndexError, AttributeError, binascii.Error):
         return None
     return float(expires) if isinstance(expires, (int, float)) else None
+
+
+def code_challenge(verifier: str) -> str:
+    """RFC 7636's S256 challenge of a code verifier."""
+    return _b64(hashlib.sha256(verifier.encode("ascii")).digest())

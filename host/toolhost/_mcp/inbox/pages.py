@@ -23,7 +23,7 @@ from toolhost._mcp.inbox.inert import text
 from toolhost._mcp.inbox.login import Login
 
 __all__ = ["HISTORY_SHOWN", "RESULT_SHOWN", "HistoryFilter", "call_page", "history_page",
-           "inbox_page", "inbox_part", "login_page", "overview_page"]
+           "inbox_page", "inbox_part", "logged_in_page", "login_page", "overview_page"]
 
 #: Characters of a result a call's page shows.
 RESULT_SHOWN: Final = 20_000
@@ -73,15 +73,26 @@ def _page(title: str, body: str, login: Login | None, csrf: str | None) -> str:
             f"<main>{body}</main></body></html>\n")
 
 
-def login_page(problem: str | None = None) -> str:
+def login_page(problem: str | None = None, *, through_issuer: bool = False) -> str:
     said = f'<p class="problem" role="alert">{text(problem)}</p>' if problem else ""
+    issuer = ('<p><a href="/ui/login/start" class="issuer">Log in with your organization'
+              "'s account</a></p><p>Or with a token:</p>") if through_issuer else ""
     return _page("Log in", (
-        "<h1>Log in</h1>"
-        "<p>With the token your MCP client uses.</p>" + said +
+        "<h1>Log in</h1>" + said + issuer +
+        "<p>With the token your MCP client uses.</p>" +
         '<form method="post" action="/ui/login">'
         '<label for="token">Token</label> '
         '<input id="token" name="token" type="password" autocomplete="off" required autofocus> '
         '<button type="submit">Log in</button></form>'), None, None)
+
+
+def logged_in_page() -> str:
+    """What the issuer's redirect lands on: the login cookie is set here, and the next page is
+    reached by a navigation of this page's own (a SameSite=Strict cookie is not sent on the
+    redirect chain the issuer began)."""
+    return _page("Logged in", (
+        '<meta http-equiv="refresh" content="0; url=/ui/">'
+        '<h1>Logged in</h1><p><a href="/ui/">Go to the inbox</a></p>'), None, None)
 
 
 def inbox_page(rows: Sequence[InvocationRecord], login: Login, csrf: str) -> str:
