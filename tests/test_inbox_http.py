@@ -23,7 +23,10 @@ ARGS = {"destination": "ops"}
 
 def _login(base: str, token: str) -> httpx.Client:
     client = httpx.Client(base_url=base, timeout=30)
-    answer = client.post("/ui/login", data={"token": token}, headers={"Origin": base})
+    form = client.get("/ui/login")
+    assert "SameSite=Strict" in form.headers["set-cookie"]
+    answer = client.post("/ui/login", data={"token": token, "csrf": _csrf(form.text)},
+                         headers={"Origin": base})
     assert answer.status_code == 303 and answer.headers["location"] == "/ui/"
     cookie = answer.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
@@ -104,12 +107,25 @@ def test_a_login_needs_a_valid_token_from_a_page_and_ends_with_the_token(tmp_pat
             base = url.removesuffix("/mcp")
             with httpx.Client(base_url=base, timeout=30) as client:
                 assert client.get("/ui/").headers["location"] == "/ui/login"
-                assert client.get("/ui/login").status_code == 200
-                # Not from a page (no Origin), a wrong token, another site's page: refused.
-                assert client.post("/ui/login", data={"token": ADA}).status_code == 403
-                wrong = client.post("/ui/login", data={"token": "nope"},
+                form = client.get("/ui/login")
+                assert form.status_code == 200
+                csrf = _csrf(form.text)
+                # Not from a page (no Origin), without the form's CSRF token or with another
+                # form's, a wrong token, another site's page: refused.
+                assert client.post("/ui/login", data={"token": ADA, "csrf": csrf}
+                                   ).status_code == 403
+                stale = client.post("/ui/login", data={"token": ADA}, headers={"Origin": base})
+                assert stale.status_code == 403 and "toolhost_inbox=" not in str(
+                    stale.headers.get_list("set-cookie"))
+                with closing(httpx.Client(base_url=base, timeout=30)) as elsewhere:
+                    foreign = elsewhere.post("/ui/login", data={"token": ADA, "csrf": csrf},
+                                             headers={"Origin": base})
+                    assert foreign.status_code == 403
+                csrf = _csrf(client.get("/ui/login").text)
+                wrong = client.post("/ui/login", data={"token": "nope", "csrf": csrf},
                                     headers={"Origin": base})
-                assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+                assert wrong.status_code == 401 and "toolhost_inbox=" not in str(
+                    wrong.headers.get_list("set-cookie"))
                 assert client.post("/ui/login", data={"token": ADA},
                                    headers={"Origin": "https://evil.example"}
                                    ).status_code == 403

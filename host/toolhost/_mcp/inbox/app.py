@@ -63,6 +63,8 @@ from toolhost._mcp.resources import MAX_RESOURCE_BYTES
 __all__ = ["COOKIE", "CSP", "OVERVIEW_ROWS", "WAITING_SHOWN", "Inbox"]
 
 COOKIE: Final = "toolhost_inbox"
+#: The login form's CSRF cookie (its token is in the form).
+BEFORE_COOKIE: Final = "toolhost_inbox_login"
 #: A login through the issuer, while it is under way (its state and PKCE verifier).
 FLOW_COOKIE: Final = "toolhost_inbox_flow"
 CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -110,7 +112,7 @@ class Inbox:
             if method == "POST":
                 await self._log_in(scope, receive, send)
             else:
-                await _html(send, 200, pages.login_page(through_issuer=self._oauth is not None))
+                await self._login_page(scope, send, 200)
             return
         if path in ("/ui/login/start", "/ui/login/callback") and self._oauth is not None:
             if method != "GET":
@@ -322,12 +324,17 @@ class Inbox:
             # checked that it is an allowed origin.
             await _plain(send, 403, "Log in from the login page.\n")
             return
-        form = await _form(receive)
-        token = (form or {}).get("token", "").strip()
+        form = await _form(receive) or {}
+        if not self._logins.before_login_holds(_cookie(scope, BEFORE_COOKIE), form.get("csrf")):
+            self._log.info("http.inbox.refused", reason="login_csrf")
+            await self._login_page(scope, send, 403, "The login form is stale or did not come "
+                                                     "from this page. Try again.")
+            return
+        token = form.get("token", "").strip()
         caller = await self._verify(token) if token else None
         if caller is None:
             self._log.info("http.inbox.refused", reason="login")
-            await _html(send, 401, pages.login_page("That token is not valid here."))
+            await self._login_page(scope, send, 401, "That token is not valid here.")
             return
         self._log.info("http.inbox.login", principal=caller.principal.id, by="token")
         await _redirect(send, "/ui/", cookie=self._login_cookie(scope, caller, token))
@@ -357,17 +364,18 @@ class Inbox:
         one = {k: v[0] for k, v in query.items() if v}
         verifier = self._logins.read_flow(_cookie(scope, FLOW_COOKIE), one.get("state"))
         if verifier is None:
-            await self._flow_failed(send, 400, "That login did not start here, or took too "
-                                               "long. Try again.", "flow_state")
+            await self._flow_failed(scope, send, 400, "That login did not start here, or "
+                                    "took too long. Try again.", "flow_state")
             return
         code = one.get("code")
         if not code or "error" in one:
-            await self._flow_failed(send, 401, "The issuer did not log you in.", "flow_denied")
+            await self._flow_failed(scope, send, 401, "The issuer did not log you in.",
+                                    "flow_denied")
             return
         token = await anyio.to_thread.run_sync(self._exchange, oauth, code, verifier)
         caller = await self._verify(token) if token is not None else None
         if caller is None or token is None:
-            await self._flow_failed(send, 401, "The issuer's answer did not log you in.",
+            await self._flow_failed(scope, send, 401, "The issuer's answer did not log you in.",
                                     "flow_token")
             return
         self._log.info("http.inbox.login", principal=caller.principal.id, by="issuer")
@@ -391,9 +399,20 @@ class Inbox:
         token = answer.get("access_token") if isinstance(answer, dict) else None
         return token if isinstance(token, str) and token else None
 
-    async def _flow_failed(self, send: Send, status: int, words: str, reason: str) -> None:
+    async def _flow_failed(self, scope: dict[str, Any], send: Send, status: int, words: str,
+                           reason: str) -> None:
         self._log.info("http.inbox.refused", reason=reason)
-        await _html(send, status, pages.login_page(words, through_issuer=True))
+        await self._login_page(scope, send, status, words)
+
+    async def _login_page(self, scope: dict[str, Any], send: Send, status: int,
+                          problem: str | None = None) -> None:
+        """The login form, with a fresh CSRF token and the cookie it must come back with."""
+        csrf, cookie = self._logins.before_login()
+        secure = "; Secure" if scope.get("scheme") == "https" else ""
+        page = pages.login_page(csrf, problem, through_issuer=self._oauth is not None)
+        await _answer(send, status, page.encode("utf-8"), _HTML, extra=[(b"set-cookie", (
+            f"{BEFORE_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Strict; "
+            f"Max-Age={FLOW_S}{secure}").encode())])
 
     def _login_cookie(self, scope: dict[str, Any], caller: Caller, token: str) -> str:
         secure = scope.get("scheme") == "https"

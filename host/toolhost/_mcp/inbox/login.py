@@ -135,6 +135,28 @@ class Logins:
             return None
         return verifier
 
+    def before_login(self) -> tuple[str, str]:
+        """The login form's CSRF token, and the cookie that must come back with it (a login
+        is a state change too: another site must not log a browser in as someone else)."""
+        body = _b64(json.dumps({"n": self._new_nonce(), "e": int(self._now() + FLOW_S)},
+                               separators=(",", ":")).encode())
+        cookie = f"{body}.{self._mac(b'before', body)}"
+        return self._mac(b"login-csrf", cookie), cookie
+
+    def before_login_holds(self, cookie: str | None, presented: str | None) -> bool:
+        """Whether a login form's CSRF token is the one its cookie was issued with, in time."""
+        if not cookie or not presented or cookie.count(".") != 1:
+            return False
+        body, mac = cookie.split(".")
+        if not hmac.compare_digest(mac, self._mac(b"before", body)):
+            return False
+        try:
+            expires = json.loads(_unb64(body))["e"]
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            return False
+        return (isinstance(expires, int) and expires > self._now()
+                and hmac.compare_digest(presented, self._mac(b"login-csrf", cookie)))
+
     def csrf(self, login: Login) -> str:
         """The CSRF token every state-changing form of ``login`` carries."""
         return self._mac(b"csrf", login.nonce or "")

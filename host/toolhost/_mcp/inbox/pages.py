@@ -73,7 +73,8 @@ def _page(title: str, body: str, login: Login | None, csrf: str | None) -> str:
             f"<main>{body}</main></body></html>\n")
 
 
-def login_page(problem: str | None = None, *, through_issuer: bool = False) -> str:
+def login_page(csrf: str, problem: str | None = None, *,
+               through_issuer: bool = False) -> str:
     said = f'<p class="problem" role="alert">{text(problem)}</p>' if problem else ""
     issuer = ('<p><a href="/ui/login/start" class="issuer">Log in with your organization'
               "'s account</a></p><p>Or with a token:</p>") if through_issuer else ""
@@ -81,6 +82,7 @@ def login_page(problem: str | None = None, *, through_issuer: bool = False) -> s
         "<h1>Log in</h1>" + said + issuer +
         "<p>With the token your MCP client uses.</p>" +
         '<form method="post" action="/ui/login">'
+        f'<input type="hidden" name="csrf" value="{text(csrf)}">'
         '<label for="token">Token</label> '
         '<input id="token" name="token" type="password" autocomplete="off" required autofocus> '
         '<button type="submit">Log in</button></form>'), None, None)
