@@ -23,7 +23,9 @@ import pytest
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 from journeys.journey_support import meta, run
-from test_http_serve import ADA, BOB, deployment
+from test_http_serve import ADA
+from test_inbox_http import ADA_INBOX, BOB_INBOX
+from test_inbox_http import inbox_deployment as deployment
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -90,7 +92,7 @@ def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
         async with people.http_server() as url, \
                 people.session("http", url=url, token=ADA) as ada:
             base = url.removesuffix("/mcp")
-            _log_in(browser, base, ADA)
+            _log_in(browser, base, ADA_INBOX)
             assert "Nothing is waiting" in browser.page_source
             browser.execute_script("window.sameDocument = true;")
             paused = await ada.call_tool("fxw.external_write", {"destination": "ops"})
@@ -157,7 +159,7 @@ def test_hostile_arguments_are_inert_and_visible(tmp_path: Path, browser: Any) -
             ids = [meta(await ada.call_tool("fxw.external_write", {"destination": d}),
                         "invocationId") for d in HOSTILE]
             assert all(ids), ids
-            _log_in(browser, base, ADA)
+            _log_in(browser, base, ADA_INBOX)
             for invocation_id in ids:
                 for page in (f"{base}/ui/", f"{base}/ui/calls/{invocation_id}"):
                     browser.get(page)
@@ -214,16 +216,16 @@ def test_no_csrf_token_another_persons_login_and_framing_are_refused(
             base = url.removesuffix("/mcp")
             ada_id = meta(await ada.call_tool("fxw.external_write", {"destination": "ops"}),
                           "invocationId")
-            _log_in(browser, base, ADA)
+            _log_in(browser, base, ADA_INBOX)
             status = browser.execute_async_script(
                 "const done = arguments[arguments.length - 1];"
                 f"fetch('/ui/calls/{ada_id}/approve', {{method: 'POST'}})"
-                ".then(r => done(r.status));")
+                ".then(r => done(r.status), e => done(String(e)));")
             assert status == 403
             # Bob, logged in on the same browser, finds no such call of Ada's.
             browser.find_element(By.CSS_SELECTOR, "form.who button").click()
             _until(browser, lambda d: d.current_url.endswith("/ui/login"))
-            _log_in(browser, base, BOB)
+            _log_in(browser, base, BOB_INBOX)
             assert _call(browser, ada_id) is None
             browser.get(f"{base}/ui/calls/{ada_id}")
             assert "Not found." in browser.page_source
@@ -233,7 +235,7 @@ def test_no_csrf_token_another_persons_login_and_framing_are_refused(
                 "const done = arguments[arguments.length - 1];"
                 "const csrf = document.querySelector('input[name=csrf]').value;"
                 f"fetch('/ui/calls/{ada_id}/approve', {{method: 'POST', body: "
-                "new URLSearchParams({csrf})}).then(r => done(r.status));")
+                "new URLSearchParams({csrf})}).then(r => done(r.status), e => done(String(e)));")
             assert status == 404
             # Another origin's page framing the inbox: the browser refuses to render it.
             with _other_origin(f'<iframe src="{base}/ui/"></iframe>') as attacker:
@@ -301,7 +303,7 @@ def test_the_overview_of_ten_thousand_calls_renders_quickly(tmp_path: Path,
     async def journey() -> None:
         async with people.http_server() as url:
             base = url.removesuffix("/mcp")
-            _log_in(browser, base, ADA)
+            _log_in(browser, base, ADA_INBOX)
             browser.get(f"{base}/ui/overview")
             took = browser.execute_script(
                 "const t = performance.getEntriesByType('navigation')[0];"
@@ -357,7 +359,7 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(tmp_path: Path,
                           "invocationId")
             browser.get(f"{base}/ui/login")
             # The token field has the focus: type, then Enter submits.
-            keys(ADA, Keys.ENTER)
+            keys(ADA_INBOX, Keys.ENTER)
             _until(browser, lambda d: d.current_url.endswith("/ui/"))
             # Tab to the first call's Approve button (the newest: the second call), Enter.
             _tab_to(browser, lambda e: e.tag_name == "button" and e.text == "Approve")

@@ -19,6 +19,18 @@ from journeys.journey_support import meta, run, write_tokens
 from test_http_serve import ADA, BOB, SCOPES, deployment
 
 ARGS = {"destination": "ops"}
+#: Each person's token for the inbox, apart from the one their MCP client holds (D314): only
+#: it may decide. The admin's sees and decides everyone's.
+ADA_INBOX, BOB_INBOX, ADMIN = "ada-inbox-5c1e", "bob-inbox-77d0", "admin-token-3b9d"
+
+
+def inbox_deployment(tmp_path: Path, **settings: str) -> Any:
+    """test_http_serve's deployment, its token file with the inbox's tokens too."""
+    people = deployment(tmp_path, **settings)
+    write_tokens(tmp_path / "tokens.toml", (ADA, "ada", SCOPES), (BOB, "bob", SCOPES),
+                 (ADA_INBOX, "ada", ["approvals.decide"]),
+                 (BOB_INBOX, "bob", ["approvals.decide"]), (ADMIN, "lead", ["approvals.admin"]))
+    return people
 
 
 def _login(base: str, token: str) -> httpx.Client:
@@ -44,7 +56,7 @@ def _csrf(page: str) -> str:
 
 
 def test_a_person_logs_in_sees_only_their_calls_and_approves_one_once(tmp_path: Path) -> None:
-    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+    people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
         async with people.http_server() as url, \
@@ -53,7 +65,8 @@ def test_a_person_logs_in_sees_only_their_calls_and_approves_one_once(tmp_path: 
             base = url.removesuffix("/mcp")
             ada_id = meta(await ada.call_tool("fxw.external_write", ARGS), "invocationId")
             bob_id = meta(await bob.call_tool("fxw.external_write", ARGS), "invocationId")
-            with closing(_login(base, ADA)) as browser, closing(_login(base, BOB)) as other:
+            with closing(_login(base, ADA_INBOX)) as browser, \
+                    closing(_login(base, BOB_INBOX)) as other:
                 inbox = browser.get("/ui/")
                 assert inbox.status_code == 200
                 assert ada_id in inbox.text and bob_id not in inbox.text
@@ -100,7 +113,7 @@ def test_a_person_logs_in_sees_only_their_calls_and_approves_one_once(tmp_path: 
 
 
 def test_a_login_needs_a_valid_token_from_a_page_and_ends_with_the_token(tmp_path: Path) -> None:
-    people = deployment(tmp_path)
+    people = inbox_deployment(tmp_path)
 
     async def journey() -> None:
         async with people.http_server() as url:
@@ -149,7 +162,7 @@ def test_a_login_needs_a_valid_token_from_a_page_and_ends_with_the_token(tmp_pat
 
 
 def test_without_authentication_there_is_no_inbox(tmp_path: Path) -> None:
-    people = deployment(tmp_path)
+    people = inbox_deployment(tmp_path)
     del people.settings["TOOLHOST_HTTP_TOKENS_FILE"]
 
     async def journey() -> None:
@@ -160,7 +173,7 @@ def test_without_authentication_there_is_no_inbox(tmp_path: Path) -> None:
 
 
 def test_history_is_each_persons_own_newest_first_filtered_and_paged(tmp_path: Path) -> None:
-    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+    people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
         async with people.http_server() as url, \
@@ -203,7 +216,7 @@ def test_history_is_each_persons_own_newest_first_filtered_and_paged(tmp_path: P
 
 
 def test_a_calls_files_download_through_the_resolvers_checks(tmp_path: Path) -> None:
-    people = deployment(tmp_path)
+    people = inbox_deployment(tmp_path)
 
     async def journey() -> None:
         async with people.http_server() as url, \
@@ -213,7 +226,8 @@ def test_a_calls_files_download_through_the_resolvers_checks(tmp_path: Path) -> 
                                 {"path": "notes.html", "content": "<script>x()</script>"})
             exported = await ada.call_tool("artifact.export", {"path": "notes.html"})
             call_id = meta(exported, "invocationId")
-            with closing(_login(base, ADA)) as browser, closing(_login(base, BOB)) as other:
+            with closing(_login(base, ADA_INBOX)) as browser, \
+                    closing(_login(base, BOB_INBOX)) as other:
                 page = browser.get(f"/ui/calls/{call_id}").text
                 links = re.findall(rf'href="(/ui/calls/{call_id}/files/[^"]+)"', page)
                 assert len(links) == 1
@@ -232,13 +246,9 @@ def test_a_calls_files_download_through_the_resolvers_checks(tmp_path: Path) -> 
     run(journey)
 
 
-ADMIN = "admin-token-3b9d"
-
 
 def test_an_approvals_admin_sees_and_decides_everyones_calls(tmp_path: Path) -> None:
-    people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
-    write_tokens(tmp_path / "tokens.toml", (ADA, "ada", SCOPES), (BOB, "bob", SCOPES),
-                 (ADMIN, "lead", ["approvals.admin"]))
+    people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
         async with people.http_server() as url, \
@@ -271,7 +281,7 @@ def test_a_login_through_the_issuer_is_a_code_with_pkce(tmp_path: Path) -> None:
     with oauth_issuer(tmp_path) as issuer:
         port = free_port()
         audience = f"http://127.0.0.1:{port}/mcp"
-        people = deployment(tmp_path, **issuer.settings(audience),
+        people = inbox_deployment(tmp_path, **issuer.settings(audience),
                             TOOLHOST_HTTP_UI_CLIENT_ID="toolhost-inbox")
 
         def start(client: httpx.Client) -> tuple[str, dict[str, str]]:
@@ -335,3 +345,29 @@ def test_a_login_through_the_issuer_is_a_code_with_pkce(tmp_path: Path) -> None:
                     assert client.get("/ui/").headers["location"] == "/ui/login"
 
         run(journey)
+
+
+def test_only_a_browser_login_with_approvals_decide_decides(tmp_path: Path) -> None:
+    # The token an MCP client holds must never approve the calls it makes (what
+    # TOOLHOST_MCP_ELICITATION=off promises): not as a bearer header, not through a login.
+    people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    async def journey() -> None:
+        async with people.http_server() as url, \
+                people.session("http", url=url, token=ADA) as ada:
+            base = url.removesuffix("/mcp")
+            ada_id = meta(await ada.call_tool("fxw.external_write", ARGS), "invocationId")
+            for token in (ADA, ADA_INBOX):
+                by_header = httpx.post(f"{base}/ui/calls/{ada_id}/approve", timeout=30,
+                                       headers={"Authorization": f"Bearer {token}"})
+                assert by_header.status_code == 403, token
+            with closing(_login(base, ADA)) as client_token:
+                page = client_token.get(f"/ui/calls/{ada_id}").text
+                assert "may look, not decide" in page and 'class="approve"' not in page
+                refused = client_token.post(f"/ui/calls/{ada_id}/approve",
+                                            data={"csrf": _csrf(page)})
+                assert refused.status_code == 403
+            assert _row(people, ada_id)["state"] == "awaiting_approval"
+
+    run(journey)
+    assert not (tmp_path / "fxw.log").exists()

@@ -77,6 +77,9 @@ class Caller:
     principal: Principal
     #: How the caller authenticated: ``token-file`` or the issuer's URL.
     by: str
+    #: When the credential stops being valid (an issuer's ``exp``, wall-clock seconds); None:
+    #: not said (a static token lasts until it leaves the file).
+    expires: float | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -424,7 +427,9 @@ def caller_of(claims: Mapping[str, Any], by: str) -> Caller | None:
     subject, scope = claims.get("sub"), claims.get("scope", "")
     if not isinstance(subject, str) or not subject or not isinstance(scope, str):
         return None
-    return Caller(Principal(subject, frozenset(scope.split())), by)
+    expires = claims.get("exp")
+    return Caller(Principal(subject, frozenset(scope.split())), by,
+                  float(expires) if _number(expires) else None)
 
 
 def refused(way: str, reason: str, **detail: str) -> Caller | None:

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -337,6 +338,27 @@ class FrontDoor:
                 await self._unauthorized(send, presented=True)
                 return
         await self.inbox(scope, receive, send, caller)
+
+    @contextlib.contextmanager
+    def call_slot(self, principal: str) -> Iterator[tuple[int, str] | None]:
+        """One of ``principal``'s calls run outside MCP (an approval in the inbox), counted
+        like a ``tools/call``: a stopping server waits for it, and the principal's cap bounds
+        it. Yields None when admitted, else the refusal's status and words."""
+        if self.draining:
+            self.refused["draining"] += 1
+            yield 503, "The server is stopping; try again in a moment.\n"
+            return
+        if self._calls[principal] + self._abandoned(principal) >= self._policy.max_calls:
+            self.refused["too_many_calls"] += 1
+            yield 429, "Too many calls at once; try again in a moment.\n"
+            return
+        self._calls[principal] += 1
+        try:
+            yield None
+        finally:
+            self._calls[principal] -= 1
+            if not self._calls[principal]:
+                del self._calls[principal]
 
     async def verify(self, token: str) -> Caller | None:
         """The caller ``token`` authenticates, or None (as for every MCP request)."""

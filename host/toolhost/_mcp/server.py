@@ -358,8 +358,13 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
                     open_sessions=lambda: sessions.open_count,
                     metrics=(host.telemetry.instruments.render
                              if host.telemetry is not None else None))
+    cancel: Callable[[], None] = sessions.cancel
     if http.authenticates:
-        app.inbox = _inbox(host, http, app.verify)
+        app.inbox = inbox = _inbox(host, http, app)
+
+        def cancel() -> None:  # the drain's time is up: MCP's calls and the inbox's
+            sessions.cancel()
+            inbox.cancel()
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
     # slow clients).
@@ -374,7 +379,7 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     heartbeat = None if router is None else asyncio.create_task(router.heartbeat())
     try:
         _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
-        await _Draining(config, app, http.drain_s, sessions.cancel).serve(sockets=sockets)
+        await _Draining(config, app, http.drain_s, cancel).serve(sockets=sockets)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -387,7 +392,7 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
             await _retired(router)
 
 
-def _inbox(host: Host, http: HttpConfig, verify: Any) -> Any:
+def _inbox(host: Host, http: HttpConfig, front: Any) -> Any:
     """The approvals inbox under ``/ui/`` (D314), its logins signed with
     ``TOOLHOST_HTTP_UI_SECRET``: hosts that share it share logins. Without it, a secret of this
     process's own: a login is good on this host until it stops."""
@@ -400,7 +405,9 @@ def _inbox(host: Host, http: HttpConfig, verify: Any) -> Any:
               else bytes.fromhex(host.new_id() + host.new_id()))
     logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp(),
                     host.new_id)
-    return Inbox(host, logins, verify, oauth=http.inbox_oauth, post=host.post_form)
+    return Inbox(host, logins, front.verify, admit=front.call_slot,
+                 body_timeout_s=http.policy.body_timeout_s, oauth=http.inbox_oauth,
+                 post=host.post_form)
 
 
 async def _router(host: Host, http: HttpConfig) -> Router | None:

@@ -28,12 +28,14 @@ Content-Security-Policy (no inline script or style, no framing), ``nosniff``,
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.resources
 import json
 import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import anyio.to_thread
@@ -44,6 +46,7 @@ from toolhost._composition import (
     ArtifactCorrupted,
     ArtifactError,
     ArtifactNotFound,
+    CancellationEvent,
     Host,
     InvocationNotFound,
     InvocationRecord,
@@ -57,7 +60,14 @@ from toolhost._mcp.http_auth import Caller
 from toolhost._mcp.http_introspection import Post
 from toolhost._mcp.inbox import pages
 from toolhost._mcp.inbox.charts import Overview, summarize
-from toolhost._mcp.inbox.login import FLOW_S, LOGIN_S, Login, Logins, code_challenge
+from toolhost._mcp.inbox.login import (
+    DECIDE_SCOPE,
+    FLOW_S,
+    LOGIN_S,
+    Login,
+    Logins,
+    code_challenge,
+)
 from toolhost._mcp.resources import MAX_RESOURCE_BYTES
 
 __all__ = ["COOKIE", "CSP", "OVERVIEW_ROWS", "WAITING_SHOWN", "Inbox"]
@@ -79,21 +89,34 @@ _STATIC: Final = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css
 _CALL: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})(?:/(approve|deny))?$")
 _FILE: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})/files/([A-Za-z0-9_-]{1,128})$")
 _HTML: Final = "text/html; charset=utf-8"
+_NO_EXPIRY: Final = ("That token does not say when it expires, so it cannot make a login "
+                     "here; use one that does.")
 #: A file's answer: never rendered in the inbox's origin, whatever it holds.
 _FILE_CSP: Final = "default-src 'none'; sandbox"
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Verify = Callable[[str], Awaitable[Caller | None]]
+#: ``admit(principal)``: entered around a call run here; what it yields is None (admitted)
+#: or the refusal's status and words.
+Admit = Callable[[str], AbstractContextManager[tuple[int, str] | None]]
 
 
 class Inbox:
     """The ASGI app under ``/ui/``; the front door calls it with the bearer token's caller."""
 
     def __init__(self, host: Host, logins: Logins, verify: Verify, *,
+                 admit: Admit = lambda principal: contextlib.nullcontext(),
+                 body_timeout_s: float = 30.0,
                  oauth: InboxOAuth | None = None, post: Post | None = None) -> None:
         self._host = host
         self._logins = logins
         self._verify = verify
+        #: The front door's gate for a call (a stopping server, a principal's cap): an
+        #: approval that runs its call here is one of the principal's calls.
+        self._admit = admit
+        self._body_timeout_s = body_timeout_s
+        #: The approvals running here, cancelled by ``cancel``.
+        self._running: set[CancellationEvent] = set()
         #: The login through the issuer (and the host's form POST for its token request).
         self._oauth = oauth
         self._post_form = post
@@ -131,9 +154,8 @@ class Inbox:
                 await _plain(send, 401, "Log in first.\n")
             return
         if method == "POST":
-            form = await _form(receive)
+            form = await self._form(receive, send)
             if form is None:
-                await _plain(send, 413, "Form too large.\n")
                 return
             if not self._logins.csrf_holds(login, form.get("csrf")):
                 self._log.info("http.inbox.refused", reason="csrf")
@@ -173,8 +195,11 @@ class Inbox:
         def read() -> list[InvocationRecord]:
             store = self._host.invocations
             principal = None if login.admin else login.principal.id
-            listed = store.pending(limit=WAITING_SHOWN, principal_id=principal)
-            return [store.get(p.id) for p in listed]
+            rows = []
+            for pending in store.pending(limit=WAITING_SHOWN, principal_id=principal):
+                with contextlib.suppress(InvocationNotFound):  # removed meanwhile
+                    rows.append(store.get(pending.id))
+            return rows
 
         rows = await anyio.to_thread.run_sync(read)
         return sorted(rows, key=lambda r: (r.created_at, r.id), reverse=True)
@@ -287,20 +312,31 @@ class Inbox:
         if row is None:
             await _plain(send, 404, "Not found.\n")
             return
+        if not login.may_decide(row.principal_id):
+            self._log.info("http.inbox.refused", reason="may_not_decide")
+            await _html(send, 403, pages.call_page(row, login, self._logins.csrf(login), (
+                "This login may look, not decide: log in with a token of yours that has "
+                f"the {DECIDE_SCOPE} scope (never the one your MCP client holds).")))
+            return
         approver = f"inbox:{login.principal.id}"
         message = None
         try:
             if row.state is not InvocationState.AWAITING_APPROVAL:
                 message = "The call was decided already."
             elif action == "approve":
-                if not (await self._host.resume(invocation_id, approver)).acted:
-                    message = "The call was decided already."
+                message = await self._approve(invocation_id, approver, login, send)
+                if message == "":
+                    return  # refused already (stopping, or too many calls)
             else:
-                reason = form.get("reason", "").strip()
+                # A browser sends a line break as CRLF: counted as the person typed it.
+                reason = form.get("reason", "").replace("\r\n", "\n").strip()
                 if not reason or len(reason) > pages.REASON_CHARS:
                     await _plain(send, 400, "A reason of 1 to 1000 characters is required.\n")
                     return
                 await anyio.to_thread.run_sync(self._host.deny, invocation_id, approver, reason)
+                denied = await anyio.to_thread.run_sync(self._host.row, invocation_id)
+                if (denied.approver, denied.denial_reason) != (approver, reason):
+                    message = "The call was decided already."
         except ApprovalRefused:
             message = "This host cannot run that tool; approve it where the tool is installed."
         except InvocationStateError:
@@ -316,6 +352,45 @@ class Inbox:
             return
         await _redirect(send, f"/ui/calls/{invocation_id}")
 
+    async def _approve(self, invocation_id: str, approver: str, login: Login,
+                       send: Send) -> str | None:
+        """Run the approved call here, as one of the principal's calls: refused while the
+        server stops or past the principal's cap on calls (""), cancelled (and its row ended
+        so) when a stopping server's drain time is up; "decided already" when another
+        decision came first; None when it ran."""
+        with self._admit(login.principal.id) as refused:
+            if refused is not None:
+                status, words = refused
+                await _plain(send, status, words)
+                return ""
+            cancellation = CancellationEvent()
+            self._running.add(cancellation)
+            try:
+                resumed = await self._host.resume(invocation_id, approver,
+                                                  cancellation=cancellation)
+            finally:
+                self._running.discard(cancellation)
+        return None if resumed.acted else "The call was decided already."
+
+    async def _form(self, receive: Any, send: Send) -> dict[str, str] | None:
+        """The request's form; None once it was answered 413 (too large) or 408 (too slow,
+        as the front door answers a slow MCP body)."""
+        try:
+            with anyio.fail_after(self._body_timeout_s):
+                form = await _read_form(receive)
+        except TimeoutError:
+            await _plain(send, 408, "Request body too slow.\n")
+            return None
+        if form is None:
+            await _plain(send, 413, "Form too large.\n")
+        return form
+
+    def cancel(self) -> None:
+        """A stopping server's drain time is up: the approved calls still running here are
+        cancelled (each records its cancellation)."""
+        for cancellation in list(self._running):
+            cancellation.cancel()
+
     # ------------------------------------------------------------------ logging in
 
     async def _log_in(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
@@ -324,7 +399,9 @@ class Inbox:
             # checked that it is an allowed origin.
             await _plain(send, 403, "Log in from the login page.\n")
             return
-        form = await _form(receive) or {}
+        form = await self._form(receive, send)
+        if form is None:
+            return
         if not self._logins.before_login_holds(_cookie(scope, BEFORE_COOKIE), form.get("csrf")):
             self._log.info("http.inbox.refused", reason="login_csrf")
             await self._login_page(scope, send, 403, "The login form is stale or did not come "
@@ -336,8 +413,12 @@ class Inbox:
             self._log.info("http.inbox.refused", reason="login")
             await self._login_page(scope, send, 401, "That token is not valid here.")
             return
+        cookie = self._login_cookie(scope, caller, token)
+        if cookie is None:
+            await self._login_page(scope, send, 401, _NO_EXPIRY)
+            return
         self._log.info("http.inbox.login", principal=caller.principal.id, by="token")
-        await _redirect(send, "/ui/", cookie=self._login_cookie(scope, caller, token))
+        await _redirect(send, "/ui/", cookie=cookie)
 
     async def _start_flow(self, scope: dict[str, Any], send: Send, oauth: InboxOAuth) -> None:
         """To the issuer's authorization endpoint: a code for this server's resource, bound
@@ -378,9 +459,13 @@ class Inbox:
             await self._flow_failed(scope, send, 401, "The issuer's answer did not log you in.",
                                     "flow_token")
             return
+        cookie = self._login_cookie(scope, caller, token)
+        if cookie is None:
+            await self._flow_failed(scope, send, 401, _NO_EXPIRY, "flow_no_expiry")
+            return
         self._log.info("http.inbox.login", principal=caller.principal.id, by="issuer")
         await _answer(send, 200, pages.logged_in_page().encode("utf-8"), _HTML, extra=[
-            (b"set-cookie", self._login_cookie(scope, caller, token).encode()),
+            (b"set-cookie", cookie.encode()),
             (b"set-cookie", f"{FLOW_COOKIE}=; Path=/ui/login; HttpOnly; Max-Age=0".encode())])
 
     def _exchange(self, oauth: InboxOAuth, code: str, verifier: str) -> str | None:
@@ -414,10 +499,14 @@ class Inbox:
             f"{BEFORE_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Strict; "
             f"Max-Age={FLOW_S}{secure}").encode())])
 
-    def _login_cookie(self, scope: dict[str, Any], caller: Caller, token: str) -> str:
+    def _login_cookie(self, scope: dict[str, Any], caller: Caller, token: str) -> str | None:
+        """The login cookie's header value; None for a token that cannot make a login."""
+        value = self._logins.issue(caller, token)
+        if value is None:
+            return None
         secure = scope.get("scheme") == "https"
-        return (f"{COOKIE}={self._logins.issue(caller, token)}; Path=/ui; HttpOnly; "
-                f"SameSite=Strict; Max-Age={LOGIN_S}" + ("; Secure" if secure else ""))
+        return (f"{COOKIE}={value}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={LOGIN_S}"
+                + ("; Secure" if secure else ""))
 
     async def _static(self, method: str, name: str, send: Send) -> None:
         kind = _STATIC.get(name)
@@ -451,7 +540,7 @@ def _cookie(scope: dict[str, Any], wanted: str) -> str | None:
     return None
 
 
-async def _form(receive: Any) -> dict[str, str] | None:
+async def _read_form(receive: Any) -> dict[str, str] | None:
     """An urlencoded form body, at most ``_FORM_BYTES``; None past it."""
     body = bytearray()
     while True:

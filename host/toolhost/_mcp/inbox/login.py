@@ -28,7 +28,8 @@ import attrs
 from toolhost import Principal
 from toolhost._mcp.http_auth import Caller, TokenFile, token_digest
 
-__all__ = ["ADMIN_SCOPE", "FLOW_S", "LOGIN_S", "Login", "Logins", "code_challenge"]
+__all__ = ["ADMIN_SCOPE", "DECIDE_SCOPE", "FLOW_S", "LOGIN_S", "Login", "Logins",
+           "code_challenge"]
 
 #: How long a browser login lasts.
 LOGIN_S: Final = 8 * 3600
@@ -36,6 +37,10 @@ LOGIN_S: Final = 8 * 3600
 FLOW_S: Final = 600
 #: The scope that shows and decides every principal's waiting calls, not only one's own.
 ADMIN_SCOPE: Final = "approvals.admin"
+#: The scope that decides one's own calls in the inbox. Never give it to a token an MCP
+#: client holds: the client could then approve its own calls (what TOOLHOST_MCP_ELICITATION
+#: =off exists to prevent); a person logs in to the inbox with a token of their own for it.
+DECIDE_SCOPE: Final = "approvals.decide"
 _TOKEN_FILE: Final = "token-file"
 
 
@@ -53,8 +58,16 @@ class Login:
         return ADMIN_SCOPE in self.principal.scopes
 
     def may_see(self, principal_id: str) -> bool:
-        """Whether this login may see and decide a call of ``principal_id``."""
+        """Whether this login may see a call of ``principal_id``."""
         return self.admin or principal_id == self.principal.id
+
+    def may_decide(self, principal_id: str) -> bool:
+        """Whether this login may approve or deny a call of ``principal_id``: a browser's
+        login (never a bearer header: that is how an agent's client would ask) with
+        ``approvals.decide`` for one's own calls, or ``approvals.admin`` for anyone's."""
+        if self.nonce is None or not self.may_see(principal_id):
+            return False
+        return self.admin or DECIDE_SCOPE in self.principal.scopes
 
 
 class Logins:
@@ -69,11 +82,15 @@ class Logins:
         #: place that reads ambient state.
         self._new_nonce = new_nonce
 
-    def issue(self, caller: Caller, token: str) -> str:
-        """The cookie's value for a login with ``token``, which verified as ``caller``."""
+    def issue(self, caller: Caller, token: str) -> str | None:
+        """The cookie's value for a login with ``token``, which verified as ``caller``; None
+        for an issuer's token that does not say when it expires (a login cannot outlast what
+        it cannot see)."""
         expires = self._now() + LOGIN_S
         if caller.by != _TOKEN_FILE:
-            expires = min(expires, _jwt_expiry(token) or expires)
+            if caller.expires is None:
+                return None
+            expires = min(expires, caller.expires)
         payload = {
             "p": caller.principal.id, "s": sorted(caller.principal.scopes), "b": caller.by,
             # A token-file login keeps the token's digest (what the file stores), never it.
@@ -89,7 +106,7 @@ class Logins:
         if not value or value.count(".") != 1:
             return None
         body, mac = value.split(".")
-        if not hmac.compare_digest(mac, self._mac(b"login", body)):
+        if not _same(mac, self._mac(b"login", body)):
             return None
         try:
             payload: dict[str, Any] = json.loads(_unb64(body))
@@ -121,7 +138,7 @@ class Logins:
         if not value or not state or value.count(".") != 1:
             return None
         body, mac = value.split(".")
-        if not hmac.compare_digest(mac, self._mac(b"flow", body)):
+        if not _same(mac, self._mac(b"flow", body)):
             return None
         try:
             payload: dict[str, Any] = json.loads(_unb64(body))
@@ -131,7 +148,7 @@ class Logins:
         if not isinstance(expires, int) or expires <= self._now():
             return None
         if not (isinstance(began, str) and isinstance(verifier, str)
-                and hmac.compare_digest(began, state)):
+                and _same(began, state)):
             return None
         return verifier
 
@@ -148,14 +165,14 @@ class Logins:
         if not cookie or not presented or cookie.count(".") != 1:
             return False
         body, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, self._mac(b"before", body)):
+        if not _same(mac, self._mac(b"before", body)):
             return False
         try:
             expires = json.loads(_unb64(body))["e"]
         except (ValueError, KeyError, TypeError, binascii.Error):
             return False
         return (isinstance(expires, int) and expires > self._now()
-                and hmac.compare_digest(presented, self._mac(b"login-csrf", cookie)))
+                and _same(presented, self._mac(b"login-csrf", cookie)))
 
     def csrf(self, login: Login) -> str:
         """The CSRF token every state-changing form of ``login`` carries."""
@@ -164,11 +181,18 @@ class Logins:
     def csrf_holds(self, login: Login, presented: str | None) -> bool:
         if login.nonce is None:
             return True  # a bearer token: not a browser's ambient credential
-        return presented is not None and hmac.compare_digest(presented, self.csrf(login))
+        return presented is not None and _same(presented, self.csrf(login))
 
     def _mac(self, purpose: bytes, text: str) -> str:
         return _b64(hmac.new(self._secret, purpose + b"\0" + text.encode(),
                              hashlib.sha256).digest())
+
+
+def _same(presented: str, expected: str) -> bool:
+    """Constant-time equality of a string from outside with ours, whatever it holds
+    (``hmac.compare_digest`` refuses a ``str`` that is not ASCII with a TypeError)."""
+    return hmac.compare_digest(presented.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
 
 
 def _b64(data: bytes) -> str:
@@ -177,16 +201,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _jwt_expiry(token: str) -> float | None:
-    """A verified JWT's ``exp`` (read after verification, so it is the issuer's)."""
-    try:
-        claims = json.loads(_unb64(token.split(".")[1]))
-        expires = claims.get("exp")
-    except (ValueError, IndexError, AttributeError, binascii.Error):
-        return None
-    return float(expires) if isinstance(expires, (int, float)) else None
 
 
 def code_challenge(verifier: str) -> str:

@@ -31,6 +31,8 @@ RESULT_SHOWN: Final = 20_000
 REASON_CHARS: Final = 1000
 #: Rows on one page of the history.
 HISTORY_SHOWN: Final = 50
+_LOOK_ONLY: Final = ("This login may look, not decide: deciding takes a browser login with "
+                     "the approvals.decide scope.")
 _NAV: Final = ('<a href="/ui/history">History</a><a href="/ui/overview">Overview</a>')
 _STATES: Final = ("", "awaiting_approval", "running", "succeeded", "failed", "denied")
 
@@ -122,11 +124,17 @@ def _waiting(row: InvocationRecord, login: Login, csrf: str) -> str:
         f"<dl>{pairs}</dl>"
         '<pre class="arguments">'
         f"{_arguments(row.arguments)}</pre>"
-        f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
-        f'<input type="hidden" name="csrf" value="{text(csrf)}">'
-        f'<button type="submit" class="approve">Approve</button> '
-        f'<a href="/ui/calls/{text(row.id)}#deny">Deny…</a></form>'
-        "</article>")
+        f"{_decide(row, login, csrf)}</article>")
+
+
+def _decide(row: InvocationRecord, login: Login, csrf: str) -> str:
+    """The inbox's Approve and Deny… for a login that may decide the call; else why not."""
+    if not login.may_decide(row.principal_id):
+        return f'<p class="note">{_LOOK_ONLY}</p>'
+    return (f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
+            f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+            '<button type="submit" class="approve">Approve</button> '
+            f'<a href="/ui/calls/{text(row.id)}#deny">Deny…</a></form>')
 
 
 def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | None = None) -> str:
@@ -157,7 +165,9 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
             f'{text(str(ref.get("name", i)))}</a> ({text(str(ref.get("media_type", "")))}, '
             f'{text(str(ref.get("byte_count", "")))} bytes)</li>'
             for i, ref in files.items()) + "</ul>"]
-    if row.state is InvocationState.AWAITING_APPROVAL:
+    if row.state is InvocationState.AWAITING_APPROVAL and not login.may_decide(row.principal_id):
+        body.append(f'<p class="note">{_LOOK_ONLY}</p>')
+    elif row.state is InvocationState.AWAITING_APPROVAL:
         body.append(
             f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
             f'<input type="hidden" name="csrf" value="{text(csrf)}">'
