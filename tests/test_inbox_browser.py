@@ -47,6 +47,8 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--window-size=1100,900",
+                 # The fake issuer's certificate is a test CA's (loopback only).
+                 "--ignore-certificate-errors",
                  f"--user-data-dir={tmp_path / 'chromium'}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -402,3 +404,30 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(tmp_path: Path,
 
     run(journey)
     assert (tmp_path / "fxw.log").read_text().splitlines() == ["wrote b"]
+
+
+def test_a_person_logs_in_at_the_issuer_and_lands_in_the_inbox(tmp_path: Path,
+                                                              browser: Any) -> None:
+    # The issuer's redirect back is a cross-site navigation: the login cookie (SameSite=Strict)
+    # set there reaches /ui/ only through the landing page's own navigation (D314).
+    from journeys.fake_services import oauth_issuer
+    from journeys.journey_support import free_port
+    from selenium.webdriver.common.by import By
+
+    with oauth_issuer(tmp_path) as issuer:
+        issuer.scope = "approvals.decide"
+        port = free_port()
+        audience = f"http://127.0.0.1:{port}/mcp"
+        people = deployment(tmp_path, **issuer.settings(audience),
+                            TOOLHOST_HTTP_UI_CLIENT_ID="toolhost-inbox")
+
+        async def journey() -> None:
+            async with people.http_server(port=port) as url:
+                base = url.removesuffix("/mcp")
+                browser.get(f"{base}/ui/login")
+                browser.find_element(By.CSS_SELECTOR, "a.issuer").click()
+                _until(browser, lambda d: d.current_url == f"{base}/ui/")
+                assert "Waiting for a decision" in browser.page_source
+                assert browser.find_element(By.CSS_SELECTOR, "form.who span").text == "ada"
+
+        run(journey)

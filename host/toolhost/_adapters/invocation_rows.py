@@ -51,11 +51,14 @@ class PendingCall(NamedTuple):
     policy_json: str | None
 
 
-def history_terms(placeholder: str, **given: Any) -> tuple[list[str], list[Any]]:
-    """``history``'s filters as SQL terms and their stored values: each criterion given is
-    an equality, except ``since`` (created at or after it)."""
+def history_terms(placeholder: str, stored: Callable[[dict[str, Any]], dict[str, Any]],
+                  **given: Any) -> tuple[list[str], list[Any]]:
+    """``history``'s filters as SQL terms and their values as the backend stores them
+    (``stored``: PostgreSQL keeps free text as bytes): each criterion given is an equality,
+    except ``since`` (created at or after it)."""
     since = given.pop("since", None)
-    criteria = column_values(InvocationRecord, {k: v for k, v in given.items() if v is not None})
+    criteria = stored(column_values(
+        InvocationRecord, {k: v for k, v in given.items() if v is not None}))
     terms = [f"{column} = {placeholder}" for column in criteria]
     values = list(criteria.values())
     if since is not None:

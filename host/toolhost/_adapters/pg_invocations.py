@@ -703,8 +703,13 @@ class PostgresInvocationStore:
                 principal_id: str | None = None, tool_name: str | None = None,
                 state: InvocationState | None = None, reason_code: str | None = None,
                 since: dt.datetime | None = None) -> Sequence[InvocationRecord]:
-        terms, values = history_terms("%s", principal_id=principal_id, tool_name=tool_name,
-                                      state=state, reason_code=reason_code, since=since)
+        if before is not None and "\x00" in before:
+            raise InvocationNotFound(before)  # no id holds U+0000, which TEXT cannot
+        if any("\x00" in v for v in (tool_name, reason_code) if v is not None):
+            return []  # nor can a tool's name or a reason code
+        terms, values = history_terms("%s", _stored, principal_id=principal_id,
+                                      tool_name=tool_name, state=state,
+                                      reason_code=reason_code, since=since)
         rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
         return [self._completed(row) for row in rows]
 

@@ -410,8 +410,9 @@ class SQLiteInvocationStore:
                 principal_id: str | None = None, tool_name: str | None = None,
                 state: InvocationState | None = None, reason_code: str | None = None,
                 since: dt.datetime | None = None) -> Sequence[InvocationRecord]:
-        terms, values = history_terms("?", principal_id=principal_id, tool_name=tool_name,
-                                      state=state, reason_code=reason_code, since=since)
+        terms, values = history_terms("?", dict, principal_id=principal_id,
+                                      tool_name=tool_name, state=state,
+                                      reason_code=reason_code, since=since)
         rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
         return self._records(rows)
 

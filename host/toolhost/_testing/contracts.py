@@ -252,8 +252,15 @@ class InvocationStoreContract(ClosesItsStores):
         assert ids(limit=2, before="c") == ["b", "e"]
         assert ids(before="b", principal_id="ada") == ["e", "a"]
         assert ids(principal_id="nobody") == []
+        # Free text is matched as text, whatever it holds (a backslash, a hex escape, NUL).
+        store.insert(self.record(id="f", principal_id="CORP\\ada", created_at=second))
+        assert ids(principal_id="CORP\\ada") == ["f"]
+        assert ids(principal_id="\\x616461") == []  # "ada" as bytea hex: not Ada
+        assert ids(principal_id="ada\x00") == ids(tool_name="fx\x00") == []
         with pytest.raises(InvocationNotFound):
             store.history(limit=1, before="nope")
+        with pytest.raises(InvocationNotFound):
+            store.history(limit=1, before="a\x00")
 
     def test_pending_is_the_awaiting_rows_as_list_pages_them(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)

@@ -81,6 +81,10 @@ CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 
               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 #: The most waiting calls the inbox lists at once (the oldest beyond it wait their turn).
 WAITING_SHOWN: Final = 200
+#: Token requests to the issuer at once (logins through it), and how long a callback waits
+#: for its answer before the login fails.
+EXCHANGING: Final = 4
+EXCHANGE_WAIT_S: Final = 15.0
 #: The most recent calls the overview sums up.
 OVERVIEW_ROWS: Final = 10_000
 #: The largest form body the inbox reads (a deny reason is at most 1,000 characters).
@@ -117,6 +121,7 @@ class Inbox:
         self._body_timeout_s = body_timeout_s
         #: The approvals running here, cancelled by ``cancel``.
         self._running: set[CancellationEvent] = set()
+        self._exchanging = anyio.CapacityLimiter(EXCHANGING)
         #: The login through the issuer (and the host's form POST for its token request).
         self._oauth = oauth
         self._post_form = post
@@ -223,12 +228,18 @@ class Inbox:
         chosen = pages.HistoryFilter(
             tool=one.get("tool", "")[:200], status=one.get("status", ""),
             reason=one.get("reason", "")[:200],
-            hours=int(hours) if hours.isdigit() and len(hours) <= 6 else 0)
+            hours=int(hours) if hours.isascii() and hours.isdigit() and len(hours) <= 6
+            else 0)
         try:
             state = InvocationState(chosen.status) if chosen.status else None
         except ValueError:
             state = None
         before = one.get("before") or None
+        if before is not None and await self._row(before, login) is None:
+            # Paged from a row this person may not see (or that is gone): answered as for a
+            # missing one, and the page starts over.
+            await _redirect(send, f"/ui/history?{chosen.query()}")
+            return
         since = (self._host.clock.now() - dt.timedelta(hours=chosen.hours)
                  if chosen.hours else None)
 
@@ -427,7 +438,9 @@ class Inbox:
         query = urllib.parse.urlencode({
             "response_type": "code", "client_id": oauth.client_id,
             "redirect_uri": oauth.redirect_uri, "code_challenge": code_challenge(verifier),
-            "code_challenge_method": "S256", "state": state, "resource": oauth.resource})
+            "code_challenge_method": "S256", "state": state, "resource": oauth.resource,
+            # Asked for, so an issuer that grants only what is asked can grant it.
+            "scope": DECIDE_SCOPE})
         separator = "&" if "?" in oauth.authorize_url else "?"
         # Lax, not Strict: it must come back on the issuer's redirect, a cross-site navigation.
         flow = (f"{FLOW_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Lax; "
@@ -453,7 +466,12 @@ class Inbox:
             await self._flow_failed(scope, send, 401, "The issuer did not log you in.",
                                     "flow_denied")
             return
-        token = await anyio.to_thread.run_sync(self._exchange, oauth, code, verifier)
+        token = None
+        with anyio.move_on_after(EXCHANGE_WAIT_S):
+            # Anyone may send a callback with a made-up code: its POST to the issuer takes
+            # one of EXCHANGING threads of its own, never the ones the pages and tools use.
+            token = await anyio.to_thread.run_sync(self._exchange, oauth, code, verifier,
+                                                   limiter=self._exchanging)
         caller = await self._verify(token) if token is not None else None
         if caller is None or token is None:
             await self._flow_failed(scope, send, 401, "The issuer's answer did not log you in.",

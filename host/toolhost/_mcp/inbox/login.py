@@ -91,88 +91,82 @@ class Logins:
             if caller.expires is None:
                 return None
             expires = min(expires, caller.expires)
-        payload = {
+        return self._sealed(b"login", expires, {
             "p": caller.principal.id, "s": sorted(caller.principal.scopes), "b": caller.by,
             # A token-file login keeps the token's digest (what the file stores), never it.
             "d": token_digest(token) if caller.by == _TOKEN_FILE else None,
-            "e": int(expires), "n": self._new_nonce(),
-        }
-        body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-        return f"{body}.{self._mac(b'login', body)}"
+            "n": self._new_nonce()})
 
     def read(self, value: str | None) -> Login | None:
         """The login a cookie's value carries, if its signature holds, it has not expired and
         (a token-file login) its token is still in the file."""
-        if not value or value.count(".") != 1:
-            return None
-        body, mac = value.split(".")
-        if not _same(mac, self._mac(b"login", body)):
+        payload = self._opened(b"login", value)
+        if payload is None:
             return None
         try:
-            payload: dict[str, Any] = json.loads(_unb64(body))
-            principal, scopes, expires = payload["p"], payload["s"], payload["e"]
-            nonce, digest = payload["n"], payload["d"]
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            return None
-        if not isinstance(expires, int) or expires <= self._now():
+            principal, scopes = str(payload["p"]), frozenset(map(str, payload["s"]))
+            nonce, digest = str(payload["n"]), payload["d"]
+        except (KeyError, TypeError):  # not what issue wrote
             return None
         if digest is not None:
-            held = self._tokens.holder_of(digest) if self._tokens is not None else None
+            held = self._tokens.holder_of(str(digest)) if self._tokens is not None else None
             if held is None or held.principal.id != principal:
                 return None
             return Login(held.principal, nonce)
-        return Login(Principal(principal, frozenset(scopes)), nonce)
+        return Login(Principal(principal, scopes), nonce)
 
     def flow(self) -> tuple[str, str, str]:
         """A new login through the issuer: its ``state``, its PKCE ``code_verifier`` (64 hex
         digits, within RFC 7636's 43 to 128 unreserved characters) and the cookie that keeps
         both on the browser until the issuer sends it back (FLOW_S)."""
         state, verifier = self._new_nonce(), self._new_nonce() + self._new_nonce()
-        body = _b64(json.dumps({"s": state, "v": verifier, "e": int(self._now() + FLOW_S)},
-                               separators=(",", ":")).encode())
-        return state, verifier, f"{body}.{self._mac(b'flow', body)}"
+        cookie = self._sealed(b"flow", self._now() + FLOW_S, {"s": state, "v": verifier})
+        return state, verifier, cookie
 
     def read_flow(self, value: str | None, state: str | None) -> str | None:
         """The code verifier of the flow whose cookie is ``value``, if it is signed, current
         and ``state`` is the one it began with (what the issuer sent back); else None."""
-        if not value or not state or value.count(".") != 1:
-            return None
-        body, mac = value.split(".")
-        if not _same(mac, self._mac(b"flow", body)):
-            return None
-        try:
-            payload: dict[str, Any] = json.loads(_unb64(body))
-            began, verifier, expires = payload["s"], payload["v"], payload["e"]
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            return None
-        if not isinstance(expires, int) or expires <= self._now():
-            return None
-        if not (isinstance(began, str) and isinstance(verifier, str)
-                and _same(began, state)):
+        payload = self._opened(b"flow", value)
+        began, verifier = (payload.get("s"), payload.get("v")) if payload else (None, None)
+        if not (state and isinstance(began, str) and isinstance(verifier, str)
+                and _same(state, began)):
             return None
         return verifier
 
     def before_login(self) -> tuple[str, str]:
         """The login form's CSRF token, and the cookie that must come back with it (a login
         is a state change too: another site must not log a browser in as someone else)."""
-        body = _b64(json.dumps({"n": self._new_nonce(), "e": int(self._now() + FLOW_S)},
-                               separators=(",", ":")).encode())
-        cookie = f"{body}.{self._mac(b'before', body)}"
+        cookie = self._sealed(b"before", self._now() + FLOW_S, {"n": self._new_nonce()})
         return self._mac(b"login-csrf", cookie), cookie
 
     def before_login_holds(self, cookie: str | None, presented: str | None) -> bool:
         """Whether a login form's CSRF token is the one its cookie was issued with, in time."""
-        if not cookie or not presented or cookie.count(".") != 1:
-            return False
-        body, mac = cookie.split(".")
-        if not _same(mac, self._mac(b"before", body)):
-            return False
+        return (self._opened(b"before", cookie) is not None and presented is not None
+                and cookie is not None and _same(presented, self._mac(b"login-csrf", cookie)))
+
+    def _sealed(self, purpose: bytes, expires: float, payload: dict[str, Any]) -> str:
+        """``payload`` and its expiry, signed for one ``purpose`` (a cookie's value)."""
+        body = _b64(json.dumps({**payload, "e": int(expires)}, separators=(",", ":")).encode())
+        return f"{body}.{self._mac(purpose, body)}"
+
+    def _opened(self, purpose: bytes, value: str | None) -> dict[str, Any] | None:
+        """What ``_sealed`` signed for ``purpose``, if the signature holds and it has not
+        expired; None for anything else."""
+        if not value or value.count(".") != 1:
+            return None
+        body, mac = value.split(".")
+        if not _same(mac, self._mac(purpose, body)):
+            return None
         try:
-            expires = json.loads(_unb64(body))["e"]
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            return False
-        return (isinstance(expires, int) and expires > self._now()
-                and _same(presented, self._mac(b"login-csrf", cookie)))
+            payload = json.loads(_unb64(body))
+        except (ValueError, binascii.Error):
+            return None
+        if not isinstance(payload, dict):
+            return None
+        expires = payload.get("e")
+        if not isinstance(expires, int) or expires <= self._now():
+            return None
+        return dict(payload)
 
     def csrf(self, login: Login) -> str:
         """The CSRF token every state-changing form of ``login`` carries."""

@@ -1,0 +1,168 @@
+"""The approvals inbox's app (D314) driven in-process as ASGI, with a fake host over a real
+SQLite record: odd query strings, pages anchored on another's call, and logins through the
+issuer that never end. Each failed before its fix (found by a second review); the PostgreSQL
+side of the history's filters is in the store's contract suite."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
+
+from toolhost import Principal
+from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
+from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
+from toolhost._mcp.config import InboxOAuth
+from toolhost._mcp.http_auth import Caller
+from toolhost._mcp.inbox.app import FLOW_COOKIE, Inbox
+from toolhost._mcp.inbox.login import Logins
+from toolhost._model.invocations import InvocationState
+from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock
+from toolhost.testing import InvocationStoreContract
+
+ADA = Caller(Principal("ada", frozenset()), "token-file")
+record = InvocationStoreContract.record
+
+
+class FakeHost:
+    """What the inbox's reading routes use of a Host: its clock and its record."""
+
+    def __init__(self, store: Any) -> None:
+        self.invocations = store
+        self.clock = FixedClock(DEFAULT_INSTANT + dt.timedelta(hours=1))
+
+    def row(self, invocation_id: str) -> Any:
+        return self.invocations.get(invocation_id)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteInvocationStore]:
+    opened = SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+    yield opened
+    opened.close()
+
+
+def _inbox(store: Any, **kwargs: Any) -> Inbox:
+    ids = iter(range(1, 1 << 30))
+    logins = Logins(b"s" * 32, None, lambda: DEFAULT_INSTANT.timestamp(),
+                    lambda: f"{next(ids):032x}")
+
+    async def verify(token: str) -> Caller | None:
+        return None
+
+    return Inbox(FakeHost(store), logins, verify, **kwargs)  # type: ignore[arg-type]
+
+
+async def _get(inbox: Inbox, path: str, query: str = "", *, caller: Caller | None = None,
+               cookie: str | None = None) -> tuple[int, dict[str, list[str]], bytes]:
+    headers = [(b"host", b"127.0.0.1")]
+    if cookie is not None:
+        headers.append((b"cookie", cookie.encode()))
+    scope = {"type": "http", "method": "GET", "path": path, "headers": headers,
+             "query_string": query.encode("latin-1"), "scheme": "http"}
+    answer: dict[str, Any] = {"headers": {}, "body": b""}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            for k, v in message["headers"]:
+                answer["headers"].setdefault(k.decode(), []).append(v.decode("latin-1"))
+        else:
+            answer["body"] += message.get("body", b"")
+
+    await inbox(scope, receive, send, caller)
+    return answer["status"], answer["headers"], answer["body"]
+
+
+# ---------------------------------------------------------------------------- history
+
+
+def test_history_hours_that_isdigit_but_is_not_int_is_no_filter_not_a_500(
+        store: SQLiteInvocationStore) -> None:
+    # Regression: ``"²".isdigit()`` is True but int("²") raises ValueError: a 500.
+    inbox = _inbox(store)
+
+    async def probe() -> None:
+        for query in ("hours=%C2%B2", "hours=\xb9"):
+            status, _, _ = await _get(inbox, "/ui/history", query, caller=ADA)
+            assert status == 200, query
+
+    anyio.run(probe)
+
+
+def test_a_history_page_anchored_on_anothers_call_is_as_a_missing_one(
+        store: SQLiteInvocationStore) -> None:
+    # Regression: /ui/history?before=ID answered 303 for an id that does not exist but 200
+    # for another principal's call (positioned at its created_at): an existence oracle.
+    store.insert(record(id="a" * 32, principal_id="ada", created_at=DEFAULT_INSTANT,
+                        state=InvocationState.SUCCEEDED))
+    store.insert(record(id="b" * 32, principal_id="bob",
+                        created_at=DEFAULT_INSTANT + dt.timedelta(seconds=5),
+                        state=InvocationState.SUCCEEDED))
+    inbox = _inbox(store)
+
+    async def probe() -> None:
+        missing, _, _ = await _get(inbox, "/ui/history", "before=" + "f" * 32, caller=ADA)
+        assert missing == 303
+        theirs, _, body = await _get(inbox, "/ui/history", "before=" + "b" * 32, caller=ADA)
+        assert theirs == missing, body[:200]
+
+    anyio.run(probe)
+
+
+# ---------------------------------------------------------------------------- the issuer
+
+
+def test_token_exchanges_of_unauthenticated_callbacks_do_not_take_every_thread(
+        store: SQLiteInvocationStore) -> None:
+    # Regression: anyone can begin a flow and send its callback with any code; each token
+    # request (a blocking POST to the issuer) ran on anyio's shared threads (40), so 40 junk
+    # callbacks against a slow issuer left a logged-in person's history waiting. They now
+    # take EXCHANGING threads of their own.
+    release = threading.Event()
+    oauth = InboxOAuth("inbox", "https://issuer.test/authorize", "https://issuer.test/token",
+                       "http://127.0.0.1/ui/login/callback", "http://127.0.0.1/mcp")
+
+    def slow_post(url: str, form: dict[str, str], auth: Any, limit: int) -> bytes:
+        release.wait(20)
+        raise ValueError("refused")
+
+    inbox = _inbox(store, oauth=oauth, post=slow_post)
+
+    async def flow() -> tuple[str, str]:
+        status, headers, _ = await _get(inbox, "/ui/login/start")
+        assert status == 303
+        state = urllib.parse.parse_qs(urllib.parse.urlsplit(
+            headers["location"][0]).query)["state"][0]
+        cookie = headers["set-cookie"][0].split(";")[0]
+        assert cookie.startswith(FLOW_COOKIE + "=")
+        return state, cookie
+
+    async def probe() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(40):
+                state, cookie = await flow()
+                group.start_soon(lambda s=state, c=cookie: _get(
+                    inbox, "/ui/login/callback", f"code=junk&state={s}", cookie=c))
+            await anyio.sleep(0.5)
+            began = time.monotonic()
+            with anyio.move_on_after(3):
+                status, _, _ = await _get(inbox, "/ui/history", caller=ADA)
+            waited = time.monotonic() - began
+            release.set()
+        assert waited < 3, "the history waited for a thread the junk callbacks held"
+        assert status == 200
+
+    anyio.run(probe)
