@@ -166,3 +166,17 @@ def test_token_exchanges_of_unauthenticated_callbacks_do_not_take_every_thread(
         assert status == 200
 
     anyio.run(probe)
+
+
+def test_cookies_are_secure_when_the_public_url_is_https_though_tls_ends_before(
+        store: SQLiteInvocationStore) -> None:
+    async def cookie_of(inbox: Inbox) -> str:
+        status, headers, _ = await _get(inbox, "/ui/login")
+        assert status == 200
+        return headers["set-cookie"][0]
+
+    async def probe() -> None:
+        assert "; Secure" in await cookie_of(_inbox(store, public_https=True))
+        assert "; Secure" not in await cookie_of(_inbox(store))
+
+    anyio.run(probe)

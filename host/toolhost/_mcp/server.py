@@ -407,6 +407,9 @@ def _inbox(host: Host, http: HttpConfig, front: Any) -> Any:
                     host.new_id)
     return Inbox(host, logins, front.verify, admit=front.call_slot,
                  body_timeout_s=http.policy.body_timeout_s, oauth=http.inbox_oauth,
+                 public_https=any((host.settings.get(name) or "").strip().startswith(
+                     "https://") for name in ("TOOLHOST_HTTP_AUDIENCE",
+                                              "TOOLHOST_HTTP_ADVERTISE_URL")),
                  post=host.post_form)
 
 

@@ -110,7 +110,7 @@ class Inbox:
 
     def __init__(self, host: Host, logins: Logins, verify: Verify, *,
                  admit: Admit = lambda principal: contextlib.nullcontext(),
-                 body_timeout_s: float = 30.0,
+                 body_timeout_s: float = 30.0, public_https: bool = False,
                  oauth: InboxOAuth | None = None, post: Post | None = None) -> None:
         self._host = host
         self._logins = logins
@@ -119,6 +119,7 @@ class Inbox:
         #: approval that runs its call here is one of the principal's calls.
         self._admit = admit
         self._body_timeout_s = body_timeout_s
+        self._public_https = public_https
         #: The approvals running here, cancelled by ``cancel``.
         self._running: set[CancellationEvent] = set()
         self._exchanging = anyio.CapacityLimiter(EXCHANGING)
@@ -444,7 +445,7 @@ class Inbox:
         separator = "&" if "?" in oauth.authorize_url else "?"
         # Lax, not Strict: it must come back on the issuer's redirect, a cross-site navigation.
         flow = (f"{FLOW_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Lax; "
-                f"Max-Age={FLOW_S}" + ("; Secure" if scope.get("scheme") == "https" else ""))
+                f"Max-Age={FLOW_S}" + ("; Secure" if self._secure(scope) else ""))
         await _redirect(send, f"{oauth.authorize_url}{separator}{query}", cookie=flow)
 
     async def _end_flow(self, scope: dict[str, Any], send: Send, oauth: InboxOAuth) -> None:
@@ -511,7 +512,7 @@ class Inbox:
                           problem: str | None = None) -> None:
         """The login form, with a fresh CSRF token and the cookie it must come back with."""
         csrf, cookie = self._logins.before_login()
-        secure = "; Secure" if scope.get("scheme") == "https" else ""
+        secure = "; Secure" if self._secure(scope) else ""
         page = pages.login_page(csrf, problem, through_issuer=self._oauth is not None)
         await _answer(send, status, page.encode("utf-8"), _HTML, extra=[(b"set-cookie", (
             f"{BEFORE_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Strict; "
@@ -522,9 +523,14 @@ class Inbox:
         value = self._logins.issue(caller, token)
         if value is None:
             return None
-        secure = scope.get("scheme") == "https"
+        secure = self._secure(scope)
         return (f"{COOKIE}={value}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={LOGIN_S}"
                 + ("; Secure" if secure else ""))
+
+    def _secure(self, scope: dict[str, Any]) -> bool:
+        """Whether cookies are ``Secure``: the request came over TLS, or the server's public
+        URL is https (TLS ends at a proxy the ASGI scheme does not show)."""
+        return scope.get("scheme") == "https" or self._public_https
 
     async def _static(self, method: str, name: str, send: Send) -> None:
         kind = _STATIC.get(name)
