@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import mcp.types as types
+from journeys.journey_support import free_port
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 __all__ = ["Served", "free_port", "meta", "port_open", "processes_with", "served", "text_of",
@@ -72,12 +73,6 @@ def processes_with(marker: str) -> list[int]:
         if marker in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def port_open(port: int) -> bool:

@@ -23,8 +23,7 @@ import pytest
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 from journeys.journey_support import meta, run
-from test_http_serve import ADA
-from test_inbox_http import ADA_INBOX, BOB_INBOX
+from test_inbox_http import ADA_INBOX, BOB_INBOX, ada_served, pend
 from test_inbox_http import inbox_deployment as deployment
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -91,9 +90,7 @@ def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
     people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
+        async with ada_served(people) as (base, ada):
             _log_in(browser, base, ADA_INBOX)
             assert "Nothing is waiting" in browser.page_source
             browser.execute_script("window.sameDocument = true;")
@@ -115,8 +112,7 @@ def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
             assert "inbox:ada" in row.text and "succeeded" in row.text
 
             # Decided elsewhere (the operator's CLI): it leaves the open inbox by itself.
-            elsewhere = meta(await ada.call_tool("fxw.external_write", {"destination": "cli"}),
-                             "invocationId")
+            elsewhere = await pend(ada, "cli")
             browser.get(f"{base}/ui/")
             _until(browser, lambda d: _call(d, elsewhere))
             browser.execute_script("window.sameDocument = true;")
@@ -125,8 +121,7 @@ def test_a_call_pends_shows_live_and_is_approved_once_or_denied_with_a_reason(
             _until(browser, lambda d: _call(d, elsewhere) is None)
             assert browser.execute_script("return window.sameDocument === true;")
 
-            second = meta(await ada.call_tool("fxw.external_write", {"destination": "prod"}),
-                          "invocationId")
+            second = await pend(ada, "prod")
             browser.get(f"{base}/ui/")
             _until(browser, lambda d: _call(d, second)).find_element(
                 By.LINK_TEXT, "Deny…").click()
@@ -155,9 +150,7 @@ def test_hostile_arguments_are_inert_and_visible(tmp_path: Path, browser: Any) -
     people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
+        async with ada_served(people) as (base, ada):
             ids = [meta(await ada.call_tool("fxw.external_write", {"destination": d}),
                         "invocationId") for d in HOSTILE]
             assert all(ids), ids
@@ -213,11 +206,8 @@ def test_no_csrf_token_another_persons_login_and_framing_are_refused(
     people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
-            ada_id = meta(await ada.call_tool("fxw.external_write", {"destination": "ops"}),
-                          "invocationId")
+        async with ada_served(people) as (base, ada):
+            ada_id = await pend(ada, "ops")
             _log_in(browser, base, ADA_INBOX)
             status = browser.execute_async_script(
                 "const done = arguments[arguments.length - 1];"
@@ -352,13 +342,9 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(tmp_path: Path,
         ActionChains(browser).send_keys(*typed).perform()
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
-            first = meta(await ada.call_tool("fxw.external_write", {"destination": "a"}),
-                         "invocationId")
-            second = meta(await ada.call_tool("fxw.external_write", {"destination": "b"}),
-                          "invocationId")
+        async with ada_served(people) as (base, ada):
+            first = await pend(ada, "a")
+            second = await pend(ada, "b")
             browser.get(f"{base}/ui/login")
             # The token field has the focus: type, then Enter submits.
             keys(ADA_INBOX, Keys.ENTER)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 import ssl
-from contextlib import closing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,21 @@ def _login(base: str, token: str) -> httpx.Client:
     return client
 
 
+@asynccontextmanager
+async def ada_served(people: Any) -> AsyncIterator[tuple[str, Any]]:
+    """A `serve --http` of ``people`` and Ada's MCP session on it: the server's base URL (the
+    inbox is under it) and her client."""
+    async with people.http_server() as url, \
+            people.session("http", url=url, token=ADA) as ada:
+        yield url.removesuffix("/mcp"), ada
+
+
+async def pend(client: Any, destination: str = "ops") -> str:
+    """A call of fxw.external_write (EXTERNAL_WRITE/HIGH: it waits for a decision): its id."""
+    return str(meta(await client.call_tool("fxw.external_write",
+                                           {"destination": destination}), "invocationId"))
+
+
 def _row(people: Any, invocation_id: str) -> dict[str, Any]:
     return next(r for r in people.invocations() if r["id"] == invocation_id)
 
@@ -63,7 +79,7 @@ def test_a_person_logs_in_sees_only_their_calls_and_approves_one_once(tmp_path: 
                 people.session("http", url=url, token=ADA) as ada, \
                 people.session("http", url=url, token=BOB) as bob:
             base = url.removesuffix("/mcp")
-            ada_id = meta(await ada.call_tool("fxw.external_write", ARGS), "invocationId")
+            ada_id = await pend(ada)
             bob_id = meta(await bob.call_tool("fxw.external_write", ARGS), "invocationId")
             with closing(_login(base, ADA_INBOX)) as browser, \
                     closing(_login(base, BOB_INBOX)) as other:
@@ -219,9 +235,7 @@ def test_a_calls_files_download_through_the_resolvers_checks(tmp_path: Path) -> 
     people = inbox_deployment(tmp_path)
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
+        async with ada_served(people) as (base, ada):
             await ada.call_tool("workspace.write_text",
                                 {"path": "notes.html", "content": "<script>x()</script>"})
             exported = await ada.call_tool("artifact.export", {"path": "notes.html"})
@@ -255,7 +269,7 @@ def test_an_approvals_admin_sees_and_decides_everyones_calls(tmp_path: Path) -> 
                 people.session("http", url=url, token=ADA) as ada, \
                 people.session("http", url=url, token=BOB) as bob:
             base = url.removesuffix("/mcp")
-            ada_id = meta(await ada.call_tool("fxw.external_write", ARGS), "invocationId")
+            ada_id = await pend(ada)
             bob_id = meta(await bob.call_tool("fxw.external_write", ARGS), "invocationId")
             with closing(_login(base, ADMIN)) as lead, closing(_login(base, ADA)) as mine:
                 inbox = lead.get("/ui/").text
@@ -353,10 +367,8 @@ def test_only_a_browser_login_with_approvals_decide_decides(tmp_path: Path) -> N
     people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
-            ada_id = meta(await ada.call_tool("fxw.external_write", ARGS), "invocationId")
+        async with ada_served(people) as (base, ada):
+            ada_id = await pend(ada)
             for token in (ADA, ADA_INBOX):
                 by_header = httpx.post(f"{base}/ui/calls/{ada_id}/approve", timeout=30,
                                        headers={"Authorization": f"Bearer {token}"})

@@ -24,7 +24,7 @@ pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is
 from journeys.fake_services import oauth_issuer
 from journeys.journey_support import Deployment, free_port, meta, run
 from test_http_serve import ADA
-from test_inbox_http import ADA_INBOX, _csrf, _login, _row
+from test_inbox_http import ADA_INBOX, _csrf, _login, _row, ada_served, pend
 from test_inbox_http import inbox_deployment as deployment
 
 #: fxw.slow (WORKSPACE_WRITE/LOW) pauses for approval too, so an approval can run for long.
@@ -74,11 +74,8 @@ def test_a_csrf_field_that_is_not_ascii_is_403_not_a_500(tmp_path: Path) -> None
     people = deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
-            ada_id = meta(await ada.call_tool("fxw.external_write", {"destination": "ops"}),
-                          "invocationId")
+        async with ada_served(people) as (base, ada):
+            ada_id = await pend(ada, "ops")
             with closing(_login(base, ADA_INBOX)) as browser:
                 for csrf in ("\u00e9", "%FF"):
                     body = "csrf=" + (csrf if csrf.startswith("%") else "%C3%A9")
@@ -154,9 +151,7 @@ def test_a_stopping_server_lets_an_inbox_approval_finish(tmp_path: Path) -> None
     answers: dict[str, Any] = {}
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
+        async with ada_served(people) as (base, ada):
             slow_id = meta(await ada.call_tool("fxw.slow", {"seconds": 8}), "invocationId")
             thread = _approve_in_thread(base, slow_id, answers)
             await _until_started(tmp_path / "fxw.log")
@@ -181,9 +176,7 @@ def test_the_per_principal_call_cap_bounds_inbox_approvals(tmp_path: Path) -> No
     answers: dict[str, Any] = {}
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada:
-            base = url.removesuffix("/mcp")
+        async with ada_served(people) as (base, ada):
             ids = [meta(await ada.call_tool("fxw.slow", {"seconds": s}), "invocationId")
                    for s in (4, 5, 6)]
             threads = [_approve_in_thread(base, i, answers) for i in ids]

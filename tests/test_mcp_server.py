@@ -44,6 +44,7 @@ mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP S
 # Everything below needs the SDK.
 import anyio  # noqa: E402
 import mcp.types as types  # noqa: E402
+from journeys.journey_support import free_port  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
@@ -1107,12 +1108,6 @@ def test_the_sdk_stdio_transport_setting(served: Served) -> None:
 
 
 # ---------------------------------------------------------------------------- streamable HTTP
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_taken_port_exits_1_with_one_line_for_the_operator(served: Served) -> None:
