@@ -43,6 +43,9 @@ class FakeHost:
     def row(self, invocation_id: str) -> Any:
         return self.invocations.get(invocation_id)
 
+    def deadline_in(self, seconds: float) -> float:
+        return time.monotonic() + seconds
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SQLiteInvocationStore]:
@@ -180,3 +183,29 @@ def test_cookies_are_secure_when_the_public_url_is_https_though_tls_ends_before(
         assert "; Secure" not in await cookie_of(_inbox(store))
 
     anyio.run(probe)
+
+
+def test_the_overview_reads_the_record_once_for_a_page_reloaded_in_a_loop(
+        store: SQLiteInvocationStore) -> None:
+    store.insert(record(id="a" * 32, principal_id="ada", state=InvocationState.SUCCEEDED))
+    reads: list[str | None] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def history(self, **given: Any) -> Any:
+            reads.append(given.get("principal_id"))
+            return store.history(**given)
+
+    inbox = _inbox(Counting())
+    bob = Caller(Principal("bob", frozenset()), "token-file")
+
+    async def probe() -> None:
+        for caller in (ADA, ADA, ADA, bob):
+            status, _, body = await _get(inbox, "/ui/overview", caller=caller)
+            assert status == 200
+        assert b"No calls recorded yet." in body  # Bob has none of Ada's
+
+    anyio.run(probe)
+    assert reads == ["ada", "bob"]

@@ -85,8 +85,11 @@ WAITING_SHOWN: Final = 200
 #: for its answer before the login fails.
 EXCHANGING: Final = 4
 EXCHANGE_WAIT_S: Final = 15.0
-#: The most recent calls the overview sums up.
+#: The most recent calls the overview sums up, how long a sum is shown again before the record
+#: is read anew, and for how many principals at most.
 OVERVIEW_ROWS: Final = 10_000
+OVERVIEW_FRESH_S: Final = 5.0
+OVERVIEWS_KEPT: Final = 256
 #: The largest form body the inbox reads (a deny reason is at most 1,000 characters).
 _FORM_BYTES: Final = 16 * 1024
 _STATIC: Final = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css; charset=utf-8"}
@@ -123,6 +126,8 @@ class Inbox:
         #: The approvals running here, cancelled by ``cancel``.
         self._running: set[CancellationEvent] = set()
         self._exchanging = anyio.CapacityLimiter(EXCHANGING)
+        #: The overview last summed up for each principal (None: everyone's), and when.
+        self._overviews: dict[str | None, tuple[float, Overview]] = {}
         #: The login through the issuer (and the host's form POST for its token request).
         self._oauth = oauth
         self._post_form = post
@@ -261,10 +266,20 @@ class Inbox:
                                                   chosen, more))
 
     def _overview(self, login: Login) -> Overview:
-        """The last OVERVIEW_ROWS calls this person may see, summed up."""
-        rows = self._host.invocations.history(
-            limit=OVERVIEW_ROWS, principal_id=None if login.admin else login.principal.id)
-        return summarize(rows, self._host.clock.now())
+        """The last OVERVIEW_ROWS calls this person may see, summed up: read again at most
+        every OVERVIEW_FRESH_S for each principal (everyone's, for an admin), so a page
+        reloaded in a loop costs one read of the record, not one each."""
+        whose = None if login.admin else login.principal.id
+        now = self._host.deadline_in(0)
+        kept = self._overviews.get(whose)
+        if kept is not None and now - kept[0] < OVERVIEW_FRESH_S:
+            return kept[1]
+        rows = self._host.invocations.history(limit=OVERVIEW_ROWS, principal_id=whose)
+        overview = summarize(rows, self._host.clock.now())
+        if len(self._overviews) >= OVERVIEWS_KEPT:
+            self._overviews.clear()
+        self._overviews[whose] = (now, overview)
+        return overview
 
     async def _file(self, invocation_id: str, artifact_id: str, login: Login,
                     send: Send) -> None:
