@@ -18,9 +18,10 @@ Routes (every one under ``/ui/``; the front door has checked Host and Origin alr
 A request acts for the bearer token it sends (verified by the front door, as for MCP) or else
 for its login cookie (``login``); a page asked for without either is sent to the login form.
 Every POST of a cookie's login carries that login's CSRF token (``csrf`` form field), and a
-login POST carries an ``Origin`` (a browser's form always does). A person sees and decides
-only their own principal's calls; ``approvals.admin`` sees everyone's. A call that is not
-theirs is answered exactly as one that does not exist. Every answer carries a strict
+login POST carries an ``Origin`` (a browser's form always does). A person sees only their own
+principal's calls and decides them with a browser login that has ``approvals.decide``;
+``approvals.admin`` sees and decides everyone's. A call that is not theirs is answered exactly
+as one that does not exist. Every answer carries a strict
 Content-Security-Policy (no inline script or style, no framing), ``nosniff``,
 ``same-origin`` referrers (a browser then still sends ``Origin`` on our own forms) and
 ``no-store``.
@@ -79,7 +80,8 @@ BEFORE_COOKIE: Final = "toolhost_inbox_login"
 FLOW_COOKIE: Final = "toolhost_inbox_flow"
 CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-#: The most waiting calls the inbox lists at once (the oldest beyond it wait their turn).
+#: The most waiting calls the inbox lists at once: the oldest this many (``pending``'s
+#: order), shown newest first.
 WAITING_SHOWN: Final = 200
 #: Token requests to the issuer at once (logins through it), and how long a callback waits
 #: for its answer before the login fails.
@@ -205,9 +207,8 @@ class Inbox:
         """This person's waiting calls (everyone's for an admin), newest first."""
         def read() -> list[InvocationRecord]:
             store = self._host.invocations
-            principal = None if login.admin else login.principal.id
             rows = []
-            for pending in store.pending(limit=WAITING_SHOWN, principal_id=principal):
+            for pending in store.pending(limit=WAITING_SHOWN, principal_id=login.whose):
                 with contextlib.suppress(InvocationNotFound):  # removed meanwhile
                     rows.append(store.get(pending.id))
             return rows
@@ -224,12 +225,7 @@ class Inbox:
 
     async def _history(self, scope: dict[str, Any], login: Login, csrf: str,
                        send: Send) -> None:
-        try:
-            query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"),
-                                          max_num_fields=8)
-        except ValueError:  # more fields than the form has
-            query = {}
-        one = {k: v[0].strip() for k, v in query.items() if v}
+        one = {name: value.strip() for name, value in _query(scope).items()}
         hours = one.get("hours", "")
         chosen = pages.HistoryFilter(
             tool=one.get("tool", "")[:200], status=one.get("status", ""),
@@ -252,8 +248,7 @@ class Inbox:
         def read() -> Sequence[InvocationRecord]:
             return self._host.invocations.history(
                 limit=pages.HISTORY_SHOWN + 1, before=before,
-                principal_id=None if login.admin else login.principal.id,
-                tool_name=chosen.tool or None, state=state,
+                principal_id=login.whose, tool_name=chosen.tool or None, state=state,
                 reason_code=chosen.reason or None, since=since)
 
         try:
@@ -269,7 +264,7 @@ class Inbox:
         """The last OVERVIEW_ROWS calls this person may see, summed up: read again at most
         every OVERVIEW_FRESH_S for each principal (everyone's, for an admin), so a page
         reloaded in a loop costs one read of the record, not one each."""
-        whose = None if login.admin else login.principal.id
+        whose = login.whose
         now = self._host.deadline_in(0)
         kept = self._overviews.get(whose)
         if kept is not None and now - kept[0] < OVERVIEW_FRESH_S:
@@ -287,9 +282,7 @@ class Inbox:
         for the call's own principal, run and conversation (as its MCP client would read it),
         verified whole before a byte is sent."""
         row = await self._row(invocation_id, login)
-        listed = {str(ref.get("id")): ref for ref in (*row.artifact_refs, *row.attachments)
-                  } if row is not None else {}
-        if row is None or artifact_id not in listed:
+        if row is None or artifact_id not in pages.files_of(row):
             await _plain(send, 404, "Not found.\n")
             return
         try:
@@ -351,9 +344,12 @@ class Inbox:
             if row.state is not InvocationState.AWAITING_APPROVAL:
                 message = "The call was decided already."
             elif action == "approve":
-                message = await self._approve(invocation_id, approver, login, send)
-                if message == "":
-                    return  # refused already (stopping, or too many calls)
+                with self._admit(login.principal.id) as refused:
+                    if refused is not None:  # the server stops, or too many calls
+                        await _plain(send, *refused)
+                        return
+                    if not await self._run_approved(invocation_id, approver):
+                        message = "The call was decided already."
             else:
                 # A browser sends a line break as CRLF: counted as the person typed it.
                 reason = form.get("reason", "").replace("\r\n", "\n").strip()
@@ -379,25 +375,17 @@ class Inbox:
             return
         await _redirect(send, f"/ui/calls/{invocation_id}")
 
-    async def _approve(self, invocation_id: str, approver: str, login: Login,
-                       send: Send) -> str | None:
-        """Run the approved call here, as one of the principal's calls: refused while the
-        server stops or past the principal's cap on calls (""), cancelled (and its row ended
-        so) when a stopping server's drain time is up; "decided already" when another
-        decision came first; None when it ran."""
-        with self._admit(login.principal.id) as refused:
-            if refused is not None:
-                status, words = refused
-                await _plain(send, status, words)
-                return ""
-            cancellation = CancellationEvent()
-            self._running.add(cancellation)
-            try:
-                resumed = await self._host.resume(invocation_id, approver,
-                                                  cancellation=cancellation)
-            finally:
-                self._running.discard(cancellation)
-        return None if resumed.acted else "The call was decided already."
+    async def _run_approved(self, invocation_id: str, approver: str) -> bool:
+        """Run the approved call here, cancelled (and its row ended so) when a stopping
+        server's drain time is up (``cancel``); whether this approval acted, not another
+        decision that came first."""
+        cancellation = CancellationEvent()
+        self._running.add(cancellation)
+        try:
+            resumed = await self._host.resume(invocation_id, approver, cancellation=cancellation)
+        finally:
+            self._running.discard(cancellation)
+        return resumed.acted
 
     async def _form(self, receive: Any, send: Send) -> dict[str, str] | None:
         """The request's form; None once it was answered 413 (too large) or 408 (too slow,
@@ -459,19 +447,14 @@ class Inbox:
             "scope": DECIDE_SCOPE})
         separator = "&" if "?" in oauth.authorize_url else "?"
         # Lax, not Strict: it must come back on the issuer's redirect, a cross-site navigation.
-        flow = (f"{FLOW_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Lax; "
-                f"Max-Age={FLOW_S}" + ("; Secure" if self._secure(scope) else ""))
+        flow = _set_cookie(FLOW_COOKIE, cookie, "/ui/login", FLOW_S, self._secure(scope),
+                           same_site="Lax")
         await _redirect(send, f"{oauth.authorize_url}{separator}{query}", cookie=flow)
 
     async def _end_flow(self, scope: dict[str, Any], send: Send, oauth: InboxOAuth) -> None:
         """The issuer's answer: the code exchanged (with the verifier) for a token, which is
         verified as every bearer token is, then a login like a token's."""
-        try:
-            query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"),
-                                          max_num_fields=8)
-        except ValueError:
-            query = {}
-        one = {k: v[0] for k, v in query.items() if v}
+        one = _query(scope)
         verifier = self._logins.read_flow(_cookie(scope, FLOW_COOKIE), one.get("state"))
         if verifier is None:
             await self._flow_failed(scope, send, 400, "That login did not start here, or "
@@ -500,7 +483,8 @@ class Inbox:
         self._log.info("http.inbox.login", principal=caller.principal.id, by="issuer")
         await _answer(send, 200, pages.logged_in_page().encode("utf-8"), _HTML, extra=[
             (b"set-cookie", cookie.encode()),
-            (b"set-cookie", f"{FLOW_COOKIE}=; Path=/ui/login; HttpOnly; Max-Age=0".encode())])
+            (b"set-cookie", _set_cookie(FLOW_COOKIE, "", "/ui/login", 0, False,
+                                        same_site=None).encode())])
 
     def _exchange(self, oauth: InboxOAuth, code: str, verifier: str) -> str | None:
         """The access token the issuer gives for ``code`` (RFC 6749 4.1.3 with RFC 7636's
@@ -527,20 +511,17 @@ class Inbox:
                           problem: str | None = None) -> None:
         """The login form, with a fresh CSRF token and the cookie it must come back with."""
         csrf, cookie = self._logins.before_login()
-        secure = "; Secure" if self._secure(scope) else ""
         page = pages.login_page(csrf, problem, through_issuer=self._oauth is not None)
-        await _answer(send, status, page.encode("utf-8"), _HTML, extra=[(b"set-cookie", (
-            f"{BEFORE_COOKIE}={cookie}; Path=/ui/login; HttpOnly; SameSite=Strict; "
-            f"Max-Age={FLOW_S}{secure}").encode())])
+        header = _set_cookie(BEFORE_COOKIE, cookie, "/ui/login", FLOW_S, self._secure(scope))
+        await _answer(send, status, page.encode("utf-8"), _HTML,
+                      extra=[(b"set-cookie", header.encode())])
 
     def _login_cookie(self, scope: dict[str, Any], caller: Caller, token: str) -> str | None:
         """The login cookie's header value; None for a token that cannot make a login."""
         value = self._logins.issue(caller, token)
         if value is None:
             return None
-        secure = self._secure(scope)
-        return (f"{COOKIE}={value}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={LOGIN_S}"
-                + ("; Secure" if secure else ""))
+        return _set_cookie(COOKIE, value, "/ui", LOGIN_S, self._secure(scope))
 
     def _secure(self, scope: dict[str, Any]) -> bool:
         """Whether cookies are ``Secure``: the request came over TLS, or the server's public
@@ -558,7 +539,15 @@ class Inbox:
 
 
 def _clear_cookie() -> str:
-    return f"{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"
+    return _set_cookie(COOKIE, "", "/ui", 0, False)
+
+
+def _set_cookie(name: str, value: str, path: str, max_age: int, secure: bool, *,
+                same_site: str | None = "Strict") -> str:
+    """A ``Set-Cookie`` value of the inbox's: never readable by a script."""
+    return (f"{name}={value}; Path={path}; HttpOnly"
+            + (f"; SameSite={same_site}" if same_site else "") + f"; Max-Age={max_age}"
+            + ("; Secure" if secure else ""))
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -577,6 +566,17 @@ def _cookie(scope: dict[str, Any], wanted: str) -> str | None:
         if name == wanted:
             return value
     return None
+
+
+def _query(scope: dict[str, Any]) -> dict[str, str]:
+    """The query string's fields, each name's first value; none for more fields than any of
+    our pages takes."""
+    try:
+        fields = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                                       max_num_fields=8)
+    except ValueError:
+        return {}
+    return {name: values[0] for name, values in fields.items()}
 
 
 async def _read_form(receive: Any) -> dict[str, str] | None:

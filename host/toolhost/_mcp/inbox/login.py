@@ -1,7 +1,8 @@
 """A browser's login to the inbox: a signed cookie, checked again at every request (D314).
 
-A person logs in with the token their MCP client uses (a static token, or a JWT of the
-issuer); the cookie then carries who they are, how they authenticated, until when, and a
+A person logs in with a token of theirs (a static token, or one of the issuer's; to decide,
+one with ``approvals.decide``, which the token their MCP client holds never has); the cookie
+then carries who they are, how they authenticated, until when, and a
 random nonce, signed with HMAC-SHA256 under the host's inbox secret. Nothing is stored on the
 host, so a login made on one host of a record is good on every host that shares the secret
 (``TOOLHOST_HTTP_UI_SECRET``). A token-file login is looked up in the file again at each
@@ -56,6 +57,11 @@ class Login:
     @property
     def admin(self) -> bool:
         return ADMIN_SCOPE in self.principal.scopes
+
+    @property
+    def whose(self) -> str | None:
+        """Whose calls this login reads: its principal's, or everyone's (None) for an admin."""
+        return None if self.admin else self.principal.id
 
     def may_see(self, principal_id: str) -> bool:
         """Whether this login may see a call of ``principal_id``."""

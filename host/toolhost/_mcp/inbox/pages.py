@@ -22,8 +22,9 @@ from toolhost._mcp.inbox.charts import Overview, overview_body
 from toolhost._mcp.inbox.inert import text
 from toolhost._mcp.inbox.login import Login
 
-__all__ = ["HISTORY_SHOWN", "RESULT_SHOWN", "HistoryFilter", "call_page", "history_page",
-           "inbox_page", "inbox_part", "logged_in_page", "login_page", "overview_page"]
+__all__ = ["HISTORY_SHOWN", "RESULT_SHOWN", "HistoryFilter", "call_page", "files_of",
+           "history_page", "inbox_page", "inbox_part", "logged_in_page", "login_page",
+           "overview_page"]
 
 #: Characters of a result a call's page shows.
 RESULT_SHOWN: Final = 20_000
@@ -60,8 +61,7 @@ def _page(title: str, body: str, login: Login | None, csrf: str | None) -> str:
     if login is not None and login.nonce is not None and csrf is not None:
         who = (f'<form method="post" action="/ui/logout" class="who">'
                f'<span>{text(login.principal.id)}</span> '
-               f'<input type="hidden" name="csrf" value="{text(csrf)}">'
-               f'<button type="submit">Log out</button></form>')
+               f'{_csrf_field(csrf)}<button type="submit">Log out</button></form>')
     elif login is not None:
         who = f'<span class="who">{text(login.principal.id)}</span>'
     return ("<!doctype html>\n"
@@ -82,9 +82,9 @@ def login_page(csrf: str, problem: str | None = None, *,
               "'s account</a></p><p>Or with a token:</p>") if through_issuer else ""
     return _page("Log in", (
         "<h1>Log in</h1>" + said + issuer +
-        "<p>With the token your MCP client uses.</p>" +
-        '<form method="post" action="/ui/login">'
-        f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+        "<p>With a token of yours: to decide, one with the approvals.decide scope, never the "
+        "one your MCP client holds.</p>" +
+        f'<form method="post" action="/ui/login">{_csrf_field(csrf)}'
         '<label for="token">Token</label> '
         '<input id="token" name="token" type="password" autocomplete="off" required autofocus> '
         '<button type="submit">Log in</button></form>'), None, None)
@@ -124,17 +124,32 @@ def _waiting(row: InvocationRecord, login: Login, csrf: str) -> str:
         f"<dl>{pairs}</dl>"
         '<pre class="arguments">'
         f"{_arguments(row.arguments)}</pre>"
-        f"{_decide(row, login, csrf)}</article>")
+        f"{_decide(row, login, csrf, here=False)}</article>")
 
 
-def _decide(row: InvocationRecord, login: Login, csrf: str) -> str:
-    """The inbox's Approve and Deny… for a login that may decide the call; else why not."""
+def _decide(row: InvocationRecord, login: Login, csrf: str, *, here: bool) -> str:
+    """Approve and deny, for a login that may decide the call (else why not): on the call's
+    own page (``here``) the deny form with its reason, in the inbox a link to it."""
     if not login.may_decide(row.principal_id):
         return f'<p class="note">{_LOOK_ONLY}</p>'
-    return (f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
-            f'<input type="hidden" name="csrf" value="{text(csrf)}">'
-            '<button type="submit" class="approve">Approve</button> '
-            f'<a href="/ui/calls/{text(row.id)}#deny">Deny…</a></form>')
+    approve = (f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
+               f'{_csrf_field(csrf)}<button type="submit" class="approve">Approve</button>')
+    if not here:
+        return f'{approve} <a href="/ui/calls/{text(row.id)}#deny">Deny…</a></form>'
+    return (f'{approve}</form>'
+            f'<form method="post" action="/ui/calls/{text(row.id)}/deny" id="deny">'
+            f'{_csrf_field(csrf)}<label for="reason">Reason for denying</label>'
+            f'<textarea id="reason" name="reason" maxlength="{REASON_CHARS}" required>'
+            '</textarea><button type="submit" class="deny">Deny</button></form>')
+
+
+def _csrf_field(csrf: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{text(csrf)}">'
+
+
+def files_of(row: InvocationRecord) -> dict[str, Mapping[str, Any]]:
+    """The files a call exported or generated (its artifact references), by id."""
+    return {str(ref.get("id")): ref for ref in (*row.artifact_refs, *row.attachments)}
 
 
 def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | None = None) -> str:
@@ -158,26 +173,15 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
         body += ["<h2>Result</h2>", f'<pre class="result">{text(shown)}</pre>']
         if more:
             body.append(f"<p>{more} more characters not shown.</p>")
-    files = {str(ref.get("id")): ref for ref in (*row.artifact_refs, *row.attachments)}
+    files = files_of(row)
     if files and row.state is InvocationState.SUCCEEDED:
         body += ["<h2>Files</h2>", "<ul>" + "".join(
             f'<li><a href="/ui/calls/{text(row.id)}/files/{text(i)}" download>'
             f'{text(str(ref.get("name", i)))}</a> ({text(str(ref.get("media_type", "")))}, '
             f'{text(str(ref.get("byte_count", "")))} bytes)</li>'
             for i, ref in files.items()) + "</ul>"]
-    if row.state is InvocationState.AWAITING_APPROVAL and not login.may_decide(row.principal_id):
-        body.append(f'<p class="note">{_LOOK_ONLY}</p>')
-    elif row.state is InvocationState.AWAITING_APPROVAL:
-        body.append(
-            f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
-            f'<input type="hidden" name="csrf" value="{text(csrf)}">'
-            '<button type="submit" class="approve">Approve</button></form>'
-            f'<form method="post" action="/ui/calls/{text(row.id)}/deny" id="deny">'
-            f'<input type="hidden" name="csrf" value="{text(csrf)}">'
-            '<label for="reason">Reason for denying</label>'
-            f'<textarea id="reason" name="reason" maxlength="{REASON_CHARS}" required>'
-            "</textarea>"
-            '<button type="submit" class="deny">Deny</button></form>')
+    if row.state is InvocationState.AWAITING_APPROVAL:
+        body.append(_decide(row, login, csrf, here=True))
     return _page(f"{row.tool_name} {row.id}", "".join(body), login, csrf)
 
 
