@@ -897,6 +897,10 @@ class Host:
         """End a paused call ``denied`` (``Pipeline.deny``)."""
         return self.pipeline.deny(invocation_id, approver, reason)
 
+    def denial(self, invocation_id: str, approver: str, reason: str) -> Resumed:
+        """``deny``, saying whether this call acted on the row (``Approvals.denial``)."""
+        return self.pipeline.denial(invocation_id, approver, reason)
+
     def pause(self, run: Run) -> None:
         """The run pauses: a call was left waiting for an approval (``Pipeline.pause``)."""
         self.pipeline.pause(run)

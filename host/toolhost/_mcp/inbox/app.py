@@ -356,9 +356,9 @@ class Inbox:
                 if not reason or len(reason) > pages.REASON_CHARS:
                     await _plain(send, 400, "A reason of 1 to 1000 characters is required.\n")
                     return
-                await anyio.to_thread.run_sync(self._host.deny, invocation_id, approver, reason)
-                denied = await anyio.to_thread.run_sync(self._host.row, invocation_id)
-                if (denied.approver, denied.denial_reason) != (approver, reason):
+                denied = await anyio.to_thread.run_sync(self._host.denial, invocation_id,
+                                                        approver, reason)
+                if not denied.acted:  # another denial came first; its reason stands
                     message = "The call was decided already."
         except ApprovalRefused:
             message = "This host cannot run that tool; approve it where the tool is installed."
