@@ -197,7 +197,7 @@ class FrontDoor:
         caller: Caller | None = None
         if self._policy.authenticates:
             token = bearer_token(headers)
-            caller = await self._verify(token) if token is not None else None
+            caller = await self.verify(token) if token is not None else None
             if caller is None:
                 await self._unauthorized(send, presented=token is not None)
                 return
@@ -261,20 +261,12 @@ class FrontDoor:
                 return
         principal = caller.principal.id if caller is not None else ""
         counted = _is_tool_call(frame)
-        if counted and (self._calls[principal] + self._abandoned(principal)
-                        >= self._policy.max_calls):
+        if counted and self._at_cap(principal):
             self.refused["too_many_calls"] += 1
             await _json(send, 429, _busy_reply(frame), retry_after="1")
             return
-        if counted:
-            self._calls[principal] += 1
-        try:
+        with self._counting(principal) if counted else contextlib.nullcontext():
             await self._app(scope, _replay(body, receive), send)
-        finally:
-            if counted:
-                self._calls[principal] -= 1
-                if not self._calls[principal]:
-                    del self._calls[principal]
 
     async def _routed(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],
                       caller: Caller | None, body: bytes, receive: Any, send: Any) -> bool:
@@ -348,13 +340,24 @@ class FrontDoor:
             self.refused["draining"] += 1
             yield 503, "The server is stopping; try again in a moment.\n"
             return
-        if self._calls[principal] + self._abandoned(principal) >= self._policy.max_calls:
+        if self._at_cap(principal):
             self.refused["too_many_calls"] += 1
             yield 429, "Too many calls at once; try again in a moment.\n"
             return
+        with self._counting(principal):
+            yield None
+
+    def _at_cap(self, principal: str) -> bool:
+        """Whether ``principal`` has as many calls running as it may (its bodies that their
+        calls gave up on count too)."""
+        return self._calls[principal] + self._abandoned(principal) >= self._policy.max_calls
+
+    @contextlib.contextmanager
+    def _counting(self, principal: str) -> Iterator[None]:
+        """One of ``principal``'s calls in flight while entered (``calls_in_flight``)."""
         self._calls[principal] += 1
         try:
-            yield None
+            yield
         finally:
             self._calls[principal] -= 1
             if not self._calls[principal]:
@@ -362,9 +365,6 @@ class FrontDoor:
 
     async def verify(self, token: str) -> Caller | None:
         """The caller ``token`` authenticates, or None (as for every MCP request)."""
-        return await self._verify(token)
-
-    async def _verify(self, token: str) -> Caller | None:
         tokens = self._policy.tokens
         if tokens is not None:
             # A file that changed is read again, off the loop; otherwise this is a stat.
