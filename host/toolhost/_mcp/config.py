@@ -256,7 +256,7 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         for name, url in (("TOOLHOST_HTTP_ISSUER", issuer), ("TOOLHOST_HTTP_JWKS_URL",
                                                               jwks_setting)):
             # Keys fetched in the clear could be swapped on the way: https, but on loopback.
-            if url.startswith("http://") and not _loopback_url(url):
+            if _in_the_clear(url):
                 raise ConfigError(f"{name} must be https:// (http:// only on loopback), not "
                                   f"{url!r}")
         asks_metadata = not jwks_setting or (_introspects(settings) and not introspection_url)
@@ -308,11 +308,17 @@ def _inbox_oauth(settings: Settings, issuer: str, audience: str,
         raise ConfigError(f"TOOLHOST_HTTP_UI_CLIENT_ID: the metadata of {issuer!r} names no "
                           "authorization_endpoint and token_endpoint")
     for url in (authorize, token):
-        if url.startswith("http://") and not _loopback_url(url):
+        if _in_the_clear(url):
             raise ConfigError(f"the issuer's endpoints must be https://, not {url!r}")
     origin, _, rest = audience.partition("://")
     redirect = f"{origin}://{rest.partition('/')[0]}/ui/login/callback"
     return InboxOAuth(client_id, authorize, token, redirect, audience)
+
+
+def _in_the_clear(url: str) -> bool:
+    """Whether ``url`` is plain http:// to anywhere but loopback: keys, tokens and secrets
+    would cross the network unprotected."""
+    return url.startswith("http://") and not _loopback_url(url)
 
 
 def _advertise_url(settings: Settings, bind: str, port: int) -> str | None:
@@ -404,7 +410,7 @@ def _jwt_verifier(issuer: str, audience: str, jwks_url: str, fetch: Callable[[st
     if not jwks_url:
         raise ConfigError(f"cannot find the keys of TOOLHOST_HTTP_ISSUER {issuer!r} (no jwks_uri "
                           "in its metadata): set TOOLHOST_HTTP_JWKS_URL")
-    if jwks_url.startswith("http://") and not _loopback_url(jwks_url):
+    if _in_the_clear(jwks_url):
         raise ConfigError(f"the issuer's jwks_uri must be https://, not {jwks_url!r}")
     if importlib.util.find_spec("jwt") is None:  # the extra, checked at the start
         raise ConfigError("TOOLHOST_HTTP_ISSUER needs the JWT library: pip install "
@@ -440,8 +446,7 @@ def _introspector(settings: Settings, issuer: str, audience: str, url: str,
         raise ConfigError(f"cannot find the introspection endpoint of TOOLHOST_HTTP_ISSUER "
                           f"{issuer!r} (none in its metadata): set "
                           "TOOLHOST_HTTP_INTROSPECTION_URL")
-    if not url.startswith(("https://", "http://")) or (
-            url.startswith("http://") and not _loopback_url(url)):
+    if not url.startswith(("https://", "http://")) or _in_the_clear(url):
         # The token and this server's secret would cross the network in the clear.
         raise ConfigError(f"TOOLHOST_HTTP_INTROSPECTION_URL must be https:// (http:// only on "
                           f"loopback), not {url!r}")
