@@ -55,6 +55,14 @@ async def ada_served(people: Any) -> AsyncIterator[tuple[str, Any]]:
         yield url.removesuffix("/mcp"), ada
 
 
+@asynccontextmanager
+async def both_served(people: Any) -> AsyncIterator[tuple[str, Any, Any]]:
+    """``ada_served``, and Bob's MCP session beside hers."""
+    async with ada_served(people) as (base, ada), \
+            people.session("http", url=f"{base}/mcp", token=BOB) as bob:
+        yield base, ada, bob
+
+
 async def pend(client: Any, destination: str = "ops") -> str:
     """A call of fxw.external_write (EXTERNAL_WRITE/HIGH: it waits for a decision): its id."""
     return str(meta(await client.call_tool("fxw.external_write",
@@ -75,10 +83,7 @@ def test_a_person_logs_in_sees_only_their_calls_and_approves_one_once(tmp_path: 
     people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada, \
-                people.session("http", url=url, token=BOB) as bob:
-            base = url.removesuffix("/mcp")
+        async with both_served(people) as (base, ada, bob):
             ada_id = await pend(ada)
             bob_id = meta(await bob.call_tool("fxw.external_write", ARGS), "invocationId")
             with closing(_login(base, ADA_INBOX)) as browser, \
@@ -192,10 +197,7 @@ def test_history_is_each_persons_own_newest_first_filtered_and_paged(tmp_path: P
     people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada, \
-                people.session("http", url=url, token=BOB) as bob:
-            base = url.removesuffix("/mcp")
+        async with both_served(people) as (base, ada, bob):
             ok = await ada.call_tool("math.calculate", {"expression": "17 * 23"})
             bad = await ada.call_tool("math.calculate", {"expression": "1 / 0"})
             waiting = await ada.call_tool("fxw.external_write", {"destination": "<b>x</b>"})
@@ -265,10 +267,7 @@ def test_an_approvals_admin_sees_and_decides_everyones_calls(tmp_path: Path) -> 
     people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
 
     async def journey() -> None:
-        async with people.http_server() as url, \
-                people.session("http", url=url, token=ADA) as ada, \
-                people.session("http", url=url, token=BOB) as bob:
-            base = url.removesuffix("/mcp")
+        async with both_served(people) as (base, ada, bob):
             ada_id = await pend(ada)
             bob_id = meta(await bob.call_tool("fxw.external_write", ARGS), "invocationId")
             with closing(_login(base, ADMIN)) as lead, closing(_login(base, ADA)) as mine:

@@ -400,7 +400,7 @@ def _inbox(host: Host, http: HttpConfig, front: Any) -> Any:
     from toolhost._mcp.inbox.login import Logins
 
     configured = (host.settings.get("TOOLHOST_HTTP_UI_SECRET") or "").strip()
-    # Unset: 256 random bits (two of the host's 128-bit ids).
+    # Unset: two of the host's random ids (uuid4-like, 122 random bits each).
     secret = (configured.encode("utf-8") if configured
               else bytes.fromhex(host.new_id() + host.new_id()))
     logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp(),
