@@ -346,7 +346,9 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(tmp_path: Path,
             first = await pend(ada, "a")
             second = await pend(ada, "b")
             browser.get(f"{base}/ui/login")
-            # The token field has the focus: type, then Enter submits.
+            # The token field takes the focus (autofocus, applied once the page has loaded:
+            # waited for, or a loaded machine types into the page before it): type, Enter.
+            _until(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "token")
             keys(ADA_INBOX, Keys.ENTER)
             _until(browser, lambda d: d.current_url.endswith("/ui/"))
             # Tab to the first call's Approve button (the newest: the second call), Enter.
