@@ -91,6 +91,7 @@ TESTING_ALL = [
     "ClockExhausted",
     "Contribution",
     "FixedClock",
+    "ForwardingWorkspace",
     "Harness",
     "Host",
     "InvocationState",

@@ -1,5 +1,6 @@
 """toolhost.testing's helpers for tests of what an operator sees: ``run_toolhost``, the
-loopback TLS server, and the hypothesis profile the pytest plugin loads."""
+loopback TLS server, the hypothesis profile the pytest plugin loads, and the workspace a test
+wraps around a run's real one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,33 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolhost.testing import StartTLSServer, loopback_tls_server, run_toolhost
+from toolhost import Provenance, ProvenancedChunks, Workspace
+from toolhost.testing import (
+    ForwardingWorkspace,
+    Host,
+    StartTLSServer,
+    loopback_tls_server,
+    run_toolhost,
+)
+
+
+def test_a_forwarding_workspace_is_the_real_one_in_every_member_of_the_port(
+        tmp_path: Path) -> None:
+    # Every member of the public Protocol is forwarded (a port that gains one fails here),
+    # and a read keeps the handle's own chunks, which say whose bytes were read.
+    members = {n for n in vars(Workspace) if not n.startswith("_")}
+    assert members <= set(vars(ForwardingWorkspace))
+    with Host.from_plugins({}, data_dir=tmp_path) as host:
+        real = host.fresh_workspace("run-1")
+        wrapped = ForwardingWorkspace(real)
+        assert wrapped.write("d/a.md", b"the run's").byte_count == 9
+        assert wrapped.read("d/a.md") == b"the run's"
+        chunks = wrapped.read_chunks("d/a.md", 4)
+        assert isinstance(chunks, ProvenancedChunks) and b"".join(chunks) == b"the run's"
+        assert chunks.provenance() is Provenance.TOOL_WRITTEN
+        assert wrapped.provenance("d/a.md") is Provenance.TOOL_WRITTEN
+        assert [e.path for e in wrapped.listdir(recursive=True).entries] == ["d", "d/a.md"]
+        real.discard()
 
 
 def test_run_toolhost_sees_only_what_the_test_gives(

@@ -245,6 +245,41 @@ def test_the_first_party_defaults_and_allow_parallel_following_idempotency() -> 
     assert _spec_of(scalars, allow_parallel=False).allow_parallel is False
 
 
+def test_a_hand_written_builtin_spec_is_the_one_the_decorator_makes() -> None:
+    # ToolSpec.builtin holds the in-process defaults once, for the decorator and for the specs
+    # written by hand (email, math, media, people, workspace, artifact 2.0.0).
+    made = _spec_of(scalars)
+    written = ToolSpec.builtin(
+        "typed.probe", "1.0.0", description=made.description,
+        input_schema=made.input_schema, output_schema=made.output_schema,
+        side_effect=SideEffect.NONE, risk=Risk.LOW, idempotency=Idempotency.READ_ONLY,
+        output_trust=Trust.INTERNAL_TOOL, required_scopes=(), timeout_s=2,
+        maximum_output_bytes=4096)
+    assert written == made
+    writer = attrs.evolve(written, idempotency=Idempotency.NON_IDEMPOTENT)
+    assert not ToolSpec.builtin(**_builtin_fields(writer)).allow_parallel
+    assert ToolSpec.builtin(**_builtin_fields(writer), deprecated=True).deprecated is True
+
+
+def _builtin_fields(spec: ToolSpec) -> dict[str, Any]:
+    fixed = {"kind", "source", "target_kind", "server_id", "allow_parallel", "deprecated"}
+    return {k: v for k, v in attrs.asdict(spec, recurse=False).items() if k not in fixed}
+
+
+def test_a_builtin_spec_defaults_no_safety_field() -> None:
+    fields = _builtin_fields(_spec_of(scalars))
+    for field in ("side_effect", "risk", "idempotency", "output_trust", "required_scopes",
+                  "timeout_s", "maximum_output_bytes"):
+        given = {k: v for k, v in fields.items() if k != field}
+        with pytest.raises(TypeError, match=f"required keyword-only argument: '{field}'"):
+            ToolSpec.builtin(**given)
+
+
+def test_the_decorator_still_takes_another_source() -> None:
+    spec = _spec_of(scalars, source=Source.MCP, server_id="alpha")
+    assert (spec.source, spec.server_id, spec.kind) == (Source.MCP, "alpha", Kind.CAPABILITY)
+
+
 def test_a_text_result_is_an_object_with_its_text() -> None:
     assert _spec_of(scalars).output_schema == {
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],

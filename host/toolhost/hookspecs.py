@@ -35,7 +35,9 @@ function (its input schema from the signature, with the constraint markers ``Min
 fields required keywords), and bodies by reference (``Tool(spec, call="package.module:name")``,
 ``build="package.module:factory"``), imported when the host first builds the tool, and
 ``Reason.from_table(MESSAGES, *codes)``, the one way a plugin declares its reasons (one table of
-messages, each tool taking its codes). Every 1.4 plugin is a 1.5 plugin unchanged.
+messages, each tool taking its codes), and ``ToolSpec.builtin(name, version, ...)``, a spec
+written by hand with the fields every in-process tool shares filled as ``tool`` fills them.
+Every 1.4 plugin is a 1.5 plugin unchanged.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import at all:
 ``Outcome``; ``Harness.context()`` makes a ``ToolExecutionContext`` for calling a tool body
 directly; ``Harness.tool(name)`` is the body as the host builds it. The port contract suites
 (``ClockContract``, ``InvocationStoreContract``, ``ArtifactStoreContract``) hold any backend
-to the port's contract; ``find_ambient_reads`` is the static determinism check.
+to the port's contract; ``find_ambient_reads`` is the static determinism check. ``ForwardingWorkspace`` is the run's
+real workspace in every call a test's subclass does not override (to watch or break a read).
 
 Registration as the host runs it at startup, step by step, for suites that check plugins
 (toolhost-conformance uses exactly these): ``load_plugins`` loads distributions' entry points
@@ -86,6 +87,7 @@ from toolhost._testing.tls import (
     loopback_tls_server,
     toolhost_tls_server,
 )
+from toolhost._testing.workspaces import ForwardingWorkspace
 
 if TYPE_CHECKING:
     import httpx
@@ -100,6 +102,7 @@ __all__ = [
     "ClockExhausted",
     "Contribution",
     "FixedClock",
+    "ForwardingWorkspace",
     "Harness",
     "Host",
     "InvocationState",

@@ -148,6 +148,41 @@ class ToolSpec:
     allow_parallel: bool = MISSING
     deprecated: bool = MISSING
 
+    @classmethod
+    def builtin(
+        cls,
+        name: str,
+        version: str,
+        *,
+        description: str,
+        input_schema: Mapping[str, Any],
+        output_schema: Mapping[str, Any],
+        side_effect: SideEffect,
+        risk: Risk,
+        idempotency: Idempotency,
+        output_trust: Trust,
+        required_scopes: tuple[str, ...],
+        timeout_s: float,
+        maximum_output_bytes: int,
+        allow_parallel: bool | None = None,
+        deprecated: bool = False,
+    ) -> ToolSpec:
+        """A plugin's own tool, run in the host's process: ``kind`` CAPABILITY, ``source``
+        BUILTIN, ``target_kind`` IN_PROCESS, no ``server_id``, not deprecated unless said;
+        ``allow_parallel`` defaults to whether the tool is READ_ONLY. Every other field,
+        each safety field included, is a required keyword: what a call may do is never
+        defaulted. The result is an ordinary spec, refused or registered as any other."""
+        return cls(
+            name=name, version=version, description=description,
+            input_schema=input_schema, output_schema=output_schema,
+            kind=Kind.CAPABILITY, source=Source.BUILTIN, target_kind=TargetKind.IN_PROCESS,
+            server_id=None, side_effect=side_effect, risk=risk, idempotency=idempotency,
+            output_trust=output_trust, required_scopes=required_scopes, timeout_s=timeout_s,
+            maximum_output_bytes=maximum_output_bytes,
+            allow_parallel=(idempotency is Idempotency.READ_ONLY if allow_parallel is None
+                            else allow_parallel),
+            deprecated=deprecated)
+
     @property
     def domain(self) -> str:
         """The namespace before the first dot: ``math`` for ``math.calculate``."""

@@ -112,18 +112,19 @@ def tool(
 
     def decorate(function: Callable[..., Any]) -> Tool:
         plan = _Plan.of(function, output_schema)
-        spec = ToolSpec(
-            name=name, version=version,
+        spec = ToolSpec.builtin(
+            name, version,
             description=description if description is not None else _docstring(function),
             input_schema=plan.input_schema, output_schema=plan.output_schema,
-            kind=kind, source=source, target_kind=target_kind, server_id=server_id,
             side_effect=side_effect, risk=risk, idempotency=idempotency,
             output_trust=output_trust, required_scopes=required,
             timeout_s=timeout_s, maximum_output_bytes=maximum_output_bytes,
-            allow_parallel=(idempotency is Idempotency.READ_ONLY if allow_parallel is None
-                            else allow_parallel),
-            deprecated=deprecated,
+            allow_parallel=allow_parallel, deprecated=deprecated,
         )
+        if (kind, source, target_kind, server_id) != (spec.kind, spec.source, spec.target_kind,
+                                                      spec.server_id):
+            spec = attrs.evolve(spec, kind=kind, source=source, target_kind=target_kind,
+                                server_id=server_id)
         extras: dict[str, Any] = {"reasons": declared, "default_enabled": default_enabled,
                                   "checked_scopes": checked, "user_words": user_words,
                                   "function": function}

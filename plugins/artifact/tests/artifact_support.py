@@ -10,8 +10,8 @@ from typing import Any
 
 import attrs
 
-from toolhost import Listing, Outcome, Provenance, Trust, Workspace, WriteResult
-from toolhost.testing import Harness, Run
+from toolhost import Outcome, Trust, Workspace
+from toolhost.testing import ForwardingWorkspace, Harness, Run
 from toolhost_artifact import plugin
 
 #: What the kit's host runs: this plugin alone, as an object (not the installed set).
@@ -69,18 +69,15 @@ class Store:
         return self.host.host.pipeline.artifacts.read(artifact_id)
 
 
-class ChangingWorkspace:
+class ChangingWorkspace(ForwardingWorkspace):
     """A ``Workspace`` that hands every call to the run's real one, and, once the tool has
     been given the first chunk of a read, lets ``change`` act on the file (through the real
     filesystem, as an outsider would)."""
 
     def __init__(self, real: Workspace, change: Callable[[], None]) -> None:
-        self.real = real
+        super().__init__(real)
         self.change = change
         self.reads = 0
-
-    def read(self, path: str) -> bytes:
-        return self.real.read(path)
 
     def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         self.reads += 1
@@ -88,16 +85,6 @@ class ChangingWorkspace:
             yield chunk
             if i == 0 and self.reads == 1:
                 self.change()
-
-    def write(self, path: str, data: bytes, *,
-              provenance: Provenance = Provenance.TOOL_WRITTEN) -> WriteResult:
-        return self.real.write(path, data, provenance=provenance)
-
-    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
-        return self.real.listdir(path, recursive=recursive, limit=limit)
-
-    def provenance(self, path: str) -> Provenance:
-        return self.real.provenance(path)
 
 
 def in_run(run: Run, workspace: Workspace) -> Run:

@@ -12,20 +12,20 @@ from pathlib import Path
 import pytest
 
 from artifact_support import Store, in_run
-from toolhost import Listing, OutcomeStatus, Provenance, Trust, Workspace, WriteResult
-from toolhost.testing import Harness, Run
+from toolhost import OutcomeStatus, Trust, Workspace
+from toolhost.testing import ForwardingWorkspace, Harness, Run
 
 VERSIONS = ["1.0.0", "2.0.0"]
 
 
-class SwappingWorkspace:
+class SwappingWorkspace(ForwardingWorkspace):
     """The run's real workspace, with an outsider who swaps the directory holding the file for
     one of theirs just as the read opens it, and swaps it back once the last chunk is read.
     Renaming a directory changes neither the inode nor the ctime of the files in it, so the
     path's provenance is the same before and after the read: only the bytes read differ."""
 
     def __init__(self, real: Workspace, root: Path) -> None:
-        self.real = real
+        super().__init__(real)
         self.root = root
 
     def _swap(self, a: str, b: str) -> None:
@@ -33,25 +33,12 @@ class SwappingWorkspace:
         os.rename(self.root / b, self.root / a)
         os.rename(self.root / "swap", self.root / b)
 
-    def read(self, path: str) -> bytes:
-        return self.real.read(path)
-
     def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         self._swap("d", "theirs")
         try:
             yield from self.real.read_chunks(path, chunk_size)
         finally:
             self._swap("d", "theirs")
-
-    def write(self, path: str, data: bytes, *,
-              provenance: Provenance = Provenance.TOOL_WRITTEN) -> WriteResult:
-        return self.real.write(path, data, provenance=provenance)
-
-    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
-        return self.real.listdir(path, recursive=recursive, limit=limit)
-
-    def provenance(self, path: str) -> Provenance:
-        return self.real.provenance(path)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -22,7 +22,7 @@ from toolhost import (
     WorkspaceUnavailable,
     WriteResult,
 )
-from toolhost.testing import Run
+from toolhost.testing import ForwardingWorkspace, Run
 from toolhost_workspace import plugin
 
 #: What the kit's host runs: this plugin alone, as an object (not the installed set).
@@ -32,19 +32,16 @@ SECRET = b"outside the root\n"
 Call = Callable[..., Outcome]
 
 
-class SpyWorkspace:
+class SpyWorkspace(ForwardingWorkspace):
     """A ``Workspace`` that hands every call to the run's real one and records what the tool
     asked for and the chunks it was given, so a test sees the body's side of the port."""
 
     def __init__(self, real: Workspace, *, keep_chunks: bool = True) -> None:
-        self.real = real
+        super().__init__(real)
         self.keep_chunks = keep_chunks
         self.chunk_sizes: list[int] = []
         self.chunks: list[bytes] = []
         self.bytes_read = 0
-
-    def read(self, path: str) -> bytes:
-        return self.real.read(path)
 
     def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         self.chunk_sizes.append(chunk_size)
@@ -53,16 +50,6 @@ class SpyWorkspace:
             if self.keep_chunks:
                 self.chunks.append(chunk)
             yield chunk
-
-    def write(self, path: str, data: bytes, *,
-              provenance: Provenance = Provenance.TOOL_WRITTEN) -> WriteResult:
-        return self.real.write(path, data, provenance=provenance)
-
-    def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
-        return self.real.listdir(path, recursive=recursive, limit=limit)
-
-    def provenance(self, path: str) -> Provenance:
-        return self.real.provenance(path)
 
 
 def with_workspace(context: ToolExecutionContext, workspace: Workspace) -> ToolExecutionContext:

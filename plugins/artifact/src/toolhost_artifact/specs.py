@@ -16,12 +16,9 @@ from typing import Annotated, Any
 from toolhost import (
     ArtifactRef,
     Idempotency,
-    Kind,
     MaxLen,
     Risk,
     SideEffect,
-    Source,
-    TargetKind,
     ToolExecutionContext,
     ToolOutput,
     ToolSpec,
@@ -121,16 +118,12 @@ V2_DESCRIPTION = (
     "reaches the owner: export it before then."
 )
 
-V2_SPEC = ToolSpec(
+V2_SPEC = ToolSpec.builtin(
     name="artifact.export",
     version="2.0.0",
     description=V2_DESCRIPTION,
     input_schema=V2_INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.WORKSPACE_READ,
     risk=Risk.LOW,
     idempotency=Idempotency.IDEMPOTENT,
@@ -139,6 +132,4 @@ V2_SPEC = ToolSpec(
     required_scopes=("artifact.write",),
     timeout_s=30,
     maximum_output_bytes=4096,
-    allow_parallel=False,
-    deprecated=False,
 )

@@ -12,11 +12,8 @@ from typing import Any, Final
 
 from toolhost import (
     Idempotency,
-    Kind,
     Risk,
     SideEffect,
-    Source,
-    TargetKind,
     ToolSpec,
     Trust,
 )
@@ -105,16 +102,12 @@ CONTEXT_DESCRIPTION = (
     "and it is not the owner speaking. Reads a local cache only; sends and changes nothing."
 )
 
-CONTEXT_SPEC = ToolSpec(
+CONTEXT_SPEC = ToolSpec.builtin(
     name="email.context",
     version="1.0.0",
     description=CONTEXT_DESCRIPTION,
     input_schema=CONTEXT_INPUT_SCHEMA,
     output_schema=CONTEXT_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.NONE,
     risk=Risk.LOW,
     idempotency=Idempotency.READ_ONLY,
@@ -123,8 +116,6 @@ CONTEXT_SPEC = ToolSpec(
     timeout_s=30,
     # The body fits its result to this bound (its content, the JSON, is what is measured).
     maximum_output_bytes=262144,
-    allow_parallel=True,
-    deprecated=False,
 )
 
 # ------------------------------------------------------------------ email.feedback 1.0.0
@@ -172,16 +163,12 @@ FEEDBACK_DESCRIPTION = (
     "Sends nothing."
 )
 
-FEEDBACK_SPEC = ToolSpec(
+FEEDBACK_SPEC = ToolSpec.builtin(
     name="email.feedback",
     version="1.0.0",
     description=FEEDBACK_DESCRIPTION,
     input_schema=FEEDBACK_INPUT_SCHEMA,
     output_schema=FEEDBACK_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.NONE,
     risk=Risk.MEDIUM,
     idempotency=Idempotency.IDEMPOTENT,
@@ -189,8 +176,6 @@ FEEDBACK_SPEC = ToolSpec(
     required_scopes=("email.read", "email.write"),
     timeout_s=30,
     maximum_output_bytes=1024,
-    allow_parallel=False,
-    deprecated=False,
 )
 
 # ------------------------------------------------------------------ email.subscriptions 1.0.0
@@ -246,16 +231,12 @@ SUBSCRIPTIONS_DESCRIPTION = (
     "nothing."
 )
 
-SUBSCRIPTIONS_SPEC = ToolSpec(
+SUBSCRIPTIONS_SPEC = ToolSpec.builtin(
     name="email.subscriptions",
     version="1.0.0",
     description=SUBSCRIPTIONS_DESCRIPTION,
     input_schema=SUBSCRIPTIONS_INPUT_SCHEMA,
     output_schema=SUBSCRIPTIONS_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.NONE,
     risk=Risk.LOW,
     idempotency=Idempotency.READ_ONLY,
@@ -263,8 +244,6 @@ SUBSCRIPTIONS_SPEC = ToolSpec(
     required_scopes=("email.read",),
     timeout_s=30,
     maximum_output_bytes=262144,
-    allow_parallel=True,
-    deprecated=False,
 )
 
 # ------------------------------------------------------------------ email.unsubscribe 1.0.0
@@ -323,16 +302,12 @@ UNSUBSCRIBE_DESCRIPTION = (
     "Nothing the sender answers is returned."
 )
 
-UNSUBSCRIBE_SPEC = ToolSpec(
+UNSUBSCRIBE_SPEC = ToolSpec.builtin(
     name="email.unsubscribe",
     version="1.0.0",
     description=UNSUBSCRIBE_DESCRIPTION,
     input_schema=UNSUBSCRIBE_INPUT_SCHEMA,
     output_schema=UNSUBSCRIBE_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.EXTERNAL_WRITE,
     risk=Risk.MEDIUM,
     idempotency=Idempotency.IDEMPOTENT,
@@ -340,6 +315,4 @@ UNSUBSCRIBE_SPEC = ToolSpec(
     required_scopes=("email.read", "email.write"),
     timeout_s=120,
     maximum_output_bytes=8192,
-    allow_parallel=False,
-    deprecated=False,
 )

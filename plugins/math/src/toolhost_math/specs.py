@@ -12,11 +12,8 @@ from typing import Any
 
 from toolhost import (
     Idempotency,
-    Kind,
     Risk,
     SideEffect,
-    Source,
-    TargetKind,
     ToolSpec,
     Trust,
 )
@@ -68,16 +65,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-SPEC = ToolSpec(
+SPEC = ToolSpec.builtin(
     name=NAME,
     version=VERSION,
     description=DESCRIPTION,
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.NONE,
     risk=Risk.LOW,
     idempotency=Idempotency.READ_ONLY,
@@ -85,6 +78,4 @@ SPEC = ToolSpec(
     required_scopes=(),  # a scope that gates arithmetic would be granted to everyone
     timeout_s=2,
     maximum_output_bytes=4096,
-    allow_parallel=True,
-    deprecated=False,
 )

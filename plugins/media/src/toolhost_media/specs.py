@@ -14,11 +14,8 @@ from typing import Any
 from toolhost import (
     ArtifactRef,
     Idempotency,
-    Kind,
     Risk,
     SideEffect,
-    Source,
-    TargetKind,
     ToolSpec,
     Trust,
 )
@@ -128,16 +125,12 @@ _VIDEO_REFS = (
 
 def _spec(name: str, version: str, description: str, schema: dict[str, Any],
           timeout_s: int) -> ToolSpec:
-    return ToolSpec(
+    return ToolSpec.builtin(
         name=name,
         version=version,
         description=description,
         input_schema=schema,
         output_schema=OUTPUT_SCHEMA,
-        kind=Kind.CAPABILITY,
-        source=Source.BUILTIN,
-        target_kind=TargetKind.IN_PROCESS,
-        server_id=None,
         side_effect=SideEffect.EXTERNAL_WRITE,
         risk=Risk.HIGH,
         idempotency=Idempotency.NON_IDEMPOTENT,
@@ -145,8 +138,6 @@ def _spec(name: str, version: str, description: str, schema: dict[str, Any],
         required_scopes=SCOPES,
         timeout_s=timeout_s,
         maximum_output_bytes=4096,
-        allow_parallel=False,
-        deprecated=False,
     )
 
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, ToolSpec, Trust
+from toolhost import Idempotency, Risk, SideEffect, ToolSpec, Trust
 from toolhost_people.bounds import worst_case_bytes
 
 __all__ = [
@@ -80,16 +80,12 @@ def spec(name: str, version: str, description: str, input_schema: Mapping[str, A
     allows (plus ``text_prefix``, text the model reads before the JSON), so a result within
     the schema always reaches the model whole."""
     maximum_output_bytes = worst_case_bytes(output_schema) + len(text_prefix.encode())
-    return ToolSpec(
+    return ToolSpec.builtin(
         name=name,
         version=version,
         description=description,
         input_schema=input_schema,
         output_schema=output_schema,
-        kind=Kind.CAPABILITY,
-        source=Source.BUILTIN,
-        target_kind=TargetKind.IN_PROCESS,
-        server_id=None,
         side_effect=SideEffect.NONE,
         risk=Risk.LOW,
         idempotency=Idempotency.READ_ONLY,
@@ -97,8 +93,6 @@ def spec(name: str, version: str, description: str, input_schema: Mapping[str, A
         required_scopes=("people.read",),
         timeout_s=30,
         maximum_output_bytes=maximum_output_bytes,
-        allow_parallel=True,
-        deprecated=False,
     )
 
 

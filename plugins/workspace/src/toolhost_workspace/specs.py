@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolhost import Idempotency, Kind, Risk, SideEffect, Source, TargetKind, ToolSpec, Trust
+from toolhost import Idempotency, Risk, SideEffect, ToolSpec, Trust
 
 __all__ = [
     "LIST_FILES_DESCRIPTION",
@@ -56,16 +56,12 @@ READ_TEXT_DESCRIPTION = (
     "not text, with no partial content. A very large file is returned as an excerpt."
 )
 
-READ_TEXT_SPEC = ToolSpec(
+READ_TEXT_SPEC = ToolSpec.builtin(
     name="workspace.read_text",
     version="1.0.0",
     description=READ_TEXT_DESCRIPTION,
     input_schema=READ_TEXT_INPUT_SCHEMA,
     output_schema=READ_TEXT_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.WORKSPACE_READ,
     risk=Risk.LOW,
     idempotency=Idempotency.READ_ONLY,
@@ -74,8 +70,6 @@ READ_TEXT_SPEC = ToolSpec(
     required_scopes=("workspace.read",),
     timeout_s=10,
     maximum_output_bytes=1048576,
-    allow_parallel=True,
-    deprecated=False,
 )
 
 
@@ -119,16 +113,12 @@ WRITE_TEXT_DESCRIPTION = (
     "only way a file reaches the owner."
 )
 
-WRITE_TEXT_SPEC = ToolSpec(
+WRITE_TEXT_SPEC = ToolSpec.builtin(
     name="workspace.write_text",
     version="1.0.0",
     description=WRITE_TEXT_DESCRIPTION,
     input_schema=WRITE_TEXT_INPUT_SCHEMA,
     output_schema=WRITE_TEXT_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.WORKSPACE_WRITE,
     risk=Risk.MEDIUM,
     # IDEMPOTENT, not CONDITIONALLY_: the same bytes to the same path leave the same state,
@@ -140,7 +130,6 @@ WRITE_TEXT_SPEC = ToolSpec(
     maximum_output_bytes=4096,
     # A writer is serialized: a step containing it is never a parallel batch.
     allow_parallel=False,
-    deprecated=False,
 )
 
 
@@ -188,16 +177,12 @@ LIST_FILES_DESCRIPTION = (
     "rest. Symlinks are not listed."
 )
 
-LIST_FILES_SPEC = ToolSpec(
+LIST_FILES_SPEC = ToolSpec.builtin(
     name="workspace.list_files",
     version="1.0.0",
     description=LIST_FILES_DESCRIPTION,
     input_schema=LIST_FILES_INPUT_SCHEMA,
     output_schema=LIST_FILES_OUTPUT_SCHEMA,
-    kind=Kind.CAPABILITY,
-    source=Source.BUILTIN,
-    target_kind=TargetKind.IN_PROCESS,
-    server_id=None,
     side_effect=SideEffect.WORKSPACE_READ,
     risk=Risk.LOW,
     idempotency=Idempotency.READ_ONLY,
@@ -206,6 +191,4 @@ LIST_FILES_SPEC = ToolSpec(
     required_scopes=("workspace.read",),
     timeout_s=10,
     maximum_output_bytes=262144,
-    allow_parallel=True,
-    deprecated=False,
 )
