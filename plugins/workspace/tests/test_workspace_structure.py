@@ -63,10 +63,9 @@ HOST = "toolhost"
 #: each into the host's failure), not the Workspace protocol (a tool is handed one), and
 #: nothing private.
 ALLOWED_HOST_NAMES = frozenset({
-    "HARD_OUTPUT_CEILING", "Idempotency", "Kind", "Provenance", "Reason", "Risk", "SideEffect",
-    "Source", "TargetKind", "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec",
-    "Trust", "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound",
-    "sha256_checksum",
+    "HARD_OUTPUT_CEILING", "Idempotency", "Provenance", "Reason", "Risk", "SideEffect",
+    "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec", "Trust",
+    "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound", "sha256_checksum",
 })
 FIRST_PARTY = "toolhost_workspace"
 BANNED_NAMES = frozenset({
