@@ -77,6 +77,13 @@ BROWSER_PACKAGES = ("chromium", "chromium-driver")
 BROWSER_FILES = ("/usr/bin/chromium", "/usr/bin/chromedriver")
 # A claimed Python that is not on the machine fails the run; it never passes untested.
 nox.options.error_on_missing_interpreters = True
+# Bytecode is written, once, to one cache under .nox (never beside a source file or in a test's
+# directory). A machine that sets PYTHONDONTWRITEBYTECODE (this one does) otherwise has every
+# process the tests start (thousands: hosts, servers, the CLI) compile from source each module
+# it imports, and every pytest worker rewrite every test module's assertions again (~6 s of
+# CPU each); CI here is CPU-bound. A developer's own prefix wins.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / ".nox" / "pycache"))
 # uv builds a virtualenv and installs into it about ten times faster than pip; where uv is not
 # installed, nox falls back to virtualenv and pip.
 nox.options.default_venv_backend = "uv|virtualenv"
