@@ -209,3 +209,34 @@ def test_the_overview_reads_the_record_once_for_a_page_reloaded_in_a_loop(
 
     anyio.run(probe)
     assert reads == ["ada", "bob"]
+
+
+def test_the_waiting_list_is_one_read_however_many_calls_wait(
+        store: SQLiteInvocationStore) -> None:
+    # Regression: each poll (every 2 s per open tab) read the waiting calls' ids, then each
+    # whole row again: 1 + N reads. One read now, newest first, the person's own calls only.
+    for i in range(5):
+        store.insert(record(id=f"{i:032x}", principal_id="ada",
+                            created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i),
+                            state=InvocationState.AWAITING_APPROVAL))
+    store.insert(record(id="b" * 32, principal_id="bob", state=InvocationState.AWAITING_APPROVAL))
+    store.insert(record(id="c" * 32, principal_id="ada", state=InvocationState.SUCCEEDED))
+    reads: list[str] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            reads.append(name)
+            return getattr(store, name)
+
+    inbox = _inbox(Counting())
+
+    async def probe() -> bytes:
+        status, _, body = await _get(inbox, "/ui/inbox.part", caller=ADA)
+        assert status == 200
+        return body
+
+    body = anyio.run(probe)
+    assert reads == ["history"]
+    shown = [body.index(f'data-id="{i:032x}"'.encode()) for i in reversed(range(5))]
+    assert shown == sorted(shown)  # newest first
+    assert b"b" * 32 not in body and b"c" * 32 not in body

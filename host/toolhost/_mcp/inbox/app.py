@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import importlib.resources
 import json
 import re
@@ -203,18 +204,12 @@ class Inbox:
 
     # ------------------------------------------------------------------ reading
 
-    async def _waiting(self, login: Login) -> list[InvocationRecord]:
-        """This person's waiting calls (everyone's for an admin), newest first."""
-        def read() -> list[InvocationRecord]:
-            store = self._host.invocations
-            rows = []
-            for pending in store.pending(limit=WAITING_SHOWN, principal_id=login.whose):
-                with contextlib.suppress(InvocationNotFound):  # removed meanwhile
-                    rows.append(store.get(pending.id))
-            return rows
-
-        rows = await anyio.to_thread.run_sync(read)
-        return sorted(rows, key=lambda r: (r.created_at, r.id), reverse=True)
+    async def _waiting(self, login: Login) -> Sequence[InvocationRecord]:
+        """This person's waiting calls (everyone's for an admin), the newest WAITING_SHOWN,
+        newest first: one read of the record per poll, whatever the number waiting."""
+        return await anyio.to_thread.run_sync(functools.partial(
+            self._host.invocations.history, limit=WAITING_SHOWN, principal_id=login.whose,
+            state=InvocationState.AWAITING_APPROVAL))
 
     async def _row(self, invocation_id: str, login: Login) -> InvocationRecord | None:
         try:
