@@ -33,7 +33,8 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from toolhost._composition import HEARTBEAT_S, HostAddress, RouteTable, ToolhostError, get_logger
 from toolhost._mcp.http_auth import Caller
 
-__all__ = ["FORWARDED", "QuietUpstreamLost", "Router", "UpstreamLost", "route_key"]
+__all__ = ["FORWARDED", "QuietUpstreamLost", "Router", "UpstreamLost", "first_header",
+           "route_key"]
 
 FORWARDED: Final = b"toolhost-forwarded"
 _SESSION: Final = b"mcp-session-id"
@@ -57,7 +58,8 @@ class UpstreamLost(ToolhostError):
     not a complete one without its message."""
 
 
-def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+def first_header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case) in an ASGI scope's headers, or None."""
     for key, value in headers:
         if key.lower() == name:
             return value.decode("latin-1")
@@ -77,15 +79,15 @@ def route_key(headers: Iterable[tuple[bytes, bytes]], caller: Caller | None) -> 
     """The route of a request; None: it opens a session (or is forwarded already), so it is
     served where it is."""
     headers = list(headers)
-    if _header(headers, FORWARDED) is not None:
+    if first_header(headers, FORWARDED) is not None:
         return None
-    version = _header(headers, _VERSION)
+    version = first_header(headers, _VERSION)
     if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
         # The SDK's own rule for a 2026-07-28 request (it ignores any session header then).
         principal = "" if caller is None else caller.principal.id
         fingerprint = "" if caller is None else caller.fingerprint
         return RouteKey(f"run\x1f{principal}\x1f{fingerprint}", session=False)
-    session = _header(headers, _SESSION)
+    session = first_header(headers, _SESSION)
     return None if not session else RouteKey(f"session\x1f{session}", session=True)
 
 

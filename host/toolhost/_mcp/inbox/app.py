@@ -60,6 +60,7 @@ from toolhost._composition import (
 from toolhost._mcp.config import InboxOAuth
 from toolhost._mcp.http_auth import Caller
 from toolhost._mcp.http_introspection import Post
+from toolhost._mcp.http_routes import first_header
 from toolhost._mcp.inbox import pages
 from toolhost._mcp.inbox.charts import Overview, summarize
 from toolhost._mcp.inbox.login import (
@@ -404,7 +405,7 @@ class Inbox:
     # ------------------------------------------------------------------ logging in
 
     async def _log_in(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
-        if _header(scope, b"origin") is None:
+        if first_header(scope.get("headers", ()), b"origin") is None:
             # A browser's form POST always says where it comes from; the front door has
             # checked that it is an allowed origin.
             await _plain(send, 403, "Log in from the login page.\n")
@@ -545,15 +546,8 @@ def _set_cookie(name: str, value: str, path: str, max_age: int, secure: bool, *,
             + ("; Secure" if secure else ""))
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return None
-
-
 def _cookie(scope: dict[str, Any], wanted: str) -> str | None:
-    raw = _header(scope, b"cookie")
+    raw = first_header(scope.get("headers", ()), b"cookie")
     if raw is None:
         return None
     for part in raw.split(";"):
