@@ -11,6 +11,9 @@ each alike, in one long-lived client process:
 
 - ``httpx, sync client``: the same download with the host's sync client (``Services.http``),
   for comparison: no event loop, and the TLS read in the ``ssl`` module's C code.
+- ``user's loop``: issue #27's reference, what a user writes to keep the file: the sync
+  client's stream, each chunk hashed (sha256) and written to a file, fsynced at the end. The
+  last line of each size is the adapter's path and the pipeline call against it.
 - ``httpx``: the reference. The host's own async httpx client (``Services.async_http``: same
   TLS context, same policy) POSTs the same JSON and reads the body with ``aiter_bytes``,
   discarding it.
@@ -234,6 +237,24 @@ def _plain_sync(harness: Harness, url: str) -> int:
         return got
 
 
+def _users_loop(harness: Harness, url: str, into: Path) -> int:
+    """The loop a user writes to keep the file: stream, sha256, write, fsync (issue #27)."""
+    digest = hashlib.sha256()
+    with harness.services("toolhost-media").http(timeout=600) as client, \
+            client.stream("POST", url + "/v2/sensenova-u1.5/t2i",
+                          json={"prompt": "bench", "size": "1024x1024"},
+                          headers={"Authorization": f"Bearer {KEY}"}) as response, \
+            open(into, "wb") as file:
+        got = 0
+        for chunk in response.iter_bytes():
+            digest.update(chunk)
+            file.write(chunk)
+            got += len(chunk)
+        file.flush()
+        os.fsync(file.fileno())
+        return got
+
+
 async def _adapter(harness: Harness, url: str, run: Any) -> int:
     client = harness.services("toolhost-media").async_http(timeout=600)
     context = harness.context(run=run, timeout_s=600)
@@ -291,6 +312,7 @@ def _measure(harness: Harness, server: _Remote, runs: int,
     paths = {
         "httpx": lambda: asyncio.run(_plain(harness, url)),
         "httpx, sync client": lambda: _plain_sync(harness, url),
+        "user's loop": lambda: _users_loop(harness, url, beside.with_suffix(".user")),
         "adapter, no store": lambda: asyncio.run(_adapter_only(harness, url)),
         "store, no network": lambda: _store_only(harness, run, server.body),
         "adapter → store": lambda: asyncio.run(_adapter(harness, url, run)),
@@ -364,6 +386,10 @@ def main() -> None:
                         print(f"{mib:>4}MiB  {name:<24} {mib / median:>8.0f} "
                               f"{median / base:>6.2f}  ({min(ratios):.2f}-{max(ratios):.2f})"
                               f"  {cpu:>10}  {server_ms:>13.0f}")
+                    users = statistics.median(walls["user's loop"])
+                    print(f"{mib:>4}MiB  against the user's loop (target 1.1x): adapter → store "
+                          f"{statistics.median(walls['adapter → store']) / users:.2f}x, "
+                          f"pipeline call {statistics.median(walls['pipeline call']) / users:.2f}x")
             finally:
                 server.close()
         print(f"load average after: {os.getloadavg()[0]:.2f}")
