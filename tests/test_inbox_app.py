@@ -240,3 +240,29 @@ def test_the_waiting_list_is_one_read_however_many_calls_wait(
     shown = [body.index(f'data-id="{i:032x}"'.encode()) for i in reversed(range(5))]
     assert shown == sorted(shown)  # newest first
     assert b"b" * 32 not in body and b"c" * 32 not in body
+
+
+def test_past_the_shown_waiting_calls_the_inbox_says_older_ones_wait(
+        store: SQLiteInvocationStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolhost._mcp.inbox import app
+
+    monkeypatch.setattr(app, "WAITING_SHOWN", 3)
+    for i in range(5):
+        store.insert(record(id=f"{i:032x}", principal_id="ada",
+                            created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i),
+                            state=InvocationState.AWAITING_APPROVAL))
+    inbox = _inbox(store)
+
+    async def part() -> bytes:
+        status, _, body = await _get(inbox, "/ui/inbox.part", caller=ADA)
+        assert status == 200
+        return body
+
+    body = anyio.run(part)
+    assert [i for i in range(5) if f'data-id="{i:032x}"'.encode() in body] == [2, 3, 4]
+    assert b'href="/ui/history?status=awaiting_approval"' in body
+    store.transition(f"{0:032x}", expected={InvocationState.AWAITING_APPROVAL},
+                     to=InvocationState.DENIED)
+    store.transition(f"{1:032x}", expected={InvocationState.AWAITING_APPROVAL},
+                     to=InvocationState.DENIED)
+    assert b"/ui/history?status=awaiting_approval" not in anyio.run(part)  # all shown: no note

@@ -103,6 +103,16 @@ def test_pendings_narrow_read_pages_from_the_open_index(store: SQLiteInvocationS
     assert "(created_at,id)>(?,?)" in " ".join(page)
 
 
+def test_the_inboxs_waiting_calls_page_from_the_open_index(
+        store: SQLiteInvocationStore) -> None:
+    # Regression: history() on an open state left out the partial index's condition, so the
+    # inbox's waiting list (every 2 s per open tab) read and sorted the whole table.
+    for whose in (None, "ada"):
+        (plan,) = plans(store, lambda: store.history(limit=200, state=AWAITING,
+                                                     principal_id=whose))  # noqa: B023
+        assert_indexed(plan, "tool_invocations_open")
+
+
 def test_a_row_is_read_and_changed_by_its_id(store: SQLiteInvocationStore) -> None:
     store.insert(InvocationStoreContract.record(id="row"))
     (plan,) = plans(store, lambda: store.get("row"))

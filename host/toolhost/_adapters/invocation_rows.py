@@ -61,6 +61,8 @@ def history_terms(placeholder: str, stored: Callable[[dict[str, Any]], dict[str,
         InvocationRecord, {k: v for k, v in given.items() if v is not None}))
     terms = [f"{column} = {placeholder}" for column in criteria]
     values = list(criteria.values())
+    if given.get("state") in OPEN_STATES:
+        terms.insert(0, OPEN)  # the partial index's condition: without it the index is unused
     if since is not None:
         terms.append(f"created_at >= {placeholder}")
         values.extend(column_values(InvocationRecord, {"created_at": since}).values())

@@ -184,9 +184,11 @@ class Inbox:
             return
         csrf = self._logins.csrf(login)
         if path == "/ui/":
-            await _html(send, 200, pages.inbox_page(await self._waiting(login), login, csrf))
+            rows, more = await self._waiting(login)
+            await _html(send, 200, pages.inbox_page(rows, login, csrf, more=more))
         elif path == "/ui/inbox.part":
-            await _html(send, 200, pages.inbox_part(await self._waiting(login), login, csrf))
+            rows, more = await self._waiting(login)
+            await _html(send, 200, pages.inbox_part(rows, login, csrf, more=more))
         elif path == "/ui/history":
             await self._history(scope, login, csrf, send)
         elif path == "/ui/overview":
@@ -205,12 +207,14 @@ class Inbox:
 
     # ------------------------------------------------------------------ reading
 
-    async def _waiting(self, login: Login) -> Sequence[InvocationRecord]:
+    async def _waiting(self, login: Login) -> tuple[Sequence[InvocationRecord], bool]:
         """This person's waiting calls (everyone's for an admin), the newest WAITING_SHOWN,
-        newest first: one read of the record per poll, whatever the number waiting."""
-        return await anyio.to_thread.run_sync(functools.partial(
-            self._host.invocations.history, limit=WAITING_SHOWN, principal_id=login.whose,
+        newest first, and whether older ones wait beyond them: one read of the record per
+        poll, whatever the number waiting (through the open-state index)."""
+        rows = await anyio.to_thread.run_sync(functools.partial(
+            self._host.invocations.history, limit=WAITING_SHOWN + 1, principal_id=login.whose,
             state=InvocationState.AWAITING_APPROVAL))
+        return rows[:WAITING_SHOWN], len(rows) > WAITING_SHOWN
 
     async def _row(self, invocation_id: str, login: Login) -> InvocationRecord | None:
         try:

@@ -99,18 +99,25 @@ def logged_in_page() -> str:
         '<h1>Logged in</h1><p><a href="/ui/">Go to the inbox</a></p>'), None, None)
 
 
-def inbox_page(rows: Sequence[InvocationRecord], login: Login, csrf: str) -> str:
+def inbox_page(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
+               more: bool = False) -> str:
     return _page("Inbox", (
         "<h1>Waiting for a decision</h1>"
-        + inbox_part(rows, login, csrf)), login, csrf)
+        + inbox_part(rows, login, csrf, more=more)), login, csrf)
 
 
-def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str) -> str:
-    """The list of waiting calls (what ``ui.js`` fetches again): newest first."""
+def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
+               more: bool = False) -> str:
+    """The list of waiting calls (what ``ui.js`` fetches again): newest first; ``more`` when
+    older ones wait beyond it, which the history lists."""
     if not rows:
         items = '<p class="empty">Nothing is waiting for you.</p>'
     else:
         items = "".join(_waiting(row, login, csrf) for row in rows)
+    if more:
+        items = (f'<p class="note">These are the newest {len(rows)} waiting; older calls wait '
+                 'too: <a href="/ui/history?status=awaiting_approval">every waiting call</a>.'
+                 f"</p>{items}")
     return f'<section id="inbox" aria-live="polite" data-refresh="/ui/inbox.part">{items}</section>'
 
 
