@@ -107,6 +107,7 @@ TESTING_ALL = [
     "RunOutcome",
     "ScriptedClock",
     "StartTLSServer",
+    "WatchedChunks",
     "contributions_of",
     "find_ambient_reads",
     "host_for",

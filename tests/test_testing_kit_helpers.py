@@ -20,6 +20,7 @@ from toolhost.testing import (
     ForwardingWorkspace,
     Host,
     StartTLSServer,
+    WatchedChunks,
     loopback_tls_server,
     run_toolhost,
 )
@@ -41,6 +42,30 @@ def test_a_forwarding_workspace_is_the_real_one_in_every_member_of_the_port(
         assert chunks.provenance() is Provenance.TOOL_WRITTEN
         assert wrapped.provenance("d/a.md") is Provenance.TOOL_WRITTEN
         assert [e.path for e in wrapped.listdir(recursive=True).entries] == ["d", "d/a.md"]
+        real.discard()
+
+
+def test_watched_chunks_keep_the_reads_provenance_and_say_when_each_chunk_is_used(
+        tmp_path: Path) -> None:
+    seen: list[str] = []
+    with Host.from_plugins({}, data_dir=tmp_path) as host:
+        real = host.fresh_workspace("run-1")
+        real.write("a.md", b"abcdefghij")
+        watched = WatchedChunks(real.read_chunks("a.md", 4),
+                                after=lambda i: seen.append(f"after {i}"),
+                                done=lambda: seen.append("done"))
+        assert isinstance(watched, ProvenancedChunks)
+        assert watched.provenance() is Provenance.UNKNOWN  # nothing read yet
+        for chunk in watched:
+            seen.append(chunk.decode())
+        assert seen == ["abcd", "after 0", "efgh", "after 1", "ij", "after 2", "done"]
+        assert watched.provenance() is Provenance.TOOL_WRITTEN
+        early = WatchedChunks(real.read_chunks("a.md", 4), done=lambda: seen.append("closed"))
+        next(early)
+        early.close()
+        early.close()
+        assert seen[-1:] == ["closed"] and seen.count("closed") == 1
+        assert early.provenance() is Provenance.UNKNOWN  # closed before the last chunk
         real.discard()
 
 

@@ -1,18 +1,21 @@
-"""``ForwardingWorkspace``: a test's own workspace around the run's real one.
+"""``ForwardingWorkspace``: a test's own workspace around the run's real one, and
+``WatchedChunks``: a read it watches or disturbs that still says whose bytes it read.
 
 A test that watches what a tool reads, or breaks the file system under it mid-read, needs a
 ``Workspace`` that is the real one in every call but the one it is about; this is that base,
-so each such double states only its own calls.
+so each such double states only its own calls. A double whose ``read_chunks`` were a generator
+would hide the real chunks' ``provenance()``, and a tool that asks it (``artifact.export``)
+would then lower the trust of every read, disturbed or not: a race test could never fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from toolhost._model.workspace import Listing, Provenance, WriteResult
-from toolhost._ports.workspace import Workspace
+from toolhost._ports.workspace import ProvenancedChunks, Workspace
 
-__all__ = ["ForwardingWorkspace"]
+__all__ = ["ForwardingWorkspace", "WatchedChunks"]
 
 
 class ForwardingWorkspace:
@@ -37,3 +40,48 @@ class ForwardingWorkspace:
 
     def provenance(self, path: str) -> Provenance:
         return self.real.provenance(path)
+
+
+class WatchedChunks:
+    """The real read's chunks, handed on one by one, with ``after(i)`` called when the reader
+    asks for the next chunk once chunk ``i`` (from 0) was handed over, and ``done()`` once,
+    after the last chunk or when the reader closes the read early. ``provenance()`` is the real
+    chunks' own (UNKNOWN where they have none), so a disturbed read is judged as the host's
+    handle judges it."""
+
+    def __init__(self, chunks: Iterator[bytes], *, after: Callable[[int], None] | None = None,
+                 done: Callable[[], None] | None = None) -> None:
+        self._chunks = chunks
+        self._after = after
+        self._done = done
+        self._given = 0
+
+    def __iter__(self) -> WatchedChunks:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._given and self._after is not None:
+            self._after(self._given - 1)
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._finish()
+            raise
+        self._given += 1
+        return chunk
+
+    def provenance(self) -> Provenance:
+        chunks = self._chunks
+        return chunks.provenance() if isinstance(chunks, ProvenancedChunks) else (
+            Provenance.UNKNOWN)
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
+        self._finish()
+
+    def _finish(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done()

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from toolhost import Outcome, Trust, Workspace
-from toolhost.testing import ForwardingWorkspace, Harness, Run
+from toolhost.testing import ForwardingWorkspace, Harness, Run, WatchedChunks
 from toolhost_artifact import plugin
 
 #: What the kit's host runs: this plugin alone, as an object (not the installed set).
@@ -81,10 +81,10 @@ class ChangingWorkspace(ForwardingWorkspace):
 
     def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         self.reads += 1
-        for i, chunk in enumerate(self.real.read_chunks(path, chunk_size)):
-            yield chunk
-            if i == 0 and self.reads == 1:
-                self.change()
+        first = self.reads == 1
+        # WatchedChunks, not a generator: the chunks keep saying whose bytes they were.
+        return WatchedChunks(self.real.read_chunks(path, chunk_size),
+                             after=lambda i: self.change() if first and i == 0 else None)
 
 
 def in_run(run: Run, workspace: Workspace) -> Run:

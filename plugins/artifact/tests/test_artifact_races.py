@@ -13,7 +13,7 @@ import pytest
 
 from artifact_support import Store, in_run
 from toolhost import OutcomeStatus, Trust, Workspace
-from toolhost.testing import ForwardingWorkspace, Harness, Run
+from toolhost.testing import ForwardingWorkspace, Harness, Run, WatchedChunks
 
 VERSIONS = ["1.0.0", "2.0.0"]
 
@@ -24,21 +24,24 @@ class SwappingWorkspace(ForwardingWorkspace):
     Renaming a directory changes neither the inode nor the ctime of the files in it, so the
     path's provenance is the same before and after the read: only the bytes read differ."""
 
-    def __init__(self, real: Workspace, root: Path) -> None:
+    def __init__(self, real: Workspace, root: Path, *, swapping: bool = True) -> None:
         super().__init__(real)
         self.root = root
+        self.swapping = swapping  # False: the control, the same double with no outsider
 
     def _swap(self, a: str, b: str) -> None:
+        if not self.swapping:
+            return
         os.rename(self.root / a, self.root / "swap")
         os.rename(self.root / b, self.root / a)
         os.rename(self.root / "swap", self.root / b)
 
     def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         self._swap("d", "theirs")
-        try:
-            yield from self.real.read_chunks(path, chunk_size)
-        finally:
-            self._swap("d", "theirs")
+        # WatchedChunks, not a generator: the chunks must still say whose bytes they read, or
+        # the export lowers every read's trust and this test could not fail.
+        return WatchedChunks(self.real.read_chunks(path, chunk_size),
+                             done=lambda: self._swap("d", "theirs"))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -60,6 +63,20 @@ def test_bytes_read_from_a_swapped_in_directory_are_not_internal(
     assert (exported, trust) != (b"an outsider's bytes", Trust.INTERNAL_TOOL)
     if exported != b"written by the run":
         assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_same_read_with_no_outsider_keeps_the_runs_trust(
+    host: Harness, run: Run, root: Path, store: Store, version: str,
+) -> None:
+    # The control that gives the test above its teeth: the double by itself lowers nothing
+    # (as a generator, hiding the chunks' provenance, it lowered every read's trust).
+    run.workspace.write("d/a.md", b"written by the run")
+    (root / "theirs").mkdir()
+    outcome = host.call("artifact.export", {"path": "d/a.md"}, version=version,
+                        run=in_run(run, SwappingWorkspace(run.workspace, root, swapping=False)))
+    assert outcome.ok and outcome.structured is not None, outcome.to_json()
+    assert store.trust(outcome.structured["id"]) is Trust.INTERNAL_TOOL
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket"])
