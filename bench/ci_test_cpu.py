@@ -26,10 +26,9 @@ from typing import Any
 
 import pytest
 
-#: A file whose children took more CPU than this, or the worker itself more than OWN_S, runs
-#: on one Python only; the rest are cheap enough to run on both.
-CHILDREN_S = 1.5
-OWN_S = 4.0
+#: A file whose tests took more CPU than this, their children included, runs on one Python
+#: only; the rest are cheap enough to run on both.
+HEAVY_S = 5.0
 
 
 def _cpu() -> tuple[float, float]:
@@ -59,7 +58,7 @@ def report(directory: Path) -> None:
             own[name] += self_s
             children[name] += children_s
     files = set(own) | set(children)
-    heavy = {f for f in files if children[f] > CHILDREN_S or own[f] > OWN_S}
+    heavy = {f for f in files if own[f] + children[f] > HEAVY_S}
     print(f"all files: {sum(own.values()) + sum(children.values()):.0f} s CPU "
           f"({sum(children.values()):.0f} s in child processes)")
     print(f"heavy ({len(heavy)}): {sum(own[f] + children[f] for f in heavy):.0f} s; "
