@@ -44,25 +44,32 @@ class SwappingWorkspace(ForwardingWorkspace):
                              done=lambda: self._swap("d", "theirs"))
 
 
+def _export_through_the_double(host: Harness, run: Run, root: Path, store: Store, version: str,
+                               *, swapping: bool) -> tuple[bytes, Trust, Trust]:
+    """Export d/a.md, the run's own file, through SwappingWorkspace; (the bytes exported, their
+    stored trust, the outcome's trust)."""
+    run.workspace.write("d/a.md", b"written by the run")
+    (root / "theirs").mkdir()
+    (root / "theirs" / "a.md").write_bytes(b"an outsider's bytes")
+    outcome = host.call("artifact.export", {"path": "d/a.md"}, version=version,
+                        run=in_run(run, SwappingWorkspace(run.workspace, root, swapping=swapping)))
+    assert outcome.ok and outcome.structured is not None, outcome.to_json()
+    assert outcome.output_trust is not None
+    exported_id = outcome.structured["id"]
+    return store.read(exported_id), store.trust(exported_id), outcome.output_trust
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_bytes_read_from_a_swapped_in_directory_are_not_internal(
     host: Harness, run: Run, root: Path, store: Store, version: str,
 ) -> None:
-    run.workspace.write("d/a.md", b"written by the run")
-    (root / "theirs").mkdir()
-    (root / "theirs" / "a.md").write_bytes(b"an outsider's bytes")
-
-    outcome = host.call("artifact.export", {"path": "d/a.md"}, version=version,
-                        run=in_run(run, SwappingWorkspace(run.workspace, root)))
-
-    assert outcome.ok and outcome.structured is not None, outcome.to_json()
-    exported = store.read(outcome.structured["id"])
-    trust = store.trust(outcome.structured["id"])
+    exported, trust, told = _export_through_the_double(host, run, root, store, version,
+                                                       swapping=True)
     # Either the run's own bytes at INTERNAL_TOOL, or whatever was read at EXTERNAL_UNTRUSTED:
     # never the outsider's bytes passed off as the run's.
     assert (exported, trust) != (b"an outsider's bytes", Trust.INTERNAL_TOOL)
     if exported != b"written by the run":
-        assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
+        assert told is Trust.EXTERNAL_UNTRUSTED
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -71,12 +78,9 @@ def test_the_same_read_with_no_outsider_keeps_the_runs_trust(
 ) -> None:
     # The control that gives the test above its teeth: the double by itself lowers nothing
     # (as a generator, hiding the chunks' provenance, it lowered every read's trust).
-    run.workspace.write("d/a.md", b"written by the run")
-    (root / "theirs").mkdir()
-    outcome = host.call("artifact.export", {"path": "d/a.md"}, version=version,
-                        run=in_run(run, SwappingWorkspace(run.workspace, root, swapping=False)))
-    assert outcome.ok and outcome.structured is not None, outcome.to_json()
-    assert store.trust(outcome.structured["id"]) is Trust.INTERNAL_TOOL
+    exported, trust, _ = _export_through_the_double(host, run, root, store, version,
+                                                    swapping=False)
+    assert (exported, trust) == (b"written by the run", Trust.INTERNAL_TOOL)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket"])
