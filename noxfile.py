@@ -202,7 +202,17 @@ def host(session: nox.Session) -> None:
     session.install(*TEST_DEPS, "pytest-xdist", "hatchling", "uv", "trustme", "moto[server]",
                     "selenium>=4.20", ".[mcp,postgres,s3,oauth]", "./conformance",
                     *map(str, PLUGINS))
-    browser_tests = "tests/test_inbox_browser.py" in ONE_PYTHON_ONLY.get(str(session.python), ())
+    placed = ONE_PYTHON_ONLY.get(str(session.python), ())
+    elsewhere = [path for version, paths in ONE_PYTHON_ONLY.items() if version != session.python
+                 for path in paths]
+    named = _named_tests(session.posargs)
+    # Tests named on the command line (`nox -s host-3.11 -- tests/test_cli.py`) run as asked:
+    # the other Python's files stay ignored, but not one a name covers.
+    ignored = [path for path in elsewhere
+               if not any(_covers(path, n) or _covers(n, path) for n in named)]
+    browser = "tests/test_inbox_browser.py"
+    browser_tests = (any(_covers(n, browser) for n in named) if named
+                     else browser in placed)
     if browser_tests and not all(os.path.exists(path) for path in BROWSER_FILES):
         # The browser tests fail, never skip, without them: installed here, not assumed.
         apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *BROWSER_PACKAGES]
@@ -214,14 +224,35 @@ def host(session: nox.Session) -> None:
     # and S3 server on free ports (tests/pg_server.py, tests/s3_server.py), and every test's
     # files are under its own tmp_path. worksteal: the few long tests do not queue behind
     # each other on one worker.
-    # Tests named on the command line (`nox -s host-3.11 -- tests/test_cli.py`) run as asked:
-    # an --ignore would silently drop a named file that the other Python runs in CI.
-    named = [a for a in session.posargs if (ROOT / a.split("::")[0]).exists()]
-    elsewhere = [] if named else [
-        f"--ignore={path}" for version, paths in ONE_PYTHON_ONLY.items()
-        if version != session.python for path in paths]
-    session.run("pytest", *([] if named else ["tests"]), *elsewhere, "-n", HOST_WORKERS,
-                "--dist", "worksteal", *session.posargs, env={"TOOLHOST_REQUIRE_SERVERS": "1"})
+    session.run("pytest", *([] if named else ["tests"]), *(f"--ignore={p}" for p in ignored),
+                "-n", HOST_WORKERS, "--dist", "worksteal", *session.posargs,
+                env={"TOOLHOST_REQUIRE_SERVERS": "1"})
+
+
+#: pytest options whose value is the next argument (``-k host``): that value names no test.
+_TAKES_A_VALUE = frozenset({"-k", "-m", "-p", "-c", "-o", "-n", "-W", "--deselect", "--ignore",
+                            "--ignore-glob", "--basetemp", "--rootdir", "--dist", "--maxfail",
+                            "--durations", "--tb", "--junitxml", "--log-level",
+                            "--hypothesis-profile", "--hypothesis-seed"})
+
+
+def _named_tests(posargs: list[str]) -> list[str]:
+    """The test paths among pytest's arguments (``tests/test_cli.py``, ``tests/x.py::test_y``,
+    ``tests/journeys``): under tests/, existing, and not an option's value."""
+    named = []
+    for before, arg in zip(["", *posargs], posargs, strict=False):
+        path = arg.split("::")[0].rstrip("/")
+        if (before not in _TAKES_A_VALUE and (path == "tests" or path.startswith("tests/"))
+                and len(path) < 4096 and (ROOT / path).exists()):
+            named.append(arg)
+    return named
+
+
+def _covers(outer: str, inner: str) -> bool:
+    """Whether the test path ``outer`` (a directory, a file, or a file::test) includes
+    ``inner``'s file."""
+    a, b = outer.split("::")[0].rstrip("/"), inner.split("::")[0].rstrip("/")
+    return b == a or b.startswith(a + "/")
 
 
 @nox.session

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -66,7 +67,33 @@ def test_watched_chunks_keep_the_reads_provenance_and_say_when_each_chunk_is_use
         early.close()
         assert seen[-1:] == ["closed"] and seen.count("closed") == 1
         assert early.provenance() is Provenance.UNKNOWN  # closed before the last chunk
+        with pytest.raises(StopIteration):
+            next(early)  # a closed read gives nothing and calls nothing
+        assert seen.count("closed") == 1
         real.discard()
+
+
+def test_watched_chunks_end_when_the_read_fails_or_is_dropped_unclosed() -> None:
+    # What a generator double's `finally` did: a double that undoes a disturbance in done()
+    # must undo it however the read ends (found by review).
+    seen: list[str] = []
+
+    def failing() -> Iterator[bytes]:
+        yield b"a"
+        raise OSError("the disk went away")
+
+    watched = WatchedChunks(failing(), after=lambda i: seen.append(f"after {i}"),
+                            done=lambda: seen.append("done"))
+    assert next(watched) == b"a"
+    with pytest.raises(OSError):
+        next(watched)
+    with pytest.raises(StopIteration):
+        next(watched)
+    assert seen == ["after 0", "done"]
+    dropped = WatchedChunks(iter([b"a", b"b"]), done=lambda: seen.append("dropped"))
+    next(dropped)
+    del dropped
+    assert seen[-1] == "dropped"
 
 
 def test_run_toolhost_sees_only_what_the_test_gives(

@@ -44,10 +44,11 @@ class ForwardingWorkspace:
 
 class WatchedChunks:
     """The real read's chunks, handed on one by one, with ``after(i)`` called when the reader
-    asks for the next chunk once chunk ``i`` (from 0) was handed over, and ``done()`` once,
-    after the last chunk or when the reader closes the read early. ``provenance()`` is the real
-    chunks' own (UNKNOWN where they have none), so a disturbed read is judged as the host's
-    handle judges it."""
+    asks for the next chunk once chunk ``i`` (from 0) was handed over, and ``done()`` once:
+    after the last chunk, when the read fails, when the reader closes it early, or when it is
+    dropped unclosed (as a generator's ``finally`` would run). Nothing is called once the read
+    has ended. ``provenance()`` is the real chunks' own (UNKNOWN where they have none), so a
+    disturbed read is judged as the host's handle judges it."""
 
     def __init__(self, chunks: Iterator[bytes], *, after: Callable[[int], None] | None = None,
                  done: Callable[[], None] | None = None) -> None:
@@ -55,16 +56,19 @@ class WatchedChunks:
         self._after = after
         self._done = done
         self._given = 0
+        self._ended = False
 
     def __iter__(self) -> WatchedChunks:
         return self
 
     def __next__(self) -> bytes:
+        if self._ended:
+            raise StopIteration
         if self._given and self._after is not None:
             self._after(self._given - 1)
         try:
             chunk = next(self._chunks)
-        except StopIteration:
+        except BaseException:  # the last chunk was read, or the read failed
             self._finish()
             raise
         self._given += 1
@@ -81,7 +85,11 @@ class WatchedChunks:
             close()
         self._finish()
 
+    def __del__(self) -> None:
+        self._finish()
+
     def _finish(self) -> None:
+        self._ended = True
         done, self._done = self._done, None
         if done is not None:
             done()
