@@ -260,9 +260,18 @@ def test_past_the_shown_waiting_calls_the_inbox_says_older_ones_wait(
 
     body = anyio.run(part)
     assert [i for i in range(5) if f'data-id="{i:032x}"'.encode() in body] == [2, 3, 4]
-    assert b'href="/ui/history?status=awaiting_approval"' in body
+    older = f"status=awaiting_approval&before={2:032x}"  # after the oldest one shown
+    assert f'href="/ui/history?{older.replace("&", "&amp;")}"'.encode() in body
+
+    async def follow() -> bytes:
+        status, _, page = await _get(inbox, "/ui/history", older, caller=ADA)
+        assert status == 200
+        return page
+
+    page = anyio.run(follow)
+    assert [i for i in range(5) if f"{i:032x}".encode() in page] == [0, 1]
     store.transition(f"{0:032x}", expected={InvocationState.AWAITING_APPROVAL},
                      to=InvocationState.DENIED)
     store.transition(f"{1:032x}", expected={InvocationState.AWAITING_APPROVAL},
                      to=InvocationState.DENIED)
-    assert b"/ui/history?status=awaiting_approval" not in anyio.run(part)  # all shown: no note
+    assert b"status=awaiting_approval" not in anyio.run(part)  # all shown: no note

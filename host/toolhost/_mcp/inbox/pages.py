@@ -114,9 +114,10 @@ def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
         items = '<p class="empty">Nothing is waiting for you.</p>'
     else:
         items = "".join(_waiting(row, login, csrf) for row in rows)
-    if more:
+    if more and rows:
+        older = HistoryFilter(status="awaiting_approval").query(rows[-1].id)
         items = (f'<p class="note">These are the newest {len(rows)} waiting; older calls wait '
-                 'too: <a href="/ui/history?status=awaiting_approval">every waiting call</a>.'
+                 f'too: <a href="/ui/history?{text(older)}">the older waiting calls</a>.'
                  f"</p>{items}")
     return f'<section id="inbox" aria-live="polite" data-refresh="/ui/inbox.part">{items}</section>'
 
