@@ -215,10 +215,7 @@ def test_the_waiting_list_is_one_read_however_many_calls_wait(
         store: SQLiteInvocationStore) -> None:
     # Regression: each poll (every 2 s per open tab) read the waiting calls' ids, then each
     # whole row again: 1 + N reads. One read now, newest first, the person's own calls only.
-    for i in range(5):
-        store.insert(record(id=f"{i:032x}", principal_id="ada",
-                            created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i),
-                            state=InvocationState.AWAITING_APPROVAL))
+    _ada_waits(store, 5)
     store.insert(record(id="b" * 32, principal_id="bob", state=InvocationState.AWAITING_APPROVAL))
     store.insert(record(id="c" * 32, principal_id="ada", state=InvocationState.SUCCEEDED))
     reads: list[str] = []
@@ -247,10 +244,7 @@ def test_past_the_shown_waiting_calls_the_inbox_says_older_ones_wait(
     from toolhost._mcp.inbox import app
 
     monkeypatch.setattr(app, "WAITING_SHOWN", 3)
-    for i in range(5):
-        store.insert(record(id=f"{i:032x}", principal_id="ada",
-                            created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i),
-                            state=InvocationState.AWAITING_APPROVAL))
+    _ada_waits(store, 5)
     inbox = _inbox(store)
 
     async def part() -> bytes:
@@ -275,3 +269,12 @@ def test_past_the_shown_waiting_calls_the_inbox_says_older_ones_wait(
     store.transition(f"{1:032x}", expected={InvocationState.AWAITING_APPROVAL},
                      to=InvocationState.DENIED)
     assert b"status=awaiting_approval" not in anyio.run(part)  # all shown: no note
+
+
+def _ada_waits(store: SQLiteInvocationStore, calls: int) -> None:
+    """``calls`` calls of Ada's awaiting approval, ids 0, 1, ... (32 hex digits), a second
+    apart, oldest first."""
+    for i in range(calls):
+        store.insert(record(id=f"{i:032x}", principal_id="ada",
+                            created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i),
+                            state=InvocationState.AWAITING_APPROVAL))

@@ -83,7 +83,7 @@ FLOW_COOKIE: Final = "toolhost_inbox_flow"
 CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 #: The most waiting calls the inbox lists at once: the newest this many, newest first (past
-#: it, a note links to the history filtered on awaiting approval).
+#: it, a note links to the older ones in the history).
 WAITING_SHOWN: Final = 200
 #: Token requests to the issuer at once (logins through it), and how long a callback waits
 #: for its answer before the login fails.
