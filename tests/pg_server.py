@@ -17,7 +17,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from loopback_ports import free_port
 
 __all__ = ["PgServer", "ServerMissing", "pg_database", "pg_server", "running_server"]
 
@@ -77,13 +77,6 @@ class ServerMissing(Exception):
     """What this machine lacks to run a server (the message says it)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def running_server() -> Iterator[PgServer]:
     """A fresh cluster, started, and removed afterwards (bench/ uses it too).
@@ -109,7 +102,7 @@ def running_server() -> Iterator[PgServer]:
     root = Path(tempfile.mkdtemp(prefix="toolhost-pg-"))
     if run_as:
         shutil.chown(root, user="postgres")
-    server = PgServer(bin_dir=bin_dir, data_dir=root / "data", port=_free_port(),
+    server = PgServer(bin_dir=bin_dir, data_dir=root / "data", port=free_port(),
                       run_as=run_as, log=root / "server.log")
     try:
         subprocess.run(

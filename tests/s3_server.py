@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from loopback_ports import free_port
 
 __all__ = ["S3Server", "require_moto", "s3_bucket_fixture", "s3_server_fixture"]
 
@@ -35,12 +36,6 @@ _START_TIMEOUT_S = 30.0
 _MISSING = ("the S3 tests need moto's server and boto3: "
             "pip install 'moto[server]' boto3 (or toolhost-core[s3] plus moto[server])")
 _buckets = itertools.count(1)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def require_moto() -> None:
@@ -64,7 +59,7 @@ class S3Server:
     REGION = "us-east-1"
 
     def __init__(self, port: int | None = None) -> None:
-        self.port = port if port is not None else _free_port()
+        self.port = port if port is not None else free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
         self._client: Any = None

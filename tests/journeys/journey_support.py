@@ -26,7 +26,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import anyio
 import attrs
 import mcp.types as types
 from conftest import invocation_rows
+from loopback_ports import free_port
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -421,12 +421,6 @@ def _pg_rows(database: str, sql: str) -> list[dict[str, Any]]:
         rows = conn.execute(sql).fetchall()
     return [{k: bytes(v).decode() if isinstance(v, (bytes, memoryview)) else v
              for k, v in row.items()} for row in rows]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _start_http(env: Mapping[str, str], serve_args: tuple[str, ...], log: Path,
