@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from toolhost_email.parse import Malformed, parse_message
 
 _PROBE = textwrap.dedent("""
@@ -58,6 +60,19 @@ def test_a_nested_message_is_read_the_same_at_any_call_depth() -> None:
     differs = [depth for depth in range(500, 1250, 50)
                if _outcome_at(0, raw := _nested(depth)) != _outcome_at(150, raw)]
     assert not differs, f"stored at one call depth, skipped at another: nesting {differs}"
+
+
+def test_a_message_nested_past_the_bound_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # split read the enclosed message, found it too deep and left the whole message to the
+    # parser, which read every level again: twice the cost of a hostile nesting (quadratic).
+    from toolhost_email import parse
+
+    read: list[bytes] = []
+    parsebytes = parse._PARSER.parsebytes
+    monkeypatch.setattr(parse._PARSER, "parsebytes", lambda raw: read.append(raw)
+                        or parsebytes(raw))  # parse_message swallows what a spy raises
+    assert _outcome_at(0, _nested(300)) == "undecodable"
+    assert read == [], "the parser read again a message split had refused"
 
 
 def test_nesting_past_the_bound_is_undecodable_and_within_it_is_stored() -> None:

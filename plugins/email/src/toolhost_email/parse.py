@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from toolhost_email.cache_model import MailAddress
-from toolhost_email.split import MAX_NESTING, Fields, nesting, split
+from toolhost_email.split import MAX_NESTING, Fields, TooDeep, nesting, split
 from toolhost_email.words import decode_unstructured
 
 __all__ = [
@@ -316,6 +316,8 @@ def _read(raw: bytes) -> tuple[Fields, EmailMessage]:
     answer stands then)."""
     try:
         read = split(raw, _POLICY)
+    except TooDeep:
+        raise
     except Exception:
         read = None
     if read is not None:
@@ -323,7 +325,7 @@ def _read(raw: bytes) -> tuple[Fields, EmailMessage]:
     msg = _PARSER.parsebytes(raw)
     assert isinstance(msg, EmailMessage)
     if nesting(msg) > MAX_NESTING:
-        raise ValueError("nested deeper than MAX_NESTING")  # undecodable
+        raise TooDeep  # undecodable
     return list(msg.raw_items()), msg
 
 
