@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -400,6 +401,50 @@ def test_a_server_down_at_the_start_stops_toolhost_in_one_line(
         "): start it, or point TOOLHOST_DATABASE_URL at one that runs\n")
     assert result.stderr.count("\n") == 1 and "s3cret" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_pooled_connection_is_lent_without_a_round_trip_while_the_server_is_silent(
+    stores: Callable[[], PostgresInvocationStore], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # D318: the pool ran an empty query before every lending, one round trip more a write.
+    checks: list[object] = []
+    check = pg_invocations.ConnectionPool.check_connection
+    monkeypatch.setattr(pg_invocations.ConnectionPool, "check_connection",
+                        staticmethod(lambda conn: checks.append(conn) or check(conn)))
+    store = stores()
+    for i in range(20):
+        store.insert(record(id=f"inv-{i}"))
+    assert store.get("inv-19").id == "inv-19"
+    assert checks == []
+
+
+def test_a_pooled_session_the_server_ended_is_checked_and_replaced_unused(
+    stores: Callable[[], PostgresInvocationStore], pg_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checks: list[object] = []
+    check = pg_invocations.ConnectionPool.check_connection
+    monkeypatch.setattr(pg_invocations.ConnectionPool, "check_connection",
+                        staticmethod(lambda conn: checks.append(conn) or check(conn)))
+    store = stores()
+    store.insert(record(id="inv-1"))
+    with psycopg.connect(pg_database, autocommit=True) as admin:
+        pids = [row[0] for row in admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'toolhost' AND NOT "
+            "EXISTS (SELECT 1 FROM pg_locks WHERE pg_locks.pid = pg_stat_activity.pid AND "
+            "locktype = 'advisory')")]  # the pool's sessions, not the lease's
+        assert pids
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                            (pids,)).fetchone() != (0,):  # gone: their FATAL was sent
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    # The server's FATAL and the socket's end reached the idle connection: it is checked,
+    # fails the check, and a new session makes the write.
+    store.insert(record(id="inv-2"))
+    assert len(checks) == len(pids)
+    assert [r.id for r in store.list()] == ["inv-1", "inv-2"]
 
 
 def test_a_server_lost_before_a_call_is_recorded_fails_it_static_and_unrun(

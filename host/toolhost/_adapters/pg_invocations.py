@@ -86,8 +86,9 @@ from toolhost._model.invocations import (
 )
 from toolhost._model.settings import StoreUnavailable
 
-__all__ = ["MIGRATIONS", "PostgresInvocationStore", "checked_conninfo", "connection_string",
-           "first_line", "migrated_pool", "session_settings", "shown_conninfo"]
+__all__ = ["MIGRATIONS", "PostgresInvocationStore", "check_if_heard", "checked_conninfo",
+           "checked_pool", "connection_string", "first_line", "migrated_pool",
+           "session_settings", "shown_conninfo"]
 
 #: One step of a component's schema: SQL, or a function changing the rows already written.
 Step = str | Callable[[psycopg.Connection[Any]], None]
@@ -256,6 +257,44 @@ def session_settings(conn: psycopg.Connection[Any]) -> None:
     """Set ``_SESSION`` on a new autocommit connection, in one round trip."""
     calls = ", ".join("set_config(%s, %s, false)" for _ in _SESSION)
     conn.execute(f"SELECT {calls}", [v for item in _SESSION.items() for v in item])
+
+
+def check_if_heard(conn: psycopg.Connection[Any]) -> None:
+    """A pool's ``check``: the empty query (one round trip) before a connection is lent, only
+    when the server said something on it while it sat idle in the pool.
+
+    The check is what replaces a connection a server restart, an administrator or an idle
+    cut ended; run at every lending it cost each write a second round trip (~330 µs of a
+    ~1,260 µs call, bench_pg_record.py). A server ending a session says so first (a FATAL
+    error, then the socket's end), so an idle connection with nothing to read is one the
+    server still holds as far as it can tell; one it ended is readable, checked, and
+    replaced, as before. Either way a session ended after this look fails its statement, as
+    one ended after the round trip did (D318)."""
+    try:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        quiet = not poller.poll(0)
+    except (OSError, ValueError, psycopg.Error):  # no socket left at all
+        quiet = False
+    if not quiet or conn.closed:
+        ConnectionPool.check_connection(conn)
+
+
+def checked_pool(conninfo: str, *, name: str, application_name: str, max_size: int,
+                 timeout: float) -> ConnectionPool[psycopg.Connection[Any]]:
+    """An opened pool on ``conninfo``: autocommit sessions with ``_SESSION`` set, each
+    checked before it is lent when the server spoke on it meanwhile (``check_if_heard``).
+    The pool retries a failed connect
+    with a doubling delay until ``reconnect_timeout``, then gives up, and the next call that
+    needs a connection tries at once: kept as short as ``timeout`` so a server that comes
+    back is used within seconds, not after a delay doubled for as long as it was down."""
+    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
+        reconnect_timeout=timeout,
+        kwargs={"autocommit": True, "application_name": application_name},
+        configure=session_settings, check=check_if_heard, name=name)
+    pool.open()
+    return pool
 
 
 #: The server's TCP keepalive on the lease's session: idle seconds, interval, probes.
@@ -446,19 +485,10 @@ class PostgresInvocationStore:
                 "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
         self._shown = shown  # the database as a message names it
         self._absent: dict[int, float] = {}  # lease key -> when first seen not held
-        # Every statement commits on its own; ``check`` runs an empty query on a pooled
-        # connection before lending it, so one cut by a server restart is replaced, not used.
-        # The pool retries a failed connect with a doubling delay until ``reconnect_timeout``,
-        # then gives up, and the next call that needs a connection tries at once: kept as
-        # short as ``timeout`` so a server that comes back is used within seconds, not after
-        # a delay doubled for as long as it was down.
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
-            reconnect_timeout=timeout,
-            kwargs={"autocommit": True, "application_name": "toolhost"},
-            configure=session_settings, check=ConnectionPool.check_connection,
-            name="toolhost-invocations")
-        self._pool.open()
+        # Every statement commits on its own.
+        self._pool = checked_pool(conninfo, name="toolhost-invocations",
+                                  application_name="toolhost", max_size=max_size,
+                                  timeout=timeout)
         # The connection of the ``transaction`` this thread has open, if any.
         self._in_transaction = threading.local()
 
@@ -808,20 +838,14 @@ def migrated_pool(conninfo: str, *, name: str, application_name: str,
                   timeout: float = 5.0, connect_timeout: int = 5
                   ) -> ConnectionPool[psycopg.Connection[Any]]:
     """A component's pool on the database ``conninfo`` names, once ``migrations`` are applied:
-    as the invocation store's, each connection checked before it is lent, and a failed
-    reconnect given up quickly so a server that returns is used at once.
+    the invocation store's kind (``checked_pool``).
 
     :raises StoreUnavailable: not a URL or conninfo, or the database refuses the migrations.
     """
     conninfo, shown = checked_conninfo(conninfo, connect_timeout)
     _migrate(conninfo, connect_timeout, shown, migrations)
-    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-        conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
-        reconnect_timeout=timeout,
-        kwargs={"autocommit": True, "application_name": application_name},
-        configure=session_settings, check=ConnectionPool.check_connection, name=name)
-    pool.open()
-    return pool
+    return checked_pool(conninfo, name=name, application_name=application_name,
+                        max_size=max_size, timeout=timeout)
 
 
 def _settable(fields: Mapping[str, Any], to: InvocationState
