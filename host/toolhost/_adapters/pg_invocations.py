@@ -47,6 +47,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,9 @@ from toolhost._model.invocations import (
 )
 from toolhost._model.settings import StoreUnavailable
 
-__all__ = ["MIGRATIONS", "PostgresInvocationStore", "check_if_heard", "checked_conninfo",
-           "checked_pool", "connection_string", "first_line", "migrated_pool",
-           "session_settings", "shown_conninfo"]
+__all__ = ["MIGRATIONS", "QUIET_S", "LendingCheck", "PostgresInvocationStore",
+           "checked_conninfo", "checked_pool", "connection_string", "first_line",
+           "migrated_pool", "session_settings", "shown_conninfo"]
 
 #: One step of a component's schema: SQL, or a function changing the rows already written.
 Step = str | Callable[[psycopg.Connection[Any]], None]
@@ -259,40 +260,67 @@ def session_settings(conn: psycopg.Connection[Any]) -> None:
     conn.execute(f"SELECT {calls}", [v for item in _SESSION.items() for v in item])
 
 
-def check_if_heard(conn: psycopg.Connection[Any]) -> None:
-    """A pool's ``check``: the empty query (one round trip) before a connection is lent, only
-    when the server said something on it while it sat idle in the pool.
+#: Seconds since a pooled connection was last lent (or made) within which it is lent again
+#: without the empty query, when the server said nothing on it meanwhile.
+QUIET_S = 1.0
 
-    The check is what replaces a connection a server restart, an administrator or an idle
-    cut ended; run at every lending it cost each write a second round trip (~330 µs of a
-    ~1,260 µs call, bench_pg_record.py). A server ending a session says so first (a FATAL
-    error, then the socket's end), so an idle connection with nothing to read is one the
-    server still holds as far as it can tell; one it ended is readable, checked, and
-    replaced, as before. Either way a session ended after this look fails its statement, as
-    one ended after the round trip did (D318)."""
+
+class LendingCheck:
+    """A pool's ``configure`` and ``check``: the empty query (one round trip) before a
+    connection is lent, only when the server spoke on it since, or it was last lent (or
+    made) ``QUIET_S`` or longer ago.
+
+    The check is what replaces a connection a server restart, an administrator, an idle cut
+    or a failover ended; run at every lending it cost each write a second round trip (~330 µs
+    of a ~1,260 µs call, bench_pg_record.py). A server ending a session says so first (a
+    FATAL error, then the socket's end), so a connection with something to read is checked
+    however recently it was used. One ended without a word (its host replaced behind the same
+    address: only a reset answers the next packet) cannot be told from a live one but by a
+    round trip, so a connection not lent for a second or more still gets one; under load,
+    none does (D318). Timed from the lending, not the return: psycopg_pool hands every return
+    to its worker thread when a ``reset`` is set."""
+
+    def __init__(self) -> None:
+        self._lent: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary())
+
+    def configure(self, conn: psycopg.Connection[Any]) -> None:
+        """A new connection: its session set (a round trip it answered), when."""
+        session_settings(conn)
+        self._lent[conn] = monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        """Raise if ``conn`` needs the empty query and fails it."""
+        now = monotonic()
+        last, self._lent[conn] = self._lent.get(conn), now
+        if last is None or now - last >= QUIET_S or _heard(conn):
+            ConnectionPool.check_connection(conn)
+
+
+def _heard(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server sent something on the idle ``conn`` (or it has no socket left)."""
     try:
-        poller = select.poll()
+        poller = select.poll()  # not select(): a busy server's descriptors pass 1,024
         poller.register(conn.fileno(), select.POLLIN)
-        quiet = not poller.poll(0)
-    except (OSError, ValueError, psycopg.Error):  # no socket left at all
-        quiet = False
-    if not quiet or conn.closed:
-        ConnectionPool.check_connection(conn)
+        return bool(poller.poll(0)) or conn.closed
+    except Exception:  # no socket, no poll: the round trip tells
+        return True
 
 
 def checked_pool(conninfo: str, *, name: str, application_name: str, max_size: int,
                  timeout: float) -> ConnectionPool[psycopg.Connection[Any]]:
     """An opened pool on ``conninfo``: autocommit sessions with ``_SESSION`` set, each
-    checked before it is lent when the server spoke on it meanwhile (``check_if_heard``).
-    The pool retries a failed connect
-    with a doubling delay until ``reconnect_timeout``, then gives up, and the next call that
-    needs a connection tries at once: kept as short as ``timeout`` so a server that comes
-    back is used within seconds, not after a delay doubled for as long as it was down."""
+    checked before it is lent when it was not lent for a while or the server spoke on it
+    meanwhile (``LendingCheck``). The pool retries a failed connect with a doubling delay until
+    ``reconnect_timeout``, then gives up, and the next call that needs a connection tries at
+    once: kept as short as ``timeout`` so a server that comes back is used within seconds,
+    not after a delay doubled for as long as it was down."""
+    lending = LendingCheck()
     pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
         conninfo, min_size=1, max_size=max_size, timeout=timeout, open=False,
         reconnect_timeout=timeout,
         kwargs={"autocommit": True, "application_name": application_name},
-        configure=session_settings, check=check_if_heard, name=name)
+        configure=lending.configure, check=lending.check, name=name)
     pool.open()
     return pool
 

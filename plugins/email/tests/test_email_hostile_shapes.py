@@ -71,16 +71,29 @@ def test_a_message_nested_past_the_bound_is_read_once(monkeypatch: pytest.Monkey
     parsebytes = parse._PARSER.parsebytes
     monkeypatch.setattr(parse._PARSER, "parsebytes", lambda raw: read.append(raw)
                         or parsebytes(raw))  # parse_message swallows what a spy raises
-    assert _outcome_at(0, _nested(300)) == "undecodable"
+    for depth in (300, 1_100):  # the second past Python's recursion limit
+        assert _outcome_at(0, _nested(depth)) == "undecodable"
     assert read == [], "the parser read again a message split had refused"
 
 
 def test_nesting_past_the_bound_is_undecodable_and_within_it_is_stored() -> None:
     from toolhost_email.split import MAX_NESTING
 
-    # The enclosing multipart, the message/rfc822 part and its own levels.
-    assert _outcome_at(0, _nested(MAX_NESTING - 4)) == "stored"
+    # The enclosing multipart, the message/rfc822 part and its own levels: _nested(d) is
+    # d + 3 levels deep, so MAX_NESTING - 3 is exactly the bound (split refused it: its
+    # count took the message/rfc822 part twice).
+    assert _outcome_at(0, _nested(MAX_NESTING - 3)) == "stored"
+    assert _outcome_at(0, _nested(MAX_NESTING - 2)) == "undecodable"
     assert _outcome_at(0, _nested(MAX_NESTING + 5)) == "undecodable"
+
+
+def test_split_leaves_a_deep_multipart_to_the_parser_well_before_the_bound() -> None:
+    # split refuses a nesting past MAX_NESTING itself, counting the levels of an enclosed
+    # message as the parser does; that holds while it never builds a multipart tree as deep
+    # as the bound (it leaves deeper ones to the parser, which counts them itself).
+    from toolhost_email.split import _MAX_DEPTH, MAX_NESTING
+
+    assert _MAX_DEPTH + 1 < MAX_NESTING
 
 
 def test_a_long_from_line_is_skipped_a_block_at_a_time() -> None:

@@ -176,11 +176,16 @@ def _part(text: str, start: int, end: int, parsed: tuple[Fields, int], policy: E
         if not enclosing:
             return None
         # get_body never reads into it, but the parser reads it as a message of its own:
-        # whatever that raises, it raises here too. One nested too deep is refused here: the
-        # parser's tree holds it as deep, and reading a hostile nesting again costs as much
-        # as this reading did (quadratic in the depth: ~0.3 s at 1,000 levels).
-        enclosed = Parser(policy=policy).parsestr(text[start:end])
-        if nesting(enclosed) + len(enclosing) + 1 > MAX_NESTING:
+        # whatever that raises, it raises here too. One nested too deep is refused here, as
+        # the parser's tree would be (its levels are this part's, counted by ``nesting``,
+        # under the enclosing ones): reading a hostile nesting again costs as much as this
+        # reading did, quadratic in the depth. Python's recursion limit is met only hundreds
+        # of levels past MAX_NESTING, so a RecursionError is one such nesting too.
+        try:
+            enclosed = Parser(policy=policy).parsestr(text[start:end])
+        except RecursionError:
+            raise TooDeep from None
+        if nesting(enclosed) + len(enclosing) > MAX_NESTING:
             raise TooDeep
     if not ctype.startswith("multipart/"):
         payload = text[body:end]
