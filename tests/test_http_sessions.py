@@ -14,6 +14,7 @@ import os
 import resource
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
 from installed import install_fake_plugin
-from journeys.journey_support import Deployment, run
+from journeys.journey_support import Deployment, run, write_tokens
 
 PLUGINS = "toolhost-math,toolhost-workspace"
 VERSION = "2025-11-25"
@@ -214,6 +215,46 @@ def test_sessions_past_the_setting_are_refused_until_one_ends(tmp_path: Path) ->
                 assert answer["structuredContent"]["result"] == "4"
 
     run(journey)
+
+
+def test_one_principal_cannot_take_every_session_of_the_host(tmp_path: Path) -> None:
+    # The first security review: any token (no scope needed) opened sessions until the host's
+    # bound, and everyone else's initialize was 503 for the half hour they idled.
+    tokens = write_tokens(tmp_path / "tokens.toml", ("bob-token", "bob", []),
+                          ("alice-token", "alice", ["math.read"]))
+    site = Deployment(tmp_path, plugins=PLUGINS, TOOLHOST_HTTP_TOKENS_FILE=str(tokens),
+                      TOOLHOST_HTTP_MAX_SESSIONS="5",
+                      TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL="2")
+
+    async def journey() -> None:
+        async with site.http_server() as url:
+            with httpx.Client(timeout=30, headers={"Authorization": "Bearer bob-token"}) as bob, \
+                    httpx.Client(timeout=30, headers={"Authorization": "Bearer alice-token"}) \
+                    as alice:
+                # Six at once: the initialize requests under way count, so two open.
+                burst = [RawSession(bob, url) for _ in range(6)]
+                with ThreadPoolExecutor(6) as pool:
+                    codes = list(pool.map(lambda s: s.open().status_code, burst))
+                assert sorted(codes) == [200, 200, 429, 429, 429, 429], codes
+                bobs = [s for s, code in zip(burst, codes, strict=True) if code == 200]
+                refused = RawSession(bob, url).open()
+                assert refused.status_code == 429, refused.text
+                assert refused.headers["retry-after"] == "5"
+                assert refused.json()["error"]["message"] == (
+                    "Too many open sessions for this principal. End one (DELETE) or retry "
+                    "later.")
+                # Everyone else still opens theirs, and works in it.
+                hers = RawSession(alice, url)
+                assert hers.open().status_code == 200
+                answer = hers.call("math.calculate", {"expression": "2 + 2"})
+                assert answer["structuredContent"]["result"] == "4"
+                # Bob's bound is his open sessions: one ended, one more opens.
+                assert bobs[0].delete() == 200
+                wait_for(lambda: RawSession(bob, url).open().status_code == 200,
+                         "bob's session after one of his ended")
+
+    run(journey)
+    assert "Traceback" not in site.stderr()
 
 
 def test_a_session_flood_under_a_low_descriptor_limit_degrades_to_refusing_new_ones(

@@ -145,6 +145,8 @@ DEFAULT_DRAIN_S = 30.0
 #: Sessions open at once: each may hold its workspace's descriptor, and new ones are refused
 #: earlier still when descriptors run short (``descriptors``).
 DEFAULT_MAX_SESSIONS = 1000
+#: Sessions one authenticated principal may have open on a host: a tenth of the host's.
+DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100
 #: The SDK's own default: half an hour without a request ends a session.
 DEFAULT_SESSION_IDLE_S = 1800.0
 #: Loopback names with any port: the Host and Origin a local client sends.
@@ -186,6 +188,8 @@ class HttpConfig:
         TOOLHOST_HTTP_BODY_TIMEOUT_S   how long a request's body may take to arrive (408)
         TOOLHOST_HTTP_MAX_CONNECTIONS  connections served at once (more: 503)
         TOOLHOST_HTTP_MAX_SESSIONS     MCP sessions open at once (a new one past it: 503)
+        TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL  MCP sessions one authenticated principal
+                                       may have open at once (a new one past it: 429)
         TOOLHOST_HTTP_SESSION_IDLE_S   a session with no request for this long ends: its run
                                        ends and its workspace is discarded (default 1800)
         TOOLHOST_HTTP_UI_SECRET        signs the approvals inbox's logins (/ui/; hosts that
@@ -284,6 +288,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
                                  DEFAULT_MAX_BODY_BYTES),
         max_calls=_positive(settings, "TOOLHOST_HTTP_MAX_CALLS", DEFAULT_MAX_CALLS),
         body_timeout_s=float(_positive(settings, "TOOLHOST_HTTP_BODY_TIMEOUT_S", 30)),
+        max_sessions_per_principal=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+                                             DEFAULT_MAX_SESSIONS_PER_PRINCIPAL),
         tokens=tokens, jwt=jwt, introspection=introspection, metadata_url=metadata_url,
         metadata=metadata)
     return HttpConfig(policy=policy, drain_s=float(_positive(

@@ -74,6 +74,9 @@ class HttpPolicy:
     max_calls: int
     #: Seconds a request's body may take to arrive (a body held open is 408).
     body_timeout_s: float = 30.0
+    #: MCP sessions one authenticated principal may have open on this host (a new one past
+    #: it: 429), so that no one person's client can take every session the host serves.
+    max_sessions_per_principal: int = 100
     tokens: TokenFile | None = None
     jwt: JwtVerifier | None = None
     introspection: TokenIntrospector | None = None
@@ -132,11 +135,16 @@ class FrontDoor:
                  abandoned: Callable[[str], int] = lambda principal: 0,
                  router: Router | None = None, once: OncePerInterval | None = None,
                  open_sessions: Callable[[], int] = lambda: 0,
+                 open_sessions_of: Callable[[str], int] = lambda principal: 0,
                  metrics: Callable[[], str] | None = None) -> None:
         self._app = app
         #: ``GET /metrics``: the process's metrics in the Prometheus text format; None: 404.
         self._metrics = metrics
         self._open_sessions = open_sessions
+        #: A principal's transport sessions open on this host (``Sessions.open_of``), and
+        #: its ``initialize`` requests on their way to becoming one.
+        self._open_sessions_of = open_sessions_of
+        self._opening: collections.Counter[str] = collections.Counter()
         #: Which log lines about running out are due (one a minute of each kind).
         self._once = once
         #: Several hosts on one record: where each session and sessionless run is served.
@@ -248,7 +256,8 @@ class FrontDoor:
             self.refused["draining"] += 1
             await _json(send, 503, _stopping_reply(frame), retry_after="1")
             return
-        if _header(headers, b"mcp-session-id") is None and _opens_session(frame):
+        opens = _header(headers, b"mcp-session-id") is None and _opens_session(frame)
+        if opens:
             left = running_short(self._open_sessions())
             if left is not None:
                 # Out of descriptors the open sessions would fail too: no new one here.
@@ -260,6 +269,17 @@ class FrontDoor:
                 await _json(send, 503, _no_session_reply(frame), retry_after="5")
                 return
         principal = caller.principal.id if caller is not None else ""
+        if opens and caller is not None:
+            # Without authentication every client is the one principal: the server-wide
+            # bound (TOOLHOST_HTTP_MAX_SESSIONS) is the only one then.
+            if (self._open_sessions_of(principal) + self._opening[principal]
+                    >= self._policy.max_sessions_per_principal):
+                self.refused["sessions_per_principal"] += 1
+                await _json(send, 429, _principal_sessions_reply(frame), retry_after="5")
+                return
+            with _counted(self._opening, principal):
+                await self._app(scope, _replay(body, receive), send)
+            return
         counted = _is_tool_call(frame)
         if counted and self._at_cap(principal):
             self.refused["too_many_calls"] += 1
@@ -352,16 +372,9 @@ class FrontDoor:
         calls gave up on count too)."""
         return self._calls[principal] + self._abandoned(principal) >= self._policy.max_calls
 
-    @contextlib.contextmanager
-    def _counting(self, principal: str) -> Iterator[None]:
+    def _counting(self, principal: str) -> contextlib.AbstractContextManager[None]:
         """One of ``principal``'s calls in flight while entered (``calls_in_flight``)."""
-        self._calls[principal] += 1
-        try:
-            yield
-        finally:
-            self._calls[principal] -= 1
-            if not self._calls[principal]:
-                del self._calls[principal]
+        return _counted(self._calls, principal)
 
     async def verify(self, token: str) -> Caller | None:
         """The caller ``token`` authenticates, or None (as for every MCP request)."""
@@ -447,6 +460,25 @@ def _starts_work(frame: Any) -> bool:
 def _opens_session(frame: Any) -> bool:
     """An ``initialize`` (without a session header it is what opens one)."""
     return isinstance(frame, dict) and frame.get("method") == "initialize"
+
+
+@contextlib.contextmanager
+def _counted(counts: collections.Counter[str], principal: str) -> Iterator[None]:
+    """One more of ``principal``'s in ``counts`` while entered (none kept at zero)."""
+    counts[principal] += 1
+    try:
+        yield
+    finally:
+        counts[principal] -= 1
+        if not counts[principal]:
+            del counts[principal]
+
+
+def _principal_sessions_reply(frame: Any) -> dict[str, Any]:
+    rid = frame.get("id") if isinstance(frame, dict) else None
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": -32000, "message": "Too many open sessions for this principal. End one "
+        "(DELETE) or retry later."}}
 
 
 def _no_session_reply(frame: Any) -> dict[str, Any]:

@@ -356,6 +356,7 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     app = FrontDoor(mcp_app, http.policy, ready=host.ready,
                     abandoned=host.abandoned_bodies, router=router, once=once,
                     open_sessions=lambda: sessions.open_count,
+                    open_sessions_of=sessions.open_of,
                     metrics=(host.telemetry.instruments.render
                              if host.telemetry is not None else None))
     cancel: Callable[[], None] = sessions.cancel

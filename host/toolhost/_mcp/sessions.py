@@ -22,6 +22,7 @@ workspace is discarded and its descriptor closed, and the server forgets the ses
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -89,8 +90,10 @@ class Sessions:
         self._sessions: dict[tuple[str, str, str | None], Session] = {}
         #: What else ends with a transport session (its route among several hosts).
         self.on_end: list[Callable[[str], Awaitable[None]]] = []
-        #: Transport sessions open now (``SessionEnds`` tells), for the descriptor budget.
-        self._open: set[str] = set()
+        #: Transport sessions open now (``SessionEnds`` tells), each with the principal that
+        #: opened it: for the descriptor budget and each principal's bound.
+        self._open: dict[str, str] = {}
+        self._open_by: collections.Counter[str] = collections.Counter()
         #: Ends the runs of sessions that ended, one at a time (they take the workspace
         #: registry's lock in turn anyway).
         self._ending = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolhost-end")
@@ -130,11 +133,17 @@ class Sessions:
         """Transport sessions open now (opened, not yet ended), with a run or not."""
         return len(self._open)
 
-    def opened(self, key: str) -> bool:
-        """Transport session ``key`` is open; False when it was already."""
+    def open_of(self, principal_id: str) -> int:
+        """Transport sessions ``principal_id`` opened that are open now."""
+        return self._open_by[principal_id]
+
+    def opened(self, key: str, principal_id: str = "") -> bool:
+        """Transport session ``key`` is open, opened by ``principal_id`` (an authenticated
+        request's; "" without authentication); False when it was already."""
         if key in self._open:
             return False
-        self._open.add(key)
+        self._open[key] = principal_id
+        self._open_by[principal_id] += 1
         return True
 
     def ended(self, key: str) -> None:
@@ -144,7 +153,11 @@ class Sessions:
         here and by the ``on_end`` hooks. Returns at once: the SDK gives a session's cleanup
         5 s and its thread pool is shared, so a burst of endings (every session at a stop)
         must not wait for either; ``close`` waits for the worker."""
-        self._open.discard(key)
+        principal_id = self._open.pop(key, None)
+        if principal_id is not None:
+            self._open_by[principal_id] -= 1
+            if not self._open_by[principal_id]:
+                del self._open_by[principal_id]
         runs = [self._sessions.pop(k).run for k in [k for k in self._sessions if k[2] == key]]
         for run in runs:
             run.cancellation.cancel()  # a tool body still running is told to stop
@@ -184,6 +197,7 @@ class Sessions:
         self._ending.shutdown(wait=True)
         sessions, self._sessions = self._sessions, {}
         self._open.clear()
+        self._open_by.clear()
         for session in sessions.values():
             session.run.cancellation.cancel()
             self._end(session.run)
@@ -204,8 +218,9 @@ class SessionEnds:
         # not on this context type yet, only on the session it holds (the SDK's TODO L54).
         connection = getattr(ctx.session, "_connection", None)
         key = getattr(connection, "session_id", None)
+        caller = (getattr(ctx.request, "scope", None) or {}).get(CALLER_KEY)
         if (connection is not None and key is not None
                 and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-                and self._sessions.opened(key)):
+                and self._sessions.opened(key, caller.principal.id if caller else "")):
             connection.exit_stack.callback(self._sessions.ended, key)
         return await call_next(ctx)
