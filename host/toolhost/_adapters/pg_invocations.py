@@ -283,6 +283,9 @@ class LendingCheck:
     def __init__(self) -> None:
         self._lent: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary())
+        #: The pool checked for: its other idle connections are checked at once when one
+        #: fails (``check``).
+        self.pool: ConnectionPool[psycopg.Connection[Any]] | None = None
 
     def configure(self, conn: psycopg.Connection[Any]) -> None:
         """A new connection: its session set (a round trip it answered), when."""
@@ -290,11 +293,21 @@ class LendingCheck:
         self._lent[conn] = monotonic()
 
     def check(self, conn: psycopg.Connection[Any]) -> None:
-        """Raise if ``conn`` needs the empty query and fails it."""
+        """Raise if ``conn`` needs the empty query and fails it.
+
+        One that fails is most often one of many a restart ended together: the pool then
+        checks its other idle connections at once (replacing the dead ones), since it would
+        otherwise try them one by one with a doubling pause between failures (1 s, 2 s, ...)
+        and the call waiting for a connection would run out of time after three."""
         now = monotonic()
         last, self._lent[conn] = self._lent.get(conn), now
         if last is None or now - last >= QUIET_S or _heard(conn):
-            ConnectionPool.check_connection(conn)
+            try:
+                ConnectionPool.check_connection(conn)
+            except Exception:
+                if self.pool is not None:
+                    self.pool.check()
+                raise
 
 
 def _heard(conn: psycopg.Connection[Any]) -> bool:
@@ -321,6 +334,7 @@ def checked_pool(conninfo: str, *, name: str, application_name: str, max_size: i
         reconnect_timeout=timeout,
         kwargs={"autocommit": True, "application_name": application_name},
         configure=lending.configure, check=lending.check, name=name)
+    lending.pool = pool
     pool.open()
     return pool
 
