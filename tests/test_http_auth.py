@@ -383,3 +383,21 @@ def test_a_host_without_a_port_is_the_listed_default_port() -> None:
     assert not host_allowed("mcp.example.org", ("mcp.example.org:8443",))
     assert not host_allowed("127.0.0.1:²", ("127.0.0.1:*",))
     assert not host_allowed("127.0.0.1:000080", ("127.0.0.1:*",))
+
+
+@pytest.mark.parametrize(("sessions", "per_principal", "expected"), [
+    (None, None, 100), ("30", None, 3), ("5", None, 1), ("30", "7", 7)])
+def test_a_principals_sessions_are_a_tenth_of_the_hosts_unless_set(
+    sessions: str | None, per_principal: str | None, expected: int,
+) -> None:
+    # The review of D319: a host bound lowered to the per-principal one (or under it) left
+    # one person free to take every session again.
+    from toolhost._mcp.config import http_config
+    from toolhost._model.settings import Settings
+
+    given = {"TOOLHOST_HTTP_MAX_SESSIONS": sessions,
+             "TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL": per_principal}
+    config = http_config(Settings({k: v for k, v in given.items() if v is not None}),
+                         "127.0.0.1", 8765, [], fetch=lambda url: b"", now=lambda: NOW,
+                         monotonic=lambda: 0.0)
+    assert config.policy.max_sessions_per_principal == expected

@@ -79,6 +79,7 @@ TOOLHOST_ALL = [
     "WriteResult",
     "hookimpl",
     "media_type_for",
+    "provenance_of",
     "sha256_checksum",
     "tool",
 ]

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         WorkspaceUnavailable,
         WorkspaceUsage,
         WriteResult,
+        provenance_of,
     )
     from toolhost._ports.cancellation import Cancellation
     from toolhost._ports.clock import Clock
@@ -127,6 +128,7 @@ __all__ = [
     "WriteResult",
     "hookimpl",
     "media_type_for",
+    "provenance_of",
     "sha256_checksum",
     "tool",
 ]
@@ -198,6 +200,7 @@ _HOME = {
     "WriteResult": "toolhost._model.workspace",
     "hookimpl": "toolhost.hookspecs",
     "media_type_for": "toolhost._model.media_types",
+    "provenance_of": "toolhost._model.workspace",
     "sha256_checksum": "toolhost._model.digest",
     "tool": "toolhost._model.typed",
 }

@@ -36,7 +36,8 @@ fields required keywords), and bodies by reference (``Tool(spec, call="package.m
 ``build="package.module:factory"``), imported when the host first builds the tool, and
 ``Reason.from_table(MESSAGES, *codes)``, the one way a plugin declares its reasons (one table of
 messages, each tool taking its codes), and ``ToolSpec.builtin(name, version, ...)``, a spec
-written by hand with the fields every in-process tool shares filled as ``tool`` fills them.
+written by hand with the fields every in-process tool shares filled as ``tool`` fills them,
+and ``provenance_of(chunks)``, whose bytes a read returned, judged on the descriptor it read.
 Every 1.4 plugin is a 1.5 plugin unchanged.
 """
 

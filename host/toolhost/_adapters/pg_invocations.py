@@ -284,8 +284,9 @@ class LendingCheck:
         self._lent: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary())
         #: The pool checked for: its other idle connections are checked at once when one
-        #: fails (``check``).
+        #: fails (``check``), by one sweep at a time on a thread of its own.
         self.pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._sweeping = threading.Lock()
 
     def configure(self, conn: psycopg.Connection[Any]) -> None:
         """A new connection: its session set (a round trip it answered), when."""
@@ -295,19 +296,37 @@ class LendingCheck:
     def check(self, conn: psycopg.Connection[Any]) -> None:
         """Raise if ``conn`` needs the empty query and fails it.
 
-        One that fails is most often one of many a restart ended together: the pool then
-        checks its other idle connections at once (replacing the dead ones), since it would
-        otherwise try them one by one with a doubling pause between failures (1 s, 2 s, ...)
-        and the call waiting for a connection would run out of time after three."""
+        One that fails is most often one of many a restart ended together: the pool's other
+        idle connections are then checked at once (``_sweep``: the dead ones replaced), since
+        the pool would otherwise try them one by one with a doubling pause between failures
+        (1 s, 2 s, ...) and the call waiting for a connection would run out of time after
+        three."""
         now = monotonic()
         last, self._lent[conn] = self._lent.get(conn), now
         if last is None or now - last >= QUIET_S or _heard(conn):
             try:
                 ConnectionPool.check_connection(conn)
             except Exception:
-                if self.pool is not None:
-                    self.pool.check()
+                self._sweep()
                 raise
+
+    def _sweep(self) -> None:
+        """``ConnectionPool.check`` on a thread of its own, unless one runs: not on the
+        caller's, where one hung session among the idle ones (a round trip with no time limit
+        but the socket's) would hold the call, and the failed connection, as long."""
+        pool = self.pool
+        if pool is None or not self._sweeping.acquire(blocking=False):
+            return
+
+        def sweep() -> None:
+            try:
+                pool.check()
+            except Exception:  # a pool closed meanwhile: nothing left to sweep
+                pass
+            finally:
+                self._sweeping.release()
+
+        threading.Thread(target=sweep, name=f"{pool.name}-sweep", daemon=True).start()
 
 
 def _heard(conn: psycopg.Connection[Any]) -> bool:

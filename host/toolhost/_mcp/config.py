@@ -145,8 +145,6 @@ DEFAULT_DRAIN_S = 30.0
 #: Sessions open at once: each may hold its workspace's descriptor, and new ones are refused
 #: earlier still when descriptors run short (``descriptors``).
 DEFAULT_MAX_SESSIONS = 1000
-#: Sessions one authenticated principal may have open on a host: a tenth of the host's.
-DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100
 #: The SDK's own default: half an hour without a request ends a session.
 DEFAULT_SESSION_IDLE_S = 1800.0
 #: Loopback names with any port: the Host and Origin a local client sends.
@@ -288,8 +286,11 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
                                  DEFAULT_MAX_BODY_BYTES),
         max_calls=_positive(settings, "TOOLHOST_HTTP_MAX_CALLS", DEFAULT_MAX_CALLS),
         body_timeout_s=float(_positive(settings, "TOOLHOST_HTTP_BODY_TIMEOUT_S", 30)),
-        max_sessions_per_principal=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
-                                             DEFAULT_MAX_SESSIONS_PER_PRINCIPAL),
+        max_sessions_per_principal=_positive(
+            settings, "TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+            # A tenth of the host's by default, so lowering the host's keeps one person from
+            # taking them all (at least 1).
+            max(1, _positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS) // 10)),
         tokens=tokens, jwt=jwt, introspection=introspection, metadata_url=metadata_url,
         metadata=metadata)
     return HttpConfig(policy=policy, drain_s=float(_positive(

@@ -107,7 +107,8 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
        description="connections served at once (more: 503)"),
     _S(name="TOOLHOST_HTTP_MAX_SESSIONS", type="integer", default="1000",
        description="MCP sessions open at once (a new one past it: 503)"),
-    _S(name="TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL", type="integer", default="100",
+    _S(name="TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL", type="integer",
+       default="a tenth of TOOLHOST_HTTP_MAX_SESSIONS (100)",
        description="MCP sessions one authenticated principal may have open at once "
        "(a new one past it: 429)"),
     _S(name="TOOLHOST_HTTP_SESSION_IDLE_S", type="number", default="1800",

@@ -4,6 +4,7 @@ run that has none."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import attrs
@@ -24,6 +25,7 @@ __all__ = [
     "WorkspaceUnavailable",
     "WorkspaceUsage",
     "WriteResult",
+    "provenance_of",
 ]
 
 MAX_PATH_BYTES = 4096
@@ -115,3 +117,14 @@ class _NoWorkspace:
 
 
 NO_WORKSPACE: Any = _NoWorkspace()
+
+
+def provenance_of(chunks: Iterator[bytes]) -> Provenance:
+    """Whose bytes a read returned (``Workspace.read_chunks``), judged on the descriptor it
+    read: the chunks' own ``provenance()`` when they have one (``ProvenancedChunks``: the
+    host's handle), UNKNOWN otherwise. Ask it after the last chunk: a tool that hands bytes
+    on with a trust takes it from here, never from ``Workspace.provenance(path)`` asked after
+    the read, which a directory swapped in for the read and back passes."""
+    said = getattr(chunks, "provenance", None)
+    found = said() if callable(said) else None
+    return found if isinstance(found, Provenance) else Provenance.UNKNOWN

@@ -85,6 +85,30 @@ def test_host_secrets_and_the_hosts_tmp_cannot_be_read(call: Call, tmp_path: Pat
         assert f"ls: cannot access '{path}': No such file or directory" in result["stderr"]
 
 
+def test_the_hosts_kernel_settings_cannot_be_changed(call: Call) -> None:
+    # A security review: on a root host with a cgroup the command ran as host root (bwrap
+    # maps its uid to this process's), and bwrap left /proc/sys writable; the kernel lets
+    # the host's root uid write sysctls whatever its capabilities: 765 were writable, among
+    # them kernel/core_pattern (a helper run as root outside every namespace).
+    setting = Path("/proc/sys/fs/lease-break-time")
+    before = setting.read_text()
+    changed = str(int(before) + 1)
+    try:
+        result = structured(call(
+            f"echo {changed} > /proc/sys/fs/lease-break-time; echo h > /proc/sysrq-trigger; "
+            "find /proc/sys -type f -writable 2>/dev/null | wc -l; id -u; true"))
+        assert setting.read_text() == before
+    finally:
+        if setting.read_text() != before:  # the machine's own setting back, whatever failed
+            setting.write_text(before)
+    writable, uid = result["stdout"].split()
+    assert writable == "0"
+    if os.geteuid() == 0:  # never the host's root: a sandbox uid of its own
+        assert uid == "65534"
+        assert "Read-only file system" in result["stderr"] or "Permission denied" in (
+            result["stderr"])
+
+
 def test_nothing_outside_the_workspace_can_be_written(call: Call, root: Path) -> None:
     name = f"toolhost-sandbox-escape-{os.getpid()}"
     targets = [f"/usr/{name}", f"/{name}", f"/etc/{name}", f"/tmp/{name}", f"../{name}",

@@ -232,10 +232,10 @@ def test_no_free_sandbox_uid_fails_closed_in_one_line(
     assert not (root / "ran").exists()
     detail = toolhost_host.record(outcome.invocation_id).failure_detail  # type: ignore[arg-type]
     assert detail == {"problem": (
-        "running as root, where RLIMIT_NPROC is not enforced, with no writable pids cgroup "
-        "(v1, or a v2 subtree with pids) to limit processes and no sandbox uid to run under "
-        f"(all 1 sandbox uids ({UIDS_SETTING}) are in use by other calls); give the host a "
-        "pids cgroup, or run it as an unprivileged user")}
+        "running as root, where the sandbox must run under a uid of its own (as this "
+        "process's, its commands could change the host's kernel settings), with no sandbox "
+        f"uid to run under (all 1 sandbox uids ({UIDS_SETTING}) are in use by other calls); "
+        f"set {UIDS_SETTING} to a free range, or run the host as an unprivileged user")}
 
 
 # ------------------------------------------------------------------ the lease, and the end
@@ -350,11 +350,11 @@ def test_a_range_with_an_account_uid_fails_closed(no_cgroup: None) -> None:
     # uid 1 (daemon, on this machine) could setns into a sandbox running as it.
     report = isolation_report(Settings(env={UIDS_SETTING: "1-3"}))
     assert report.problem == (
-        "running as root, where RLIMIT_NPROC is not enforced, with no writable pids cgroup "
-        "(v1, or a v2 subtree with pids) to limit processes and no sandbox uid to run under "
-        f"({UIDS_SETTING} must name no uid or gid in use: 1 is an account's uid, whose "
-        "processes could enter a running sandbox ('1-3')); give the host a pids cgroup, or "
-        "run it as an unprivileged user")
+        "running as root, where the sandbox must run under a uid of its own (as this "
+        "process's, its commands could change the host's kernel settings), with no sandbox "
+        f"uid to run under ({UIDS_SETTING} must name no uid or gid in use: 1 is an account's "
+        "uid, whose processes could enter a running sandbox ('1-3')); set "
+        f"{UIDS_SETTING} to a free range, or run the host as an unprivileged user")
 
 
 @pytest.fixture
@@ -400,7 +400,7 @@ def test_the_workspace_mount_is_private(a_mount: Path) -> None:
 def test_a_bad_uid_setting_fails_closed(no_cgroup: None, value: str) -> None:
     report = isolation_report(Settings(env={UIDS_SETTING: value}))
     assert report.problem is not None and report.problem.startswith(
-        "running as root, where RLIMIT_NPROC is not enforced")
+        "running as root, where the sandbox must run under a uid of its own")
     assert f"({UIDS_SETTING} must " in report.problem and "\n" not in report.problem
 
 
@@ -458,13 +458,17 @@ def test_a_delegated_v2_subtree_with_pids_is_used(
     mount = _delegated_tree(tmp_path, monkeypatch, own="/service/main", enabled="pids memory")
     os.setxattr(mount / "service", "trusted.delegate", b"1")  # systemd's Delegate=yes mark
     limits = limits_for_call(Settings())
-    assert limits.cgroup is not None and limits.user is None
+    assert limits.cgroup is not None
+    # As root with a cgroup too, a sandbox uid of its own (D320): never the host's root.
+    assert (limits.user is not None) == (os.geteuid() == 0)
     path = limits.cgroup.path
     assert (limits.cgroup.version, path.parent) == (2, mount / "service")
     assert path.name.startswith(f"toolhost-sandbox-{os.getpid()}-")
     assert (path / "pids.max").read_text() == str(PROCESSES)
     assert (path / "memory.max").read_text() == str(MEMORY_BYTES)
-    assert limits.mechanism == f"a cgroup v2 pids.max of {PROCESSES} ({path})"
+    group = f"a cgroup v2 pids.max of {PROCESSES} ({path})"
+    assert limits.mechanism == (group if limits.user is None
+                                else f"{group}, under the sandbox uid {limits.user.uid}")
     assert (mount / "service" / "main" / "cgroup.procs").read_text() == ""  # host not moved
     limits.release()
 

@@ -65,7 +65,8 @@ HOST = "toolhost"
 ALLOWED_HOST_NAMES = frozenset({
     "HARD_OUTPUT_CEILING", "Idempotency", "Provenance", "Reason", "Risk", "SideEffect",
     "ToolExecutionContext", "ToolFailure", "ToolOutput", "ToolSpec", "Trust",
-    "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound", "sha256_checksum",
+    "WorkspaceIsDirectory", "WorkspaceNotDirectory", "WorkspaceNotFound", "provenance_of",
+    "sha256_checksum",
 })
 FIRST_PARTY = "toolhost_workspace"
 BANNED_NAMES = frozenset({

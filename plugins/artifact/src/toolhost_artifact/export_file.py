@@ -23,13 +23,13 @@ from toolhost import (
     ArtifactRef,
     ArtifactTooLarge,
     Provenance,
-    ProvenancedChunks,
     ToolExecutionContext,
     ToolFailure,
     Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
     media_type_for,
+    provenance_of,
 )
 from toolhost_artifact import names
 from toolhost_artifact.messages import NO_SUCH_PATH, NOT_A_FILE, TOO_LARGE, UNSAFE_FILE_NAME
@@ -117,7 +117,7 @@ def _stream(path: str, context: ToolExecutionContext, trust: Trust) -> ArtifactR
             except ArtifactTooLarge:
                 # The stream aborted itself at the write that crossed the ceiling.
                 raise ToolFailure(TOO_LARGE, detail={"ceiling": EXPORT_CEILING}) from None
-            if trust is Trust.INTERNAL_TOOL and _read_provenance(chunks) is not (
+            if trust is Trust.INTERNAL_TOOL and provenance_of(chunks) is not (
                     Provenance.TOOL_WRITTEN):
                 return None  # leaving the block uncommitted aborts the stream
             if context.cancellation.cancelled:
@@ -131,8 +131,3 @@ def _stream(path: str, context: ToolExecutionContext, trust: Trust) -> ArtifactR
             close()
 
 
-def _read_provenance(chunks: object) -> Provenance:
-    """Whose bytes the read returned, judged on the descriptor it read (the host's handle
-    says, ``ProvenancedChunks``); a reader that cannot say is UNKNOWN. Asking the path after
-    the read is not enough: a directory swapped in for the read and back passes that."""
-    return chunks.provenance() if isinstance(chunks, ProvenancedChunks) else Provenance.UNKNOWN

@@ -128,6 +128,10 @@ def bwrap_argv(bwrap: str, *, workspace_fd: int, status_fd: int, passwd_fd: int,
         "--ro-bind-data", str(passwd_fd), "/etc/passwd",
         "--ro-bind-data", str(group_fd), "/etc/group",
         "--proc", "/proc",
+        # bwrap covers these read-only only when it could write them itself, which in its
+        # user namespace it cannot: a write there reaches the host's kernel (D320).
+        "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
         "--dev", "/dev",
         "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
         "--size", str(TMP_BYTES), "--tmpfs", "/tmp",

@@ -11,10 +11,13 @@ everything the command starts inherits them. Two of them are not enough on their
   bounds the whole sandbox.
 
 So each call picks how its processes are limited (``limits_for_call``, docs/decisions.md
-D263), first that works: a per-call cgroup (``cgroups``: v1 ``pids``, else a delegated v2
-subtree); else, as root, a dedicated unprivileged uid (``sandbox_user``) under which
-RLIMIT_NPROC holds; as any other user RLIMIT_NPROC holds already (it counts that user's
-processes). As root with neither, the tool fails closed.
+D263): a per-call cgroup where one can be made (``cgroups``: v1 ``pids``, else a delegated v2
+subtree); and, as root, always a dedicated unprivileged uid (``sandbox_user``), under which
+RLIMIT_NPROC holds too. As root the sandbox must never run as this process's uid (D320):
+bwrap maps the command's uid to it, and a command whose uid is the host's root may write the
+host's /proc/sys (the kernel checks the uid there, not capabilities; bwrap leaves /proc/sys
+writable when it cannot write it itself). As any other user RLIMIT_NPROC holds already (it
+counts that user's processes). As root with no sandbox uid, the tool fails closed.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from dataclasses import dataclass
 
 from toolhost import Settings
 from toolhost_sandbox.cgroups import Cgroup
-from toolhost_sandbox.sandbox_user import SandboxUser, UserUnavailable, lease, uid_range
+from toolhost_sandbox.sandbox_user import (
+    UIDS_SETTING,
+    SandboxUser,
+    UserUnavailable,
+    lease,
+    uid_range,
+)
 
 __all__ = [
     "CPU_SLACK_S",
@@ -90,7 +99,8 @@ class CallLimits:
     @property
     def mechanism(self) -> str:
         if self.cgroup is not None:
-            return f"a cgroup v{self.cgroup.version} pids.max of {PROCESSES} ({self.cgroup.path})"
+            group = f"a cgroup v{self.cgroup.version} pids.max of {PROCESSES} ({self.cgroup.path})"
+            return group if self.user is None else f"{group}, under the sandbox uid {self.user.uid}"
         if self.user is not None:
             return f"RLIMIT_NPROC {PROCESSES} under the sandbox uid {self.user.uid}"
         return f"RLIMIT_NPROC {PROCESSES} under this process's uid {os.geteuid()}"
@@ -102,22 +112,25 @@ class CallLimits:
             self.user.release()
 
 
-def _root_without_pids(why: str) -> str:
-    return ("running as root, where RLIMIT_NPROC is not enforced, with no writable pids cgroup "
-            "(v1, or a v2 subtree with pids) to limit processes and no sandbox uid to run "
-            f"under ({why}); give the host a pids cgroup, or run it as an unprivileged user")
+def _root_without_user(why: str) -> str:
+    return ("running as root, where the sandbox must run under a uid of its own (as this "
+            "process's, its commands could change the host's kernel settings), with no sandbox "
+            f"uid to run under ({why}); set {UIDS_SETTING} to a free range, or run the host as "
+            "an unprivileged user")
 
 
 def limits_for_call(settings: Settings) -> CallLimits:
-    """The call's process limit, first that works: a cgroup, else (as root) a sandbox uid of
-    its own, else (not root) RLIMIT_NPROC alone.
+    """The call's limits: a cgroup where one can be made; and as root a sandbox uid of its
+    own, always (else, not root, RLIMIT_NPROC under this process's uid).
 
-    :raises LimitsUnavailable: as root with no pids cgroup and no usable sandbox uid.
+    :raises LimitsUnavailable: as root with no usable sandbox uid.
     """
     group = Cgroup.create(PROCESSES, MEMORY_BYTES)
-    if group is not None or os.geteuid() != 0:
+    if os.geteuid() != 0:
         return CallLimits(cgroup=group)
     try:
-        return CallLimits(user=lease(uid_range(settings)))
+        return CallLimits(cgroup=group, user=lease(uid_range(settings)))
     except UserUnavailable as exc:
-        raise LimitsUnavailable(_root_without_pids(exc.reason)) from None
+        if group is not None:
+            group.remove()
+        raise LimitsUnavailable(_root_without_user(exc.reason)) from None

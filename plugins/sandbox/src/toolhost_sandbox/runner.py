@@ -335,29 +335,40 @@ def _start_as_user(bwrap: str, workspace_fd: int, command: str, timeout_s: int,
     argv = drop_argv(user, bwrap_argv(
         bwrap, workspace_fd=workspace_fd, status_fd=status_write, passwd_fd=data_fds[0],
         group_fd=data_fds[1], seccomp_fd=data_fds[2], command=command))
+    cgroup = limits.cgroup
+    process = None
     try:
-        process = subprocess.Popen(
-            ["/bin/sh", "-c", _LAUNCHER, "sh", *argv],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(workspace_fd, status_write, *data_fds), env={},
-        )
+        # Born in the call's cgroup where this thread can step into it (as ``_spawn``: a move
+        # waits for an RCU grace period), else added to it before it execs bwrap.
+        with cgroup.entered() if cgroup is not None else contextlib.nullcontext(False) as inside:
+            process = subprocess.Popen(
+                ["/bin/sh", "-c", _LAUNCHER, "sh", *argv],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(workspace_fd, status_write, *data_fds), env={},
+            )
+    except StepOutFailed as exc:
+        os.close(status_read)
+        if process is not None:
+            _Sandbox(process, cgroup).kill("setup")  # held: it never execed bwrap
+            _reap(process)
+        raise LimitsUnavailable(f"the call's cgroup could not be left ({exc.strerror})") from None
     except OSError as exc:
         os.close(status_read)
         raise IsolationUnavailable(f"the launcher could not start ({exc.strerror})") from None
     finally:
         for fd in (status_write, *data_fds):
             os.close(fd)
-    sandbox = _Sandbox(process, limits.cgroup)
+    sandbox = _Sandbox(process, cgroup)
     assert process.stdin is not None
     try:
-        if limits.cgroup is not None:
-            limits.cgroup.add(process.pid)
+        if cgroup is not None and not inside:
+            cgroup.add(process.pid)
         apply_rlimits(process.pid, timeout_s)
         process.stdin.write(b"go\n")
         process.stdin.close()
     except OSError as exc:
         sandbox.kill("setup")
-        process.wait()
+        _reap(process)
         os.close(status_read)
         raise LimitsUnavailable(f"limits could not be applied ({exc.strerror})") from None
     return sandbox, status_read

@@ -36,6 +36,7 @@ from toolhost import (
     Trust,
     WorkspaceIsDirectory,
     WorkspaceNotFound,
+    provenance_of,
     sha256_checksum,
 )
 from toolhost_workspace.messages import NO_SUCH_PATH, NOT_A_FILE, NOT_TEXT
@@ -66,8 +67,10 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
     # bytes of ``text``.
     held = b""
     past_ceiling = False
+    chunks = None
     try:
-        for chunk in workspace.read_chunks(path, CHUNK_SIZE):
+        chunks = workspace.read_chunks(path, CHUNK_SIZE)
+        for chunk in chunks:
             # On the bytes, before the decode: U+0000 is valid UTF-8, and it is binary anyway.
             nul = chunk.find(b"\x00")
             if nul >= 0:
@@ -121,9 +124,12 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
     # and saves it as the partial output. byte_count and checksum describe exactly its bytes.
     byte_count -= len(held)
     checksum = sha256_checksum(digest)
-    # Asked after the read, not before: a file replaced between the two makes the stamp stop
-    # matching, so a race can only lower trust. Reads never establish provenance; writes do.
-    trusted = workspace.provenance(path) is Provenance.TOOL_WRITTEN
+    # Judged on the descriptor read, after the last chunk: asking the path after the read let
+    # a command swap a directory of its own in for the read and back (a review returned a
+    # sandbox's text as INTERNAL_TOOL). Past the ceiling the read stopped early: the output
+    # is refused anyway. Reads never establish provenance; writes do.
+    trusted = (not past_ceiling and chunks is not None
+               and provenance_of(chunks) is Provenance.TOOL_WRITTEN)
     return ToolOutput(
         structured={
             "path": path,
