@@ -406,14 +406,20 @@ def test_a_server_down_at_the_start_stops_toolhost_in_one_line(
     assert "Traceback" not in result.stderr
 
 
-def test_a_pooled_connection_is_lent_without_a_round_trip_while_the_server_is_silent(
-    stores: Callable[[], PostgresInvocationStore], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # D318: the pool ran an empty query before every lending, one round trip more a write.
-    checks: list[object] = []
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[psycopg.Connection[Any]]:
+    """The connections the pools ran their empty query on (before lending them), in order."""
+    checked: list[psycopg.Connection[Any]] = []
     check = pg_invocations.ConnectionPool.check_connection
     monkeypatch.setattr(pg_invocations.ConnectionPool, "check_connection",
-                        staticmethod(lambda conn: checks.append(conn) or check(conn)))
+                        staticmethod(lambda conn: checked.append(conn) or check(conn)))
+    return checked
+
+
+def test_a_pooled_connection_is_lent_without_a_round_trip_while_the_server_is_silent(
+    stores: Callable[[], PostgresInvocationStore], checks: list[psycopg.Connection[Any]],
+) -> None:
+    # D318: the pool ran an empty query before every lending, one round trip more a write.
     store = stores()
     for i in range(20):
         store.insert(record(id=f"inv-{i}"))
@@ -423,12 +429,8 @@ def test_a_pooled_connection_is_lent_without_a_round_trip_while_the_server_is_si
 
 def test_a_pooled_session_the_server_ended_is_checked_and_replaced_unused(
     stores: Callable[[], PostgresInvocationStore], pg_database: str,
-    monkeypatch: pytest.MonkeyPatch,
+    checks: list[psycopg.Connection[Any]],
 ) -> None:
-    checks: list[object] = []
-    check = pg_invocations.ConnectionPool.check_connection
-    monkeypatch.setattr(pg_invocations.ConnectionPool, "check_connection",
-                        staticmethod(lambda conn: checks.append(conn) or check(conn)))
     store = stores()
     store.insert(record(id="inv-1"))
     with psycopg.connect(pg_database, autocommit=True) as admin:

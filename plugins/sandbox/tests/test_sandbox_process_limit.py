@@ -28,7 +28,7 @@ import pytest
 from sandbox_support import ALLOW, BOUND_S, NAME, structured
 from toolhost import Settings, ToolFailureKind
 from toolhost.testing import Harness, Run
-from toolhost_sandbox import cgroups, sandbox_user
+from toolhost_sandbox import cgroups, limits, sandbox_user
 from toolhost_sandbox.limits import MEMORY_BYTES, PROCESSES, Cgroup, limits_for_call
 from toolhost_sandbox.readiness import isolation_report
 from toolhost_sandbox.sandbox_user import (
@@ -542,3 +542,30 @@ def test_removing_a_cgroup_kills_what_is_left_in_it() -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@pytest.mark.parametrize(("uid_map", "root"), [
+    ("         0          0 4294967295\n", True),      # the host's root
+    ("         0     100000      65536\n", False),     # a container's root
+    ("      1000       1000          1\n", True),      # says nothing of 0: taken as root
+    (None, True),                                        # unreadable: taken as root
+])
+def test_only_the_kernels_root_needs_a_sandbox_uid_beside_a_cgroup(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uid_map: str | None,
+        root: bool) -> None:
+    # The review of D320: a container's root (another uid to the kernel) cannot write the
+    # host's /proc/sys, and forcing a sandbox uid there failed calls where the uids are not
+    # mapped; a cgroup holds its processes.
+    path = tmp_path / "uid_map"
+    if uid_map is not None:
+        path.write_text(uid_map)
+    monkeypatch.setattr(limits, "UID_MAP", path)
+    assert limits._kernels_root() is root
+    mount = _delegated_tree(tmp_path, monkeypatch, own="/service/main", enabled="pids memory")
+    os.setxattr(mount / "service", "trusted.delegate", b"1")
+    called = limits_for_call(Settings())
+    try:
+        assert called.cgroup is not None
+        assert (called.user is not None) is (root and os.geteuid() == 0)
+    finally:
+        called.release()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import resource
 from dataclasses import dataclass
+from pathlib import Path
 
 from toolhost import Settings
 from toolhost_sandbox.cgroups import Cgroup
@@ -119,6 +120,24 @@ def _root_without_user(why: str) -> str:
             "an unprivileged user")
 
 
+#: This process's user namespace's uid map: inside, outside, count per line.
+UID_MAP = Path("/proc/self/uid_map")
+
+
+def _kernels_root() -> bool:
+    """Whether this process's uid 0 is the kernel's (``/proc/self/uid_map`` maps it to 0, or
+    says nothing): the uid a sandbox must never run as."""
+    try:
+        lines = UID_MAP.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return True
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == "0":
+            return fields[1] == "0"
+    return True
+
+
 def limits_for_call(settings: Settings) -> CallLimits:
     """The call's limits: a cgroup where one can be made; and as root a sandbox uid of its
     own, always (else, not root, RLIMIT_NPROC under this process's uid).
@@ -126,7 +145,9 @@ def limits_for_call(settings: Settings) -> CallLimits:
     :raises LimitsUnavailable: as root with no usable sandbox uid.
     """
     group = Cgroup.create(PROCESSES, MEMORY_BYTES)
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or (group is not None and not _kernels_root()):
+        # A container's root (its uid 0 another uid to the kernel) is no threat to the host's
+        # /proc/sys, and a cgroup holds its processes: no sandbox uid needed.
         return CallLimits(cgroup=group)
     try:
         return CallLimits(cgroup=group, user=lease(uid_range(settings)))

@@ -47,9 +47,10 @@ def isolation_report(settings: Settings) -> Readiness:
                                           measure=None)
             finally:
                 os.close(fd)
-                limits.release()
     except (IsolationUnavailable, LimitsUnavailable) as exc:
         return Readiness(exc.reason, processes)
+    finally:  # the uid's lease and the cgroup, whatever failed (the temporary directory too)
+        limits.release()
     if completed.exit_code != 0:
         return Readiness(f"a probe command ended with {json.dumps(completed.exit_code)}",
                          processes)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from toolhost import (
@@ -67,7 +67,7 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
     # bytes of ``text``.
     held = b""
     past_ceiling = False
-    chunks = None
+    chunks: Iterator[bytes] | None = None
     try:
         chunks = workspace.read_chunks(path, CHUNK_SIZE)
         for chunk in chunks:
@@ -115,21 +115,25 @@ def read_text(arguments: Mapping[str, Any], context: ToolExecutionContext) -> To
                     "problem": f"invalid UTF-8 at the end of the file ({exc.reason})",
                     "offset": byte_count - len(exc.object) + exc.start,
                 }) from None
+        # Judged on the descriptor read, after the last chunk and before it is closed: asking
+        # the path after the read let a command swap a directory of its own in for the read
+        # and back (a review returned a sandbox's text as INTERNAL_TOOL). Past the ceiling
+        # the read stopped early: the output is refused anyway. Reads never establish
+        # provenance; writes do.
+        trusted = not past_ceiling and provenance_of(chunks) is Provenance.TOOL_WRITTEN
     except WorkspaceNotFound:
         raise ToolFailure(NO_SUCH_PATH) from None
     except WorkspaceIsDirectory:
         raise ToolFailure(NOT_A_FILE) from None
+    finally:
+        # The read let go now (its descriptor closes with it), not when a failure's
+        # traceback, which holds this frame, is dropped.
+        chunks = None
     # Past the ceiling, ``text`` is the text read without the start of a character the next
     # chunk would have completed: more than HARD_OUTPUT_CEILING bytes, so step 12 refuses it
     # and saves it as the partial output. byte_count and checksum describe exactly its bytes.
     byte_count -= len(held)
     checksum = sha256_checksum(digest)
-    # Judged on the descriptor read, after the last chunk: asking the path after the read let
-    # a command swap a directory of its own in for the read and back (a review returned a
-    # sandbox's text as INTERNAL_TOOL). Past the ceiling the read stopped early: the output
-    # is refused anyway. Reads never establish provenance; writes do.
-    trusted = (not past_ceiling and chunks is not None
-               and provenance_of(chunks) is Provenance.TOOL_WRITTEN)
     return ToolOutput(
         structured={
             "path": path,
