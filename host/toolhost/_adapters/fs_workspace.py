@@ -479,41 +479,55 @@ class _RootFd:
         self.detached = False
 
 
+class _ReadState:
+    """What one read's generator tells its ``_FileChunks``: the descriptor while it is open,
+    and its state at the end of the file."""
+
+    __slots__ = ("at_end", "fd")
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.at_end: os.stat_result | None = None
+
+
+def _read_file(handle: WorkspaceHandle, path: str, chunk_size: int,
+               state: _ReadState) -> Generator[bytes, None, None]:
+    """The chunks of ``path``, the descriptor closed when they end, fail or are dropped."""
+    parts = _components(path)
+    with handle._parent(parts) as parent:
+        fd = state.fd = handle._open_file(parts[-1], parent)
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, chunk_size)
+            except OSError as exc:
+                raise _failure(exc, writing=False) from None
+            if not chunk:
+                # The descriptor's own state at the end: what provenance() judges.
+                state.at_end = os.fstat(fd)
+                return
+            yield chunk
+    finally:
+        state.fd = None
+        os.close(fd)
+
+
 class _FileChunks:
     """``WorkspaceHandle.read_chunks``: a lazy read of one file, and whose bytes it read.
 
     An iterator (and a ``ProvenancedChunks``) rather than a bare generator, so the one object
     that holds the descriptor can also say, after the last chunk, whether that descriptor was
     the file the handle stamped: checking the path before and after the read cannot see a
-    directory swapped in for the read and swapped back.
+    directory swapped in for the read and swapped back. The generator holds a ``_ReadState``,
+    not this object: no cycle, so a read dropped unfinished closes its descriptor at once, not
+    at the next garbage collection.
     """
 
     def __init__(self, handle: WorkspaceHandle, path: str, chunk_size: int) -> None:
         self._handle = handle
         self._path = path
-        self._chunk_size = chunk_size
-        self._fd: int | None = None
-        self._at_end: os.stat_result | None = None
-        self._chunks: Generator[bytes, None, None] = self._read()
-
-    def _read(self) -> Generator[bytes, None, None]:
-        parts = _components(self._path)
-        with self._handle._parent(parts) as parent:
-            fd = self._fd = self._handle._open_file(parts[-1], parent)
-        try:
-            while True:
-                try:
-                    chunk = os.read(fd, self._chunk_size)
-                except OSError as exc:
-                    raise _failure(exc, writing=False) from None
-                if not chunk:
-                    # The descriptor's own state at the end: what provenance() judges.
-                    self._at_end = os.fstat(fd)
-                    return
-                yield chunk
-        finally:
-            self._fd = None
-            os.close(fd)
+        self._state = _ReadState()
+        self._chunks = _read_file(handle, path, chunk_size, self._state)
 
     def __iter__(self) -> _FileChunks:
         return self
@@ -525,9 +539,9 @@ class _FileChunks:
         self._chunks.close()
 
     def provenance(self) -> Provenance:
-        info = self._at_end
-        if info is None and self._fd is not None:
-            info = os.fstat(self._fd)
+        info = self._state.at_end
+        if info is None and self._state.fd is not None:
+            info = os.fstat(self._state.fd)
         return self._handle._provenance_of(self._path, info)
 
 

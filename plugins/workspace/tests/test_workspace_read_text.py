@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhost import HARD_OUTPUT_CEILING, Outcome, Trust, Workspace
+from toolhost import HARD_OUTPUT_CEILING, Outcome, ToolFailure, Trust, Workspace
 from toolhost.testing import ForwardingWorkspace, Harness, Run, WatchedChunks
 from toolhost_workspace import read_text
 from toolhost_workspace.read_text import CHUNK_SIZE
@@ -293,6 +293,27 @@ def test_text_read_from_a_swapped_in_directory_is_not_internal(
     else:  # the same double, no outsider: the run's own file keeps its trust
         assert outcome.structured["content"] == "written by the run"
         assert outcome.output_trust is Trust.INTERNAL_TOOL
+
+
+def _open_on(path: Path) -> bool:
+    """Whether this process holds a descriptor open on ``path``."""
+    fds = Path("/proc/self/fd")
+    return any(os.readlink(fds / fd) == str(path) for fd in os.listdir(fds)
+               if (fds / fd).is_symlink())
+
+
+def test_a_read_that_fails_lets_its_file_go_before_the_failure_is_handled(
+        toolhost_host: Harness, run: Run, root: Path) -> None:
+    # A review: the body kept its read (and the file's descriptor) for as long as the
+    # failure's traceback lived, which holds the body's frame.
+    (root / "f.txt").write_bytes(b"a\x00b")
+    try:
+        read_text.read_text({"path": "f.txt"}, toolhost_host.context(run=run))
+    except ToolFailure as failure:
+        assert failure.reason_code == "tool.invalid_arguments.not_text"
+        assert not _open_on(root / "f.txt")
+    else:
+        raise AssertionError("a NUL byte read as text")
 
 
 # ---------------------------------------------------------------------------- property
