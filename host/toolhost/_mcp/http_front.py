@@ -269,23 +269,25 @@ class FrontDoor:
                 await _json(send, 503, _no_session_reply(frame), retry_after="5")
                 return
         principal = caller.principal.id if caller is not None else ""
+        # What the request counts against while the SDK handles it: an authenticated
+        # initialize, its principal's sessions (without authentication every client is the
+        # one principal: TOOLHOST_HTTP_MAX_SESSIONS is the only bound then); a tools/call,
+        # its principal's calls.
+        held: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if opens and caller is not None:
-            # Without authentication every client is the one principal: the server-wide
-            # bound (TOOLHOST_HTTP_MAX_SESSIONS) is the only one then.
             if (self._open_sessions_of(principal) + self._opening[principal]
                     >= self._policy.max_sessions_per_principal):
                 self.refused["sessions_per_principal"] += 1
                 await _json(send, 429, _principal_sessions_reply(frame), retry_after="5")
                 return
-            with _counted(self._opening, principal):
-                await self._app(scope, _replay(body, receive), send)
-            return
-        counted = _is_tool_call(frame)
-        if counted and self._at_cap(principal):
-            self.refused["too_many_calls"] += 1
-            await _json(send, 429, _busy_reply(frame), retry_after="1")
-            return
-        with self._counting(principal) if counted else contextlib.nullcontext():
+            held = _counted(self._opening, principal)
+        elif _is_tool_call(frame):
+            if self._at_cap(principal):
+                self.refused["too_many_calls"] += 1
+                await _json(send, 429, _busy_reply(frame), retry_after="1")
+                return
+            held = self._counting(principal)
+        with held:
             await self._app(scope, _replay(body, receive), send)
 
     async def _routed(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],

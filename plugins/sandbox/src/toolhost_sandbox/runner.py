@@ -221,43 +221,52 @@ class _Gate:
             os.close(fd)
 
 
-def _spawn(argv: list[str], pass_fds: tuple[int, ...],
-           cgroup: Cgroup | None) -> subprocess.Popen[bytes]:
-    """bwrap started, in ``cgroup`` from before it makes the sandbox's namespaces: born there
-    where this thread can step into it for the moment (``Cgroup.entered``: v1), else execed
-    by a launcher added to it first (v2; a thread placed elsewhere). Either way the sandbox's
-    cgroup namespace is rooted at the call's cgroup, whose name (this process's pid, a count
-    of its calls) it never sees, and its init is in the cgroup from its birth (a kill that
-    comes before its pid is known ends it with the cgroup).
+def _born_in(cgroup: Cgroup | None, start: Callable[[], subprocess.Popen[bytes]],
+             what: str) -> subprocess.Popen[bytes] | None:
+    """``start()``'s process born in ``cgroup`` where this thread can step into it for the
+    moment (``Cgroup.entered``: v1; a move waits for an RCU grace period), or with no cgroup;
+    None where the thread cannot step in (v2: the caller adds a launcher to it instead).
 
-    :raises IsolationUnavailable: bwrap could not start.
-    :raises LimitsUnavailable: this thread could not step back out of the cgroup, or the
-        launcher could not be added to it.
+    :raises IsolationUnavailable: ``what`` could not start.
+    :raises LimitsUnavailable: this thread could not step back out of the cgroup (the process,
+        held at its gate, is killed and reaped).
     """
     process = None
     try:
         with cgroup.entered() if cgroup is not None else contextlib.nullcontext(False) as inside:
             if inside or cgroup is None:
-                process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, pass_fds=pass_fds, env={},
-                )
+                process = start()
     except StepOutFailed as exc:
         if process is not None:
             _Sandbox(process, cgroup).kill("setup")  # held at its gate: it never ran the command
             _reap(process)
         raise LimitsUnavailable(f"the call's cgroup could not be left ({exc.strerror})") from None
     except OSError as exc:
-        raise IsolationUnavailable(f"bwrap could not start ({exc.strerror})") from None
+        raise IsolationUnavailable(f"{what} could not start ({exc.strerror})") from None
+    return process
+
+
+def _spawn(argv: list[str], pass_fds: tuple[int, ...],
+           cgroup: Cgroup | None) -> subprocess.Popen[bytes]:
+    """bwrap started, in ``cgroup`` from before it makes the sandbox's namespaces: born there
+    (``_born_in``), else execed by a launcher added to it first (v2; a thread placed
+    elsewhere). Either way the sandbox's cgroup namespace is rooted at the call's cgroup,
+    whose name (this process's pid, a count of its calls) it never sees, and its init is in
+    the cgroup from its birth (a kill that comes before its pid is known ends it with the
+    cgroup).
+
+    :raises IsolationUnavailable: bwrap could not start.
+    :raises LimitsUnavailable: this thread could not step back out of the cgroup, or the
+        launcher could not be added to it.
+    """
+    process = _born_in(cgroup, lambda: subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        pass_fds=pass_fds, env={}), "bwrap")
     if process is not None:
         return process
     assert cgroup is not None
     try:
-        process = subprocess.Popen(
-            ["/bin/sh", "-c", _LAUNCHER, "sh", *argv],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=pass_fds, env={},
-        )
+        process = _launcher(argv, pass_fds)
     except OSError as exc:
         raise IsolationUnavailable(f"the launcher could not start ({exc.strerror})") from None
     assert process.stdin is not None
@@ -271,6 +280,13 @@ def _spawn(argv: list[str], pass_fds: tuple[int, ...],
         raise LimitsUnavailable(
             f"the launcher could not be added to the call's cgroup ({exc.strerror})") from None
     return process
+
+
+def _launcher(argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+    """``_LAUNCHER`` holding ``argv`` until it reads ``go`` on its stdin."""
+    return subprocess.Popen(["/bin/sh", "-c", _LAUNCHER, "sh", *argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
+                            env={})
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
@@ -336,32 +352,25 @@ def _start_as_user(bwrap: str, workspace_fd: int, command: str, timeout_s: int,
         bwrap, workspace_fd=workspace_fd, status_fd=status_write, passwd_fd=data_fds[0],
         group_fd=data_fds[1], seccomp_fd=data_fds[2], command=command))
     cgroup = limits.cgroup
-    process = None
+    pass_fds = (workspace_fd, status_write, *data_fds)
     try:
-        # Born in the call's cgroup where this thread can step into it (as ``_spawn``: a move
-        # waits for an RCU grace period), else added to it before it execs bwrap.
-        with cgroup.entered() if cgroup is not None else contextlib.nullcontext(False) as inside:
-            process = subprocess.Popen(
-                ["/bin/sh", "-c", _LAUNCHER, "sh", *argv],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(workspace_fd, status_write, *data_fds), env={},
-            )
-    except StepOutFailed as exc:
-        os.close(status_read)
-        if process is not None:
-            _Sandbox(process, cgroup).kill("setup")  # held: it never execed bwrap
-            _reap(process)
-        raise LimitsUnavailable(f"the call's cgroup could not be left ({exc.strerror})") from None
+        # Born in the call's cgroup where this thread can step in, else added to it below,
+        # before it execs bwrap.
+        born = _born_in(cgroup, lambda: _launcher(argv, pass_fds), "the launcher")
+        process = born if born is not None else _launcher(argv, pass_fds)
     except OSError as exc:
         os.close(status_read)
         raise IsolationUnavailable(f"the launcher could not start ({exc.strerror})") from None
+    except (IsolationUnavailable, LimitsUnavailable):
+        os.close(status_read)
+        raise
     finally:
         for fd in (status_write, *data_fds):
             os.close(fd)
     sandbox = _Sandbox(process, cgroup)
     assert process.stdin is not None
     try:
-        if cgroup is not None and not inside:
+        if cgroup is not None and born is None:
             cgroup.add(process.pid)
         apply_rlimits(process.pid, timeout_s)
         process.stdin.write(b"go\n")
