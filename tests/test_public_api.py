@@ -108,6 +108,7 @@ TESTING_ALL = [
     "RunOutcome",
     "ScriptedClock",
     "StartTLSServer",
+    "SwappingWorkspace",
     "WatchedChunks",
     "contributions_of",
     "find_ambient_reads",

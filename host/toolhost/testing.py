@@ -15,7 +15,8 @@ directly; ``Harness.tool(name)`` is the body as the host builds it. The port con
 (``ClockContract``, ``InvocationStoreContract``, ``ArtifactStoreContract``) hold any backend
 to the port's contract; ``find_ambient_reads`` is the static determinism check. ``ForwardingWorkspace`` is the run's
 real workspace in every call a test's subclass does not override (to watch or break a read),
-and ``WatchedChunks`` a read it disturbs that still says whose bytes it read.
+``WatchedChunks`` a read it disturbs that still says whose bytes it read, and
+``SwappingWorkspace`` the outsider who swaps a directory in for a read and back.
 
 Registration as the host runs it at startup, step by step, for suites that check plugins
 (toolhost-conformance uses exactly these): ``load_plugins`` loads distributions' entry points
@@ -88,7 +89,7 @@ from toolhost._testing.tls import (
     loopback_tls_server,
     toolhost_tls_server,
 )
-from toolhost._testing.workspaces import ForwardingWorkspace, WatchedChunks
+from toolhost._testing.workspaces import ForwardingWorkspace, SwappingWorkspace, WatchedChunks
 
 if TYPE_CHECKING:
     import httpx
@@ -119,6 +120,7 @@ __all__ = [
     "RunOutcome",
     "ScriptedClock",
     "StartTLSServer",
+    "SwappingWorkspace",
     "WatchedChunks",
     "contributions_of",
     "find_ambient_reads",

@@ -1,5 +1,6 @@
-"""``ForwardingWorkspace``: a test's own workspace around the run's real one, and
-``WatchedChunks``: a read it watches or disturbs that still says whose bytes it read.
+"""``ForwardingWorkspace``: a test's own workspace around the run's real one,
+``WatchedChunks``: a read it watches or disturbs that still says whose bytes it read, and
+``SwappingWorkspace``: the outsider who swaps a directory in for a read and back.
 
 A test that watches what a tool reads, or breaks the file system under it mid-read, needs a
 ``Workspace`` that is the real one in every call but the one it is about; this is that base,
@@ -10,12 +11,14 @@ would then lower the trust of every read, disturbed or not: a race test could ne
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from toolhost._model.workspace import Listing, Provenance, WriteResult
 from toolhost._ports.workspace import ProvenancedChunks, Workspace
 
-__all__ = ["ForwardingWorkspace", "WatchedChunks"]
+__all__ = ["ForwardingWorkspace", "SwappingWorkspace", "WatchedChunks"]
 
 
 class ForwardingWorkspace:
@@ -93,3 +96,30 @@ class WatchedChunks:
         done, self._done = self._done, None
         if done is not None:
             done()
+
+
+class SwappingWorkspace(ForwardingWorkspace):
+    """The run's workspace (its directory ``root``), with an outsider, such as a sandboxed
+    command of the same run, who swaps the directory ``directory`` for ``theirs`` just as a
+    read opens a file, and swaps them back once the read has ended. Renaming a directory
+    changes neither the inode nor the ctime of the files in it, so the path's provenance is
+    the same before and after the read: only the bytes read differ. ``swapping=False`` is the
+    control: the same double with no outsider."""
+
+    def __init__(self, real: Workspace, root: Path, *, directory: str = "d",
+                 theirs: str = "theirs", swapping: bool = True) -> None:
+        super().__init__(real)
+        self.root, self.directory, self.theirs, self.swapping = root, directory, theirs, swapping
+
+    def _swap(self) -> None:
+        if not self.swapping:
+            return
+        os.rename(self.root / self.directory, self.root / "swap")
+        os.rename(self.root / self.theirs, self.root / self.directory)
+        os.rename(self.root / "swap", self.root / self.theirs)
+
+    def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
+        self._swap()
+        # WatchedChunks, not a generator: the chunks must still say whose bytes they read, or
+        # a tool that asks them lowers every read's trust and a race test could not fail.
+        return WatchedChunks(self.real.read_chunks(path, chunk_size), done=self._swap)

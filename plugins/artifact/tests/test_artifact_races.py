@@ -6,42 +6,15 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from artifact_support import Store, in_run
-from toolhost import OutcomeStatus, Trust, Workspace
-from toolhost.testing import ForwardingWorkspace, Harness, Run, WatchedChunks
+from toolhost import OutcomeStatus, Trust
+from toolhost.testing import Harness, Run, SwappingWorkspace
 
 VERSIONS = ["1.0.0", "2.0.0"]
-
-
-class SwappingWorkspace(ForwardingWorkspace):
-    """The run's real workspace, with an outsider who swaps the directory holding the file for
-    one of theirs just as the read opens it, and swaps it back once the last chunk is read.
-    Renaming a directory changes neither the inode nor the ctime of the files in it, so the
-    path's provenance is the same before and after the read: only the bytes read differ."""
-
-    def __init__(self, real: Workspace, root: Path, *, swapping: bool = True) -> None:
-        super().__init__(real)
-        self.root = root
-        self.swapping = swapping  # False: the control, the same double with no outsider
-
-    def _swap(self, a: str, b: str) -> None:
-        if not self.swapping:
-            return
-        os.rename(self.root / a, self.root / "swap")
-        os.rename(self.root / b, self.root / a)
-        os.rename(self.root / "swap", self.root / b)
-
-    def read_chunks(self, path: str, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
-        self._swap("d", "theirs")
-        # WatchedChunks, not a generator: the chunks must still say whose bytes they read, or
-        # the export lowers every read's trust and this test could not fail.
-        return WatchedChunks(self.real.read_chunks(path, chunk_size),
-                             done=lambda: self._swap("d", "theirs"))
 
 
 def _export_through_the_double(host: Harness, run: Run, root: Path, store: Store, version: str,
