@@ -197,6 +197,69 @@ def test_an_idle_session_ends_with_its_run(tmp_path: Path) -> None:
     run(journey)
 
 
+def test_a_session_on_its_way_open_counts_once_against_its_principal(tmp_path: Path) -> None:
+    # Regression (a CI run): the SDK opens the session (SessionEnds) before it answers the
+    # initialize, and until the answer went out the front door counted it twice, as open and
+    # as on its way: a burst at a bound of 2 got one session. Here the first initialize is
+    # held between the two, and the second must still open.
+    import asyncio
+    from types import SimpleNamespace
+
+    from toolhost._mcp.http_auth import TokenFile
+    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
+    from toolhost._mcp.sessions import SessionEnds, Sessions
+
+    tokens = write_tokens(tmp_path / "tokens.toml", ("bob-token", "bob", []))
+    sessions = Sessions(None, None, None)  # type: ignore[arg-type]  # only opened/open_of
+    ends = SessionEnds(sessions)
+
+    async def journey() -> None:
+        held, release = asyncio.Event(), asyncio.Event()
+        numbers = iter(range(100))
+
+        async def sdk(scope: Any, receive: Any, send: Any) -> None:
+            """The SDK's part of an initialize: the session opens (its middleware), the
+            handler runs, the answer goes out."""
+            key = f"session-{next(numbers)}"
+            ctx = SimpleNamespace(
+                session=SimpleNamespace(_connection=SimpleNamespace(
+                    session_id=key, exit_stack=contextlib.ExitStack())),
+                request=SimpleNamespace(scope=scope, headers={}), protocol_version=VERSION)
+
+            async def handler(ctx: Any) -> None:
+                if key == "session-0":
+                    held.set()
+                    await release.wait()
+
+            await ends(ctx, handler)  # type: ignore[arg-type]
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"mcp-session-id", key.encode())]})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        door = FrontDoor(sdk, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
+                                         max_body_bytes=10_000, max_calls=4,
+                                         max_sessions_per_principal=2,
+                                         tokens=TokenFile(tokens)),
+                         ready=lambda: True, open_sessions_of=sessions.open_of)
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
+                                     base_url="http://testserver",
+                                     headers={"Authorization": "Bearer bob-token"}) as client:
+            first = asyncio.create_task(client.post("/mcp", json=frame, headers=HEADERS))
+            await asyncio.wait_for(held.wait(), 10)
+            assert sessions.open_of("bob") == 1
+            second = await client.post("/mcp", json=frame, headers=HEADERS)
+            assert second.status_code == 200, second.text
+            release.set()
+            assert (await first).status_code == 200
+            # Two open: the bound holds for the third.
+            third = await client.post("/mcp", json=frame, headers=HEADERS)
+            assert third.status_code == 429
+
+    asyncio.run(journey())
+
+
 def test_sessions_past_the_setting_are_refused_until_one_ends(tmp_path: Path) -> None:
     site = Deployment(tmp_path, plugins=PLUGINS, TOOLHOST_HTTP_MAX_SESSIONS="3")
 

@@ -47,7 +47,8 @@ from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
 from toolhost._mcp.http_introspection import TokenIntrospector
 from toolhost._mcp.http_routes import Router, route_key
 
-__all__ = ["CALLER_KEY", "FrontDoor", "HttpPolicy", "host_allowed", "origin_allowed"]
+__all__ = ["CALLER_KEY", "OPENING_KEY", "FrontDoor", "HttpPolicy", "Opening", "host_allowed",
+           "origin_allowed"]
 
 #: Introspection requests to the issuer at once, and how long a request waits for its
 #: token's answer before it is refused (401).
@@ -56,6 +57,8 @@ INTROSPECTION_WAIT_S = 10.0
 
 #: Where the verified caller rides in the ASGI scope.
 CALLER_KEY = "toolhost.caller"
+#: Where an authenticated ``initialize`` carries its ``Opening`` to the SDK's handler.
+OPENING_KEY = "toolhost.opening"
 #: The answers a refused request gets: static, and short.
 _TEXT = "text/plain; charset=utf-8"
 
@@ -280,7 +283,9 @@ class FrontDoor:
                 self.refused["sessions_per_principal"] += 1
                 await _json(send, 429, _principal_sessions_reply(frame), retry_after="5")
                 return
-            held = _counted(self._opening, principal)
+            opening = Opening(self._opening, principal)
+            scope = {**scope, OPENING_KEY: opening}
+            held = opening
         elif _is_tool_call(frame):
             if self._at_cap(principal):
                 self.refused["too_many_calls"] += 1
@@ -474,6 +479,34 @@ def _counted(counts: collections.Counter[str], principal: str) -> Iterator[None]
         counts[principal] -= 1
         if not counts[principal]:
             del counts[principal]
+
+
+class Opening:
+    """An authenticated ``initialize`` on its way to becoming a session: one of its
+    principal's in ``counts`` until the session is open (``SessionEnds`` calls ``became_open``;
+    ``Sessions.open_of`` counts it from then on) or the request is over. Counted once, not
+    twice: between the two the session was both, and a burst at the bound got fewer than
+    the bound's sessions."""
+
+    def __init__(self, counts: collections.Counter[str], principal: str) -> None:
+        self._counts = counts
+        self._principal = principal
+        self._counted = False
+
+    def __enter__(self) -> None:
+        self._counts[self._principal] += 1
+        self._counted = True
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.became_open()
+
+    def became_open(self) -> None:
+        """Stop counting (again: nothing)."""
+        if self._counted:
+            self._counted = False
+            self._counts[self._principal] -= 1
+            if not self._counts[self._principal]:
+                del self._counts[self._principal]
 
 
 def _principal_sessions_reply(frame: Any) -> dict[str, Any]:

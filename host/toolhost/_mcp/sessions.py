@@ -34,7 +34,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolhost import Principal
 from toolhost._composition import Host, Run, get_logger
-from toolhost._mcp.http_front import CALLER_KEY
+from toolhost._mcp.http_front import CALLER_KEY, OPENING_KEY
 
 __all__ = ["Session", "SessionEnds", "Sessions", "session_key"]
 
@@ -218,9 +218,14 @@ class SessionEnds:
         # not on this context type yet, only on the session it holds (the SDK's TODO L54).
         connection = getattr(ctx.session, "_connection", None)
         key = getattr(connection, "session_id", None)
-        caller = (getattr(ctx.request, "scope", None) or {}).get(CALLER_KEY)
+        scope = getattr(ctx.request, "scope", None) or {}
+        caller = scope.get(CALLER_KEY)
         if (connection is not None and key is not None
-                and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-                and self._sessions.opened(key, caller.principal.id if caller else "")):
-            connection.exit_stack.callback(self._sessions.ended, key)
+                and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS):
+            if self._sessions.opened(key, caller.principal.id if caller else ""):
+                connection.exit_stack.callback(self._sessions.ended, key)
+            # Counted as open now: no longer as an initialize on its way (FrontDoor).
+            opening = scope.get(OPENING_KEY)
+            if opening is not None:
+                opening.became_open()
         return await call_next(ctx)
