@@ -19,10 +19,9 @@ each alike, in one long-lived client process:
   discarding it.
 - ``adapter → store``: the TensorScale adapter (status, type, signature and cap checks) into
   the run's streaming ArtifactWriter (``toolhost_media.generate.save``): every byte hashed,
-  written to a staged file and published, as the tool body does. The writes run on a writer
-  thread (``toolhost_media.background``) while the next bytes arrive.
-- ``adapter → store, inline``: the same, each chunk written on the event loop as it arrives
-  (the body before the writer thread), to show what the thread buys.
+  written to a staged file and published, as the tool body does. Since D321 the download
+  runs on a thread of its own with the sync client, the user's loop with the adapter's
+  checks; before, the async client on the event loop with a writer thread beside it.
 - ``adapter, no store`` and ``store, no network``: the two halves of the adapter's path
   alone (the adapter's checks with the bytes discarded; the same bytes written in 16 KiB
   chunks, what TLS hands the client, to a streaming ArtifactWriter and committed), to show
@@ -48,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import os
@@ -256,32 +254,18 @@ def _users_loop(harness: Harness, url: str, into: Path) -> int:
 
 
 async def _adapter(harness: Harness, url: str, run: Any) -> int:
-    client = harness.services("toolhost-media").async_http(timeout=600)
+    client = harness.services("toolhost-media").http(timeout=600)
     context = harness.context(run=run, timeout_s=600)
     ref = await save(TensorScale(client, Secret(KEY), url),
                      ImageRequest(prompt="bench", size="1024x1024"), context, "image-bench.png")
     return ref.byte_count
 
 
-async def _adapter_inline(harness: Harness, url: str, run: Any) -> int:
-    client = harness.services("toolhost-media").async_http(timeout=600)
-    context = harness.context(run=run, timeout_s=600)
-    request = ImageRequest(prompt="bench", size="1024x1024")
-    async with TensorScale(client, Secret(KEY), url) as provider:
-        with context.artifacts.stream(origin=ArtifactOrigin.MODEL_OUTPUT, name="image-inline.png",
-                                      media_type=request.media_type,
-                                      trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=request.cap) as out:
-            async with contextlib.aclosing(provider.stream(request)) as chunks:
-                async for chunk in chunks:
-                    out.write(chunk)
-            return out.commit().byte_count
-
-
-async def _adapter_only(harness: Harness, url: str) -> int:
-    client = harness.services("toolhost-media").async_http(timeout=600)
+def _adapter_only(harness: Harness, url: str) -> int:
     got = 0
-    async with TensorScale(client, Secret(KEY), url) as provider:
-        async for chunk in provider.stream(ImageRequest(prompt="bench", size="1024x1024")):
+    with TensorScale(harness.services("toolhost-media").http(timeout=600), Secret(KEY),
+                     url) as provider:
+        for chunk in provider.stream(ImageRequest(prompt="bench", size="1024x1024")):
             got += len(chunk)
     return got
 
@@ -313,10 +297,9 @@ def _measure(harness: Harness, server: _Remote, runs: int,
         "httpx": lambda: asyncio.run(_plain(harness, url)),
         "httpx, sync client": lambda: _plain_sync(harness, url),
         "user's loop": lambda: _users_loop(harness, url, beside.with_suffix(".user")),
-        "adapter, no store": lambda: asyncio.run(_adapter_only(harness, url)),
+        "adapter, no store": lambda: _adapter_only(harness, url),
         "store, no network": lambda: _store_only(harness, run, server.body),
         "adapter → store": lambda: asyncio.run(_adapter(harness, url, run)),
-        "adapter → store, inline": lambda: asyncio.run(_adapter_inline(harness, url, run)),
         "pipeline call": lambda: _ok(harness.call("image.generate", {"prompt": "bench"},
                                                   run=run)),
         "httpx + thread hashing": lambda: asyncio.run(
@@ -379,8 +362,8 @@ def main() -> None:
                     for name, spent in walls.items():
                         ratios = [t / b for t, b in zip(spent, walls["httpx"], strict=True)]
                         median = statistics.median(spent)
-                        # The pipeline runs the body on a thread of its own: nothing to show.
-                        cpu = ("-" if name == "pipeline call" else
+                        # These download on a thread of their own: nothing to show.
+                        cpu = ("-" if name in ("pipeline call", "adapter → store") else
                                f"{statistics.median(cpus[name]) / base_cpu:.2f}")
                         server_ms = statistics.median(served[name]) * 1000
                         print(f"{mib:>4}MiB  {name:<24} {mib / median:>8.0f} "

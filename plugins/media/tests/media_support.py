@@ -11,6 +11,7 @@ closed the connection.
 from __future__ import annotations
 
 import json
+import select
 import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -158,6 +159,35 @@ def stall(first: bytes, content_type: str, on_first: Callable[[], None] | None =
             if trickle and not h.stream(iter([b"\x00"])):
                 return
     return reply
+
+
+def thinking(on_request: Callable[[], None]) -> Reply:
+    """The provider still at work: the request read, ``on_request`` called, and no answer,
+    until the client goes away (its closed connection read at once) or the test releases it."""
+    def reply(h: Handler) -> None:
+        on_request()
+        connection = h.connection
+        while not h.server.release.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                gone = connection.recv(1) == b""
+            except (ssl.SSLError, OSError):
+                gone = True
+            if gone:
+                h.server.client_closed.set()
+                return
+    return reply
+
+
+def no_download_left() -> None:
+    """No download thread outlives its call (each joined briefly: its last act is handing
+    its end to the loop, so it may still be on its way out)."""
+    for thread in threading.enumerate():
+        if thread.name == "toolhost-media-download":
+            thread.join(5)
+            assert not thread.is_alive(), "a download thread outlived its call"
 
 
 # ---------------------------------------------------------------------------- calls

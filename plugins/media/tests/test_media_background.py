@@ -1,11 +1,10 @@
 """The writer thread (``toolhost_media.background``) against the host's real streaming writer:
 the bytes arrive whole and in order, at most ``depth`` batches wait, and every way out but
-``finish`` then commit (past the bound, a failure in the body, a cancellation) leaves no
-artifact, no staged file and no thread behind."""
+``finish`` then commit (past the bound, a failure in the download) leaves no artifact, no
+staged file and no thread behind."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,7 @@ from toolhost import (
     Trust,
 )
 from toolhost.testing import Harness, Run
-from toolhost_media.background import BackgroundWrite
-
-WRITER = "toolhost-media-writer"
+from toolhost_media.background import WRITER, BackgroundWrite
 
 
 def open_stream(context: ToolExecutionContext, max_bytes: int = 1 << 20) -> ArtifactStream:
@@ -63,16 +60,12 @@ def run(host: Harness) -> Run:
 
 def test_every_byte_arrives_in_order(host: Harness, run: Run) -> None:
     context = host.context(run=run)
-
-    async def body() -> ArtifactRef:
-        with open_stream(context) as out:
-            async with BackgroundWrite(out, batch=100, depth=2) as writer:
-                for chunk in chunks():
-                    await writer.write(chunk)
-                await writer.finish()
-            return out.commit()
-
-    ref = asyncio.run(body())
+    with open_stream(context) as out:
+        with BackgroundWrite(out, batch=100, depth=2) as writer:
+            for chunk in chunks():
+                writer.write(chunk)
+            writer.finish()
+        ref = out.commit()
     assert host.host.pipeline.artifacts.read(ref.id) == WHOLE
     assert ref.byte_count == len(WHOLE)
     assert host.host.attachments(run) == (ref,)
@@ -81,34 +74,26 @@ def test_every_byte_arrives_in_order(host: Harness, run: Run) -> None:
 
 def test_past_the_bound_publishes_nothing(host: Harness, run: Run, data_dir: Path) -> None:
     context = host.context(run=run)
-
-    async def body() -> None:
-        with open_stream(context, max_bytes=len(WHOLE) - 1) as out:
-            async with BackgroundWrite(out, batch=100, depth=2) as writer:
-                for chunk in chunks():
-                    await writer.write(chunk)
-                await writer.finish()
-            out.commit()
-
-    with pytest.raises(ArtifactTooLarge):
-        asyncio.run(body())
+    with pytest.raises(ArtifactTooLarge), open_stream(context, max_bytes=len(WHOLE) - 1) as out:
+        with BackgroundWrite(out, batch=100, depth=2) as writer:
+            for chunk in chunks():
+                writer.write(chunk)
+            writer.finish()
+        out.commit()
     assert host.host.attachments(run) == ()
     assert left_behind(data_dir) == []
     assert writers() == []
 
 
-def test_a_failure_in_the_body_aborts_and_joins(host: Harness, run: Run, data_dir: Path) -> None:
+def test_a_failure_in_the_download_aborts_and_joins(
+    host: Harness, run: Run, data_dir: Path
+) -> None:
     context = host.context(run=run)
-
-    async def body() -> None:
-        with open_stream(context) as out:
-            async with BackgroundWrite(out, batch=100, depth=2) as writer:
-                for chunk in chunks():
-                    await writer.write(chunk)
-                raise ConnectionError("the provider hung up")
-
-    with pytest.raises(ConnectionError):
-        asyncio.run(body())
+    with pytest.raises(ConnectionError), open_stream(context) as out, \
+            BackgroundWrite(out, batch=100, depth=2) as writer:
+        for chunk in chunks():
+            writer.write(chunk)
+        raise ConnectionError("the provider hung up")
     assert host.host.attachments(run) == ()
     assert left_behind(data_dir) == []
     assert writers() == []
@@ -144,51 +129,36 @@ class Held:
 
 def test_at_most_depth_batches_wait_for_a_stalled_disk(host: Harness, run: Run) -> None:
     context = host.context(run=run)
-
-    async def body() -> ArtifactRef:
-        with open_stream(context) as out:
-            held = Held(out)
-            async with BackgroundWrite(held, batch=10, depth=2) as writer:
-                # Two batches in flight (one held by the stalled writer): the third waits.
-                for _ in range(2):
-                    await writer.write(bytes(10))
-                third = asyncio.ensure_future(writer.write(bytes(10)))
-                for _ in range(20):
-                    await asyncio.sleep(0)
-                assert not third.done()
-                held.release.set()
-                await third
-                await writer.finish()
-            assert held.writes == 3
-            return out.commit()
-
-    ref = asyncio.run(body())
-    assert ref.byte_count == 30
+    with open_stream(context) as out:
+        held = Held(out)
+        with BackgroundWrite(held, batch=10, depth=2) as writer:
+            # One batch held by the stalled writer, two in the queue: the fourth waits.
+            for _ in range(3):
+                writer.write(bytes(10))
+            fourth = threading.Thread(target=writer.write, args=(bytes(10),))
+            fourth.start()
+            fourth.join(0.2)
+            assert fourth.is_alive()
+            held.release.set()
+            fourth.join(5)
+            assert not fourth.is_alive()
+            writer.finish()
+        assert held.writes == 4
+        ref = out.commit()
+    assert ref.byte_count == 40
     assert writers() == []
 
 
-def test_a_cancellation_while_waiting_aborts_and_joins(
+def test_a_download_that_stops_while_the_disk_is_stalled_aborts_and_joins(
     host: Harness, run: Run, data_dir: Path
 ) -> None:
     context = host.context(run=run)
-
-    async def body() -> None:
-        with open_stream(context) as out:
-            held = Held(out)
-            async with BackgroundWrite(held, batch=10, depth=1) as writer:
-                for _ in range(10):  # the 2nd batch waits for room that never comes
-                    await writer.write(bytes(10))
-
-    async def cancelled() -> None:
-        task = asyncio.ensure_future(body())
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert not task.done()
-        task.cancel()
-        await task
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(cancelled())
+    with pytest.raises(ConnectionError), open_stream(context) as out:
+        held = Held(out)
+        with BackgroundWrite(held, batch=10, depth=1) as writer:
+            writer.write(bytes(10))  # taken by the writer, whose disk never answers
+            writer.write(bytes(10))  # waits in the queue
+            raise ConnectionError("interrupted")
     assert host.host.attachments(run) == ()
     assert left_behind(data_dir) == []
     assert writers() == []

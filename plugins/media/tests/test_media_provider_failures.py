@@ -5,7 +5,6 @@ stream past the deadline, a provider timeout, and a run cancelled mid-stream."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +21,14 @@ from media_support import (
     Handler,
     Reply,
     call,
+    no_download_left,
     ok,
     redirect,
     settings,
     sized,
     stall,
     status,
+    thinking,
 )
 from toolhost import Outcome, Secret, ToolFailure
 from toolhost.testing import Harness, Run
@@ -48,6 +49,7 @@ def failed(host: Harness, outcome: Outcome, code: str, *, retryable: bool = Fals
     assert outcome.failure.retryable is retryable
     assert "provider says" not in repr(host.record(outcome.invocation_id or ""))
     assert KEY not in repr(host.record(outcome.invocation_id or ""))
+    no_download_left()
 
 
 def attachments(host: Harness, run: Run) -> tuple[object, ...]:
@@ -211,8 +213,13 @@ def test_a_stalled_stream_past_the_deadline_publishes_nothing(
 
 
 def test_run_cancellation_mid_stream_closes_the_response(
-    host: Harness, server: FakeTensorScale
+    host: Harness, server: FakeTensorScale, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import toolhost_media.generate as generate_module
+
+    # Closed by the interrupt (the answer's bytes awaited, or its headers: whichever the
+    # cancellation lands on), not by the client's close after the body stopped waiting.
+    monkeypatch.setattr(generate_module, "STOPPING_S", 30.0)
     run = host.start_run()
     server.reply = stall(PNG[:16], "image/png", on_first=run.cancellation.cancel)
     outcome = call(host, "image.generate", {"prompt": "never mind"}, run=run)
@@ -222,30 +229,50 @@ def test_run_cancellation_mid_stream_closes_the_response(
     assert attachments(host, run) == ()
 
 
+def test_run_cancellation_while_the_provider_works_closes_the_connection_at_once(
+    host: Harness, server: FakeTensorScale, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The download reads on a thread of its own (D321): cancelling the call interrupts it
+    even before the provider answers (generating can take a minute), by shutting down the
+    connection it is waiting on, instead of leaving it to wait out the read timeout."""
+    import toolhost_media.generate as generate_module
+
+    # The body waits this long for its thread to stop: only an interrupted read stops in
+    # time to meet the bound below.
+    monkeypatch.setattr(generate_module, "STOPPING_S", 30.0)
+    run = host.start_run()
+    server.reply = thinking(on_request=run.cancellation.cancel)
+    outcome = call(host, "image.generate", {"prompt": "never mind"}, run=run)
+    assert outcome.failure is not None
+    assert outcome.failure.reason_code == "tool.cancelled.run_cancelled"
+    assert server.client_closed.wait(10)
+    assert attachments(host, run) == ()
+    no_download_left()
+
+
 def test_the_adapter_maps_a_read_timeout_to_provider_timeout(
     host: Harness, server: FakeTensorScale
 ) -> None:
     """Outside a host's deadline: the adapter's own client timeout (the tool's timeout_s in
     a call; half a second here) ends a silent stream as a provider timeout."""
     server.reply = stall(PNG[:16], "image/png", trickle=False)
-    client = host.services("toolhost-media").async_http(timeout=0.5)
+    client = host.services("toolhost-media").http(timeout=0.5)
 
-    async def drain() -> None:
-        async with TensorScale(client, Secret(KEY), server.base_url) as provider:
+    def drain() -> None:
+        with TensorScale(client, Secret(KEY), server.base_url) as provider:
             request = ImageRequest(prompt="x", size="1024x1024")
-            async with contextlib.aclosing(provider.stream(request)) as chunks:
-                async for _ in chunks:
+            with contextlib.closing(provider.stream(request)) as chunks:
+                for _ in chunks:
                     pass
 
     with pytest.raises(ToolFailure) as raised:
-        asyncio.run(drain())
+        drain()
     assert raised.value.reason_code == messages.PROVIDER_TIMEOUT
     assert raised.value.retryable is False
     assert raised.value.detail == {"error": "ReadTimeout"}
 
 
 def test_the_adapter_refuses_a_plain_http_base_url(host: Harness) -> None:
-    client = host.services("toolhost-media").async_http(timeout=1)
-    with pytest.raises(ValueError, match="https://"):
+    with host.services("toolhost-media").http(timeout=1) as client, \
+            pytest.raises(ValueError, match="https://"):
         TensorScale(client, Secret(KEY), "http://127.0.0.1:9")
-    asyncio.run(client.aclose())

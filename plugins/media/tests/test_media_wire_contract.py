@@ -216,27 +216,16 @@ def test_a_cancellation_seen_after_the_last_await_is_reported_as_cancelled(
     RUNNING, for recovery to find). Simulated by setting the run's
     cancellation just after the body's last await returns, before the loop runs again."""
     import toolhost_media.generate as generate_module
-    from toolhost_media.tensorscale import TensorScale
 
     run = host.start_run()
-    background = getattr(generate_module, "BackgroundWrite", None)
-    if background is not None:  # the last await is the background writer's finish()
-        finish = background.finish
+    # The last await is the download's thread.
+    download = generate_module._on_own_thread
 
-        async def finish_then_stop(self: Any) -> None:
-            await finish(self)
-            run.cancellation.cancel()
+    async def download_then_stop(work: Any, *, interrupt: Any) -> None:
+        await download(work, interrupt=interrupt)
+        run.cancellation.cancel()
 
-        monkeypatch.setattr(background, "finish", finish_then_stop)
-    else:  # the last await is the provider's stream
-        original = TensorScale.stream
-
-        async def stream_then_stop(self: TensorScale, request: Any) -> Any:
-            async for chunk in original(self, request):
-                yield chunk
-            run.cancellation.cancel()
-
-        monkeypatch.setattr(TensorScale, "stream", stream_then_stop)
+    monkeypatch.setattr(generate_module, "_on_own_thread", download_then_stop)
     outcome = call(host, "image.generate", {"prompt": "x"}, run=run)
     assert outcome.failure is not None
     assert outcome.failure.reason_code == "tool.cancelled.run_cancelled"

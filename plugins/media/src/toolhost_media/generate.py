@@ -1,26 +1,30 @@
 """The tool body: check the arguments, read the references, stream one file into the run's
 artifacts, and return its reference.
 
-Async, so that cancelling the call (its deadline, or its run's cancellation: the pipeline
-cancels the task at its next ``await``) interrupts the read it is waiting on and closes the
-in-flight response at once. The file goes through the run's streaming ArtifactWriter as
-MODEL_OUTPUT at EXTERNAL_UNTRUSTED under a name the platform chooses, hashed and written on a
-writer thread while the next bytes arrive (``background``); it is committed only after the
-provider's stream ended whole and every byte was written, so a failed, oversized, cancelled or
-timed-out stream publishes nothing.
+The download runs on a thread of its own with the sync client (D321), handing the checked
+chunks to a writer thread that hashes and writes them while the next arrive, and the body
+awaits it. Cancelling the call (its deadline, or its run's cancellation: the pipeline cancels
+the task at its next ``await``) interrupts the provider, whose blocked read then returns at
+once, and the body waits for the thread to stop. The file goes through the run's streaming
+ArtifactWriter as MODEL_OUTPUT at EXTERNAL_UNTRUSTED under a name the platform chooses; it is
+committed only after the provider's stream ended whole and every byte was written, so a
+failed, oversized, cancelled or timed-out stream publishes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolhost import (
     ArtifactOrigin,
     ArtifactRef,
+    ArtifactStream,
     ArtifactTooLarge,
     Services,
     ToolCallable,
@@ -90,8 +94,8 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
         def provider() -> MediaGenerationProvider:
             key = services.secret(CREDENTIAL)
             assert key is not None  # configuration_problem said so
-            # One client per call: an httpx client belongs to the event loop it ran on.
-            client = services.async_http(timeout=float(spec.timeout_s))
+            # One client per call, closed with the call: it holds the call's connection.
+            client = services.http(timeout=float(spec.timeout_s))
             return TensorScale(client, key, _base_url(services))
 
         async def generate(arguments: Mapping[str, Any],
@@ -136,30 +140,75 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
     return build
 
 
+#: How long a cancelled call waits for its download's thread, interrupted, to stop: at once
+#: unless it is still connecting (then it fails when connected, on its own).
+STOPPING_S = 2.0
+
+
 async def save(provider: MediaGenerationProvider, request: GenerationRequest,
                context: ToolExecutionContext, name: str) -> ArtifactRef:
     """Stream the provider's file into the run's artifacts; committed only when it is whole."""
-    async with provider:
-        with context.artifacts.stream(
-            origin=ArtifactOrigin.MODEL_OUTPUT, name=name, media_type=request.media_type,
-            trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=request.cap,
-        ) as out:
-            try:
-                async with BackgroundWrite(out) as writer:
-                    async with contextlib.aclosing(provider.stream(request)) as chunks:
-                        received = 0
-                        async for chunk in chunks:
-                            await writer.write(chunk)
-                            received += len(chunk)
-                            _report(context, received, provider.expected_bytes)
-                    await writer.finish()
-            except ArtifactTooLarge:  # the provider caps first; this is the backstop
-                raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap}) from None
-            # Cancelled from another thread while the last bytes arrived: the pipeline has
-            # already ended the call, so leaving uncommitted is what publishes nothing.
-            if context.cancellation.cancelled:
-                raise asyncio.CancelledError
-            return out.commit()
+    with provider, context.artifacts.stream(
+        origin=ArtifactOrigin.MODEL_OUTPUT, name=name, media_type=request.media_type,
+        trust=Trust.EXTERNAL_UNTRUSTED, max_bytes=request.cap,
+    ) as out:
+        try:
+            await _on_own_thread(functools.partial(_download, provider, request, context, out),
+                                 interrupt=provider.interrupt)
+        except ArtifactTooLarge:  # the provider caps first; this is the backstop
+            raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap}) from None
+        # Cancelled from another thread while the last bytes arrived: the pipeline has
+        # already ended the call, so leaving uncommitted is what publishes nothing.
+        if context.cancellation.cancelled:
+            raise asyncio.CancelledError
+        return out.commit()
+
+
+def _download(provider: MediaGenerationProvider, request: GenerationRequest,
+              context: ToolExecutionContext, out: ArtifactStream) -> None:
+    """The thread's loop: each checked chunk handed to the writer thread, which hashes and
+    writes it while the next arrive (``background``)."""
+    received = 0
+    with BackgroundWrite(out) as writer, contextlib.closing(provider.stream(request)) as chunks:
+        for chunk in chunks:
+            writer.write(chunk)
+            received += len(chunk)
+            _report(context, received, provider.expected_bytes)
+        writer.finish()
+
+
+async def _on_own_thread(work: Callable[[], None], *, interrupt: Callable[[], None]) -> None:
+    """``work()`` on a thread of its own, awaited. When the awaiting task is cancelled:
+    ``interrupt()``, wait up to ``STOPPING_S`` for the thread to stop, and re-raise."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(failure: BaseException | None) -> None:
+        if done.done():
+            return
+        if failure is None:
+            done.set_result(None)
+        else:
+            done.set_exception(failure)
+
+    def run() -> None:
+        failure: BaseException | None = None
+        try:
+            work()
+        except BaseException as exc:  # handed to the awaiting task
+            failure = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, failure)
+
+    threading.Thread(target=run, name="toolhost-media-download", daemon=True).start()
+    try:
+        await asyncio.shield(done)
+    except asyncio.CancelledError:
+        interrupt()
+        await asyncio.wait((done,), timeout=STOPPING_S)
+        # Its failure (the interrupted read's) is the cancellation's doing: not reported.
+        done.add_done_callback(lambda future: future.cancelled() or future.exception())
+        raise
 
 
 def _report(context: ToolExecutionContext, received: int, expected: int | None) -> None:

@@ -11,7 +11,7 @@ so no argument, event, row or result ever holds them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import Generator
 from typing import Protocol
 
 import attrs
@@ -66,27 +66,32 @@ GenerationRequest = ImageRequest | VideoRequest
 
 
 class MediaGenerationProvider(Protocol):
-    """Generates one file per request. Use it as ``async with``; ``aclose`` releases it.
+    """Generates one file per request. Use it as ``with``; ``close`` releases it.
 
-    ``expected_bytes`` is the size the provider declared for the file being streamed (its
-    Content-Length), known once the first bytes are handed out; None when it declared none.
-    It is only a hint for progress: the cap is what bounds the stream.
+    ``stream`` is read on a thread of its own (``generate.save``), so a provider may block
+    in it; ``interrupt`` is called from another thread when the call is cancelled and must
+    make a blocked read return soon. ``expected_bytes`` is the size the provider declared for
+    the file being streamed (its Content-Length), known once the first bytes are handed out;
+    None when it declared none. It is only a hint for progress: the cap bounds the stream.
     """
 
     expected_bytes: int | None
 
-    def stream(self, request: GenerationRequest) -> AsyncGenerator[bytes, None]:
+    def stream(self, request: GenerationRequest) -> Generator[bytes, None, None]:
         """The generated file's bytes, checked while they arrive (at most ``request.cap``).
-
-        Closing the iterator early (``contextlib.aclosing``), or cancelling the task reading
-        it, closes the in-flight response.
+        Closing the iterator early (``contextlib.closing``) closes the in-flight response.
         """
         ...
 
-    async def aclose(self) -> None:
+    def interrupt(self) -> None:
+        """From any thread: the stream under way stops soon, failing; nothing it read is
+        handed out after."""
+        ...
+
+    def close(self) -> None:
         """Release the provider's connections."""
         ...
 
-    async def __aenter__(self) -> MediaGenerationProvider: ...
+    def __enter__(self) -> MediaGenerationProvider: ...
 
-    async def __aexit__(self, *exc: object) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
