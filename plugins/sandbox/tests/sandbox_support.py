@@ -4,6 +4,7 @@ without an approval pause, and the call helper's type."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,6 +19,19 @@ PLUGINS: Mapping[str, object] = {"toolhost-sandbox": plugin}
 ALLOW = {"TOOLHOST_POLICY": '{"CODE_EXECUTION/HIGH": "allow"}'}
 #: A loose bound for "ends bounded": never a timing assertion, only "did not hang".
 BOUND_S = 30.0
+
+
+def pause(seconds: float) -> None:
+    threading.Event().wait(seconds)
+
+
+def wait_for(path: Path) -> bool:
+    """Whether ``path`` exists within ``BOUND_S`` (a command running in the sandbox made it)."""
+    for _ in range(int(BOUND_S / 0.05)):
+        if path.exists():
+            return True
+        pause(0.05)
+    return path.exists()
 
 
 class Call(Protocol):

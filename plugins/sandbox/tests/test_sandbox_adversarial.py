@@ -15,13 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_support import BOUND_S, NAME, Call, structured
+from sandbox_support import BOUND_S, NAME, Call, pause, structured, wait_for
 from toolhost import Outcome, ToolFailureKind, WorkspaceEscape
 from toolhost.testing import Harness, Run
-
-
-def _pause(seconds: float) -> None:
-    threading.Event().wait(seconds)
 
 
 def _processes_running(marker: str) -> list[int]:
@@ -128,7 +124,7 @@ def test_a_fork_bomb_ends_and_leaves_nothing(call: Call) -> None:
     outcome = call(f"{marker}() {{ {marker} | {marker} & }}; {marker}; sleep 3", 3)
     assert outcome.failure is None
     assert _our_cgroups() == []
-    _pause(0.5)
+    pause(0.5)
     assert _processes_running(marker) == []
 
 
@@ -146,7 +142,7 @@ def test_an_output_flood_is_cut_and_killed(call: Call) -> None:
 def test_a_setsid_child_dies_with_the_timeout(call: Call, root: Path) -> None:
     outcome = call("setsid sh -c 'sleep 2; echo late > /workspace/marker' & sleep 100", 1)
     assert structured(outcome)["timed_out"] is True
-    _pause(4)
+    pause(4)
     assert not (root / "marker").exists()
 
 
@@ -158,18 +154,14 @@ def test_run_cancellation_kills_sleep_1000(
     worker = threading.Thread(target=lambda: results.append(
         toolhost_host.call(NAME, {"command": command, "timeout_s": 300}, run=run)))
     worker.start()
-    for _ in range(int(BOUND_S / 0.05)):
-        if (root / "started").exists():
-            break
-        _pause(0.05)
-    assert (root / "started").exists()
+    assert wait_for(root / "started")
     run.cancellation.cancel()
     worker.join(BOUND_S)
     assert not worker.is_alive()
     (outcome,) = results
     assert outcome.failure is not None
     assert outcome.failure.kind is ToolFailureKind.CANCELLED
-    _pause(4)
+    pause(4)
     assert not (root / "late").exists()
     assert _our_cgroups() == []
 

@@ -13,7 +13,7 @@ from typing import cast
 
 import pytest
 
-from sandbox_support import BOUND_S, NAME, Call, structured
+from sandbox_support import BOUND_S, NAME, Call, structured, wait_for
 from toolhost import ToolFailureKind
 from toolhost.testing import Harness, Run
 from toolhost_sandbox import quota
@@ -44,10 +44,6 @@ def _set_id_files(root: Path) -> list[bytes]:
     return found
 
 
-def _pause(seconds: float) -> None:
-    threading.Event().wait(seconds)
-
-
 @pytest.fixture
 def sweep(root: Path) -> Iterator[None]:
     """Never leave a set-uid shell behind, even in pytest's directory (a test that fails)."""
@@ -64,12 +60,8 @@ def test_no_set_id_file_exists_during_the_call(
         NAME, {"command": f"{_SET_ID_ATTEMPTS}; sleep 60", "timeout_s": 60}, run=run)))
     worker.start()
     try:
-        for _ in range(int(BOUND_S / 0.05)):
-            if (root / "ready").exists():
-                break
-            _pause(0.05)
         # While the command still runs: every attempt failed, and nothing is set-id.
-        assert (root / "ready").exists()
+        assert wait_for(root / "ready")
         assert (root / "status").read_text().split() == [
             "chmod=1", "install=1", "open=1", "cp=1", "had-source"]
         assert _set_id_files(root) == []

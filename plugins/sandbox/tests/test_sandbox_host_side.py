@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_support import BOUND_S, NAME, Call, structured
+from sandbox_support import BOUND_S, NAME, Call, structured, wait_for
 from toolhost import Outcome
 from toolhost.testing import Harness, Run
 from toolhost_sandbox.isolation import TMP_BYTES
@@ -38,10 +38,6 @@ def _set_id_files(root: Path) -> list[bytes]:
             if stat.S_ISREG(info.st_mode) and info.st_mode & _SET_ID:
                 found.append(os.path.join(top, name))
     return found
-
-
-def _pause(seconds: float) -> None:
-    threading.Event().wait(seconds)
 
 
 def test_a_set_uid_file_with_a_name_that_is_not_utf8_is_cleared(call: Call, root: Path) -> None:
@@ -103,11 +99,7 @@ def test_no_set_uid_program_of_the_hosts_user_appears_while_the_command_runs(
         toolhost_host.call(NAME, {"command": command, "timeout_s": 60}, run=run)))
     worker.start()
     try:
-        for _ in range(int(BOUND_S / 0.05)):
-            if (root / "ready").exists():
-                break
-            _pause(0.05)
-        assert (root / "ready").exists()
+        assert wait_for(root / "ready")
         info = os.lstat(root / "t")
         host_users = {0, os.geteuid()}
         assert not (info.st_mode & _SET_ID and info.st_uid in host_users), (

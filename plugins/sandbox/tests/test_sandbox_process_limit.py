@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_support import ALLOW, BOUND_S, NAME, structured
+from sandbox_support import ALLOW, BOUND_S, NAME, pause, structured, wait_for
 from toolhost import Settings, ToolFailureKind
 from toolhost.testing import Harness, Run
 from toolhost_sandbox import cgroups, limits, sandbox_user
@@ -44,14 +44,12 @@ CODE = "tool.upstream_unavailable.isolation_unavailable"
 FIRST_UID = int(DEFAULT_UIDS.split("-")[0])
 #: Each test that looks for its sandbox's processes or mount on the host runs under a uid of
 #: its own (the default range's last ones), so another test process here cannot confuse it.
-LEASED, BOMB, TAKEN, REPORTED = (FIRST_UID + 63 - i for i in range(4))
+LEASED, BOMB, TAKEN, REPORTED, DROPPED = (FIRST_UID + 63 - i for i in range(5))
+#: A group no account has, given to the host for a moment.
+HOST_GROUP = 4242
 SQUATTED, NETNS, THREADED, BUSY, SURVIVOR, SHARED = (FIRST_UID + 50 + i for i in range(6))
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the uid fallback is root's only")
-
-
-def _pause(seconds: float) -> None:
-    threading.Event().wait(seconds)
 
 
 @pytest.fixture
@@ -124,11 +122,7 @@ def test_the_sandbox_runs_as_the_leased_uid_on_the_host(
         NAME, {"command": "touch ready; sleep 30", "timeout_s": 30}, run=run)))
     worker.start()
     try:
-        for _ in range(int(BOUND_S / 0.05)):
-            if (root / "ready").exists():
-                break
-            _pause(0.05)
-        assert (root / "ready").exists()
+        assert wait_for(root / "ready")
         assert _running_as(LEASED)  # bwrap and the command: real uid the sandbox's
         # The workspace's idmapped mount, while it exists, is reachable by no other local user:
         # mountinfo shows its path to anyone, so its directory is the sandbox uid's alone.
@@ -141,8 +135,45 @@ def test_the_sandbox_runs_as_the_leased_uid_on_the_host(
         run.cancellation.cancel()
         worker.join(BOUND_S)
     assert not worker.is_alive()
-    _pause(0.5)
+    pause(0.5)
     assert _running_as(LEASED) == []
+
+
+@pytest.mark.parametrize("toolhost_settings", [{UIDS_SETTING: str(DROPPED)}], indirect=True)
+@pytest.mark.parametrize("dropper", ["setpriv", "python"])
+def test_the_sandbox_keeps_no_id_group_or_capability_of_the_host(
+        no_cgroup: None, toolhost_host: Harness, run: Run, root: Path, dropper: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # D322: util-linux's setpriv drops where the system has one, else Python does: either
+    # way, seen from the host, every id is the sandbox's and nothing of root's is left.
+    if dropper == "python":
+        monkeypatch.setattr(sandbox_user, "_setpriv", lambda: None)
+    elif sandbox_user._setpriv() is None:
+        pytest.fail("no root-owned setpriv on this machine (util-linux): the fast path is "
+                    "untested")
+    # A supplementary group of the host's, for the sandbox not to keep (root here has none).
+    groups = os.getgroups()
+    os.setgroups([*groups, HOST_GROUP])
+    worker = threading.Thread(target=lambda: toolhost_host.call(
+        NAME, {"command": "touch ready; sleep 30", "timeout_s": 30}, run=run))
+    worker.start()
+    try:
+        assert wait_for(root / "ready")
+        os.setgroups(groups)
+        running = _running_as(DROPPED)
+        assert running
+        for pid in running:
+            status = _status(pid)
+            assert status["Uid"].split() == [str(DROPPED)] * 4
+            assert status["Gid"].split() == [str(DROPPED)] * 4
+            assert status["Groups"] == ""
+            assert int(status["CapEff"], 16) == int(status["CapPrm"], 16) == 0
+            assert int(status["CapAmb"], 16) == 0
+    finally:
+        os.setgroups(groups)
+        run.cancellation.cancel()
+        worker.join(BOUND_S)
+    assert not worker.is_alive()
 
 
 def test_the_process_limit_holds_under_the_sandbox_uid(
@@ -162,7 +193,7 @@ def test_a_fork_bomb_under_the_sandbox_uid_ends_and_leaves_nothing(
     outcome = toolhost_host.call(
         NAME, {"command": "bomb() { bomb | bomb & }; bomb; sleep 3", "timeout_s": 3}, run=run)
     assert outcome.failure is None
-    _pause(0.5)
+    pause(0.5)
     assert _running_as(BOMB) == []
 
 
@@ -306,7 +337,7 @@ def test_a_process_whose_main_thread_exited_is_ended_by_release() -> None:
         for _ in range(int(BOUND_S / 0.05)):
             if _status(process.pid)["State"].startswith("Z"):
                 break
-            _pause(0.05)
+            pause(0.05)
         assert _status(process.pid)["State"].startswith("Z")
         assert _status(process.pid)["Threads"] == "2"
         user.release()

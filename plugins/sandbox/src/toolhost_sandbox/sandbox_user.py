@@ -1,8 +1,8 @@
 """The sandbox's own unprivileged uid, for a host that runs as root with no pids cgroup.
 
 RLIMIT_NPROC is not enforced for root (see ``limits``), so there the launcher, once its
-limits are set, drops to a dedicated uid and gid (``drop_argv``: setgroups([]), setresgid,
-setresuid) and execs bwrap, which builds its sandbox with an unprivileged user namespace in
+limits are set, drops to a dedicated uid and gid (``drop_argv``: util-linux's ``setpriv``
+where the system has one, else Python: setgroups([]), setresgid, setresuid) and execs bwrap, which builds its sandbox with an unprivileged user namespace in
 which RLIMIT_NPROC counts.
 
 Each call leases a uid of its own from ``UIDS_SETTING``'s range, so one call's processes never
@@ -33,6 +33,7 @@ import grp
 import logging
 import os
 import pwd
+import shutil
 import signal
 import stat
 import subprocess
@@ -323,8 +324,42 @@ class SandboxUser:
 
 
 def drop_argv(user: SandboxUser, argv: list[str]) -> list[str]:
-    """``argv`` run as ``user``: this interpreter, isolated (``-I -S``), drops and execs it."""
+    """``argv`` run as ``user``: util-linux's ``setpriv`` drops and execs it where the system
+    has one root's alone (~2 ms), else this interpreter, isolated (``-I -S``: ~12 ms a call,
+    D322). Either way: no supplementary groups, real, effective and saved ids the sandbox's."""
+    setpriv = _setpriv()
+    if setpriv is not None:
+        return [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--",
+                *argv]
     return [sys.executable, "-I", "-S", "-c", _DROP, str(user.uid), *argv]
+
+
+#: Where ``setpriv`` is looked for: the system's own directories, never the host's PATH (it
+#: runs as root).
+_SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """The system's ``setpriv``, if it is a regular file root owns and nobody else may write
+    (as is every directory above it); None otherwise."""
+    found = shutil.which("setpriv", path=_SYSTEM_BIN)
+    if found is None:
+        return None
+    path = os.path.realpath(found)
+    for place in (path, *_parents(path)):
+        info = os.stat(place)
+        if info.st_uid != 0 or info.st_mode & 0o022:
+            return None
+    return path if stat.S_ISREG(os.stat(path).st_mode) else None
+
+
+def _parents(path: str) -> list[str]:
+    parents = []
+    while (parent := os.path.dirname(path)) != path:
+        parents.append(parent)
+        path = parent
+    return parents
 
 
 def lease(uids: range) -> SandboxUser:
