@@ -7,7 +7,7 @@ through a queue; at most ``depth`` batches are in flight (4 MiB by default), so 
 slows the download instead of filling memory. The writer only ever calls
 ``ArtifactStream.write``; the tool body enters, commits and aborts the stream, and commits only
 after ``finish`` saw every batch written. Leaving the ``with`` any other way aborts the stream
-(a write in progress then fails at once) and joins the writer before it returns.
+and joins the writer (after the write it is in) before it returns.
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ class BackgroundWrite:
 
     def close(self) -> None:
         """Abort the stream and join the writer; it stops after its current write. Idempotent."""
+        if self._finished:
+            return
         self._stopping = True
-        # Abort first: a write in progress then fails at once instead of finishing its
-        # batch, and nothing written so far can be published.
+        # Abort first: nothing written so far can be published, and the writer writes no
+        # batch after the one it is writing.
         self._out.abort()
         self._batches.put(None)  # the writer drains what waits without writing it
         self._thread.join()

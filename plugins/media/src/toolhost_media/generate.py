@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import httpx
 
 from toolhost import (
     ArtifactOrigin,
@@ -96,6 +99,9 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
             assert key is not None  # configuration_problem said so
             # One client per call, closed with the call: it holds the call's connection.
             client = services.http(timeout=float(spec.timeout_s))
+            # A cancelled call cannot interrupt a connect under way (there is no socket to
+            # shut down yet): its thread outlives the call by this much at most.
+            client.timeout = httpx.Timeout(float(spec.timeout_s), connect=CONNECT_TIMEOUT_S)
             return TensorScale(client, key, _base_url(services))
 
         async def generate(arguments: Mapping[str, Any],
@@ -141,8 +147,11 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
 
 
 #: How long a cancelled call waits for its download's thread, interrupted, to stop: at once
-#: unless it is still connecting (then it fails when connected, on its own).
-STOPPING_S = 2.0
+#: unless it is still connecting (then it fails when connected or at the connect timeout).
+#: Below the pipeline's grace for a cancelled body (1 s), which then stops driving it.
+STOPPING_S = 0.5
+#: The provider's TCP connect, at most (the rest of a call is bounded by its timeout_s).
+CONNECT_TIMEOUT_S = 15.0
 
 
 async def save(provider: MediaGenerationProvider, request: GenerationRequest,
@@ -182,6 +191,9 @@ async def _on_own_thread(work: Callable[[], None], *, interrupt: Callable[[], No
     ``interrupt()``, wait up to ``STOPPING_S`` for the thread to stop, and re-raise."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
+    # Its failure is the awaiting task's, or, once that was cancelled, the interrupted read's:
+    # marked seen whichever way the task leaves (the pipeline may stop driving it).
+    done.add_done_callback(_seen)
 
     def settle(failure: BaseException | None) -> None:
         if done.done():
@@ -200,15 +212,21 @@ async def _on_own_thread(work: Callable[[], None], *, interrupt: Callable[[], No
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
             loop.call_soon_threadsafe(settle, failure)
 
-    threading.Thread(target=run, name="toolhost-media-download", daemon=True).start()
+    # The caller's context (its trace, its log fields) goes with the work.
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name="toolhost-media-download",
+                     daemon=True).start()
     try:
         await asyncio.shield(done)
     except asyncio.CancelledError:
         interrupt()
         await asyncio.wait((done,), timeout=STOPPING_S)
-        # Its failure (the interrupted read's) is the cancellation's doing: not reported.
-        done.add_done_callback(lambda future: future.cancelled() or future.exception())
         raise
+
+
+def _seen(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _report(context: ToolExecutionContext, received: int, expected: int | None) -> None:

@@ -19,6 +19,7 @@ import base64
 import contextlib
 import json
 import socket
+import threading
 from collections.abc import Generator, Iterator
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -156,10 +157,12 @@ class TensorScale:
         self._key = key
         self._base_url = base_url.rstrip("/")
         self.expected_bytes: int | None = None
-        # Written by the downloading thread (the connection's socket, as soon as it is
-        # connected: the provider may work a minute before it answers) and by whoever
-        # interrupts it (the flag), each read by the other after its own write: one of the
-        # two always sees the other's.
+        # The connection's socket as soon as it is connected (the provider may work a
+        # minute before it answers), a duplicate of its descriptor: TLS wraps the socket by
+        # detaching it, and a shutdown through either descriptor ends the one connection.
+        # Kept and let go under the lock, so ``interrupt`` never shuts a closed or reused
+        # descriptor down.
+        self._lock = threading.Lock()
         self._socket: socket.socket | None = None
         self._interrupted = False
 
@@ -177,35 +180,52 @@ class TensorScale:
             with self._client.stream("POST", self._base_url + path, content=content,
                                      headers=headers,
                                      extensions={"trace": self._connected}) as response:
-                if self._interrupted:
-                    raise ToolFailure(CONNECTION_LOST, detail={"error": "interrupted"})
+                self._check_interrupted()
                 declared = response.headers.get("content-length", "")
                 self.expected_bytes = int(declared) if declared.isdigit() else None
-                yield from _without(self._key.reveal().encode("utf-8"),
-                                    _checked(response, request))
+                for chunk in _without(self._key.reveal().encode("utf-8"),
+                                      _checked(response, request)):
+                    self._check_interrupted()
+                    yield chunk
+                # An interrupted connection can also read as a clean end of the body.
+                self._check_interrupted()
         except httpx.TransportError as exc:
             raise _transport_failure(exc) from None
         finally:
-            self._socket = None
+            with self._lock:
+                sock, self._socket = self._socket, None
+            if sock is not None:
+                sock.close()
+
+    def _check_interrupted(self) -> None:
+        if self._interrupted:
+            raise ToolFailure(CONNECTION_LOST, detail={"error": "interrupted"})
 
     def _connected(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's trace: the new connection's socket, kept for ``interrupt``; its TLS
-        socket once TLS starts (wrapping it detached the plain one from the connection)."""
-        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            sock = info["return_value"].get_extra_info("socket")
-            if isinstance(sock, socket.socket):
-                self._socket = sock
-                if self._interrupted:
-                    _shut_down(sock)
+        """httpcore's trace: the new connection's socket, kept (duplicated) for ``interrupt``
+        from the moment TCP is up, so a TLS handshake that never ends is interrupted too."""
+        if event != "connection.connect_tcp.complete":
+            return
+        sock = info["return_value"].get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            return
+        kept = sock.dup()
+        with self._lock:
+            previous, self._socket = self._socket, kept
+            if self._interrupted:
+                _shut_down(kept)
+        if previous is not None:
+            previous.close()
 
     def interrupt(self) -> None:
-        """From any thread: the stream under way stops now. Its connection is shut down, so a
-        read blocked on it (the answer awaited, or its next bytes) returns at once and fails;
-        one still connecting fails once connected."""
-        self._interrupted = True
-        sock = self._socket
-        if sock is not None:
-            _shut_down(sock)
+        """From any thread: the stream under way stops now, failing. Its connection is shut
+        down, so a read blocked on it (the TLS handshake, the answer awaited, its next bytes)
+        returns at once; one still connecting (bounded by the client's connect timeout)
+        fails once connected."""
+        with self._lock:
+            self._interrupted = True
+            if self._socket is not None:
+                _shut_down(self._socket)
 
     def close(self) -> None:
         self._client.close()
@@ -218,10 +238,9 @@ class TensorScale:
 
 
 def _shut_down(sock: socket.socket) -> None:
-    """Shut ``sock`` down both ways: the plain socket's ``shutdown`` (the TLS socket's would
-    also drop the TLS object a blocked read is using)."""
+    """Shut ``sock``'s connection down both ways (a read blocked on it returns)."""
     with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _checked(response: httpx.Response, request: GenerationRequest) -> Iterator[bytes]:
