@@ -30,6 +30,7 @@ from toolhost import Settings, ToolFailureKind
 from toolhost.testing import Harness, Run
 from toolhost_sandbox import cgroups, limits, sandbox_user
 from toolhost_sandbox.limits import MEMORY_BYTES, PROCESSES, Cgroup, limits_for_call
+from toolhost_sandbox.messages import MESSAGES, SANDBOX_BUSY
 from toolhost_sandbox.readiness import isolation_report
 from toolhost_sandbox.sandbox_user import (
     DEFAULT_UIDS,
@@ -245,28 +246,31 @@ def test_concurrent_calls_take_uids_of_their_own() -> None:
     again.release()
 
 
-@pytest.fixture
-def one_uid_taken() -> Iterator[int]:
-    held = lease(range(TAKEN, TAKEN + 1))
-    yield TAKEN
-    held.release()
-
-
 @pytest.mark.parametrize("toolhost_settings", [{UIDS_SETTING: str(TAKEN)}], indirect=True)
-def test_no_free_sandbox_uid_fails_closed_in_one_line(
-        no_cgroup: None, one_uid_taken: int, toolhost_host: Harness, run: Run,
-        root: Path) -> None:
-    outcome = toolhost_host.call(NAME, {"command": "touch ran", "timeout_s": 10}, run=run)
-    assert outcome.failure is not None
-    assert (outcome.failure.reason_code, outcome.failure.kind) == (
-        CODE, ToolFailureKind.UPSTREAM_UNAVAILABLE)
-    assert not (root / "ran").exists()
-    detail = toolhost_host.record(outcome.invocation_id).failure_detail  # type: ignore[arg-type]
-    assert detail == {"problem": (
-        "running as root, where the sandbox must run under a uid of its own (as this "
-        "process's, its commands could change the host's kernel settings), with no sandbox "
-        f"uid to run under (all 1 sandbox uids ({UIDS_SETTING}) are in use by other calls); "
-        f"set {UIDS_SETTING} to a free range, or run the host as an unprivileged user")}
+def test_every_sandbox_uid_in_use_is_a_retryable_busy_host(
+        no_cgroup: None, toolhost_host: Harness, run: Run, root: Path) -> None:
+    # Was isolation_unavailable ("Retrying will not help"): wrong for a moment's shortage.
+    held = lease(range(TAKEN, TAKEN + 1))
+    try:
+        outcome = toolhost_host.call(NAME, {"command": "touch ran", "timeout_s": 10}, run=run)
+        assert outcome.failure is not None
+        assert (outcome.failure.reason_code, outcome.failure.kind) == (
+            SANDBOX_BUSY, ToolFailureKind.UPSTREAM_UNAVAILABLE)
+        assert outcome.failure.retryable is True
+        assert outcome.content == MESSAGES[SANDBOX_BUSY]
+        assert not (root / "ran").exists()
+        record = toolhost_host.record(outcome.invocation_id)  # type: ignore[arg-type]
+        assert record.failure_detail == {
+            "problem": f"all 1 sandbox uids ({UIDS_SETTING}) are in use by other calls"}
+        # The host is ready, only full: its readiness probe does not call it broken.
+        report = isolation_report(Settings(env={UIDS_SETTING: str(TAKEN)}))
+        assert report.problem is None
+        assert report.processes == "a sandbox uid of its own (all in use by calls now: not probed)"
+    finally:
+        held.release()
+    # The uid free again, the retry runs.
+    again = toolhost_host.call(NAME, {"command": "touch ran", "timeout_s": 10}, run=run)
+    assert again.failure is None and (root / "ran").exists()
 
 
 # ------------------------------------------------------------------ the lease, and the end

@@ -52,11 +52,15 @@ def test_the_hooks() -> None:
     assert tool.call is None and tool.build is not None
 
 
-def test_the_reason_and_its_message() -> None:
+def test_the_reasons_and_their_messages() -> None:
     assert [(r.code, r.message) for r in RUN_COMMAND_REASONS] == [(
         "tool.upstream_unavailable.isolation_unavailable",
         "No command was run: this host has no working sandbox. Retrying will not help; "
         "tell the user that running commands is unavailable here.",
+    ), (
+        "tool.upstream_unavailable.sandbox_busy",
+        "No command was run: every sandbox on this host is in use by other calls. Retry in "
+        "a moment.",
     )]
 
 

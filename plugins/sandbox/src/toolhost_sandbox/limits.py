@@ -32,6 +32,7 @@ from toolhost_sandbox.cgroups import Cgroup
 from toolhost_sandbox.sandbox_user import (
     UIDS_SETTING,
     SandboxUser,
+    UidsInUse,
     UserUnavailable,
     lease,
     uid_range,
@@ -47,6 +48,7 @@ __all__ = [
     "CallLimits",
     "Cgroup",
     "LimitsUnavailable",
+    "SandboxesBusy",
     "apply_rlimits",
     "limits_for_call",
 ]
@@ -71,6 +73,11 @@ class LimitsUnavailable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class SandboxesBusy(LimitsUnavailable):
+    """Every sandbox uid is in use by other calls: this call's limits cannot be had now, and
+    may be in a moment."""
 
 
 def apply_rlimits(pid: int, timeout_s: int) -> None:
@@ -154,4 +161,6 @@ def limits_for_call(settings: Settings) -> CallLimits:
     except UserUnavailable as exc:
         if group is not None:
             group.remove()
+        if isinstance(exc, UidsInUse):
+            raise SandboxesBusy(exc.reason) from None
         raise LimitsUnavailable(_root_without_user(exc.reason)) from None

@@ -26,8 +26,8 @@ from toolhost import (
 )
 from toolhost_sandbox import quota
 from toolhost_sandbox.isolation import IsolationUnavailable, find_bwrap
-from toolhost_sandbox.limits import LimitsUnavailable, limits_for_call
-from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE
+from toolhost_sandbox.limits import LimitsUnavailable, SandboxesBusy, limits_for_call
+from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE, SANDBOX_BUSY
 from toolhost_sandbox.quota import QUOTA_BYTES, QUOTA_DEPTH, QUOTA_ENTRIES
 from toolhost_sandbox.readiness import isolation_problem
 from toolhost_sandbox.runner import OUTPUT_LIMIT, Completed, run_sandboxed
@@ -132,6 +132,8 @@ def run_command(settings: Settings, context: ToolExecutionContext, command: str,
     try:
         bwrap = find_bwrap(settings)
         limits = limits_for_call(settings)
+    except SandboxesBusy as exc:
+        raise ToolFailure(SANDBOX_BUSY, detail={"problem": exc.reason}, retryable=True) from None
     except (IsolationUnavailable, LimitsUnavailable) as exc:
         raise _unavailable(exc.reason) from None
     try:

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 
 from toolhost import Settings
 
-__all__ = ["DEFAULT_UIDS", "UIDS_SETTING", "SandboxUser", "UserUnavailable", "drop_argv", "lease",
-           "uid_range"]
+__all__ = ["DEFAULT_UIDS", "UIDS_SETTING", "SandboxUser", "UidsInUse", "UserUnavailable",
+           "drop_argv", "lease", "uid_range"]
 
 #: The range of uids (and equal gids) the sandbox may run under, ``FIRST-LAST`` or one number.
 UIDS_SETTING = "TOOLHOST_SANDBOX_UIDS"
@@ -90,6 +90,10 @@ class UserUnavailable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class UidsInUse(UserUnavailable):
+    """Every uid of the range is leased by another call or runs something: for now."""
 
 
 class _MountAttr(ctypes.Structure):
@@ -393,5 +397,4 @@ def lease(uids: range) -> SandboxUser:
             return SandboxUser(uid, held)
     finally:
         os.close(dir_fd)
-    raise UserUnavailable(f"all {len(uids)} sandbox uids ({UIDS_SETTING}) are in use by other "
-                          "calls")
+    raise UidsInUse(f"all {len(uids)} sandbox uids ({UIDS_SETTING}) are in use by other calls")
