@@ -169,12 +169,70 @@ def test_the_sandbox_keeps_no_id_group_or_capability_of_the_host(
             assert status["Gid"].split() == [str(DROPPED)] * 4
             assert status["Groups"] == ""
             assert int(status["CapEff"], 16) == int(status["CapPrm"], 16) == 0
-            assert int(status["CapAmb"], 16) == 0
+            assert int(status["CapAmb"], 16) == int(status["CapInh"], 16) == 0
+            # Python starts with SIGPIPE and SIGXFSZ ignored and an exec keeps that: the
+            # command gets them as any process does (a review found the Python dropper's).
+            assert int(status["SigIgn"], 16) & _IGNORED_BY_PYTHON == 0
     finally:
         os.setgroups(groups)
         run.cancellation.cancel()
         worker.join(BOUND_S)
     assert not worker.is_alive()
+
+
+_IGNORED_BY_PYTHON = 1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)
+#: Run by the test below as root in a private mount namespace whose /etc/passwd and /etc/group
+#: name an account and a group ``NUMBER`` (uid and gid 0): the ids the dropped process has.
+_DROPPED_IDS = (
+    "import subprocess, sys\n"
+    "from toolhost_sandbox import sandbox_user\n"
+    "user = sandbox_user.lease(range(int(sys.argv[1]), int(sys.argv[1]) + 1))\n"
+    "argv = sandbox_user.drop_argv(\n"
+    "    user, ['/bin/sh', '-c', 'grep -E \"^(Uid|Gid):\" /proc/self/status'])\n"
+    "print(argv[0].rsplit('/', 1)[-1]); sys.stdout.flush()\n"
+    "subprocess.run(argv, check=True)\n"
+    "user.release()\n")
+
+
+@pytest.mark.parametrize("dropper", ["setpriv", "python"])
+def test_a_user_named_like_the_sandbox_uid_is_not_whose_ids_it_gets(
+        tmp_path: Path, dropper: str) -> None:
+    # A review: setpriv reads --reuid=N as a user name first, so an account named N (numeric
+    # logins from a directory service) had the command run as that account's uid: root's.
+    if shutil.which("unshare") is None:
+        pytest.fail("no unshare(1) (util-linux) to make a private mount namespace")
+    passwd, group = tmp_path / "passwd", tmp_path / "group"
+    passwd.write_text(Path("/etc/passwd").read_text() + f"{DROPPED}:x:0:0::/root:/bin/sh\n")
+    group.write_text(Path("/etc/group").read_text() + f"{DROPPED}:x:0:\n")
+    script = _DROPPED_IDS if dropper == "setpriv" else _DROPPED_IDS.replace(
+        "from toolhost_sandbox import sandbox_user\n",
+        "from toolhost_sandbox import sandbox_user\nsandbox_user._setpriv = lambda: None\n")
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group && shift 2 && exec "$@"',
+         "sh", str(passwd), str(group), sys.executable, "-c", script, str(DROPPED)],
+        capture_output=True, text=True, timeout=BOUND_S, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # The name resolves, so even where setpriv exists the Python dropper is used.
+    assert lines[0].startswith("python")
+    assert [line.split()[1:] for line in lines[1:]] == [[str(DROPPED)] * 4] * 2
+
+
+def test_a_setpriv_that_is_not_util_linuxs_is_not_used(tmp_path: Path) -> None:
+    # BusyBox's setpriv applet has no --reuid: every call would fail where Python works.
+    if shutil.which("unshare") is None:
+        pytest.fail("no unshare(1) (util-linux) to make a private mount namespace")
+    fake = tmp_path / "setpriv"
+    fake.write_text("#!/bin/sh\necho 'BusyBox v1.36.1 multi-call binary.'\n")
+    fake.chmod(0o755)
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount --bind "$1" /usr/bin/setpriv && shift && exec "$@"', "sh", str(fake),
+         sys.executable, "-c", "from toolhost_sandbox import sandbox_user\n"
+                               "print(sandbox_user._setpriv())\n"],
+        capture_output=True, text=True, timeout=BOUND_S, check=False)
+    assert (done.returncode, done.stdout) == (0, "None\n"), done.stderr
 
 
 def test_the_process_limit_holds_under_the_sandbox_uid(

@@ -74,8 +74,12 @@ _LONGEST_PAUSE_S = 0.1
 _MOST_SCANS = 100
 #: Drops to argv[1] (uid and gid) with no supplementary groups, then execs argv[2:]; the fds
 #: the launcher was given stay open (inheritable), nothing else is done between.
-_DROP = ("import os, sys\n"
+_DROP = ("import os, signal, sys\n"
          "i = int(sys.argv[1]); os.setgroups([]); os.setresgid(i, i, i); os.setresuid(i, i, i)\n"
+         # Python starts with these two ignored, and an exec keeps what is ignored: the
+         # command gets them as any process does (as setpriv and the unprivileged path leave).
+         "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+         "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
          "os.execv(sys.argv[2], sys.argv[2:])\n")
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: The helper that holds a fresh user namespace open while its id maps are written.
@@ -332,10 +336,23 @@ def drop_argv(user: SandboxUser, argv: list[str]) -> list[str]:
     has one root's alone (~2 ms), else this interpreter, isolated (``-I -S``: ~12 ms a call,
     D322). Either way: no supplementary groups, real, effective and saved ids the sandbox's."""
     setpriv = _setpriv()
-    if setpriv is not None:
+    if setpriv is not None and not _names_an_account(user.uid):
         return [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--",
                 *argv]
     return [sys.executable, "-I", "-S", "-c", _DROP, str(user.uid), *argv]
+
+
+def _names_an_account(number: int) -> bool:
+    """Whether a user or a group is *named* ``number``: setpriv takes ``--reuid``/``--regid``
+    as a name first, so it would drop to that account's id (root's, for a line
+    ``1879048232:x:0:0``) instead of the number's (a review found it)."""
+    for lookup in (pwd.getpwnam, grp.getgrnam):
+        try:
+            lookup(str(number))
+        except KeyError:
+            continue
+        return True
+    return False
 
 
 #: Where ``setpriv`` is looked for: the system's own directories, never the host's PATH (it
@@ -345,17 +362,26 @@ _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
 
 @functools.cache
 def _setpriv() -> str | None:
-    """The system's ``setpriv``, if it is a regular file root owns and nobody else may write
-    (as is every directory above it); None otherwise."""
+    """The system's ``setpriv``, if it is util-linux's (BusyBox's has no ``--reuid``) and a
+    regular file root owns and nobody else may write, as is every directory above it; None
+    otherwise (the Python dropper then)."""
     found = shutil.which("setpriv", path=_SYSTEM_BIN)
     if found is None:
         return None
-    path = os.path.realpath(found)
-    for place in (path, *_parents(path)):
-        info = os.stat(place)
-        if info.st_uid != 0 or info.st_mode & 0o022:
+    try:
+        real = os.path.realpath(found)
+        for place in (real, *_parents(real), *_parents(found)):
+            info = os.stat(place)
+            if info.st_uid != 0 or info.st_mode & 0o022:
+                return None
+        if not stat.S_ISREG(os.stat(real).st_mode):
             return None
-    return path if stat.S_ISREG(os.stat(path).st_mode) else None
+        # The path found, not the real one: a multi-call binary tells its applets by argv[0].
+        version = subprocess.run([found, "--version"], capture_output=True, env={}, timeout=10,
+                                 check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if version.returncode == 0 and b"util-linux" in version.stdout else None
 
 
 def _parents(path: str) -> list[str]:
