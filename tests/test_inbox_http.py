@@ -182,6 +182,36 @@ def test_a_login_needs_a_valid_token_from_a_page_and_ends_with_the_token(tmp_pat
     run(journey)
 
 
+def test_a_logout_ends_every_copy_of_the_login_on_every_host_of_the_record(
+    tmp_path: Path,
+) -> None:
+    # Regression (D324): a logout cleared the browser's cookie only, and a copy of it (a
+    # shared machine, a proxy's log) stayed a login for up to 8 hours. The second server is
+    # another host of the same record (the same data directory and inbox secret).
+    people = inbox_deployment(tmp_path, TOOLHOST_HTTP_UI_SECRET="one-secret-for-both-hosts")
+
+    async def journey() -> None:
+        async with people.http_server() as url, people.http_server() as other_url:
+            base, other = url.removesuffix("/mcp"), other_url.removesuffix("/mcp")
+            with closing(_login(base, ADA_INBOX)) as browser, \
+                    closing(httpx.Client(base_url=other, timeout=30)) as thief:
+                page = browser.get("/ui/")
+                assert page.status_code == 200
+                thief.cookies.set("toolhost_inbox", browser.cookies["toolhost_inbox"],
+                                  path="/ui")
+                assert thief.get("/ui/").status_code == 200  # the copy works, until...
+                out = browser.post("/ui/logout", data={"csrf": _csrf(page.text)})
+                assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+                assert thief.get("/ui/").headers.get("location") == "/ui/login"
+                assert thief.post("/ui/logout", data={"csrf": _csrf(page.text)}
+                                  ).status_code == 401
+                # Logging in again is a new login, which works.
+                with closing(_login(base, ADA_INBOX)) as again:
+                    assert again.get("/ui/").status_code == 200
+
+    run(journey)
+
+
 def test_without_authentication_there_is_no_inbox(tmp_path: Path) -> None:
     people = inbox_deployment(tmp_path)
     del people.settings["TOOLHOST_HTTP_TOKENS_FILE"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from toolhost._pipeline.tracing import step as trace_step
     from toolhost._ports.artifacts import ArtifactStore, DamagedArtifact
     from toolhost._ports.invocations import InvocationStore
+    from toolhost._ports.logins import EndedLogins
     from toolhost._ports.routes import RouteTable
     from toolhost._registration.discovery import (
         PluginError,
@@ -119,6 +120,7 @@ __all__ = [
     "ArtifactStoreUnavailable",
     "CancellationEvent",
     "DamagedArtifact",
+    "EndedLogins",
     "Host",
     "HostAddress",
     "InvocationNotFound",
@@ -836,6 +838,13 @@ class Host:
         return self.pipeline.artifacts
 
     @property
+    def ended_logins(self) -> EndedLogins | None:
+        """The record's logins of the approvals inbox logged out of, where its store keeps
+        them (D324); None: a store without the optional port."""
+        store = self.pipeline.invocations
+        return cast("EndedLogins", store) if hasattr(store, "login_ended") else None
+
+    @property
     def telemetry(self) -> Telemetry | None:
         """The pipeline's spans and metrics, or None when neither is configured."""
         return self.pipeline.telemetry
@@ -1344,6 +1353,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     **{name: ("toolhost._ports.artifacts", name) for name in (
         "ArtifactStore", "DamagedArtifact")},
     "InvocationStore": ("toolhost._ports.invocations", "InvocationStore"),
+    "EndedLogins": ("toolhost._ports.logins", "EndedLogins"),
     "RouteTable": ("toolhost._ports.routes", "RouteTable"),
     **{name: ("toolhost._registration.discovery", name) for name in (
         "PluginError", "PluginSource", "installed_distributions")},

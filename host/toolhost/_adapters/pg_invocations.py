@@ -157,6 +157,11 @@ MIGRATIONS: Sequence[tuple[str, int, Step]] = (
         """,
     ),
     ("invocations", 4, lambda conn: _relay_rows(conn)),
+    # The approvals inbox's logins ended before they expire (toolhost._ports.logins, D324).
+    ("invocations", 5, """
+        CREATE TABLE ended_logins (nonce TEXT COLLATE "C" PRIMARY KEY,
+                                   expires DOUBLE PRECISION NOT NULL)
+        """),
 )
 
 #: Held (per transaction) while migrating, so hosts starting together migrate one at a time:
@@ -829,6 +834,18 @@ class PostgresInvocationStore:
             row = conn.execute("SELECT count(*) FROM tool_invocations").fetchone()
         assert row is not None
         return int(row[0])
+
+    def end_login(self, nonce: str, expires: float, now: float) -> None:
+        with self._connection() as conn:
+            conn.execute("DELETE FROM ended_logins WHERE expires < %s", (now,))
+            conn.execute("INSERT INTO ended_logins (nonce, expires) VALUES (%s, %s) "
+                         "ON CONFLICT (nonce) DO NOTHING", (nonce, expires))
+
+    def login_ended(self, nonce: str) -> bool:
+        with self._connection() as conn:
+            row = conn.execute("SELECT 1 FROM ended_logins WHERE nonce = %s", (nonce,)
+                               ).fetchone()
+        return row is not None
 
     def owner(self) -> Mapping[str, Any]:
         # A row is about to name this process: its lease must be held (or being taken again).

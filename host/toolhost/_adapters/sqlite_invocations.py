@@ -170,6 +170,9 @@ MIGRATIONS: Sequence[Migration] = (
     # The rows already written, laid out so: a record of repeated large reads shrinks to one
     # copy of each (its freed pages are reused; VACUUM returns them to the disk).
     Migration("invocations", 7, "", rewrite=lambda conn: _relay_rows(conn)),
+    # The approvals inbox's logins ended before they expire (toolhost._ports.logins, D324).
+    Migration("invocations", 8,
+              "CREATE TABLE ended_logins (nonce TEXT PRIMARY KEY, expires REAL NOT NULL)"),
 )
 
 # The names tests and bench/bench_record.py read the schema by.
@@ -442,6 +445,18 @@ class SQLiteInvocationStore:
     def count(self) -> int:
         with self._lock:
             return int(self._live().execute("SELECT COUNT(*) FROM tool_invocations").fetchone()[0])
+
+    def end_login(self, nonce: str, expires: float, now: float) -> None:
+        with self._lock:
+            conn = self._live()
+            conn.execute("DELETE FROM ended_logins WHERE expires < ?", (now,))
+            conn.execute("INSERT OR REPLACE INTO ended_logins (nonce, expires) VALUES (?, ?)",
+                         (nonce, expires))
+
+    def login_ended(self, nonce: str) -> bool:
+        with self._lock:
+            return self._live().execute(
+                "SELECT 1 FROM ended_logins WHERE nonce = ?", (nonce,)).fetchone() is not None
 
     def owner(self) -> Mapping[str, Any]:
         return this_process()

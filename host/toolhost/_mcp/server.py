@@ -405,7 +405,7 @@ def _inbox(host: Host, http: HttpConfig, front: Any) -> Any:
     secret = (configured.encode("utf-8") if configured
               else bytes.fromhex(host.new_id() + host.new_id()))
     logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp(),
-                    host.new_id)
+                    host.new_id, ended=host.ended_logins)
     return Inbox(host, logins, front.verify, admit=front.call_slot,
                  body_timeout_s=http.policy.body_timeout_s, oauth=http.inbox_oauth,
                  public_https=any((host.settings.get(name) or "").strip().startswith(

@@ -373,6 +373,22 @@ class InvocationStoreContract(ClosesItsStores):
         assert owner == store.owner() and owner == dict(owner)
         assert store.owner_state(owner) is OwnerState.ALIVE
 
+    def test_an_ended_login_is_refused_until_it_expires(self, tmp_path: Path) -> None:
+        # The optional EndedLogins port (toolhost._ports.logins): a store that has it keeps
+        # each ended login until its cookie's expiry, and forgets the expired ones.
+        store: Any = self.make_store(tmp_path)
+        if not hasattr(store, "end_login"):
+            pytest.skip("no end_login(): optional (EndedLogins); without it the inbox's "
+                        "logins stay stateless")
+        assert not store.login_ended("n1")
+        store.end_login("n1", 2000.0, now=1000.0)
+        store.end_login("n1", 2000.0, now=1000.0)  # a second logout of the same login
+        store.end_login("n2", 1500.0, now=1000.0)
+        assert store.login_ended("n1") and store.login_ended("n2")
+        assert not store.login_ended("n3")
+        store.end_login("n3", 3000.0, now=1600.0)  # n2 expired: forgotten
+        assert [store.login_ended(n) for n in ("n1", "n2", "n3")] == [True, False, True]
+
     def test_a_row_without_an_owner_has_none_alive(self, tmp_path: Path) -> None:
         assert self.make_store(tmp_path).owner_state(None) is OwnerState.GONE
 

@@ -160,8 +160,9 @@ class Inbox:
             else:
                 await self._end_flow(scope, send, self._oauth)
             return
+        # A cookie's login may ask the record whether it was logged out of: off the loop.
         login = (Login(caller.principal) if caller is not None
-                 else self._logins.read(_cookie(scope, COOKIE)))
+                 else await anyio.to_thread.run_sync(self._logins.read, _cookie(scope, COOKIE)))
         if login is None:
             if method == "GET":
                 await _redirect(send, "/ui/login")
@@ -321,6 +322,7 @@ class Inbox:
 
     async def _post(self, path: str, login: Login, form: dict[str, str], send: Send) -> None:
         if path == "/ui/logout":
+            await anyio.to_thread.run_sync(self._logins.end, login)
             await _redirect(send, "/ui/login", cookie=_clear_cookie())
             return
         found = _CALL.match(path)

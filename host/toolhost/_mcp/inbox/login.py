@@ -3,9 +3,10 @@
 A person logs in with a token of theirs (a static token, or one of the issuer's; to decide,
 one with ``approvals.decide``, which the token their MCP client holds never has); the cookie
 then carries who they are, how they authenticated, until when, and a
-random nonce, signed with HMAC-SHA256 under the host's inbox secret. Nothing is stored on the
-host, so a login made on one host of a record is good on every host that shares the secret
-(``TOOLHOST_HTTP_UI_SECRET``). A token-file login is looked up in the file again at each
+random nonce, signed with HMAC-SHA256 under the host's inbox secret. Nothing is stored for a
+login, so a login made on one host of a record is good on every host that shares the secret
+(``TOOLHOST_HTTP_UI_SECRET``); a logout is stored, with the record, so the logged-out cookie
+(and any copy of it) is refused by every host of the record (D324). A token-file login is looked up in the file again at each
 request (by the token's SHA-256, which the cookie holds and the file stores): a token revoked
 or given other scopes ends or changes its logins at once. An issuer's login lasts at most as
 long as its token did.
@@ -22,12 +23,15 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from toolhost import Principal
 from toolhost._mcp.http_auth import Caller, TokenFile, token_digest
+
+if TYPE_CHECKING:
+    from toolhost._composition import EndedLogins
 
 __all__ = ["ADMIN_SCOPE", "DECIDE_SCOPE", "FLOW_S", "LOGIN_S", "Login", "Logins",
            "code_challenge"]
@@ -53,6 +57,8 @@ class Login:
     #: The login's nonce (a cookie's); None for a request that sent a bearer token, which
     #: needs no CSRF token: a browser never sends one on its own.
     nonce: str | None = None
+    #: When the cookie expires (seconds since the epoch); None for a bearer token.
+    expires: float | None = None
 
     @property
     def admin(self) -> bool:
@@ -80,10 +86,14 @@ class Logins:
     """Issues and reads login cookies."""
 
     def __init__(self, secret: bytes, tokens: TokenFile | None,
-                 now: Callable[[], float], new_nonce: Callable[[], str]) -> None:
+                 now: Callable[[], float], new_nonce: Callable[[], str],
+                 ended: EndedLogins | None = None) -> None:
         self._secret = secret
         self._tokens = tokens
         self._now = now
+        #: The logins logged out of, kept with the record (D324); None: logging out clears
+        #: the browser's cookie only.
+        self._ended = ended
         #: Random ids come from the composition root (the system clock adapter), the one
         #: place that reads ambient state.
         self._new_nonce = new_nonce
@@ -114,12 +124,21 @@ class Logins:
             nonce, digest = str(payload["n"]), payload["d"]
         except (KeyError, TypeError):  # not what issue wrote
             return None
+        if self._ended is not None and self._ended.login_ended(nonce):
+            return None  # logged out of: a copy of the cookie is no login either
+        expires = float(payload["e"])
         if digest is not None:
             held = self._tokens.holder_of(str(digest)) if self._tokens is not None else None
             if held is None or held.principal.id != principal:
                 return None
-            return Login(held.principal, nonce)
-        return Login(Principal(principal, scopes), nonce)
+            return Login(held.principal, nonce, expires)
+        return Login(Principal(principal, scopes), nonce, expires)
+
+    def end(self, login: Login) -> None:
+        """Log ``login`` out: its cookie, wherever it is copied, is refused from now on, on
+        every host of the record (where the record keeps ended logins)."""
+        if self._ended is not None and login.nonce is not None and login.expires is not None:
+            self._ended.end_login(login.nonce, login.expires, self._now())
 
     def flow(self) -> tuple[str, str, str]:
         """A new login through the issuer: its ``state``, its PKCE ``code_verifier`` (64 hex
