@@ -5,12 +5,16 @@ tests/test_inbox_browser.py."""
 from __future__ import annotations
 
 import re
+import socket
+import sqlite3
 import ssl
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -208,6 +212,71 @@ def test_a_logout_ends_every_copy_of_the_login_on_every_host_of_the_record(
                 # Logging in again is a new login, which works.
                 with closing(_login(base, ADA_INBOX)) as again:
                     assert again.get("/ui/").status_code == 200
+
+    run(journey)
+
+
+def _post_all_but_the_last_byte(base: str, path: str, cookie: str,
+                                body: bytes) -> socket.socket:
+    """A form POST whose headers and body, all but its last byte, are sent: the server has
+    read the login and waits for the form."""
+    parsed = urllib.parse.urlsplit(base)
+    sock = socket.create_connection((parsed.hostname, parsed.port))
+    sock.sendall((f"POST {path} HTTP/1.1\r\nHost: {parsed.netloc}\r\n"
+                  f"Cookie: toolhost_inbox={cookie}\r\n"
+                  "Content-Type: application/x-www-form-urlencoded\r\n"
+                  f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                  ).encode() + body[:-1])
+    return sock
+
+
+def test_a_decision_under_way_at_the_logout_is_not_made(tmp_path: Path) -> None:
+    # A review: a copy of the cookie began an approval and held its form's last byte; the
+    # owner logged out; the held request, finished, approved (the login was read before).
+    people = inbox_deployment(tmp_path, TOOLHOST_MCP_ELICITATION="off")
+
+    async def journey() -> None:
+        async with ada_served(people) as (base, ada):
+            call = await pend(ada)
+            with closing(_login(base, ADA_INBOX)) as browser:
+                page = browser.get("/ui/")
+                csrf, cookie = _csrf(page.text), browser.cookies["toolhost_inbox"]
+                body = urllib.parse.urlencode({"csrf": csrf}).encode()
+                held = _post_all_but_the_last_byte(base, f"/ui/calls/{call}/approve", cookie,
+                                                   body)
+                with closing(held):
+                    await anyio.sleep(0.5)  # its login is read; its form awaited
+                    assert browser.post("/ui/logout", data={"csrf": csrf}).status_code == 303
+                    held.sendall(body[-1:])
+                    answer = await anyio.to_thread.run_sync(lambda: held.recv(65536))
+                assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+            assert _row(people, call)["state"] == "awaiting_approval"
+
+    run(journey)
+
+
+def test_a_logout_the_record_cannot_keep_still_logs_the_browser_out(tmp_path: Path) -> None:
+    # A review: the record away, a logout was a bare 500 with a traceback and the browser
+    # stayed logged in; a page was a 500 too. The record fails here for real: the table the
+    # logouts go to is gone.
+    people = inbox_deployment(tmp_path)
+
+    async def journey() -> None:
+        async with people.http_server() as url:
+            base = url.removesuffix("/mcp")
+            with closing(_login(base, ADA_INBOX)) as browser:
+                csrf = _csrf(browser.get("/ui/").text)
+                with closing(sqlite3.connect(people.data_dir / "toolhost.sqlite3")) as db:
+                    db.execute("DROP TABLE ended_logins")
+                    db.commit()
+                page = browser.get("/ui/")
+                assert (page.status_code, page.text) == (
+                    503, "The record did not answer; try again in a moment.\n")
+                out = browser.post("/ui/logout", data={"csrf": csrf})
+                assert out.status_code == 503 and out.text.startswith(
+                    "You are logged out in this browser, but the record did not answer")
+                assert "toolhost_inbox=;" in out.headers["set-cookie"]
+                assert "toolhost_inbox" not in browser.cookies
 
     run(journey)
 

@@ -473,8 +473,8 @@ def test_failure_detail_goes_to_logs_never_to_the_model(host: Host, json_logs: A
 def test_the_schema_holds_only_the_stores_tables(host: Host, closes: Closes) -> None:
     host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
     conn = closes(connect(host.data_dir / DATABASE_NAME))
-    assert table_names(conn) == ["artifacts", "schema_migrations", "tool_invocations",
-                                 "tool_outputs"]
+    assert table_names(conn) == ["artifacts", "ended_logins", "schema_migrations",
+                                 "tool_invocations", "tool_outputs"]
     assert fixture_tools.PLUGIN is PLUGIN
 
 

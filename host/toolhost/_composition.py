@@ -842,7 +842,8 @@ class Host:
         """The record's logins of the approvals inbox logged out of, where its store keeps
         them (D324); None: a store without the optional port."""
         store = self.pipeline.invocations
-        return cast("EndedLogins", store) if hasattr(store, "login_ended") else None
+        kept = hasattr(store, "end_login") and hasattr(store, "login_ended")
+        return cast("EndedLogins", store) if kept else None
 
     @property
     def telemetry(self) -> Telemetry | None:

@@ -160,7 +160,8 @@ MIGRATIONS: Sequence[tuple[str, int, Step]] = (
     # The approvals inbox's logins ended before they expire (toolhost._ports.logins, D324).
     ("invocations", 5, """
         CREATE TABLE ended_logins (nonce TEXT COLLATE "C" PRIMARY KEY,
-                                   expires DOUBLE PRECISION NOT NULL)
+                                   expires DOUBLE PRECISION NOT NULL);
+        CREATE INDEX ended_logins_expires ON ended_logins (expires)
         """),
 )
 

@@ -171,8 +171,10 @@ MIGRATIONS: Sequence[Migration] = (
     # copy of each (its freed pages are reused; VACUUM returns them to the disk).
     Migration("invocations", 7, "", rewrite=lambda conn: _relay_rows(conn)),
     # The approvals inbox's logins ended before they expire (toolhost._ports.logins, D324).
-    Migration("invocations", 8,
-              "CREATE TABLE ended_logins (nonce TEXT PRIMARY KEY, expires REAL NOT NULL)"),
+    Migration("invocations", 8, """
+        CREATE TABLE ended_logins (nonce TEXT PRIMARY KEY, expires REAL NOT NULL);
+        CREATE INDEX ended_logins_expires ON ended_logins (expires)
+        """),
 )
 
 # The names tests and bench/bench_record.py read the schema by.

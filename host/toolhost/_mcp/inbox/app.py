@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import functools
 import importlib.resources
 import json
@@ -38,7 +39,7 @@ import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio.to_thread
 
@@ -104,6 +105,20 @@ _NO_EXPIRY: Final = ("That token does not say when it expires, so it cannot make
                      "here; use one that does.")
 #: A file's answer: never rendered in the inbox's origin, whatever it holds.
 _FILE_CSP: Final = "default-src 'none'; sandbox"
+_LOGOUT_NOT_KEPT: Final = ("You are logged out in this browser, but the record did not answer: "
+                           "a copy of this login stays valid until it expires. Log in and out "
+                           "again later to end it everywhere.\n")
+_A = TypeVar("_A")
+_R = TypeVar("_R")
+
+
+class _Unanswered(enum.Enum):
+    """The record did not answer a question about a login (the request was refused)."""
+
+    UNANSWERED = enum.auto()
+
+
+_UNANSWERED: Final = _Unanswered.UNANSWERED
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Verify = Callable[[str], Awaitable[Caller | None]]
@@ -160,9 +175,16 @@ class Inbox:
             else:
                 await self._end_flow(scope, send, self._oauth)
             return
-        # A cookie's login may ask the record whether it was logged out of: off the loop.
-        login = (Login(caller.principal) if caller is not None
-                 else await anyio.to_thread.run_sync(self._logins.read, _cookie(scope, COOKIE)))
+        if caller is not None:
+            login: Login | None = Login(caller.principal)
+        else:
+            # A cookie's login asks the record whether it was logged out of (D324).
+            read = await self._asking_the_record(
+                send, self._logins.read, _cookie(scope, COOKIE),
+                logging_out=method == "POST" and path == "/ui/logout")
+            if read is _UNANSWERED:
+                return
+            login = read
         if login is None:
             if method == "GET":
                 await _redirect(send, "/ui/login")
@@ -177,6 +199,14 @@ class Inbox:
                 self._log.info("http.inbox.refused", reason="csrf")
                 await _plain(send, 403, "The form is stale or did not come from this page. "
                                         "Reload and try again.\n")
+                return
+            # Logged out of while its form was arriving (a sender decides how slowly): asked
+            # again, so a decision never outlives the logout.
+            current = await self._asking_the_record(send, self._logins.current, login)
+            if current is _UNANSWERED:
+                return
+            if not current:
+                await _plain(send, 401, "Log in first.\n")
                 return
             await self._post(path, login, form, send)
             return
@@ -318,11 +348,31 @@ class Inbox:
         except (ArtifactCorrupted, ArtifactNotFound):
             raise ArtifactUnavailable(artifact_id, "corrupted") from None
 
+    async def _asking_the_record(self, send: Send, ask: Callable[[_A], _R], arg: _A, *,
+                                 logging_out: bool = False) -> _R | _Unanswered:
+        """``ask(arg)`` off the loop (it reads the record's ended logins); when the record
+        does not answer, a static 503 is sent (the request refused, never let through) and
+        ``_UNANSWERED`` returned. A logout's answer still clears the browser's cookie."""
+        try:
+            return await anyio.to_thread.run_sync(ask, arg)
+        except Exception as exc:
+            self._log.warning("http.inbox.logins_unavailable", error=type(exc).__name__)
+            if logging_out:
+                await _logged_out_here_only(send)
+            else:
+                await _plain(send, 503, "The record did not answer; try again in a moment.\n")
+            return _UNANSWERED
+
     # ------------------------------------------------------------------ deciding
 
     async def _post(self, path: str, login: Login, form: dict[str, str], send: Send) -> None:
         if path == "/ui/logout":
-            await anyio.to_thread.run_sync(self._logins.end, login)
+            try:
+                await anyio.to_thread.run_sync(self._logins.end, login)
+            except Exception as exc:  # the record is away: this browser is logged out anyway
+                self._log.warning("http.inbox.logout_not_kept", error=type(exc).__name__)
+                await _logged_out_here_only(send)
+                return
             await _redirect(send, "/ui/login", cookie=_clear_cookie())
             return
         found = _CALL.match(path)
@@ -608,6 +658,11 @@ async def _answer(send: Send, status: int, body: bytes, kind: str, *,
 
 async def _html(send: Send, status: int, page: str) -> None:
     await _answer(send, status, page.encode("utf-8"), _HTML)
+
+
+async def _logged_out_here_only(send: Send) -> None:
+    await _answer(send, 503, _LOGOUT_NOT_KEPT.encode(), "text/plain; charset=utf-8",
+                  extra=[(b"set-cookie", _clear_cookie().encode())])
 
 
 async def _plain(send: Send, status: int, words: str) -> None:

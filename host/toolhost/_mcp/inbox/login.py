@@ -38,6 +38,9 @@ __all__ = ["ADMIN_SCOPE", "DECIDE_SCOPE", "FLOW_S", "LOGIN_S", "Login", "Logins"
 
 #: How long a browser login lasts.
 LOGIN_S: Final = 8 * 3600
+#: How far apart the clocks of a record's hosts may be for a logout to hold on each of them
+#: until the login expires on its own (D324).
+CLOCK_SKEW_S: Final = 3600
 #: How long a login through the issuer may take, from the inbox to the issuer and back.
 FLOW_S: Final = 600
 #: The scope that shows and decides every principal's waiting calls, not only one's own.
@@ -138,7 +141,15 @@ class Logins:
         """Log ``login`` out: its cookie, wherever it is copied, is refused from now on, on
         every host of the record (where the record keeps ended logins)."""
         if self._ended is not None and login.nonce is not None and login.expires is not None:
-            self._ended.end_login(login.nonce, login.expires, self._now())
+            # Forgotten an hour after its expiry, not at it: a host whose clock runs behind
+            # this one's still takes the cookie until its own clock says it expired.
+            self._ended.end_login(login.nonce, login.expires, self._now() - CLOCK_SKEW_S)
+
+    def current(self, login: Login) -> bool:
+        """Whether ``login`` was not logged out of since it was read (asked again before a
+        decision, whose form may have taken its sender's time to arrive)."""
+        return (self._ended is None or login.nonce is None
+                or not self._ended.login_ended(login.nonce))
 
     def flow(self) -> tuple[str, str, str]:
         """A new login through the issuer: its ``state``, its PKCE ``code_verifier`` (64 hex
