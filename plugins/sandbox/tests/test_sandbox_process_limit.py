@@ -256,12 +256,20 @@ def test_a_fork_bomb_under_the_sandbox_uid_ends_and_leaves_nothing(
     assert _running_as(BOMB) == []
 
 
+@pytest.mark.parametrize("helper", ["unshare", "python"])
 def test_the_workspace_round_trip_under_the_sandbox_uid(
-        no_cgroup: None, toolhost_host: Harness, run: Run, root: Path) -> None:
+        no_cgroup: None, toolhost_host: Harness, run: Run, root: Path, helper: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # The host's tools write as root (atomic writes: mode 0600 files); the command reads and
     # changes them and adds its own; the host reads all of it, and every owner on disk is
     # still the host's. A file the command did not touch keeps its provenance: no owner or
-    # ctime was changed to let the sandbox in.
+    # ctime was changed to let the sandbox in. The idmapped mount's user namespace made by
+    # util-linux's unshare, or by Python where the system has none (D322).
+    monkeypatch.setattr(sandbox_user, "_namespaces", {})  # made again, by this helper
+    if helper == "python":
+        monkeypatch.setattr(sandbox_user, "_util_linux", lambda name: None)
+    made_by = sandbox_user._userns_helper()[0]
+    assert made_by == sys.executable if helper == "python" else made_by.endswith("/unshare")
     run.workspace.write("notes/in.txt", b"from the host\n")
     run.workspace.write("kept.txt", b"untouched\n")
     kept = os.stat(root / "kept.txt")
