@@ -572,8 +572,11 @@ def _export(arguments: Mapping[str, Any], context: ToolExecutionContext) -> Tool
     return ToolOutput(structured={"id": ref.id}, content=ref.id)
 
 
+# A whole minute (make_spec's default is 2 s): the S3 client's first request in a process
+# (botocore loading its service models, moto answering its first PUT) took longer than 2 s on
+# a loaded CI machine, and these tests are about the bucket, not the deadline.
 _PLUGIN = make_plugin(tools=[Tool(make_spec(name="fx.export", input_schema=_IN,
-                                            output_schema=_OUT), call=_export)])
+                                            output_schema=_OUT, timeout_s=60), call=_export)])
 
 
 @pytest.fixture
