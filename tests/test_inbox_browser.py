@@ -220,7 +220,9 @@ def test_no_csrf_token_another_persons_login_and_framing_are_refused(
             _log_in(browser, base, BOB_INBOX)
             assert _call(browser, ada_id) is None
             browser.get(f"{base}/ui/calls/{ada_id}")
-            assert "Not found." in browser.page_source
+            # Waited for, not read at once: a loaded CI run once read the text page before
+            # Chromium had put its words in (an empty <pre>); a wrong page still fails here.
+            _until(browser, lambda d: "Not found." in d.page_source)
             # Nor can he approve it with his own login's CSRF token (from his inbox page).
             browser.get(f"{base}/ui/")
             status = browser.execute_async_script(
