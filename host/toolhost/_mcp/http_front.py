@@ -483,30 +483,25 @@ def _counted(counts: collections.Counter[str], principal: str) -> Iterator[None]
 
 class Opening:
     """An authenticated ``initialize`` on its way to becoming a session: one of its
-    principal's in ``counts`` until the session is open (``SessionEnds`` calls ``became_open``;
-    ``Sessions.open_of`` counts it from then on) or the request is over. Counted once, not
-    twice: between the two the session was both, and a burst at the bound got fewer than
-    the bound's sessions."""
+    principal's in ``counts`` (``_counted``) until the session is open (``SessionEnds`` calls
+    ``became_open``; ``Sessions.open_of`` counts it from then on) or the request is over.
+    Counted once, not twice: between the two the session was both, and a burst at the bound
+    got fewer than the bound's sessions."""
 
     def __init__(self, counts: collections.Counter[str], principal: str) -> None:
         self._counts = counts
         self._principal = principal
-        self._counted = False
+        self._held = contextlib.ExitStack()
 
     def __enter__(self) -> None:
-        self._counts[self._principal] += 1
-        self._counted = True
+        self._held.enter_context(_counted(self._counts, self._principal))
 
     def __exit__(self, *exc_info: object) -> None:
         self.became_open()
 
     def became_open(self) -> None:
         """Stop counting (again: nothing)."""
-        if self._counted:
-            self._counted = False
-            self._counts[self._principal] -= 1
-            if not self._counts[self._principal]:
-                del self._counts[self._principal]
+        self._held.close()
 
 
 def _principal_sessions_reply(frame: Any) -> dict[str, Any]:

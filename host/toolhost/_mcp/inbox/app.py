@@ -350,8 +350,8 @@ class Inbox:
 
     async def _asking_the_record(self, send: Send, ask: Callable[[_A], _R], arg: _A, *,
                                  logging_out: bool = False) -> _R | _Unanswered:
-        """``ask(arg)`` off the loop (it reads the record's ended logins); when the record
-        does not answer, a static 503 is sent (the request refused, never let through) and
+        """``ask(arg)`` off the loop (it reads or writes the record's ended logins); when the
+        record does not answer, a static 503 is sent (the request refused, never let through) and
         ``_UNANSWERED`` returned. A logout's answer still clears the browser's cookie."""
         try:
             return await anyio.to_thread.run_sync(ask, arg)
@@ -367,11 +367,9 @@ class Inbox:
 
     async def _post(self, path: str, login: Login, form: dict[str, str], send: Send) -> None:
         if path == "/ui/logout":
-            try:
-                await anyio.to_thread.run_sync(self._logins.end, login)
-            except Exception as exc:  # the record is away: this browser is logged out anyway
-                self._log.warning("http.inbox.logout_not_kept", error=type(exc).__name__)
-                await _logged_out_here_only(send)
+            # The record away, this browser is logged out anyway (the answer says so).
+            if await self._asking_the_record(send, self._logins.end, login,
+                                             logging_out=True) is _UNANSWERED:
                 return
             await _redirect(send, "/ui/login", cookie=_clear_cookie())
             return

@@ -6,10 +6,10 @@ then carries who they are, how they authenticated, until when, and a
 random nonce, signed with HMAC-SHA256 under the host's inbox secret. Nothing is stored for a
 login, so a login made on one host of a record is good on every host that shares the secret
 (``TOOLHOST_HTTP_UI_SECRET``); a logout is stored, with the record, so the logged-out cookie
-(and any copy of it) is refused by every host of the record (D324). A token-file login is looked up in the file again at each
-request (by the token's SHA-256, which the cookie holds and the file stores): a token revoked
-or given other scopes ends or changes its logins at once. An issuer's login lasts at most as
-long as its token did.
+(and any copy of it) is refused by every host of the record (D324). A token-file login is
+looked up in the file again at each request (by the token's SHA-256, which the cookie holds
+and the file stores): a token revoked or given other scopes ends or changes its logins at
+once. An issuer's login lasts at most as long as its token did.
 
 The CSRF token of a login is an HMAC of its nonce under the same secret: a page that can read
 it is one the host served to that login, and it changes with every login.

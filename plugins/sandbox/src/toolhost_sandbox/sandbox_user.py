@@ -1,9 +1,9 @@
 """The sandbox's own unprivileged uid, for a host that runs as root with no pids cgroup.
 
-RLIMIT_NPROC is not enforced for root (see ``limits``), so there the launcher, once its
-limits are set, drops to a dedicated uid and gid (``drop_argv``: util-linux's ``setpriv``
-where the system has one, else Python: setgroups([]), setresgid, setresuid) and execs bwrap, which builds its sandbox with an unprivileged user namespace in
-which RLIMIT_NPROC counts.
+RLIMIT_NPROC is not enforced for root (see ``limits``), so there the launcher, once its limits
+are set, drops to a dedicated uid and gid (``drop_argv``: util-linux's ``setpriv`` where the
+system has one, else Python: setgroups([]), setresgid, setresuid) and execs bwrap, which builds
+its sandbox with an unprivileged user namespace in which RLIMIT_NPROC counts.
 
 Each call leases a uid of its own from ``UIDS_SETTING``'s range, so one call's processes never
 eat another's budget. The lease is an exclusive ``flock`` on ``mount_base()/leases/<uid>`` (a
