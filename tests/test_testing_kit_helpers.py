@@ -19,6 +19,7 @@ import pytest
 from toolhost import Provenance, ProvenancedChunks, Workspace
 from toolhost.testing import (
     ForwardingWorkspace,
+    Harness,
     Host,
     StartTLSServer,
     WatchedChunks,
@@ -44,6 +45,25 @@ def test_a_forwarding_workspace_is_the_real_one_in_every_member_of_the_port(
         assert wrapped.provenance("d/a.md") is Provenance.TOOL_WRITTEN
         assert [e.path for e in wrapped.listdir(recursive=True).entries] == ["d", "d/a.md"]
         real.discard()
+
+
+def test_a_harness_ends_the_runs_its_contexts_started(tmp_path: Path) -> None:
+    # A context's run is never handed to the test, so the harness ends it: left live, its
+    # workspace (a mounted filesystem where the host sizes workspaces: this root machine)
+    # outlived the process in the test's data directory.
+    with Harness.over({}, data_dir=tmp_path / "data") as harness:
+        context = harness.context()
+        root = Path(context.workspace.root)
+        context.workspace.write("a.txt", b"written")
+        assert root.is_dir()
+        kept = harness.start_run()  # the test's own run: still live after close
+        kept_root = Path(harness.context(run=kept).workspace.root)
+        kept_root.joinpath("b.txt").write_bytes(b"kept")
+    assert not root.exists() and not os.path.ismount(root)
+    assert kept_root.joinpath("b.txt").read_bytes() == b"kept"
+    with Harness.over({}, data_dir=tmp_path / "data") as harness:
+        harness.end_run(kept)
+    assert not kept_root.exists()
 
 
 def test_watched_chunks_keep_the_reads_provenance_and_say_when_each_chunk_is_used(

@@ -215,6 +215,10 @@ class Harness:
 
     def __init__(self, host: Host) -> None:
         self.host = host
+        # The runs ``context`` started for a caller who never sees them, ended at ``close``:
+        # a run that is never ended keeps its workspace (a mounted filesystem on a host that
+        # sizes workspaces) after the process, in a data directory the test gave.
+        self._own_runs: list[Run] = []
 
     @classmethod
     def over(
@@ -314,7 +318,9 @@ class Harness:
         """A context for calling a tool body directly, bound to ``run`` (default: a fresh run
         with a fresh workspace): its workspace, its run-bound artifact writer, a deadline
         ``timeout_s`` from now, and a cancellation of its own (or ``cancellation``)."""
-        run = run if run is not None else self.start_run()
+        if run is None:
+            run = self.start_run()
+            self._own_runs.append(run)
         return self.host.pipeline.context_for(
             run, deadline=self.host.deadline_in(timeout_s),
             cancellation=cancellation if cancellation is not None else CancellationEvent(),
@@ -340,6 +346,12 @@ class Harness:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
+        """End the runs ``context`` started, then close the host. A run the test started
+        (``start_run``) is the test's to end: one left paused is still live for the next
+        harness over the same data directory, as a paused run is for the next process."""
+        runs, self._own_runs = self._own_runs, []
+        for run in runs:
+            self.host.release_run(run)
         self.host.close()
 
     def __enter__(self) -> Harness:
