@@ -15,7 +15,7 @@ import pytest
 from conftest import CLOSED_IN, make_plugin, make_spec, make_tool
 
 from toolhost._composition import Host, load_host
-from toolhost._model.settings import Settings
+from toolhost._model.settings import Settings, StoreUnavailable
 from toolhost._registration import validator_cache
 from toolhost._registration.discovery import PluginSource
 from toolhost._registration.refusals import RegistrationRefused
@@ -65,17 +65,28 @@ def test_a_start_reuses_the_code_and_an_edited_schema_is_generated_afresh(
     assert len(json.loads((tmp_path / "cache" / "validators.json").read_text())) == 3
 
 
-def test_only_check_writes_it_and_every_start_reads_it(
+def test_a_start_writes_it_once_its_stores_open_and_every_start_reads_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A command that is not check writes nothing to the data directory before its stores
-    # open (a start refused over its data directory leaves it as it was), but reads.
+    # open (a start refused over its data directory leaves it as it was), but reads; once they
+    # open (``call``, ``serve``), what it generated is kept for the next start (D325).
     with _load(tmp_path, 3, keep=False) as host:
         assert _accepts(host, "abc")
     assert not (tmp_path / "cache").exists()
-    _load(tmp_path, 3).close()
+    with _load(tmp_path, 3, keep=False) as host:
+        host.open()
+    assert len(json.loads((tmp_path / "cache" / "validators.json").read_text())) == 2
     _no_generation(monkeypatch)
     with _load(tmp_path, 3, keep=False) as host:
+        host.open()
         assert (_accepts(host, "abc"), _accepts(host, "abcd")) == (True, False)
+
+
+def test_a_start_refused_over_its_data_directory_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "toolhost.sqlite3").write_bytes(b"not a database, " * 64)
+    with _load(tmp_path, 3, keep=False) as host, pytest.raises(StoreUnavailable):
+        host.open()
+    assert not (tmp_path / "cache").exists()
 
 
 def test_the_cached_code_is_what_fastjsonschema_generates(tmp_path: Path) -> None:

@@ -252,6 +252,9 @@ class Host:
         self._routes: PostgresRouteTable | None = None
         #: Stores opened before the host was made (``adopt``), for its pipeline.
         self._adopted: Stores | None = None
+        #: The validators' code this start read and generated (``load_host``), written back
+        #: once the stores opened: the data directory is then one the host uses (D325).
+        self._validators_to_keep: ValidatorCache | None = None
         # What is made on first use (the data directory, the pipeline and its stores, each
         # tool's callable) is made once even when several threads, each with its own loop,
         # make their first call at the same moment.
@@ -395,6 +398,9 @@ class Host:
             self._adopted.hand_over() if self._adopted is not None
             else _open_stores(self.settings, self.clock, policy, lambda: self.data_dir))
         self._adopted = None
+        kept, self._validators_to_keep = self._validators_to_keep, None
+        if kept is not None:
+            kept.save()  # never an error: a cache that cannot be written is not written
         return Pipeline(
             registry=self.registry,
             messages=self.messages,
@@ -1143,10 +1149,10 @@ def load_host(
     policy configuration, so a bad plugin or a bad setting refuses the start. The data
     directory is opened when the pipeline is first used (``host.pipeline``), which raises
     ``StoreUnavailable`` for one that cannot be used. The validators' code generated at an
-    earlier ``check`` is read from ``cache/validators.json`` there (keyed by content, as
-    D128's scan); with ``keep_validators`` (``toolhost check``) what is generated now is
-    written back, even when registration refuses. Other commands write nothing before their
-    stores open, so a start refused over its data directory leaves it as it was.
+    earlier start is read from ``cache/validators.json`` there (keyed by content, as D128's
+    scan); with ``keep_validators`` (``toolhost check``) what is generated now is written
+    back, even when registration refuses. Other starts write it back once their stores open
+    (D325), never before, so a start refused over its data directory leaves it as it was.
 
     ``gateway=False`` (a command that runs no tool: ``pending``, ``show``, ``deny``,
     ``artifacts``, ``runs``) leaves toolhost.toml's MCP servers unstarted and their tools out.
@@ -1159,13 +1165,16 @@ def load_host(
     cache = ValidatorCache(settings.data_dir / "cache" / "validators.json")
     try:
         found = discover(settings) if sources is None else sources
-        return Host.from_sources(found, settings=settings, clock=clock,
+        host = Host.from_sources(found, settings=settings, clock=clock,
                                  data_dir=settings.data_dir, policy=policy,
                                  plugin_manager=plugin_manager, validator_cache=cache,
                                  gateway=start_gateway(settings) if gateway else None)
     finally:
         if keep_validators:
             cache.save()
+    if not keep_validators:
+        host._validators_to_keep = cache
+    return host
 
 
 def load_stores(settings: Settings | None = None, *, clock: Clock | None = None) -> Stores:
