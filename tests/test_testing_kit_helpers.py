@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -64,6 +65,36 @@ def test_a_harness_ends_the_runs_its_contexts_started(tmp_path: Path) -> None:
     with Harness.over({}, data_dir=tmp_path / "data") as harness:
         harness.end_run(kept)
     assert not kept_root.exists()
+
+
+def test_a_harness_closes_its_host_when_ending_a_run_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = Harness.over({}, data_dir=tmp_path / "data")
+    roots = [Path(harness.context().workspace.root) for _ in range(2)]
+    release = harness.host.release_run
+    calls: list[str] = []
+
+    def fails_first(run: Any) -> None:
+        calls.append(run.id)
+        if len(calls) == 1:
+            raise OSError("a release that failed")
+        release(run)
+
+    monkeypatch.setattr(harness.host, "release_run", fails_first)
+    with pytest.raises(OSError, match="a release that failed"):
+        harness.close()
+    assert len(calls) == 2 and not roots[1].exists()  # the other run still ended
+    assert harness.host.closed
+
+
+def test_a_harness_whose_host_the_test_closed_leaves_nothing_behind() -> None:
+    harness = Harness.over({})  # its own temporary data directory
+    harness.context()
+    data_dir = harness.host.data_dir
+    harness.host.close()
+    assert not data_dir.exists()
+    harness.close()
+    assert not data_dir.exists()  # not made again to end the context's run
 
 
 def test_watched_chunks_keep_the_reads_provenance_and_say_when_each_chunk_is_used(

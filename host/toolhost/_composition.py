@@ -250,6 +250,7 @@ class Host:
         self._pipeline: Pipeline | None = None
         self._run_workspaces: RunWorkspaces | None = None
         self._routes: PostgresRouteTable | None = None
+        self._closed = False
         #: Stores opened before the host was made (``adopt``), for its pipeline.
         self._adopted: Stores | None = None
         #: The validators' code this start read and generated (``load_host``), written back
@@ -630,7 +631,8 @@ class Host:
     def close(self) -> None:
         """Close the stores' database connections, and remove the data directory if the host
         made it for itself, and the MCP gateway's sessions (their subprocesses, its thread).
-        The host is unusable afterwards."""
+        The host is unusable afterwards (``closed``)."""
+        self._closed = True
         if self.gateway is not None:
             self.gateway.close()
             self.gateway = None
@@ -648,6 +650,11 @@ class Host:
             remove_tree(self._data_dir)
             self._data_dir = None
             self._owns_data_dir = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
 
     def __enter__(self) -> Host:
         return self

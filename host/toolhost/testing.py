@@ -350,9 +350,19 @@ class Harness:
         (``start_run``) is the test's to end: one left paused is still live for the next
         harness over the same data directory, as a paused run is for the next process."""
         runs, self._own_runs = self._own_runs, []
-        for run in runs:
-            self.host.release_run(run)
-        self.host.close()
+        failed: Exception | None = None
+        try:
+            for run in runs:
+                if self.host.closed:
+                    break  # closed by the test: its workspaces went with it
+                try:
+                    self.host.release_run(run)
+                except Exception as exc:  # the other runs, and the host, still close
+                    failed = failed or exc
+        finally:
+            self.host.close()
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> Harness:
         return self
