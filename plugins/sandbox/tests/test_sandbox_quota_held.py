@@ -24,7 +24,10 @@ QUOTA = 64 * MiB
 #: the host's own rows (the invocation's, in SQLite), stated in D265 as well under 1 MiB
 #: and 1 MiB.
 MARGIN = 2 * MiB
-WRITERS = "for i in $(seq 120); do fallocate -l 63M f$i & done; wait"
+#: 100, not the issue's 120: the sandbox's processes are capped at PROCESSES (128) for the
+#: uid, and 120 writers with the shell, bwrap's init and the reaping a loaded machine delays
+#: met it ("Cannot fork", the shell's exit 2, in combined `-n 2` runs).
+WRITERS = "for i in $(seq 100); do fallocate -l 63M f$i & done; wait"
 
 
 def _can_mount() -> bool:
@@ -92,9 +95,7 @@ def test_parallel_writers_stop_at_the_quota(data_fs: Path) -> None:
         result = structured(outcome)
         # Every writer was refused by the workspace's filesystem (63 MiB never fits in 64
         # with ext4's metadata), and says so (their lines interleave).
-        # (Seen once in a loaded run: 66, the stderr cut mid-line; the rest of the result
-        # says whether the sandbox was killed.)
-        assert result["stderr"].count("No space left on device") == 120, (
+        assert result["stderr"].count("No space left on device") == 100, (
             {k: v for k, v in result.items() if k != "stderr"}, result["stderr"][-200:])
         assert (result["exit_code"], result["timed_out"]) == (0, False)
         listing = harness.call("sandbox.run_command", {"command": "du -sk . ; ls | wc -l"},
