@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -337,6 +338,38 @@ def test_every_sandbox_uid_in_use_is_a_retryable_busy_host(
     # The uid free again, the retry runs.
     again = toolhost_host.call(NAME, {"command": "touch ran", "timeout_s": 10}, run=run)
     assert again.failure is None and (root / "ran").exists()
+
+
+def test_a_uid_whose_zombies_are_not_reaped_yet_is_taken_last() -> None:
+    # A finished call's processes are reaped after its uid is freed when the machine is
+    # loaded, and each counted against the next call's cap under that uid: a writer test of
+    # 120 processes could not fork. A free uid owning none is taken first.
+    zombie_uid = FIRST_UID + 44
+    uids = range(zombie_uid, zombie_uid + 2)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: becomes the uid's zombie at once
+        os.setgid(zombie_uid)
+        os.setuid(zombie_uid)
+        os._exit(0)
+    try:
+        for _ in range(200):  # until it has exited (a zombie: not reaped here yet)
+            if b"State:\tZ" in Path(f"/proc/{child}/status").read_bytes():
+                break
+            time.sleep(0.01)
+        first = lease(uids)
+        try:
+            assert first.uid == zombie_uid + 1
+            # With no other uid free, the zombie's is taken rather than none.
+            second = lease(uids)
+            assert second.uid == zombie_uid
+            second.release()
+        finally:
+            first.release()
+    finally:
+        os.waitpid(child, 0)
+    again = lease(uids)
+    assert again.uid == zombie_uid  # reaped: first again
+    again.release()
 
 
 # ------------------------------------------------------------------ the lease, and the end

@@ -411,7 +411,11 @@ def _parents(path: str) -> list[str]:
 
 def lease(uids: range) -> SandboxUser:
     """The first uid of ``uids`` no call (of any host process here) holds now and that owns
-    no process.
+    no process; else the first that owns only zombies.
+
+    A zombie is gone but for its parent's reaping, which a loaded machine delays: a call's
+    processes are reaped after its uid was freed. Each still counts against the next call's
+    cap of PROCESSES under that uid, so a uid owning none is taken first.
 
     :raises UserUnavailable: every one is taken, or the lease directory is not usable.
     """
@@ -421,6 +425,7 @@ def lease(uids: range) -> SandboxUser:
         dir_fd = os.open(leases, _O_DIR)
     except OSError as exc:
         raise UserUnavailable(f"no lease directory for the sandbox uids ({exc.strerror})") from None
+    reaping: SandboxUser | None = None  # the first free uid owning only zombies, held
     try:
         for uid in uids:
             try:
@@ -434,10 +439,22 @@ def lease(uids: range) -> SandboxUser:
             except OSError:
                 os.close(held)
                 continue  # another call's
-            if _processes_of(uid)[1]:
+            found, running = _processes_of(uid)
+            if running or (found and reaping is not None):
                 os.close(held)
                 continue  # not a call's, yet it runs something: not ours to kill
+            if found:
+                reaping = SandboxUser(uid, held)
+                continue
+            if reaping is not None:
+                os.close(reaping._lease)
             return SandboxUser(uid, held)
+    except BaseException:
+        if reaping is not None:
+            os.close(reaping._lease)
+        raise
     finally:
         os.close(dir_fd)
+    if reaping is not None:
+        return reaping
     raise UidsInUse(f"all {len(uids)} sandbox uids ({UIDS_SETTING}) are in use by other calls")
