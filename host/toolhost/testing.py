@@ -316,8 +316,9 @@ class Harness:
         cancellation: CancellationEvent | None = None,
     ) -> ToolExecutionContext:
         """A context for calling a tool body directly, bound to ``run`` (default: a fresh run
-        with a fresh workspace): its workspace, its run-bound artifact writer, a deadline
-        ``timeout_s`` from now, and a cancellation of its own (or ``cancellation``)."""
+        with a fresh workspace, ended when the harness closes): its workspace, its run-bound
+        artifact writer, a deadline ``timeout_s`` from now, and a cancellation of its own (or
+        ``cancellation``)."""
         if run is None:
             run = self.start_run()
             self._own_runs.append(run)
