@@ -352,9 +352,10 @@ def test_a_uid_whose_zombies_are_not_reaped_yet_is_taken_last() -> None:
         os.setuid(zombie_uid)
         os._exit(0)
     try:
-        for _ in range(200):  # until it has exited (a zombie: not reaped here yet)
-            if b"State:\tZ" in Path(f"/proc/{child}/status").read_bytes():
-                break
+        deadline = time.monotonic() + 30
+        # Until it has exited (a zombie: not reaped here yet).
+        while b"State:\tZ" not in Path(f"/proc/{child}/status").read_bytes():
+            assert time.monotonic() < deadline, "the child never exited"
             time.sleep(0.01)
         first = lease(uids)
         try:

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from toolhost import Settings
@@ -243,11 +244,10 @@ def _detach_stale(base: str) -> None:
             _detach(os.path.join(base, name))
 
 
-def _processes_of(uid: int) -> tuple[list[int], bool]:
-    """Host processes whose real uid is ``uid`` (zombies too), and whether any of them still
-    runs: a zombie is gone only with one thread left (a process whose main thread called
-    pthread_exit shows Z while its other threads run)."""
-    found, running = [], False
+def _processes() -> Iterator[tuple[int, int, bool]]:
+    """Every host process: its pid, its real uid, and whether it still runs (zombies too, as
+    not running: a zombie is gone only with one thread left; a process whose main thread
+    called pthread_exit shows Z while its other threads run)."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -257,12 +257,30 @@ def _processes_of(uid: int) -> tuple[list[int], bool]:
         except OSError:
             continue  # gone meanwhile
         real = text.partition(b"\nUid:\t")[2].split(b"\t", 1)[0]
-        if real != str(uid).encode():
+        if not real.isdigit():
             continue
-        found.append(int(name))
         threads = text.partition(b"\nThreads:\t")[2].split(b"\n", 1)[0]
-        running = running or b"\nState:\tZ" not in text or threads != b"1"
+        yield int(name), int(real), b"\nState:\tZ" not in text or threads != b"1"
+
+
+def _processes_of(uid: int) -> tuple[list[int], bool]:
+    """Host processes whose real uid is ``uid`` (zombies too), and whether any still runs."""
+    found, running = [], False
+    for pid, real, runs in _processes():
+        if real == uid:
+            found.append(pid)
+            running = running or runs
     return found, running
+
+
+def _owners(uids: range) -> dict[int, bool]:
+    """The uids of ``uids`` that own a host process, each with whether one of them still
+    runs: one scan of /proc for the whole range."""
+    owners: dict[int, bool] = {}
+    for _, real, runs in _processes():
+        if real in uids:
+            owners[real] = owners.get(real, False) or runs
+    return owners
 
 
 @dataclass
@@ -415,7 +433,9 @@ def lease(uids: range) -> SandboxUser:
 
     A zombie is gone but for its parent's reaping, which a loaded machine delays: a call's
     processes are reaped after its uid was freed. Each still counts against the next call's
-    cap of PROCESSES under that uid, so a uid owning none is taken first.
+    cap of PROCESSES under that uid, so a uid owning none is tried first. One scan of /proc
+    orders the uids before any is locked (a lock held while looking further would turn away
+    a concurrent lease that needed it).
 
     :raises UserUnavailable: every one is taken, or the lease directory is not usable.
     """
@@ -425,9 +445,12 @@ def lease(uids: range) -> SandboxUser:
         dir_fd = os.open(leases, _O_DIR)
     except OSError as exc:
         raise UserUnavailable(f"no lease directory for the sandbox uids ({exc.strerror})") from None
-    reaping: SandboxUser | None = None  # the first free uid owning only zombies, held
+    owners = _owners(uids)
+    # Not one that runs something: not a call's (a call's uid is locked), so not ours to kill.
+    candidates = sorted((uid for uid in uids if not owners.get(uid, False)),
+                        key=lambda uid: uid in owners)  # stable: in order, zombies' last
     try:
-        for uid in uids:
+        for uid in candidates:
             try:
                 held = os.open(str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                                0o600, dir_fd=dir_fd)
@@ -439,22 +462,7 @@ def lease(uids: range) -> SandboxUser:
             except OSError:
                 os.close(held)
                 continue  # another call's
-            found, running = _processes_of(uid)
-            if running or (found and reaping is not None):
-                os.close(held)
-                continue  # not a call's, yet it runs something: not ours to kill
-            if found:
-                reaping = SandboxUser(uid, held)
-                continue
-            if reaping is not None:
-                os.close(reaping._lease)
             return SandboxUser(uid, held)
-    except BaseException:
-        if reaping is not None:
-            os.close(reaping._lease)
-        raise
     finally:
         os.close(dir_fd)
-    if reaping is not None:
-        return reaping
     raise UidsInUse(f"all {len(uids)} sandbox uids ({UIDS_SETTING}) are in use by other calls")
