@@ -244,10 +244,10 @@ def _detach_stale(base: str) -> None:
             _detach(os.path.join(base, name))
 
 
-def _processes() -> Iterator[tuple[int, int, bool]]:
-    """Every host process: its pid, its real uid, and whether it still runs (zombies too, as
-    not running: a zombie is gone only with one thread left; a process whose main thread
-    called pthread_exit shows Z while its other threads run)."""
+def _processes(uids: range) -> Iterator[tuple[int, int, bool]]:
+    """Every host process whose real uid is in ``uids``: its pid, that uid, and whether it
+    still runs (a zombie does not: it is gone only with one thread left; a process whose main
+    thread called pthread_exit shows Z while its other threads run)."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -257,7 +257,7 @@ def _processes() -> Iterator[tuple[int, int, bool]]:
         except OSError:
             continue  # gone meanwhile
         real = text.partition(b"\nUid:\t")[2].split(b"\t", 1)[0]
-        if not real.isdigit():
+        if not real.isdigit() or int(real) not in uids:
             continue
         threads = text.partition(b"\nThreads:\t")[2].split(b"\n", 1)[0]
         yield int(name), int(real), b"\nState:\tZ" not in text or threads != b"1"
@@ -266,10 +266,9 @@ def _processes() -> Iterator[tuple[int, int, bool]]:
 def _processes_of(uid: int) -> tuple[list[int], bool]:
     """Host processes whose real uid is ``uid`` (zombies too), and whether any still runs."""
     found, running = [], False
-    for pid, real, runs in _processes():
-        if real == uid:
-            found.append(pid)
-            running = running or runs
+    for pid, _, runs in _processes(range(uid, uid + 1)):
+        found.append(pid)
+        running = running or runs
     return found, running
 
 
@@ -277,9 +276,8 @@ def _owners(uids: range) -> dict[int, bool]:
     """The uids of ``uids`` that own a host process, each with whether one of them still
     runs: one scan of /proc for the whole range."""
     owners: dict[int, bool] = {}
-    for _, real, runs in _processes():
-        if real in uids:
-            owners[real] = owners.get(real, False) or runs
+    for _, real, runs in _processes(uids):
+        owners[real] = owners.get(real, False) or runs
     return owners
 
 
