@@ -82,6 +82,19 @@ def test_a_start_writes_it_once_its_stores_open_and_every_start_reads_it(
         assert (_accepts(host, "abc"), _accepts(host, "abcd")) == (True, False)
 
 
+def test_a_cache_no_start_would_read_is_not_written_again(tmp_path: Path) -> None:
+    # Its directory opened to the group (an older version's umask): never read (below), so
+    # rewriting it at every start that opens its stores would only cost the write.
+    _load(tmp_path, 3).close()
+    path = tmp_path / "cache" / "validators.json"
+    path.parent.chmod(0o775)
+    before = path.stat()
+    with _load(tmp_path, 3, keep=False) as host:
+        host.open()
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
 def test_a_start_refused_over_its_data_directory_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "toolhost.sqlite3").write_bytes(b"not a database, " * 64)
     with _load(tmp_path, 3, keep=False) as host, pytest.raises(StoreUnavailable):

@@ -67,6 +67,8 @@ class ValidatorCache:
         added; the oldest are dropped past ``MAX_ENTRIES``. Failing to write is not an error."""
         if not self._dirty:
             return
+        if self.path.parent.exists() and not _ours(self.path.parent):
+            return  # no start would read it there: written, it is only a cost at every start
         write_entries(self.path, self._entries, most=MAX_ENTRIES)
         self._dirty = False
 
@@ -74,15 +76,17 @@ class ValidatorCache:
 def _only_ours(path: Path) -> bool:
     """Whether only this user could have written ``path``: it and its directory are this
     user's and not writable by group or others (a missing file is nothing to read)."""
+    return _ours(path) and _ours(path.parent)
+
+
+def _ours(path: Path) -> bool:
+    """``path`` is this user's and not writable by group or others."""
     uid = os.geteuid() if hasattr(os, "geteuid") else None
-    for checked in (path, path.parent):
-        try:
-            status = os.lstat(checked)
-        except OSError:
-            return False
-        if (uid is not None and status.st_uid != uid) or status.st_mode & 0o022:
-            return False
-    return True
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return False
+    return (uid is None or status.st_uid == uid) and not status.st_mode & 0o022
 
 
 def _generator_digest() -> bytes | None:
