@@ -127,7 +127,7 @@ class Logins:
             nonce, digest = str(payload["n"]), payload["d"]
         except (KeyError, TypeError):  # not what issue wrote
             return None
-        if self._ended is not None and self._ended.login_ended(nonce):
+        if self._was_ended(nonce):
             return None  # logged out of: a copy of the cookie is no login either
         expires = float(payload["e"])
         if digest is not None:
@@ -148,8 +148,12 @@ class Logins:
     def current(self, login: Login) -> bool:
         """Whether ``login`` was not logged out of since it was read (asked again before a
         decision, whose form may have taken its sender's time to arrive)."""
-        return (self._ended is None or login.nonce is None
-                or not self._ended.login_ended(login.nonce))
+        return login.nonce is None or not self._was_ended(login.nonce)
+
+    def _was_ended(self, nonce: str) -> bool:
+        """Whether the record says the login ``nonce`` was logged out of (never, without
+        ended logins kept)."""
+        return self._ended is not None and self._ended.login_ended(nonce)
 
     def flow(self) -> tuple[str, str, str]:
         """A new login through the issuer: its ``state``, its PKCE ``code_verifier`` (64 hex
