@@ -198,8 +198,10 @@ def host(session: nox.Session) -> None:
     # The PostgreSQL and S3 backends' tests need real servers: the PostgreSQL binaries of the
     # machine (tests/pg_server.py starts a throwaway cluster) and moto's S3 server (started by
     # tests/s3_server.py). TOOLHOST_REQUIRE_SERVERS turns "missing, skipped" into a failure, so
-    # CI never counts a backend it could not test as passing.
+    # CI never counts a backend it could not test as passing. httptools: the HTTP parser
+    # uvicorn would pick when installed; serve names h11, and a test proves it (D326).
     session.install(*TEST_DEPS, "pytest-xdist", "hatchling", "uv", "trustme", "moto[server]",
+                    "httptools",
                     "selenium>=4.20", ".[mcp,postgres,s3,oauth]", "./conformance",
                     *map(str, PLUGINS))
     placed = ONE_PYTHON_ONLY.get(str(session.python), ())

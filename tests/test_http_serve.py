@@ -199,6 +199,30 @@ def test_an_oversized_body_is_413_and_never_read_whole(tmp_path: Path) -> None:
     assert not people.database().exists() or people.invocations() == []
 
 
+def test_oversized_request_headers_are_400_and_never_held(tmp_path: Path) -> None:
+    """A megabyte of one header, sent before any token is checked, is refused at 16 KiB
+    (h11's bound) whatever HTTP parser is installed: uvicorn's "auto" would pick httptools,
+    which kept all of it in memory, unanswered (D326). The host test session installs
+    httptools so this would catch that."""
+    people = deployment(tmp_path)
+
+    async def journey() -> None:
+        async with people.http_server() as url:
+            port = int(url.split(":")[2].split("/")[0])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+            with contextlib.suppress(ConnectionError):
+                for _ in range(16):  # 1 MiB, until the server closes the connection
+                    writer.write(b"a" * 65536)
+                    await writer.drain()
+            answer = await asyncio.wait_for(reader.read(64), timeout=10)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 400 "), answer
+
+    run(journey)
+    assert not people.database().exists() or people.invocations() == []
+
+
 def test_a_principal_over_its_concurrent_calls_gets_429_before_any_row(tmp_path: Path) -> None:
     people = deployment(tmp_path, TOOLHOST_HTTP_MAX_CALLS="1")
 

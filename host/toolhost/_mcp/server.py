@@ -368,8 +368,10 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
             inbox.cancel()
     # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
     # does not hold a descriptor for long (a reverse proxy in front is still the place for
-    # slow clients).
-    config = uvicorn.Config(app, host=bind, log_config=None, access_log=False,
+    # slow clients). The parser is named, not uvicorn's "auto": h11 refuses a request whose
+    # headers pass 16 KiB, while httptools, chosen whenever it happens to be installed, holds
+    # any amount of header in memory before the front door sees the request (D326).
+    config = uvicorn.Config(app, host=bind, log_config=None, access_log=False, http="h11",
                             log_level=level.lower(), lifespan="on",
                             timeout_graceful_shutdown=int(CANCEL_GRACE_S) + 1,
                             limit_concurrency=http.max_connections, timeout_keep_alive=5)
