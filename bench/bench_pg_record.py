@@ -41,8 +41,8 @@ cluster, from /proc). The server is a throwaway cluster as the tests start it
 disk flush) on the same cores as the clients.
 
 Run: python bench/bench_pg_record.py [--rounds 7] [--calls N] [--tool note|calculate]
-[--no-two] (needs toolhost-core[postgres], toolhost-math and the PostgreSQL server binaries;
-the default, 7 rounds of 2,000 calls, takes 1.5 to 2 minutes)
+[--no-two] [--baseline HOST_DIR] (needs toolhost-core[postgres], toolhost-math and the
+PostgreSQL server binaries; the default, 7 rounds of 2,000 calls, takes 1.5 to 2 minutes)
 """
 
 from __future__ import annotations
@@ -372,6 +372,9 @@ def main() -> None:
                         help="calls per process per configuration per round")
     parser.add_argument("--tool", choices=("note", "calculate"), default="note")
     parser.add_argument("--no-two", action="store_true", help="leave out two hosts vs one")
+    parser.add_argument("--baseline", type=Path, help="a host directory of another tree (its "
+                        "toolhost package inside, e.g. `git archive HEAD host | tar -x -C "
+                        "/tmp/base`): its one host, N=1 and N=8, in the same rounds")
     parser.add_argument("--child", choices=("host", "raw"), help=argparse.SUPPRESS)
     parser.add_argument("--writes", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -391,10 +394,13 @@ def main() -> None:
         env = {**os.environ, "TOOLHOST_DATABASE_URL": server.url("bench")}
         children: list[Child] = []
 
-        def start(kind: str, n: int) -> Child:
+        def start(kind: str, n: int, tree: Path | None = None) -> Child:
             extra = ["--writes", str(tmp / "writes.json")] if kind == "raw" else []
-            child = Child(["--child", kind, "--tool", args.tool, *extra],
-                          {**env, "TOOLHOST_DATA_DIR": str(tmp / f"{kind}{n}")})
+            child_env = {**env, "TOOLHOST_DATA_DIR": str(tmp / f"{kind}{n}")}
+            if tree is not None:  # that tree's toolhost before the installed one
+                child_env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(tree.resolve()), env.get("PYTHONPATH", "")) if p)
+            child = Child(["--child", kind, "--tool", args.tool, *extra], child_env)
             children.append(child)
             return child
 
@@ -425,6 +431,11 @@ def main() -> None:
             Row(raw_eight, [raw1], 8, raw_one),
             Row("toolhost, 1 host, N=8", [host1], 8, raw_one, 2.0, raw_eight),
         ]
+        if args.baseline is not None:
+            base = start("host", 9, args.baseline)
+            base.read()
+            rows += [Row("baseline tree, 1 host, N=1", [base], 1, raw_one, same=raw_one),
+                     Row("baseline tree, 1 host, N=8", [base], 8, raw_one, same=raw_eight)]
         if two:
             rows += [Row(raw_two, [raw1, raw2], 1, raw_one),
                      Row("toolhost, 2 hosts, N=1 each", [host1, host2], 1, one_host, 1.8,
