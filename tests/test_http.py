@@ -119,6 +119,27 @@ def test_ssl_cert_file_does_not_add_trust(
         client.get(f"{server.base_url}/hello")
 
 
+def test_sslkeylogfile_in_the_environment_gets_no_tls_secrets(
+    server: _TLSServer, bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # create_default_context reads SSLKEYLOGFILE whatever trust_env says; with the file and a
+    # capture of the traffic, a provider's API key or an issuer's client secret could be read.
+    # The server was started before the variable was set, so only a client could write it.
+    keylog = tmp_path / "keys.log"
+    monkeypatch.setenv("SSLKEYLOGFILE", str(keylog))
+    clients = with_bundle(bundle)
+    with clients.client(timeout=5) as client:
+        assert client.get(f"{server.base_url}/hello").status_code == 200
+
+    async def fetch() -> int:
+        async with clients.async_client(timeout=5) as client:
+            return (await client.get(f"{server.base_url}/hello")).status_code
+
+    assert asyncio.run(fetch()) == 200
+    assert clients.ssl_context.keylog_filename is None
+    assert not keylog.exists() or "SECRET" not in keylog.read_text()
+
+
 def test_the_bundle_is_read_once_when_the_clients_are_built(
     server: _TLSServer, bundle: Path
 ) -> None:

@@ -5,7 +5,9 @@ Every client ignores the process environment (``trust_env=False``: no ``HTTP(S)_
 as is), never retries, and always has an explicit, finite timeout. TLS verification is always on,
 against the default trust roots plus the PEM bundle named by ``TOOLHOST_CA_BUNDLE`` in the
 settings' environment snapshot. The ``ssl.SSLContext`` is built once per ``HttpClients`` (the
-bundle is read then) and shared by every client it makes.
+bundle is read then) and shared by every client it makes; it never writes its sessions' secrets
+to ``SSLKEYLOGFILE``. ``trust_roots_file`` gives the same roots as one PEM file, for a client
+that takes a file instead of a context (the S3 store's boto3).
 
 Tests inject a transport (``httpx.MockTransport``, or one of their own); it is used as is, for
 every client, and its lifetime is the injector's.
@@ -13,10 +15,16 @@ every client, and its lifetime is the injector's.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import math
 import os
+import shutil
 import ssl
+import tempfile
+import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Final
 
 import httpx
@@ -24,7 +32,7 @@ import httpx
 from toolhost._model.errors import UsageError
 from toolhost._model.settings import Settings
 
-__all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError"]
+__all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError", "trust_roots_file"]
 
 CA_BUNDLE_SETTING: Final = "TOOLHOST_CA_BUNDLE"
 
@@ -81,7 +89,48 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
     # What create_default_context sets, stated: verification is never off.
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
+    # create_default_context also takes SSLKEYLOGFILE from the environment (trust_env or
+    # not): the sessions' secrets, written there, would decrypt a capture of every request.
+    ctx.keylog_filename = None  # type: ignore[assignment]
     return ctx
+
+
+def trust_roots_file(env: Mapping[str, str]) -> str:
+    """The path of one PEM file holding the trust roots every client here verifies with: the
+    default roots (``_default_roots``' files) and ``TOOLHOST_CA_BUNDLE``'s. Written once per
+    process for each content, in a directory of this process's own (0700, removed at exit), so
+    no other user can swap it between writing and reading.
+
+    :raises HttpConfigError: the bundle is not a readable file.
+    """
+    parts: list[bytes] = []
+    cafiles, _ = _default_roots()  # (a capath's hashed directory cannot be one file)
+    bundle = (env.get(CA_BUNDLE_SETTING) or "").strip()
+    for name in [*cafiles, *([bundle] if bundle else [])]:
+        try:
+            parts.append(Path(name).read_bytes().rstrip(b"\n") + b"\n")
+        except OSError as exc:
+            if name != bundle:
+                continue  # a default that went away: the others still hold
+            raise HttpConfigError(
+                f"{CA_BUNDLE_SETTING}={bundle!r} could not be read ({type(exc).__name__}): "
+                "point it at a PEM file of extra CA certificates, or unset it") from None
+    pem = b"".join(parts)
+    with _ROOTS_LOCK:
+        global _roots_dir
+        if _roots_dir is None:
+            _roots_dir = tempfile.mkdtemp(prefix="toolhost-roots-")  # 0700
+            atexit.register(shutil.rmtree, _roots_dir, ignore_errors=True)
+        roots = Path(_roots_dir, hashlib.sha256(pem).hexdigest()[:32] + ".pem")
+        if not roots.exists():
+            staged = roots.with_suffix(".tmp")
+            staged.write_bytes(pem)
+            staged.replace(roots)
+    return str(roots)
+
+
+_ROOTS_LOCK = threading.Lock()
+_roots_dir: str | None = None
 
 
 def _checked_timeout(timeout: object) -> httpx.Timeout:

@@ -46,6 +46,7 @@ from toolhost._adapters.artifact_parts import (
 )
 from toolhost._adapters.artifact_store import JoinedArtifactStore
 from toolhost._adapters.artifact_streams import StreamedUpload, VerifiedChunks
+from toolhost._adapters.http import trust_roots_file
 from toolhost._adapters.sqlite_artifacts import SQLiteArtifactMetadata
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
 from toolhost._adapters.system_clock import new_id
@@ -132,7 +133,11 @@ def s3_client(env: Mapping[str, str]) -> Any:
     The endpoint is ``TOOLHOST_S3_ENDPOINT_URL`` or ``AWS_ENDPOINT_URL`` (unset: AWS itself),
     the region ``AWS_REGION`` or ``AWS_DEFAULT_REGION``; credentials are the standard
     ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, else boto3's own
-    chain (profile, instance role). Never logged.
+    chain (profile, instance role). Never logged. Where the bucket is and how it is reached
+    are the settings' alone, as for every outbound client of the host (D327): no proxy
+    variable, no endpoint from boto3's own variables or config files (``AWS_ENDPOINT_URL_S3``,
+    ``~/.aws/config``), and the host's trust roots with ``TOOLHOST_CA_BUNDLE`` rather than
+    ``AWS_CA_BUNDLE``.
 
     :raises ImportError: boto3 is not installed (the ``s3`` extra).
     """
@@ -160,8 +165,12 @@ def s3_client(env: Mapping[str, str]) -> Any:
         # some S3-compatible servers.
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
+        # Given (even empty), boto3 reads no proxy from the environment.
+        proxies={},
+        ignore_configured_endpoint_urls=True,
     )
-    return session.client("s3", endpoint_url=endpoint, config=config)
+    return session.client("s3", endpoint_url=endpoint, config=config,
+                          verify=trust_roots_file(env))
 
 
 def _error_code(exc: BaseException) -> str | None:

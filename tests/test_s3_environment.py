@@ -1,0 +1,123 @@
+"""The S3 store's client takes where the bucket is and how to reach it from toolhost's settings
+alone, as every outbound client of the host does (D327): a proxy variable, boto3's own
+endpoint variables and config files, and ``AWS_CA_BUNDLE`` change nothing, and
+``TOOLHOST_CA_BUNDLE`` is trusted. Against moto's S3 server and a loopback HTTPS server.
+"""
+
+from __future__ import annotations
+
+import socket
+import stat
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+from loopback_ports import free_port
+from s3_server import S3Server, s3_bucket_fixture, s3_server_fixture  # noqa: F401 - fixtures
+
+from toolhost._adapters.http import trust_roots_file
+from toolhost._adapters.s3_artifacts import s3_client
+from toolhost.testing import loopback_tls_server
+
+LOOPBACK = "127.0.0.1"
+
+
+class Proxy:
+    """A loopback listener standing for a proxy: what each connection to it sent first (each
+    closed at once, so a client that used it would fail)."""
+
+    def __init__(self) -> None:
+        self.seen: list[bytes] = []
+        self._listener = socket.create_server((LOOPBACK, 0))
+        self._listener.settimeout(0.1)
+        self.url = f"http://{LOOPBACK}:{self._listener.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.seen.append(conn.recv(200))
+                except OSError:
+                    self.seen.append(b"")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._listener.close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[Proxy]:
+    listening = Proxy()
+    yield listening
+    listening.close()
+
+
+def test_proxy_variables_are_not_used(s3_server: S3Server, s3_bucket: str, proxy: Proxy,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = s3_client(s3_server.env(s3_bucket))
+    assert client.head_bucket(Bucket=s3_bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert proxy.seen == []
+
+
+def test_boto3s_own_endpoint_settings_are_not_used(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://{LOOPBACK}:{free_port()}")
+    config = tmp_path / "aws-config"
+    config.write_text(f"[default]\nendpoint_url = http://{LOOPBACK}:{free_port()}\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    client = s3_client({"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "k",
+                        "AWS_SECRET_ACCESS_KEY": "s"})
+    assert client.meta.endpoint_url == "https://s3.eu-west-1.amazonaws.com"
+    named = s3_client({"TOOLHOST_S3_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "eu-west-1",
+                       "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+    assert named.meta.endpoint_url == "http://127.0.0.1:9"
+
+
+class _Bucket(BaseHTTPRequestHandler):
+    """Any bucket exists: 200 to a HEAD."""
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_toolhost_ca_bundle_is_trusted_and_aws_ca_bundle_is_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with loopback_tls_server(_Bucket, tmp_path) as server:
+        settings = {"TOOLHOST_S3_ENDPOINT_URL": server.base_url, "AWS_REGION": "us-east-1",
+                    "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+        trusted = s3_client({**settings, "TOOLHOST_CA_BUNDLE": str(server.ca_bundle)})
+        assert trusted.head_bucket(Bucket="b")["ResponseMetadata"]["HTTPStatusCode"] == 200
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(server.ca_bundle))
+        from botocore.exceptions import SSLError  # type: ignore[import-untyped, unused-ignore]
+
+        with pytest.raises(SSLError):
+            s3_client(settings).head_bucket(Bucket="b")
+
+
+def test_the_roots_file_is_in_a_directory_of_this_process_alone(tmp_path: Path) -> None:
+    bundle = tmp_path / "extra.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    path = Path(trust_roots_file({"TOOLHOST_CA_BUNDLE": str(bundle)}))
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert path.read_bytes().endswith(bundle.read_bytes())
+    assert trust_roots_file({"TOOLHOST_CA_BUNDLE": str(bundle)}) == str(path)  # written once
