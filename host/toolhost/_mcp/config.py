@@ -184,6 +184,8 @@ class HttpConfig:
         TOOLHOST_HTTP_MAX_CALLS        tools/call requests one principal may have running
         TOOLHOST_HTTP_DRAIN_S          on SIGTERM, how long calls in flight may take to finish
         TOOLHOST_HTTP_BODY_TIMEOUT_S   how long a request's body may take to arrive (408)
+        TOOLHOST_HTTP_HEAD_TIMEOUT_S   how long a request's line and headers may take to arrive
+                                       (the connection is closed; default 10)
         TOOLHOST_HTTP_MAX_CONNECTIONS  connections served at once (more: 503)
         TOOLHOST_HTTP_MAX_SESSIONS     MCP sessions open at once (a new one past it: 503)
         TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL  MCP sessions one authenticated principal
@@ -203,6 +205,8 @@ class HttpConfig:
     drain_s: float = DEFAULT_DRAIN_S
     #: Connections served at once (uvicorn's ``limit_concurrency``; more are answered 503).
     max_connections: int = 1000
+    #: Seconds a connection may take to send a request's line and headers (D328).
+    head_timeout_s: float = 10.0
     #: Sessions open at once (the SDK answers 503 past it), and the seconds after which a
     #: session with no request in flight ends.
     max_sessions: int = DEFAULT_MAX_SESSIONS
@@ -296,6 +300,7 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     return HttpConfig(policy=policy, drain_s=float(_positive(
         settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
         max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000),
+        head_timeout_s=_seconds(settings, "TOOLHOST_HTTP_HEAD_TIMEOUT_S") or 10.0,
         max_sessions=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
         session_idle_s=_seconds(settings, "TOOLHOST_HTTP_SESSION_IDLE_S")
         or DEFAULT_SESSION_IDLE_S,

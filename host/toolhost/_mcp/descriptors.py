@@ -17,10 +17,10 @@ import logging
 import os
 import resource
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["PER_SESSION", "OncePerInterval", "QuietSessionLimit", "quiet_out_of_descriptors",
-           "raise_limit", "reserve", "running_short"]
+__all__ = ["PER_SESSION", "OncePerInterval", "QuietConnectionNoise", "QuietSessionLimit",
+           "quiet_out_of_descriptors", "raise_limit", "reserve", "running_short"]
 
 #: Seconds between two log lines of one kind about running out.
 LOG_INTERVAL_S = 60.0
@@ -129,4 +129,29 @@ class QuietSessionLimit(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.getMessage().startswith("Refusing to open a new session"):
             return self._once.allow("max_sessions") is not None
+        return True
+
+
+class QuietConnectionNoise(logging.Filter):
+    """uvicorn warns once per connection for what any client can send or cause: a request it
+    cannot parse, a connection past ``TOOLHOST_HTTP_MAX_CONNECTIONS``, an upgrade request (no
+    WebSocket library: D328). Each kind one line a minute, so a flood does not grow the log
+    (D328)."""
+
+    #: The start of each such warning, and its kind.
+    KINDS: Final = (("Invalid HTTP request received", "invalid_request"),
+                    ("Exceeded concurrency limit", "max_connections"),
+                    ("Unsupported upgrade request", "upgrade"),
+                    ("No supported WebSocket library", "upgrade_library"))
+
+    def __init__(self, once: OncePerInterval) -> None:
+        super().__init__()
+        self._once = once
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING or not isinstance(record.msg, str):
+            return True
+        for start, kind in self.KINDS:
+            if record.msg.startswith(start):
+                return self._once.allow(kind) is not None
         return True

@@ -31,7 +31,7 @@ import contextlib
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
@@ -153,7 +153,7 @@ class FrontDoor:
         #: Several hosts on one record: where each session and sessionless run is served.
         self._router = router
         self._policy = policy
-        self._ready = ready
+        self._readiness = _Readiness(ready)
         # A principal's sync tool bodies that their calls stopped waiting for but that still
         # hold a worker: they count against that principal's calls.
         self._abandoned = abandoned
@@ -185,7 +185,7 @@ class FrontDoor:
             await _plain(send, 200, "ok\n")
             return
         if method == "GET" and path == "/readyz":
-            ready = not self.draining and await asyncio.to_thread(self._ready)
+            ready = not self.draining and await self._readiness.answer()
             await _plain(send, 200 if ready else 503, "ready\n" if ready else "not ready\n")
             return
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
@@ -426,6 +426,31 @@ class FrontDoor:
         self.refused[reason] += 1
         self._log.info("http.refused", reason=reason, status=status)
         await _plain(send, status, text)
+
+
+#: Seconds one answer of the stores stands for ``/readyz`` (D328).
+READY_FOR_S: Final = 1.0
+
+
+class _Readiness:
+    """``/readyz``'s answer: the stores asked at most once every READY_FOR_S, one check at a
+    time, the requests meanwhile given its answer (D328). The route takes no token: asked per
+    request, it put two queries on the record for anyone (on PostgreSQL, every host's record),
+    and a record that hangs held a worker thread per request."""
+
+    def __init__(self, check: Callable[[], bool]) -> None:
+        self._check = check
+        self._lock = asyncio.Lock()
+        self._answer = False
+        self._until: float | None = None
+
+    async def answer(self) -> bool:
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            if self._until is None or loop.time() >= self._until:
+                self._answer = await asyncio.to_thread(self._check)
+                self._until = loop.time() + READY_FOR_S
+            return self._answer
 
 
 async def _quietly(step: Awaitable[None], log: Any) -> None:

@@ -54,6 +54,7 @@ from toolhost._mcp.config import HttpConfig, ServeConfig, http_config, pins_sett
 from toolhost._mcp.definitions import UnknownServedTool, served_roster
 from toolhost._mcp.descriptors import (
     OncePerInterval,
+    QuietConnectionNoise,
     QuietSessionLimit,
     quiet_out_of_descriptors,
     raise_limit,
@@ -336,6 +337,7 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     from mcp.server.transport_security import TransportSecuritySettings
 
     from toolhost._mcp.http_front import FrontDoor
+    from toolhost._mcp.http_protocol import bounded_h11
 
     # The front door checks Host and Origin for every bind; the SDK's own check (on only for
     # three exact loopback spellings) is off, so the operator's allow-lists are the rule.
@@ -353,6 +355,7 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     once = OncePerInterval(loop.time)
     quiet_out_of_descriptors(loop, once, get_logger())
     logging.getLogger("mcp.server.streamable_http_manager").addFilter(QuietSessionLimit(once))
+    logging.getLogger("uvicorn.error").addFilter(QuietConnectionNoise(once))
     app = FrontDoor(mcp_app, http.policy, ready=host.ready,
                     abandoned=host.abandoned_bodies, router=router, once=once,
                     open_sessions=lambda: sessions.open_count,
@@ -366,12 +369,15 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
         def cancel() -> None:  # the drain's time is up: MCP's calls and the inbox's
             sessions.cancel()
             inbox.cancel()
-    # A connection cap, and uvicorn's own short keep-alive: an idle or half-sent connection
-    # does not hold a descriptor for long (a reverse proxy in front is still the place for
-    # slow clients). The parser is named, not uvicorn's "auto": h11 refuses a request whose
-    # headers pass 16 KiB, while httptools, chosen whenever it happens to be installed, holds
-    # any amount of header in memory before the front door sees the request (D326).
-    config = uvicorn.Config(app, host=bind, log_config=None, access_log=False, http="h11",
+    # A connection cap, uvicorn's own short keep-alive and a deadline for each request's head:
+    # an idle or half-sent connection does not hold a descriptor for long (a reverse proxy in
+    # front is still the place for slow clients, and for a cap per client address). The
+    # protocol is named, not uvicorn's "auto": h11 refuses a request whose headers pass 16 KiB,
+    # while httptools, chosen whenever it happens to be installed, holds any amount of header
+    # in memory before the front door sees the request (D326); no WebSocket library either,
+    # whichever is installed: an upgrade is an HTTP request like any other (D328).
+    config = uvicorn.Config(app, host=bind, log_config=None, access_log=False,
+                            http=bounded_h11(http.head_timeout_s), ws="none",
                             log_level=level.lower(), lifespan="on",
                             timeout_graceful_shutdown=int(CANCEL_GRACE_S) + 1,
                             limit_concurrency=http.max_connections, timeout_keep_alive=5)

@@ -115,6 +115,9 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
        description="a session with no request for this long ends"),
     _S(name="TOOLHOST_HTTP_BODY_TIMEOUT_S", type="number", default="30",
        description="how long a request's body may take to arrive (408)"),
+    _S(name="TOOLHOST_HTTP_HEAD_TIMEOUT_S", type="number", default="10",
+       description="how long a request's line and headers may take to arrive (the "
+       "connection is closed)"),
     _S(name="TOOLHOST_HTTP_DRAIN_S", type="number", default="30",
        description="on SIGTERM, how long calls in flight may take to finish"),
 )
