@@ -211,3 +211,22 @@ def test_the_parent_is_meta_then_the_http_header_then_none() -> None:
         TRACE_ID + 1, PARENT_ID + 1)
     assert parent_context(None, None) is None
     assert parent_context({"traceparent": "garbage"}, {}) is None
+
+
+def test_serve_with_an_uninstalled_otel_propagator_says_so_in_one_line(tmp_path: Path) -> None:
+    """OpenTelemetry's API loads OTEL_PROPAGATORS' propagators as the SDK imports it, and
+    raised a ValueError through ``serve``: a traceback for a setting of the operator's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLHOST_", "OTEL_"))}
+    env.update(OTEL_PROPAGATORS="no-such-propagator", TOOLHOST_PLUGINS="toolhost-math",
+               TOOLHOST_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run([sys.executable, "-m", "toolhost._cli", "serve"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "toolhost: OTEL_PROPAGATORS='no-such-propagator': Propagator no-such-propagator not "
+        "found. It is either misspelled or not installed. Install it, or unset "
+        "OTEL_PROPAGATORS."]

@@ -293,6 +293,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(
             f"serve needs the MCP extra: pip install 'toolhost-core[mcp]' ({exc})", ExitCode.FAILED
         ) from None
+    except ValueError as exc:
+        # OpenTelemetry's API, which the SDK imports, loads OTEL_PROPAGATORS' propagators as
+        # it is imported and raises for one no installed package provides: a setting, not a bug.
+        propagators = os.environ.get("OTEL_PROPAGATORS")
+        if not propagators:
+            raise
+        raise CommandError(f"OTEL_PROPAGATORS={propagators!r}: {exc} Install it, or unset "
+                           "OTEL_PROPAGATORS.", ExitCode.USAGE) from None
     # The stores are opened before serving: a bad data directory stops the start in one line.
     host = load(stores=True)
     from toolhost._composition import apply_logging

@@ -8,8 +8,11 @@ over the plugin with a FixedClock of its own.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.resources
 import json
+import zoneinfo
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,6 +188,25 @@ def test_classification_matches_the_table() -> None:
     assert (SPEC.kind.value, SPEC.source.value, SPEC.target_kind.value, SPEC.server_id) == (
         "CAPABILITY", "BUILTIN", "in_process", None)
     assert SPEC.version == "1.0.0"
+
+
+def test_the_rules_are_the_tzdata_packages_not_the_machines(tmp_path: Path) -> None:
+    """``zoneinfo.ZoneInfo(name)`` reads the machine's copy first (or ``PYTHONTZPATH``'s): a
+    machine whose America/Vancouver says UTC gave +00:00 here, and two real machines whose
+    databases are of different years give different bytes for twelve zones."""
+    system = tmp_path / "zoneinfo"
+    (system / "America").mkdir(parents=True)
+    (system / "America" / "Vancouver").write_bytes(
+        importlib.resources.files("tzdata.zoneinfo").joinpath("UTC").read_bytes())
+    zoneinfo.reset_tzpath(to=[str(system)])
+    zoneinfo.ZoneInfo.clear_cache()
+    try:
+        outcome = call({"timezone": "America/Vancouver"}, dt.datetime(2026, 1, 15, 12, tzinfo=UTC))
+    finally:
+        zoneinfo.reset_tzpath()
+        zoneinfo.ZoneInfo.clear_cache()
+    assert outcome.structured is not None
+    assert outcome.structured["utc_offset"] == "-08:00"
 
 
 def test_tzdata_is_a_declared_dependency() -> None:
