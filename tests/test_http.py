@@ -137,7 +137,15 @@ def test_sslkeylogfile_in_the_environment_gets_no_tls_secrets(
 
     assert asyncio.run(fetch()) == 200
     assert clients.ssl_context.keylog_filename is None
-    assert not keylog.exists() or "SECRET" not in keylog.read_text()
+    assert not keylog.exists()  # not even opened (create_default_context opens it)
+
+
+def test_an_sslkeylogfile_that_cannot_be_written_breaks_no_client(
+    server: _TLSServer, bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "no-such-dir" / "keys.log"))
+    with with_bundle(bundle).client(timeout=5) as client:
+        assert client.get(f"{server.base_url}/hello").status_code == 200
 
 
 def test_the_bundle_is_read_once_when_the_clients_are_built(

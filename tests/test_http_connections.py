@@ -20,6 +20,8 @@ pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is
 
 from journeys.journey_support import Deployment, run, write_tokens
 
+from toolhost._mcp.http_protocol import DISCARD_BYTES
+
 TOKEN = "conn-token-5d1a"
 
 
@@ -100,10 +102,11 @@ def test_connections_that_never_finish_their_head_are_closed_and_free_their_slot
     run(journey)
 
 
-def test_an_answer_before_the_body_is_read_closes_the_connection(tmp_path: Path) -> None:
+def test_what_follows_an_answer_given_before_the_body_is_read_is_bounded(
+        tmp_path: Path) -> None:
     """Before D328 the 401 below kept the connection alive, and h11 read and dropped the
     announced 100 GB for as long as they came (a core busy, from one unauthenticated
-    connection)."""
+    connection). Now the connection is closed once DISCARD_BYTES more have come."""
     people = deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
         tmp_path / "tokens.toml", (TOKEN, "ada", []))))
 
@@ -115,13 +118,15 @@ def test_an_answer_before_the_body_is_read_closes_the_connection(tmp_path: Path)
             await writer.drain()
             async with asyncio.timeout(10):
                 assert (await reader.readline()).startswith(b"HTTP/1.1 401 ")
+            sent = 0
 
             async def keep_sending() -> None:
+                nonlocal sent
                 with contextlib.suppress(ConnectionError):
                     while True:
                         writer.write(b"x" * 65536)
                         await writer.drain()
-                        await asyncio.sleep(0.01)
+                        sent += 65536
 
             sending = asyncio.ensure_future(keep_sending())
             try:
@@ -129,6 +134,34 @@ def test_an_answer_before_the_body_is_read_closes_the_connection(tmp_path: Path)
             finally:
                 sending.cancel()
                 writer.close()
+            # What the kernel's buffers hold beyond the bound is the only slack.
+            assert DISCARD_BYTES <= sent < DISCARD_BYTES + (16 << 20)
+
+    run(journey)
+
+
+def test_a_client_refused_before_its_body_was_read_gets_its_answer_and_keeps_its_connection(
+        tmp_path: Path) -> None:
+    """httpx sends a whole body before it reads the answer. Closing the connection right after
+    an early 401 or 413 (the first version of D328) reset it under the client: it read no
+    answer, or its next request on the pooled connection failed."""
+    people = deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
+        tmp_path / "tokens.toml", (TOKEN, "ada", []))),
+                        TOOLHOST_HTTP_MAX_BODY_BYTES="1048576")
+
+    async def journey() -> None:
+        async with people.http_server() as url:
+            health = url.replace("/mcp", "/healthz")
+            async with httpx.AsyncClient(timeout=30) as client:
+                for n in range(12):
+                    token, size, status = ((None, 2 << 20, 401) if n % 2
+                                           else (TOKEN, 3 << 20, 413))
+                    headers = {"Content-Type": "application/json"}
+                    if token is not None:
+                        headers["Authorization"] = f"Bearer {token}"
+                    answer = await client.post(url, content=b" " * size, headers=headers)
+                    assert answer.status_code == status
+                    assert (await client.get(health)).status_code == 200
 
     run(journey)
 
@@ -187,4 +220,39 @@ def test_readyz_asks_the_stores_at_most_once_a_second() -> None:
             return [a.status_code for a in answers]
 
     assert asyncio.run(ask()) == [200] * 50
+    assert len(asked) == 1
+
+
+def test_readyz_with_a_record_that_hangs_says_not_ready_and_asks_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolhost._mcp.http_front as front
+    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
+
+    monkeypatch.setattr(front, "READY_WAIT_S", 0.2)
+    answer = threading.Event()
+    asked: list[int] = []
+
+    def hangs() -> bool:
+        asked.append(1)
+        answer.wait(10)
+        return True
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app is never reached")
+
+    door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
+                                     max_body_bytes=10, max_calls=1), ready=hangs)
+
+    async def ask() -> tuple[list[int], int]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
+                                     base_url="http://testserver") as client:
+            waited = await asyncio.gather(*(client.get("/readyz") for _ in range(10)))
+            answer.set()
+            while asked and door._readiness._checking is not None:  # the check lands
+                await asyncio.sleep(0.01)
+            return [a.status_code for a in waited], (await client.get("/readyz")).status_code
+
+    waited, after = asyncio.run(ask())
+    assert waited == [503] * 10
+    assert after == 200
     assert len(asked) == 1

@@ -18,6 +18,7 @@ pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is
 
 from toolhost._mcp.http_routes import (
     _REMEMBER_AT_MOST,
+    NotServedHere,
     QuietUpstreamLost,
     RouteKey,
     Router,
@@ -94,6 +95,36 @@ def test_a_request_target_that_is_no_path_is_refused_and_never_sent(raw_path: by
                                _scope(raw_path=raw_path))
     assert delivered and seen == []
     assert sent[0]["status"] == 400
+
+
+@pytest.mark.parametrize("raw_path", [b"/./ui/login", b"/mcp/../ui/login", b"/x/%2e%2e/metrics"])
+def test_a_path_the_other_host_would_read_otherwise_is_refused_and_never_sent(
+        raw_path: bytes) -> None:
+    # Regression: "/./ui/login" was no inbox path here, so it was forwarded, and httpx sent
+    # it as "/ui/login": the other host's inbox, through this host's forwarding client.
+    seen: list[httpx.Request] = []
+    delivered, sent = _forward(_router(lambda r: seen.append(r) or _ok()),
+                               _scope(raw_path=raw_path))
+    if seen:  # sent only as it came
+        assert seen[0].url.raw_path == raw_path
+    else:
+        assert delivered and sent[0]["status"] == 400
+
+
+def test_a_cookie_the_other_host_set_never_rides_on_anothers_request() -> None:
+    # Regression: one client forwards everyone's requests, and its cookie jar kept what the
+    # other host set on one person's answer for the next person's request.
+    seen: list[httpx.Request] = []
+
+    def other_host(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"set-cookie": "toolhost_inbox=ANAS; Path=/"},
+                              stream=httpx.ByteStream(b"{}"))
+
+    router = _router(other_host)
+    _forward(router, _scope())
+    _forward(router, _scope())
+    assert [r.headers.get("cookie") for r in seen] == [None, None]
 
 
 def test_only_the_path_and_query_join_the_other_hosts_origin() -> None:
@@ -251,3 +282,50 @@ def test_an_answer_that_goes_on_is_cut_a_grace_after_its_client_left(
 
     assert anyio.run(go)
     assert router.forwarding == 0
+
+
+class _Claims(Table):
+    """A table where no host serves anything yet, counting claims."""
+
+    def __init__(self) -> None:
+        super().__init__(owner=None)
+        self.claimed: list[str] = []
+
+    def claim(self, key: str, host_id: str) -> HostAddress:
+        self.claimed.append(host_id)
+        return ME
+
+
+RUN = RouteKey("run\x1fana\x1fprint", session=False)
+
+
+def test_a_stopping_host_takes_no_new_run_and_says_retry() -> None:
+    """Regression: a host draining on SIGTERM still claimed a new person's sessionless run, so
+    every host sent that person's calls to it, refused ("stopping") until it was gone."""
+    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
+
+    table = _Claims()
+    router = _router(lambda r: _ok(), table)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("nothing is served here")
+
+    door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
+                                     max_body_bytes=4096, max_calls=1),
+                     ready=lambda: True, router=router)
+    door.draining = True
+
+    async def ask() -> httpx.Response:
+        with pytest.raises(NotServedHere):
+            await router.target(RUN, claim=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
+                                     base_url="http://testserver") as client:
+            return await client.post("/mcp", json={
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "math.calculate", "arguments": {"expression": "1"}}},
+                headers={"mcp-protocol-version": "2026-07-28"})
+
+    answer = anyio.run(ask)
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert table.claimed == []
+    assert anyio.run(router.target, RUN) is None and table.claimed == ["me"]  # not stopping

@@ -17,7 +17,7 @@ import pytest
 from loopback_ports import free_port
 from s3_server import S3Server, s3_bucket_fixture, s3_server_fixture  # noqa: F401 - fixtures
 
-from toolhost._adapters.http import trust_roots_file
+from toolhost._adapters.http import HttpConfigError, trust_roots_file
 from toolhost._adapters.s3_artifacts import s3_client
 from toolhost.testing import loopback_tls_server
 
@@ -115,9 +115,21 @@ def test_toolhost_ca_bundle_is_trusted_and_aws_ca_bundle_is_not(
 
 
 def test_the_roots_file_is_in_a_directory_of_this_process_alone(tmp_path: Path) -> None:
+    import trustme
+
     bundle = tmp_path / "extra.pem"
-    bundle.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    trustme.CA().cert_pem.write_to_path(str(bundle))
     path = Path(trust_roots_file({"TOOLHOST_CA_BUNDLE": str(bundle)}))
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert path.read_bytes().endswith(bundle.read_bytes())
+    roots = "".join(path.read_text().split())
+    assert "".join(bundle.read_text().split()) in roots  # the bundle's, beside the defaults
+    assert roots.count("-----BEGINCERTIFICATE-----") > 1
     assert trust_roots_file({"TOOLHOST_CA_BUNDLE": str(bundle)}) == str(path)  # written once
+
+
+def test_a_bundle_that_is_not_pem_is_refused_as_for_every_client(tmp_path: Path) -> None:
+    bundle = tmp_path / "der.crt"
+    bundle.write_bytes(b"0\x82\x01\x0a not a PEM file")
+    with pytest.raises(HttpConfigError, match="could not be loaded as a PEM CA bundle"):
+        s3_client({"TOOLHOST_CA_BUNDLE": str(bundle), "AWS_REGION": "us-east-1",
+                   "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})

@@ -230,3 +230,21 @@ def test_serve_with_an_uninstalled_otel_propagator_says_so_in_one_line(tmp_path:
         "toolhost: OTEL_PROPAGATORS='no-such-propagator': Propagator no-such-propagator not "
         "found. It is either misspelled or not installed. Install it, or unset "
         "OTEL_PROPAGATORS."]
+
+
+def test_any_other_value_error_while_serve_loads_is_not_called_a_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only OpenTelemetry's own error is the operator's setting: a bug raising ValueError in
+    the same import, with OTEL_PROPAGATORS set to its valid default, keeps its traceback."""
+    import argparse
+
+    import toolhost._composition
+    from toolhost._cli.main import cmd_serve
+
+    def a_bug() -> None:
+        raise ValueError("invalid literal for int() with base 10: 'abc'")
+
+    monkeypatch.setenv("OTEL_PROPAGATORS", "tracecontext,baggage")
+    monkeypatch.setattr(toolhost._composition, "mcp_server", a_bug)
+    with pytest.raises(ValueError, match="invalid literal"):
+        cmd_serve(argparse.Namespace(http=None, enable=[], pin=[]))

@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -62,13 +63,23 @@ def _default_roots() -> tuple[list[str], str | None]:
     return cafiles, capath
 
 
+def _client_context() -> ssl.SSLContext:
+    """What ``ssl.create_default_context()`` makes for a client, less what it takes from the
+    environment: it opens the file ``SSLKEYLOGFILE`` names, whoever set it for which program,
+    and writes every session's secrets there (a capture of the traffic is then readable)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and check_hostname
+    if sys.version_info >= (3, 13):  # what create_default_context adds from 3.13
+        ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
+    return ctx
+
+
 def _ssl_context(settings: Settings) -> ssl.SSLContext:
     cafiles, capath = _default_roots()
+    ctx = _client_context()
     if not cafiles and capath is None:  # pragma: no cover - no certifi, no OpenSSL roots
-        ctx = ssl.create_default_context()
+        ctx.load_default_certs()
     else:
-        # Given a cafile or capath, create_default_context loads only those roots.
-        ctx = ssl.create_default_context(cafile=cafiles[0] if cafiles else None, capath=capath)
+        ctx.load_verify_locations(cafile=cafiles[0] if cafiles else None, capath=capath)
         for cafile in cafiles[1:]:
             ctx.load_verify_locations(cafile=cafile)
     bundle = (settings.get(CA_BUNDLE_SETTING) or "").strip()
@@ -86,36 +97,23 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
                 f"({type(exc).__name__}): point it at a file of PEM 'BEGIN CERTIFICATE' blocks, "
                 "or unset it"
             ) from exc
-    # What create_default_context sets, stated: verification is never off.
+    # What PROTOCOL_TLS_CLIENT sets, stated: verification is never off.
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
-    # create_default_context also takes SSLKEYLOGFILE from the environment (trust_env or
-    # not): the sessions' secrets, written there, would decrypt a capture of every request.
-    ctx.keylog_filename = None  # type: ignore[assignment]
     return ctx
 
 
 def trust_roots_file(env: Mapping[str, str]) -> str:
-    """The path of one PEM file holding the trust roots every client here verifies with: the
-    default roots (``_default_roots``' files) and ``TOOLHOST_CA_BUNDLE``'s. Written once per
-    process for each content, in a directory of this process's own (0700, removed at exit), so
-    no other user can swap it between writing and reading.
+    """The path of one PEM file holding the trust roots every client here verifies with (the
+    files of the default roots, and ``TOOLHOST_CA_BUNDLE``'s): the certificates the clients'
+    context loaded, so a bundle is checked as theirs is. Written once per process for each
+    content, in a directory of this process's own (0700, removed at exit), so no other user
+    can swap it between writing and reading.
 
-    :raises HttpConfigError: the bundle is not a readable file.
+    :raises HttpConfigError: the bundle is not a readable PEM file.
     """
-    parts: list[bytes] = []
-    cafiles, _ = _default_roots()  # (a capath's hashed directory cannot be one file)
-    bundle = (env.get(CA_BUNDLE_SETTING) or "").strip()
-    for name in [*cafiles, *([bundle] if bundle else [])]:
-        try:
-            parts.append(Path(name).read_bytes().rstrip(b"\n") + b"\n")
-        except OSError as exc:
-            if name != bundle:
-                continue  # a default that went away: the others still hold
-            raise HttpConfigError(
-                f"{CA_BUNDLE_SETTING}={bundle!r} could not be read ({type(exc).__name__}): "
-                "point it at a PEM file of extra CA certificates, or unset it") from None
-    pem = b"".join(parts)
+    loaded = _ssl_context(Settings(env=dict(env))).get_ca_certs(binary_form=True)
+    pem = "".join(ssl.DER_cert_to_PEM_cert(der) for der in loaded).encode("ascii")
     with _ROOTS_LOCK:
         global _roots_dir
         if _roots_dir is None:

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -297,7 +298,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # OpenTelemetry's API, which the SDK imports, loads OTEL_PROPAGATORS' propagators as
         # it is imported and raises for one no installed package provides: a setting, not a bug.
         propagators = os.environ.get("OTEL_PROPAGATORS")
-        if not propagators:
+        if not propagators or not _raised_in(exc, "opentelemetry.propagate"):
             raise
         raise CommandError(f"OTEL_PROPAGATORS={propagators!r}: {exc} Install it, or unset "
                            "OTEL_PROPAGATORS.", ExitCode.USAGE) from None
@@ -312,6 +313,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # ToolhostError (``_command``'s one line); Ctrl-C a KeyboardInterrupt (130).
     serve(host, http=args.http, enable=args.enable, pins=args.pin)
     return ExitCode.OK
+
+
+def _raised_in(exc: BaseException, module: str) -> bool:
+    """Whether ``exc`` was raised by code of ``module`` (its traceback's last frame)."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    return bool(frames) and frames[-1][0].f_globals.get("__name__") == module
 
 
 _COMMANDS = {

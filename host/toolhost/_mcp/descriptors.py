@@ -153,5 +153,8 @@ class QuietConnectionNoise(logging.Filter):
             return True
         for start, kind in self.KINDS:
             if record.msg.startswith(start):
-                return self._once.allow(kind) is not None
+                held = self._once.allow(kind)
+                if held:
+                    record.msg = f"{record.msg} ({held} more since the last such line)"
+                return held is not None
         return True

@@ -45,7 +45,7 @@ from toolhost._mcp.descriptors import OncePerInterval, running_short
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
 from toolhost._mcp.http_introspection import TokenIntrospector
-from toolhost._mcp.http_routes import Router, route_key
+from toolhost._mcp.http_routes import NotServedHere, Router, route_key
 
 __all__ = ["CALLER_KEY", "OPENING_KEY", "FrontDoor", "HttpPolicy", "Opening", "host_allowed",
            "origin_allowed"]
@@ -306,7 +306,13 @@ class FrontDoor:
             return False
         for _ in range(2):  # a target that stopped: the table is asked once more
             try:
-                target = await self._router.target(route)
+                target = await self._router.target(route, claim=not self.draining)
+            except NotServedHere:
+                self.refused["draining"] += 1
+                await _json(send, 503, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32000, "message": "The server is stopping; retry in a moment."}},
+                    retry_after="1")
+                return True
             except RoutesUnavailable as exc:
                 # The table is away and the route is not one this host knows (its own
                 # sessions it does): to be retried, not served where its state is not.
@@ -428,29 +434,43 @@ class FrontDoor:
         await _plain(send, status, text)
 
 
-#: Seconds one answer of the stores stands for ``/readyz`` (D328).
+#: Seconds one answer of the stores stands for ``/readyz``, and how long a request waits for
+#: a check under way before it is told "not ready" (D328).
 READY_FOR_S: Final = 1.0
+READY_WAIT_S: Final = 5.0
 
 
 class _Readiness:
     """``/readyz``'s answer: the stores asked at most once every READY_FOR_S, one check at a
-    time, the requests meanwhile given its answer (D328). The route takes no token: asked per
-    request, it put two queries on the record for anyone (on PostgreSQL, every host's record),
-    and a record that hangs held a worker thread per request."""
+    time, the requests meanwhile given its answer, or "not ready" after READY_WAIT_S while it
+    is still under way (D328). The route takes no token: asked per request, it put two
+    queries on the record for anyone (on PostgreSQL, every host's record), and a record that
+    hangs held a worker thread, and the request, for each."""
 
     def __init__(self, check: Callable[[], bool]) -> None:
         self._check = check
-        self._lock = asyncio.Lock()
+        self._checking: asyncio.Future[bool] | None = None
         self._answer = False
         self._until: float | None = None
 
     async def answer(self) -> bool:
         loop = asyncio.get_running_loop()
-        async with self._lock:
-            if self._until is None or loop.time() >= self._until:
-                self._answer = await asyncio.to_thread(self._check)
-                self._until = loop.time() + READY_FOR_S
+        if self._until is not None and loop.time() < self._until:
             return self._answer
+        if self._checking is None:
+            self._checking = asyncio.ensure_future(self._ask())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._checking), READY_WAIT_S)
+        except TimeoutError:
+            return False
+
+    async def _ask(self) -> bool:
+        try:
+            answer = await asyncio.to_thread(self._check)
+            self._answer, self._until = answer, asyncio.get_running_loop().time() + READY_FOR_S
+            return answer
+        finally:
+            self._checking = None
 
 
 async def _quietly(step: Awaitable[None], log: Any) -> None:

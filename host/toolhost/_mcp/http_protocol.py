@@ -3,23 +3,33 @@ two bounds on a connection uvicorn leaves out (D328).
 
 - A request's head (its request line and headers) must arrive within
   ``TOOLHOST_HTTP_HEAD_TIMEOUT_S`` (10 s) of the connection opening or of the previous
-  answer's end, or the connection is closed. uvicorn's keep-alive timer runs only after an answer, and any byte
-  received cancels it: a connection that never finished its head was held for ever, and
-  ``TOOLHOST_HTTP_MAX_CONNECTIONS`` of them got every other client a 503, ``/healthz`` too.
-- An answer given before the request's body was read to its end (a 401, 403, 408, 413, 421)
-  closes the connection once it is sent. Kept alive, h11 reads and discards the rest of the
-  body, however long it is: one unauthenticated connection announcing 100 GB kept a core busy.
+  answer's end, or the connection is closed. uvicorn's keep-alive timer runs only after an
+  answer, and any byte received cancels it: a connection that never finished its head was
+  held for ever, and ``TOOLHOST_HTTP_MAX_CONNECTIONS`` of them got every other client a 503,
+  ``/healthz`` too.
+- After an answer given before the request's body was read to its end (a 401, 403, 408,
+  413, 421), the rest of that body is read and dropped for at most ``DISCARD_BYTES`` and the
+  same deadline, then the connection is closed. uvicorn read and dropped it however long it
+  was: one unauthenticated connection announcing 100 GB kept a core busy. Closing at once is
+  no answer either: a client still sending (httpx sends the whole body before it reads) has
+  its connection reset and never reads the 401 or 413, and one that finishes within the bound
+  keeps its connection, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["BoundedH11Protocol", "bounded_h11"]
+__all__ = ["DISCARD_BYTES", "BoundedH11Protocol", "bounded_h11"]
+
+#: How much of a body answered before it was read is still read (and dropped) after the
+#: answer: twice the default TOOLHOST_HTTP_MAX_BODY_BYTES, the largest body an honest client
+#: would be refused for.
+DISCARD_BYTES: Final = 16 * 1024 * 1024
 
 
 def bounded_h11(head_timeout_s: float) -> type[BoundedH11Protocol]:
@@ -30,11 +40,14 @@ def bounded_h11(head_timeout_s: float) -> type[BoundedH11Protocol]:
 
 
 class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request's head, and no body read
-    after its answer (see the module's docstring)."""
+    """uvicorn's h11 protocol with a deadline for each request's head, and a bound on what is
+    read of a body after its answer (see the module's docstring)."""
 
     head_timeout_s: float = 10.0
+    #: The deadline of the next request's head, or of the rest of a body answered early.
     _head_timer: asyncio.TimerHandle | None = None
+    #: Bytes of a body answered early still to be dropped; None: no such body.
+    _discarding: int | None = None
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -44,19 +57,28 @@ class BoundedH11Protocol(H11Protocol):
         self._head_arrived()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        if self._discarding is not None:
+            self._discarding -= len(data)
+            if self._discarding < 0:
+                self.transport.close()
+                return
+        super().data_received(data)
+
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
+        if self._discarding is not None and self.conn.their_state is not h11.SEND_BODY:
+            self._discarding = None  # the body answered early ended: the next head's turn
+            self._await_head()
         if self.cycle is not cycle:  # a request's head was read: its cycle began
             self._head_arrived()
 
     def on_response_complete(self) -> None:
+        # Before uvicorn's own, which may handle a pipelined request's head (cancelling it).
         if self.conn.their_state is h11.SEND_BODY:
-            # Answered before the body was read to its end: the rest is not read.
-            self.transport.close()
-        else:
-            # Before uvicorn's own: a pipelined request's head, handled there, cancels it.
-            self._await_head()
+            self._discarding = DISCARD_BYTES  # answered early: the rest, bounded, dropped
+        self._await_head()
         super().on_response_complete()
 
     def _await_head(self) -> None:

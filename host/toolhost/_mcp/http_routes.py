@@ -20,6 +20,7 @@ receiver checks the request as any other (Host, Origin, the token again, its own
 from __future__ import annotations
 
 import collections
+import http.cookiejar
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
@@ -33,8 +34,8 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from toolhost._composition import HEARTBEAT_S, HostAddress, RouteTable, ToolhostError, get_logger
 from toolhost._mcp.http_auth import Caller
 
-__all__ = ["FORWARDED", "QuietUpstreamLost", "Router", "UpstreamLost", "first_header",
-           "route_key"]
+__all__ = ["FORWARDED", "NotServedHere", "QuietUpstreamLost", "Router", "UpstreamLost",
+           "first_header", "route_key"]
 
 FORWARDED: Final = b"toolhost-forwarded"
 _SESSION: Final = b"mcp-session-id"
@@ -50,6 +51,11 @@ _HOP: Final = frozenset({b"connection", b"keep-alive", b"proxy-authenticate",
                          b"proxy-authorization", b"te", b"trailer", b"transfer-encoding",
                          b"upgrade", b"proxy-connection"})
 _NOT_FORWARDED: Final = _HOP | {b"content-length"}
+
+
+class NotServedHere(ToolhostError):
+    """A stopping host was asked for a sessionless run that no host serves yet: it takes no
+    new run (the client is to retry, and reaches a host that will)."""
 
 
 class UpstreamLost(ToolhostError):
@@ -100,6 +106,12 @@ class Router:
         self._table = table
         self._monotonic = monotonic
         self._me = me
+        # One client forwards everyone's requests: a cookie one host set on one person's
+        # answer must never ride along on another's (the client's own Cookie header goes
+        # through as it came; what the other host sets goes back to its client only).
+        # (The jar itself: httpx's ``cookies`` setter copies into a jar of its own.)
+        client.cookies.jar = http.cookiejar.CookieJar(
+            policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
         self._client = client
         #: key -> (host, or None for this one; until when the answer is trusted), least
         #: recently used first.
@@ -149,10 +161,12 @@ class Router:
         self._known.pop(key, None)
         await anyio.to_thread.run_sync(self._table.drop, key)
 
-    async def target(self, route: RouteKey) -> HostAddress | None:
-        """The host ``route`` is served on; None: this one.
+    async def target(self, route: RouteKey, *, claim: bool = True) -> HostAddress | None:
+        """The host ``route`` is served on; None: this one. Without ``claim`` (this host is
+        stopping), a sessionless run no host serves yet is not taken here.
 
         :raises RoutesUnavailable: the table is away and the route is not known here.
+        :raises NotServedHere: no host serves the run, and ``claim`` is False.
         """
         if route.key in self._mine:
             return None
@@ -165,9 +179,15 @@ class Router:
             found = await anyio.to_thread.run_sync(self._table.owner, route.key)
             if found is None:
                 return None  # nobody's: served here, where the SDK answers the spec's 404
-        else:
+        elif claim:
             found = await anyio.to_thread.run_sync(self._table.claim, route.key,
                                                    self._me.host_id)
+        else:
+            # Taken here, every host would send the run's calls to a host that refuses new
+            # calls until it is gone (D328).
+            found = await anyio.to_thread.run_sync(self._table.owner, route.key)
+            if found is None:
+                raise NotServedHere("no host serves this run yet")
         host = None if found.host_id == self._me.host_id else found
         self._known[route.key] = (host, now + _REMEMBER_S)
         self._known.move_to_end(route.key)
@@ -287,10 +307,14 @@ def _url(base: str, scope: dict[str, Any]) -> httpx.URL | None:
     if not raw.startswith(b"/") or raw.startswith(b"//"):
         return None
     query: bytes = scope.get("query_string", b"")
+    target = raw + (b"?" + query if query else b"")
     try:
-        return httpx.URL(base).copy_with(raw_path=raw + (b"?" + query if query else b""))
+        url = httpx.URL(base).copy_with(raw_path=target)
     except (httpx.InvalidURL, ValueError):
         return None
+    # httpx resolves dot segments ("/./ui/login" is "/ui/login" to it): a path this host
+    # did not read as the other will (its inbox, its metrics) is not sent on.
+    return url if url.raw_path == target else None
 
 
 #: How long a forwarded POST's answer is still read after its client left.
