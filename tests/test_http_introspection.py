@@ -285,7 +285,12 @@ def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
     # junk tokens against an issuer answering in 2 s held /readyz for 66 s.
     import asyncio
 
-    from toolhost._mcp.http_front import INTROSPECTING, FrontDoor, HttpPolicy
+    from toolhost._mcp.http_front import (
+        INTROSPECTING,
+        INTROSPECTION_QUEUE,
+        FrontDoor,
+        HttpPolicy,
+    )
 
     def slow(url: str, form: dict[str, str], basic: tuple[str, str], limit: int) -> bytes:
         time.sleep(1.0)
@@ -319,18 +324,25 @@ def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
         await door(scope, receive, send)
         return status[0]
 
-    async def main() -> tuple[float, set[int]]:
+    async def main() -> tuple[float, float, list[int]]:
         junk = [asyncio.ensure_future(request("/mcp", f"junk-{n}"))
                 for n in range(6 * INTROSPECTING)]
         await asyncio.sleep(0.2)
         started = time.monotonic()
         assert await request("/readyz") == 200
         waited = time.monotonic() - started
-        return waited, set(await asyncio.gather(*junk))
+        started = time.monotonic()
+        assert await request("/mcp", "one-more") == 503  # the queue is full: at once
+        refused_in = time.monotonic() - started
+        return waited, refused_in, list(await asyncio.gather(*junk))
 
-    waited, statuses = asyncio.run(main())
-    assert statuses == {401}
+    waited, refused_in, statuses = asyncio.run(main())
+    # INTROSPECTION_QUEUE of them wait for the issuer (and are refused, 401); the others are
+    # told at once to retry (D331), never holding their connection for the wait.
+    assert sorted(statuses) == ([401] * INTROSPECTION_QUEUE
+                                + [503] * (6 * INTROSPECTING - INTROSPECTION_QUEUE))
     assert waited < 3.0  # a loose bound: before the fix, 48 tokens held it about 8 s
+    assert refused_in < 0.5  # a loose bound: waiting, it would have been 10 s
 
 
 # ---------------------------------------------------------------------------- the inbox's login

@@ -278,3 +278,36 @@ def _ada_waits(store: SQLiteInvocationStore, calls: int) -> None:
         store.insert(record(id=f"{i:032x}", principal_id="ada",
                             created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i),
                             state=InvocationState.AWAITING_APPROVAL))
+
+
+def test_a_login_while_tokens_queue_for_the_issuer_is_asked_to_retry(
+        store: SQLiteInvocationStore) -> None:
+    """With INTROSPECTION_QUEUE requests already waiting for the issuer, a login is told to
+    try again (503), not that its token is invalid (D331)."""
+    from toolhost._mcp.http_introspection import IntrospectionBusy
+    from toolhost._mcp.inbox.app import BEFORE_COOKIE
+
+    inbox = _inbox(store)
+
+    async def busy(token: str) -> Caller | None:
+        raise IntrospectionBusy("too many tokens wait for the issuer's answer")
+
+    inbox._verify = busy  # type: ignore[assignment]
+    csrf, before = inbox._logins.before_login()
+    body = f"csrf={csrf}&token=opaque-token".encode()
+    scope = {"type": "http", "method": "POST", "path": "/ui/login", "scheme": "http",
+             "query_string": b"",
+             "headers": [(b"host", b"127.0.0.1"), (b"origin", b"http://127.0.0.1"),
+                         (b"content-type", b"application/x-www-form-urlencoded"),
+                         (b"cookie", f"{BEFORE_COOKIE}={before}".encode())]}
+    status: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    anyio.run(inbox, scope, receive, send, None)
+    assert status == [503]

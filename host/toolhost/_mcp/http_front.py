@@ -44,7 +44,7 @@ from toolhost._composition import METRICS_CONTENT_TYPE, RoutesUnavailable, get_l
 from toolhost._mcp.descriptors import OncePerInterval, running_short
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
-from toolhost._mcp.http_introspection import TokenIntrospector
+from toolhost._mcp.http_introspection import IntrospectionBusy, TokenIntrospector
 from toolhost._mcp.http_routes import NotServedHere, Router, route_key
 
 __all__ = ["CALLER_KEY", "OPENING_KEY", "FrontDoor", "HttpPolicy", "Opening", "host_allowed",
@@ -54,6 +54,9 @@ __all__ = ["CALLER_KEY", "OPENING_KEY", "FrontDoor", "HttpPolicy", "Opening", "h
 #: token's answer before it is refused (401).
 INTROSPECTING = 8
 INTROSPECTION_WAIT_S = 10.0
+#: Requests that may wait for a token's introspection at once; more are answered 503 at once
+#: (D331): unknown tokens, sent by anyone, otherwise each held a connection for the wait.
+INTROSPECTION_QUEUE = 32
 
 #: Where the verified caller rides in the ASGI scope.
 CALLER_KEY = "toolhost.caller"
@@ -161,6 +164,7 @@ class FrontDoor:
         self.refused: collections.Counter[str] = collections.Counter()
         self._calls: collections.Counter[str] = collections.Counter()
         self._introspecting = anyio.CapacityLimiter(INTROSPECTING)
+        self._introspection_waiting = 0
         self._log = get_logger()
         #: Set when the server is stopping: no new call or session; what runs finishes.
         self.draining = False
@@ -208,7 +212,12 @@ class FrontDoor:
         caller: Caller | None = None
         if self._policy.authenticates:
             token = bearer_token(headers)
-            caller = await self.verify(token) if token is not None else None
+            try:
+                caller = await self.verify(token) if token is not None else None
+            except IntrospectionBusy:
+                await _plain(send, 503, "Busy; retry in a moment.\n",
+                             extra=[(b"retry-after", b"1")])
+                return
             if caller is None:
                 await self._unauthorized(send, presented=token is not None)
                 return
@@ -412,9 +421,16 @@ class FrontDoor:
             # thread waits for its POST (the host client's 10 s timeouts bound it).
             caller = introspection.remembered(token)
             if caller is None:
-                with anyio.move_on_after(INTROSPECTION_WAIT_S):
-                    caller = await anyio.to_thread.run_sync(
-                        introspection.verify, token, limiter=self._introspecting)
+                if self._introspection_waiting >= INTROSPECTION_QUEUE:
+                    self.refused["introspection_busy"] += 1
+                    raise IntrospectionBusy("too many tokens wait for the issuer's answer")
+                self._introspection_waiting += 1
+                try:
+                    with anyio.move_on_after(INTROSPECTION_WAIT_S):
+                        caller = await anyio.to_thread.run_sync(
+                            introspection.verify, token, limiter=self._introspecting)
+                finally:
+                    self._introspection_waiting -= 1
             return caller
         return None
 

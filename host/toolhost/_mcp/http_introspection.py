@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote_plus
 
-from toolhost._composition import get_logger
+from toolhost._composition import ToolhostError, get_logger
 from toolhost._mcp.http_auth import (
     LEEWAY_S,
     Caller,
@@ -31,7 +31,13 @@ from toolhost._mcp.http_auth import (
     refused,
 )
 
-__all__ = ["DEFAULT_CACHE_S", "TokenIntrospector"]
+__all__ = ["DEFAULT_CACHE_S", "IntrospectionBusy", "TokenIntrospector"]
+
+
+class IntrospectionBusy(ToolhostError):
+    """Too many requests already wait for the issuer's answer about their token: this one is
+    to retry (503), not refused as if its token were bad (D331)."""
+
 
 #: How long a token the issuer said is active is used without asking again.
 DEFAULT_CACHE_S = 60.0

@@ -60,7 +60,7 @@ from toolhost._composition import (
 )
 from toolhost._mcp.config import InboxOAuth
 from toolhost._mcp.http_auth import Caller
-from toolhost._mcp.http_introspection import Post
+from toolhost._mcp.http_introspection import IntrospectionBusy, Post
 from toolhost._mcp.http_routes import first_header
 from toolhost._mcp.inbox import pages
 from toolhost._mcp.inbox.charts import Overview, summarize
@@ -473,7 +473,12 @@ class Inbox:
                                                      "from this page. Try again.")
             return
         token = form.get("token", "").strip()
-        caller = await self._verify(token) if token else None
+        try:
+            caller = await self._verify(token) if token else None
+        except IntrospectionBusy:
+            await self._login_page(scope, send, 503, "Too many logins are being checked at "
+                                                     "once. Try again in a moment.")
+            return
         if caller is None:
             self._log.info("http.inbox.refused", reason="login")
             await self._login_page(scope, send, 401, "That token is not valid here.")
@@ -521,7 +526,12 @@ class Inbox:
             # one of EXCHANGING threads of its own, never the ones the pages and tools use.
             token = await anyio.to_thread.run_sync(self._exchange, oauth, code, verifier,
                                                    limiter=self._exchanging)
-        caller = await self._verify(token) if token is not None else None
+        try:
+            caller = await self._verify(token) if token is not None else None
+        except IntrospectionBusy:
+            await self._flow_failed(scope, send, 503, "Too many logins are being checked at "
+                                    "once. Try again in a moment.", "flow_busy")
+            return
         if caller is None or token is None:
             await self._flow_failed(scope, send, 401, "The issuer's answer did not log you in.",
                                     "flow_token")
