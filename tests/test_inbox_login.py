@@ -80,3 +80,20 @@ def test_each_kind_of_cookie_opens_only_as_itself(tmp_path: Path) -> None:
     clock.now += FLOW_S + 1
     assert logins.read_flow(flow, state) is None
     assert not logins.before_login_holds(before, csrf)
+
+
+def test_a_principal_logs_in_at_most_logins_per_hour_times_in_any_hour(tmp_path: Path) -> None:
+    """Each logout keeps a row with the record for the login's eight hours (D324): a token
+    logging in and out in a loop wrote 274 rows a second (D332)."""
+    from toolhost._mcp.inbox.login import LOGINS_PER_HOUR
+
+    now = [1_000_000.0]
+    logins = _logins(tmp_path, lambda: now[0])
+    for _ in range(LOGINS_PER_HOUR):
+        assert logins.admit("ada")
+        now[0] += 1
+    assert not logins.admit("ada")
+    assert logins.admit("bob")  # each principal its own
+    now[0] += 3600 - LOGINS_PER_HOUR  # the first login is an hour old now, the second not
+    assert logins.admit("ada")
+    assert not logins.admit("ada")

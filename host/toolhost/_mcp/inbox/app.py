@@ -101,6 +101,9 @@ _STATIC: Final = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css
 _CALL: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})(?:/(approve|deny))?$")
 _FILE: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})/files/([A-Za-z0-9_-]{1,128})$")
 _HTML: Final = "text/html; charset=utf-8"
+#: More than LOGINS_PER_HOUR logins of one principal here (D332).
+_TOO_MANY_LOGINS: Final = ("Too many logins as this person in the last hour. Try again later, "
+                           "or use a login you have.")
 _NO_EXPIRY: Final = ("That token does not say when it expires, so it cannot make a login "
                      "here; use one that does.")
 #: A file's answer: never rendered in the inbox's origin, whatever it holds.
@@ -483,6 +486,10 @@ class Inbox:
             self._log.info("http.inbox.refused", reason="login")
             await self._login_page(scope, send, 401, "That token is not valid here.")
             return
+        if not self._logins.admit(caller.principal.id):
+            self._log.info("http.inbox.refused", reason="logins_per_hour")
+            await self._login_page(scope, send, 429, _TOO_MANY_LOGINS)
+            return
         cookie = self._login_cookie(scope, caller, token)
         if cookie is None:
             await self._login_page(scope, send, 401, _NO_EXPIRY)
@@ -535,6 +542,9 @@ class Inbox:
         if caller is None or token is None:
             await self._flow_failed(scope, send, 401, "The issuer's answer did not log you in.",
                                     "flow_token")
+            return
+        if not self._logins.admit(caller.principal.id):
+            await self._flow_failed(scope, send, 429, _TOO_MANY_LOGINS, "flow_logins_per_hour")
             return
         cookie = self._login_cookie(scope, caller, token)
         if cookie is None:

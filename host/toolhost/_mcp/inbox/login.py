@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import hashlib
 import hmac
 import json
@@ -38,6 +39,9 @@ __all__ = ["ADMIN_SCOPE", "DECIDE_SCOPE", "FLOW_S", "LOGIN_S", "Login", "Logins"
 
 #: How long a browser login lasts.
 LOGIN_S: Final = 8 * 3600
+#: Logins one principal may make on this host in any hour (D332): each logout keeps a row with
+#: the record until the login would have expired, so logins are what bounds those rows.
+LOGINS_PER_HOUR: Final = 30
 #: How far apart the clocks of a record's hosts may be for a logout to hold on each of them
 #: until the login expires on its own (D324).
 CLOCK_SKEW_S: Final = 3600
@@ -100,6 +104,20 @@ class Logins:
         #: Random ids come from the composition root (the system clock adapter), the one
         #: place that reads ambient state.
         self._new_nonce = new_nonce
+        #: Each principal's logins of the last hour here, oldest first.
+        self._recent: dict[str, collections.deque[float]] = {}
+
+    def admit(self, principal_id: str) -> bool:
+        """Whether ``principal_id`` may log in now (at most LOGINS_PER_HOUR in any hour on
+        this host); counted when it may."""
+        now = self._now()
+        recent = self._recent.setdefault(principal_id, collections.deque())
+        while recent and recent[0] <= now - 3600:
+            recent.popleft()
+        if len(recent) >= LOGINS_PER_HOUR:
+            return False
+        recent.append(now)
+        return True
 
     def issue(self, caller: Caller, token: str) -> str | None:
         """The cookie's value for a login with ``token``, which verified as ``caller``; None
