@@ -87,6 +87,18 @@ def test_a_redirect_is_returned_not_followed(server: _TLSServer, bundle: Path) -
     assert server.paths == ["/redirect"]
 
 
+def assert_both_clients_fetch(clients: HttpClients, server: _TLSServer) -> None:
+    """The sync and the async client each GET ``/hello`` from ``server``: 200."""
+    with clients.client(timeout=5) as client:
+        assert client.get(f"{server.base_url}/hello").status_code == 200
+
+    async def fetch() -> int:
+        async with clients.async_client(timeout=5) as client:
+            return (await client.get(f"{server.base_url}/hello")).status_code
+
+    assert asyncio.run(fetch()) == 200
+
+
 def test_proxy_and_certificate_variables_in_the_environment_change_nothing(
     server: _TLSServer, bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,15 +108,7 @@ def test_proxy_and_certificate_variables_in_the_environment_change_nothing(
         monkeypatch.setenv(name, f"http://{LOOPBACK}:9")
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle.parent / "no-such-roots.pem"))
     monkeypatch.setenv("SSL_CERT_DIR", str(bundle.parent / "no-such-dir"))
-    clients = with_bundle(bundle)
-    with clients.client(timeout=5) as client:
-        assert client.get(f"{server.base_url}/hello").status_code == 200
-
-    async def fetch() -> int:
-        async with clients.async_client(timeout=5) as client:
-            return (await client.get(f"{server.base_url}/hello")).status_code
-
-    assert asyncio.run(fetch()) == 200
+    assert_both_clients_fetch(with_bundle(bundle), server)
     assert server.paths == ["/hello", "/hello"]
 
 
@@ -128,14 +132,7 @@ def test_sslkeylogfile_in_the_environment_gets_no_tls_secrets(
     keylog = tmp_path / "keys.log"
     monkeypatch.setenv("SSLKEYLOGFILE", str(keylog))
     clients = with_bundle(bundle)
-    with clients.client(timeout=5) as client:
-        assert client.get(f"{server.base_url}/hello").status_code == 200
-
-    async def fetch() -> int:
-        async with clients.async_client(timeout=5) as client:
-            return (await client.get(f"{server.base_url}/hello")).status_code
-
-    assert asyncio.run(fetch()) == 200
+    assert_both_clients_fetch(clients, server)
     assert clients.ssl_context.keylog_filename is None
     assert not keylog.exists()  # not even opened (create_default_context opens it)
 

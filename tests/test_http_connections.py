@@ -196,9 +196,18 @@ def test_an_upgrade_is_a_plain_request_and_noise_is_logged_once(tmp_path: Path) 
         assert log.count(noise) <= 1, (noise, log)
 
 
-def test_readyz_asks_the_stores_at_most_once_a_second() -> None:
+def _door(ready: Any) -> Any:
+    """A front door alone, whose stores answer as ``ready`` does."""
     from toolhost._mcp.http_front import FrontDoor, HttpPolicy
 
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app is never reached")
+
+    return FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
+                                     max_body_bytes=10, max_calls=1), ready=ready)
+
+
+def test_readyz_asks_the_stores_at_most_once_a_second() -> None:
     asked: list[int] = []
     lock = threading.Lock()
 
@@ -207,11 +216,7 @@ def test_readyz_asks_the_stores_at_most_once_a_second() -> None:
             asked.append(1)
         return True
 
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("the app is never reached")
-
-    door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
-                                     max_body_bytes=10, max_calls=1), ready=ready)
+    door = _door(ready)
 
     async def ask() -> list[int]:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),
@@ -226,7 +231,6 @@ def test_readyz_asks_the_stores_at_most_once_a_second() -> None:
 def test_readyz_with_a_record_that_hangs_says_not_ready_and_asks_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import toolhost._mcp.http_front as front
-    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
 
     monkeypatch.setattr(front, "READY_WAIT_S", 0.2)
     answer = threading.Event()
@@ -237,11 +241,7 @@ def test_readyz_with_a_record_that_hangs_says_not_ready_and_asks_once(
         answer.wait(10)
         return True
 
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("the app is never reached")
-
-    door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
-                                     max_body_bytes=10, max_calls=1), ready=hangs)
+    door = _door(hangs)
 
     async def ask() -> tuple[list[int], int]:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),

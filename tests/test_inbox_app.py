@@ -280,21 +280,13 @@ def _ada_waits(store: SQLiteInvocationStore, calls: int) -> None:
                             state=InvocationState.AWAITING_APPROVAL))
 
 
-def test_a_login_while_tokens_queue_for_the_issuer_is_asked_to_retry(
-        store: SQLiteInvocationStore) -> None:
-    """With INTROSPECTION_QUEUE requests already waiting for the issuer, a login is told to
-    try again (503), not that its token is invalid (D331)."""
-    from toolhost._mcp.http_introspection import IntrospectionBusy
+async def _log_in(inbox: Inbox, token: str) -> int:
+    """A login form posted as a browser posts it (its before-login cookie and CSRF token): the
+    answer's status."""
     from toolhost._mcp.inbox.app import BEFORE_COOKIE
 
-    inbox = _inbox(store)
-
-    async def busy(token: str) -> Caller | None:
-        raise IntrospectionBusy("too many tokens wait for the issuer's answer")
-
-    inbox._verify = busy  # type: ignore[assignment]
     csrf, before = inbox._logins.before_login()
-    body = f"csrf={csrf}&token=opaque-token".encode()
+    body = f"csrf={csrf}&token={token}".encode()
     scope = {"type": "http", "method": "POST", "path": "/ui/login", "scheme": "http",
              "query_string": b"",
              "headers": [(b"host", b"127.0.0.1"), (b"origin", b"http://127.0.0.1"),
@@ -309,13 +301,27 @@ def test_a_login_while_tokens_queue_for_the_issuer_is_asked_to_retry(
         if message["type"] == "http.response.start":
             status.append(message["status"])
 
-    anyio.run(inbox, scope, receive, send, None)
-    assert status == [503]
+    await inbox(scope, receive, send, None)
+    return status[0]
+
+
+def test_a_login_while_tokens_queue_for_the_issuer_is_asked_to_retry(
+        store: SQLiteInvocationStore) -> None:
+    """With INTROSPECTION_QUEUE requests already waiting for the issuer, a login is told to
+    try again (503), not that its token is invalid (D331)."""
+    from toolhost._mcp.http_introspection import IntrospectionBusy
+
+    inbox = _inbox(store)
+
+    async def busy(token: str) -> Caller | None:
+        raise IntrospectionBusy("too many tokens wait for the issuer's answer")
+
+    inbox._verify = busy  # type: ignore[assignment]
+    assert anyio.run(_log_in, inbox, "opaque-token") == 503
 
 
 def test_a_principal_past_its_logins_of_the_hour_is_told_to_wait(
         store: SQLiteInvocationStore) -> None:
-    from toolhost._mcp.inbox.app import BEFORE_COOKIE
     from toolhost._mcp.inbox.login import LOGINS_PER_HOUR
 
     inbox = _inbox(store)
@@ -325,27 +331,7 @@ def test_a_principal_past_its_logins_of_the_hour_is_told_to_wait(
 
     inbox._verify = ada  # type: ignore[assignment]
 
-    async def log_in() -> int:
-        csrf, before = inbox._logins.before_login()
-        body = f"csrf={csrf}&token=ada-token".encode()
-        scope = {"type": "http", "method": "POST", "path": "/ui/login", "scheme": "http",
-                 "query_string": b"",
-                 "headers": [(b"host", b"127.0.0.1"), (b"origin", b"http://127.0.0.1"),
-                             (b"content-type", b"application/x-www-form-urlencoded"),
-                             (b"cookie", f"{BEFORE_COOKIE}={before}".encode())]}
-        status: list[int] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status.append(message["status"])
-
-        await inbox(scope, receive, send, None)
-        return status[0]
-
     async def many() -> list[int]:
-        return [await log_in() for _ in range(LOGINS_PER_HOUR + 1)]
+        return [await _log_in(inbox, "ada-token") for _ in range(LOGINS_PER_HOUR + 1)]
 
     assert anyio.run(many) == [303] * LOGINS_PER_HOUR + [429]
