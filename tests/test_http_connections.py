@@ -140,6 +140,41 @@ def test_what_follows_an_answer_given_before_the_body_is_read_is_bounded(
     run(journey)
 
 
+def test_a_chunked_body_answered_early_is_not_read_on(tmp_path: Path) -> None:
+    """h11 makes an event of each chunk: one-byte chunks cost a core 0.85 s a MiB, and a
+    connection dropping them counted on bytes alone kept one busy (the review of D328)."""
+    people = deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
+        tmp_path / "tokens.toml", (TOKEN, "ada", []))))
+
+    async def journey() -> None:
+        async with people.http_server() as url:
+            reader, writer = await connected(port_of(url))
+            writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                         b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            await writer.drain()
+            async with asyncio.timeout(10):
+                assert (await reader.readline()).startswith(b"HTTP/1.1 401 ")
+            sent = 0
+
+            async def tiny_chunks() -> None:
+                nonlocal sent
+                with contextlib.suppress(ConnectionError):
+                    while True:
+                        writer.write(b"1\r\nx\r\n" * 4096)
+                        await writer.drain()
+                        sent += 6 * 4096
+
+            sending = asyncio.ensure_future(tiny_chunks())
+            try:
+                assert await closed_by_server(reader, 10)
+            finally:
+                sending.cancel()
+                writer.close()
+            assert sent < 8 << 20  # the kernel's buffers, at most
+
+    run(journey)
+
+
 def test_a_client_refused_before_its_body_was_read_gets_its_answer_and_keeps_its_connection(
         tmp_path: Path) -> None:
     """httpx sends a whole body before it reads the answer. Closing the connection right after

@@ -133,3 +133,33 @@ def test_a_bundle_that_is_not_pem_is_refused_as_for_every_client(tmp_path: Path)
     with pytest.raises(HttpConfigError, match="could not be loaded as a PEM CA bundle"):
         s3_client({"TOOLHOST_CA_BUNDLE": str(bundle), "AWS_REGION": "us-east-1",
                    "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+
+
+def test_a_self_signed_server_certificate_in_the_bundle_is_in_the_roots_file(
+        tmp_path: Path) -> None:
+    """A bundle may name one server's own certificate (self-signed, not a CA: a MinIO's).
+    The first roots file came from the context's CA list, which leaves it out, and boto3
+    then refused that server."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "s3.internal")])
+    now = dt.datetime.now(dt.UTC)
+    leaf = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address(LOOPBACK))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    bundle = tmp_path / "minio.pem"
+    bundle.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    roots = "".join(Path(trust_roots_file({"TOOLHOST_CA_BUNDLE": str(bundle)})).read_text()
+                    .split())
+    assert "".join(bundle.read_text().split()) in roots

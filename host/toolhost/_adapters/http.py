@@ -19,6 +19,7 @@ import atexit
 import hashlib
 import math
 import os
+import re
 import shutil
 import ssl
 import sys
@@ -104,16 +105,29 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
 
 
 def trust_roots_file(env: Mapping[str, str]) -> str:
-    """The path of one PEM file holding the trust roots every client here verifies with (the
-    files of the default roots, and ``TOOLHOST_CA_BUNDLE``'s): the certificates the clients'
-    context loaded, so a bundle is checked as theirs is. Written once per process for each
-    content, in a directory of this process's own (0700, removed at exit), so no other user
-    can swap it between writing and reading.
+    """The path of one PEM file holding the trust roots every client here verifies with: the
+    certificates of the default roots' files and of ``TOOLHOST_CA_BUNDLE``, the bundle checked
+    as the clients' context checks it. (Copied as written: the context's own list,
+    ``get_ca_certs``, leaves out a self-signed server certificate that is not a CA, which a
+    bundle may name to trust one server.) Written once per process for each content, in a
+    directory of this process's own (0700, removed at exit), so no other user can swap it
+    between writing and reading.
 
     :raises HttpConfigError: the bundle is not a readable PEM file.
     """
-    loaded = _ssl_context(Settings(env=dict(env))).get_ca_certs(binary_form=True)
-    pem = "".join(ssl.DER_cert_to_PEM_cert(der) for der in loaded).encode("ascii")
+    _ssl_context(Settings(env=dict(env)))  # a bundle the clients would refuse is refused here
+    cafiles, _ = _default_roots()  # (a capath's hashed directory is no file to copy)
+    bundle = (env.get(CA_BUNDLE_SETTING) or "").strip()
+    blocks: list[bytes] = []
+    for name in [*cafiles, *([bundle] if bundle else [])]:
+        try:
+            blocks += _PEM_CERTIFICATE.findall(Path(name).read_bytes())
+        except OSError as exc:
+            if name != bundle:
+                continue  # a default that went away: the others still hold
+            raise HttpConfigError(f"{CA_BUNDLE_SETTING}={bundle!r} could not be read "
+                                  f"({type(exc).__name__})") from None
+    pem = b"\n".join(blocks) + b"\n"
     with _ROOTS_LOCK:
         global _roots_dir
         if _roots_dir is None:
@@ -127,6 +141,8 @@ def trust_roots_file(env: Mapping[str, str]) -> str:
     return str(roots)
 
 
+_PEM_CERTIFICATE: Final = re.compile(
+    rb"-----BEGIN CERTIFICATE-----\r?\n.+?\r?\n-----END CERTIFICATE-----", re.DOTALL)
 _ROOTS_LOCK = threading.Lock()
 _roots_dir: str | None = None
 

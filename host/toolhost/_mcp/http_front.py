@@ -482,7 +482,10 @@ class _Readiness:
 
     async def _ask(self) -> bool:
         try:
-            answer = await asyncio.to_thread(self._check)
+            try:
+                answer = await asyncio.to_thread(self._check)
+            except Exception:  # a check that fails says "not ready", once a second too
+                answer = False
             self._answer, self._until = answer, asyncio.get_running_loop().time() + READY_FOR_S
             return answer
         finally:

@@ -8,12 +8,15 @@ two bounds on a connection uvicorn leaves out (D328).
   held for ever, and ``TOOLHOST_HTTP_MAX_CONNECTIONS`` of them got every other client a 503,
   ``/healthz`` too.
 - After an answer given before the request's body was read to its end (a 401, 403, 408,
-  413, 421), the rest of that body is read and dropped for at most ``DISCARD_BYTES`` and the
-  same deadline, then the connection is closed. uvicorn read and dropped it however long it
-  was: one unauthenticated connection announcing 100 GB kept a core busy. Closing at once is
-  no answer either: a client still sending (httpx sends the whole body before it reads) has
-  its connection reset and never reads the 401 or 413, and one that finishes within the bound
-  keeps its connection, as before.
+  413, 421), the rest of a body of known length is read and dropped, at most
+  ``DISCARD_BYTES`` of it and within the same deadline, then the connection is closed; a
+  chunked body's connection is closed at once. uvicorn read and dropped any body however long
+  it was: one unauthenticated connection announcing 100 GB kept a core busy. Closing at once
+  is no answer for a body of known length: a client still sending it (httpx sends the whole
+  body before it reads) has its connection reset and never reads the 401 or 413, and one
+  that finishes within the bound keeps its connection, as before. A chunked body is not read
+  on: h11 makes an event of each chunk, and one-byte chunks cost a core 0.85 s a MiB (MCP
+  clients and browsers send their bodies with a length).
 """
 
 from __future__ import annotations
@@ -77,7 +80,10 @@ class BoundedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         # Before uvicorn's own, which may handle a pipelined request's head (cancelling it).
         if self.conn.their_state is h11.SEND_BODY:
-            self._discarding = DISCARD_BYTES  # answered early: the rest, bounded, dropped
+            if any(name == b"transfer-encoding" for name, _ in self.headers):
+                self.transport.close()  # chunked, answered early: not read on
+            else:
+                self._discarding = DISCARD_BYTES  # answered early: the rest, bounded, dropped
         self._await_head()
         super().on_response_complete()
 
