@@ -29,6 +29,12 @@ def deployment(tmp_path: Path, **settings: str) -> Deployment:
     return Deployment(tmp_path, plugins="toolhost-math", **settings)
 
 
+def with_a_token(tmp_path: Path, **settings: str) -> Deployment:
+    """A deployment whose token file holds ``TOKEN`` (ada's, no scopes)."""
+    return deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
+        tmp_path / "tokens.toml", (TOKEN, "ada", []))), **settings)
+
+
 def port_of(url: str) -> int:
     return int(url.split(":")[2].split("/")[0])
 
@@ -63,6 +69,35 @@ async def status_of(port: int, request: bytes) -> bytes:
 
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+
+
+async def refused_then_sending(port: int, framing: bytes, block: bytes) -> tuple[bool, int]:
+    """A POST without a token whose body ``framing`` announces, its 401 read, then ``block``
+    written again and again: whether the server closed the connection within 10 s, and how
+    many bytes were written by then."""
+    reader, writer = await connected(port)
+    writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                 b"\r\n" + framing + b"\r\n\r\n")
+    await writer.drain()
+    async with asyncio.timeout(10):
+        assert (await reader.readline()).startswith(b"HTTP/1.1 401 ")
+    sent = 0
+
+    async def keep_sending() -> None:
+        nonlocal sent
+        with contextlib.suppress(ConnectionError):
+            while True:
+                writer.write(block)
+                await writer.drain()
+                sent += len(block)
+
+    sending = asyncio.ensure_future(keep_sending())
+    try:
+        closed = await closed_by_server(reader, 10)
+    finally:
+        sending.cancel()
+        writer.close()
+    return closed, sent
 
 
 def test_connections_that_never_finish_their_head_are_closed_and_free_their_slots(
@@ -107,33 +142,13 @@ def test_what_follows_an_answer_given_before_the_body_is_read_is_bounded(
     """Before D328 the 401 below kept the connection alive, and h11 read and dropped the
     announced 100 GB for as long as they came (a core busy, from one unauthenticated
     connection). Now the connection is closed once DISCARD_BYTES more have come."""
-    people = deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
-        tmp_path / "tokens.toml", (TOKEN, "ada", []))))
+    people = with_a_token(tmp_path)
 
     async def journey() -> None:
         async with people.http_server() as url:
-            reader, writer = await connected(port_of(url))
-            writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                         b"application/json\r\nContent-Length: 100000000000\r\n\r\n")
-            await writer.drain()
-            async with asyncio.timeout(10):
-                assert (await reader.readline()).startswith(b"HTTP/1.1 401 ")
-            sent = 0
-
-            async def keep_sending() -> None:
-                nonlocal sent
-                with contextlib.suppress(ConnectionError):
-                    while True:
-                        writer.write(b"x" * 65536)
-                        await writer.drain()
-                        sent += 65536
-
-            sending = asyncio.ensure_future(keep_sending())
-            try:
-                assert await closed_by_server(reader, 10)
-            finally:
-                sending.cancel()
-                writer.close()
+            closed, sent = await refused_then_sending(
+                port_of(url), b"Content-Length: 100000000000", b"x" * 65536)
+            assert closed
             # What the kernel's buffers hold beyond the bound is the only slack.
             assert DISCARD_BYTES <= sent < DISCARD_BYTES + (16 << 20)
 
@@ -143,33 +158,13 @@ def test_what_follows_an_answer_given_before_the_body_is_read_is_bounded(
 def test_a_chunked_body_answered_early_is_not_read_on(tmp_path: Path) -> None:
     """h11 makes an event of each chunk: one-byte chunks cost a core 0.85 s a MiB, and a
     connection dropping them counted on bytes alone kept one busy (the review of D328)."""
-    people = deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
-        tmp_path / "tokens.toml", (TOKEN, "ada", []))))
+    people = with_a_token(tmp_path)
 
     async def journey() -> None:
         async with people.http_server() as url:
-            reader, writer = await connected(port_of(url))
-            writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                         b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-            await writer.drain()
-            async with asyncio.timeout(10):
-                assert (await reader.readline()).startswith(b"HTTP/1.1 401 ")
-            sent = 0
-
-            async def tiny_chunks() -> None:
-                nonlocal sent
-                with contextlib.suppress(ConnectionError):
-                    while True:
-                        writer.write(b"1\r\nx\r\n" * 4096)
-                        await writer.drain()
-                        sent += 6 * 4096
-
-            sending = asyncio.ensure_future(tiny_chunks())
-            try:
-                assert await closed_by_server(reader, 10)
-            finally:
-                sending.cancel()
-                writer.close()
+            closed, sent = await refused_then_sending(
+                port_of(url), b"Transfer-Encoding: chunked", b"1\r\nx\r\n" * 4096)
+            assert closed
             assert sent < 8 << 20  # the kernel's buffers, at most
 
     run(journey)
@@ -180,9 +175,7 @@ def test_a_client_refused_before_its_body_was_read_gets_its_answer_and_keeps_its
     """httpx sends a whole body before it reads the answer. Closing the connection right after
     an early 401 or 413 (the first version of D328) reset it under the client: it read no
     answer, or its next request on the pooled connection failed."""
-    people = deployment(tmp_path, TOOLHOST_HTTP_TOKENS_FILE=str(write_tokens(
-        tmp_path / "tokens.toml", (TOKEN, "ada", []))),
-                        TOOLHOST_HTTP_MAX_BODY_BYTES="1048576")
+    people = with_a_token(tmp_path, TOOLHOST_HTTP_MAX_BODY_BYTES="1048576")
 
     async def journey() -> None:
         async with people.http_server() as url:

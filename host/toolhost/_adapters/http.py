@@ -85,23 +85,31 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
             ctx.load_verify_locations(cafile=cafile)
     bundle = (settings.get(CA_BUNDLE_SETTING) or "").strip()
     if bundle:
-        if not os.path.isfile(bundle):
-            raise HttpConfigError(
-                f"{CA_BUNDLE_SETTING}={bundle!r} is not a file: point it at a PEM file of extra "
-                "CA certificates, or unset it"
-            )
-        try:
-            ctx.load_verify_locations(cafile=bundle)
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            raise HttpConfigError(
-                f"{CA_BUNDLE_SETTING}={bundle!r} could not be loaded as a PEM CA bundle "
-                f"({type(exc).__name__}): point it at a file of PEM 'BEGIN CERTIFICATE' blocks, "
-                "or unset it"
-            ) from exc
+        _load_bundle(ctx, bundle)
     # What PROTOCOL_TLS_CLIENT sets, stated: verification is never off.
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+def _load_bundle(ctx: ssl.SSLContext, bundle: str) -> None:
+    """``TOOLHOST_CA_BUNDLE``'s certificates into ``ctx``.
+
+    :raises HttpConfigError: the bundle is not a readable PEM file.
+    """
+    if not os.path.isfile(bundle):
+        raise HttpConfigError(
+            f"{CA_BUNDLE_SETTING}={bundle!r} is not a file: point it at a PEM file of extra "
+            "CA certificates, or unset it"
+        )
+    try:
+        ctx.load_verify_locations(cafile=bundle)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise HttpConfigError(
+            f"{CA_BUNDLE_SETTING}={bundle!r} could not be loaded as a PEM CA bundle "
+            f"({type(exc).__name__}): point it at a file of PEM 'BEGIN CERTIFICATE' blocks, "
+            "or unset it"
+        ) from exc
 
 
 def trust_roots_file(env: Mapping[str, str]) -> str:
@@ -115,9 +123,10 @@ def trust_roots_file(env: Mapping[str, str]) -> str:
 
     :raises HttpConfigError: the bundle is not a readable PEM file.
     """
-    _ssl_context(Settings(env=dict(env)))  # a bundle the clients would refuse is refused here
     cafiles, _ = _default_roots()  # (a capath's hashed directory is no file to copy)
     bundle = (env.get(CA_BUNDLE_SETTING) or "").strip()
+    if bundle:  # a bundle the clients would refuse is refused here (on a context of its own)
+        _load_bundle(_client_context(), bundle)
     blocks: list[bytes] = []
     for name in [*cafiles, *([bundle] if bundle else [])]:
         try:

@@ -318,9 +318,7 @@ class FrontDoor:
                 target = await self._router.target(route, claim=not self.draining)
             except NotServedHere:
                 self.refused["draining"] += 1
-                await _json(send, 503, {"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32000, "message": "The server is stopping; retry in a moment."}},
-                    retry_after="1")
+                await _json(send, 503, _stopping_reply(None), retry_after="1")
                 return True
             except RoutesUnavailable as exc:
                 # The table is away and the route is not one this host knows (its own

@@ -184,7 +184,7 @@ class Router:
                                                    self._me.host_id)
         else:
             # Taken here, every host would send the run's calls to a host that refuses new
-            # calls until it is gone (D328).
+            # calls until it is gone (D330).
             found = await anyio.to_thread.run_sync(self._table.owner, route.key)
             if found is None:
                 raise NotServedHere("no host serves this run yet")

@@ -101,6 +101,8 @@ _STATIC: Final = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css
 _CALL: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})(?:/(approve|deny))?$")
 _FILE: Final = re.compile(r"^/ui/calls/([0-9a-f]{32})/files/([A-Za-z0-9_-]{1,128})$")
 _HTML: Final = "text/html; charset=utf-8"
+#: Too many tokens wait for the issuer's introspection (D331).
+_LOGINS_BUSY: Final = "Too many logins are being checked at once. Try again in a moment."
 #: More than LOGINS_PER_HOUR logins of one principal here (D332).
 _TOO_MANY_LOGINS: Final = ("Too many logins as this person in the last hour. Try again later, "
                            "or use a login you have.")
@@ -479,8 +481,7 @@ class Inbox:
         try:
             caller = await self._verify(token) if token else None
         except IntrospectionBusy:
-            await self._login_page(scope, send, 503, "Too many logins are being checked at "
-                                                     "once. Try again in a moment.")
+            await self._login_page(scope, send, 503, _LOGINS_BUSY)
             return
         if caller is None:
             self._log.info("http.inbox.refused", reason="login")
@@ -536,8 +537,7 @@ class Inbox:
         try:
             caller = await self._verify(token) if token is not None else None
         except IntrospectionBusy:
-            await self._flow_failed(scope, send, 503, "Too many logins are being checked at "
-                                    "once. Try again in a moment.", "flow_busy")
+            await self._flow_failed(scope, send, 503, _LOGINS_BUSY, "flow_busy")
             return
         if caller is None or token is None:
             await self._flow_failed(scope, send, 401, "The issuer's answer did not log you in.",
