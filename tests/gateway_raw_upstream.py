@@ -7,7 +7,9 @@ SDK's server never would. ``python gateway_raw_upstream.py`` with, in its enviro
 Tools: ``echo`` (the code points of ``text``, so what arrived is exact), ``id_last`` (a result
 of ``n`` bytes whose ``id`` comes after it), ``spawn`` (a child in its process group that
 ignores SIGTERM), ``die_leaving_child`` (a child holding stdout, then exit without answering),
-``stop_reading`` (answers, then never reads stdin again).
+``stop_reading`` (answers, then never reads stdin again), ``outre`` (structured content its own
+output schema's backtracking pattern takes seconds to refuse), ``shout`` (``mib`` MiB on stderr
+without a newline, then an answer).
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ def call(request_id: Any, name: str, arguments: dict[str, Any]) -> None:
     elif name == "die_leaving_child":
         subprocess.Popen([sys.executable, "-c", SLEEPER, MARK])  # inherits our stdout
         os._exit(0)
+    elif name == "outre":
+        answer = text(request_id, "x")
+        answer["result"]["structuredContent"] = {"s": "a" * 25 + "!"}
+        send(answer)
+    elif name == "shout":
+        block = b"e" * (1 << 20)
+        for _ in range(int(arguments["mib"])):
+            sys.stderr.buffer.write(block)
+        sys.stderr.buffer.flush()
+        send(text(request_id, "shouted"))
     elif name == "stop_reading":
         send(text(request_id, "deaf from now on"))
         while True:
@@ -67,7 +79,11 @@ def main() -> None:
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [
                 {"name": n, "inputSchema": {"type": "object"}}
-                for n in ("echo", "id_last", "spawn", "die_leaving_child", "stop_reading")]}})
+                for n in ("echo", "id_last", "spawn", "die_leaving_child", "stop_reading",
+                          "shout")] + [
+                {"name": "outre", "inputSchema": {"type": "object"}, "outputSchema": {
+                    "type": "object", "properties": {"s": {"type": "string",
+                                                           "pattern": "^(a+)+$"}}}}]}})
         elif method == "tools/call":
             call(request_id, message["params"]["name"], message["params"].get("arguments", {}))
         elif request_id is not None:

@@ -66,7 +66,9 @@ def processes_with(marker: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            # Another process's command line need not be UTF-8.
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                "utf-8", "replace")
             state = (entry / "stat").read_text().split(")")[-1].split()[0]
         except OSError:
             continue

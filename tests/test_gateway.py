@@ -253,6 +253,11 @@ def test_names_are_per_server_deterministic_and_exportable() -> None:
     made = tool_name("s", "éa")
     assert made == "mcp.s__a_805c58e8"
     assert tool_name("s", "a_805c58e8") not in (made, "mcp.s__a_805c58e8")
+    # A final newline is not plain: the name looked like the plain one's (the review's
+    # "lookup\n" beside an operator-classified "lookup").
+    assert tool_name("s", "lookup\n") not in ("mcp.s__lookup\n", "mcp.s__lookup")
+    assert tool_name("s", "lookup\n").startswith("mcp.s__lookup_")
+    assert tool_name("s", "a_805c58e8\n") != tool_name("s", "a_805c58e8")
 
 
 def test_a_plugin_still_cannot_use_the_mcp_domain_and_the_gateway_only_mcp_tools() -> None:

@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import itertools
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -256,3 +258,75 @@ def test_a_50_mib_line_is_read_in_linear_time(tmp_path: Path) -> None:
         assert took < 8, f"{took:.1f} s for one 50 MiB line"
     finally:
         upstreams.close()
+
+
+def test_the_servers_own_output_schema_is_not_run_in_the_host(tmp_path: Path) -> None:
+    """The SDK checked each result against the server's outputSchema, running its pattern
+    (``^(a+)+$`` on 26 characters: seconds with the GIL held, past the deadline); the
+    gateway's result is untrusted text under the host's own schema (D334)."""
+    with raw_upstream(tmp_path) as (upstreams, _):
+        assert called(upstreams, "outre", {}, timeout_s=1) == "x"
+
+
+def test_a_servers_stderr_line_without_end_is_not_held_in_memory(tmp_path: Path) -> None:
+    """256 MiB on stderr with no newline: the relay reads what it shows of the line and drops
+    the rest as it comes (it held the whole line: +1.1 GB for 1 GiB in the review)."""
+    import resource
+
+    with raw_upstream(tmp_path) as (upstreams, _):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert called(upstreams, "shout", {"mib": 256}) == "shouted"
+        # The relay is a thread of this process: give it the time to read the pipe to the end.
+        time.sleep(1.0)
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024, f"{grown_kib} KiB more at the peak"
+
+
+HOST_THEN_SLEEP = """
+import sys, time
+from toolhost._adapters.mcp_upstream import McpUpstreams
+from toolhost._model.secrets import Secret
+from toolhost._model.upstream import UpstreamServer
+upstreams = McpUpstreams((UpstreamServer(name="raw", command=sys.executable,
+                                         args=(sys.argv[1], sys.argv[2]),
+                                         env={"RAW_STAY": Secret("1")}),))
+upstreams.start(30)
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux's setpriv is absent")
+def test_a_host_killed_outright_takes_its_servers_with_it(tmp_path: Path) -> None:
+    """A server that stays after its stdin's end, in a session of its own: when the host was
+    SIGKILLed, nothing was left to stop it (D335)."""
+    mark = f"rawmark-killed-{os.getpid()}-{time.monotonic_ns()}"
+    host = subprocess.Popen([sys.executable, "-c", HOST_THEN_SLEEP, str(RAW), mark],
+                            stdout=subprocess.PIPE)
+    try:
+        assert host.stdout is not None and host.stdout.readline() == b"started\n"
+        assert processes_with(mark)
+        host.kill()
+        host.wait(10)
+        assert wait_for(lambda: not processes_with(mark), 10), processes_with(mark)
+    finally:
+        host.kill()
+        host.wait(10)
+        host.stdout.close()
+        for pid in processes_with(mark):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_command_not_found_is_named_in_its_status() -> None:
+    """Under setpriv (D335) the start itself succeeded and setpriv exited 127: the status said
+    "Connection closed"; a command the server's PATH does not have is started bare."""
+    from toolhost._adapters.mcp_upstream import McpUpstreams
+
+    upstreams = McpUpstreams((UpstreamServer(name="ghost", command="no-such-server-5e1f"),))
+    upstreams.start(15)
+    try:
+        (status,) = upstreams.status()
+    finally:
+        upstreams.close()
+    assert "FileNotFoundError" in status.problem and "no-such-server-5e1f" in status.problem

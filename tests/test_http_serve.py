@@ -506,3 +506,41 @@ def test_a_hung_body_a_call_gave_up_on_still_counts_against_its_principal(
 def test_readiness_is_not_ready_while_draining() -> None:
     answer = _readyz(ready=True, draining=True)
     assert (answer.status_code, answer.text) == (503, "not ready\n")
+
+
+def test_a_persons_third_largest_body_at_once_is_429_and_runs_nothing(tmp_path: Path) -> None:
+    """Two calls whose bodies are as large as the server takes run (fxw.slow), and a third
+    that large meanwhile is refused, whatever it asks, before it is parsed (D333)."""
+    largest = 64 * 1024
+    people = deployment(tmp_path, TOOLHOST_HTTP_MAX_BODY_BYTES=str(largest))
+
+    def body(number: int, seconds: int) -> bytes:
+        # Whitespace pads the JSON to the largest body without changing the call.
+        return (json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {
+            "name": "fxw.slow", "arguments": {"seconds": seconds}}})).ljust(largest).encode()
+
+    async def journey() -> None:
+        async with people.http_server() as url, httpx.AsyncClient(timeout=30) as client:
+            opened = await client.post(url, json=INITIALIZE, headers={
+                **MCP_HEADERS, "Authorization": f"Bearer {ADA}"})
+            session = {**MCP_HEADERS, "Authorization": f"Bearer {ADA}",
+                       "mcp-session-id": opened.headers["mcp-session-id"],
+                       "mcp-protocol-version": "2025-11-25"}
+            await client.post(url, headers=session, json={
+                "jsonrpc": "2.0", "method": "notifications/initialized"})
+            slow = [asyncio.ensure_future(client.post(url, headers=session, content=body(n, 2)))
+                    for n in (2, 3)]
+            await slow_started(tmp_path)
+            while len((tmp_path / "fxw.log").read_text().splitlines()) < 2:
+                await asyncio.sleep(0.05)
+            refused = await client.post(url, headers=session, content=body(4, 0))
+            assert (refused.status_code, refused.headers["retry-after"], refused.text) == (
+                429, "1", "Too much request data in flight; retry in a moment.\n")
+            assert [(await s).status_code for s in slow] == [200, 200]
+            # Given back as they ended: the same body now runs.
+            again = await client.post(url, headers=session, content=body(5, 0))
+            assert again.status_code == 200 and '"slept"' in again.text
+
+    run(journey)
+    rows = [r for r in people.invocations() if r["tool_name"] == "fxw.slow"]
+    assert sorted(json.loads(r["arguments"])["seconds"] for r in rows) == [0, 2, 2]

@@ -66,9 +66,17 @@ if TYPE_CHECKING:
         InvocationState,
         OwnerState,
     )
+    from toolhost._model.nesting import MAX_ARGUMENT_DEPTH, nests_deeper
     from toolhost._model.printable import escaped
     from toolhost._model.routes import HEARTBEAT_S, HostAddress, RoutesUnavailable
-    from toolhost._model.runs import CancellationEvent, Run, RunOutcome, ToolCall, valid_run_id
+    from toolhost._model.runs import (
+        MAX_DEADLINE_S,
+        CancellationEvent,
+        Run,
+        RunOutcome,
+        ToolCall,
+        valid_run_id,
+    )
     from toolhost._model.secrets import MASK
     from toolhost._model.settings import (
         SettingError,
@@ -110,6 +118,8 @@ __all__ = [
     "ATTACHED_ORIGINS",
     "HEARTBEAT_S",
     "MASK",
+    "MAX_ARGUMENT_DEPTH",
+    "MAX_DEADLINE_S",
     "METRICS_CONTENT_TYPE",
     "ApprovalRefused",
     "ArtifactCorrupted",
@@ -170,6 +180,7 @@ __all__ = [
     "load_host",
     "load_stores",
     "mcp_server",
+    "nests_deeper",
     "parent_context",
     "parse_pins",
     "read_small_file",
@@ -1349,13 +1360,15 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     "spec_to_json": ("toolhost._model.convert", "spec_to_json"),
     "default_data_dir": ("toolhost._model.data_layout", "default_data_dir"),
     "canonical_text": ("toolhost._model.digest", "canonical_text"),
+    **{name: ("toolhost._model.nesting", name) for name in ("MAX_ARGUMENT_DEPTH",
+                                                            "nests_deeper")},
     **{name: ("toolhost._model.errors", name) for name in ("ToolhostError", "UsageError")},
     **{name: ("toolhost._model.invocations", name) for name in (
         "InvocationNotFound", "InvocationRecord", "InvocationState", "OwnerState")},
     **{name: ("toolhost._model.routes", name) for name in (
         "HEARTBEAT_S", "HostAddress", "RoutesUnavailable")},
     **{name: ("toolhost._model.runs", name) for name in (
-        "CancellationEvent", "Run", "RunOutcome", "ToolCall", "valid_run_id")},
+        "MAX_DEADLINE_S", "CancellationEvent", "Run", "RunOutcome", "ToolCall", "valid_run_id")},
     "MASK": ("toolhost._model.secrets", "MASK"),
     "escaped": ("toolhost._model.printable", "escaped"),
     **{name: ("toolhost._model.settings", name) for name in (

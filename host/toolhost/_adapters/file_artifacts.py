@@ -152,10 +152,10 @@ class FileContent:
         record first and the check here keeps the file.
         """
         files = freed = 0
-        for shard in sorted(p for p in self._blobs.iterdir() if _SHARD.match(p.name)):
+        for shard in sorted(p for p in self._blobs.iterdir() if _SHARD.fullmatch(p.name)):
             if not shard.is_dir() or shard.is_symlink():
                 continue
-            objects = sorted(p for p in shard.iterdir() if _OBJECT.match(p.name))
+            objects = sorted(p for p in shard.iterdir() if _OBJECT.fullmatch(p.name))
             if not objects:
                 continue
             removed, removed_bytes = metadata.sweep(
@@ -174,7 +174,7 @@ class FileContent:
         cutoff = (now - STAGING_STALE_AFTER).timestamp()
         candidates = list(self._blobs.glob(f".*{_STAGED_SUFFIX}"))
         for shard in self._blobs.iterdir():
-            if _SHARD.match(shard.name) and shard.is_dir() and not shard.is_symlink():
+            if _SHARD.fullmatch(shard.name) and shard.is_dir() and not shard.is_symlink():
                 candidates.extend(shard.glob(".*.tmp"))
         files = freed = 0
         for path in sorted(candidates):

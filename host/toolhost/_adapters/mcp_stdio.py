@@ -15,10 +15,14 @@ the group (D312).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
+import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import IO, Any
 
@@ -131,6 +135,32 @@ def wire_bytes(message: Any) -> bytes:
                           separators=(",", ":")).encode() + b"\n"
 
 
+def with_parent_death(argv: list[str], path: str | None) -> list[str]:
+    """``argv`` run under util-linux's ``setpriv --pdeathsig KILL`` where there is one that
+    takes it: the server, in a session of its own, is killed when the host dies, whatever
+    ends it (SIGKILL, the OOM killer); a server that ignores its stdin's end outlived such a
+    host (D335). Otherwise ``argv`` as it is (a host that exits in any other way stops its
+    servers), and so for a command not found on the server's ``path``: starting it fails
+    with its own name, not as setpriv's exit."""
+    setpriv = _setpriv()
+    if setpriv is None or shutil.which(argv[0], path=path) is None:
+        return argv
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """setpriv's path, when it has ``--pdeathsig`` (util-linux 2.33 and later)."""
+    found = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if found is None:
+        return None
+    try:
+        shown = subprocess.run([found, "--help"], capture_output=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if b"--pdeathsig" in shown.stdout else None
+
+
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, str], *,
                           errlog: IO[str], max_line_bytes: int,
@@ -143,9 +173,10 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
 
     # The SDK's small default environment (PATH, HOME, ...) plus the server's own: never the
     # host's, so no TOOLHOST_* setting or other credential reaches it.
-    process = await anyio.open_process([command, *args],
-                                       env=get_default_environment() | dict(env),
-                                       stderr=errlog, start_new_session=True)
+    environment = get_default_environment() | dict(env)
+    process = await anyio.open_process(with_parent_death([command, *args],
+                                                         environment.get("PATH")),
+                                       env=environment, stderr=errlog, start_new_session=True)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()

@@ -225,7 +225,12 @@ class _Connection:
         client = Client(transport, mode="legacy", cache=None,
                         read_timeout_seconds=self.owner.connect_timeout_s,
                         message_handler=self._on_message)
-        return await stack.enter_async_context(client)
+        entered = await stack.enter_async_context(client)
+        # The SDK checks each result against the server's own outputSchema with jsonschema:
+        # the server's regular expressions, run in the host with the GIL held, past every
+        # deadline (D334). The gateway's result is untrusted text under its own schema.
+        entered.session.validate_tool_result = _unchecked  # type: ignore[method-assign]
+        return entered
 
     async def _list(self, client: Any) -> tuple[UpstreamTool, ...]:
         tools: list[UpstreamTool] = []
@@ -388,10 +393,19 @@ def _cancel_started(started: list[asyncio.Task[UpstreamResult]]) -> None:
         task.cancel()
 
 
+async def _unchecked(name: str, result: Any) -> None:
+    """In place of the SDK's ``ClientSession.validate_tool_result`` (D334)."""
+
+
 def _relay_stderr(read_fd: int, server: str) -> None:
-    """Copy a stdio server's stderr to the host's, a line at a time (``errlog_of``)."""
+    """Copy a stdio server's stderr to the host's, a line at a time (``errlog_of``). A line is
+    read up to what is shown of it, its rest dropped in bounded pieces: a server writing 1 GiB
+    without a newline held it all in the host's memory."""
     with os.fdopen(read_fd, "rb") as lines:
-        for raw in lines:
+        while raw := lines.readline(_STDERR_LINE * 4):  # UTF-8: at most 4 bytes a character
+            if not raw.endswith(b"\n"):
+                while (rest := lines.readline(65536)) and not rest.endswith(b"\n"):
+                    pass
             line = escaped(raw.decode("utf-8", "replace").rstrip("\r\n")[:_STDERR_LINE])
             stream = sys.stderr
             if stream is None:

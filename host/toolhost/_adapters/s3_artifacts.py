@@ -113,7 +113,7 @@ class S3Location:
         rest = url.strip().removeprefix("s3://")
         bucket, _, prefix = rest.partition("/")
         prefix = prefix.strip("/")
-        if (not url.strip().startswith("s3://") or not _BUCKET.match(bucket) or ".." in bucket
+        if (not url.strip().startswith("s3://") or not _BUCKET.fullmatch(bucket) or ".." in bucket
                 or any(part in ("", ".", "..") for part in prefix.split("/") if prefix)):
             raise SettingError(
                 f"TOOLHOST_ARTIFACT_STORE={url!r} is not s3://bucket or s3://bucket/prefix "
@@ -247,7 +247,7 @@ class S3Content:
         for page in self._pages("ListObjectsV2", "list_objects_v2", "Contents",
                                 Prefix=self.location.key("sha256", "")):
             candidates = [("sha256:" + name, (o["Key"], int(o.get("Size", 0)))) for o in page
-                          if _HEX_KEY.match(name := o["Key"].rsplit("/", 1)[-1])]
+                          if _HEX_KEY.fullmatch(name := o["Key"].rsplit("/", 1)[-1])]
             if candidates:
                 removed, removed_bytes = metadata.sweep(candidates, self._remove)
                 objects += removed

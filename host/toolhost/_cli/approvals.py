@@ -25,12 +25,14 @@ from toolhost._cli.common import (
     load_stores,
     positive_int,
     print_outcome,
+    run_cancellable,
+    stopped_code,
 )
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import escaped
 
 if TYPE_CHECKING:
-    from toolhost._composition import Host, InvocationRecord, InvocationStore, Resumed, Stores
+    from toolhost._composition import InvocationRecord, InvocationStore, Stores
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -301,11 +303,14 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from toolhost._composition import InvocationNotFound, InvocationStateError
 
     host = load(stores=True, record=stores, settings=stores.settings)
-    try:
-        import asyncio  # only resuming an approved call runs a loop: not every command's cost
+    from toolhost._composition import CancellationEvent
 
-        resumed, interrupted = asyncio.run(_resume_until_interrupted(host, args.id,
-                                                                     args.approver))
+    cancellation = CancellationEvent()
+    try:
+        # Ctrl-C (or SIGTERM, SIGHUP) cancels the call as ``serve`` cancels one in flight.
+        resumed, stopped = run_cancellable(
+            lambda: host.resume(args.id, args.approver, cancellation=cancellation),
+            cancellation)
     except InvocationNotFound:
         raise CommandError(f"no invocation {args.id!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
@@ -313,8 +318,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), ExitCode.FAILED) from None
     outcome = resumed.outcome
     code = print_outcome(outcome, args.json)
-    if interrupted:
-        return ExitCode.INTERRUPTED
+    if stopped is not None:
+        return stopped_code(stopped)
     if not resumed.acted:
         if outcome.status is OutcomeStatus.RUNNING:
             owner = _owner(host.invocations, host.row(args.id))
@@ -345,35 +350,6 @@ def _approvable(invocation_id: str) -> Stores:
     if state is InvocationState.DENIED:  # Pipeline.resume's InvocationStateError, said early
         raise CommandError(f"invocation {invocation_id} was denied", ExitCode.FAILED)
     return stores
-
-
-async def _resume_until_interrupted(host: Host, invocation_id: str,
-                                    approver: str) -> tuple[Resumed, bool]:
-    """``Host.resume``, with Ctrl-C cancelling the call as ``serve`` cancels a call in
-    flight: the pipeline records ``tool.cancelled.run_cancelled`` and the outcome is the
-    command's answer, rather than a ``running`` row left for ``recover`` to call
-    interrupted. A second Ctrl-C stops at once."""
-    import asyncio
-    import signal
-
-    from toolhost._composition import CancellationEvent
-
-    cancellation = CancellationEvent()
-    interrupted = False
-    loop = asyncio.get_running_loop()
-
-    def on_interrupt() -> None:
-        nonlocal interrupted
-        interrupted = True
-        cancellation.cancel()
-        loop.remove_signal_handler(signal.SIGINT)
-
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    try:
-        resumed = await host.resume(invocation_id, approver, cancellation=cancellation)
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-    return resumed, interrupted
 
 
 def cmd_deny(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from toolhost._cli.common import (
     load,
     load_stores,
     positive_int,
+    signals_raised,
 )
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._cli.progress_line import ProgressLine
@@ -188,7 +189,8 @@ def _filters(args: argparse.Namespace) -> str:
 
 def cmd_get(args: argparse.Namespace) -> int:
     # The bytes read, as one line on stderr when it is a terminal (a script sees nothing).
-    with ProgressLine(f"artifact {escaped(args.id)}", unit="bytes") as line:
+    # SIGTERM and SIGHUP raise, as Ctrl-C does, so a partial temp file is removed.
+    with signals_raised(), ProgressLine(f"artifact {escaped(args.id)}", unit="bytes") as line:
         return _get(args, line)
 
 

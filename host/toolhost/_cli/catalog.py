@@ -61,7 +61,7 @@ def canonical_catalog(specs: Iterable[ToolSpec]) -> bytes:
 def to_export_name(name: str) -> str:
     """``math.calculate`` → ``math-calculate``. Reversible: our names never contain ``-``."""
     exported = name.replace(".", "-")
-    if not _EXPORT_NAME.match(exported):
+    if not _EXPORT_NAME.fullmatch(exported):
         raise ValueError(f"{name!r} cannot be exported as a provider tool name")
     return exported
 

@@ -3,20 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     import pluggy
 
-    from toolhost._composition import Host, PluginSource, Settings, Stores, ToolhostError
+    from toolhost._composition import (
+        CancellationEvent,
+        Host,
+        PluginSource,
+        Settings,
+        Stores,
+        ToolhostError,
+    )
 
-__all__ = ["CommandError", "Parser", "add_command", "close_loaded", "load", "load_stores",
-           "positive_int", "print_attachments", "print_json", "print_outcome", "refused"]
+__all__ = ["CommandError", "Parser", "Stopped", "add_command", "close_loaded", "load",
+           "load_stores", "positive_int", "print_attachments", "print_json", "print_outcome",
+           "refused", "run_cancellable", "signals_raised", "stopped_code"]
+
+_T = TypeVar("_T")
+
+#: The largest ``--limit``: what a SQLite or Postgres LIMIT takes is a signed 64-bit integer,
+#: and no page of a million rows is one an operator reads.
+LIMIT_MAX = 1_000_000
 
 #: The hosts and stores this command loaded. ``close_loaded`` closes them when the command
 #: ends: their connections and pools close then, not in the interpreter's teardown (where a
@@ -136,6 +151,36 @@ class Parser(argparse.ArgumentParser):
             return
         super().__init__(*args, **kwargs)
 
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383): no row, id or name
+        # holds them, and the stores raised as they encoded one. A path is any bytes.
+        # A command's words are its own parser's to check (``action`` is the subcommands').
+        if (action.dest not in _PATHS and not isinstance(action, argparse._SubParsersAction)
+                and not _is_text(arg_string)):
+            raise argparse.ArgumentError(action, f"{_typed(arg_string)} is not UTF-8 text")
+        return super()._get_value(action, arg_string)
+
+
+#: The arguments that name a file or directory, which may be any bytes (the filesystem's):
+#: ``call --workspace``, ``artifacts get -o``, ``artifacts upload FILE``.
+_PATHS = frozenset({"workspace", "output", "file"})
+
+
+def _typed(value: str) -> str:
+    """``value`` as the bytes the operator typed (``b'\\xff'``), where it came from them."""
+    try:
+        return repr(value.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # a surrogate no bytes decode to: given in-process
+        return ascii(value)
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
 
 def add_command(sub: argparse._SubParsersAction[Parser], run: str | None, name: str,
                 arguments: Callable[[argparse.ArgumentParser], object], **kwargs: Any) -> None:
@@ -149,11 +194,114 @@ def add_command(sub: argparse._SubParsersAction[Parser], run: str | None, name: 
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (``--limit``), else a usage error."""
+    """An argparse type: a whole number from 1 to ``LIMIT_MAX`` (``--limit``), else a usage
+    error."""
     try:
         value = int(text)
-    except ValueError:
-        value = 0
+    except ValueError:  # not a number, or more digits than int() converts (4300)
+        value = LIMIT_MAX + 1 if text.strip().isdigit() else 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    if value > LIMIT_MAX:
+        shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at most {LIMIT_MAX}, not {shown!r}")
     return value
+
+
+def run_cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
+                    cancellation: CancellationEvent) -> tuple[_T, int | None]:
+    """``asyncio.run(work())``, with Ctrl-C (SIGINT), SIGTERM and SIGHUP setting
+    ``cancellation`` instead of stopping the process: the call in flight then ends as
+    ``serve`` ends a cancelled one, its row ``failed`` (``tool.cancelled.run_cancelled``),
+    rather than ``running`` for ``recover`` to settle (or run again). Returns the work's
+    result and the signal that cancelled it (None: none did). The first signal restores
+    every handler as it was, so a second one stops at once. A signal the process was
+    started ignoring (``nohup``, a background job) stays ignored."""
+    import asyncio
+
+    return asyncio.run(_cancellable(work, cancellation))
+
+
+async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
+                       cancellation: CancellationEvent) -> tuple[_T, int | None]:
+    import asyncio
+    import signal
+    import threading
+
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+    handled: dict[int, Any] = {}  # signal -> its handler before this
+
+    def restore() -> None:
+        for signum, before in handled.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, before)
+        handled.clear()
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        cancellation.cancel()
+        restore()
+
+    if threading.current_thread() is threading.main_thread():  # else no signal reaches it
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            before = signal.getsignal(signum)
+            if before is signal.SIG_IGN:
+                continue
+            handled[signum] = before if before is not None else signal.SIG_DFL
+            loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        result = await work()
+    finally:
+        restore()
+    return result, (received[0] if received else None)
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP, raised where the command was (``signals_raised``), so what it was
+    doing is undone as Ctrl-C's KeyboardInterrupt undoes it; the command exits
+    ``stopped_code(signum)``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_raised() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise ``Stopped`` rather than end the process
+    where it stands (``artifacts get -o FILE`` then removes its partial temp file). The first
+    restores the handlers as they were, so a second stops at once; a signal the process was
+    started ignoring stays ignored."""
+    import signal
+    import threading
+
+    handled: dict[int, Any] = {}  # signal -> its handler before this
+
+    def restore() -> None:
+        for signum, before in handled.items():
+            signal.signal(signum, before)
+        handled.clear()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        restore()
+        raise Stopped(signum)
+
+    if threading.current_thread() is threading.main_thread():  # else no signal reaches it
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            before = signal.getsignal(signum)
+            if before is signal.SIG_IGN or before is None:  # None: not Python's to restore
+                continue
+            handled[signum] = before
+            signal.signal(signum, on_signal)
+    try:
+        yield
+    finally:
+        restore()
+
+
+def stopped_code(signum: int) -> int:
+    """The exit code of a command a signal stopped: 128 + its number, as a shell reports a
+    process the signal killed (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+    return 128 + signum

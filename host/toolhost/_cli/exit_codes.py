@@ -13,3 +13,4 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # the command line (or a setting it reads) is wrong
     PAUSED = 3  # the call is awaiting an operator's approval
     INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
+    BROKEN_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as for cat

@@ -8,6 +8,9 @@ exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import io
 import json
 import os
 import sys
@@ -21,12 +24,15 @@ from toolhost._cli.check import cmd_check
 from toolhost._cli.common import (
     CommandError,
     Parser,
+    Stopped,
     add_command,
     close_loaded,
     load,
     print_attachments,
     print_json,
     refused,
+    run_cancellable,
+    stopped_code,
 )
 from toolhost._cli.exit_codes import ExitCode
 
@@ -136,8 +142,8 @@ def _call_arguments(call: argparse.ArgumentParser) -> None:
                       help="the user's own message for this call: the one input at USER trust "
                            "(email.feedback's quote must come from it)")
     call.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
-                      help="the run's deadline, from now: no call of the run runs after it, "
-                           "nor one approved after it")
+                      help="the run's deadline, from now (at most 30 days): no call of the "
+                           "run runs after it, nor one approved after it")
     call.add_argument("--conversation", metavar="ID", default=None,
                       help="the conversation the run belongs to (what its artifacts, and the "
                            "uploads a tool may read, are scoped to)")
@@ -191,11 +197,36 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_call(args: argparse.Namespace) -> int:
+def _arguments(text: str) -> Any:
+    """``--args`` parsed, or the one line that says why it cannot be: not JSON, nested
+    deeper than the pipeline takes (MAX_ARGUMENT_DEPTH), or a number of more digits than
+    Python converts."""
+    from toolhost._composition import MAX_ARGUMENT_DEPTH, nests_deeper
+
+    deep = f"--args is nested deeper than {MAX_ARGUMENT_DEPTH} levels"
     try:
-        arguments = json.loads(args.args)
+        arguments = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CommandError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
+        # Some of json's messages end "... at", which the position completes once.
+        raise CommandError(f"--args is not valid JSON ({exc.msg.removesuffix(' at')} at "
+                           f"position {exc.pos})") from None
+    except RecursionError:  # json's parser gives up at the interpreter's recursion limit
+        raise CommandError(deep) from None
+    except ValueError:  # the one other: an integer longer than int() converts
+        raise CommandError(f"--args holds an integer of more than "
+                           f"{sys.get_int_max_str_digits()} digits") from None
+    if nests_deeper(arguments):
+        raise CommandError(deep)
+    return arguments
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    from toolhost._composition import MAX_DEADLINE_S
+
+    arguments = _arguments(args.args)
+    if args.timeout is not None and not 0 < args.timeout <= MAX_DEADLINE_S:
+        raise CommandError(f"--timeout must be a positive number of seconds, at most "
+                           f"{MAX_DEADLINE_S} (30 days)")
     host = load(stores=True)
     from toolhost._composition import host_reasons as core_messages
     from toolhost._composition import valid_run_id
@@ -207,8 +238,6 @@ def cmd_call(args: argparse.Namespace) -> int:
         if value is not None and not valid_run_id(value):
             raise CommandError(f"{option} must be 1 to 128 letters, digits, '.', '_' or '-', "
                                "starting with a letter or digit")
-    if args.timeout is not None and not 0 < args.timeout < float("inf"):
-        raise CommandError("--timeout must be a positive number of seconds")
     run = host.local_run(workspace=workspace, run_id=args.run,
                          conversation_id=args.conversation, user_turn=args.user_turn,
                          timeout_s=args.timeout)
@@ -218,7 +247,11 @@ def cmd_call(args: argparse.Namespace) -> int:
     try:
         # The call's span is a new trace, or continues TRACEPARENT's (a script's own).
         with continued_trace(host.settings), progress_shown(args.name):  # on a terminal
-            outcome = host.invoke_sync(args.name, arguments, version=args.version, run=run)
+            # Ctrl-C (or SIGTERM, SIGHUP) cancels the call, as approve's does: its row ends
+            # failed, not running for recover to run again.
+            outcome, stopped = run_cancellable(
+                lambda: host.invoke(args.name, arguments, version=args.version, run=run),
+                run.cancellation)
     finally:
         # A named run goes on (the next --run ID call, an approval, finds its workspace); an
         # unnamed one is this command's alone.
@@ -234,7 +267,7 @@ def cmd_call(args: argparse.Namespace) -> int:
             print(outcome.invocation_id)
         print(f"toolhost: {args.name} awaits approval: toolhost approve {outcome.invocation_id}",
               file=sys.stderr)
-        return ExitCode.PAUSED
+        return ExitCode.PAUSED if stopped is None else stopped_code(stopped)
     if args.json:
         print_json({**outcome.to_json(), "run_id": run.id, "attachments": attached})
     else:
@@ -267,6 +300,8 @@ def cmd_call(args: argparse.Namespace) -> int:
         reason = f" ({outcome.failure.reason_code})" if outcome.failure is not None else ""
         print(f"toolhost: invocation {outcome.invocation_id} {outcome.status.value}{reason}: "
               f"toolhost show {outcome.invocation_id}", file=sys.stderr)
+    if stopped is not None:
+        return stopped_code(stopped)
     # A denial (a policy cell set to deny) is not a success either.
     return ExitCode.OK if outcome.ok else ExitCode.FAILED
 
@@ -349,12 +384,94 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stderr is not None:
             print("toolhost: cannot write standard output: it is closed", file=sys.stderr)
         return ExitCode.FAILED
+    _guard_output()
     words = sys.argv[1:] if argv is None else argv
-    args = _parser(_run_named(words)).parse_args(words)
-    code = _run(args)
+    try:
+        args = _parser(_run_named(words)).parse_args(words)
+    except SystemExit as exc:  # --help, --version, a usage error: argparse's own exit
+        # What --help wrote is still to be flushed: a failure to is the exit's, not 0's.
+        failed = _flushed(exc.code if isinstance(exc.code, int) else ExitCode.USAGE)
+        if failed != exc.code:
+            raise SystemExit(failed) from None
+        raise
+    except _OutputFailed as exc:  # --version's own write
+        return _output_failed(exc)
+    code = _flushed(_run(args))
     if argv is None and args.command in _ENDS_AT_ONCE:
         _exit_now(code)  # the process is the command: nothing runs after it
     return code
+
+
+class _OutputFailed(OSError):
+    """Writing standard output failed (``_Output``): its reader went away, its disk is
+    full. Not a bug of the command, nor the data directory's problem."""
+
+
+class _Output(io.TextIOWrapper):
+    """Standard output, saying when it is the stream that failed (``_OutputFailed``), and
+    remembering it (argparse's --help swallows the error of its write)."""
+
+    failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: OSError) -> _OutputFailed:
+        if self.failed is None:
+            self.failed = exc
+        return _OutputFailed(exc.errno, exc.strerror)
+
+
+def _guard_output() -> None:
+    """The process's stdout as ``_Output``, over the same buffer, with characters its
+    encoding cannot carry written as escapes (PYTHONIOENCODING=ascii, a latin-1 terminal)
+    rather than raising after the call was recorded. A test's captured stream is left be."""
+    stdout = sys.stdout
+    if stdout is not sys.__stdout__ or not isinstance(stdout, io.TextIOWrapper) or isinstance(
+            stdout, _Output):
+        return
+    stdout.flush()
+    sys.stdout = _Output(
+        stdout.buffer, encoding=stdout.encoding,
+        errors="backslashreplace" if stdout.errors == "strict" else stdout.errors,
+        line_buffering=stdout.line_buffering, write_through=stdout.write_through)
+
+
+def _flushed(code: int) -> int:
+    """``code``, once stdout is flushed; or the output's failure's (``_output_failed``)."""
+    stdout = sys.stdout
+    failed = stdout.failed if isinstance(stdout, _Output) else None
+    if failed is None:
+        try:
+            stdout.flush()
+        except OSError as exc:
+            failed = exc
+    return code if failed is None else _output_failed(failed)
+
+
+def _output_failed(exc: OSError) -> int:
+    """A command whose output could not be written: quiet, 141, for a reader that went away
+    (``toolhost tools | head -1`` is not an error); else one line and 1. Whatever is still
+    buffered goes to /dev/null, so the interpreter's own flush at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    if isinstance(sys.stdout, _Output):
+        sys.stdout.failed = None  # said once, here
+    if exc.errno == errno.EPIPE:
+        return ExitCode.BROKEN_PIPE
+    print(f"toolhost: cannot write standard output: {exc.strerror}", file=sys.stderr)
+    return ExitCode.FAILED
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -372,6 +489,10 @@ def _command(args: argparse.Namespace) -> int:
         return exc.code
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except Stopped as exc:  # SIGTERM or SIGHUP, once what the command did was undone
+        return stopped_code(exc.signum)
+    except _OutputFailed as exc:  # what the command did is done: only its answer is lost
+        return _output_failed(exc)
     except Exception as exc:
         # Any error the host raises on purpose ends a command in its one line (a data
         # directory a command that opens the stores itself cannot use, a setting it cannot

@@ -15,6 +15,7 @@ from toolhost._cli.common import (
     Parser,
     add_command,
     load,
+    load_stores,
     print_attachments,
     print_json,
 )
@@ -39,7 +40,14 @@ def _arguments(runs: argparse.ArgumentParser) -> None:
 def cmd_runs(args: argparse.Namespace) -> int:
     host = load(stores=args.runs_command == "end", tools=False)
     if args.runs_command == "list":
-        live = host.run_workspaces.live()
+        try:
+            live = host.run_workspaces.live()
+        except OSError as exc:
+            # The data directory's own line, as `pending` says it, where the stores say why
+            # it cannot be used (a file, not writable); else the path that failed.
+            load_stores()
+            raise CommandError(f"cannot read the live runs: {exc.filename}: {exc.strerror}",
+                               ExitCode.FAILED) from None
         if args.json:
             print_json([{"run_id": run_id, "directory": str(d) if d else None,
                          "workspace": has or d is not None} for run_id, d, has in live])

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolhost import Principal
-from toolhost._composition import Registered, Settings, UsageError
+from toolhost._composition import MAX_DEADLINE_S, Registered, Settings, UsageError
 
 if TYPE_CHECKING:
     from toolhost._mcp.http_introspection import Post
@@ -369,13 +369,17 @@ def _positive(settings: Settings, name: str, default: int) -> int:
     raw = (settings.get(name) or "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    # ASCII digits only: str.isdigit() also says yes to "²" (int() refuses it) and to "٣".
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
+        shown = raw if len(raw) <= 40 else f"{raw[:20]}...({len(raw)} characters)"
+        raise ConfigError(f"{name} must be a whole number of at least 1, not {shown!r}")
     return int(raw)
 
 
 def _seconds(settings: Settings, name: str) -> float | None:
-    """A positive, finite number of seconds (``0.5`` too); None when unset.
+    """A positive number of seconds (``0.5`` too), at most MAX_DEADLINE_S (30 days, as
+    ``toolhost call --timeout``: 1e12 seconds overflowed a run's deadline, failing every call);
+    None when unset.
 
     :raises ConfigError: anything else.
     """
@@ -386,8 +390,10 @@ def _seconds(settings: Settings, name: str) -> float | None:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
+    if not 0 < value <= MAX_DEADLINE_S:
+        shown = raw if len(raw) <= 40 else f"{raw[:20]}...({len(raw)} characters)"
+        raise ConfigError(f"{name} must be a positive number of seconds, at most "
+                          f"{MAX_DEADLINE_S} (30 days), not {shown!r}")
     return value
 
 

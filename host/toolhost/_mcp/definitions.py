@@ -59,7 +59,7 @@ def mcp_tool(registered: Registered) -> types.Tool:
     """The MCP definition of one registration. Schemas are deep copies, so nothing the SDK
     does to its model can reach the registry's compiled specs."""
     spec = registered.spec
-    if not _MCP_TOOL_NAME.match(spec.name):  # registration's grammar is narrower; belt and braces
+    if not _MCP_TOOL_NAME.fullmatch(spec.name):  # registration's grammar is narrower; belt and braces
         raise ValueError(f"{spec.name!r} is not a valid MCP tool name")
     title = title_for(spec)
     return types.Tool(

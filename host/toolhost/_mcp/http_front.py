@@ -13,7 +13,9 @@ In order, for each request:
    metadata where there is some). Nothing runs and nothing is recorded; a counter of refusals
    by reason is kept. ``GET /metrics`` (the Prometheus scrape) is answered here, after the
    token: protected exactly as MCP is.
-4. A POST's body, read up to ``TOOLHOST_HTTP_MAX_BODY_BYTES`` (``413`` past it), then: a
+4. A POST's body, read up to ``TOOLHOST_HTTP_MAX_BODY_BYTES`` (``413`` past it) and within
+   its principal's body budget (twice that, over all its requests in flight: ``429`` past it,
+   D333), then: a
    request with an unusable id is ``-32600`` (``400``), as on stdio; a ``tools/call`` takes one
    of its principal's ``TOOLHOST_HTTP_MAX_CALLS`` slots, or is ``429`` with ``Retry-After``
    before any row is written.
@@ -30,6 +32,7 @@ import collections
 import contextlib
 import ipaddress
 import json
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
@@ -90,6 +93,14 @@ class HttpPolicy:
     metadata_url: str | None = None
     #: The metadata document itself.
     metadata: Mapping[str, Any] | None = None
+
+    @property
+    def principal_body_bytes(self) -> int:
+        """What the bodies of one principal's requests in flight may hold at once: two of the
+        largest (D333). Each body is held, parsed and copied on the one event loop until its
+        request ends; without a bound per principal, one token's concurrent largest bodies
+        held gigabytes and the loop for seconds."""
+        return 2 * self.max_body_bytes
 
     @property
     def authenticates(self) -> bool:
@@ -163,6 +174,8 @@ class FrontDoor:
         #: Refused requests by reason (nothing else of them is kept).
         self.refused: collections.Counter[str] = collections.Counter()
         self._calls: collections.Counter[str] = collections.Counter()
+        #: The body bytes each principal's requests in flight hold (D333).
+        self._body_bytes: collections.Counter[str] = collections.Counter()
         self._introspecting = anyio.CapacityLimiter(INTROSPECTING)
         self._introspection_waiting = 0
         self._log = get_logger()
@@ -234,11 +247,55 @@ class FrontDoor:
             if not await self._routed(scope, headers, caller, b"", receive, send):
                 await self._app(scope, receive, self._noting(headers, send, method))
             return
+        principal = caller.principal.id if caller is not None else ""
+        with self._budget(principal) as take:
+            await self._post(scope, headers, caller, principal, take, receive, send)
+
+    @contextlib.contextmanager
+    def _budget(self, principal: str) -> Iterator[Callable[[int], bool]]:
+        """A request's share of ``principal``'s body budget while entered: a ``take(n)`` that
+        says whether ``n`` more bytes fit (and counts them if so); all given back at the end."""
+        held, limit = self._body_bytes, self._policy.principal_body_bytes
+        taken = 0
+
+        def take(size: int) -> bool:
+            nonlocal taken
+            if held[principal] + size > limit:
+                return False
+            held[principal] += size
+            taken += size
+            return True
+
+        try:
+            yield take
+        finally:
+            if taken:
+                held[principal] -= taken
+                if not held[principal]:
+                    del held[principal]
+
+    async def _post(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],
+                    caller: Caller | None, principal: str, take: Callable[[int], bool],
+                    receive: Any, send: Any) -> None:
+        """A POST past the token: its body read within the bounds, then step 4."""
+        # A declared length is taken whole before a byte is read (the server's HTTP layer
+        # holds a body without Transfer-Encoding to it); a chunked body, as its chunks arrive.
+        declared = _declared_length(headers)
+        if declared is not None and declared > self._policy.max_body_bytes:
+            await self._refuse(send, "body_too_large", 413, "Request body too large.\n")
+            return
+        if declared is not None and not take(declared):
+            await self._over_budget(send)
+            return
         try:
             with anyio.fail_after(self._policy.body_timeout_s):
-                body = await _body(receive, self._policy.max_body_bytes)
+                body = await _body(receive, self._policy.max_body_bytes,
+                                   take if declared is None else _already_taken)
         except TimeoutError:
             await self._refuse(send, "body_timeout", 408, "Request body too slow.\n")
+            return
+        except _OverBudget:
+            await self._over_budget(send)
             return
         if body is None:
             await self._refuse(send, "body_too_large", 413, "Request body too large.\n")
@@ -261,7 +318,7 @@ class FrontDoor:
             return
         if await self._routed(scope, headers, caller, body, receive, send):
             return
-        send = self._noting(headers, send, method)
+        send = self._noting(headers, send, "POST")
         if self.draining and _starts_work(frame):
             # Stopping: no new call or session starts here; calls in flight finish, and
             # what they need (an answer to their question, a listing) still goes through.
@@ -280,7 +337,6 @@ class FrontDoor:
                                       descriptors_left=left, not_logged=suppressed)
                 await _json(send, 503, _no_session_reply(frame), retry_after="5")
                 return
-        principal = caller.principal.id if caller is not None else ""
         # What the request counts against while the SDK handles it: an authenticated
         # initialize, its principal's sessions (without authentication every client is the
         # one principal: TOOLHOST_HTTP_MAX_SESSIONS is the only bound then); a tools/call,
@@ -442,6 +498,11 @@ class FrontDoor:
         await _plain(send, 401, "Authentication required.\n",
                      extra=[(b"www-authenticate", ", ".join(parts).encode())])
 
+    async def _over_budget(self, send: Any) -> None:
+        self.refused["body_budget"] += 1
+        await _plain(send, 429, "Too much request data in flight; retry in a moment.\n",
+                     extra=[(b"retry-after", b"1")])
+
     async def _refuse(self, send: Any, reason: str, status: int, text: str) -> None:
         self.refused[reason] += 1
         self._log.info("http.refused", reason=reason, status=status)
@@ -591,8 +652,29 @@ def _busy_reply(frame: Any) -> dict[str, Any]:
         "code": -32000, "message": "Too many calls are running for this principal. Retry later."}}
 
 
-async def _body(receive: Any, limit: int) -> bytes | None:
-    """The request's body, or None once it passes ``limit`` (what is left is not read)."""
+class _OverBudget(Exception):
+    """A chunked body that would pass its principal's body budget (D333)."""
+
+
+def _already_taken(size: int) -> bool:
+    return True
+
+
+def _declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The request's ``Content-Length`` (the server's HTTP layer refused a malformed one), or
+    None for a chunked body: with both headers the body is framed by its chunks (RFC 9112
+    6.3), and ``Content-Length: 0`` beside them carried a whole body past the count."""
+    if any(name.lower() == b"transfer-encoding" for name, _ in headers):
+        return None
+    value = _header(headers, b"content-length")
+    if value is None or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value) if len(value) <= 18 else sys.maxsize
+
+
+async def _body(receive: Any, limit: int, take: Callable[[int], bool]) -> bytes | None:
+    """The request's body, or None once it passes ``limit`` (what is left is not read); each
+    chunk first ``take``-n from the principal's budget, or ``_OverBudget``."""
     parts: list[bytes] = []
     size = 0
     while True:
@@ -603,6 +685,8 @@ async def _body(receive: Any, limit: int) -> bytes | None:
         size += len(chunk)
         if size > limit:
             return None
+        if not take(len(chunk)):
+            raise _OverBudget
         parts.append(chunk)
         if not message.get("more_body"):
             break

@@ -192,6 +192,11 @@ def tracing_configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
+def _port_number(text: str) -> bool:
+    # ASCII digits only: str.isdigit() also says yes to "٣" and "²".
+    return text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536
+
+
 def parse_http_address(value: str, *, authenticated: bool = False) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6): a loopback address, or any address when
     requests are ``authenticated`` (a token file or an issuer is configured).
@@ -199,7 +204,7 @@ def parse_http_address(value: str, *, authenticated: bool = False) -> tuple[str,
     :raises ValueError: with the one line the operator reads.
     """
     bind, sep, port_text = value.rpartition(":")
-    if not sep or not bind or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not sep or not bind or not _port_number(port_text):
         raise ValueError(f"--http expects HOST:PORT, e.g. 127.0.0.1:8765, not {value!r}")
     bind = bind[1:-1] if bind.startswith("[") and bind.endswith("]") else bind
     loopback = bind in _LOOPBACK_NAMES

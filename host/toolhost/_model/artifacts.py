@@ -148,7 +148,7 @@ def as_utc_or_none(value: _dt.datetime | None) -> _dt.datetime | None:
 
 
 def _check_checksum(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
-    if not _CHECKSUM.match(value):
+    if not _CHECKSUM.fullmatch(value):
         raise ValueError(f"{attribute.name} must be 'sha256:' + 64 lowercase hex digits")
 
 
@@ -285,7 +285,7 @@ class NewArtifact:
                                 ("principal_id", self.principal_id)):
             if optional is not None and (not isinstance(optional, str) or not optional):
                 raise ValueError(f"{label} must be None or a non-empty string")
-        if not isinstance(self.media_type, str) or not _MEDIA_TYPE.match(self.media_type):
+        if not isinstance(self.media_type, str) or not _MEDIA_TYPE.fullmatch(self.media_type):
             raise ValueError(
                 f"media_type must look like 'type/subtype', got {self.media_type!r}")
 

@@ -20,6 +20,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,6 +130,12 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
         found = re.search(r"at line (\d+)", str(exc))
         raise ConfigFileError(f"{path}:{found.group(1) if found else 1}: not TOML: {exc}"
                               ) from None
+    except RecursionError:  # tomllib recurses once a level: it gives up near 1000
+        raise ConfigFileError(f"{path}: not a configuration: a value is nested too deeply"
+                              ) from None
+    except ValueError:  # the one other: an integer longer than int() converts
+        raise ConfigFileError(f"{path}: not a configuration: an integer has more than "
+                              f"{sys.get_int_max_str_digits()} digits") from None
     config = ConfigFile(path=path, env={}, lines={}, plugin_tables={},
                         key_lines=_key_lines(text), world_readable=bool(st.st_mode & stat.S_IROTH))
     env: dict[str, str] = {}

@@ -57,7 +57,7 @@ REASON_CODE_PATTERN = re.compile(
 
 def failure_kind_of(reason_code: str) -> ToolFailureKind:
     """The failure kind a reason code names. Raises ValueError for a malformed code."""
-    if not REASON_CODE_PATTERN.match(reason_code):
+    if not REASON_CODE_PATTERN.fullmatch(reason_code):
         raise ValueError(f"malformed reason code {reason_code!r}")
     return ToolFailureKind(reason_code.split(".")[1].upper())
 

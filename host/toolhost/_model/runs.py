@@ -19,10 +19,16 @@ import attrs
 from toolhost._model.artifacts import ArtifactRef
 from toolhost._model.context import Principal
 
-__all__ = ["CancellationEvent", "Run", "RunOutcome", "ToolCall", "valid_run_id"]
+__all__ = ["MAX_DEADLINE_S", "CancellationEvent", "Run", "RunOutcome", "ToolCall",
+           "valid_run_id"]
 
 # A run id names the run's fresh workspace directory and is quoted in operator commands:
 # letters, digits and three punctuation marks, never a path separator or a leading dot.
+#: The longest run deadline, in seconds from now (30 days): a run paused for an approval may
+#: wait out a holiday, and a deadline must stay a date (1e12 seconds is past the year 9999).
+#: ``toolhost call --timeout`` and ``TOOLHOST_MCP_RUN_TIMEOUT_S`` are held to it (D340).
+MAX_DEADLINE_S = 30 * 24 * 3600
+
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

@@ -54,6 +54,22 @@ _MIN_WORKSPACE_QUOTA = 16 * 1024 * 1024
 _MAX_WORKSPACE_QUOTA = 1024 ** 4
 
 
+def _whole(raw: str, maximum: int) -> int | None:
+    """``raw`` as a whole number from 0 to ``maximum``, else None. Plain ASCII digits only
+    (int() alone would take "1_0" and "٣"), counted before int() sees them (which raises
+    past 4300 digits)."""
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(maximum)):
+        return None
+    value = int(digits)
+    return value if value <= maximum else None
+
+
+def _shown(raw: str) -> str:
+    """A setting's value quoted in its error, cut when it is long (a 5000-digit number)."""
+    return repr(raw) if len(raw) <= 40 else f"{raw[:20]!r}... ({len(raw)} characters)"
+
+
 class SettingError(UsageError, ValueError):
     """A setting holds a value the host cannot use. The message is one line for operators."""
 
@@ -253,14 +269,13 @@ class Settings:
         raw = self.env.get("TOOLHOST_ARTIFACT_RETENTION_DAYS", "").strip()
         if not raw:
             return _dt.timedelta(days=ARTIFACT_RETENTION_DAYS)
-        # int() alone would take "1_0" and "٣"; a retention is plain ASCII digits.
-        if not (raw.isascii() and raw.isdigit()) or int(raw) > _MAX_RETENTION_DAYS:
+        days = _whole(raw, _MAX_RETENTION_DAYS)
+        if days is None:
             raise SettingError(
-                f"TOOLHOST_ARTIFACT_RETENTION_DAYS is {raw!r}, not a number of days: set it to "
-                f"a whole number from 1 to {_MAX_RETENTION_DAYS}, 0 to keep artifacts forever, "
-                f"or leave it unset for {ARTIFACT_RETENTION_DAYS}"
+                f"TOOLHOST_ARTIFACT_RETENTION_DAYS is {_shown(raw)}, not a number of days: set "
+                f"it to a whole number from 1 to {_MAX_RETENTION_DAYS}, 0 to keep artifacts "
+                f"forever, or leave it unset for {ARTIFACT_RETENTION_DAYS}"
             )
-        days = int(raw)
         return _dt.timedelta(days=days) if days else None
 
     @property
@@ -275,14 +290,14 @@ class Settings:
         raw = self.env.get("TOOLHOST_WORKSPACE_QUOTA_BYTES", "").strip()
         if not raw:
             return WORKSPACE_QUOTA_BYTES
-        if (not (raw.isascii() and raw.isdigit())
-                or not _MIN_WORKSPACE_QUOTA <= int(raw) <= _MAX_WORKSPACE_QUOTA):
+        quota = _whole(raw, _MAX_WORKSPACE_QUOTA)
+        if quota is None or quota < _MIN_WORKSPACE_QUOTA:
             raise SettingError(
-                f"TOOLHOST_WORKSPACE_QUOTA_BYTES is {raw!r}, not a quota: set it to a whole "
-                f"number of bytes from {_MIN_WORKSPACE_QUOTA} (16 MiB) to "
+                f"TOOLHOST_WORKSPACE_QUOTA_BYTES is {_shown(raw)}, not a quota: set it to a "
+                f"whole number of bytes from {_MIN_WORKSPACE_QUOTA} (16 MiB) to "
                 f"{_MAX_WORKSPACE_QUOTA} (1 TiB), or leave it unset for "
                 f"{WORKSPACE_QUOTA_BYTES} (1 GiB)")
-        return int(raw)
+        return quota
 
     @property
     def plugin_allow_list(self) -> tuple[str, ...] | None:

@@ -206,7 +206,7 @@ def parse_servers(
             label = f"[{table}] {key}" if key else f"[{table}]"
             return SettingError(f"{where(table, key)}: {label}: {problem}")
 
-        if not SERVER_NAME_PATTERN.match(name) or len(name) > MAX_SERVER_NAME:
+        if not SERVER_NAME_PATTERN.fullmatch(name) or len(name) > MAX_SERVER_NAME:
             raise fail(None, f"the server name must match {SERVER_NAME_PATTERN.pattern} and be "
                        f"at most {MAX_SERVER_NAME} characters (e.g. files, git_hub)")
         content = servers[name]
@@ -258,7 +258,7 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
         raise fail("env", "is for a stdio server (command); a url server takes a token")
     env = {}
     for var, value in env_table.items():
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", var):
+        if not re.fullmatch(r"^[A-Za-z_][A-Za-z0-9_]*$", var):
             raise fail("env", f"{var!r} is not an environment variable name")
         env[var] = secret("env", value, f"env.{var}", named_secret=is_secret_name(var))
     token = None

@@ -73,6 +73,7 @@ from toolhost._model.context import (
 )
 from toolhost._model.digest import canonical_json
 from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._model.nesting import nests_deeper
 from toolhost._model.outcome import (
     FailureInfo,
     Outcome,
@@ -836,8 +837,14 @@ def _finished(record: InvocationRecord, state: InvocationState, finished_at: Any
 
 def _jsonable(value: Any) -> Any:
     """Arguments as the model sent them, for the row, even when they are not an object."""
+    if nests_deeper(value):  # what cannot be encoded wherever the row's encoding runs
+        return UNRECORDED_ARGUMENTS
     try:
         canonical_json(value)
     except (TypeError, ValueError):
         return repr(value)
     return value
+
+
+#: A refused call's arguments on its row when they nest deeper than step 4 takes (D336).
+UNRECORDED_ARGUMENTS = "(arguments nest too deeply to record)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from collections.abc import Mapping
 
 import attrs
@@ -146,6 +147,11 @@ def _parse_changes(raw: str) -> dict[tuple[SideEffect, Risk], PolicyAction]:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise PolicyConfigError(f"TOOLHOST_POLICY is not valid JSON ({exc.msg})") from None
+    except RecursionError:  # json's parser gives up at the interpreter's recursion limit
+        raise PolicyConfigError("TOOLHOST_POLICY is not a policy (nested too deeply)") from None
+    except ValueError:  # the one other: an integer longer than int() converts
+        raise PolicyConfigError("TOOLHOST_POLICY is not a policy (an integer of more than "
+                                f"{sys.get_int_max_str_digits()} digits)") from None
     if not isinstance(data, dict):
         raise PolicyConfigError('TOOLHOST_POLICY must be an object like {"CODE_EXECUTION/LOW": '
                                 '"approval"}')

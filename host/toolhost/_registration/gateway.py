@@ -154,7 +154,7 @@ _PLAIN = re.compile(r"^[a-z0-9_]+$")
 _OTHER = re.compile(r"[^a-z0-9_]+")
 #: The end of a name the gateway made: an upstream name that already ends so is renamed too,
 #: so no upstream name can be spelt as another's mapping (``a_805c58e8`` beside ``éa``).
-_SUFFIXED = re.compile(r"_[0-9a-f]{8}$")
+_SUFFIXED = re.compile(r"_[0-9a-f]{8}\Z")
 #: The most tools registered of one server (in name order); a longer listing's rest is left
 #: out, with a line: a listing must not make every start slow.
 MAX_TOOLS_PER_SERVER = 256
@@ -168,7 +168,7 @@ def tool_name(server: str, upstream: str) -> str:
     that fits is kept; any other is made plain and suffixed with 8 hex digits of its hash."""
     prefix = f"mcp.{server}__"
     budget = MAX_NAME - len(prefix)
-    if _PLAIN.match(upstream) and len(upstream) <= budget and not _SUFFIXED.search(upstream):
+    if _PLAIN.fullmatch(upstream) and len(upstream) <= budget and not _SUFFIXED.search(upstream):
         return prefix + upstream
     digest = hashlib.sha256(upstream.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     plain = _OTHER.sub("_", upstream.lower()).strip("_")
@@ -269,8 +269,14 @@ class Gateway:
             tool = self._tool(server, upstream)
             if tool is None:
                 continue
-            problems = registration_problems(
-                [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
+            try:
+                problems = registration_problems(
+                    [], gateway=Contribution(GATEWAY_DISTRIBUTION, (), (tool,)))
+            except Exception as exc:  # one tool's, never the listing's
+                # Each tool alone: whatever its check raises leaves it out, not the ones after.
+                self._leave_out(server.name, upstream.name,
+                                f"its registration failed ({type(exc).__name__})")
+                continue
             if problems:
                 hint = ""
                 if "additionalProperties" in problems[0].problem:

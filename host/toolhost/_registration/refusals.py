@@ -40,6 +40,7 @@ from toolhost._registration.schema import (
     SchemaProblem,
     Validator,
     compile_schema,
+    defaults_below_top,
     schema_problems,
     subschema_at,
 )
@@ -141,6 +142,9 @@ class Registered:
     validate_input: Validator
     validate_output: Validator
     schema_reasons: Mapping[tuple[str, str], str] = attrs.field(factory=dict)
+    #: Whether input validation may fill a default in below the arguments' top level (step
+    #: 4 then copies them whole; otherwise their top level alone).
+    nested_defaults: bool = True
 
 
 @attrs.frozen
@@ -190,7 +194,7 @@ def _step_name_grammar(entries: Sequence[_Entry], _: Sequence[Contribution]) -> 
         # A field left out is step 6's to refuse, by name (D55), not a bad value here.
         if name is MISSING:
             pass
-        elif not isinstance(name, str) or not NAME_PATTERN.match(name):
+        elif not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             yield e.problem(
                 Step.NAME_GRAMMAR, f"name {name!r} does not match {NAME_PATTERN.pattern}",
                 "use a lower-case dotted name domain.tool, e.g. math.calculate",
@@ -201,7 +205,7 @@ def _step_name_grammar(entries: Sequence[_Entry], _: Sequence[Contribution]) -> 
                 f"shorten the name to at most {MAX_NAME_LENGTH} characters",
             )
         if version is not MISSING and (
-            not isinstance(version, str) or not VERSION_PATTERN.match(version)
+            not isinstance(version, str) or not VERSION_PATTERN.fullmatch(version)
         ):
             yield e.problem(
                 Step.NAME_GRAMMAR, f"version {version!r} is not MAJOR.MINOR.PATCH",
@@ -485,7 +489,7 @@ def _reason_problems(e: _Entry, reason: Any) -> Iterator[tuple[str, str]]:
         yield f"reasons holds {reason!r}, not a Reason", "declare Reason(code, message)"
         return
     code, message = reason.code, reason.message
-    if not isinstance(code, str) or not REASON_CODE_PATTERN.match(code):
+    if not isinstance(code, str) or not REASON_CODE_PATTERN.fullmatch(code):
         yield (f"reason code {code!r} is malformed",
                "use tool.<failure kind in lower case>.<code>, e.g. tool.not_found.no_such_path")
         return
@@ -601,5 +605,6 @@ def register(
             validate_input=validate_input, validate_output=validate_output,
             schema_reasons={(rule.pointer, rule.keyword): r.code
                             for r in e.tool.reasons for rule in r.schema_rules},
+            nested_defaults=defaults_below_top(e.spec.input_schema),
         ))
     return registered, table

@@ -8,6 +8,7 @@ use a keyword whose meaning differs between the two (``prefixItems``, array-form
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ __all__ = [
     "Validator",
     "closed",
     "compile_schema",
+    "defaults_below_top",
     "schema_problems",
     "subschema_at",
 ]
@@ -201,6 +203,42 @@ def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] |
     return node if isinstance(node, Mapping) else None
 
 
+def defaults_below_top(schema: Mapping[str, Any]) -> bool:
+    """Whether validating with defaults may fill one in below the arguments' top level: the
+    schema names a ``default`` anywhere but as a top-level property's own, or refers to a
+    subschema at all (``{"$ref": "#"}`` fills the root's defaults in one level down). Where it
+    does not, step 4 copies the arguments' top level alone for the validator to fill in
+    (D333)."""
+    if _names(schema, _REFERENCES):
+        return True
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, Mapping):
+            for sub in value.values():
+                own = sub.items() if isinstance(sub, Mapping) else [("", sub)]
+                if any(_names_default(v) for k, v in own if k != "default"):
+                    return True
+        elif key == "default" or _names_default(value):
+            return True
+    return False
+
+
+def _names_default(node: Any) -> bool:
+    return _names(node, ("default",))
+
+
+#: The keywords by which a schema reuses another of its subschemas.
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _names(node: Any, keys: tuple[str, ...]) -> bool:
+    """Whether any mapping in ``node`` has one of ``keys``."""
+    if isinstance(node, Mapping):
+        return any(key in keys or _names(value, keys) for key, value in node.items())
+    if isinstance(node, (list, tuple)):
+        return any(_names(value, keys) for value in node)
+    return False
+
+
 def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,
                    cache: ValidatorCache | None = None) -> Validator:
     """Compile a checked schema. Raises SchemaProblem if fastjsonschema refuses it.
@@ -220,12 +258,38 @@ def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,
             # Generating the code is where fastjsonschema finds a bad definition, so it
             # happens here, at registration; turning the code into a function waits for the
             # first validation (``toolhost check`` validates nothing, and saves that cost).
-            code = fastjsonschema.compile_to_code(dict(schema), use_default=apply_defaults)
+            # On a copy: fastjsonschema rewrites each $ref it resolves in place, joined to
+            # the schema's $id, and the spec's schema must stay as written (D334).
+            code = fastjsonschema.compile_to_code(copy.deepcopy(dict(schema)),
+                                                  handlers=_NoRemote(),
+                                                  use_default=apply_defaults)
+        except SchemaProblem:
+            raise
         except fastjsonschema.JsonSchemaDefinitionException as exc:
             raise SchemaProblem("", f"does not compile: {exc}") from None
+        except Exception:  # fastjsonschema's own, for a $ref it cannot walk
+            raise SchemaProblem("", "does not compile: a $ref that names nothing in the "
+                                "schema, or a definition fastjsonschema cannot read") from None
         if cache is not None and key is not None:
             cache.put(key, code)
     return _CompiledOnFirstUse(code)
+
+
+class _NoRemote(dict[str, Callable[[str], Any]]):
+    """fastjsonschema's handlers, claiming every URI scheme: a reference that does not resolve
+    within the schema (an ``$id`` elsewhere, or one with a fragment) would otherwise be fetched
+    with urllib, which follows redirects, reads file:// and waits without end. Registration
+    reaches no network and no file (D334)."""
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_remote
+
+
+def _refuse_remote(uri: str) -> Any:
+    raise SchemaProblem("", "refers outside itself: a $ref resolves to another document")
 
 
 #: The generated module's first function is the schema's root validator (the others, if any,

@@ -230,9 +230,9 @@ class Inbox:
         elif path == "/ui/overview":
             overview = await anyio.to_thread.run_sync(self._overview, login)
             await _html(send, 200, pages.overview_page(overview, login, csrf))
-        elif found_file := _FILE.match(path):
+        elif found_file := _FILE.fullmatch(path):
             await self._file(found_file.group(1), found_file.group(2), login, send)
-        elif (found := _CALL.match(path)) and found.group(2) is None:
+        elif (found := _CALL.fullmatch(path)) and found.group(2) is None:
             row = await self._row(found.group(1), login)
             if row is None:
                 await _plain(send, 404, "Not found.\n")
@@ -378,7 +378,7 @@ class Inbox:
                 return
             await _redirect(send, "/ui/login", cookie=_clear_cookie())
             return
-        found = _CALL.match(path)
+        found = _CALL.fullmatch(path)
         if found is None or found.group(2) is None:
             await _plain(send, 404, "Not found.\n")
             return

@@ -19,7 +19,7 @@ import attrs
 
 from toolhost_email.owners import shared
 from toolhost_email.reader import connection_of, feedback_where
-from toolhost_email.store import writing
+from toolhost_email.store import BUSY_TIMEOUT_S, writing
 
 if TYPE_CHECKING:
     from toolhost_email.reader import MailCacheReader
@@ -68,9 +68,13 @@ def _change(conn: sqlite3.Connection, feedback_id: str, status: Status,
 
 
 def record_feedback(data_dir: Path, *, account: str, thread_id: str, feedback: str,
-                    quote: str, recorded_at: str, principal: str = "") -> FeedbackChange:
-    """Apply ``principal``'s feedback (idempotent: the same feedback again changes nothing)."""
-    with writing(data_dir) as conn:
+                    quote: str, recorded_at: str, principal: str = "",
+                    wait: float = BUSY_TIMEOUT_S) -> FeedbackChange:
+    """Apply ``principal``'s feedback (idempotent: the same feedback again changes nothing).
+
+    :raises CacheBusy: another writer held the cache past ``wait`` seconds.
+    """
+    with writing(data_dir, wait) as conn:
         owner = principal if shared(conn) else ""
         # The record it already has, whatever id it was given (a one-person cache's records
         # keep theirs when ``owners set --unowned`` gives them an owner).

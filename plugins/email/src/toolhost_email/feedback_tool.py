@@ -22,6 +22,7 @@ from typing import Any, Final
 from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
 from toolhost_email.feedback import record_feedback
 from toolhost_email.messages import (
+    CACHE_BUSY,
     CACHE_UNAVAILABLE,
     FEEDBACK_NOT_QUOTED,
     QUOTE_NOT_IN_USER_TURN,
@@ -32,7 +33,7 @@ from toolhost_email.specs import FEEDBACK_DESCRIPTION as DESCRIPTION
 from toolhost_email.specs import FEEDBACK_INPUT_SCHEMA as INPUT_SCHEMA
 from toolhost_email.specs import FEEDBACK_OUTPUT_SCHEMA as OUTPUT_SCHEMA
 from toolhost_email.specs import FEEDBACK_SPEC as SPEC
-from toolhost_email.store import CacheUnavailable
+from toolhost_email.store import CacheBusy, CacheUnavailable
 from toolhost_email.tool_call import account_argument, cache_reader
 
 __all__ = ["DESCRIPTION", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SPEC", "build", "quoted_in"]
@@ -44,6 +45,9 @@ MIN_QUOTE_WORDS: Final = 2
 #: quote needs this many characters instead.
 MIN_WIDE_CHARS: Final = 4
 _WORD = re.compile(r"\w+")
+#: Seconds to wait for a writer (an import, an erase) holding the cache: well inside the tool's
+#: 30 s timeout, so that the call ends with the retryable CACHE_BUSY, not the host's deadline.
+WRITE_WAIT_S: Final = 10.0
 
 
 def _wide(char: str) -> bool:
@@ -101,7 +105,10 @@ def build(services: Services) -> ToolCallable:
             change = record_feedback(
                 services.data_dir, account=account, thread_id=thread_id,
                 feedback=arguments["feedback"], quote=quote,
-                recorded_at=services.clock.now().isoformat(), principal=principal)
+                recorded_at=services.clock.now().isoformat(), principal=principal,
+                wait=WRITE_WAIT_S)
+        except CacheBusy as exc:
+            raise ToolFailure(CACHE_BUSY, retryable=True) from exc
         except CacheUnavailable as exc:
             raise ToolFailure(CACHE_UNAVAILABLE, detail={"error": str(exc)}) from exc
         structured = {"feedback_id": change.feedback_id, "status": "applied"}

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sqlite3
 import stat
+import sys
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -29,7 +31,7 @@ from toolhost_email import mbox
 from toolhost_email.owners import OwnerConflict, claim
 from toolhost_email.parse import MAX_MESSAGE_BYTES, message_key_for
 from toolhost_email.rows import Parsed, parse_batch
-from toolhost_email.store import bump_generation, open_writable
+from toolhost_email.store import begin, bump_generation, open_writable, rollback
 
 __all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
            "normalize_account"]
@@ -51,6 +53,10 @@ _O_ENTRY: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
 _NOT_A_FILE_ERRNOS: Final = frozenset({errno.ELOOP, errno.EMLINK, errno.ENXIO})
 #: How much of a line the mbox check reads at a time.
 _PROBE: Final = 8192
+#: A line an mbox writer quoted (mboxrd: "From " and every ">...From " gained one ">").
+_QUOTED_FROM: Final = re.compile(rb"^>(>*From )", re.MULTILINE)
+#: prctl(2)'s option: the signal a process gets when its parent (the importer) ends.
+_PR_SET_PDEATHSIG: Final = 1
 
 
 class ImportFailed(Exception):
@@ -88,8 +94,19 @@ def normalize_account(account: str) -> str:
     return value
 
 
-#: A source's messages: each one's bytes, or NOT_REGULAR_FILE for an entry skipped unopened.
-Messages = Generator[bytes | str, None, None]
+@attrs.frozen
+class _Unquoted:
+    """An mbox message whose ">From " lines were unquoted: ``plain`` is the message (as a
+    Maildir holds it), ``quoted`` its bytes in the mbox, under whose key an import before
+    unquoting stored it."""
+
+    plain: bytes
+    quoted: bytes
+
+
+#: A source's messages: each one's bytes (``_Unquoted`` for an mbox message that had quoted
+#: "From " lines), or NOT_REGULAR_FILE for an entry skipped unopened.
+Messages = Generator[bytes | _Unquoted | str, None, None]
 
 
 def _no_messages(path: Path, not_files: int = 0) -> ImportFailed:
@@ -119,7 +136,13 @@ def _mbox_messages(path: Path) -> Messages:
     """The messages as ``mailbox.mbox`` reads them, each read no further than one byte past
     MAX_MESSAGE_BYTES: a longer message is skipped as too large anyway."""
     with path.open("rb") as file:
-        yield from mbox.messages(file, MAX_MESSAGE_BYTES + 1)
+        for raw in mbox.messages(file, MAX_MESSAGE_BYTES + 1):
+            # Undo one level of the writer's quoting (mboxrd), so the message and its key are
+            # the Maildir copy's. One cut at the size bound stays as read: it is skipped anyway,
+            # and unquoting would shrink it under the bound.
+            plain = (_QUOTED_FROM.sub(rb"\1", raw)
+                     if b">From " in raw and len(raw) <= MAX_MESSAGE_BYTES else raw)
+            yield raw if plain == raw else _Unquoted(plain, raw)
 
 
 def _read_entry(folder: int, name: str) -> bytes | None:
@@ -281,8 +304,9 @@ class _Batches:
         # parsed and however long that took, not a second skip.
         self._handed_on: set[str] = set()
 
-    def add(self, chunk: list[tuple[str, bytes]]) -> None:
-        batch = self._new(chunk)
+    def add(self, chunk: list[tuple[str, bytes]], earlier: Mapping[str, str]) -> None:
+        """``earlier``: an unquoted mbox message's key -> its key before unquoting."""
+        batch = self._new(chunk, earlier)
         if not batch:
             return
         if self._pool is None and self.pool_size and len(batch) >= _CHUNK // 2:
@@ -290,21 +314,27 @@ class _Batches:
         self._pending.append(([key for key, _ in batch], self._parse(batch)))
         self._store(self.pool_size * _AHEAD * 2 if self._pool is not None else 0)
 
-    def _new(self, chunk: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-        """The messages of ``chunk`` neither in the cache nor handed on earlier, marked as
+    def _new(self, chunk: list[tuple[str, bytes]],
+             earlier: Mapping[str, str]) -> list[tuple[str, bytes]]:
+        """The messages of ``chunk`` neither in the cache (under their key, or the key an
+        import before unquoting gave them: ``earlier``) nor handed on earlier, marked as
         handed on."""
-        marks = ", ".join("?" * len(chunk))
-        known = {row[0] for row in self.conn.execute(
-            f"SELECT message_key FROM messages WHERE message_key IN ({marks})",
-            [key for key, _ in chunk])}
+        known = self._cached([key for key, _ in chunk])
+        known_before = self._cached(list(earlier.values())) if earlier else set()
         batch: list[tuple[str, bytes]] = []
         for key, raw in chunk:
-            if key in known or key in self._handed_on:
+            if key in known or key in self._handed_on or earlier.get(key) in known_before:
                 continue
             known.add(key)
             self._handed_on.add(key)
             batch.append((key, raw))
         return batch
+
+    def _cached(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` (at most ``_CHUNK``) the cache holds."""
+        marks = ", ".join("?" * len(keys))
+        return {row[0] for row in self.conn.execute(
+            f"SELECT message_key FROM messages WHERE message_key IN ({marks})", keys)}
 
     def _parse(self, batch: list[tuple[str, bytes]]) -> Future[Parsed] | Parsed:
         """Handed to the pool while its workers have fewer than ``_AHEAD`` batches each
@@ -342,7 +372,42 @@ def _process_pool(size: int) -> Executor:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(size, mp_context=multiprocessing.get_context(_start_method()))
+    return ProcessPoolExecutor(size, mp_context=multiprocessing.get_context(_start_method()),
+                               initializer=_worker_start, initargs=(os.getpid(),))
+
+
+def _worker_start(importer: int) -> None:
+    """First thing in each pool worker: end with the importing process ``importer``, and let
+    go of the caller's terminal or pipe.
+
+    A worker outlives a killed importer otherwise (SIGKILL, SIGTERM: no shutdown runs), blocked
+    on its queues forever, holding the caller's stdout (a ``| tee`` never ends), the cache's
+    files and the mbox. Linux kills it with the importer (PR_SET_PDEATHSIG); elsewhere that is
+    not available, and the worker still ends if the importer was gone before it started.
+    (The signal follows the thread that started the worker: the one running ``import_path``,
+    which shuts the pool down before it returns.)"""
+    _die_with_parent()
+    if os.getppid() != importer:  # it died before the request above was in place
+        os._exit(1)
+    # Anything the worker would print is the importer's to say; and the caller's pipe must
+    # see its end when the importer's does.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no C library to ask (a static build): as elsewhere
+        pass
 
 
 def _start_method() -> str:
@@ -361,12 +426,13 @@ def _parsed(work: Future[Parsed] | Parsed) -> bool:
     return not isinstance(work, Future) or work.done()
 
 
-def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterator[bytes | str],
+def _import(conn: sqlite3.Connection, account: str, path: Path,
+            messages: Iterator[bytes | _Unquoted | str],
             workers: int, owner: str | None,
             on_read: Callable[[int], None] | None = None) -> ImportReport:
     seen = read = 0
     batches = _Batches(conn, account, workers)
-    conn.execute("BEGIN IMMEDIATE")
+    begin(conn)
     try:
         if owner is not None:
             try:
@@ -374,6 +440,7 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterat
             except OwnerConflict as exc:
                 raise ImportFailed(str(exc)) from None
         chunk: list[tuple[str, bytes]] = []
+        earlier: dict[str, str] = {}
         for raw in messages:
             seen += 1
             if on_read is not None:
@@ -382,12 +449,18 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterat
                 batches.skipped[raw] += 1
                 continue
             read += 1
-            chunk.append((message_key_for(account, raw), raw))
+            if isinstance(raw, _Unquoted):
+                key = message_key_for(account, raw.plain)
+                # A cache filled before unquoting holds it under this key: not a new message.
+                earlier[key] = message_key_for(account, raw.quoted)
+                chunk.append((key, raw.plain))
+            else:
+                chunk.append((message_key_for(account, raw), raw))
             if len(chunk) >= _CHUNK:
-                batches.add(chunk)
-                chunk = []
+                batches.add(chunk, earlier)
+                chunk, earlier = [], {}
         if chunk:
-            batches.add(chunk)
+            batches.add(chunk, earlier)
         batches.finish()
         if not read:  # the source changed since it was checked: nothing of it is a message
             raise _no_messages(path, seen)
@@ -396,14 +469,21 @@ def _import(conn: sqlite3.Connection, account: str, path: Path, messages: Iterat
                           .fetchone()[0]))
         conn.execute("COMMIT")
     except ImportFailed:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
-    except (OSError, sqlite3.Error, ValueError, BrokenExecutor) as exc:
-        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        # The cache, not the source, failed (a full disk, an I/O error): SQLite may have
+        # rolled back already, hence ``rollback``, which does not raise over this.
+        rollback(conn)
+        name = getattr(exc, "sqlite_errorname", "") or type(exc).__name__
+        raise ImportFailed(f"the mail cache could not be written ({name}): check the free "
+                           f"space and the disk; nothing of {path} was imported") from exc
+    except (OSError, ValueError, BrokenExecutor) as exc:
+        rollback(conn)
         raise ImportFailed(f"{path} could not be read to its end ({type(exc).__name__}); "
                            "nothing of it was imported") from exc
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
     finally:
         batches.close()

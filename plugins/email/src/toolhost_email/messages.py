@@ -10,6 +10,7 @@ from __future__ import annotations
 from toolhost import Reason
 
 __all__ = [
+    "CACHE_BUSY",
     "CACHE_UNAVAILABLE",
     "CONTEXT_REASONS",
     "FEEDBACK_NOT_QUOTED",
@@ -24,6 +25,9 @@ __all__ = [
 #: The cache file exists but cannot be read (damaged, another schema). Not retryable: the
 #: operator has to act (re-import).
 CACHE_UNAVAILABLE = "tool.upstream_unavailable.mail_cache_unavailable"
+#: Another writer (an import, an erase) held the cache past the call's wait: retryable, as
+#: people's BUSY is for the same cache.
+CACHE_BUSY = "tool.upstream_unavailable.mail_cache_busy"
 #: thread_id names no cached thread (of that account).
 UNKNOWN_THREAD = "tool.not_found.unknown_thread"
 #: email.feedback's quote is not verbatim in the current authenticated user turn.
@@ -35,6 +39,10 @@ MESSAGES: dict[str, str] = {
     CACHE_UNAVAILABLE: (
         "The mail cache cannot be read on this host. Retrying will not help; tell the user "
         "the operator needs to import their mail again."
+    ),
+    CACHE_BUSY: (
+        "The mail cache is busy (an import or an erase is running). Nothing was recorded; "
+        "retry in a moment."
     ),
     UNKNOWN_THREAD: (
         "No cached thread has that thread_id. Use a thread_id exactly as a source wrapper of "
@@ -55,7 +63,7 @@ MESSAGES: dict[str, str] = {
 
 
 CONTEXT_REASONS = Reason.from_table(MESSAGES, CACHE_UNAVAILABLE, UNKNOWN_THREAD)
-FEEDBACK_REASONS = Reason.from_table(MESSAGES, CACHE_UNAVAILABLE, UNKNOWN_THREAD,
+FEEDBACK_REASONS = Reason.from_table(MESSAGES, CACHE_UNAVAILABLE, CACHE_BUSY, UNKNOWN_THREAD,
                                      QUOTE_NOT_IN_USER_TURN, FEEDBACK_NOT_QUOTED)
 SUBSCRIPTIONS_REASONS = Reason.from_table(MESSAGES, CACHE_UNAVAILABLE)
 UNSUBSCRIBE_REASONS = Reason.from_table(MESSAGES, CACHE_UNAVAILABLE)

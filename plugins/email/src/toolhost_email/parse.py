@@ -215,11 +215,13 @@ def _date(raw: str | None) -> _dt.datetime | None:
         return None
     try:
         parsed = email.utils.parsedate_to_datetime(raw)
+        if parsed.tzinfo is None:  # "-0000": the zone is unknown; UTC is the stated reading
+            parsed = parsed.replace(tzinfo=_dt.UTC)
+        # Inside the try: a date at the edge of year 1 or 9999 overflows in UTC, and is then
+        # no date, as a nonsense one is (the message is kept).
+        return parsed.astimezone(_dt.UTC)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if parsed.tzinfo is None:  # "-0000": the zone is unknown; UTC is the stated reading
-        parsed = parsed.replace(tzinfo=_dt.UTC)
-    return parsed.astimezone(_dt.UTC)
 
 
 class _HtmlText(HTMLParser):

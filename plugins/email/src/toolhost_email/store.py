@@ -10,26 +10,38 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
 __all__ = [
+    "BUSY_TIMEOUT_S",
     "CACHE_FILE",
     "MAIL_CACHE_DISTRIBUTION",
     "SCHEMA_VERSION",
+    "CacheBusy",
     "CacheUnavailable",
+    "begin",
     "bump_generation",
     "cache_path",
     "checkpoint",
     "immediate",
+    "is_busy",
     "open_writable",
+    "rollback",
     "writing",
 ]
 
 MAIL_CACHE_DISTRIBUTION: Final = "toolhost-email"
 CACHE_FILE: Final = "mail.sqlite3"
 SCHEMA_VERSION: Final = 2
+#: How long a writer waits for another one (an import, an erase) to finish.
+BUSY_TIMEOUT_S: Final = 30.0
+#: SQLite's primary result codes for a lock held by another connection.
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+#: Primary result codes saying the file is no mail cache: no SQLite database, a damaged one, or
+#: one whose tables are not ours (SQLITE_ERROR: "table meta has no column named key").
+_NOT_OURS: Final = frozenset({1, 11, 26})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -89,72 +101,156 @@ class CacheUnavailable(Exception):
     """The cache file cannot be opened or is not this package's cache. One line for operators."""
 
 
+class CacheBusy(CacheUnavailable):
+    """Another writer held the cache past the wait (``BUSY_TIMEOUT_S``): nothing was changed,
+    and trying again once it has finished will do. One line for operators."""
+
+    def __init__(self) -> None:
+        super().__init__("the mail cache is busy (another import, erase or command is writing "
+                         "it) and nothing was changed: try again when that has finished")
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (busy or locked, past the wait)."""
+    return (isinstance(exc, sqlite3.Error)
+            and getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED))
+
+
+def _not_ours(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _NOT_OURS
+
+
+def _error_name(exc: sqlite3.Error) -> str:
+    return str(getattr(exc, "sqlite_errorname", "") or type(exc).__name__)
+
+
 def cache_path(data_dir: Path) -> Path:
     return data_dir / CACHE_FILE
 
 
-def open_writable(data_dir: Path) -> sqlite3.Connection:
+def open_writable(data_dir: Path, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     """The cache in ``data_dir`` opened for writing (created on first use), schema applied.
 
     Autocommit mode: every writer opens its own ``BEGIN IMMEDIATE`` transaction, so one import
-    of one file is one transaction and a failure leaves nothing of it behind.
+    of one file is one transaction and a failure leaves nothing of it behind. Safe to run by
+    several processes at once on a cache none of them has created yet. ``timeout``: seconds
+    to wait for another writer, here and at each ``begin`` on the connection.
+
+    :raises CacheBusy: another writer held the cache past ``timeout``.
+    :raises CacheUnavailable: the file cannot be opened, or is no mail cache of this schema.
     """
+    path = cache_path(data_dir)
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(cache_path(data_dir), isolation_level=None, timeout=30.0)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
     except (OSError, sqlite3.Error) as exc:
         raise CacheUnavailable(
             f"the mail cache in {data_dir} cannot be opened ({type(exc).__name__}): check that "
             "the directory exists and is writable"
         ) from exc
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _wal(conn, timeout)
         conn.execute("PRAGMA synchronous=NORMAL")
         # Deleted mail is overwritten, not left in free pages (the build's default may differ).
         conn.execute("PRAGMA secure_delete=ON")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.executescript(_SCHEMA)
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is None:
-            conn.execute("INSERT INTO meta (key, value) VALUES ('schema', ?), ('generation', 0)",
-                         (SCHEMA_VERSION,))
-        elif row[0] == 1:
-            _migrate_1_to_2(conn)
-        elif row[0] != SCHEMA_VERSION:
-            raise CacheUnavailable(
-                f"the mail cache {cache_path(data_dir)} has schema {row[0]}, this toolhost-email "
-                f"reads {SCHEMA_VERSION}: upgrade toolhost-email, or erase and re-import"
-            )
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise CacheUnavailable(
-            f"{cache_path(data_dir)} is not a mail cache ({type(exc).__name__}): move it aside "
-            "and import again"
-        ) from exc
+        # Schema, first rows and migration in one write transaction: processes creating the
+        # same fresh cache at once take turns, and each finds what the first one made.
+        with immediate(conn):
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?), "
+                         "('generation', 0)", (SCHEMA_VERSION,))
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+            if version == 1:
+                _migrate_1_to_2(conn)
+            elif version != SCHEMA_VERSION:
+                raise CacheUnavailable(
+                    f"the mail cache {path} has schema {version}, this toolhost-email reads "
+                    f"{SCHEMA_VERSION}: upgrade toolhost-email, or erase and re-import")
     except CacheUnavailable:
         conn.close()
         raise
+    except sqlite3.Error as exc:
+        conn.close()
+        if is_busy(exc):
+            raise CacheBusy from exc
+        if _not_ours(exc):
+            raise CacheUnavailable(
+                f"{path} is not a mail cache ({_error_name(exc)}): move it aside and import "
+                "again") from exc
+        raise CacheUnavailable(
+            f"the mail cache {path} cannot be opened for writing ({_error_name(exc)}): check "
+            "the disk and the file's permissions") from exc
     return conn
+
+
+def _wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the cache in WAL mode. Turning a fresh file to WAL needs it alone, and SQLite
+    answers "locked" at once, without waiting, when two connections reach for it together:
+    so wait here, as long as for any other writer."""
+    # SQLite's own wait off meanwhile, so that the pauses here, counted rather than read
+    # from a clock, are the whole wait.
+    conn.execute("PRAGMA busy_timeout = 0")
+    waited, pause = 0.0, 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or waited >= timeout:
+                raise
+        time.sleep(pause)
+        waited += pause
+        pause = min(pause * 2, 0.1)
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+
+
+def begin(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE`` on ``conn``, waiting for another writer as long as the connection
+    was opened to (``open_writable``'s ``timeout``).
+
+    :raises CacheBusy: the other writer did not finish in time.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise CacheBusy from exc
+        raise
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already (it does itself after an I/O
+    error or a full disk, and an explicit ROLLBACK then fails): the caller's error is the one
+    to report, so a failing ROLLBACK (the connection is closed next) is not raised over it."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction on ``conn`` (``BEGIN IMMEDIATE``): committed when the block ends,
-    rolled back when it raises."""
-    conn.execute("BEGIN IMMEDIATE")
+    rolled back when it raises.
+
+    :raises CacheBusy: another writer held the cache past the connection's wait.
+    """
+    begin(conn)
     try:
         yield conn
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
 
 
 @contextmanager
-def writing(data_dir: Path) -> Iterator[sqlite3.Connection]:
+def writing(data_dir: Path, timeout: float = BUSY_TIMEOUT_S) -> Iterator[sqlite3.Connection]:
     """A writable connection to the cache in one write transaction (``immediate``), closed
-    when the block ends."""
-    conn = open_writable(data_dir)
+    when the block ends; ``timeout`` as for ``open_writable``."""
+    conn = open_writable(data_dir, timeout)
     try:
         with immediate(conn):
             yield conn
@@ -164,12 +260,12 @@ def writing(data_dir: Path) -> Iterator[sqlite3.Connection]:
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """Schema 2: accounts have owners (``account_owners``, made by the schema script), and a
-    feedback record its owner. A schema-1 cache had none: its feedback is everyone's ('')."""
-    with immediate(conn):
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(feedback)")]
-        if "owner" not in columns:
-            conn.execute("ALTER TABLE feedback ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
-        conn.execute("UPDATE meta SET value = 2 WHERE key = 'schema'")
+    feedback record its owner. A schema-1 cache had none: its feedback is everyone's ('').
+    Inside the caller's transaction."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(feedback)")]
+    if "owner" not in columns:
+        conn.execute("ALTER TABLE feedback ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE meta SET value = 2 WHERE key = 'schema'")
 
 
 def checkpoint(conn: sqlite3.Connection, attempts: int = 50) -> bool:

@@ -1,0 +1,75 @@
+"""What an import keeps of a message's content: a Date out of the calendar's range is no
+date, not a lost message; an mbox writer's ">From " quoting is undone, so the same mail from
+an mbox and from a Maildir is one message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from email_support import cache_dir
+from toolhost_email import open_mail_cache
+from toolhost_email.importer import import_path
+from toolhost_email.mbox import messages
+from toolhost_email.parse import message_key_for
+
+OWNER = "owner@example.com"
+
+
+def _stored(data_dir: Path) -> list[tuple[str, str, object, str]]:
+    with open_mail_cache(data_dir) as cache:
+        return [(m.message_key, m.subject, m.date, source.text) for m in cache.messages()
+                if (source := cache.source(m.message_key)) is not None]
+
+
+def test_a_date_past_the_end_of_the_calendar_in_utc_is_kept_as_no_date(tmp_path: Path) -> None:
+    src = tmp_path / "dates.mbox"
+    src.write_bytes(
+        b"From z@example.org Mon Jan  1 00:00:00 2024\nFrom: z@example.org\n"
+        b"Subject: year 9999\nDate: Fri, 31 Dec 9999 23:00:00 -0500\n\nimportant body\n\n"
+        b"From z@example.org Mon Jan  1 00:00:00 2024\nFrom: z@example.org\n"
+        b"Subject: nonsense\nDate: Thu, 99 Foo 20x4\n\nother body\n")
+    report = import_path(cache_dir(tmp_path), OWNER, src)
+    assert (report.added, report.skipped) == (2, {})
+    assert sorted((subject, date, text) for _, subject, date, text in
+                  _stored(cache_dir(tmp_path))) == [
+        ("nonsense", None, "other body\n"), ("year 9999", None, "important body\n")]
+
+
+_BODY = (b"From: a@example.org\nSubject: quoting\nMessage-ID: <rd1@example.org>\n\n"
+         b"see below\nFrom here on it is quoted\n>From a quote, quoted once\nnot >From this\n")
+#: _BODY as an mboxrd writer stores it: each "From " and ">From " line gains one ">".
+_MBOX = (b"From a@example.org Mon Jan  1 00:00:00 2024\n" + _BODY
+         .replace(b"\n>From", b"\n>>From").replace(b"\nFrom here", b"\n>From here") + b"\n")
+
+
+def _maildir(path: Path, raw: bytes) -> Path:
+    for sub in ("cur", "new", "tmp"):
+        (path / sub).mkdir(parents=True)
+    (path / "cur" / "1:2,S").write_bytes(raw)
+    return path
+
+
+def test_mbox_quoting_is_undone_so_a_maildir_copy_adds_nothing(tmp_path: Path) -> None:
+    data_dir = cache_dir(tmp_path)
+    src = tmp_path / "rd.mbox"
+    src.write_bytes(_MBOX)
+    first = import_path(data_dir, OWNER, src)
+    maildir = import_path(data_dir, OWNER, _maildir(tmp_path / "md", _BODY))
+    assert (first.added, maildir.added, maildir.duplicates) == (1, 0, 1)
+    [(key, _, _, text)] = _stored(data_dir)
+    assert key == message_key_for(OWNER, _BODY)
+    assert text == ("see below\nFrom here on it is quoted\n>From a quote, quoted once\n"
+                    "not >From this\n")
+
+
+def test_mail_stored_quoted_by_an_earlier_import_is_not_added_again(tmp_path: Path) -> None:
+    data_dir = cache_dir(tmp_path)
+    src = tmp_path / "rd.mbox"
+    src.write_bytes(_MBOX)
+    # What an import before unquoting stored: the message as the mbox holds it.
+    with src.open("rb") as file:
+        [quoted] = list(messages(file, 1 << 20))
+    import_path(data_dir, OWNER, _maildir(tmp_path / "md", quoted))
+    again = import_path(data_dir, OWNER, src)
+    assert (again.added, again.duplicates) == (0, 1)
+    assert len(_stored(data_dir)) == 1
