@@ -142,10 +142,15 @@ def test_a_full_disk_under_standard_output_is_one_line_and_exit_1(
 
 def test_output_its_encoding_cannot_carry_is_escaped_not_a_traceback(tmp_path: Path) -> None:
     # Regression: PYTHONIOENCODING=ascii raised UnicodeEncodeError after the row was written.
-    called = run_toolhost("call", "greet.hello", "--args", '{"name": "Zoë"}',
-                          data_dir=tmp_path / "d", plugins="toolhost-greet",
-                          env={"PYTHONIOENCODING": "ascii"})
-    assert (called.returncode, called.stdout, called.stderr) == (0, "Hello, Zo\\xeb!\n", "")
+    # First-party tools only: the example plugin is not installed where the host's tests run.
+    written = run_toolhost("call", "workspace.write_text", "--run", "r1", "--args",
+                           '{"path": "a.txt", "content": "Zoë"}', data_dir=tmp_path / "d",
+                           plugins="toolhost-workspace")
+    assert written.returncode == 0, written.stderr
+    called = run_toolhost("call", "workspace.read_text", "--run", "r1", "--args",
+                          '{"path": "a.txt"}', data_dir=tmp_path / "d",
+                          plugins="toolhost-workspace", env={"PYTHONIOENCODING": "ascii"})
+    assert (called.returncode, called.stdout, called.stderr) == (0, "Zo\\xeb\n", "")
 
 
 # ------------------------------------------------------------------ 3: hostile JSON and numbers
