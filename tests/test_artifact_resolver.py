@@ -355,3 +355,48 @@ def test_open_artifact_store_works_with_the_resolver(tmp_path: Path) -> None:
     record = put(s)
     assert ArtifactResolver(s, FixedClock(T0)).read(record.id, **CALLER, max_bytes=100) == CONTENT
     s.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The store's own failures are refusals too (the media review): a tool maps one code
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_damaged_record_is_unavailable_not_an_error(store: CountingStore,
+                                                      tmp_path: Path) -> None:
+    import sqlite3
+
+    from toolhost._adapters.sqlite_db import DATABASE_NAME
+
+    record = put(store)
+    conn = sqlite3.connect(tmp_path / DATABASE_NAME)
+    try:
+        with conn:
+            conn.execute("UPDATE artifacts SET origin = 'junk' WHERE id = ?", (record.id,))
+    finally:
+        conn.close()
+    assert refusal(lambda: resolver(store).read(record.id, max_bytes=1024, **CALLER)) == \
+        "damaged_record"
+    assert store.reads == 0
+
+
+class PurgedOnRead(CountingStore):
+    """The real store, whose artifact is purged (its row deleted, as another host's purge
+    does) after the resolver checked it and before its content is read."""
+
+    def read(self, artifact_id: str) -> bytes:
+        self._conn.execute("DELETE FROM artifacts WHERE id = ?", (artifact_id,))
+        return super().read(artifact_id)
+
+
+def test_an_artifact_purged_between_check_and_read_is_not_found(tmp_path: Path) -> None:
+    from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
+
+    s = PurgedOnRead(tmp_path / "artifacts", connect(tmp_path / DATABASE_NAME),
+                     FixedClock(T0), owns_connection=True)
+    try:
+        record = put(s)
+        assert refusal(lambda: resolver(s).read(record.id, max_bytes=1024, **CALLER)) == \
+            "not_found"
+    finally:
+        s.close()

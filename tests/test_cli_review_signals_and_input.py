@@ -129,6 +129,44 @@ def test_a_reader_that_went_away_is_a_quiet_exit_141(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (141, "")
 
 
+def test_an_artifact_to_a_reader_that_went_away_is_the_same_quiet_141(tmp_path: Path) -> None:
+    # `artifacts get ID -o - | head -c 10` kept its own line and 1 (the second review).
+    content = tmp_path / "big.bin"
+    content.write_bytes(os.urandom(3 * 1024 * 1024))
+    uploaded = run_toolhost("artifacts", "upload", str(content), "--conversation", "c1",
+                            data_dir=tmp_path / "d")
+    assert uploaded.returncode == 0, uploaded.stderr
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([*toolhost_command(), "artifacts", "get",
+                               uploaded.stdout.strip(), "-o", "-"], stdout=write,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              env=child_env(tmp_path / "d"), timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+EMBEDDED = """
+import gc, sys
+from toolhost._cli.main import main
+code = main(["tools"])
+sys.stdout = sys.__stdout__  # what a program calling main() may do after it
+gc.collect()
+print("after", code)
+"""
+
+
+def test_a_program_calling_main_keeps_its_stdout(tmp_path: Path) -> None:
+    # The wrapper main put over stdout closed fd 1 when collected (the second review).
+    done = subprocess.run([sys.executable, "-c", EMBEDDED], capture_output=True, text=True,
+                          env=child_env(tmp_path / "d", TOOLHOST_PLUGINS="toolhost-math"),
+                          timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.endswith("after 0\n")
+
+
 @pytest.mark.parametrize("args", [["tools"], ["--help"], ["--version"], ["call", "--help"],
                                   ["call", "math.calculate", "--args", '{"expression": "6*7"}']])
 def test_a_full_disk_under_standard_output_is_one_line_and_exit_1(

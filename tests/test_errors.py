@@ -16,9 +16,11 @@ from toolhost._cli.exit_codes import ExitCode
 from toolhost._model.errors import ToolhostError, UsageError
 
 #: Exceptions outside the hierarchy on purpose (toolhost/_model/errors.py says why): the CLI's
-#: own one line, and what carries control inside one module (``Stopped``: a SIGTERM or SIGHUP
-#: raised where the command was, a BaseException as KeyboardInterrupt is, D337).
-OUTSIDE = {"CommandError", "DeadlineExceeded", "Cancelled", "WriteCancelled", "Stopped"}
+#: own (its one line; standard output failing, D338), and what carries control inside one
+#: module (``Stopped``: a SIGTERM or SIGHUP raised where the command was, a BaseException as
+#: KeyboardInterrupt is, D337).
+OUTSIDE = {"CommandError", "OutputFailed", "DeadlineExceeded", "Cancelled", "WriteCancelled",
+           "Stopped"}
 
 
 def _host_exceptions() -> list[type[BaseException]]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from toolhost._cli.approvals import print_json
 from toolhost._cli.common import (
     CommandError,
+    OutputFailed,
     Parser,
     add_command,
     load,
@@ -198,8 +199,11 @@ def _get(args: argparse.Namespace, line: ProgressLine) -> int:
     if args.output == "-":  # a closed fd 1 never gets here: main() refuses it first
         _, store = _store()
         shown = _Shown(line, store, args.id)
-        _send(store, args.id, _verify(store, args.id, shown), sys.stdout.buffer,
-              "standard output", shown)
+        try:
+            _send(store, args.id, _verify(store, args.id, shown), sys.stdout.buffer,
+                  "standard output", shown, raw=True)
+        except OSError as exc:  # main answers it as every command's (a closed pipe: 141)
+            raise OutputFailed(exc.errno, exc.strerror) from None
         return ExitCode.OK
     target = Path(args.output)
     # What the name opens decides, links followed as open() and a shell redirect follow them
@@ -304,23 +308,35 @@ def _verify(store: ArtifactStore, artifact_id: str, shown: _Shown = _NOT_SHOWN) 
 
 
 def _send(store: ArtifactStore, artifact_id: str, verified: bytes | None, out: BinaryIO,
-          shown: str, progress: _Shown = _NOT_SHOWN) -> None:
+          shown: str, progress: _Shown = _NOT_SHOWN, *, raw: bool = False) -> None:
     """What ``_verify`` verified, into ``out``: its one chunk, or a second pass. Content is
     immutable and content-addressed, so the second pass can only differ if it was damaged in
-    between; it is checked again and the command then fails (what was written is not it)."""
-    try:
-        if verified is not None:
-            out.write(verified)
-        else:
-            progress.start("written")
-            with _refused_read(artifact_id, whole=True), \
-                    store.read_chunks(artifact_id, _CHUNK) as chunks:
-                for chunk in chunks:
-                    out.write(chunk)
-                    progress.add(chunk)
-        out.flush()
-    except OSError as exc:
-        raise CommandError(f"cannot write {shown}: {exc.strerror}", ExitCode.FAILED) from None
+    between; it is checked again and the command then fails (what was written is not it).
+    ``raw``: a failure to write is raised as the OSError it is (standard output's, for
+    ``main`` to answer), not as this command's line."""
+
+    def put(data: bytes | None) -> None:
+        try:
+            if data is None:
+                out.flush()
+            else:
+                out.write(data)
+        except OSError as exc:
+            if raw:
+                raise
+            raise CommandError(f"cannot write {shown}: {exc.strerror}",
+                               ExitCode.FAILED) from None
+
+    if verified is not None:
+        put(verified)
+    else:
+        progress.start("written")
+        with _refused_read(artifact_id, whole=True), \
+                store.read_chunks(artifact_id, _CHUNK) as chunks:
+            for chunk in chunks:
+                put(chunk)
+                progress.add(chunk)
+    put(None)
 
 
 def _write_through(store: ArtifactStore, artifact_id: str, target: Path,

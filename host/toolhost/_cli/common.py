@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         ToolhostError,
     )
 
-__all__ = ["CommandError", "Parser", "Stopped", "add_command", "close_loaded", "load",
+__all__ = ["CommandError", "OutputFailed", "Parser", "Stopped", "add_command", "close_loaded", "load",
            "load_stores", "positive_int", "print_attachments", "print_json", "print_outcome",
            "refused", "run_cancellable", "signals_raised", "stopped_code"]
 
@@ -256,6 +256,11 @@ async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
     finally:
         restore()
     return result, (received[0] if received else None)
+
+
+class OutputFailed(OSError):
+    """Writing standard output failed: its reader went away, its disk is full. Not a bug of
+    the command, nor the data directory's problem: ``main`` answers it (D338)."""
 
 
 class Stopped(BaseException):

@@ -23,6 +23,7 @@ from toolhost._cli import approvals, artifacts, config, plugins, runs
 from toolhost._cli.check import cmd_check
 from toolhost._cli.common import (
     CommandError,
+    OutputFailed,
     Parser,
     Stopped,
     add_command,
@@ -384,7 +385,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stderr is not None:
             print("toolhost: cannot write standard output: it is closed", file=sys.stderr)
         return ExitCode.FAILED
-    _guard_output()
+    original = _guard_output()
+    try:
+        return _main(argv)
+    finally:
+        _unguard_output(original)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     try:
         args = _parser(_run_named(words)).parse_args(words)
@@ -394,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failed != exc.code:
             raise SystemExit(failed) from None
         raise
-    except _OutputFailed as exc:  # --version's own write
+    except OutputFailed as exc:  # --version's own write
         return _output_failed(exc)
     code = _flushed(_run(args))
     if argv is None and args.command in _ENDS_AT_ONCE:
@@ -402,13 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-class _OutputFailed(OSError):
-    """Writing standard output failed (``_Output``): its reader went away, its disk is
-    full. Not a bug of the command, nor the data directory's problem."""
-
-
 class _Output(io.TextIOWrapper):
-    """Standard output, saying when it is the stream that failed (``_OutputFailed``), and
+    """Standard output, saying when it is the stream that failed (``OutputFailed``), and
     remembering it (argparse's --help swallows the error of its write)."""
 
     failed: OSError | None = None
@@ -425,25 +428,41 @@ class _Output(io.TextIOWrapper):
         except OSError as exc:
             raise self._failed(exc) from exc
 
-    def _failed(self, exc: OSError) -> _OutputFailed:
+    def _failed(self, exc: OSError) -> OutputFailed:
         if self.failed is None:
             self.failed = exc
-        return _OutputFailed(exc.errno, exc.strerror)
+        return OutputFailed(exc.errno, exc.strerror)
 
 
-def _guard_output() -> None:
+def _guard_output() -> io.TextIOWrapper | None:
     """The process's stdout as ``_Output``, over the same buffer, with characters its
     encoding cannot carry written as escapes (PYTHONIOENCODING=ascii, a latin-1 terminal)
-    rather than raising after the call was recorded. A test's captured stream is left be."""
+    rather than raising after the call was recorded; the stream it stands in for (None: none
+    replaced). A test's captured stream is left be."""
     stdout = sys.stdout
     if stdout is not sys.__stdout__ or not isinstance(stdout, io.TextIOWrapper) or isinstance(
             stdout, _Output):
-        return
+        return None
     stdout.flush()
     sys.stdout = _Output(
         stdout.buffer, encoding=stdout.encoding,
         errors="backslashreplace" if stdout.errors == "strict" else stdout.errors,
         line_buffering=stdout.line_buffering, write_through=stdout.write_through)
+    return stdout
+
+
+def _unguard_output(original: io.TextIOWrapper | None) -> None:
+    """The stream ``_guard_output`` replaced, back in place, the wrapper let go of without
+    closing the buffer they share: a program calling ``main(argv)`` keeps its stdout (the
+    wrapper's collection closed fd 1 under it)."""
+    wrapper = sys.stdout
+    if original is None or not isinstance(wrapper, _Output):
+        return
+    with contextlib.suppress(OSError, ValueError):
+        wrapper.flush()
+    sys.stdout = original
+    with contextlib.suppress(ValueError):
+        wrapper.detach()
 
 
 def _flushed(code: int) -> int:
@@ -491,7 +510,7 @@ def _command(args: argparse.Namespace) -> int:
         return ExitCode.INTERRUPTED
     except Stopped as exc:  # SIGTERM or SIGHUP, once what the command did was undone
         return stopped_code(exc.signum)
-    except _OutputFailed as exc:  # what the command did is done: only its answer is lost
+    except OutputFailed as exc:  # what the command did is done: only its answer is lost
         return _output_failed(exc)
     except Exception as exc:
         # Any error the host raises on purpose ends a command in its one line (a data

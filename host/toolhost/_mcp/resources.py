@@ -143,14 +143,11 @@ class RunResources:
     def _read(self, run: Run, artifact_id: str) -> tuple[str, Any]:
         """The resolver's checks, then the content, verified chunk by chunk and encoded as it
         comes (on a worker thread: the store's reads block)."""
-        try:
-            record = self._resolver.resolve(
-                artifact_id, principal_id=run.principal.id, run_id=run.id,
-                conversation_id=run.conversation_id)
-        except ArtifactCorrupted:
-            # A damaged record (D252) cannot say whose the file is: answered as any file
-            # that is not the session's, never as the store being away.
-            raise ArtifactUnavailable(artifact_id, "damaged_record") from None
+        # A damaged record (D252) cannot say whose the file is: the resolver answers it as
+        # any file that is not the session's, never as the store being away.
+        record = self._resolver.resolve(
+            artifact_id, principal_id=run.principal.id, run_id=run.id,
+            conversation_id=run.conversation_id)
         if record.size > MAX_RESOURCE_BYTES:
             raise ArtifactUnavailable(record.id, "too_large")
         encoded: list[bytes] = []

@@ -285,6 +285,8 @@ class ArtifactResolver:
             record = self._store.get(artifact_id)
         except ArtifactNotFound:
             raise ArtifactUnavailable(artifact_id, "not_found") from None
+        except ArtifactCorrupted:  # its row, edited behind the store's back (D252)
+            raise ArtifactUnavailable(artifact_id, "damaged_record") from None
         if record.principal_id != principal_id:
             raise ArtifactUnavailable(artifact_id, "foreign_principal")
         if conversation_id is not None:
@@ -332,6 +334,8 @@ class ArtifactResolver:
             return self._store.read(record.id)
         except ArtifactCorrupted:
             raise ArtifactUnavailable(record.id, "corrupted") from None
+        except ArtifactNotFound:  # purged (by another host too) since it was resolved
+            raise ArtifactUnavailable(record.id, "not_found") from None
 
 
 def _check_caller(principal_id: str, run_id: str, conversation_id: str | None) -> None:

@@ -339,12 +339,9 @@ class Inbox:
                       csp=_FILE_CSP)
 
     def _read_file(self, row: InvocationRecord, artifact_id: str) -> tuple[str, bytes]:
-        try:
-            record = self._host.artifact_resolver().resolve(
-                artifact_id, principal_id=row.principal_id, run_id=row.run_id,
-                conversation_id=row.conversation_id)
-        except ArtifactCorrupted:
-            raise ArtifactUnavailable(artifact_id, "damaged_record") from None
+        record = self._host.artifact_resolver().resolve(  # a damaged record: unavailable
+            artifact_id, principal_id=row.principal_id, run_id=row.run_id,
+            conversation_id=row.conversation_id)
         if record.size > MAX_RESOURCE_BYTES:
             raise ArtifactUnavailable(artifact_id, "too_large")
         try:
