@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from toolhost._pipeline.approvals import ApprovalRefused, InvocationStateError, Resumed
     from toolhost._pipeline.artifacts import ArtifactResolver, RunArtifactWriter
     from toolhost._pipeline.attachments import ATTACHED_ORIGINS
+    from toolhost._pipeline.execution import run_sync
     from toolhost._pipeline.log import apply_logging, get_logger
     from toolhost._pipeline.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
     from toolhost._pipeline.policy import PolicyAction, PolicyConfigError
@@ -188,6 +189,7 @@ __all__ = [
     "redact_url_password",
     "remove_tree",
     "reporting",
+    "run_sync",
     "spec_to_json",
     "start_gateway",
     "trace_step",
@@ -813,29 +815,30 @@ class Host:
     ) -> Outcome:
         """The synchronous convenience wrapper the CLI uses. Without a run, the call gets a
         local run of its own that ends (and discards its workspace) when the call does."""
-        import asyncio  # deferred: registration alone (`toolhost check`) never needs it
+        # Deferred: registration alone (`toolhost check`) never needs a loop.
+        from toolhost._pipeline.execution import run_sync
 
         local = run is None
         run = run if run is not None else self.local_run()
         try:
-            return asyncio.run(self.pipeline.invoke(run, name, arguments, version=version,
-                                                    hold=hold))
+            return run_sync(self.pipeline.invoke(run, name, arguments, version=version,
+                                                 hold=hold))
         finally:
             if local:
                 self.end_run(run)
 
     def approve_sync(self, invocation_id: str, approver: str, *,
                      run: Run | None = None) -> Outcome:
-        import asyncio
+        from toolhost._pipeline.execution import run_sync
 
-        return asyncio.run(self.pipeline.approve(invocation_id, approver, run=run))
+        return run_sync(self.pipeline.approve(invocation_id, approver, run=run))
 
     def recover(self, *, rerun: bool = True) -> list[Recovered]:
         """Settle the rows whose owning process is gone (``Pipeline.recover``), synchronously:
         ``toolhost recover``, and a server before it serves."""
-        import asyncio
+        from toolhost._pipeline.execution import run_sync
 
-        return asyncio.run(self.pipeline.recover(rerun=rerun))
+        return run_sync(self.pipeline.recover(rerun=rerun))
 
     def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
         """``recover(rerun=False)`` on the calling thread, without a loop, until ``stopping``
@@ -1360,6 +1363,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     "spec_to_json": ("toolhost._model.convert", "spec_to_json"),
     "default_data_dir": ("toolhost._model.data_layout", "default_data_dir"),
     "canonical_text": ("toolhost._model.digest", "canonical_text"),
+    "run_sync": ("toolhost._pipeline.execution", "run_sync"),
     **{name: ("toolhost._model.nesting", name) for name in ("MAX_ARGUMENT_DEPTH",
                                                             "nests_deeper")},
     **{name: ("toolhost._model.errors", name) for name in ("ToolhostError", "UsageError")},

@@ -211,16 +211,16 @@ def positive_int(text: str) -> int:
 
 def run_cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
                     cancellation: CancellationEvent) -> tuple[_T, int | None]:
-    """``asyncio.run(work())``, with Ctrl-C (SIGINT), SIGTERM and SIGHUP setting
+    """``run_sync(work())`` (the host's ``asyncio.run``), with Ctrl-C (SIGINT), SIGTERM and SIGHUP setting
     ``cancellation`` instead of stopping the process: the call in flight then ends as
     ``serve`` ends a cancelled one, its row ``failed`` (``tool.cancelled.run_cancelled``),
     rather than ``running`` for ``recover`` to settle (or run again). Returns the work's
     result and the signal that cancelled it (None: none did). The first signal restores
     every handler as it was, so a second one stops at once. A signal the process was
     started ignoring (``nohup``, a background job) stays ignored."""
-    import asyncio
+    from toolhost._composition import run_sync
 
-    return asyncio.run(_cancellable(work, cancellation))
+    return run_sync(_cancellable(work, cancellation))
 
 
 async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],

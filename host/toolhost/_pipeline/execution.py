@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import contextvars
 import inspect
@@ -20,12 +21,14 @@ import queue
 import threading
 import types
 from collections.abc import Callable, Coroutine, Generator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from toolhost._model.context import ToolCallable, ToolExecutionContext
 from toolhost._model.runs import CancellationEvent
 
-__all__ = ["Cancelled", "DeadlineExceeded", "abandoned", "run_tool"]
+__all__ = ["Cancelled", "DeadlineExceeded", "abandoned", "run_sync", "run_tool"]
+
+_T = TypeVar("_T")
 
 #: Upper bound on worker threads; past it calls queue. Abandoned (hung) sync tools hold a
 #: thread each, so the bound also caps what a misbehaving tool can take from the process.
@@ -74,6 +77,50 @@ class _Workers:
 
 
 _workers = _Workers()
+
+
+class _OnWorkers(concurrent.futures.ThreadPoolExecutor):
+    """The daemon workers as an event loop's default executor (``asyncio.to_thread``): its
+    shutdown waits for nothing, so a thread a call stopped waiting for never holds the loop's
+    end, nor the process's. (A ThreadPoolExecutor by type, as asyncio requires, whose own
+    threads never start: every submission goes to the workers.)"""
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any,
+               **kwargs: Any) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        def work() -> Any:
+            if not future.set_running_or_notify_cancel():
+                raise _Skipped
+            return fn(*args, **kwargs)
+
+        _workers.submit(work, lambda result, error: None if isinstance(error, _Skipped)
+                        else done(result, error))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass  # the workers are the process's, and a stuck one is abandoned, not awaited
+
+
+class _Skipped(Exception):
+    """A future cancelled before its work began: nothing to run or answer."""
+
+
+def run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(coroutine)`` for the host's synchronous entries (the CLI's call, approve
+    and recover): what a tool hands to ``asyncio.to_thread`` runs on the daemon workers.
+    ``asyncio.run`` waits at its end for its default executor's threads, so a read a tool
+    made there, stuck past the call's deadline, held the command as long (a media reference
+    read: the 1 s deadline's outcome came after 6 s)."""
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(_OnWorkers())
+        return runner.run(coroutine)
 
 #: Sync bodies the pipeline stopped waiting for that still hold a worker thread, by the
 #: principal whose call it was: what one person's hung calls take from everyone (a server
