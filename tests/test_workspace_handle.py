@@ -1018,3 +1018,37 @@ def test_a_file_changed_while_it_is_read_is_not_the_runs(
         f.write(b"XXXX")
     assert b"".join(chunks) == b"XXXX89"
     assert chunks.provenance() is Provenance.UNKNOWN
+
+
+def test_bytes_another_process_writes_into_the_temp_file_are_not_stamped_ours(
+    layout: tuple[WorkspaceHandle, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The write's temp file has a name until its rename: a sandbox command of the same run
+    opened it during the fsync and appended, and the stamp taken after the rename made its
+    text INTERNAL_TOOL (the sandbox review). Here another opener appends at the same point."""
+    import time
+
+    import toolhost._adapters.fs_workspace as fs_workspace
+
+    handle, _ = layout
+    real_fsync = os.fsync
+    injected: list[str] = []
+
+    def fsync_after_a_stranger_wrote(fd: int) -> None:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if not injected and os.path.basename(name).startswith(".notes.md."):
+            time.sleep(0.02)  # past the clock tick of the write's own bytes
+            with open(name, "ab") as stranger:
+                stranger.write(b"INJECTED\n")
+            injected.append(name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(fs_workspace.os, "fsync", fsync_after_a_stranger_wrote)
+    handle.write("notes.md", b"benign notes\n")
+    monkeypatch.undo()
+    assert injected, "the temp file was never seen"
+    assert (handle.root / "notes.md").read_bytes() == b"benign notes\nINJECTED\n"
+    assert handle.provenance("notes.md") is Provenance.UNKNOWN
+    # A write nobody touches is still stamped.
+    handle.write("notes.md", b"benign notes\n")
+    assert handle.provenance("notes.md") is Provenance.TOOL_WRITTEN

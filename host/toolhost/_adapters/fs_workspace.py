@@ -752,6 +752,9 @@ class WorkspaceHandle:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
+                # What our own writes left. The temp file has a name until the rename: a
+                # command of the same run may open it meanwhile (D348).
+                written = os.fstat(fd)
                 os.fsync(fd)
                 try:
                     # rename replaces whatever now sits at `name` (even a symlink swapped in
@@ -773,8 +776,12 @@ class WorkspaceHandle:
             finally:
                 os.close(fd)
             os.fsync(parent)
-            self._stamps.apply({path: Stamp(info.st_dev, info.st_ino, info.st_size,
-                                            info.st_mtime_ns, info.st_ctime_ns, provenance)})
+            # Bytes another process wrote into the temp file since are not this write's: the
+            # file is left unstamped, read as anyone's (a sandbox command's text came back as
+            # INTERNAL_TOOL, stamped with ours).
+            if (info.st_size, info.st_mtime_ns) == (written.st_size, written.st_mtime_ns):
+                self._stamps.apply({path: Stamp(info.st_dev, info.st_ino, info.st_size,
+                                                info.st_mtime_ns, info.st_ctime_ns, provenance)})
         return WriteResult(path=path, byte_count=len(data), created=existing is None)
 
     # ------------------------------------------------------------- provenance
