@@ -148,6 +148,53 @@ def test_an_artifact_to_a_reader_that_went_away_is_the_same_quiet_141(tmp_path: 
     assert (done.returncode, done.stderr) == (141, "")
 
 
+def _output_of(args: list[str], data_dir: Path, *, terminal: bool) -> bytes:
+    """What ``toolhost ARGS`` writes on its stdout: a terminal (a pty), or a pipe."""
+    import pty
+
+    env = child_env(data_dir, TOOLHOST_PLUGINS="toolhost-workspace")
+    if not terminal:
+        return subprocess.run([*toolhost_command(), *args], capture_output=True, env=env,
+                              timeout=120, check=True).stdout
+    controller, device = pty.openpty()
+    try:
+        process = subprocess.Popen([*toolhost_command(), *args], stdout=device,
+                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+    finally:
+        os.close(device)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(controller)
+        process.wait(60)
+    assert process.returncode == 0
+    return b"".join(chunks).replace(b"\r\n", b"\n")
+
+
+def test_content_on_a_terminal_cannot_move_its_cursor_or_reorder_its_line(
+        tmp_path: Path) -> None:
+    """A sandbox command's output, or a file's text, with C1 controls and a direction mark
+    reached the terminal as itself from `call` and `approve` (the sandbox review); `show`
+    escaped them. On a terminal they are escaped; a pipe gets the content as it is."""
+    text = "A\u009b2J B \u202e C\tD\nline 2"
+    written = run_toolhost("call", "workspace.write_text", "--run", "r1", "--args",
+                           json.dumps({"path": "t.txt", "content": text}),
+                           data_dir=tmp_path / "d", plugins="toolhost-workspace")
+    assert written.returncode == 0, written.stderr
+    read = ["call", "workspace.read_text", "--run", "r1", "--args", '{"path": "t.txt"}']
+    assert _output_of(read, tmp_path / "d", terminal=True) == (
+        b"A\\u009b2J B \\u202e C\tD\nline 2\n")
+    assert _output_of(read, tmp_path / "d", terminal=False) == (text + "\n").encode()
+
+
 EMBEDDED = """
 import gc, sys
 from toolhost._cli.main import main

@@ -23,9 +23,10 @@ if TYPE_CHECKING:
         ToolhostError,
     )
 
-__all__ = ["CommandError", "OutputFailed", "Parser", "Stopped", "add_command", "close_loaded", "load",
-           "load_stores", "positive_int", "print_attachments", "print_json", "print_outcome",
-           "refused", "run_cancellable", "signals_raised", "stopped_code"]
+__all__ = ["CommandError", "OutputFailed", "Parser", "Stopped", "add_command", "close_loaded",
+           "load", "load_stores", "positive_int", "print_attachments", "print_content",
+           "print_json", "print_outcome", "refused", "run_cancellable", "signals_raised",
+           "stopped_code"]
 
 _T = TypeVar("_T")
 
@@ -136,8 +137,21 @@ def print_outcome(outcome: Any, as_json: bool) -> int:
     if as_json:
         print_json(outcome.to_json())
     else:
-        print(outcome.content)
+        print_content(outcome.content)
     return ExitCode.OK if outcome.ok or outcome.status.value == "denied" else ExitCode.FAILED
+
+
+def print_content(content: str) -> None:
+    """A call's content on standard output; on a terminal, with every character that does not
+    print but a line break or a tab escaped (``\u009b``, ``\u202e``), as ``show`` shows it: a
+    command's output could otherwise move the cursor or reorder the line (C1 controls and
+    direction marks passed). A pipe or a file gets the content as it is."""
+    if sys.stdout.isatty() and not content.isprintable():
+        from toolhost._composition import escaped
+
+        content = "\n".join("\t".join(escaped(part) for part in line.split("\t"))
+                            for line in content.split("\n"))
+    print(content)
 
 
 class Parser(argparse.ArgumentParser):

@@ -30,6 +30,7 @@ from toolhost._cli.common import (
     close_loaded,
     load,
     print_attachments,
+    print_content,
     print_json,
     refused,
     run_cancellable,
@@ -272,7 +273,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**outcome.to_json(), "run_id": run.id, "attachments": attached})
     else:
-        print(outcome.content)
+        print_content(outcome.content)
         print_attachments(ended.attachments)
     said = False  # one line of its own for a call that named no tool the host has
     if outcome.failure is not None:
