@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         SettingError,
         StoreUnavailable,
         is_secret_name,
+        quoted_value,
         redact_url_password,
     )
     from toolhost._model.small_file import UnreadableFile, read_small_file
@@ -184,6 +185,7 @@ __all__ = [
     "nests_deeper",
     "parent_context",
     "parse_pins",
+    "quoted_value",
     "read_small_file",
     "readiness_probes",
     "redact_url_password",
@@ -1376,7 +1378,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     "MASK": ("toolhost._model.secrets", "MASK"),
     "escaped": ("toolhost._model.printable", "escaped"),
     **{name: ("toolhost._model.settings", name) for name in (
-        "SettingError", "Settings", "StoreUnavailable", "is_secret_name",
+        "SettingError", "Settings", "StoreUnavailable", "is_secret_name", "quoted_value",
         "redact_url_password")},
     **{name: ("toolhost._model.small_file", name) for name in (
         "UnreadableFile", "read_small_file")},

@@ -217,9 +217,10 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
     if value > LIMIT_MAX:
-        shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+        from toolhost._composition import quoted_value
+
         raise argparse.ArgumentTypeError(
-            f"expected a whole number of at most {LIMIT_MAX}, not {shown!r}")
+            f"expected a whole number of at most {LIMIT_MAX}, not {quoted_value(text)}")
     return value
 
 

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolhost import Principal
-from toolhost._composition import MAX_DEADLINE_S, Registered, Settings, UsageError
+from toolhost._composition import (
+    MAX_DEADLINE_S,
+    Registered,
+    Settings,
+    UsageError,
+    quoted_value,
+)
 
 if TYPE_CHECKING:
     from toolhost._mcp.http_introspection import Post
@@ -371,8 +377,8 @@ def _positive(settings: Settings, name: str, default: int) -> int:
         return default
     # ASCII digits only: str.isdigit() also says yes to "²" (int() refuses it) and to "٣".
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
-        shown = raw if len(raw) <= 40 else f"{raw[:20]}...({len(raw)} characters)"
-        raise ConfigError(f"{name} must be a whole number of at least 1, not {shown!r}")
+        raise ConfigError(f"{name} must be a whole number of at least 1, not "
+                          f"{quoted_value(raw)}")
     return int(raw)
 
 
@@ -391,9 +397,8 @@ def _seconds(settings: Settings, name: str) -> float | None:
     except ValueError:
         value = -1.0
     if not 0 < value <= MAX_DEADLINE_S:
-        shown = raw if len(raw) <= 40 else f"{raw[:20]}...({len(raw)} characters)"
         raise ConfigError(f"{name} must be a positive number of seconds, at most "
-                          f"{MAX_DEADLINE_S} (30 days), not {shown!r}")
+                          f"{MAX_DEADLINE_S} (30 days), not {quoted_value(raw)}")
     return value
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "config_path",
     "default_data_dir",
     "plugin_data_dir",
+    "quoted_value",
     "redact_url_password",
 ]
 
@@ -65,7 +66,7 @@ def _whole(raw: str, maximum: int) -> int | None:
     return value if value <= maximum else None
 
 
-def _shown(raw: str) -> str:
+def quoted_value(raw: str) -> str:
     """A setting's value quoted in its error, cut when it is long (a 5000-digit number)."""
     return repr(raw) if len(raw) <= 40 else f"{raw[:20]!r}... ({len(raw)} characters)"
 
@@ -272,7 +273,7 @@ class Settings:
         days = _whole(raw, _MAX_RETENTION_DAYS)
         if days is None:
             raise SettingError(
-                f"TOOLHOST_ARTIFACT_RETENTION_DAYS is {_shown(raw)}, not a number of days: set "
+                f"TOOLHOST_ARTIFACT_RETENTION_DAYS is {quoted_value(raw)}, not a number of days: set "
                 f"it to a whole number from 1 to {_MAX_RETENTION_DAYS}, 0 to keep artifacts "
                 f"forever, or leave it unset for {ARTIFACT_RETENTION_DAYS}"
             )
@@ -293,7 +294,7 @@ class Settings:
         quota = _whole(raw, _MAX_WORKSPACE_QUOTA)
         if quota is None or quota < _MIN_WORKSPACE_QUOTA:
             raise SettingError(
-                f"TOOLHOST_WORKSPACE_QUOTA_BYTES is {_shown(raw)}, not a quota: set it to a "
+                f"TOOLHOST_WORKSPACE_QUOTA_BYTES is {quoted_value(raw)}, not a quota: set it to a "
                 f"whole number of bytes from {_MIN_WORKSPACE_QUOTA} (16 MiB) to "
                 f"{_MAX_WORKSPACE_QUOTA} (1 TiB), or leave it unset for "
                 f"{WORKSPACE_QUOTA_BYTES} (1 GiB)")

@@ -90,6 +90,8 @@ class _OnWorkers(concurrent.futures.ThreadPoolExecutor):
         future: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
         def done(result: Any, error: BaseException | None) -> None:
+            if isinstance(error, _Skipped):
+                return
             if error is None:
                 future.set_result(result)
             else:
@@ -100,8 +102,7 @@ class _OnWorkers(concurrent.futures.ThreadPoolExecutor):
                 raise _Skipped
             return fn(*args, **kwargs)
 
-        _workers.submit(work, lambda result, error: None if isinstance(error, _Skipped)
-                        else done(result, error))
+        _workers.submit(work, done)
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:

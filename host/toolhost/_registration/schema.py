@@ -215,15 +215,11 @@ def defaults_below_top(schema: Mapping[str, Any]) -> bool:
         if key == "properties" and isinstance(value, Mapping):
             for sub in value.values():
                 own = sub.items() if isinstance(sub, Mapping) else [("", sub)]
-                if any(_names_default(v) for k, v in own if k != "default"):
+                if any(_names(v, ("default",)) for k, v in own if k != "default"):
                     return True
-        elif key == "default" or _names_default(value):
+        elif key == "default" or _names(value, ("default",)):
             return True
     return False
-
-
-def _names_default(node: Any) -> bool:
-    return _names(node, ("default",))
 
 
 #: The keywords by which a schema reuses another of its subschemas.
