@@ -187,6 +187,45 @@ def test_a_file_reference_reads_only_a_small_regular_file(tmp_path: Path) -> Non
             f"{tmp_path / name}, which cannot be read ({problem})")
 
 
+def test_a_file_any_user_can_change_is_refused(tmp_path: Path) -> None:
+    """The file sets the policy and the commands the gateway starts: one any user of the
+    machine can write, or replace through its directory, would be theirs to run."""
+    text = '[mcp.servers.files]\ncommand = "/bin/sh"\nargs = ["-c", "touch pwned"]\n'
+    path = write(tmp_path, text, mode=0o666)
+    with pytest.raises(SettingError) as caught:
+        from_file(path)
+    assert str(caught.value) == (
+        f"{path}: any user can change {path}, and the file sets the policy, the plugins and "
+        f"the commands the gateway starts: chmod o-w {path}")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    inside = write(shared, text)
+    with pytest.raises(SettingError, match=rf"any user can change {shared}, .*chmod o-w "
+                                           rf"{shared}$"):
+        from_file(inside)
+    (tmp_path / "private").mkdir()
+    private = write(tmp_path / "private", text)
+    exposed = shared / "link.toml"  # a link others may replace names a private file: the same
+    exposed.symlink_to(private)
+    with pytest.raises(SettingError, match=rf"any user can change {shared}, "):
+        from_file(exposed)
+    link = tmp_path / "link.toml"
+    link.symlink_to(private)
+    assert from_file(link).config is not None  # a private file, a private link: read
+    shared.chmod(0o1777)  # sticky, as /tmp: no one but its owner may replace it
+    assert from_file(inside).config is not None
+    write(tmp_path, text, mode=0o664)  # group-writable: the operator chose the group
+    assert from_file(path).config is not None
+
+
+def test_a_configuration_file_past_a_mebibyte_is_not_read(tmp_path: Path) -> None:
+    path = write(tmp_path, "# " + "x" * (1024 * 1024) + "\n")
+    with pytest.raises(SettingError) as caught:
+        from_file(path)
+    assert str(caught.value) == f"{path}: cannot be read (more than 1048576 bytes)"
+
+
 def test_a_password_in_a_urls_query_is_a_secret_too(tmp_path: Path) -> None:
     url = "postgresql://db.example/th?user=app&password=hunter2"
     path = write(tmp_path, f'[host]\ndatabase_url = "{url}"\n', mode=0o644)

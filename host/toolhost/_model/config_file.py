@@ -117,10 +117,19 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
     import tomllib
 
     try:
-        raw = path.read_bytes()
+        raw = read_small_file(path, MAX_CONFIG_BYTES)
         st = os.stat(path)
+    except UnreadableFile as exc:
+        problem = (exc.error.strerror if exc.error is not None else
+                   f"more than {MAX_CONFIG_BYTES} bytes" if exc.too_large else
+                   "not a regular file")
+        raise ConfigFileError(f"{path}: cannot be read ({problem})") from None
     except OSError as exc:
         raise ConfigFileError(f"{path}: cannot be read ({exc.strerror})") from None
+    if (open_to := _writable_by_others(path, st)) is not None:
+        raise ConfigFileError(
+            f"{path}: any user can change {open_to}, and the file sets the policy, the "
+            f"plugins and the commands the gateway starts: chmod o-w {open_to}")
     try:
         text = raw.decode("utf-8")
         data = tomllib.loads(text)
@@ -170,6 +179,29 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
                                   "toolhost.toml (host, mcp, http, policy, plugins.<name>)")
     return attrs.evolve(config, env=env, lines=lines, plugin_tables=plugins,
                         plugin_table_names=plugin_names, mcp_servers=servers)
+
+
+def _writable_by_others(path: Path, st: os.stat_result) -> str | None:
+    """What lets any user of the machine change the file: the file itself writable by others,
+    or a directory above it, or above the link that names it, where others may replace it
+    (writable by others, not sticky). Group-writable is left to the operator, who chose the
+    group; another owner too (a file bind-mounted into a container is owned by a uid the
+    container may not know)."""
+    if st.st_mode & stat.S_IWOTH:
+        return str(path)
+    seen: set[Path] = set()
+    for named in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+        for directory in named.parents:
+            if directory in seen:
+                break  # the rest of this chain was looked at already
+            seen.add(directory)
+            try:
+                mode = os.stat(directory).st_mode
+            except OSError:
+                break  # not ours to judge: the file was read through it
+            if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+                return str(directory)
+    return None
 
 
 def _servers(config: ConfigFile, tables: object,
@@ -274,6 +306,8 @@ def _reference(config: ConfigFile, where: str, ref: Mapping[str, Any],
     raise ConfigFileError(f'{where}: a reference is {{ env = "NAME" }} or {{ file = "PATH" }}')
 
 
+#: The most of ``toolhost.toml`` read: far more than any configuration, far less than memory.
+MAX_CONFIG_BYTES = 1024 * 1024
 #: The most a ``{ file = "PATH" }`` reference reads: a secret, not a document.
 MAX_REFERENCED_BYTES = 64 * 1024
 

@@ -1,16 +1,19 @@
 """What an import keeps of a message's content: a Date out of the calendar's range is no
 date, not a lost message; an mbox writer's ">From " quoting is undone, so the same mail from
-an mbox and from a Maildir is one message."""
+an mbox and from a Maildir is one message; the marks a mail client keeps in an mbox's header
+fields (read, replied, flagged) do not make another message."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from email_support import cache_dir
-from toolhost_email import open_mail_cache
+from toolhost_email import importer, open_mail_cache
 from toolhost_email.importer import import_path
 from toolhost_email.mbox import messages
-from toolhost_email.parse import message_key_for
+from toolhost_email.parse import _digest, message_key_for
 
 OWNER = "owner@example.com"
 
@@ -70,6 +73,46 @@ def test_mail_stored_quoted_by_an_earlier_import_is_not_added_again(tmp_path: Pa
     with src.open("rb") as file:
         [quoted] = list(messages(file, 1 << 20))
     import_path(data_dir, OWNER, _maildir(tmp_path / "md", quoted))
+    again = import_path(data_dir, OWNER, src)
+    assert (again.added, again.duplicates) == (0, 1)
+    assert len(_stored(data_dir)) == 1
+
+
+#: One message as a mail client leaves it in an mbox: read once (mutt's Status, Thunderbird's
+#: X-Mozilla-Status, folded X-Keywords), and then again, replied to and flagged.
+_MARKED = (b"From a@example.org Mon Jan  1 00:00:00 2024\n"
+           b"From: a@example.org\nStatus: O\nSubject: marks\nX-Mozilla-Status: 0000\n"
+           b"X-Keywords: \n\tnone\nMessage-ID: <marks@example.org>\n\n"
+           b"Status: this line is the body's, not a mark\n")
+_MARKED_AGAIN = _MARKED.replace(b"Status: O\n", b"Status: RO\nX-Status: AF\n").replace(
+    b"X-Mozilla-Status: 0000", b"X-Mozilla-Status: 0003").replace(
+    b"X-Keywords: \n\tnone", b"X-Keywords: $Flagged\n\t$Replied")
+
+
+def test_a_mail_clients_marks_in_an_mbox_do_not_make_another_message(tmp_path: Path) -> None:
+    data_dir = cache_dir(tmp_path)
+    src = tmp_path / "marked.mbox"
+    src.write_bytes(_MARKED)
+    first = import_path(data_dir, OWNER, src)
+    src.write_bytes(_MARKED_AGAIN)
+    again = import_path(data_dir, OWNER, src)
+    assert (first.added, again.added, again.duplicates) == (1, 0, 1)
+    # The body is the message's own: a "Status:" line there still counts.
+    src.write_bytes(_MARKED_AGAIN.replace(b"body's, not", b"body's, still not"))
+    assert import_path(data_dir, OWNER, src).added == 1
+    assert len(_stored(data_dir)) == 2
+
+
+def test_mail_stored_with_its_marks_by_an_earlier_import_is_not_added_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data_dir = cache_dir(tmp_path)
+    src = tmp_path / "marked.mbox"
+    src.write_bytes(_MARKED)
+    # What an import before the marks were left out stored: the key of every byte.
+    monkeypatch.setattr(importer, "message_keys", lambda account, raw: (
+        "m_" + _digest(account, raw.replace(b"\r\n", b"\n").rstrip(b"\n")), ()))
+    import_path(data_dir, OWNER, src)
+    monkeypatch.undo()
     again = import_path(data_dir, OWNER, src)
     assert (again.added, again.duplicates) == (0, 1)
     assert len(_stored(data_dir)) == 1

@@ -29,7 +29,7 @@ import attrs
 
 from toolhost_email import mbox
 from toolhost_email.owners import OwnerConflict, claim
-from toolhost_email.parse import MAX_MESSAGE_BYTES, message_key_for
+from toolhost_email.parse import MAX_MESSAGE_BYTES, message_keys
 from toolhost_email.rows import Parsed, parse_batch
 from toolhost_email.store import begin, bump_generation, open_writable, rollback
 
@@ -304,8 +304,10 @@ class _Batches:
         # parsed and however long that took, not a second skip.
         self._handed_on: set[str] = set()
 
-    def add(self, chunk: list[tuple[str, bytes]], earlier: Mapping[str, str]) -> None:
-        """``earlier``: an unquoted mbox message's key -> its key before unquoting."""
+    def add(self, chunk: list[tuple[str, bytes]],
+            earlier: Mapping[str, tuple[str, ...]]) -> None:
+        """``earlier``: a message's key -> the keys earlier versions gave it
+        (``message_keys``)."""
         batch = self._new(chunk, earlier)
         if not batch:
             return
@@ -315,15 +317,15 @@ class _Batches:
         self._store(self.pool_size * _AHEAD * 2 if self._pool is not None else 0)
 
     def _new(self, chunk: list[tuple[str, bytes]],
-             earlier: Mapping[str, str]) -> list[tuple[str, bytes]]:
-        """The messages of ``chunk`` neither in the cache (under their key, or the key an
-        import before unquoting gave them: ``earlier``) nor handed on earlier, marked as
-        handed on."""
+             earlier: Mapping[str, tuple[str, ...]]) -> list[tuple[str, bytes]]:
+        """The messages of ``chunk`` neither in the cache (under their key, or a key an
+        earlier version gave them: ``earlier``) nor handed on earlier, marked as handed on."""
         known = self._cached([key for key, _ in chunk])
-        known_before = self._cached(list(earlier.values())) if earlier else set()
+        known_before = self._cached([k for keys in earlier.values() for k in keys])
         batch: list[tuple[str, bytes]] = []
         for key, raw in chunk:
-            if key in known or key in self._handed_on or earlier.get(key) in known_before:
+            if key in known or key in self._handed_on or not known_before.isdisjoint(
+                    earlier.get(key, ())):
                 continue
             known.add(key)
             self._handed_on.add(key)
@@ -331,7 +333,9 @@ class _Batches:
         return batch
 
     def _cached(self, keys: list[str]) -> set[str]:
-        """Those of ``keys`` (at most ``_CHUNK``) the cache holds."""
+        """Those of ``keys`` (at most two per message of a chunk) the cache holds."""
+        if not keys:
+            return set()
         marks = ", ".join("?" * len(keys))
         return {row[0] for row in self.conn.execute(
             f"SELECT message_key FROM messages WHERE message_key IN ({marks})", keys)}
@@ -440,7 +444,7 @@ def _import(conn: sqlite3.Connection, account: str, path: Path,
             except OwnerConflict as exc:
                 raise ImportFailed(str(exc)) from None
         chunk: list[tuple[str, bytes]] = []
-        earlier: dict[str, str] = {}
+        earlier: dict[str, tuple[str, ...]] = {}
         for raw in messages:
             seen += 1
             if on_read is not None:
@@ -449,13 +453,14 @@ def _import(conn: sqlite3.Connection, account: str, path: Path,
                 batches.skipped[raw] += 1
                 continue
             read += 1
-            if isinstance(raw, _Unquoted):
-                key = message_key_for(account, raw.plain)
-                # A cache filled before unquoting holds it under this key: not a new message.
-                earlier[key] = message_key_for(account, raw.quoted)
-                chunk.append((key, raw.plain))
-            else:
-                chunk.append((message_key_for(account, raw), raw))
+            # A cache filled by an earlier version may hold it under another key (before
+            # unquoting, or with the client's mark fields counted): not a new message.
+            plain, quoted = (raw.plain, (raw.quoted,)) if isinstance(
+                raw, _Unquoted) else (raw, ())
+            key, formers = message_keys(account, plain, *quoted)
+            if formers:
+                earlier[key] = formers
+            chunk.append((key, plain))
             if len(chunk) >= _CHUNK:
                 batches.add(chunk, earlier)
                 chunk, earlier = [], {}

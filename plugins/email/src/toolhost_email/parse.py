@@ -42,6 +42,7 @@ __all__ = [
     "ParsedMessage",
     "cut_raw",
     "message_key_for",
+    "message_keys",
     "parse_message",
     "thread_id_for",
 ]
@@ -161,10 +162,46 @@ def _digest(*parts: str | bytes) -> str:
     return h.hexdigest()[:32]
 
 
+#: Header fields a mail client rewrites in the mbox itself to keep its read, replied, flagged
+#: and deleted marks there (mutt's Status and X-Status, Thunderbird's X-Mozilla-*, Dovecot's
+#: and UW IMAP's X-UID, X-Keywords, X-IMAP, Content-Length and Lines): reading a message in
+#: the client changes them, not the message. A line of such a field, and its folded lines.
+_CLIENT_STATE = re.compile(
+    rb"^(?:status|x-status|x-mozilla-status2?|x-mozilla-keys|x-keywords|x-uid|x-imap(?:base)?"
+    rb"|content-length|lines)[ \t]*:[^\n]*\n(?:[ \t][^\n]*\n)*", re.IGNORECASE | re.MULTILINE)
+
+
 def message_key_for(account: str, raw: bytes) -> str:
     """Stable per (account, content): line endings and trailing newlines, which mbox and Maildir
-    writers change freely, do not count; anything else is another message."""
-    return "m_" + _digest(account, raw.replace(b"\r\n", b"\n").rstrip(b"\n"))
+    writers change freely, do not count, nor the header fields a mail client keeps its marks
+    in (``_CLIENT_STATE``); anything else is another message."""
+    return "m_" + _digest(account, _without_client_state(_normalized(raw))[0])
+
+
+def message_keys(account: str, plain: bytes, *quoted: bytes) -> tuple[str, tuple[str, ...]]:
+    """``plain``'s ``message_key_for``, and the keys earlier versions may have given it: its
+    bytes with the client's mark fields counted, and for an mbox message whose ">From " lines
+    were unquoted, its bytes before (``quoted``). A cache imported then holds it under one."""
+    normalized = _normalized(plain)
+    kept, marks = _without_client_state(normalized)
+    formers = [f"m_{_digest(account, normalized)}"] if marks else []
+    formers.extend(f"m_{_digest(account, _normalized(raw))}" for raw in quoted)
+    return f"m_{_digest(account, kept)}", tuple(formers)
+
+
+def _normalized(raw: bytes) -> bytes:
+    return raw.replace(b"\r\n", b"\n").rstrip(b"\n")
+
+
+def _without_client_state(raw: bytes) -> tuple[bytes, int]:
+    """``raw`` (line endings normalized) without the fields of ``_CLIENT_STATE`` in its header
+    section, which ends at its first empty line (or with the message); and how many went."""
+    end = raw.find(b"\n\n")
+    if end < 0:  # headers alone: the last field ends with the message
+        head, count = _CLIENT_STATE.subn(b"", raw + b"\n")
+        return (head.rstrip(b"\n"), count) if count else (raw, 0)
+    head, count = _CLIENT_STATE.subn(b"", raw[:end + 1])
+    return (head + raw[end + 1:], count) if count else (raw, 0)
 
 
 def thread_id_for(account: str, root: str) -> str:
