@@ -118,3 +118,79 @@ def test_allowed_files_and_directories_are_exempt(tmp_path: Path) -> None:
     ) == [f"{tmp_path / 'pkg' / 'tool.py'}:2: uuid.uuid1()"]
     # A file named twice (as itself and inside a directory) is scanned once.
     assert len(find_ambient_reads([tmp_path / "pkg" / "tool.py", tmp_path])) == 3
+
+
+def test_star_imports_bind_the_ambient_names() -> None:
+    assert _found(
+        """
+        from time import *
+        from datetime import *
+        from os import *
+        time()
+        datetime.now()
+        date.today()
+        urandom(4)
+        """
+    ) == ["from time import *", "from os import *", "time()", "datetime.now()",
+          "date.today()", "urandom()"]
+
+
+def test_modules_imported_by_name_and_attributes_got_by_name_are_followed() -> None:
+    assert _found(
+        """
+        import importlib, time
+        from importlib import import_module as load
+        importlib.import_module("datetime").datetime.now()
+        __import__("time").time()
+        __import__("os.path").urandom(4)
+        load("uuid").uuid4()
+        getattr(time, "time")()
+        clock = getattr(importlib.import_module("time"), "monotonic")
+        """
+    ) == [
+        "importlib.import_module('datetime').datetime.now()",
+        "__import__('time').time()",
+        "__import__('os.path').urandom()",
+        "load('uuid').uuid4()",
+        "getattr(time, 'time')()",
+        "getattr(importlib.import_module('time'), 'monotonic')",
+    ]
+
+
+def test_the_event_loop_clock_is_time_monotonic() -> None:
+    assert _found(
+        """
+        import asyncio
+        from asyncio import get_event_loop
+        async def body(arguments, context):
+            started = asyncio.get_running_loop().time()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 1
+            ticks = loop.time
+            return get_event_loop().time() - started
+        def elsewhere(loop):
+            return loop.time()  # a loop the scan cannot know is asyncio's
+        """
+    ) == [
+        "asyncio.get_running_loop().time()",
+        "loop.time()",
+        "loop.time",
+        "get_event_loop().time()",
+    ]
+
+
+def test_dynamic_lookalikes_are_not_reported() -> None:
+    assert _found(
+        """
+        import importlib, os, asyncio
+        FLAG = getattr(os, "O_CLOEXEC", 0)
+        module = importlib.import_module("toolhost_math.evaluate")
+        value = getattr(importlib.import_module(name), "x")
+        loop = asyncio.get_running_loop()
+        def handler(loop):
+            loop.time()
+        def other():
+            loop = make_loop()
+            return loop.time()
+        """
+    ) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ class HeldApp:
 def door_for(app: Any, tokens: TokenFile | None = None) -> FrontDoor:
     return FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
                                      max_body_bytes=LARGEST, max_calls=16, tokens=tokens),
-                     ready=lambda: True)
+                     ready=lambda: True, monotonic=time.monotonic)
 
 
 async def post(door: FrontDoor, chunks: list[bytes], *, declared: bool = True,

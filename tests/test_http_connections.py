@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +233,8 @@ def _door(ready: Any) -> Any:
         raise AssertionError("the app is never reached")
 
     return FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
-                                     max_body_bytes=10, max_calls=1), ready=ready)
+                                     max_body_bytes=10, max_calls=1), ready=ready,
+                     monotonic=time.monotonic)
 
 
 def test_readyz_asks_the_stores_at_most_once_a_second() -> None:

@@ -305,7 +305,8 @@ def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
 
     door = FrontDoor(never, HttpPolicy(allowed_hosts=("127.0.0.1:*",), allowed_origins=(),
                                        max_body_bytes=1000, max_calls=10,
-                                       introspection=introspector), ready=lambda: True)
+                                       introspection=introspector), ready=lambda: True,
+                     monotonic=time.monotonic)
 
     async def request(path: str, token: str | None = None) -> int:
         headers = [(b"host", b"127.0.0.1:8765")] + (

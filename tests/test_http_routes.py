@@ -312,7 +312,7 @@ def test_a_stopping_host_takes_no_new_run_and_says_retry() -> None:
 
     door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
                                      max_body_bytes=4096, max_calls=1),
-                     ready=lambda: True, router=router)
+                     ready=lambda: True, monotonic=time.monotonic, router=router)
     door.draining = True
 
     async def ask() -> httpx.Response:

@@ -385,7 +385,8 @@ def _readyz(*, ready: bool, draining: bool = False) -> httpx.Response:
         raise AssertionError("the app is never reached")
 
     door = FrontDoor(app, HttpPolicy(allowed_hosts=("testserver",), allowed_origins=(),
-                                     max_body_bytes=10, max_calls=1), ready=lambda: ready)
+                                     max_body_bytes=10, max_calls=1), ready=lambda: ready,
+                     monotonic=time.monotonic)
     door.draining = draining
 
     async def ask() -> httpx.Response:

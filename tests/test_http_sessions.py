@@ -240,7 +240,8 @@ def test_a_session_on_its_way_open_counts_once_against_its_principal(tmp_path: P
                                          max_body_bytes=10_000, max_calls=4,
                                          max_sessions_per_principal=2,
                                          tokens=TokenFile(tokens)),
-                         ready=lambda: True, open_sessions_of=sessions.open_of)
+                         ready=lambda: True, monotonic=time.monotonic,
+                         open_sessions_of=sessions.open_of)
         frame = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
 
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=door),

@@ -77,6 +77,25 @@ REFUSALS = {
         ["reasons check", "interp.find@1.0.0", "tool.not_found.no_such_text",
          "distribution fx-interpolating", "placeholder", "To fix: write a fixed message"],
     ),
+    "user-trust": (
+        {"fx-user-trust": "fx_user_trust"},
+        Step.FORCED_TRUST,
+        ["step 7", "usr.echo@1.0.0", "distribution fx-user-trust",
+         "output_trust is USER, above INTERNAL_TOOL",
+         "To fix: set output_trust=Trust.INTERNAL_TOOL"],
+    ),
+    "internal-reason": (
+        {"fx-internal-reason": "fx_internal_reason"},
+        Step.MESSAGE_TABLE,
+        ["reasons check", "boom.echo@1.0.0", "distribution fx-internal-reason",
+         "tool.internal.boom is in the failure kind INTERNAL, which is the host's"],
+    ),
+    "open-branch": (
+        {"fx-open-branch": "fx_open_branch"},
+        Step.SCHEMA_VALIDITY,
+        ["step 5", "branch.echo@1.0.0", "distribution fx-open-branch", "output_schema",
+         "/properties/text/anyOf/0", "accepts any value; give the branch a type"],
+    ),
 }
 
 
@@ -126,6 +145,12 @@ REPORTED_BY = {
         "test_messages_static[dist=fx-interpolating]",
         "test_reasons[tool=interp.find@1.0.0]",
     ],
+    "user-trust": ["test_forced_trust[tool=usr.echo@1.0.0]"],
+    "internal-reason": [
+        "test_messages_static[dist=fx-internal-reason]",
+        "test_reasons[tool=boom.echo@1.0.0]",
+    ],
+    "open-branch": ["test_schemas_closed[tool=branch.echo@1.0.0]"],
 }
 #: Every check that reports a share of registration's problems, besides registration.
 SHARE_CHECKS = (

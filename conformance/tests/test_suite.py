@@ -438,3 +438,14 @@ def test_the_schema_code_is_accepted_only_for_a_workspace_refusal() -> None:
         r"from input_schema\. Operator detail: .*is not one of"
     )):
         _check_outcome(registered, table, {"path": "x"}, outcome)
+
+
+def test_a_tool_failing_with_its_own_timeout_or_cancellation_passes(
+        pytester: pytest.Pytester) -> None:
+    # Registration admits these kinds (an upstream times out), so the property run must too:
+    # the suite and the host never disagree (D354). The host's INTERNAL kind is refused at
+    # registration instead (test_refusals' internal-reason).
+    write_suite(pytester, {"fx-upstream-timeout": "fx_upstream_timeout"},
+                body="max_examples = 3")
+    result = pytester.runpytest(*NO_CACHE, "-k", "property_run or reasons or registration")
+    result.assert_outcomes(passed=5)

@@ -148,7 +148,7 @@ class FrontDoor:
     """The ASGI app ``serve --http`` runs: the checks above, then the SDK's app."""
 
     def __init__(self, app: Any, policy: HttpPolicy, *,
-                 ready: Callable[[], bool],
+                 ready: Callable[[], bool], monotonic: Callable[[], float],
                  abandoned: Callable[[str], int] = lambda principal: 0,
                  router: Router | None = None, once: OncePerInterval | None = None,
                  open_sessions: Callable[[], int] = lambda: 0,
@@ -167,7 +167,7 @@ class FrontDoor:
         #: Several hosts on one record: where each session and sessionless run is served.
         self._router = router
         self._policy = policy
-        self._readiness = _Readiness(ready)
+        self._readiness = _Readiness(ready, monotonic)
         # A principal's sync tool bodies that their calls stopped waiting for but that still
         # hold a worker: they count against that principal's calls.
         self._abandoned = abandoned
@@ -522,15 +522,15 @@ class _Readiness:
     queries on the record for anyone (on PostgreSQL, every host's record), and a record that
     hangs held a worker thread, and the request, for each."""
 
-    def __init__(self, check: Callable[[], bool]) -> None:
+    def __init__(self, check: Callable[[], bool], monotonic: Callable[[], float]) -> None:
         self._check = check
+        self._monotonic = monotonic
         self._checking: asyncio.Future[bool] | None = None
         self._answer = False
         self._until: float | None = None
 
     async def answer(self) -> bool:
-        loop = asyncio.get_running_loop()
-        if self._until is not None and loop.time() < self._until:
+        if self._until is not None and self._monotonic() < self._until:
             return self._answer
         if self._checking is None:
             self._checking = asyncio.ensure_future(self._ask())
@@ -545,7 +545,7 @@ class _Readiness:
                 answer = await asyncio.to_thread(self._check)
             except Exception:  # a check that fails says "not ready", once a second too
                 answer = False
-            self._answer, self._until = answer, asyncio.get_running_loop().time() + READY_FOR_S
+            self._answer, self._until = answer, self._monotonic() + READY_FOR_S
             return answer
         finally:
             self._checking = None

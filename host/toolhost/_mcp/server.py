@@ -357,11 +357,12 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     if raised is not None:
         get_logger().info("http.descriptors.limit_raised", soft=raised[0], to=raised[1])
     loop = asyncio.get_running_loop()
-    once = OncePerInterval(loop.time)
+    monotonic = functools.partial(host.deadline_in, 0)
+    once = OncePerInterval(monotonic)
     quiet_out_of_descriptors(loop, once, get_logger())
     logging.getLogger("mcp.server.streamable_http_manager").addFilter(QuietSessionLimit(once))
     logging.getLogger("uvicorn.error").addFilter(QuietConnectionNoise(once))
-    app = FrontDoor(mcp_app, http.policy, ready=host.ready,
+    app = FrontDoor(mcp_app, http.policy, ready=host.ready, monotonic=monotonic,
                     abandoned=host.abandoned_bodies, router=router, once=once,
                     open_sessions=lambda: sessions.open_count,
                     open_sessions_of=sessions.open_of,
@@ -393,7 +394,8 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
     heartbeat = None if router is None else asyncio.create_task(router.heartbeat())
     try:
         _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
-        await _Draining(config, app, http.drain_s, cancel).serve(sockets=sockets)
+        await _Draining(config, app, http.drain_s, cancel,
+                        functools.partial(host.deadline_in, 0)).serve(sockets=sockets)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -471,8 +473,9 @@ def _draining_server() -> type[Any]:
         cancellation: no row is left running). A second signal stops at once."""
 
         def __init__(self, config: Any, front: Any, drain_s: float,
-                     cancel: Callable[[], None]) -> None:
+                     cancel: Callable[[], None], monotonic: Callable[[], float]) -> None:
             super().__init__(config)
+            self._monotonic = monotonic
             self._front = front
             self._drain_s = drain_s
             self._cancel = cancel
@@ -492,16 +495,15 @@ def _draining_server() -> type[Any]:
                 lambda: asyncio.ensure_future(self._drain(sig, frame)))
 
         async def _drain(self, sig: int, frame: Any) -> None:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self._drain_s
-            while self._front.calls_in_flight and loop.time() < deadline:
+            deadline = self._monotonic() + self._drain_s
+            while self._front.calls_in_flight and self._monotonic() < deadline:
                 await asyncio.sleep(0.05)
             if self._front.calls_in_flight:
                 # Time is up: each call left is cancelled through its run, and records and
                 # answers its cancellation, before uvicorn closes the connections.
                 self._cancel()
-                grace = loop.time() + CANCEL_GRACE_S
-                while self._front.calls_in_flight and loop.time() < grace:
+                grace = self._monotonic() + CANCEL_GRACE_S
+                while self._front.calls_in_flight and self._monotonic() < grace:
                     await asyncio.sleep(0.05)
             super().handle_exit(sig, frame)
 
@@ -509,8 +511,8 @@ def _draining_server() -> type[Any]:
 
 
 def _Draining(config: Any, front: Any, drain_s: float,  # noqa: N802 - a class, made late
-              cancel: Callable[[], None]) -> Any:
-    return _draining_server()(config, front, drain_s, cancel)
+              cancel: Callable[[], None], monotonic: Callable[[], float]) -> Any:
+    return _draining_server()(config, front, drain_s, cancel, monotonic)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:

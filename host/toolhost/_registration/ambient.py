@@ -63,6 +63,8 @@ AMBIENT_CALLS = frozenset(
         "uuid.getnode",
         "os.urandom",
         "os.getrandom",
+        # The event loop's clock is time.monotonic under another name.
+        "asyncio.AbstractEventLoop.time",
     }
 )
 
@@ -84,6 +86,23 @@ _AMBIENT_PREFIXES = frozenset(
 )
 
 
+#: Calls that return the running event loop: ``asyncio.get_running_loop().time()`` is read as
+#: ``asyncio.AbstractEventLoop.time``, and so is ``loop.time()`` on a name the same function
+#: binds to one of them. A loop reached any other way is not knowable statically.
+_LOOP_GETTERS = frozenset({"asyncio.get_running_loop", "asyncio.get_event_loop"})
+_LOOP = "asyncio.AbstractEventLoop"
+
+#: Calls that import a module named by a string: ``importlib.import_module("time")`` is the
+#: module ``time``, ``__import__("a.b")`` the top-level ``a`` (as each returns).
+_IMPORTERS = frozenset({"importlib.import_module", "__import__"})
+
+#: Alias targets through which a use can reach an ambient name without being one's prefix.
+_INDIRECT = frozenset({*_LOOP_GETTERS, "importlib", *_IMPORTERS})
+
+#: Builtins the scan reads through, when the module does not rebind them.
+_BUILTINS = {"__import__": "__import__", "getattr": "getattr"}
+
+
 def _is_ambient(qualified: str) -> bool:
     if qualified in AMBIENT_CALLS or qualified in _NOW_WHEN_SHORT:
         return True
@@ -98,6 +117,9 @@ class _Scan:
         self.tree = tree
         self.aliases: dict[str, str] = {}
         self.found: list[tuple[int, int, str]] = []
+        #: Names the function being walked binds to the running event loop.
+        self.loops: frozenset[str] = frozenset()
+        self.dynamic = False
 
     def run(self) -> list[tuple[int, int, str]]:
         # Aliases are collected over the whole module before any use is resolved, so a
@@ -109,9 +131,14 @@ class _Scan:
                 self._import(node)
             elif isinstance(node, ast.ImportFrom):
                 self._import_from(node)
+            elif isinstance(node, ast.Name) and node.id == "__import__":
+                self.dynamic = True
         # With no alias that can lead to an ambient name, the second walk could find nothing.
-        if any(target in _AMBIENT_PREFIXES or target.partition(".")[0] in AMBIENT_MODULES
-               for target in self.aliases.values()):
+        if self.dynamic or any(
+            target in _AMBIENT_PREFIXES or target in _INDIRECT
+            or target.partition(".")[0] in AMBIENT_MODULES
+            for target in self.aliases.values()
+        ):
             self._uses(self.tree)
         return sorted(self.found)
 
@@ -133,23 +160,78 @@ class _Scan:
             return  # a relative import names the distribution's own code, scanned itself
         for alias in node.names:
             if alias.name == "*":
-                if node.module.split(".", 1)[0] in AMBIENT_MODULES:
-                    self._report(node, f"from {node.module} import *")
+                self._import_star(node, node.module)
                 continue
             qualified = f"{node.module}.{alias.name}"
             self.aliases[alias.asname or alias.name] = qualified
             if _is_ambient(qualified):
                 self._report(node, f"from {node.module} import {alias.name}")
 
+    def _import_star(self, node: ast.ImportFrom, module: str) -> None:
+        """``from time import *`` binds ``time`` (and every other public name) unqualified:
+        each ambient name it binds is an alias, and the import is reported if one is itself
+        an ambient call."""
+        bound = {name[len(module) + 1:].partition(".")[0] for name in
+                 (*_AMBIENT_PREFIXES, *_INDIRECT) if name.startswith(f"{module}.")}
+        for name in sorted(bound):
+            self.aliases.setdefault(name, f"{module}.{name}")
+        if module.split(".", 1)[0] in AMBIENT_MODULES or any(
+            _is_ambient(f"{module}.{name}") for name in bound
+        ):
+            self._report(node, f"from {module} import *")
+
     def _qualified(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
+            if node.id in self.loops:
+                return _LOOP
+            return self.aliases.get(node.id) or _BUILTINS.get(node.id)
         if isinstance(node, ast.Attribute):
             base = self._qualified(node.value)
             return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Call):
+            return self._returned(node)
         return None
 
+    def _returned(self, call: ast.Call) -> str | None:
+        """What a call returns, where it is a module, an attribute or the event loop the scan
+        can name: ``importlib.import_module("time")``, ``getattr(time, "time")``,
+        ``asyncio.get_running_loop()``."""
+        callee = self._qualified(call.func)
+        if callee in _LOOP_GETTERS:
+            return _LOOP
+        name = _constant_str(call.args[1]) if len(call.args) >= 2 else None
+        if callee == "getattr" and name is not None:
+            base = self._qualified(call.args[0])
+            return f"{base}.{name}" if base else None
+        module = _constant_str(call.args[0]) if call.args else None
+        if callee in _IMPORTERS and module is not None:
+            return module if callee != "__import__" else module.partition(".")[0]
+        return None
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """Walk a function with the names it binds to the running loop (``loop =
+        asyncio.get_running_loop()``) known, within it alone."""
+        outer = self.loops
+        self.loops = frozenset()
+        bound: set[str] = set()
+        pending = list(ast.iter_child_nodes(node))
+        while pending:
+            statement = pending.pop()
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # a nested function binds its own names
+            if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) and \
+                    self._qualified(statement.value.func) in _LOOP_GETTERS:
+                bound.update(t.id for t in statement.targets if isinstance(t, ast.Name))
+            pending.extend(ast.iter_child_nodes(statement))
+        self.loops = frozenset(bound)
+        for child in ast.iter_child_nodes(node):
+            self._uses(child)
+        self.loops = outer
+
     def _uses(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._function(node)
+            return
         if isinstance(node, ast.Call):
             qualified = self._qualified(node.func)
             if qualified and _is_ambient(qualified):
@@ -160,6 +242,11 @@ class _Scan:
                 for child in (*node.args, *node.keywords):
                     self._uses(child)
                 return
+            # ``getattr(time, "time")`` hands the function on as a reference does.
+            returned = self._returned(node)
+            if returned and _is_ambient(returned):
+                self._report(node, ast.unparse(node))
+                return
         elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             # A reference that is not called still hands ambient state to someone
             # (``field(default_factory=uuid.uuid4)``).
@@ -169,6 +256,10 @@ class _Scan:
                 return
         for child in ast.iter_child_nodes(node):
             self._uses(child)
+
+
+def _constant_str(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def scan_source(source: str, filename: str = "<source>") -> list[str]:

@@ -20,6 +20,7 @@ import attrs
 from toolhost._model.errors import ToolhostError
 from toolhost._model.host_reasons import MESSAGES as HOST_MESSAGES
 from toolhost._model.outcome import HARD_OUTPUT_CEILING, REASON_CODE_PATTERN
+from toolhost._model.runs import MAX_DEADLINE_S
 from toolhost._model.spec import (
     MISSING,
     Idempotency,
@@ -56,6 +57,7 @@ __all__ = [
     "NAME_PATTERN",
     "PLACEHOLDER_PATTERN",
     "RESERVED_DOMAINS",
+    "TRUST_CEILING",
     "Registered",
     "RegistrationProblem",
     "RegistrationRefused",
@@ -376,10 +378,18 @@ def _field_problems(spec: ToolSpec) -> Iterator[tuple[str, str]]:
     ):
         yield "required_scopes is not a tuple of scope names", "use a tuple, () for none"
     timeout = spec.timeout_s
+    # Bounded by the longest run deadline (D352): a call's deadline is min(timeout_s, the
+    # run's), and infinity or a huge integer overflows the clock arithmetic at every call.
     if timeout is not MISSING and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+        or not 0 < timeout <= MAX_DEADLINE_S
     ):
-        yield f"timeout_s is {timeout!r}", "set timeout_s to a positive number of seconds"
+        # repr of an integer past 4300 digits raises; none that large needs showing whole.
+        shown = ("an integer over 12 digits" if isinstance(timeout, int) and
+                 abs(timeout) >= 10**12 else repr(timeout)[:40])
+        yield (f"timeout_s is {shown}, not a number of seconds in (0, {MAX_DEADLINE_S}]",
+               f"set timeout_s to a positive number of seconds, at most {MAX_DEADLINE_S} "
+               "(30 days, the longest run deadline)")
     limit = spec.maximum_output_bytes
     if limit is not MISSING and (
         isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit < HARD_OUTPUT_CEILING
@@ -465,6 +475,11 @@ def trust_is_forced(spec: ToolSpec) -> bool:
     return spec.source in FORCED_TRUST_SOURCES or spec.target_kind in FORCED_TRUST_TARGETS
 
 
+#: The most any tool may declare. USER is the current user turn's alone (DESIGN §2): a tool's
+#: output read at USER trust would be the model taking a tool's words for the person's (D351).
+TRUST_CEILING = Trust.INTERNAL_TOOL
+
+
 def _step_forced_trust(entries: Sequence[_Entry], _: Sequence[Contribution]) -> Problems:
     # Hard gate 2 widened over target_kind: a builtin running in a sandbox returns bytes
     # produced by code we did not write, exactly what EXTERNAL_UNTRUSTED is for.
@@ -479,10 +494,19 @@ def _step_forced_trust(entries: Sequence[_Entry], _: Sequence[Contribution]) -> 
                 f"{getattr(spec.output_trust, 'value', spec.output_trust)}",
                 "set output_trust=Trust.EXTERNAL_UNTRUSTED",
             )
+        elif isinstance(spec.output_trust, Trust) and spec.output_trust.rank > TRUST_CEILING.rank:
+            yield e.problem(
+                Step.FORCED_TRUST,
+                f"output_trust is {spec.output_trust.value}, above {TRUST_CEILING.value}: USER "
+                "trust is the user turn's alone, never a tool's output",
+                f"set output_trust=Trust.{TRUST_CEILING.value}, or lower",
+            )
 
 
 # ---------------------------------------------------------------------------- reasons
 
+#: The failure kind only the host's own reasons use.
+_HOST_KIND = "tool.internal."
 
 def _reason_problems(e: _Entry, reason: Any) -> Iterator[tuple[str, str]]:
     if not isinstance(reason, Reason):
@@ -496,9 +520,22 @@ def _reason_problems(e: _Entry, reason: Any) -> Iterator[tuple[str, str]]:
     if code in HOST_MESSAGES:
         yield (f"reason code {code} is the host's own",
                "do not declare it: the host produces it with its own message")
+    elif code.startswith(_HOST_KIND):
+        # INTERNAL is the host's verdict on a call (an exception escaped, a row interrupted),
+        # which the conformance suite fails on sight; a tool's own failure has a kind that
+        # says what went wrong (D354). TIMEOUT and CANCELLED stay: an upstream times out.
+        yield (f"reason code {code} is in the failure kind INTERNAL, which is the host's",
+               "use the kind that says what failed, e.g. tool.upstream_unavailable.<code>; "
+               "an exception that escapes is already tool.internal.unexpected")
     if not isinstance(message, str) or not message.strip() or PLACEHOLDER_PATTERN.search(message):
         yield (f"the message of {code} is empty or has a placeholder; messages are static",
                "write a fixed message that carries the remedy, never the input")
+    elif not message.isprintable():
+        # The message is what the model and the operator's terminal read: a newline, a
+        # carriage return or an escape sequence in it is a second voice or a redrawn screen.
+        yield (f"the message of {code} has a control character (a newline, tab, carriage "
+               "return or escape) or other unprintable text",
+               "write the message as one line of printable text")
     schema = e.spec.input_schema
     for rule in reason.schema_rules:
         sub = subschema_at(schema, rule.pointer) if isinstance(rule, SchemaRule) else None

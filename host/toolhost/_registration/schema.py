@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Iterator, Mapping
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from toolhost._model.errors import ToolhostError
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from toolhost._registration.validator_cache import ValidatorCache
 
 __all__ = [
+    "MAX_SCHEMA_DEPTH",
     "SUPPORTED_DIALECTS",
     "SchemaProblem",
     "Validator",
@@ -66,11 +68,31 @@ _OPENING = {
     "every property under properties",
 }
 
-# What makes a subschema say something about its value. A property or items schema with none
-# of these (``{}``, or only a description) accepts any value at all, objects included.
-_CONSTRAINING = frozenset(
-    {"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "properties"}
-)
+# What makes a subschema say something about its value. A subschema with none of these (``{}``,
+# only a description, or only ``not``, which still admits every other value, open objects
+# included) accepts any value at all. A union constrains only with branches, each checked.
+_CONSTRAINING = frozenset({"type", "enum", "const", "$ref", "properties"})
+_UNIONS = ("allOf", "anyOf", "oneOf")
+
+# Where a subschema describes a value of its own, and so must constrain it, with what to give
+# a type in the refusal. Under ``not``, ``if``, ``contains`` and ``propertyNames`` a subschema
+# only narrows a value described elsewhere, so it may be as broad as it likes.
+_DESCRIBES = {
+    "properties": "the property",
+    "items": "the items",
+    "additionalProperties": "the additional properties",
+    "allOf": "the branch",
+    "anyOf": "the branch",
+    "oneOf": "the branch",
+    "$defs": "the definition",
+    "definitions": "the definition",
+}
+
+#: Subschemas nested deeper than this are refused before fastjsonschema generates code: its
+#: generator recurses once a level, and the code it generates nests an indented block or more
+#: a level, which Python refuses to compile past a few dozen (D353). A ``$ref`` to a ``$defs``
+#: entry starts a function of its own, so it does not add to the depth.
+MAX_SCHEMA_DEPTH = 32
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
 _ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
@@ -87,18 +109,28 @@ class SchemaProblem(ToolhostError, ValueError):
         self.problem = problem
 
 
-def _subschemas(schema: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str]]:
+def _subschemas(schema: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str, str]]:
+    """Each subschema with its pointer and the keyword it sits under (a boolean one too:
+    ``items: true`` is as open as ``items: {}``)."""
     for key in _ONE:
-        if key in schema and isinstance(schema[key], Mapping):
-            yield schema[key], f"{pointer}/{key}"
+        if isinstance(schema.get(key), (Mapping, bool)):
+            yield schema[key], f"{pointer}/{key}", key
     for key in _MAP:
         if isinstance(schema.get(key), Mapping):
             for name, sub in schema[key].items():
-                yield sub, f"{pointer}/{key}/{name}"
+                yield sub, f"{pointer}/{key}/{name}", key
     for key in _LIST:
         if isinstance(schema.get(key), list):
             for i, sub in enumerate(schema[key]):
-                yield sub, f"{pointer}/{key}/{i}"
+                yield sub, f"{pointer}/{key}/{i}", key
+
+
+def _constrains(schema: Mapping[str, Any]) -> bool:
+    """Whether the subschema says something about its value (its branches are checked
+    themselves); ``{"anyOf": []}`` and ``{"not": ...}`` alone do not."""
+    return bool(_CONSTRAINING & schema.keys()) or any(
+        isinstance(schema.get(key), list) and schema[key] for key in _UNIONS
+    )
 
 
 def _is_object_level(schema: Mapping[str, Any]) -> bool:
@@ -141,8 +173,13 @@ def _under_definitions(pointer: str) -> bool:
     return "/$defs/" in pointer or "/definitions/" in pointer
 
 
-def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
+def schema_problems(schema: Any, pointer: str = "", depth: int = 0) -> Iterator[SchemaProblem]:
     """Every reason this schema is not closed, local and dialect-neutral (registration step 5)."""
+    if depth > MAX_SCHEMA_DEPTH:
+        yield SchemaProblem(pointer, f"subschemas nest more than {MAX_SCHEMA_DEPTH} deep, too "
+                            "deep to compile a validator for; flatten the schema, or move a "
+                            "level into $defs and $ref it")
+        return
     if isinstance(schema, bool):
         # `true` accepts anything, including open objects; `false` is closed but useless.
         if schema is True:
@@ -165,15 +202,11 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
                             "dialects; use one items schema")
     elif _is_array_level(schema) and "items" not in schema:
         yield SchemaProblem(pointer, "an array schema must say what its items are (items)")
-    for key in ("properties",):
-        members = schema.get(key)
-        if isinstance(members, Mapping):
-            for name, sub in members.items():
-                if isinstance(sub, Mapping) and not (_CONSTRAINING & sub.keys()):
-                    yield SchemaProblem(f"{pointer}/{key}/{name}",
-                                        "accepts any value; give the property a type")
-    if isinstance(schema.get("items"), Mapping) and not (_CONSTRAINING & schema["items"].keys()):
-        yield SchemaProblem(f"{pointer}/items", "accepts any value; give the items a type")
+    for sub, sub_pointer, key in _subschemas(schema, pointer):
+        if key in _DESCRIBES and isinstance(sub, Mapping) and not _constrains(sub):
+            alone = " (not alone admits every other value)" if "not" in sub else ""
+            yield SchemaProblem(sub_pointer,
+                                f"accepts any value{alone}; give {_DESCRIBES[key]} a type")
     if "default" in schema and ("$ref" in schema or _under_definitions(pointer)):
         # fastjsonschema applies no default reached through a $ref, so step 4 would silently
         # skip it: put the default on the property itself.
@@ -185,10 +218,12 @@ def schema_problems(schema: Any, pointer: str = "") -> Iterator[SchemaProblem]:
                             "its branch fails; put the default on the property itself")
     if _is_object_level(schema) and schema.get("additionalProperties") is not False:
         yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
-    for sub, sub_pointer in _subschemas(schema, pointer):
-        if sub_pointer.endswith("/additionalProperties") and sub is False:
+    for sub, sub_pointer, key in _subschemas(schema, pointer):
+        # A boolean additionalProperties is the object level's closing (refused above when
+        # not false); under not, `true` rejects everything and `false` narrows nothing.
+        if isinstance(sub, bool) and key in ("additionalProperties", "not"):
             continue
-        yield from schema_problems(sub, sub_pointer)
+        yield from schema_problems(sub, sub_pointer, depth + 1)
 
 
 def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] | None:
@@ -252,8 +287,8 @@ def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,
 
         try:
             # Generating the code is where fastjsonschema finds a bad definition, so it
-            # happens here, at registration; turning the code into a function waits for the
-            # first validation (``toolhost check`` validates nothing, and saves that cost).
+            # happens here, at registration; running the code to make the function waits
+            # for the first validation.
             # On a copy: fastjsonschema rewrites each $ref it resolves in place, joined to
             # the schema's $id, and the spec's schema must stay as written (D334).
             code = fastjsonschema.compile_to_code(copy.deepcopy(dict(schema)),
@@ -261,14 +296,29 @@ def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,
                                                   use_default=apply_defaults)
         except SchemaProblem:
             raise
+        except RecursionError:
+            raise SchemaProblem("", _TOO_DEEP) from None
         except fastjsonschema.JsonSchemaDefinitionException as exc:
             raise SchemaProblem("", f"does not compile: {exc}") from None
         except Exception:  # fastjsonschema's own, for a $ref it cannot walk
             raise SchemaProblem("", "does not compile: a $ref that names nothing in the "
                                 "schema, or a definition fastjsonschema cannot read") from None
+        # Python compiles the generated code here, without running it: code nested past
+        # Python's limits (blocks, indentation, parentheses) would otherwise fail every call
+        # (D353). Only new code: a cached entry compiled when it was generated.
+        try:
+            compiled = compile(code, _FILENAME, "exec")
+        except (SyntaxError, RecursionError, MemoryError):
+            raise SchemaProblem("", _TOO_DEEP) from None
         if cache is not None and key is not None:
             cache.put(key, code)
+        return _CompiledOnFirstUse(code, compiled)
     return _CompiledOnFirstUse(code)
+
+
+_FILENAME = "<toolhost schema>"
+_TOO_DEEP = ("does not compile: nested too deeply for Python to compile its validator; "
+             "flatten the schema, or move a level into $defs and $ref it")
 
 
 class _NoRemote(dict[str, Callable[[str], Any]]):
@@ -296,18 +346,21 @@ _FIRST_FUNCTION = re.compile(r"^def (\w+)\(", re.MULTILINE)
 class _CompiledOnFirstUse:
     """A validator whose generated code is executed when it first validates."""
 
-    __slots__ = ("_code", "_validate")
+    __slots__ = ("_code", "_compiled", "_validate")
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, compiled: CodeType | None = None) -> None:
         self._code = code
+        self._compiled = compiled
         self._validate: Validator | None = None
 
     def __call__(self, data: Any) -> Any:
         validate = self._validate
         if validate is None:
             namespace: dict[str, Any] = {}
+            compiled = self._compiled or compile(self._code, _FILENAME, "exec")
+            self._compiled = None  # the function holds what it needs
             # fastjsonschema's own generated code, as its compile() would run it.
-            exec(compile(self._code, "<toolhost schema>", "exec"), namespace)
+            exec(compiled, namespace)
             match = _FIRST_FUNCTION.search(self._code)
             if match is None:
                 raise RuntimeError("fastjsonschema generated no validation function")

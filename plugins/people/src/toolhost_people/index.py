@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -228,16 +229,32 @@ def remove_index(data_dir: Path, principal: str | None = None) -> None:
     remove_index_file(index_path(data_dir, principal))
 
 
+#: Held from a connection's opening of an index file to its opening of the file's shared
+#: memory, and while a file is deleted. SQLite opens ``-shm`` by name after the database: a
+#: file deleted and made anew between the two would give the old file's connection the new
+#: one's shared memory, and as POSIX locks never conflict within a process, it would take
+#: itself for its first user and truncate what another connection has mapped (SIGBUS). Once
+#: open, a connection keeps its files, and SQLite leaves alone those of a file deleted since.
+_OPENING_OR_DELETING = threading.Lock()
+
+
 def remove_index_file(path: Path) -> None:
     """Delete one index file and its WAL and shared-memory files, if there."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with _OPENING_OR_DELETING:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _open(path: Path, principal: str | None) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    with _OPENING_OR_DELETING:
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")  # the shared memory opened with the WAL
+        except BaseException:
+            conn.close()
+            raise
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")  # derived: a lost commit is a rebuild
         # What a rebuild drops (an erased thread's subjects, names) is overwritten, not left
         # in free pages; ``refresh`` also empties the write-ahead log after a rebuild.
