@@ -203,3 +203,35 @@ def test_the_operator_holds_the_scopes_a_body_checks_for_some_calls() -> None:
     assert seen == [frozenset({"fx.read", "fx.source"}), frozenset({"fx.read"})]
     with pytest.raises(TypeError):
         Tool(spec, call=body, checked_scopes=[b"fx.source"])  # type: ignore[list-item]
+
+
+def test_a_sync_call_that_ends_while_queued_for_a_worker_never_runs() -> None:
+    """Every worker busy: the call waits in the queue, its deadline passes and its row says
+    so; a worker freed later must not run the body after all (a review's 86 of 150
+    cancelled calls did, EXTERNAL_WRITE ones included)."""
+    from toolhost._pipeline import execution
+
+    ran = threading.Event()
+
+    def body(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        ran.set()
+        return ToolOutput(structured={"echo": "ran"}, content="ran")
+
+    release = threading.Event()
+    for _ in range(execution.MAX_WORKERS):  # each takes a worker until released
+        execution._workers.submit(lambda: release.wait(60), lambda result, error: None)
+    try:
+        spec = make_spec(name="fx.queued", input_schema=SCHEMA, output_schema=OUT,
+                         timeout_s=0.2, idempotency=Idempotency.READ_ONLY)
+        with Harness.over({"fx-dist": make_plugin(tools=[Tool(spec, call=body)])}) as h:
+            outcome = h.invoke("fx.queued")
+            assert outcome.failure is not None
+            assert outcome.failure.reason_code == "tool.timeout.deadline"
+    finally:
+        release.set()
+    # The queue is first in, first out: once a job queued after the body has run, a worker
+    # has taken the body up.
+    after = threading.Event()
+    execution._workers.submit(after.set, lambda result, error: None)
+    assert after.wait(30)
+    assert not ran.wait(0.5), "a call that ended in the queue ran its body"

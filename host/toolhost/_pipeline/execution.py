@@ -110,7 +110,8 @@ class _OnWorkers(concurrent.futures.ThreadPoolExecutor):
 
 
 class _Skipped(Exception):
-    """A future cancelled before its work began: nothing to run or answer."""
+    """Work whose caller gave up before it began (a cancelled future, a call that ended):
+    nothing to run or answer."""
 
 
 def run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
@@ -175,7 +176,9 @@ def _start_sync(
     def settle(result: Any, exc: BaseException | None) -> None:
         if future.done():
             return  # abandoned: the late result is discarded
-        if exc is not None:
+        if isinstance(exc, _Skipped):
+            future.cancel()  # never ran: the call's own cancellation says why
+        elif exc is not None:
             future.set_exception(exc)
         else:
             future.set_result(result)
@@ -186,7 +189,14 @@ def _start_sync(
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, result, exc)
 
-    _workers.submit(lambda: tool(arguments, context), done)
+    def work() -> Any:
+        # Queued behind busy workers, a call can end (its deadline, its run cancelled) before
+        # a thread takes it up: its row says so already, and its body must not run after all.
+        if context.cancellation.cancelled:
+            raise _Skipped
+        return tool(arguments, context)
+
+    _workers.submit(work, done)
     return future, body
 
 
