@@ -400,3 +400,32 @@ def test_an_artifact_purged_between_check_and_read_is_not_found(tmp_path: Path) 
             "not_found"
     finally:
         s.close()
+
+
+def test_an_artifact_purged_between_its_record_and_its_content_is_not_found(
+    store: CountingStore,
+) -> None:
+    """The narrower window: the store's read found the record, then a purge (another host's
+    too) took record and content before the content was opened. The missing content is the
+    purge's doing, not damage: the caller is told the file is not there, and no operator is
+    alarmed about corruption."""
+    record = put(store)
+    real = store.content.chunks
+
+    def purged_first(found: ArtifactRecord, chunk_size: int) -> Any:
+        assert store.purge(EXPIRES + SECOND).artifacts == 1  # it expired; a purge took it
+        return real(found, chunk_size)
+
+    store.content.chunks = purged_first  # type: ignore[method-assign]
+    assert refusal(lambda: resolver(store).read(record.id, max_bytes=1024, **CALLER)) == \
+        "not_found"
+
+
+def test_damaged_content_whose_record_is_still_there_stays_corrupted(
+    store: CountingStore,
+) -> None:
+    record = put(store)
+    path = store.content.path(record.checksum)  # type: ignore[attr-defined]
+    path.unlink()
+    assert refusal(lambda: resolver(store).read(record.id, max_bytes=1024, **CALLER)) == \
+        "corrupted"

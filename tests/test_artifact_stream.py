@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from toolhost._adapters.file_artifacts import FileArtifactUpload as SQLiteArtifactUpload
+from toolhost._adapters.file_artifacts import FileStoreUnavailable
 from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
 from toolhost._model.artifacts import (
     ArtifactError,
@@ -164,8 +165,10 @@ def test_a_failed_rename_leaves_no_row_and_no_staging_file(store: SQLiteArtifact
     (blocker / "occupied").write_bytes(b"")
     upload = begin(store)
     upload.write(b"content")
-    with pytest.raises(OSError):
+    # The disk refusing the rename is the store's failure (retryable), not a crash.
+    with pytest.raises(FileStoreUnavailable) as info:
         upload.commit(T0)
+    assert info.value.operation == "write"
     assert row_count(store) == 0
     assert staged(store) == []
 

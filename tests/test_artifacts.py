@@ -489,10 +489,9 @@ def test_records_survive_a_restart(tmp_path: Path) -> None:
     reopened = open_artifact_store(tmp_path, FixedClock(T0 + SECOND))
     assert reopened.list_run("run-1") == before
     assert [reopened.read(r.id) for r in refs] == [b"one", b"two"]
-    # The identity rule holds across the restart too.
-    assert write(RunArtifactWriter(reopened, "run-1", FixedClock(T0 + SECOND)), content=b"one") == (
-        refs[0]
-    )
+    # The identity rule holds across the restart too (the same run and conversation).
+    again = RunArtifactWriter(reopened, "run-1", FixedClock(T0 + SECOND), conversation_id="conv-1")
+    assert write(again, content=b"one") == refs[0]
     reopened.close()
 
 

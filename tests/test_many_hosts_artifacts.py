@@ -215,15 +215,25 @@ def test_three_hosts_on_one_bucket_lose_and_half_publish_no_artifact(
             # One artifact per succeeded call; the killed stream published nothing.
             assert sorted(r.name for r in records) == sorted(f"{key}.bin" for key in rest)
 
-            # The killed stream's upload is still open until a purge an hour later takes it.
+            # The killed stream's upload is judged by its last part (D362), which the server
+            # dates by its own clock: a purge at the hosts' LATER leaves it, and takes nothing
+            # any record references.
             assert len(open_uploads(s3_server, s3_bucket)) == 1
             report = alive[1].ask(f"purge {LATER.isoformat()}")
-            assert report == {"staged_uploads": 1, "content_files": 0}
-            assert open_uploads(s3_server, s3_bucket) == []
+            assert report == {"staged_uploads": 0, "content_files": 0}
             referenced = {f"{PREFIX}/sha256/{r.checksum.removeprefix('sha256:')}"
                           for r in records}
             assert bucket_keys(s3_server, s3_bucket) == referenced | {
                 f"{PREFIX}/toolhost-store.json"}
+            # An hour after its last part (by the server's clock), staging's sweep takes it.
+            [killed] = s3_server.client().list_multipart_uploads(Bucket=s3_bucket)["Uploads"]
+            parts = s3_server.client().list_parts(
+                Bucket=s3_bucket, Key=killed["Key"], UploadId=killed["UploadId"]).get("Parts", [])
+            last = max((p["LastModified"] for p in parts), default=killed["Initiated"])
+            swept, _ = verifier.content.sweep_staging(
+                last + STAGING_STALE_AFTER + dt.timedelta(minutes=1))
+            assert swept == 1
+            assert open_uploads(s3_server, s3_bucket) == []
         finally:
             verifier.close()
     finally:

@@ -129,3 +129,26 @@ def test_a_resource_link_names_the_file() -> None:
     assert link.model_dump(by_alias=True, exclude_none=True) == {
         "type": "resource_link", "uri": "toolhost://artifacts/a1", "name": "r.csv",
         "mimeType": "text/csv", "size": 9}
+
+
+def test_an_artifact_purged_between_its_record_and_its_content_is_not_found(
+    host: Host, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A purge (by another host too) that takes the record and its content after the store's
+    read found the record: the file is not there any more, which is not damage."""
+    run = host.start_run()
+    artifact_id = _write(host, run, b"the real bytes")
+    store = host.pipeline.artifacts
+    real = store.content.chunks  # type: ignore[attr-defined]
+
+    def purged_first(record: object, chunk_size: int) -> object:
+        # What purge does, records first and then the content no record references.
+        store.metadata.conn.execute(  # type: ignore[attr-defined]
+            "DELETE FROM artifacts WHERE id = ?", (artifact_id,))
+        store.content.sweep(store.metadata)  # type: ignore[attr-defined]
+        return real(record, chunk_size)
+
+    monkeypatch.setattr(store.content, "chunks", purged_first)  # type: ignore[attr-defined]
+    refused = _refused(host, run, f"toolhost://artifacts/{artifact_id}")
+    assert (refused.error.code, refused.error.message) == (
+        resources.RESOURCE_NOT_FOUND, resources.NOT_AVAILABLE)

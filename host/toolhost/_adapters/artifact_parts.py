@@ -71,8 +71,9 @@ class ArtifactMetadata(Protocol):
 
     def get(self, artifact_id: str) -> ArtifactRecord: ...
 
-    def find_live(self, run_id: str, origin: ArtifactOrigin, name: str, media_type: str,
-                  checksum: str, now: _dt.datetime) -> ArtifactRecord | None:
+    def find_live(self, run_id: str, conversation_id: str | None, principal_id: str | None,
+                  origin: ArtifactOrigin, name: str, media_type: str, checksum: str,
+                  now: _dt.datetime) -> ArtifactRecord | None:
         """The earliest record of the run with this identity live at ``now`` (UTC)."""
         ...
 

@@ -126,6 +126,8 @@ class JoinedArtifactStore:
         self,
         *,
         run_id: str,
+        conversation_id: str | None,
+        principal_id: str | None,
         origin: ArtifactOrigin,
         name: str,
         media_type: str,
@@ -133,7 +135,8 @@ class JoinedArtifactStore:
         now: _dt.datetime,
     ) -> ArtifactRecord | None:
         """See ``ArtifactStore.find_live``."""
-        return self.metadata.find_live(run_id, origin, name, media_type, checksum, as_utc(now))
+        return self.metadata.find_live(run_id, conversation_id, principal_id, origin, name,
+                                       media_type, checksum, as_utc(now))
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
         """See ``ArtifactStore.list_run``."""

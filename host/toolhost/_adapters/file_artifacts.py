@@ -8,6 +8,11 @@ streamed upload is staged beside the shards (same filesystem, so publishing is a
 hashed as it is written, never held in memory whole. Purge removes a file only inside the
 metadata's transaction that found no record referencing it (``ArtifactMetadata.sweep``), and
 a write checks inside its own that its file is still there, so the two cannot cross.
+
+The filesystem failing a write, a staging or a read (a full or read-only disk, an I/O error, a
+file size limit, no descriptor left) is ``FileStoreUnavailable``, as an object store that does
+not answer is ``S3Unavailable``: the store's outage, retryable, never the artifact's damage. A
+content file that is missing or is not a regular file is the artifact's: ``ArtifactCorrupted``.
 """
 
 from __future__ import annotations
@@ -19,18 +24,24 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from toolhost._adapters.artifact_parts import ArtifactMetadata, Place
 from toolhost._adapters.artifact_streams import StreamedUpload, VerifiedChunks
 from toolhost._adapters.system_clock import new_id
-from toolhost._model.artifacts import ArtifactCorrupted, ArtifactRecord, NewArtifact
+from toolhost._model.artifacts import (
+    ArtifactCorrupted,
+    ArtifactRecord,
+    ArtifactStoreUnavailable,
+    NewArtifact,
+)
 from toolhost._model.data_layout import make_private_dirs
 from toolhost._model.digest import sha256_checksum
 from toolhost._ports.artifacts import STAGING_STALE_AFTER
 
-__all__ = ["FileArtifactUpload", "FileContent"]
+__all__ = ["FileArtifactUpload", "FileContent", "FileStoreUnavailable"]
 
 _READ_CHUNK = 1024 * 1024
 # Staged uploads live beside the shards under a name no content address can have: content
@@ -45,6 +56,41 @@ _SHARD = re.compile(r"^[0-9a-f]{2}$")
 _OBJECT = re.compile(r"^[0-9a-f]{62}$")
 #: A content file: never through a link, and never waiting on a FIFO someone put there.
 _O_CONTENT = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileStoreUnavailable(ArtifactStoreUnavailable):
+    """The filesystem under the content did not serve a request: full, read-only, failing.
+
+    ``operation`` is what the store was doing (stage, write, read), ``problem`` the error's
+    name (``ENOSPC``, ``EIO``, ``EFBIG``) or, without an errno, the exception's class. Retryable
+    as an object store's outage is: the disk may have room or be back at the next call, and
+    nothing was published.
+    """
+
+    def __init__(self, location: Path, operation: str, problem: str) -> None:
+        super().__init__(f"the artifact store {location} is unavailable ({operation}: {problem})")
+        self.location = location
+        self.operation = operation
+        self.problem = problem
+
+
+class _NotRegular(OSError):
+    """A content path that is a link, a FIFO, a device: the artifact's damage, not the disk's."""
+
+
+@contextlib.contextmanager
+def _served(root: Path, operation: str) -> Iterator[None]:
+    """The block's OSError as the store's ``FileStoreUnavailable`` naming ``operation``."""
+    try:
+        yield
+    except OSError as exc:
+        raise _unavailable(root, operation, exc) from exc
+
+
+def _unavailable(root: Path, operation: str, exc: OSError) -> FileStoreUnavailable:
+    problem = (errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno is not None
+               else type(exc).__name__)
+    return FileStoreUnavailable(root, operation, problem)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -64,11 +110,11 @@ def _open_content(path: Path) -> IO[bytes]:
         fd = os.open(path, _O_CONTENT)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO):  # a link; a socket
-            raise OSError(f"{path.name} is not a regular file") from None
+            raise _NotRegular(f"{path.name} is not a regular file") from None
         raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
+            raise _NotRegular(f"{path.name} is not a regular file")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -115,12 +161,14 @@ class FileContent:
     def put(self, checksum: str, content: bytes) -> Place:
         """See ``ArtifactContent.put``: the file (if not there intact), and, inside the
         transaction, the file again only if a purge took it meanwhile."""
-        self.ensure(checksum, content)
+        with _served(self.root, "write"):
+            self.ensure(checksum, content)
         path = self.path(checksum)
 
         def restore() -> None:
-            if not path.exists():
-                self.ensure(checksum, content)
+            with _served(self.root, "write"):
+                if not path.exists():
+                    self.ensure(checksum, content)
 
         return restore
 
@@ -130,19 +178,24 @@ class FileContent:
             f = _open_content(self.path(record.checksum))
         except FileNotFoundError:
             raise ArtifactCorrupted(record.id, "the content file is missing") from None
-        except OSError as exc:
+        except _NotRegular as exc:
             raise ArtifactCorrupted(record.id, f"the content file is unreadable: {exc}") from exc
+        except OSError as exc:  # EACCES, EIO, EMFILE: the disk's failure, not the file's
+            raise _unavailable(self.root, "read", exc) from exc
 
         def unreadable(exc: Exception) -> Exception:
+            # A read that fails (EIO) is the disk's; bytes that are wrong are caught by the
+            # size and checksum checks, as ArtifactCorrupted.
             if isinstance(exc, OSError):
-                return ArtifactCorrupted(record.id, f"the content file is unreadable: {exc}")
+                return _unavailable(self.root, "read", exc)
             return exc
 
         return VerifiedChunks(record, f.read, f.close, chunk_size, failed=unreadable)
 
     def begin(self, new: NewArtifact, limit: int, metadata: ArtifactMetadata) -> StreamedUpload:
         """See ``ArtifactContent.begin``: a staging file, created now."""
-        return FileArtifactUpload(self, new, limit, metadata)
+        with _served(self.root, "stage"):
+            return FileArtifactUpload(self, new, limit, metadata)
 
     def sweep(self, metadata: ArtifactMetadata) -> tuple[int, int]:
         """Remove every content file no record references: (files, bytes).
@@ -248,8 +301,9 @@ class FileContent:
         return tmp, staged
 
     def unstage(self, tmp: Path) -> None:
-        """The staging file is done with: remove it if it is still there."""
-        with contextlib.suppress(FileNotFoundError):
+        """The staging file is done with: remove it if it is still there (a disk that
+        refuses even that leaves it to purge, which takes it once it is stale)."""
+        with contextlib.suppress(OSError):
             tmp.unlink()
         self.in_use.discard(tmp)
 
@@ -287,26 +341,30 @@ class FileArtifactUpload(StreamedUpload):
         self._tmp, self._file = content.stage()
 
     def _stage_chunk(self, chunk: bytes, total: int) -> None:
-        self._file.write(chunk)
-        if total - self._written_back >= _WRITEBACK_EVERY:
-            self._file.flush()  # the kernel can only write back what it was given
-            self._start_writeback(total)
+        with _served(self._content.root, "stage"):
+            self._file.write(chunk)
+            if total - self._written_back >= _WRITEBACK_EVERY:
+                self._file.flush()  # the kernel can only write back what it was given
+                self._start_writeback(total)
 
     def _staged(self, checksum: str) -> Place:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        path = self._content.path(checksum)
-        intact = path.exists() and _file_matches(path, self._written, checksum)
-        shard = self._content.shard_for(path)
+        root = self._content.root
+        with _served(root, "stage"):
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            path = self._content.path(checksum)
+            intact = path.exists() and _file_matches(path, self._written, checksum)
+            shard = self._content.shard_for(path)
         tmp = self._tmp
 
         # A failure after the rename leaves the content file at its address: harmless, it is
         # only ever the bytes its name says, and a later write of them reuses it.
         def place() -> None:
-            if not intact or not path.exists():
-                os.replace(tmp, path)
-                _fsync_dir(shard)
+            with _served(root, "write"):
+                if not intact or not path.exists():
+                    os.replace(tmp, path)
+                    _fsync_dir(shard)
 
         return place
 

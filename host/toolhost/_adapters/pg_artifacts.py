@@ -217,7 +217,8 @@ class PgArtifactMetadata:
         with self._transaction() as conn:
             _wait_for_content(conn, new.checksum)
             if reuse:
-                match = self._find_live(conn, new.run_id, new.origin, new.name,
+                match = self._find_live(conn, new.run_id, new.conversation_id,
+                                        new.principal_id, new.origin, new.name,
                                         new.media_type, new.checksum, new.created_at)
                 if match is not None:
                     if new.trust.rank < match.trust.rank:
@@ -247,11 +248,13 @@ class PgArtifactMetadata:
             raise ArtifactNotFound(artifact_id)
         return _from_row(row)
 
-    def find_live(self, run_id: str, origin: ArtifactOrigin, name: str, media_type: str,
-                  checksum: str, now: _dt.datetime) -> ArtifactRecord | None:
+    def find_live(self, run_id: str, conversation_id: str | None, principal_id: str | None,
+                  origin: ArtifactOrigin, name: str, media_type: str, checksum: str,
+                  now: _dt.datetime) -> ArtifactRecord | None:
         """See ``ArtifactMetadata.find_live``."""
         with self._connection() as conn:
-            return self._find_live(conn, run_id, origin, name, media_type, checksum, now)
+            return self._find_live(conn, run_id, conversation_id, principal_id, origin, name,
+                                   media_type, checksum, now)
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
         """See ``ArtifactStore.list_run``: ties in ``created_at`` in ``seq`` order, the order
@@ -337,16 +340,22 @@ class PgArtifactMetadata:
         with self._connection() as conn, conn.transaction():
             yield conn
 
-    def _find_live(self, conn: psycopg.Connection[Any], run_id: str, origin: ArtifactOrigin,
-                   name: str, media_type: str, checksum: str,
+    def _find_live(self, conn: psycopg.Connection[Any], run_id: str,
+                   conversation_id: str | None, principal_id: str | None,
+                   origin: ArtifactOrigin, name: str, media_type: str, checksum: str,
                    now: _dt.datetime) -> ArtifactRecord | None:
+        # As SQLite's: the conversation and principal are the identity's too, a missing one
+        # (NULL) matching a missing one only.
         identity = column_values(ArtifactRecord, {
-            "run_id": run_id, "origin": origin, "name": name, "media_type": media_type,
+            "run_id": run_id, "conversation_id": conversation_id, "principal_id": principal_id,
+            "origin": origin, "name": name, "media_type": media_type,
             "checksum": checksum, "expires_at": now,  # live: expires after now
         })
         row = conn.execute(
-            f"{_SELECT} WHERE run_id = %s AND origin = %s AND name = %s AND media_type = %s "
-            "AND checksum = %s AND (expires_at IS NULL OR expires_at > %s) "
+            f"{_SELECT} WHERE run_id = %s AND conversation_id IS NOT DISTINCT FROM %s "
+            "AND principal_id IS NOT DISTINCT FROM %s AND origin = %s AND name = %s "
+            "AND media_type = %s AND checksum = %s "
+            "AND (expires_at IS NULL OR expires_at > %s) "
             "ORDER BY created_at, id LIMIT 1",
             _stored(identity),
         ).fetchone()

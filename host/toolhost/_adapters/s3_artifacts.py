@@ -255,12 +255,17 @@ class S3Content:
         return objects, freed
 
     def sweep_staging(self, now: _dt.datetime) -> tuple[int, int]:
-        """Remove staging objects and abort multipart uploads older than STAGING_STALE_AFTER
-        before ``now`` that this instance does not have open: (uploads, bytes).
+        """Remove staging objects and abort multipart uploads untouched for
+        STAGING_STALE_AFTER before ``now`` that this instance does not have open:
+        (uploads, bytes).
 
-        The object's LastModified and the upload's Initiated are the server's record of when
-        they were made; ``now`` is the caller's instant. No tool runs for an hour, so an upload
-        that old belongs to a process that died.
+        An upload is judged by its last write, as a staged file is by its mtime: its newest
+        part's LastModified, or its Initiated while it has no part yet. Not by Initiated alone:
+        a video streams for up to its 7,200 s timeout, and another host's purge must not abort
+        an upload that is still receiving parts an hour after it began (D362). The object's
+        LastModified and a part's are the server's record; ``now`` is the caller's instant.
+        An upload that is gone by the time it is looked at (another purge aborted it, or its
+        owner completed it) is skipped, as is one whose abort finds it gone.
         """
         cutoff = now - STAGING_STALE_AFTER
         prefix = self.location.key("staging", "")
@@ -277,9 +282,12 @@ class S3Content:
             for upload in page:
                 if upload["UploadId"] in self.open_handles or upload["Initiated"] > cutoff:
                     continue
-                parts = self.call("ListParts", self.client.list_parts,
-                                  Bucket=self.location.bucket, Key=upload["Key"],
-                                  UploadId=upload["UploadId"])
+                parts = self._parts(upload["Key"], upload["UploadId"])
+                if parts is None:  # another purge aborted it, or its owner completed it
+                    continue
+                touched = max((p["LastModified"] for p in parts), default=upload["Initiated"])
+                if touched > cutoff:  # still being written: a part came within the hour
+                    continue
                 try:
                     self.client.abort_multipart_upload(
                         Bucket=self.location.bucket, Key=upload["Key"],
@@ -289,8 +297,21 @@ class S3Content:
                         continue
                     raise self.unavailable("AbortMultipartUpload", exc) from None
                 removed += 1
-                freed += sum(int(p.get("Size", 0)) for p in parts.get("Parts", []))
+                freed += sum(int(p.get("Size", 0)) for p in parts)
         return removed, freed
+
+    def _parts(self, key: str, upload_id: str) -> list[dict[str, Any]] | None:
+        """Every part of a multipart upload, or None when the upload no longer exists."""
+        parts: list[dict[str, Any]] = []
+        try:
+            for page in self.client.get_paginator("list_parts").paginate(
+                    Bucket=self.location.bucket, Key=key, UploadId=upload_id):
+                parts.extend(page.get("Parts", []))
+        except Exception as exc:
+            if _error_code(exc) in _MISSING:
+                return None
+            raise self.unavailable("ListParts", exc) from None
+        return parts
 
     def close(self) -> None:
         """Close the client if this content made it."""

@@ -153,8 +153,9 @@ class SQLiteArtifactMetadata:
         inside such a transaction, so content ``place`` finds stays until the row commits."""
         with self._transaction():
             if reuse:
-                match = self._find_live(new.run_id, new.origin, new.name, new.media_type,
-                                        new.checksum, new.created_at)
+                match = self._find_live(new.run_id, new.conversation_id, new.principal_id,
+                                        new.origin, new.name, new.media_type, new.checksum,
+                                        new.created_at)
                 if match is not None:
                     if new.trust.rank < match.trust.rank:
                         lowered = column_values(ArtifactRecord,
@@ -188,11 +189,13 @@ class SQLiteArtifactMetadata:
             raise ArtifactNotFound(artifact_id)
         return record(row)
 
-    def find_live(self, run_id: str, origin: ArtifactOrigin, name: str, media_type: str,
-                  checksum: str, now: _dt.datetime) -> ArtifactRecord | None:
+    def find_live(self, run_id: str, conversation_id: str | None, principal_id: str | None,
+                  origin: ArtifactOrigin, name: str, media_type: str, checksum: str,
+                  now: _dt.datetime) -> ArtifactRecord | None:
         """See ``ArtifactMetadata.find_live``."""
         with self._lock:
-            return self._find_live(run_id, origin, name, media_type, checksum, now)
+            return self._find_live(run_id, conversation_id, principal_id, origin, name,
+                                   media_type, checksum, now)
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:
         """See ``ArtifactStore.list_run``. Ties in ``created_at`` go in rowid order, which is
@@ -278,15 +281,21 @@ class SQLiteArtifactMetadata:
         if self._owns_connection:
             self.conn.close()
 
-    def _find_live(self, run_id: str, origin: ArtifactOrigin, name: str, media_type: str,
-                   checksum: str, now: _dt.datetime) -> ArtifactRecord | None:
+    def _find_live(self, run_id: str, conversation_id: str | None, principal_id: str | None,
+                   origin: ArtifactOrigin, name: str, media_type: str, checksum: str,
+                   now: _dt.datetime) -> ArtifactRecord | None:
+        # The conversation and principal are the identity's too: a twin of another's would be
+        # a ref its resolver refuses to the caller it was just handed to. ``IS`` matches a
+        # missing one (NULL) with a missing one only.
         identity = column_values(ArtifactRecord, {
-            "run_id": run_id, "origin": origin, "name": name, "media_type": media_type,
+            "run_id": run_id, "conversation_id": conversation_id, "principal_id": principal_id,
+            "origin": origin, "name": name, "media_type": media_type,
             "checksum": checksum, "expires_at": now,  # live: expires after now
         })
         row = self.conn.execute(
             f"SELECT {COLUMNS} FROM artifacts "
-            "WHERE run_id = ? AND origin = ? AND name = ? AND media_type = ? AND checksum = ? "
+            "WHERE run_id = ? AND conversation_id IS ? AND principal_id IS ? "
+            "AND origin = ? AND name = ? AND media_type = ? AND checksum = ? "
             "AND (expires_at IS NULL OR expires_at > ?) "
             "ORDER BY created_at, id LIMIT 1",
             tuple(identity.values()),

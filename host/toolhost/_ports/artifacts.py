@@ -24,7 +24,8 @@ __all__ = [
 #: How many records one ``list_artifacts`` page holds unless the caller asks for fewer.
 LIST_LIMIT = 100
 #: A staged upload untouched this long is abandoned (its process died): ``purge`` removes it.
-#: Every write touches it, so only an upload idle for this long (no tool's timeout is) goes.
+#: Judged by the upload's last write (a staged file's mtime, an S3 upload's newest part), never
+#: by when it began: a stream may run for its tool's whole timeout (a video's is 7,200 s).
 STAGING_STALE_AFTER = _dt.timedelta(hours=1)
 #: How many bytes one chunk of ``read_chunks`` holds at most unless the caller asks otherwise.
 READ_CHUNK = 1024 * 1024
@@ -155,12 +156,14 @@ class ArtifactStore(Protocol):
                      now: _dt.datetime) -> ArtifactRecord:
         """The identity rule, atomically: ``find_live`` at ``now``, else ``put`` created at ``now``.
 
-        When ``new.run_id`` holds a live artifact with the same origin, name, media type and
-        checksum, return it and store nothing, except that its trust is lowered to
-        ``new.trust`` if that is lower (identical bytes arriving from a less trusted source
-        must not inherit the higher trust). The twin keeps its own expiry, principal and
-        claim. Otherwise store a new artifact exactly as ``put`` would, with ``now`` (aware)
-        as its creation instant.
+        When ``new.run_id`` holds a live artifact of the same conversation and principal
+        (both possibly None) with the same origin, name, media type and checksum, return it
+        and store nothing, except that its trust is lowered to ``new.trust`` if that is lower
+        (identical bytes arriving from a less trusted source must not inherit the higher
+        trust). The twin keeps its own expiry and claim. A run id that two conversations or
+        principals share never hands one of them the other's artifact: the resolver would
+        refuse it to the caller it was returned to. Otherwise store a new artifact exactly as
+        ``put`` would, with ``now`` (aware) as its creation instant.
         """
         ...
 
@@ -213,13 +216,17 @@ class ArtifactStore(Protocol):
         self,
         *,
         run_id: str,
+        conversation_id: str | None,
+        principal_id: str | None,
         origin: ArtifactOrigin,
         name: str,
         media_type: str,
         checksum: str,
         now: _dt.datetime,
     ) -> ArtifactRecord | None:
-        """The earliest artifact of the run with this identity that is live at ``now``, if any."""
+        """The earliest artifact of the run with this identity that is live at ``now``, if any:
+        the same conversation and principal (None matching None only), origin, name, media
+        type and checksum."""
         ...
 
     def list_run(self, run_id: str) -> list[ArtifactRecord]:

@@ -90,6 +90,8 @@ def _streamed(store: ArtifactStore, chunks: list[bytes], now: dt.datetime = T0,
 def _identity(record: ArtifactRecord) -> dict[str, Any]:
     return dict(
         run_id=record.run_id,
+        conversation_id=record.conversation_id,
+        principal_id=record.principal_id,
         origin=record.origin,
         name=record.name,
         media_type=record.media_type,
@@ -391,6 +393,8 @@ class ArtifactStoreContract(ClosesItsStores):
         assert store.find_live(**_identity(record), now=T0) == record
         for field, other in [
             ("run_id", "run-2"),
+            ("conversation_id", "conv-2"),
+            ("principal_id", "bob"),
             ("origin", ArtifactOrigin.EXPORT),
             ("name", "other.txt"),
             ("media_type", "text/markdown"),
@@ -433,6 +437,31 @@ class ArtifactStoreContract(ClosesItsStores):
         assert fresh.id != first.id
         assert fresh.created_at == T0 + 10 * _SECOND  # the writer's instant, not the store's
         assert [r.id for r in store.list_run("run-1")] == [first.id, fresh.id]
+
+    def test_put_or_reuse_twins_only_within_one_conversation_and_principal(
+        self, tmp_path: Path
+    ) -> None:
+        # A run id two conversations (or principals) share must not hand one the other's
+        # artifact: its resolver would refuse the ref to the caller it was just returned to.
+        store = self.make_store(tmp_path, FixedClock(T0))
+
+        def write(conversation_id: str | None, principal_id: str | None) -> ArtifactRecord:
+            return store.put_or_reuse(NewArtifact(
+                    run_id="run-1", origin=ArtifactOrigin.EXPORT, name="a.txt",
+                    media_type="text/plain", trust=Trust.INTERNAL_TOOL,
+                    conversation_id=conversation_id, principal_id=principal_id),
+                b"hello", now=T0)
+
+        first = write("conv-1", "alice")
+        assert write("conv-1", "alice") == first
+        others = [write("conv-2", "alice"), write("conv-1", "bob"), write(None, "alice"),
+                  write("conv-1", None), write(None, None)]
+        assert len({first.id, *(r.id for r in others)}) == 6
+        for record, (conversation, principal) in zip(
+                others, [("conv-2", "alice"), ("conv-1", "bob"), (None, "alice"),
+                         ("conv-1", None), (None, None)], strict=True):
+            assert (record.conversation_id, record.principal_id) == (conversation, principal)
+            assert write(conversation, principal) == record  # each its own twin
 
     def test_put_or_reuse_only_ever_lowers_trust(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path, FixedClock(T0))

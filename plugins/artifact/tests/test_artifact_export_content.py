@@ -156,18 +156,28 @@ INVALID = "tool.invalid_arguments.invalid_name"
     "a\u2028.txt",  # LINE SEPARATOR
     "x" * 252 + ".txt",  # 256 characters: over the schema's maxLength
     "é" * 126 + ".txt",  # 130 characters, 256 bytes: the body's byte check
+    # What hides a second extension or does not survive the save on the owner's machine:
+    "invoice.pdf" + "\u3164" * 40 + ".txt",  # HANGUL FILLER padding (a letter, Lo)
+    "invoice.pdf" + "\u2000" * 40 + ".txt",  # EN QUAD: a space (Zs) that is not U+0020
+    "a\u00a0b.txt", "a\u115fb.txt", "a\u1160b.txt", "a\uffa0b.txt",
+    "report.txt.", "report.txt ", "noextension.",  # Windows drops a trailing dot or space
+    "CON", "con.txt", "NUL.txt", "Aux.md", "prn.tar.txt", "COM1.txt", "lpt9.txt", "CON .txt",
+    *(f"a{c}b.txt" for c in '<>:"|?*'),
 ])
 def test_names_the_rule_refuses(call: Call, store: Store, name: str) -> None:
     outcome = call({"content": "x", "name": name})
     assert code(outcome) == INVALID, outcome.to_json()
-    assert outcome.content == ("name must be a bare file name such as report.txt: no / or \\, "
-                               "no control characters, not starting with a dot, at most 255 "
-                               "bytes.")
+    assert outcome.content == (
+        "name must be a bare file name such as report.txt: no / or \\, no control characters, "
+        "no <>:\"|?*, no space but the plain one, not starting with a dot, not ending with a "
+        "dot or space, not a device name such as CON or NUL, at most 255 bytes.")
     assert store.rows() == 0
 
 
 @pytest.mark.parametrize("name", ["x" * 251 + ".txt", "é" * 125 + "a.txt", "a..b.txt",
-                                  "trailing dot.txt", "UPPER.TXT", "a b c.md"])
+                                  "trailing dot.txt", "UPPER.TXT", "a b c.md",
+                                  "CONSOLE.txt", "COM10.txt", "a.con.txt", "my con.txt",
+                                  "한글.txt"])
 def test_names_the_rule_accepts(call: Call, name: str) -> None:
     outcome = call({"content": "x", "name": name})
     assert outcome.ok, outcome.to_json()
@@ -175,7 +185,7 @@ def test_names_the_rule_accepts(call: Call, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["image.png", "report.pdf", "archive.tar.gz", "README",
-                                  "noextension.", "data.bin"])
+                                  "noextension", "data.bin"])
 def test_a_name_whose_type_is_not_text_is_refused(call: Call, store: Store, name: str) -> None:
     outcome = call({"content": "x", "name": name})
     assert code(outcome) == "tool.invalid_arguments.name_not_text"

@@ -44,15 +44,16 @@ def test_the_ref_describes_the_exact_bytes(
 
 def test_the_text_lines_exact(call: Call, root: Path) -> None:
     (root / "r.txt").write_bytes(b"x")
-    (root / 'say "hi".md').write_bytes(b"12345")
+    # A double quote is no longer a name the rule hands over (D361): Windows refuses it.
+    (root / "say 'hi'.md").write_bytes(b"12345")
 
     v1 = call({"path": "r.txt"}, version="1.0.0")
-    v2 = call({"path": 'say "hi".md'}, version="2.0.0")
+    v2 = call({"path": "say 'hi'.md"}, version="2.0.0")
 
     assert v1.structured is not None and v2.structured is not None
     assert v1.content == f'Exported "r.txt": 1 byte, text/plain, artifact {v1.structured["id"]}.'
     assert v2.content == (
-        'Exported "say \\"hi\\".md" (5 bytes, text/markdown). It is attached to your reply.')
+        'Exported "say \'hi\'.md" (5 bytes, text/markdown). It is attached to your reply.')
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -7,6 +7,14 @@ the bidirectional overrides and zero-width characters that make ``txt.exe`` disp
 (a hidden file on the owner's machine); at least one character and at most 255 bytes of UTF-8
 (a file name's limit on common filesystems).
 
+And what would hide the name's real extension from the owner or not survive the save on their
+machine (D361): no space but the plain one (U+0020; the other Zs and the Hangul fillers, which
+draw as blanks, pad ``invoice.pdf`` so far from a final ``.exe`` that a file dialog cuts it
+off); no ``<>:"|?*`` (refused by Windows); no trailing dot or space (Windows drops them, so the
+saved file is not the name shown); not a Windows device name (``CON``, ``PRN``, ``AUX``,
+``NUL``, ``COM1``-``COM9``, ``LPT1``-``LPT9``, in any case, with or without an extension),
+which opens a device rather than saves a file there.
+
 The input schema says as much of this as JSON Schema can (``PATTERN``, and the length in
 characters); ``problem`` is the whole rule, and the body applies it whatever the schema let
 through (``$`` in a pattern also matches before a final newline).
@@ -28,6 +36,13 @@ PATTERN = r"^[^./\\\x00-\x1f\x7f-\x9f][^/\\\x00-\x1f\x7f-\x9f]*$"
 # Characters a name may not hold, by Unicode category: controls, format characters, and the
 # line and paragraph separators.
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# Letters (Lo) that draw as nothing: the Hangul fillers.
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+# What Windows refuses in a file name (the slashes and controls are refused above).
+_WINDOWS_REFUSED = frozenset('<>:"|?*')
+# The names Windows keeps for devices, whatever follows the first dot.
+_DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+                      *(f"LPT{i}" for i in range(1, 10))})
 
 
 def problem(name: str) -> str | None:
@@ -40,6 +55,15 @@ def problem(name: str) -> str | None:
         return "contains a slash or backslash"
     if any(unicodedata.category(c) in _REFUSED_CATEGORIES for c in name):
         return "contains a control, format or separator character"
+    if any(c in _BLANK_LETTERS or (c != " " and unicodedata.category(c) == "Zs")
+           for c in name):
+        return "contains a space other than U+0020 or a blank filler"
+    if any(c in _WINDOWS_REFUSED for c in name):
+        return 'contains one of <>:"|?*'
+    if name.endswith((".", " ")):
+        return "ends with a dot or a space"
+    if name.split(".", 1)[0].rstrip(" ").upper() in _DEVICES:
+        return "is a Windows device name"
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         return f"longer than {MAX_NAME_BYTES} bytes of UTF-8"
     return None

@@ -1,0 +1,123 @@
+"""A local artifact store whose disk fails (full, read-only, failing, over a file size limit) is
+the store's outage, ``FileStoreUnavailable``, an ``ArtifactStoreUnavailable`` as an object
+store's is: the pipeline then answers the host's retryable ARTIFACT_STORE failure rather than
+INTERNAL_UNEXPECTED. A content file that is missing or not a regular file stays the artifact's
+damage (``ArtifactCorrupted``).
+
+The disk's failure is real where a test can make one: RLIMIT_FSIZE makes the kernel refuse a
+write past the limit with EFBIG, as a full disk refuses it with ENOSPC.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import resource
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_artifact_stream import blob_path, row_count, staged
+
+from toolhost._adapters import file_artifacts
+from toolhost._adapters.file_artifacts import FileStoreUnavailable
+from toolhost._adapters.sqlite_artifacts import SQLiteArtifactStore, open_artifact_store
+from toolhost._model.artifacts import (
+    ArtifactCorrupted,
+    ArtifactOrigin,
+    ArtifactStoreUnavailable,
+    NewArtifact,
+)
+from toolhost._model.spec import Trust
+from toolhost._testing.artifact_store_contract import T0
+from toolhost._testing.clocks import FixedClock
+
+LIMIT = 1024 * 1024
+BIG = b"x" * (2 * LIMIT)
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past ``limit`` bytes fail with EFBIG (not SIGXFSZ) in this process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteArtifactStore]:
+    s = open_artifact_store(tmp_path / "data", FixedClock(T0))
+    yield s
+    s.close()
+
+
+def _new() -> NewArtifact:
+    return NewArtifact(run_id="run-1", origin=ArtifactOrigin.EXPORT, name="big.bin",
+                       media_type="application/octet-stream", trust=Trust.INTERNAL_TOOL)
+
+
+def test_a_put_the_disk_refuses_is_the_store_unavailable(store: SQLiteArtifactStore) -> None:
+    with file_size_limit(LIMIT), pytest.raises(FileStoreUnavailable) as info:
+        store.put_or_reuse(_new(), BIG, now=T0)
+    assert isinstance(info.value, ArtifactStoreUnavailable)
+    assert (info.value.operation, info.value.problem) == ("write", "EFBIG")
+    assert row_count(store) == 0
+    # The disk back, the same write succeeds: retrying was right.
+    assert store.read(store.put_or_reuse(_new(), BIG, now=T0).id) == BIG
+
+
+def test_a_stream_the_disk_refuses_is_the_store_unavailable(store: SQLiteArtifactStore) -> None:
+    upload = store.begin(_new(), max_bytes=len(BIG))
+    with file_size_limit(LIMIT), pytest.raises(FileStoreUnavailable) as info:
+        for _ in range(2):
+            upload.write(BIG[:LIMIT])
+            upload._file.flush()  # type: ignore[attr-defined]  # what reaches the disk now
+    assert (info.value.operation, info.value.problem) == ("stage", "EFBIG")
+    assert row_count(store) == 0
+    assert staged(store) == []
+
+
+def test_a_stream_that_cannot_stage_is_the_store_unavailable(
+    store: SQLiteArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_room(self: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(file_artifacts.FileContent, "stage", no_room)
+    with pytest.raises(FileStoreUnavailable) as info:
+        store.begin(_new(), max_bytes=10)
+    assert (info.value.operation, info.value.problem) == ("stage", "ENOSPC")
+
+
+def test_a_read_the_disk_fails_is_the_store_unavailable_not_damage(
+    store: SQLiteArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = store.put(_new(), b"stored bytes")
+    real_open = file_artifacts._open_content
+
+    class Failing:
+        def __init__(self, path: Path) -> None:
+            self._f = real_open(path)
+
+        def read(self, n: int) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+        def close(self) -> None:
+            self._f.close()
+
+    monkeypatch.setattr(file_artifacts, "_open_content", Failing)
+    with pytest.raises(FileStoreUnavailable) as info:
+        store.read(record.id)
+    assert (info.value.operation, info.value.problem) == ("read", "EIO")
+    monkeypatch.undo()
+    # A missing content file is still the artifact's damage.
+    blob_path(store, record.checksum).unlink()
+    with pytest.raises(ArtifactCorrupted):
+        store.read(record.id)
