@@ -1052,3 +1052,54 @@ def test_bytes_another_process_writes_into_the_temp_file_are_not_stamped_ours(
     # A write nobody touches is still stamped.
     handle.write("notes.md", b"benign notes\n")
     assert handle.provenance("notes.md") is Provenance.TOOL_WRITTEN
+
+
+def test_a_write_that_fails_after_close_removes_its_directories_in_the_workspace_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run ended while an abandoned tool's write was failing: the directories the write
+    made are removed through the workspace's own root fd, never through its number reused by
+    another open once the handle let it go (a review's repro removed another directory)."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "victim" / "newdir").mkdir(parents=True)
+    handle = WorkspaceHandle(tmp_path / "ws")
+    with handle._root_fd() as root_fd:
+        pass
+    failing, closed = threading.Event(), threading.Event()
+    real_fsync, real_close = os.fsync, os.close
+    reused: list[int] = []
+
+    def fsync(fd: int) -> None:
+        if fd != root_fd and not failing.is_set():
+            failing.set()
+            closed.wait(10)
+            raise OSError(errno.EIO, "the disk failed")
+        real_fsync(fd)
+
+    def close(fd: int) -> None:
+        real_close(fd)
+        if fd == root_fd and threading.current_thread() is not threading.main_thread():
+            # Another thread's open lands in the gap, as the kernel hands out the lowest number.
+            reused.append(os.open(tmp_path / "victim", os.O_RDONLY | os.O_DIRECTORY))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "close", close)
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            handle.write("newdir/f.txt", b"x")
+        except BaseException as exc:
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert failing.wait(10)
+    handle.close()
+    closed.set()
+    writer.join(10)
+    monkeypatch.undo()
+    for fd in reused:
+        os.close(fd)
+    assert errors and isinstance(errors[0], (OSError, WorkspaceUnavailable))
+    assert (tmp_path / "victim" / "newdir").is_dir()
+    assert not (tmp_path / "ws" / "newdir").exists()

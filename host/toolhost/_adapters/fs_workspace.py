@@ -641,20 +641,22 @@ class WorkspaceHandle:
         removes only an empty directory and never follows a symlink)."""
         fds: list[int] = []
         made: list[tuple[int, str]] = []
-        try:
-            with self._root_fd() as fd:
+        # The removal runs inside the root fd's block: a handle closed meanwhile lets the
+        # root fd go when the block ends, and its number could name another directory by then.
+        with self._root_fd() as fd:
+            try:
                 for name in parts[:-1]:
                     fd = _open_dir(name, fd, create=create, made=made)
                     fds.append(fd)
                 yield fd
-        except BaseException:
-            for parent_fd, name in reversed(made):
-                with contextlib.suppress(OSError):
-                    os.rmdir(name, dir_fd=parent_fd)
-            raise
-        finally:
-            for opened in fds:
-                os.close(opened)
+            except BaseException:
+                for parent_fd, name in reversed(made):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(name, dir_fd=parent_fd)
+                raise
+            finally:
+                for opened in fds:
+                    os.close(opened)
 
     # ------------------------------------------------------------- read
 

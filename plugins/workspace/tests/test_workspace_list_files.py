@@ -152,6 +152,28 @@ def test_the_real_cap_truncates_at_1000_from_the_tail(call: Call, root: Path) ->
     assert exact.structured is not None and exact.structured["truncated"] is False
 
 
+def test_long_paths_are_cut_from_the_tail_before_the_byte_bound_not_excerpted(
+        call: Call, root: Path) -> None:
+    """Paths of a thousand bytes pass maximum_output_bytes long before 1000 entries: the
+    listing is still a prefix with truncated true, never the pipeline's excerpt of it."""
+    deep = root.joinpath(*["d" * 200] * 4)
+    deep.mkdir(parents=True)
+    for i in range(400):
+        (deep / f"{i:03d}{'f' * 200}").write_bytes(b"")
+    whole = oracle(root, recursive=True)
+    outcome = call("workspace.list_files", recursive=True)
+    listed = paths(outcome)
+    assert not outcome.truncated  # no excerpt: the structured result is whole
+    assert outcome.structured is not None and outcome.structured["truncated"] is True
+    assert 100 < len(listed) < len(whole) and listed == whole[:len(listed)]
+    limit = list_files.SPEC.maximum_output_bytes
+    measured = json.dumps(outcome.structured, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False).encode()
+    assert len(measured) <= limit and len(outcome.content.encode()) <= limit
+    assert outcome.content.endswith(f"these are the first {len(listed)} entries in bytewise "
+                                    "order; list a subdirectory to see the rest.")
+
+
 def test_recursive_truncation_is_a_prefix_across_directories(call: Call, root: Path) -> None:
     for d in ("a", "a-b", "b"):
         (root / d).mkdir()
@@ -162,27 +184,20 @@ def test_recursive_truncation_is_a_prefix_across_directories(call: Call, root: P
     assert paths(call("workspace.list_files", recursive=True)) == whole[:1000]
 
 
-def test_a_recursive_listing_of_the_deepest_tree(
-    toolhost_host: Harness, call: Call, run: Run, root: Path
-) -> None:
+def test_a_recursive_listing_of_the_deepest_tree(call: Call, root: Path) -> None:
     try:
         assert call("workspace.write_text", path="/".join(["a"] * 2048), content="x").ok
         outcome = call("workspace.list_files", recursive=True)
-        assert outcome.ok, outcome.to_json()
-        # A thousand paths of up to 2000 characters are over list_files' 262144-byte limit,
-        # so step 12 excerpts the text and keeps the whole listing as an artifact.
-        assert outcome.truncated and outcome.structured is None
-        assert len(outcome.artifacts) == 1
-        # The artifact is a captured tool output, which no tool may read back, so the whole
-        # listing is checked on the body's own result over the same run's workspace.
-        body = toolhost_host.run_body("workspace.list_files", {"path": "", "recursive": True},
-                                      context=toolhost_host.context(run=run))
-        assert body.structured is not None
-        whole = body.structured
-        assert [e["path"] for e in whole["entries"]] == ["/".join(["a"] * n)
-                                                         for n in range(1, 1001)]
-        assert whole["truncated"] is True
-        assert len(json.dumps(whole).encode()) > list_files.SPEC.maximum_output_bytes
+        # A thousand paths of up to 2000 characters are over list_files' 262144-byte limit:
+        # the listing stops at the last entry that fits, a prefix marked truncated, rather
+        # than be excerpted by step 12 in the middle of a path.
+        listed = paths(outcome)
+        assert not outcome.truncated and not outcome.artifacts
+        assert outcome.structured is not None and outcome.structured["truncated"] is True
+        assert 100 < len(listed) < 1000
+        assert listed == ["/".join(["a"] * n) for n in range(1, len(listed) + 1)]
+        measured = json.dumps(outcome.structured, sort_keys=True, separators=(",", ":"))
+        assert len(measured.encode()) <= list_files.SPEC.maximum_output_bytes
     finally:
         remove_tree(root / "a")
 

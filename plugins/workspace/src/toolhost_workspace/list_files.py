@@ -56,6 +56,11 @@ def _line(entry: Mapping[str, Any]) -> str:
     return f"file {_quoted(entry['path'])} {size} {'byte' if size == 1 else 'bytes'}"
 
 
+def _truncated_line(count: int) -> str:
+    return (f"Truncated: these are the first {count} entries in bytewise order; "
+            f"list a subdirectory to see the rest.")
+
+
 def _render(path: str, entries: list[dict[str, Any]], truncated: bool) -> str:
     """What the model reads: one line an entry, then a line saying the listing was cut."""
     if not entries:
@@ -63,9 +68,31 @@ def _render(path: str, entries: list[dict[str, Any]], truncated: bool) -> str:
         return f"No entries under {where}."
     lines = [_line(e) for e in entries]
     if truncated:
-        lines.append(f"Truncated: these are the first {len(entries)} entries in bytewise order; "
-                     f"list a subdirectory to see the rest.")
+        lines.append(_truncated_line(len(entries)))
     return "\n".join(lines)
+
+
+def _canonical_size(value: Any) -> int:
+    # As the pipeline measures a structured result: sorted keys, no spaces, UTF-8.
+    return len(json.dumps(value, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False).encode("utf-8"))
+
+
+def _fitting(path: str, entries: list[dict[str, Any]]) -> int:
+    """How many of ``entries`` (from the first) fit in maximum_output_bytes, the structured
+    result and the text each measured whole as the pipeline measures them, with the line
+    saying the rest was cut: long paths pass the byte bound before LIMIT entries do, and the
+    pipeline's excerpt would then cut the listing in the middle, not drop its tail."""
+    limit = SPEC.maximum_output_bytes
+    structured = _canonical_size({"entries": [], "path": path, "truncated": True})
+    text = 0
+    for count, entry in enumerate(entries):
+        structured += _canonical_size(entry) + (1 if count else 0)
+        text += len(_line(entry).encode("utf-8")) + 1
+        cut = len(_truncated_line(count + 1).encode("utf-8"))
+        if structured > limit or text + cut > limit:
+            return count
+    return len(entries)
 
 
 def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
@@ -83,14 +110,17 @@ def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
     entries = [
         {"path": e.path, "kind": e.kind, "byte_count": e.byte_count} for e in listing.entries
     ]
+    truncated = listing.truncated
+    if (fitting := _fitting(path, entries)) < len(entries):
+        entries, truncated = entries[:fitting], True
     # INTERNAL_TOOL only when every entry returned is TOOL_WRITTEN. all() stops at the first
     # that is not, which is the common case, so this costs one lookup there. A directory has no
     # provenance record (the handle stamps files), so any listing with a directory is
     # EXTERNAL_UNTRUSTED. An empty listing is INTERNAL_TOOL: it carries no name from disk.
-    trusted = all(workspace.provenance(e.path) is Provenance.TOOL_WRITTEN for e in listing.entries)
+    trusted = all(workspace.provenance(e["path"]) is Provenance.TOOL_WRITTEN for e in entries)
     return ToolOutput(
-        structured={"path": path, "entries": entries, "truncated": listing.truncated},
-        content=_render(path, entries, listing.truncated),
+        structured={"path": path, "entries": entries, "truncated": truncated},
+        content=_render(path, entries, truncated),
         output_trust=Trust.INTERNAL_TOOL if trusted else Trust.EXTERNAL_UNTRUSTED,
     )
 
