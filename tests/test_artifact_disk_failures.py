@@ -10,10 +10,7 @@ write past the limit with EFBIG, as a full disk refuses it with ENOSPC.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import resource
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,22 +30,10 @@ from toolhost._model.artifacts import (
 from toolhost._model.spec import Trust
 from toolhost._testing.artifact_store_contract import T0
 from toolhost._testing.clocks import FixedClock
+from toolhost.testing import file_size_limit
 
 LIMIT = 1024 * 1024
 BIG = b"x" * (2 * LIMIT)
-
-
-@contextlib.contextmanager
-def file_size_limit(limit: int) -> Iterator[None]:
-    """Writes past ``limit`` bytes fail with EFBIG (not SIGXFSZ) in this process."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous)
 
 
 @pytest.fixture

@@ -111,6 +111,7 @@ TESTING_ALL = [
     "SwappingWorkspace",
     "WatchedChunks",
     "contributions_of",
+    "file_size_limit",
     "find_ambient_reads",
     "host_for",
     "load_plugins",

@@ -79,6 +79,7 @@ from toolhost._testing.artifact_store_contract import ArtifactStoreContract
 from toolhost._testing.cli import run_toolhost, toolhost_command
 from toolhost._testing.clocks import DEFAULT_INSTANT, ClockExhausted, FixedClock, ScriptedClock
 from toolhost._testing.contracts import ClockContract, InvocationStoreContract
+from toolhost._testing.disks import file_size_limit
 
 # A hook of this pytest plugin (pytest finds it by name), not a name for tests to import.
 from toolhost._testing.hypothesis_profile import pytest_configure as pytest_configure
@@ -123,6 +124,7 @@ __all__ = [
     "SwappingWorkspace",
     "WatchedChunks",
     "contributions_of",
+    "file_size_limit",
     "find_ambient_reads",
     "host_for",
     "load_plugins",

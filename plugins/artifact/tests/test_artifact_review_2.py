@@ -6,33 +6,16 @@ store whose disk fails is the host's retryable ARTIFACT_STORE failure as an obje
 
 from __future__ import annotations
 
-import contextlib
 import os
-import resource
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from artifact_support import TOOL, Store
 from toolhost import ArtifactRef, OutcomeStatus
-from toolhost.testing import Harness
+from toolhost.testing import Harness, file_size_limit
 from toolhost_artifact import names
 from toolhost_artifact.result import ATTACH_LIMIT, attached_line
-
-
-@contextlib.contextmanager
-def file_size_limit(limit: int) -> Iterator[None]:
-    """Writes past ``limit`` bytes fail with EFBIG in this process, as on a full disk."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous)
 
 
 @pytest.mark.parametrize("version", ["1.0.0", "2.0.0"])

@@ -10,27 +10,10 @@ the limit with EFBIG, as a full disk refuses it with ENOSPC.
 
 from __future__ import annotations
 
-import contextlib
-import resource
-import signal
-from collections.abc import Iterator
-
 from media_support import PNG, FakeTensorScale, call, sized
-from toolhost.testing import Harness
+from toolhost.testing import Harness, file_size_limit
 
 CHARGED = "been charged"
-
-
-@contextlib.contextmanager
-def file_size_limit(limit: int) -> Iterator[None]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous)
 
 
 def test_a_full_local_disk_after_the_provider_answered_warns_of_a_charge(
