@@ -24,9 +24,10 @@ from toolhost._mcp.http_auth import TokenFile
 from toolhost._mcp.http_front import FrontDoor, HttpPolicy
 
 #: The largest body of these doors: a principal's bodies in flight hold at most twice that.
-LARGEST = 10
-#: A body of exactly LARGEST bytes that the door reads as JSON (a notification: no answer due).
-FULL = b'{"m":1234}'
+LARGEST = 40
+#: A body of exactly LARGEST bytes that the door reads as a JSON-RPC message (a notification:
+#: no answer due; the door refuses what is not one, D368).
+FULL = b'{"jsonrpc":"2.0","method":"notes/hello"}'
 assert len(FULL) == LARGEST
 
 
@@ -120,10 +121,10 @@ def test_a_chunked_body_is_counted_as_it_arrives() -> None:
     async def scenario() -> None:
         app = HeldApp()
         door = door_for(app)
-        async with in_flight(post(door, [FULL]), post(door, [b'{"a":', b"12}"],
-                                                      declared=False)) as held:
+        chunked = [b'{"jsonrpc":"2.0",', b'"method":"notes/one"}']
+        async with in_flight(post(door, [FULL]), post(door, chunked, declared=False)) as held:
             await app.holding(2)
-            # 18 held: 2 more fit, 3 more would pass 20: refused there, the rest unread.
+            # 78 held: 2 more fit, 3 more would pass 80: refused there, the rest unread.
             status, _, read = await post(door, [b'{"', b'b":', b"1}"], declared=False)
             assert (status, read) == (429, 2)
             app.release.set()

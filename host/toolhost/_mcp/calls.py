@@ -282,9 +282,13 @@ class ToolCalls:
                 # Within the call: it runs in the session's run (its workspace and deadline),
                 # with this request's own cancellation.
                 with _request_run(run) as call_run:
-                    outcome = await _cancellable(
-                        self._host.approve(record.id, approver, run=call_run),
-                        call_run.cancellation.cancel)
+                    try:
+                        outcome = await _cancellable(
+                            self._host.approve(record.id, approver, run=call_run),
+                            call_run.cancellation.cancel)
+                    except asyncio.CancelledError:
+                        self._forget_cancelled(session, record.id)
+                        raise
                 return self._deliver(session, outcome)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
@@ -297,6 +301,20 @@ class ToolCalls:
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
         return self._deliver(session, self._host.recorded(record.id))
+
+    def _forget_cancelled(self, session: Session, invocation_id: str) -> None:
+        """An approved call its client cancelled while it ran: a row that recorded the
+        cancellation is never replayed in this session. The client ended that call itself and
+        knows it; an identical call after it is a new call, asked again (D371), not the
+        cancellation handed back. A row that finished within the grace keeps its one replay
+        (D38): its effect happened, and running it again would repeat it."""
+        try:
+            record = self._host.row(invocation_id)
+        except Exception:  # the record away: the replay, if any, reads it later
+            return
+        if record.reason_code == core_messages.RUN_CANCELLED:
+            session.delivered.add(invocation_id)
+            session.held.discard(invocation_id)
 
     async def _waiting(self, asking: Awaitable[Decision]) -> Decision:
         """The person's answer, while the call counts as waiting for an approval (the

@@ -16,9 +16,11 @@ In order, for each request:
 4. A POST's body, read up to ``TOOLHOST_HTTP_MAX_BODY_BYTES`` (``413`` past it) and within
    its principal's body budget (twice that, over all its requests in flight: ``429`` past it,
    D333), then: a
-   request with an unusable id is ``-32600`` (``400``), as on stdio; a ``tools/call`` takes one
-   of its principal's ``TOOLHOST_HTTP_MAX_CALLS`` slots, or is ``429`` with ``Retry-After``
-   before any row is written.
+   request with an unusable id, a batch, or any frame stdio would not read is ``-32600``
+   (``400``), as on stdio; a ``tools/call`` takes one of its principal's
+   ``TOOLHOST_HTTP_MAX_CALLS`` slots, or is ``429`` with ``Retry-After`` before any row is
+   written. The slot is held until the call ends, not only while its request is open
+   (``CallSlot``): a client that drops the POST has not cancelled the call.
 
 The request then reaches the SDK's app with the caller in its scope: ``scope["user"]`` in the
 SDK's own type, so the SDK binds each session to the credential that opened it (another token
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import ipaddress
 import json
 import sys
@@ -39,9 +42,11 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 import attrs
+import mcp.types as types
 import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from pydantic import ValidationError
 
 from toolhost._composition import METRICS_CONTENT_TYPE, RoutesUnavailable, get_logger
 from toolhost._mcp.descriptors import OncePerInterval, running_short
@@ -50,8 +55,19 @@ from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
 from toolhost._mcp.http_introspection import IntrospectionBusy, TokenIntrospector
 from toolhost._mcp.http_routes import NotServedHere, Router, route_key
 
-__all__ = ["CALLER_KEY", "OPENING_KEY", "FrontDoor", "HttpPolicy", "Opening", "host_allowed",
-           "origin_allowed"]
+__all__ = [
+    "BUSY_MESSAGE",
+    "CALLER_KEY",
+    "CALL_SLOT_KEY",
+    "OPENING_KEY",
+    "CallSlot",
+    "FrontDoor",
+    "HttpPolicy",
+    "Opening",
+    "handler_slot",
+    "host_allowed",
+    "origin_allowed",
+]
 
 #: Introspection requests to the issuer at once, and how long a request waits for its
 #: token's answer before it is refused (401).
@@ -65,6 +81,8 @@ INTROSPECTION_QUEUE = 32
 CALLER_KEY = "toolhost.caller"
 #: Where an authenticated ``initialize`` carries its ``Opening`` to the SDK's handler.
 OPENING_KEY = "toolhost.opening"
+#: Where a ``tools/call`` carries its ``CallSlot`` to the call's handler.
+CALL_SLOT_KEY = "toolhost.call_slot"
 #: The answers a refused request gets: static, and short.
 _TEXT = "text/plain; charset=utf-8"
 
@@ -309,10 +327,13 @@ class FrontDoor:
             await _json_bytes(send, 400, error_for_frame(ValueError()).model_dump_json(
                 by_alias=True, exclude_unset=True).encode("utf-8"))
             return
-        if has_unusable_id(frame):
-            reply = error_for_frame(UnusableRequestId())
+        unreadable = _unreadable(frame)
+        if unreadable is not None:
+            # Answered as stdio answers it (D84, D368): the SDK's own answer to a batch or a
+            # frame without "jsonrpc" was -32602 with its validator's whole report.
+            reply = error_for_frame(unreadable)
             self._log.warning("mcp.frame.rejected", code=reply.error.code,
-                              error=UnusableRequestId.__name__)
+                              error=type(unreadable).__name__)
             await _json_bytes(send, 400, reply.model_dump_json(
                 by_alias=True, exclude_unset=True).encode("utf-8"))
             return
@@ -356,7 +377,11 @@ class FrontDoor:
                 self.refused["too_many_calls"] += 1
                 await _json(send, 429, _busy_reply(frame), retry_after="1")
                 return
-            held = self._counting(principal)
+            # Held by this request and by the call's handler (``CallSlot``): the call keeps
+            # its slot after a client drops the POST, for as long as it runs.
+            slot = CallSlot(self._calls, principal, functools.partial(self._at_cap, principal))
+            scope = {**scope, CALL_SLOT_KEY: slot}
+            held = slot.held()
         with held:
             await self._app(scope, _replay(body, receive), send)
 
@@ -604,6 +629,74 @@ def _counted(counts: collections.Counter[str], principal: str) -> Iterator[None]
             del counts[principal]
 
 
+class CallSlot:
+    """A ``tools/call``'s place among its principal's ``TOOLHOST_HTTP_MAX_CALLS`` (one in
+    ``counts``): held by the front door while the request lasts and by the call's handler
+    while the call runs (``held``), given back when neither holds it.
+
+    Why both: the SDK runs a call to its end after the client dropped its POST (in MCP's
+    streamable HTTP a disconnect is not a cancellation; ``notifications/cancelled`` is), so a
+    slot held for the request alone let one token run any number of calls at once by
+    dropping each POST, and a stopping server did not wait for them (D366). Why the request
+    too: a request the SDK refuses never reaches a handler. A handler that starts after its
+    request is over (dropped before the call was dispatched) takes the slot again only while
+    the principal is under its cap (``adopt``)."""
+
+    def __init__(self, counts: collections.Counter[str], principal: str,
+                 at_cap: Callable[[], bool]) -> None:
+        self._counts = counts
+        self._principal = principal
+        self._at_cap = at_cap
+        self._holders = 0
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The slot held while entered (counted once, however many hold it)."""
+        if not self._holders:
+            self._counts[self._principal] += 1
+        self._holders += 1
+        try:
+            yield
+        finally:
+            self._holders -= 1
+            if not self._holders:
+                self._counts[self._principal] -= 1
+                if not self._counts[self._principal]:
+                    del self._counts[self._principal]
+
+    def adopt(self) -> contextlib.AbstractContextManager[None] | None:
+        """The handler's hold on the slot, or None: its request is over and the principal has
+        as many calls running as it may meanwhile (the call is refused, as its request would
+        have been)."""
+        if not self._holders and self._at_cap():
+            return None
+        return self.held()
+
+
+def handler_slot(request: Any) -> contextlib.AbstractContextManager[None] | None:
+    """What a ``tools/call`` handler holds while its call runs: the slot the front door took
+    for it (``CallSlot.adopt``), nothing for a call that took none (stdio, the inbox's), or
+    None when the call may not run (its principal is at its cap)."""
+    scope = getattr(request, "scope", None) or {}
+    slot = scope.get(CALL_SLOT_KEY)
+    if not isinstance(slot, CallSlot):
+        return contextlib.nullcontext()
+    return slot.adopt()
+
+
+def _unreadable(frame: Any) -> ValueError | None:
+    """Why a decoded body is not one JSON-RPC message stdio would read (``frames``), or None:
+    a request with an unusable id, a batch (MCP has none since 2025-06-18), a frame without
+    ``"jsonrpc": "2.0"`` or any other shape the protocol's parse refuses."""
+    if has_unusable_id(frame):
+        return UnusableRequestId("a request id must be a string or an integer")
+    try:
+        types.jsonrpc_message_adapter.validate_python(frame, by_name=False)
+    except ValidationError as exc:
+        return exc
+    return None
+
+
 class Opening:
     """An authenticated ``initialize`` on its way to becoming a session: one of its
     principal's in ``counts`` (``_counted``) until the session is open (``SessionEnds`` calls
@@ -646,10 +739,13 @@ def _stopping_reply(frame: Any) -> dict[str, Any]:
         "code": -32000, "message": "The server is stopping. Retry in a moment."}}
 
 
+#: What a ``tools/call`` past its principal's ``TOOLHOST_HTTP_MAX_CALLS`` is answered.
+BUSY_MESSAGE: Final = "Too many calls are running for this principal. Retry later."
+
+
 def _busy_reply(frame: Any) -> dict[str, Any]:
     rid = frame.get("id") if isinstance(frame, dict) else None
-    return {"jsonrpc": "2.0", "id": rid, "error": {
-        "code": -32000, "message": "Too many calls are running for this principal. Retry later."}}
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BUSY_MESSAGE}}
 
 
 class _OverBudget(Exception):

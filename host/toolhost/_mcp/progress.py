@@ -27,7 +27,7 @@ from typing import Any
 
 from toolhost._composition import Progress, get_logger, reporting
 
-__all__ = ["FLUSH_S", "request_progress"]
+__all__ = ["FLUSH_S", "MAX_TOKEN", "request_progress", "usable_token"]
 
 #: How long a finished call's queued notifications have to go out before its answer does.
 FLUSH_S = 1.0
@@ -35,7 +35,21 @@ FLUSH_S = 1.0
 #: by a later one anyway).
 _QUEUE = 16
 
+#: The longest progress token (a string's characters, an integer's digits) a client gets
+#: progress for; a longer one gets none.
+MAX_TOKEN = 256
+
 Send = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+def usable_token(token: object) -> bool:
+    """Whether ``token`` is a progress token this server echoes: MCP's ``string | integer``,
+    at most MAX_TOKEN characters or digits."""
+    if isinstance(token, str):
+        return len(token) <= MAX_TOKEN
+    # Compared, not str()-ed: a Python int of thousands of digits refuses to become text.
+    return (isinstance(token, int) and not isinstance(token, bool)
+            and abs(token) < 10 ** MAX_TOKEN)
 
 
 class _Pump:
@@ -100,7 +114,14 @@ async def request_progress(ctx: Any) -> AsyncIterator[None]:
 
     ``ctx`` is the SDK's ``ServerRequestContext`` of the ``tools/call``."""
     meta = ctx.meta or {}
-    if meta.get("progress_token") is None:
+    token = meta.get("progress_token")
+    if token is None:
+        yield
+        return
+    if not usable_token(token):
+        # Echoed in every notification: a token of megabytes cost that much a tick. Progress
+        # is the server's to send or not (MCP: "MAY"); the call itself runs (D370).
+        get_logger().info("mcp.progress_token_refused", kind=type(token).__name__)
         yield
         return
     pump = _Pump(ctx.session.report_progress, asyncio.get_running_loop())

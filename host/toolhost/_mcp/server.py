@@ -60,12 +60,13 @@ from toolhost._mcp.descriptors import (
     raise_limit,
 )
 from toolhost._mcp.frames import FrameErrorReplies
+from toolhost._mcp.http_front import BUSY_MESSAGE, handler_slot
 from toolhost._mcp.progress import request_progress
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
 from toolhost._mcp.roster import ServedRoster
 from toolhost._mcp.sessions import SessionEnds, Sessions
-from toolhost._mcp.transport import stdio_streams
+from toolhost._mcp.transport import in_flight, stdio_streams
 
 if TYPE_CHECKING:
     from toolhost._mcp.http_routes import Router
@@ -121,9 +122,15 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig, 
     async def on_call_tool(ctx: ServerRequestContext[Any, Any],
                            params: types.CallToolRequestParams) -> (
             types.CallToolResult | types.InputRequiredResult):
+        # Over HTTP the call holds its principal's slot until it ends, not only while its
+        # POST is open: a client that drops the POST has not cancelled the call (D366).
+        slot = handler_slot(ctx.request)
+        if slot is None:
+            raise MCPError(code=-32000, message=BUSY_MESSAGE)
         try:
-            async with request_progress(ctx):  # notifications/progress, if the client asked
-                return await calls.call(ctx, sessions.of(ctx), params)
+            with slot:
+                async with request_progress(ctx):  # notifications/progress, if asked
+                    return await calls.call(ctx, sessions.of(ctx), params)
         except MCPError:
             raise  # the protocol's error shape, deliberately (a tool not served here)
         except Exception as exc:
@@ -327,7 +334,10 @@ async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None
     try:
         async with stdio_streams(on_loop=on_loop) as (read_stream, write_stream):
             _operator(serving)
-            await server.run(FrameErrorReplies(read_stream, write_stream), write_stream,
+            # At most MAX_IN_FLIGHT requests unanswered (D367); an unreadable frame is
+            # answered on the wire itself, outside that count.
+            reads, writes = in_flight(read_stream, write_stream)
+            await server.run(FrameErrorReplies(reads, write_stream), writes,
                              server.create_initialization_options())
     except asyncio.CancelledError:
         # Without a handler of ours (no loop signal handlers, as on Windows), the cancellation

@@ -14,8 +14,9 @@ are restored on exit.
 
 Both read lines the same way: a line is at most MAX_FRAME_BYTES; a longer one is discarded
 whole, through its newline, and answered ``-32700`` (nothing of it is ever read as a frame of
-its own); blank lines are skipped; a request whose id is not a string or an integer is answered
-``-32600`` (``toolhost._mcp.frames.parse_frame``). On the SDK's transport stdin is read by
+its own), as is a line that is not UTF-8; blank lines are skipped; a request whose id is not a
+string or an integer is answered ``-32600`` (``toolhost._mcp.frames.parse_frame``). Either way
+at most MAX_IN_FLIGHT of the client's requests are unanswered at once (``in_flight``). On the SDK's transport stdin is read by
 ``_ThreadLines``, a daemon thread, so that a read blocked on a terminal or an idle pipe never
 holds up the end of serving (Ctrl-C).
 """
@@ -23,6 +24,7 @@ holds up the end of serving (Ctrl-C).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import io
@@ -34,18 +36,21 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import mcp.types as types
 import pydantic_core
 from mcp.os.win32.utilities import rebind_std_handle_to_fd
 from mcp.server.stdio import stdio_server
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
-from toolhost._composition import ToolhostError
+from toolhost._composition import ToolhostError, get_logger
 from toolhost._mcp.frames import has_unusable_id, parse_frame
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
-__all__ = ["MAX_FRAME_BYTES", "FrameTooLarge", "pipes_available", "stdio_streams"]
+__all__ = ["MAX_FRAME_BYTES", "MAX_IN_FLIGHT", "FrameTooLarge", "in_flight", "pipes_available",
+           "stdio_streams"]
 
 #: The longest frame read; a longer line is answered as unreadable and discarded whole.
 MAX_FRAME_BYTES = 32 * 1024 * 1024
@@ -57,6 +62,12 @@ _CHUNK_BYTES = 64 * 1024
 #: rejects with the same answer the loop transport gives (-32700, and -32600 with a null id).
 _OVER_LONG_STAND_IN = f"(a line over {MAX_FRAME_BYTES} bytes, discarded)\n"
 _UNUSABLE_ID_STAND_IN = '{"jsonrpc": "2.0", "id": null, "method": null}\n'
+_NOT_UTF8_STAND_IN = "(a line that is not UTF-8, discarded)\n"
+
+#: A stdio client's requests that may be unanswered at once; one more is answered at once
+#: with TOO_MANY_REQUESTS (D367).
+MAX_IN_FLIGHT = 64
+TOO_MANY_REQUESTS = "Too many requests are waiting for their answers. Retry when one is answered."
 
 #: How long the last answers may take to flush once the server has stopped.
 _FLUSH_S = 2.0
@@ -136,10 +147,11 @@ class _PipeReader:
                 raise anyio.EndOfStream  # the client closed its end
             if not line.strip():
                 continue
-            text = line.decode("utf-8", errors="replace")  # as the SDK's transport does
             try:
-                return SessionMessage(parse_frame(text))
-            except ValueError as exc:
+                # Strictly: a byte that is not UTF-8 replaced by U+FFFD ran the call with
+                # arguments the client never sent (D369); it is a parse error, as over HTTP.
+                return SessionMessage(parse_frame(line.decode("utf-8")))
+            except ValueError as exc:  # UnicodeDecodeError too: -32700
                 return exc
 
     async def _line(self) -> bytes | None:
@@ -250,7 +262,10 @@ def _screened(line: bytes) -> str | None:
     stand-in for a request with an unusable id, else the line as text."""
     if not line.strip():
         return None
-    text = line.decode("utf-8", errors="replace")  # as the SDK's transport does
+    try:
+        text = line.decode("utf-8")  # strictly, as the loop transport reads it (D369)
+    except UnicodeDecodeError:
+        return _NOT_UTF8_STAND_IN
     try:
         frame = pydantic_core.from_json(text)
     except ValueError:
@@ -362,6 +377,132 @@ async def _sdk_streams() -> AsyncIterator[
                 yield streams
         finally:
             lines.stop()
+
+
+class _InFlight:
+    """The requests a stdio client has sent and not yet been answered, at most ``limit``
+    (``in_flight``). One past it is answered at once with a static error, written before the
+    next frame is read, and never reaches the server (D367).
+
+    Why: the SDK runs each request in a task of its own and reads the next frame at once,
+    however many are unanswered; a client that wrote requests without reading an answer made
+    the server hold a task and an answer for each (about 1 GB after 20,000 ``tools/list``).
+    Bounded here, what a client can make the server hold is ``limit`` answers, and the
+    refusals go through the same writer, whose ``drain`` stops the reading while the client
+    reads nothing. Refused rather than waited for: reading on, a client with ``limit`` calls
+    running can still answer an approval question or cancel one of them."""
+
+    def __init__(self, write: WriteStream[SessionMessage], limit: int) -> None:
+        self._write = write
+        self._limit = limit
+        #: The ids of the requests read and not yet answered (a client may reuse one).
+        self._open: collections.Counter[types.RequestId] = collections.Counter()
+        self._said = False
+
+    def __len__(self) -> int:
+        return self._open.total()
+
+    async def admitted(self, item: SessionMessage | Exception) -> bool:
+        """Whether the server gets ``item``: anything but a request past the limit, which is
+        refused here."""
+        if isinstance(item, Exception):
+            return True  # answered by ``frames.FrameErrorReplies``, counted nowhere
+        message = item.message
+        if isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/cancelled":
+                # The SDK never answers a request its client cancelled: it is over now.
+                self.answered(cancelled_request_id_from_params(message.params))
+            return True
+        if not isinstance(message, types.JSONRPCRequest):
+            return True
+        if len(self) < self._limit:
+            self._open[message.id] += 1
+            return True
+        if not self._said:
+            self._said = True
+            get_logger().warning("mcp.stdio.too_many_requests", limit=self._limit)
+        # A closed write side means the connection is closing: nobody is left to answer.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._write.send(SessionMessage(types.JSONRPCError(
+                jsonrpc="2.0", id=message.id, error=types.ErrorData(
+                    code=-32000, message=TOO_MANY_REQUESTS))))
+        return False
+
+    def answered(self, rid: types.RequestId | None) -> None:
+        """Request ``rid`` is answered (or cancelled): one more may be read."""
+        if rid is not None and self._open[rid] > 0:
+            self._open[rid] -= 1
+        if rid is not None and not self._open[rid]:
+            del self._open[rid]
+
+
+class _AdmittedReads:
+    """The read stream the server reads: ``inner``'s items that ``_InFlight`` admits."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], counted: _InFlight) -> None:
+        self._inner = inner
+        self._counted = counted
+        self.last_context: contextvars.Context | None = None
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            self.last_context = getattr(self._inner, "last_context", None)
+            if await self._counted.admitted(item):
+                return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _AdmittedReads:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _AdmittedReads:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _AnsweringWrites:
+    """The write stream the server answers on: a response or error written (drained, on the
+    loop transport) gives its request's place back."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], counted: _InFlight) -> None:
+        self._inner = inner
+        self._counted = counted
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        message = item.message
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self._counted.answered(message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _AnsweringWrites:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def in_flight(read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
+              limit: int = MAX_IN_FLIGHT) -> tuple[
+        ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]:
+    """``read`` and ``write`` with at most ``limit`` of the client's requests unanswered at
+    once (``_InFlight``). The server answers on the returned write stream; what answers
+    unreadable frames writes on ``write`` itself, so that no id a client puts in an unreadable
+    frame can give a request's place back."""
+    counted = _InFlight(write, limit)
+    return _AdmittedReads(read, counted), _AnsweringWrites(write, counted)
 
 
 @contextlib.asynccontextmanager
