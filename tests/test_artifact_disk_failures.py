@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from test_artifact_stream import blob_path, row_count, staged
 
@@ -106,3 +107,21 @@ def test_a_read_the_disk_fails_is_the_store_unavailable_not_damage(
     blob_path(store, record.checksum).unlink()
     with pytest.raises(ArtifactCorrupted):
         store.read(record.id)
+
+
+def test_a_shard_replaced_by_a_file_is_the_artifacts_damage_not_an_outage(
+    store: SQLiteArtifactStore,
+) -> None:
+    """ENOTDIR, EEXIST: the store's layout is damaged, and a retry would meet it again: the
+    read is corrupted content, the write the error itself, never "unavailable, retry"."""
+    record = store.put_or_reuse(_new(), b"hello", now=T0)
+    shard = blob_path(store, record.checksum).parent
+    for child in shard.iterdir():
+        child.unlink()
+    shard.rmdir()
+    shard.write_bytes(b"junk")
+    with pytest.raises(ArtifactCorrupted):
+        store.read(record.id)
+    with pytest.raises(OSError) as info:
+        store.put_or_reuse(attrs.evolve(_new(), name="other.bin"), b"hello", now=T0)
+    assert not isinstance(info.value, ArtifactStoreUnavailable)

@@ -219,6 +219,46 @@ def test_a_file_any_user_can_change_is_refused(tmp_path: Path) -> None:
     assert from_file(path).config is not None
 
 
+def test_a_link_chain_through_a_directory_others_may_change_is_refused(tmp_path: Path) -> None:
+    """Each link the path resolves through counts, not only the first name and the last
+    target: ``home/toolhost.toml`` -> ``shared/middle`` -> ``private/toolhost.toml`` is any
+    user's to repoint (a review's bypass), and so is a directory link through ``shared``."""
+    text = "[policy]\n"
+    for name in ("private", "home", "shared"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "shared").chmod(0o777)
+    private = write(tmp_path / "private", text)
+    (tmp_path / "shared" / "middle").symlink_to(private)
+    (tmp_path / "home" / "toolhost.toml").symlink_to(tmp_path / "shared" / "middle")
+    (tmp_path / "shared" / "dir").symlink_to(tmp_path / "private")
+    (tmp_path / "home" / "dir").symlink_to(tmp_path / "shared" / "dir")
+    for named in (tmp_path / "home" / "toolhost.toml", tmp_path / "home" / "dir" / "toolhost.toml"):
+        with pytest.raises(SettingError, match=rf"any user can change {tmp_path / 'shared'}, "):
+            from_file(named)
+    (tmp_path / "shared").chmod(0o755)
+    assert from_file(tmp_path / "home" / "toolhost.toml").config is not None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+def test_another_users_file_in_a_sticky_directory_everyone_writes_is_refused(
+        tmp_path: Path) -> None:
+    """The sticky bit keeps others from replacing a file, not its owner from rewriting it:
+    a ``toolhost.toml`` another user made in a ``/tmp``-like directory is theirs to change."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    path = write(sticky, "[policy]\n", mode=0o644)
+    os.chown(path, 65534, 65534)
+    with pytest.raises(SettingError) as caught:
+        from_file(path)
+    assert str(caught.value) == (
+        f"{path}: {path} belongs to another user in {sticky}, which any user can write, and "
+        "the file sets the policy, the plugins and the commands the gateway starts: keep it "
+        "in a directory only you can write")
+    os.chown(path, 0, 0)
+    assert from_file(path).config is not None
+
+
 def test_a_configuration_file_past_a_mebibyte_is_not_read(tmp_path: Path) -> None:
     path = write(tmp_path, "# " + "x" * (1024 * 1024) + "\n")
     with pytest.raises(SettingError) as caught:

@@ -78,12 +78,30 @@ class _NotRegular(OSError):
     """A content path that is a link, a FIFO, a device: the artifact's damage, not the disk's."""
 
 
+#: The errors of a filesystem that is not serving (full, failing, read-only, out of
+#: descriptors, refusing us, a network filesystem gone): retrying later can succeed. Any other
+#: error (a shard directory replaced by a file: ENOTDIR, EEXIST) is the store's damage, which
+#: a retry would only meet again.
+_OUTAGES = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS, errno.EMFILE,
+    errno.ENFILE, errno.EACCES, errno.EPERM, errno.ENOMEM, errno.EAGAIN, errno.EBUSY,
+    errno.ETIMEDOUT, errno.ESTALE, errno.EINTR,
+})
+
+
+def _is_outage(exc: OSError) -> bool:
+    return exc.errno in _OUTAGES and not isinstance(exc, _NotRegular)
+
+
 @contextlib.contextmanager
 def _served(root: Path, operation: str) -> Iterator[None]:
-    """The block's OSError as the store's ``FileStoreUnavailable`` naming ``operation``."""
+    """The block's OSError that is an outage as the store's ``FileStoreUnavailable`` naming
+    ``operation``; any other is raised as it is."""
     try:
         yield
     except OSError as exc:
+        if not _is_outage(exc):
+            raise
         raise _unavailable(root, operation, exc) from exc
 
 
@@ -176,18 +194,20 @@ class FileContent:
         """See ``ArtifactContent.chunks``: the content file, opened, read lazily."""
         try:
             f = _open_content(self.path(record.checksum))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # the file, or its shard, gone
             raise ArtifactCorrupted(record.id, "the content file is missing") from None
-        except _NotRegular as exc:
+        except OSError as exc:
+            if _is_outage(exc):  # EACCES, EIO, EMFILE: the disk's failure, not the file's
+                raise _unavailable(self.root, "read", exc) from exc
             raise ArtifactCorrupted(record.id, f"the content file is unreadable: {exc}") from exc
-        except OSError as exc:  # EACCES, EIO, EMFILE: the disk's failure, not the file's
-            raise _unavailable(self.root, "read", exc) from exc
 
         def unreadable(exc: Exception) -> Exception:
             # A read that fails (EIO) is the disk's; bytes that are wrong are caught by the
             # size and checksum checks, as ArtifactCorrupted.
             if isinstance(exc, OSError):
-                return _unavailable(self.root, "read", exc)
+                if _is_outage(exc):
+                    return _unavailable(self.root, "read", exc)
+                return ArtifactCorrupted(record.id, f"the content file is unreadable: {exc}")
             return exc
 
         return VerifiedChunks(record, f.read, f.close, chunk_size, failed=unreadable)

@@ -105,18 +105,31 @@ class Sessions:
         scope = getattr(ctx.request, "scope", None) or {}
         caller = scope.get(CALLER_KEY)
         key = session_key(ctx.request, ctx.protocol_version)
+        # A 2026-07-28 request over HTTP: the server-wide run has no session to end with.
+        sessionless = (key is None and ctx.request is not None
+                       and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS)
         if caller is None:
-            return self.get(key)
-        return self.get(key, caller.principal, caller.fingerprint)
+            return self.get(key, renew=sessionless)
+        return self.get(key, caller.principal, caller.fingerprint, renew=sessionless)
 
     def get(self, key: str | None, principal: Principal | None = None,
-            credential: str = "") -> Session:
+            credential: str = "", *, renew: bool = False) -> Session:
         """The run of session ``key`` for ``principal`` (default: the server's) and the kind
         of credential it came with (``Caller.fingerprint``: how it authenticated, its scopes):
         two principals, or two tokens of one principal with different scopes, never share a
-        run, not even the sessionless one."""
+        run, not even the sessionless one.
+
+        ``renew``: a run past its deadline (TOOLHOST_MCP_RUN_TIMEOUT_S) is ended and a new
+        one started. For the sessionless run: a session's run ends with its session, and the
+        client opens another, but no client can end the sessionless one, which would
+        otherwise answer every call past its deadline until the server restarts."""
         principal = principal if principal is not None else self._principal
         session = self._sessions.get((principal.id, credential, key))
+        if session is not None and renew and self._expired(session.run):
+            del self._sessions[(principal.id, credential, key)]
+            session.run.cancellation.cancel()
+            self._ending.submit(self._end, session.run)
+            session = None
         if session is None:
             # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
             # and tools/list agree by construction.
@@ -127,6 +140,9 @@ class Sessions:
             get_logger(run_id=run.id).info("mcp.session.started", session=key,
                                            principal=principal.id)
         return session
+
+    def _expired(self, run: Run) -> bool:
+        return run.deadline is not None and self._host.deadline_in(0) >= run.deadline
 
     @property
     def open_count(self) -> int:

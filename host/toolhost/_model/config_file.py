@@ -127,9 +127,10 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
     except OSError as exc:
         raise ConfigFileError(f"{path}: cannot be read ({exc.strerror})") from None
     if (open_to := _writable_by_others(path, st)) is not None:
+        what, fix = open_to
         raise ConfigFileError(
-            f"{path}: any user can change {open_to}, and the file sets the policy, the "
-            f"plugins and the commands the gateway starts: chmod o-w {open_to}")
+            f"{path}: {what}, and the file sets the policy, the plugins and the commands "
+            f"the gateway starts: {fix}")
     try:
         text = raw.decode("utf-8")
         data = tomllib.loads(text)
@@ -181,26 +182,47 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
                         plugin_table_names=plugin_names, mcp_servers=servers)
 
 
-def _writable_by_others(path: Path, st: os.stat_result) -> str | None:
-    """What lets any user of the machine change the file: the file itself writable by others,
-    or a directory above it, or above the link that names it, where others may replace it
-    (writable by others, not sticky). Group-writable is left to the operator, who chose the
-    group; another owner too (a file bind-mounted into a container is owned by a uid the
-    container may not know)."""
+def _writable_by_others(path: Path, st: os.stat_result) -> tuple[str, str] | None:
+    """What lets another user of the machine change the file, and what to do about it; None
+    when nothing does. Every name the path resolves through is looked at as the kernel walks
+    it, link by link: the directory holding it must not let others replace it (writable by
+    others, not sticky), and in a sticky one everyone can write (``/tmp``) it must be ours or
+    root's (another user's file there is theirs to rewrite, or a link they pointed). The file
+    itself must not be writable by others. Group-writable is left to the operator, who chose
+    the group; a file of another owner elsewhere too (a file bind-mounted into a container is
+    owned by a uid the container may not know)."""
     if st.st_mode & stat.S_IWOTH:
-        return str(path)
-    seen: set[Path] = set()
-    for named in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
-        for directory in named.parents:
-            if directory in seen:
-                break  # the rest of this chain was looked at already
-            seen.add(directory)
-            try:
-                mode = os.stat(directory).st_mode
-            except OSError:
-                break  # not ours to judge: the file was read through it
-            if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-                return str(directory)
+        return f"any user can change {path}", f"chmod o-w {path}"
+    named = path if path.is_absolute() else Path(os.getcwd(), path)
+    parts, current, hops = list(named.parts[1:]), Path(named.anchor or "/"), 0
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = current.parent
+            continue
+        entry = current / name
+        try:
+            mode = os.stat(current).st_mode
+            found = os.lstat(entry)
+        except OSError:
+            return None  # not ours to judge: the file was read through it
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            return f"any user can change {current}", f"chmod o-w {current}"
+        if mode & stat.S_IWOTH and found.st_uid not in (os.geteuid(), 0):
+            return (f"{entry} belongs to another user in {current}, which any user can write",
+                    "keep it in a directory only you can write")
+        if stat.S_ISLNK(found.st_mode):
+            hops += 1
+            if hops > 40:  # the kernel's own bound: the read above would have failed
+                return None
+            target = Path(os.readlink(entry))
+            if target.is_absolute():
+                current = Path(target.anchor)
+            parts[:0] = [p for p in target.parts if p != target.anchor]
+            continue
+        current = entry
     return None
 
 

@@ -116,3 +116,12 @@ def test_mail_stored_with_its_marks_by_an_earlier_import_is_not_added_again(
     again = import_path(data_dir, OWNER, src)
     assert (again.added, again.duplicates) == (0, 1)
     assert len(_stored(data_dir)) == 1
+
+
+def test_the_marks_are_left_out_by_whole_lines_only() -> None:
+    """Lines ended by CR alone end no field: two different such messages that both start with
+    a Status field stay two (a review's pair collided); Evolution's field is a mark too."""
+    assert message_key_for(OWNER, b"Status: RO\rSubject: invoice\r\rPay 100 EUR") != (
+        message_key_for(OWNER, b"Status: O\rSubject: hello\r\rLunch?"))
+    assert message_key_for(OWNER, b"Subject: a\nX-Evolution: 00000001-0010\n\nbody") == (
+        message_key_for(OWNER, b"Subject: a\nX-Evolution: 00000000-0000\n\nbody"))

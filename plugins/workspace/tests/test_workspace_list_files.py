@@ -174,6 +174,23 @@ def test_long_paths_are_cut_from_the_tail_before_the_byte_bound_not_excerpted(
                                     "order; list a subdirectory to see the rest.")
 
 
+def test_a_listing_that_fits_whole_is_measured_with_truncated_false() -> None:
+    """``false`` is a byte longer than ``true``: a whole listing exactly at the bound with
+    ``true`` would be a byte over it as returned (a review's repro)."""
+    limit = list_files.SPEC.maximum_output_bytes
+
+    def size(value: object) -> int:
+        return len(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+
+    entries = [{"path": f"d/{i:04d}{'a' * 243}", "kind": "file", "byte_count": 1}
+               for i in range(900)]
+    entries[-1]["path"] += "b" * (limit - size({"path": ".", "entries": entries,
+                                                "truncated": True}))
+    fitting = list_files._fitting(".", entries)
+    returned = {"path": ".", "entries": entries[:fitting], "truncated": fitting < 900}
+    assert size(returned) <= limit and fitting == 899
+
+
 def test_recursive_truncation_is_a_prefix_across_directories(call: Call, root: Path) -> None:
     for d in ("a", "a-b", "b"):
         (root / d).mkdir()

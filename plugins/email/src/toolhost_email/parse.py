@@ -163,12 +163,15 @@ def _digest(*parts: str | bytes) -> str:
 
 
 #: Header fields a mail client rewrites in the mbox itself to keep its read, replied, flagged
-#: and deleted marks there (mutt's Status and X-Status, Thunderbird's X-Mozilla-*, Dovecot's
-#: and UW IMAP's X-UID, X-Keywords, X-IMAP, Content-Length and Lines): reading a message in
-#: the client changes them, not the message. A line of such a field, and its folded lines.
+#: and deleted marks there (mutt's Status and X-Status, Thunderbird's X-Mozilla-*, Evolution's
+#: X-Evolution, Dovecot's and UW IMAP's X-UID, X-Keywords, X-IMAP, Content-Length and Lines):
+#: reading a message in the client changes them, not the message. A line of such a field, and
+#: its folded lines, each ended by a line feed: a bare CR ends no line here (a message whose
+#: lines end in CR alone keeps every byte in its key, or one field would swallow it whole).
 _CLIENT_STATE = re.compile(
-    rb"^(?:status|x-status|x-mozilla-status2?|x-mozilla-keys|x-keywords|x-uid|x-imap(?:base)?"
-    rb"|content-length|lines)[ \t]*:[^\n]*\n(?:[ \t][^\n]*\n)*", re.IGNORECASE | re.MULTILINE)
+    rb"^(?:status|x-status|x-mozilla-status2?|x-mozilla-keys|x-evolution|x-keywords|x-uid"
+    rb"|x-imap(?:base)?|content-length|lines)[ \t]*:[^\r\n]*\n(?:[ \t][^\r\n]*\n)*",
+    re.IGNORECASE | re.MULTILINE)
 
 
 def message_key_for(account: str, raw: bytes) -> str:

@@ -84,7 +84,8 @@ def _fitting(path: str, entries: list[dict[str, Any]]) -> int:
     saying the rest was cut: long paths pass the byte bound before LIMIT entries do, and the
     pipeline's excerpt would then cut the listing in the middle, not drop its tail."""
     limit = SPEC.maximum_output_bytes
-    structured = _canonical_size({"entries": [], "path": path, "truncated": True})
+    # Measured with the longer of the two flags: a listing that fits whole says false.
+    structured = _canonical_size({"entries": [], "path": path, "truncated": False})
     text = 0
     for count, entry in enumerate(entries):
         structured += _canonical_size(entry) + (1 if count else 0)
@@ -107,7 +108,7 @@ def list_files(arguments: Mapping[str, Any], context: ToolExecutionContext) -> T
         raise ToolFailure(NO_SUCH_PATH) from None
     except WorkspaceNotDirectory:
         raise ToolFailure(NOT_A_DIRECTORY) from None
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"path": e.path, "kind": e.kind, "byte_count": e.byte_count} for e in listing.entries
     ]
     truncated = listing.truncated
