@@ -139,6 +139,118 @@ def test_under_not_a_subschema_only_narrows_and_may_be_broad() -> None:
     assert problems(output_schema=schema) == []
 
 
+PAIR = {"a": STRING, "b": STRING}
+IF_KIND = {"properties": {"kind": {"const": "a"}}, "required": ["kind"],
+           "additionalProperties": False}
+#: Unions whose branches only add conditions to a value their parent already constrains, and
+#: broad subschemas where D350 says one only narrows: common upstream shapes, each registers.
+NARROWING = {
+    "anyOf of required (at least one of)": closed(
+        PAIR, anyOf=[{"required": ["a"]}, {"required": ["b"]}]),
+    "oneOf of required (exactly one of)": closed(
+        {"path": STRING, "content": STRING},
+        oneOf=[{"required": ["path"]}, {"required": ["content"]}]),
+    "typed string, format branches": closed(
+        {"when": {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}}),
+    "typed integer, range branches": closed(
+        {"n": {"type": "integer", "oneOf": [{"minimum": 10}, {"maximum": 0}]}}),
+    "enum, description branches": closed(
+        {"k": {"enum": ["x", "y"], "anyOf": [{"description": "x"}, {"description": "y"}]}}),
+    "$ref, narrowing branch": closed(
+        {"a": {"$ref": "#/$defs/short", "allOf": [{"minLength": 1}]}},
+        **{"$defs": {"short": STRING}}),
+    "allOf of if/then": closed(
+        {"kind": STRING, "n": {"type": "integer"}},
+        allOf=[{"if": IF_KIND, "then": {"required": ["n"]}}]),
+    "allOf of two at-least-one-of groups": closed(
+        {"a": STRING, "b": STRING, "c": STRING, "d": STRING},
+        allOf=[{"anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+               {"anyOf": [{"required": ["c"]}, {"required": ["d"]}]}]),
+    "then with at-least-one-of": closed(
+        {"kind": STRING, "a": STRING, "b": STRING},
+        **{"if": IF_KIND, "then": {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
+    "then true, else false": closed({"kind": STRING},
+                                    **{"if": {"required": ["kind"]}, "then": True,
+                                       "else": False}),
+    "if true": closed({"kind": STRING}, **{"if": True, "then": {"required": ["kind"]}}),
+    "contains true": closed({"xs": {"type": "array", "items": STRING, "contains": True}}),
+    "propertyNames true": closed(PAIR, propertyNames=True),
+    "true branch under a typed parent": closed({"a": {"type": "string", "anyOf": [True]}}),
+}
+
+
+@pytest.mark.parametrize("which", ["input_schema", "output_schema"])
+@pytest.mark.parametrize("case", sorted(NARROWING))
+def test_step_5_accepts_a_branch_that_narrows_a_constrained_value(case: str,
+                                                                  which: str) -> None:
+    # D350 asked every branch to constrain; a branch under a parent with a type (enum, const,
+    # $ref, properties) of its own only adds conditions to the value the parent describes.
+    assert problems(**{which: NARROWING[case]}) == []
+
+
+def test_the_narrowing_unions_validate_as_written() -> None:
+    def body(arguments: Any, context: Any) -> ToolOutput:
+        return ToolOutput(structured={"echo": "x"}, content="x")
+
+    plugin = make_plugin(tools=[make_tool(make_spec(
+        input_schema=NARROWING["oneOf of required (exactly one of)"]), call=body)])
+    with Harness.over({"fx-dist": plugin}) as harness:
+        assert harness.invoke("fx.echo", path="p").ok
+        refused = {"both": harness.invoke("fx.echo", path="p", content="c"),
+                   "none": harness.invoke("fx.echo"),
+                   "unnamed": harness.invoke("fx.echo", path="p", other="o")}  # still closed
+    for outcome in refused.values():
+        assert outcome.failure is not None
+        assert outcome.failure.reason_code == "tool.invalid_arguments.schema"
+    assert refused["both"].failure is not None
+    assert refused["both"].failure.detail["rule"] == "oneOf"
+
+
+#: What a narrowing branch still may not do: open an object level, a property, items or a
+#: definition of its own; and a union whose parent constrains nothing narrows nothing.
+STILL_OPEN = {
+    "open object branch": (
+        closed({"a": {"anyOf": [{"type": "object", "properties": {"b": STRING}},
+                                {"type": "null"}]}}),
+        "/properties/a/anyOf/0: object schema must set additionalProperties: false"),
+    "branch object level left open under a typed parent": (
+        closed(PAIR, anyOf=[{"properties": {"x": STRING}}]),
+        "/anyOf/0: object schema must set additionalProperties: false"),
+    "branch property {} under a typed parent": (
+        closed(PAIR, anyOf=[{"properties": {"x": {}}, "additionalProperties": False}]),
+        "/anyOf/0/properties/x: accepts any value; give the property a type"),
+    "branch items true under a typed parent": (
+        closed({"a": {"type": ["array", "string"], "items": STRING,
+                      "anyOf": [{"type": "array", "items": True}]}}),
+        "/properties/a/anyOf/0/items: the schema `true` accepts anything"),
+    "branch $defs entry {} under a typed parent": (
+        closed({"a": {"type": "string", "anyOf": [{"$ref": "#/$defs/any"}]}},
+               **{"$defs": {"any": {}}}),
+        "/$defs/any: accepts any value; give the definition a type"),
+    "narrowing branch beside not alone": (
+        closed({"a": {"not": {"const": ""}, "anyOf": [{"minLength": 1}]}}),
+        "/properties/a/anyOf/0: accepts any value; give the branch a type"),
+    "nested anyOf [{}] under an untyped branch": (
+        closed({"a": {"anyOf": [{"anyOf": [{}]}]}}),
+        "/properties/a/anyOf/0/anyOf/0: accepts any value; give the branch a type"),
+    "if/then alone as a property": (
+        closed({"a": {"if": {"type": "string"}, "then": {"type": "string"}}}),
+        "/properties/a: accepts any value; give the property a type"),
+    "true branch under an untyped parent": (
+        closed({"a": {"anyOf": [True, STRING]}}),
+        "/properties/a/anyOf/0: the schema `true` accepts anything"),
+}
+
+
+@pytest.mark.parametrize("which", ["input_schema", "output_schema"])
+@pytest.mark.parametrize("case", sorted(STILL_OPEN))
+def test_step_5_still_refuses_what_a_branch_would_open(case: str, which: str) -> None:
+    schema, fragment = STILL_OPEN[case]
+    exc = refusal(**{which: schema})
+    assert exc.step is Step.SCHEMA_VALIDITY
+    assert f"fx.echo@1.0.0 from distribution fx-dist: {which}: {fragment}" in str(exc)
+
+
 # ---------------------------------------------------------------------------- timeouts
 
 

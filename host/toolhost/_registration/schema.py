@@ -75,8 +75,14 @@ _CONSTRAINING = frozenset({"type", "enum", "const", "$ref", "properties"})
 _UNIONS = ("allOf", "anyOf", "oneOf")
 
 # Where a subschema describes a value of its own, and so must constrain it, with what to give
-# a type in the refusal. Under ``not``, ``if``, ``contains`` and ``propertyNames`` a subschema
-# only narrows a value described elsewhere, so it may be as broad as it likes.
+# a type in the refusal. Under ``not``, ``if``, ``then``, ``else``, ``contains`` and
+# ``propertyNames`` a subschema only narrows a value described elsewhere, so it may be as broad
+# as it likes (``true`` included), and so may its union branches. So may a union branch whose
+# parent constrains its value itself (``{"type": "string", "anyOf": [{"format": "date"}, ...]}``,
+# an object's ``oneOf`` of ``required`` lists), or only narrows: whichever branches match, the
+# value still meets the parent's own keywords (D350). A branch's own object levels, properties,
+# items and definitions are checked as anywhere else.
+_NARROWS = ("not", "if", "then", "else", "contains", "propertyNames")
 _DESCRIBES = {
     "properties": "the property",
     "items": "the items",
@@ -173,8 +179,11 @@ def _under_definitions(pointer: str) -> bool:
     return "/$defs/" in pointer or "/definitions/" in pointer
 
 
-def schema_problems(schema: Any, pointer: str = "", depth: int = 0) -> Iterator[SchemaProblem]:
-    """Every reason this schema is not closed, local and dialect-neutral (registration step 5)."""
+def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
+                    narrows: bool = False) -> Iterator[SchemaProblem]:
+    """Every reason this schema is not closed, local and dialect-neutral (registration step 5).
+    ``narrows``: the schema only adds conditions to a value constrained elsewhere (it sits
+    under ``not``, ``if`` ..., or is a union branch of a parent that constrains or narrows)."""
     if depth > MAX_SCHEMA_DEPTH:
         yield SchemaProblem(pointer, f"subschemas nest more than {MAX_SCHEMA_DEPTH} deep, too "
                             "deep to compile a validator for; flatten the schema, or move a "
@@ -202,7 +211,10 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0) -> Iterator[
                             "dialects; use one items schema")
     elif _is_array_level(schema) and "items" not in schema:
         yield SchemaProblem(pointer, "an array schema must say what its items are (items)")
+    branches_narrow = narrows or bool(_CONSTRAINING & schema.keys())
     for sub, sub_pointer, key in _subschemas(schema, pointer):
+        if key in _UNIONS and branches_narrow:
+            continue
         if key in _DESCRIBES and isinstance(sub, Mapping) and not _constrains(sub):
             alone = " (not alone admits every other value)" if "not" in sub else ""
             yield SchemaProblem(sub_pointer,
@@ -220,10 +232,12 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0) -> Iterator[
         yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
     for sub, sub_pointer, key in _subschemas(schema, pointer):
         # A boolean additionalProperties is the object level's closing (refused above when
-        # not false); under not, `true` rejects everything and `false` narrows nothing.
-        if isinstance(sub, bool) and key in ("additionalProperties", "not"):
+        # not false); where a subschema only narrows, `true` adds no condition and `false`
+        # refuses every value (under not, the other way round): neither admits one.
+        sub_narrows = key in _NARROWS or (key in _UNIONS and branches_narrow)
+        if isinstance(sub, bool) and (key == "additionalProperties" or sub_narrows):
             continue
-        yield from schema_problems(sub, sub_pointer, depth + 1)
+        yield from schema_problems(sub, sub_pointer, depth + 1, narrows=sub_narrows)
 
 
 def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] | None:
