@@ -27,6 +27,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import dataclasses
 import io
 import os
 import stat
@@ -40,8 +41,7 @@ import mcp.types as types
 import pydantic_core
 from mcp.os.win32.utilities import rebind_std_handle_to_fd
 from mcp.server.stdio import stdio_server
-from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from toolhost._composition import ToolhostError, get_logger
 from toolhost._mcp.frames import has_unusable_id, parse_frame
@@ -384,6 +384,15 @@ class _InFlight:
     (``in_flight``). One past it is answered at once with a static error, written before the
     next frame is read, and never reaches the server (D367).
 
+    A request holds its place until the server is done with it, which is one of two things,
+    never both: its answer is written (``_AnsweringWrites``), or the SDK settles it with
+    nothing written (a request its client cancelled while it ran), which the SDK says by
+    calling the ``on_request_unanswered`` of the ``ServerMessageMetadata`` the request was
+    handed on with. A ``notifications/cancelled`` gives nothing back by itself: the SDK
+    ignores one that comes after the request's handler returned (its answer is still written,
+    and waits for the client to read), and it matches ids as ``coerce_request_id`` does
+    (``"5"`` cancels request ``5``); only the SDK knows which requests a cancel ended.
+
     Why: the SDK runs each request in a task of its own and reads the next frame at once,
     however many are unanswered; a client that wrote requests without reading an answer made
     the server hold a task and an answer for each (about 1 GB after 20,000 ``tools/list``).
@@ -402,22 +411,18 @@ class _InFlight:
     def __len__(self) -> int:
         return self._open.total()
 
-    async def admitted(self, item: SessionMessage | Exception) -> bool:
-        """Whether the server gets ``item``: anything but a request past the limit, which is
-        refused here."""
+    async def admitted(self, item: SessionMessage | Exception) -> SessionMessage | Exception | None:
+        """What the server gets of ``item``: None for a request past the limit, which is
+        refused here; an admitted request with the metadata that tells when it settled
+        unanswered; anything else as it is."""
         if isinstance(item, Exception):
-            return True  # answered by ``frames.FrameErrorReplies``, counted nowhere
+            return item  # answered by ``frames.FrameErrorReplies``, counted nowhere
         message = item.message
-        if isinstance(message, types.JSONRPCNotification):
-            if message.method == "notifications/cancelled":
-                # The SDK never answers a request its client cancelled: it is over now.
-                self.answered(cancelled_request_id_from_params(message.params))
-            return True
         if not isinstance(message, types.JSONRPCRequest):
-            return True
+            return item  # a cancel included: see the class's docstring
         if len(self) < self._limit:
             self._open[message.id] += 1
-            return True
+            return self._tagged(item, message.id)
         if not self._said:
             self._said = True
             get_logger().warning("mcp.stdio.too_many_requests", limit=self._limit)
@@ -426,13 +431,37 @@ class _InFlight:
             await self._write.send(SessionMessage(types.JSONRPCError(
                 jsonrpc="2.0", id=message.id, error=types.ErrorData(
                     code=-32000, message=TOO_MANY_REQUESTS))))
-        return False
+        return None
 
-    def answered(self, rid: types.RequestId | None) -> None:
-        """Request ``rid`` is answered (or cancelled): one more may be read."""
-        if rid is not None and self._open[rid] > 0:
+    def _tagged(self, item: SessionMessage, rid: types.RequestId) -> SessionMessage:
+        """``item`` with an ``on_request_unanswered`` that gives its place back, once."""
+        settled = False
+
+        async def unanswered() -> None:
+            nonlocal settled
+            if not settled:
+                settled = True
+                self.answered(rid)
+
+        metadata = item.metadata
+        if isinstance(metadata, ServerMessageMetadata):  # none on stdio; kept if there is
+            previous = metadata.on_request_unanswered
+
+            async def both() -> None:
+                await unanswered()
+                if previous is not None:
+                    await previous()
+
+            metadata = dataclasses.replace(metadata, on_request_unanswered=both)
+        else:
+            metadata = ServerMessageMetadata(on_request_unanswered=unanswered)
+        return dataclasses.replace(item, metadata=metadata)
+
+    def answered(self, rid: types.RequestId) -> None:
+        """Request ``rid`` is over (answered, or settled unanswered): one more may be read."""
+        if self._open[rid] > 0:
             self._open[rid] -= 1
-        if rid is not None and not self._open[rid]:
+        if not self._open[rid]:
             del self._open[rid]
 
 
@@ -448,8 +477,8 @@ class _AdmittedReads:
         while True:
             item = await self._inner.receive()
             self.last_context = getattr(self._inner, "last_context", None)
-            if await self._counted.admitted(item):
-                return item
+            if (admitted := await self._counted.admitted(item)) is not None:
+                return admitted
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -472,7 +501,8 @@ class _AdmittedReads:
 
 class _AnsweringWrites:
     """The write stream the server answers on: a response or error written (drained, on the
-    loop transport) gives its request's place back."""
+    loop transport) gives its request's place back. The SDK writes an answer with its
+    request's id as the client sent it, so the id counts it under that same key."""
 
     def __init__(self, inner: WriteStream[SessionMessage], counted: _InFlight) -> None:
         self._inner = inner
@@ -481,7 +511,8 @@ class _AnsweringWrites:
     async def send(self, item: SessionMessage, /) -> None:
         await self._inner.send(item)
         message = item.message
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and (
+                message.id is not None):
             self._counted.answered(message.id)
 
     async def aclose(self) -> None:
