@@ -11,6 +11,7 @@ write past the limit with EFBIG, as a full disk refuses it with ENOSPC.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,18 @@ def test_a_shard_replaced_by_a_file_is_the_artifacts_damage_not_an_outage(
     with pytest.raises(OSError) as info:
         store.put_or_reuse(attrs.evolve(_new(), name="other.bin"), b"hello", now=T0)
     assert not isinstance(info.value, ArtifactStoreUnavailable)
+
+
+def test_a_network_mount_gone_is_an_outage(
+    store: SQLiteArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOTCONN (sshfs, gcsfuse, s3fs gone) and its kind are the store not serving, like a full
+    disk: only a damaged layout is not (a third review found the first list of outages short)."""
+    for code in (errno.ENOTCONN, errno.EREMOTEIO, errno.EHOSTDOWN):
+        def gone(self: Any, code: int = code) -> Any:
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(file_artifacts.FileContent, "stage", gone)
+        with pytest.raises(FileStoreUnavailable) as info:
+            store.begin(_new(), max_bytes=10)
+        assert info.value.problem == errno.errorcode[code]

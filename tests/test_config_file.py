@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -457,3 +460,44 @@ def test_no_file_and_no_setting_leaves_the_settings_as_the_environment() -> None
     settings = Settings.from_environ(environ)
     assert settings.env == environ and settings.origins == {} and settings.config is None
     assert os.environ.get("TOOLHOST_CONFIG") == ""  # the suite reads no operator's file
+
+
+_BIND_MOUNTED = """
+import os, sys
+from pathlib import Path
+from toolhost._model.config_file import ConfigFileError, read_config
+try:
+    read_config(Path(sys.argv[1]), {})
+    print("read")
+except ConfigFileError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="a bind mount in a private mount namespace takes root")
+def test_a_file_bind_mounted_into_a_sticky_directory_is_read(tmp_path: Path) -> None:
+    """``docker run -v host.toml:/tmp/toolhost.toml``: the name is a mount point, owned by a
+    uid the container may not run as; no one can replace or rename it, so it is not another
+    user's file to rewrite (a third review's false refusal)."""
+    (tmp_path / "src").mkdir()
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    source = write(tmp_path / "src", "[policy]\n", mode=0o644)
+    os.chown(source, 65534, 65534)
+    target = sticky / "toolhost.toml"
+    target.write_text("")
+    os.chown(target, 65534, 65534)
+    host = Path(__file__).resolve().parent.parent / "host"
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount --bind "$1" "$2" && exec "$3" -c "$4" "$2"', "sh", str(source), str(target),
+         sys.executable, _BIND_MOUNTED],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(host)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "read"
+    # The same file owned so, but no mount: another user's to rewrite, refused.
+    with pytest.raises(SettingError, match="belongs to another user"):
+        from_file(target)

@@ -82,11 +82,23 @@ HOLES = {
                    "/properties/a/items: the schema `true` accepts anything"),
     "not alone": (closed({"a": {"not": {"type": "string"}}}),
                   "/properties/a: accepts any value (not alone admits every other value)"),
+    # The property that refers to it is refused first: a $ref constrains through its target.
     "$defs entry {}": (closed({"a": {"$ref": "#/$defs/any"}}, **{"$defs": {"any": {}}}),
-                       "/$defs/any: accepts any value; give the definition a type"),
+                       "/properties/a: accepts any value; give the property a type"),
     "definitions entry true": (closed({"a": {"$ref": "#/definitions/any"}},
                                       definitions={"any": True}),
-                               "/definitions/any: the schema `true` accepts anything"),
+                               "/properties/a: accepts any value; give the property a type"),
+    "$ref to a branch that only narrows its own parent": (
+        closed({"a": {"type": "string", "anyOf": [{}, {"minLength": 1}]},
+                "b": {"$ref": "#/properties/a/anyOf/0"}}),
+        "/properties/b: accepts any value; give the property a type"),
+    "$ref to an if": (
+        closed({"a": {"type": "string", "if": {"minLength": 3}, "then": {"maxLength": 9}},
+                "b": {"$ref": "#/properties/a/if"}}),
+        "/properties/b: accepts any value; give the property a type"),
+    "properties without a type": (
+        closed({"a": {"properties": {}, "additionalProperties": False}}),
+        "/properties/a: accepts any value; give the property a type"),
     "anyOf [{}]": (closed({"a": {"anyOf": [{}]}}),
                    "/properties/a/anyOf/0: accepts any value; give the branch a type"),
     "oneOf with a description-only branch": (
@@ -129,6 +141,12 @@ def test_step_5_refuses_every_subschema_that_accepts_anything(case: str, which: 
 @pytest.mark.parametrize("case", sorted(CLOSED))
 def test_step_5_accepts_the_closed_intent(case: str, which: str) -> None:
     assert problems(**{which: CLOSED[case]}) == []
+
+
+def test_an_open_definition_is_refused_where_it_is_too() -> None:
+    found = problems(input_schema=closed({"a": {"$ref": "#/$defs/any"}},
+                                         **{"$defs": {"any": {}}}))
+    assert any("/$defs/any: accepts any value; give the definition a type" in p for p in found)
 
 
 def test_under_not_a_subschema_only_narrows_and_may_be_broad() -> None:

@@ -173,7 +173,7 @@ def _loop_devices_of(image: Path) -> list[str]:
     return found
 
 
-def _until(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
+def _until(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:

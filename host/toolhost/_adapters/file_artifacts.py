@@ -78,19 +78,15 @@ class _NotRegular(OSError):
     """A content path that is a link, a FIFO, a device: the artifact's damage, not the disk's."""
 
 
-#: The errors of a filesystem that is not serving (full, failing, read-only, out of
-#: descriptors, refusing us, a network filesystem gone): retrying later can succeed. Any other
-#: error (a shard directory replaced by a file: ENOTDIR, EEXIST) is the store's damage, which
-#: a retry would only meet again.
-_OUTAGES = frozenset({
-    errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS, errno.EMFILE,
-    errno.ENFILE, errno.EACCES, errno.EPERM, errno.ENOMEM, errno.EAGAIN, errno.EBUSY,
-    errno.ETIMEDOUT, errno.ESTALE, errno.EINTR,
-})
+#: The errors that say the store's layout is damaged (a shard directory replaced by a file, a
+#: directory where content belongs, a link): a retry would meet them again. Every other error
+#: is a filesystem not serving (full, failing, read-only, out of descriptors, refusing us, a
+#: network or FUSE mount gone: ENOTCONN, ESTALE, EREMOTEIO ...), which a retry can get past.
+_DAMAGE = frozenset({errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG})
 
 
 def _is_outage(exc: OSError) -> bool:
-    return exc.errno in _OUTAGES and not isinstance(exc, _NotRegular)
+    return exc.errno not in _DAMAGE and not isinstance(exc, _NotRegular)
 
 
 @contextlib.contextmanager

@@ -207,23 +207,55 @@ def _writable_by_others(path: Path, st: os.stat_result) -> tuple[str, str] | Non
             mode = os.stat(current).st_mode
             found = os.lstat(entry)
         except OSError:
-            return None  # not ours to judge: the file was read through it
+            break  # gone from this view of the tree: judged below, by what was reached
         if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
             return f"any user can change {current}", f"chmod o-w {current}"
-        if mode & stat.S_IWOTH and found.st_uid not in (os.geteuid(), 0):
+        # A mount point (another device than its directory: a file bind-mounted in) cannot be
+        # replaced or rewritten by whoever owns the name: its owner's uid is the mount's.
+        if (mode & stat.S_IWOTH and found.st_uid not in (os.geteuid(), 0)
+                and not _mount_point(entry, found, current)):
             return (f"{entry} belongs to another user in {current}, which any user can write",
                     "keep it in a directory only you can write")
         if stat.S_ISLNK(found.st_mode):
             hops += 1
             if hops > 40:  # the kernel's own bound: the read above would have failed
                 return None
-            target = Path(os.readlink(entry))
+            try:
+                target = Path(os.readlink(entry))
+            except OSError:  # no longer a link: changed under the walk
+                return (f"{entry} changed while it was looked at", "run it again")
             if target.is_absolute():
                 current = Path(target.anchor)
             parts[:0] = [p for p in target.parts if p != target.anchor]
             continue
         current = entry
+    # What the walk reached must be the file read: a link whose text names another place than
+    # it leads (``/proc/<pid>/root`` into another mount namespace) was judged on the wrong tree.
+    try:
+        reached: os.stat_result | None = os.stat(current)
+    except OSError:
+        reached = None
+    if reached is None or (reached.st_dev, reached.st_ino) != (st.st_dev, st.st_ino):
+        return (f"{path} goes through a link that leads elsewhere than it says",
+                "name the file by its own path")
     return None
+
+
+def _mount_point(entry: Path, found: os.stat_result, directory: Path) -> bool:
+    """Whether ``entry`` is a mount point: on another device than its directory, or listed as
+    one in ``/proc/self/mountinfo`` (a file bind-mounted from the same filesystem)."""
+    try:
+        if found.st_dev != os.stat(directory).st_dev:
+            return True
+        with open("/proc/self/mountinfo", "rb") as mounts:
+            listed = {line.split(b" ")[4] for line in mounts if line.count(b" ") >= 4}
+    except OSError:
+        return False
+    # mountinfo escapes space, tab, newline and backslash in octal.
+    escaped = os.fsencode(entry)
+    for char in b"\\ \t\n":
+        escaped = escaped.replace(bytes([char]), b"\\%03o" % char)
+    return escaped in listed
 
 
 def _servers(config: ConfigFile, tables: object,

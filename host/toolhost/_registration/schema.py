@@ -71,7 +71,9 @@ _OPENING = {
 # What makes a subschema say something about its value. A subschema with none of these (``{}``,
 # only a description, or only ``not``, which still admits every other value, open objects
 # included) accepts any value at all. A union constrains only with branches, each checked.
-_CONSTRAINING = frozenset({"type", "enum", "const", "$ref", "properties"})
+# ``$ref`` constrains only through its target (``_constrains``); ``properties`` not at all: it
+# says nothing of a value that is not an object (an array, a string pass it whole).
+_CONSTRAINING = frozenset({"type", "enum", "const"})
 _UNIONS = ("allOf", "anyOf", "oneOf")
 
 # Where a subschema describes a value of its own, and so must constrain it, with what to give
@@ -131,12 +133,42 @@ def _subschemas(schema: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, 
                 yield sub, f"{pointer}/{key}/{i}", key
 
 
-def _constrains(schema: Mapping[str, Any]) -> bool:
+def _constrains(schema: Mapping[str, Any], root: Any, seen: tuple[str, ...] = ()) -> bool:
     """Whether the subschema says something about its value (its branches are checked
     themselves); ``{"anyOf": []}`` and ``{"not": ...}`` alone do not."""
-    return bool(_CONSTRAINING & schema.keys()) or any(
+    return _constrains_itself(schema, root, seen) or any(
         isinstance(schema.get(key), list) and schema[key] for key in _UNIONS
     )
+
+
+def _constrains_itself(schema: Mapping[str, Any], root: Any, seen: tuple[str, ...] = ()) -> bool:
+    """Whether the subschema constrains its value by its own keywords, unions aside: a type,
+    an enum, a const, or a ``$ref`` whose target does. A reference to an open subschema
+    (``{}``, ``true``, a branch that only narrows its own parent) constrains nothing, wherever
+    it points."""
+    if _CONSTRAINING & schema.keys():
+        return True
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or ref in seen:
+        return False
+    target = _target(root, ref)
+    return isinstance(target, Mapping) and _constrains(target, root, (*seen, ref))
+
+
+def _target(root: Any, ref: str) -> Any:
+    """The subschema a local ``$ref`` names (a JSON pointer after ``#``), or None."""
+    if not ref.startswith("#"):
+        return None
+    node = root
+    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def _is_object_level(schema: Mapping[str, Any]) -> bool:
@@ -180,10 +212,12 @@ def _under_definitions(pointer: str) -> bool:
 
 
 def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
-                    narrows: bool = False) -> Iterator[SchemaProblem]:
+                    narrows: bool = False, root: Any = None) -> Iterator[SchemaProblem]:
     """Every reason this schema is not closed, local and dialect-neutral (registration step 5).
     ``narrows``: the schema only adds conditions to a value constrained elsewhere (it sits
-    under ``not``, ``if`` ..., or is a union branch of a parent that constrains or narrows)."""
+    under ``not``, ``if`` ..., or is a union branch of a parent that constrains or narrows).
+    ``root``: the whole schema, which its ``$ref``s name subschemas of (default: ``schema``)."""
+    root = schema if root is None else root
     if depth > MAX_SCHEMA_DEPTH:
         yield SchemaProblem(pointer, f"subschemas nest more than {MAX_SCHEMA_DEPTH} deep, too "
                             "deep to compile a validator for; flatten the schema, or move a "
@@ -211,11 +245,11 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
                             "dialects; use one items schema")
     elif _is_array_level(schema) and "items" not in schema:
         yield SchemaProblem(pointer, "an array schema must say what its items are (items)")
-    branches_narrow = narrows or bool(_CONSTRAINING & schema.keys())
+    branches_narrow = narrows or _constrains_itself(schema, root)
     for sub, sub_pointer, key in _subschemas(schema, pointer):
         if key in _UNIONS and branches_narrow:
             continue
-        if key in _DESCRIBES and isinstance(sub, Mapping) and not _constrains(sub):
+        if key in _DESCRIBES and isinstance(sub, Mapping) and not _constrains(sub, root):
             alone = " (not alone admits every other value)" if "not" in sub else ""
             yield SchemaProblem(sub_pointer,
                                 f"accepts any value{alone}; give {_DESCRIBES[key]} a type")
@@ -237,7 +271,7 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
         sub_narrows = key in _NARROWS or (key in _UNIONS and branches_narrow)
         if isinstance(sub, bool) and (key == "additionalProperties" or sub_narrows):
             continue
-        yield from schema_problems(sub, sub_pointer, depth + 1, narrows=sub_narrows)
+        yield from schema_problems(sub, sub_pointer, depth + 1, narrows=sub_narrows, root=root)
 
 
 def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] | None:
