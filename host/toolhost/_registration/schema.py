@@ -152,6 +152,8 @@ def _constrains_itself(schema: Mapping[str, Any], root: Any, seen: tuple[str, ..
     if not isinstance(ref, str) or ref in seen:
         return False
     target = _target(root, ref)
+    if target is None:
+        return True  # remote, or naming nothing: refused as such, in its own words
     return isinstance(target, Mapping) and _constrains(target, root, (*seen, ref))
 
 
