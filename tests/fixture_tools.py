@@ -103,7 +103,10 @@ def _echo(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
 def tools() -> list[Tool]:
     seconds = {"type": "number", "minimum": 0, "maximum": 60}
     return [
-        Tool(spec=make_spec(name="fx.echo", input_schema=schema(x=STRING), output_schema=OUT),
+        # 30 s: a thousand concurrent calls (test_pipeline_steps) wait their turn for one of
+        # the 64 workers, and on a loaded CI machine one waited past the default 2 s.
+        Tool(spec=make_spec(name="fx.echo", input_schema=schema(x=STRING), output_schema=OUT,
+                            timeout_s=30),
              call=_echo),
         Tool(spec=make_spec(
             name="fx.write", input_schema={**schema(destination={"type": "string"}),
