@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 import anyio
 import mcp.types as types
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FrameErrorReplies",
+    "ScreenedReads",
     "UnusableRequestId",
     "error_for_frame",
     "has_unusable_id",
@@ -103,36 +104,32 @@ def error_for_frame(exc: Exception) -> types.JSONRPCError:
         error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error"))
 
 
-class FrameErrorReplies:
-    """A read stream that answers the exceptions in ``inner`` on ``write`` and yields the rest.
+class ScreenedReads:
+    """A read stream over ``inner`` that hands on what ``screen`` makes of each item, reading
+    on past one it drops (None).
 
     ``last_context`` mirrors the inner stream's, so the SDK still restores the sender's
     context variables for each message.
     """
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception],
-                 write: WriteStream[SessionMessage]) -> None:
+    def __init__(self, inner: ReadStream[SessionMessage | Exception]) -> None:
         self._inner = inner
-        self._write = write
         self.last_context: contextvars.Context | None = None
+
+    async def screen(self, item: SessionMessage | Exception) -> SessionMessage | Exception | None:
+        return item
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
             item = await self._inner.receive()
             self.last_context = getattr(self._inner, "last_context", None)
-            if not isinstance(item, Exception):
-                return item
-            reply = error_for_frame(item)
-            get_logger().warning("mcp.frame.rejected", code=reply.error.code,
-                                 error=type(item).__name__)
-            # A closed write side means the connection is closing: nobody is left to answer.
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await self._write.send(SessionMessage(reply))
+            if (kept := await self.screen(item)) is not None:
+                return kept
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def __aiter__(self) -> FrameErrorReplies:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> SessionMessage | Exception:
@@ -141,10 +138,30 @@ class FrameErrorReplies:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> FrameErrorReplies:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc_val: BaseException | None, exc_tb: TracebackType | None) -> Any:
         await self.aclose()
+        return None
+
+
+class FrameErrorReplies(ScreenedReads):
+    """A read stream that answers the exceptions in ``inner`` on ``write`` and yields the rest."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception],
+                 write: WriteStream[SessionMessage]) -> None:
+        super().__init__(inner)
+        self._write = write
+
+    async def screen(self, item: SessionMessage | Exception) -> SessionMessage | Exception | None:
+        if not isinstance(item, Exception):
+            return item
+        reply = error_for_frame(item)
+        get_logger().warning("mcp.frame.rejected", code=reply.error.code,
+                             error=type(item).__name__)
+        # A closed write side means the connection is closing: nobody is left to answer.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._write.send(SessionMessage(reply))
         return None

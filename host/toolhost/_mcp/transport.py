@@ -44,7 +44,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from toolhost._composition import ToolhostError, get_logger
-from toolhost._mcp.frames import has_unusable_id, parse_frame
+from toolhost._mcp.frames import ScreenedReads, has_unusable_id, parse_frame
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -465,38 +465,15 @@ class _InFlight:
             del self._open[rid]
 
 
-class _AdmittedReads:
+class _AdmittedReads(ScreenedReads):
     """The read stream the server reads: ``inner``'s items that ``_InFlight`` admits."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], counted: _InFlight) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._counted = counted
-        self.last_context: contextvars.Context | None = None
 
-    async def receive(self) -> SessionMessage | Exception:
-        while True:
-            item = await self._inner.receive()
-            self.last_context = getattr(self._inner, "last_context", None)
-            if (admitted := await self._counted.admitted(item)) is not None:
-                return admitted
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _AdmittedReads:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _AdmittedReads:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def screen(self, item: SessionMessage | Exception) -> SessionMessage | Exception | None:
+        return await self._counted.admitted(item)
 
 
 class _AnsweringWrites:
