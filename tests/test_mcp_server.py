@@ -880,6 +880,15 @@ def test_an_operator_workspace_is_every_sessions_workspace(tmp_path: Path) -> No
 # ---------------------------------------------------------------------------- bad input, raw
 
 
+def initialized(served: Served) -> Any:
+    """``serve`` started on stdio, through the handshake: ready for requests."""
+    process = served.popen()
+    write(process, INITIALIZE)
+    read_frames(process, 1)
+    write(process, INITIALIZED)
+    return process
+
+
 def read_frames(process: subprocess.Popen[bytes], count: int,
                 timeout: float = 60) -> list[dict[str, Any]]:
     """The next ``count`` frames; a frame not there by the deadline fails the test instead of
@@ -993,10 +1002,7 @@ def calculate(rid: Any, expression: str) -> dict[str, Any]:
 def test_a_request_with_an_unusable_id_is_answered_invalid_request(served: Served,
                                                                    stdio: str) -> None:
     served.settings["TOOLHOST_MCP_STDIO"] = stdio
-    process = served.popen()
-    write(process, INITIALIZE)
-    read_frames(process, 1)
-    write(process, INITIALIZED)
+    process = initialized(served)
     for rid in UNUSABLE_IDS:
         for frame in ({"jsonrpc": "2.0", "id": rid, "method": "tools/list"},
                       {"jsonrpc": "2.0", "id": rid, "method": "ping"},
@@ -1016,10 +1022,7 @@ def test_a_request_with_an_unusable_id_is_answered_invalid_request(served: Serve
 @pytest.mark.parametrize("stdio", ["auto", "sdk"])
 def test_an_over_long_line_is_discarded_whole(served: Served, stdio: str) -> None:
     served.settings["TOOLHOST_MCP_STDIO"] = stdio
-    process = served.popen()
-    write(process, INITIALIZE)
-    read_frames(process, 1)
-    write(process, INITIALIZED)
+    process = initialized(served)
     # 33 MiB of blanks and then a complete request, on one line: whatever part of the line is
     # read as "the rest" would be a valid frame of its own, so nothing of it may run.
     send(process, b" " * (33 * 1024 * 1024) + json.dumps(calculate(5, "6 * 7")).encode() + b"\n")

@@ -29,13 +29,12 @@ import mcp.types as mcp_types
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from test_mcp_server import (
-    INITIALIZE,
-    INITIALIZED,
     PARSE_ERROR,
     Served,
     assert_no_traceback,
     calculate,
     finish,
+    initialized,
     read_frames,
     send,
     write,
@@ -218,10 +217,7 @@ def test_a_cancel_after_the_answer_gives_no_place_back_while_the_answer_waits() 
 def test_a_client_that_writes_without_reading_gets_every_request_answered_once(
         served: Served, stdio: str) -> None:
     served.settings["TOOLHOST_MCP_STDIO"] = stdio
-    process = served.popen()
-    write(process, INITIALIZE)
-    read_frames(process, 1)
-    write(process, INITIALIZED)
+    process = initialized(served)
     count = 3000
     flood = b"".join(json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list"})
                      .encode() + b"\n" for i in range(count))
@@ -266,10 +262,7 @@ def test_a_client_that_cancels_each_request_it_never_reads_is_still_bounded(
     # cancel and the answer waits on the full pipe. Giving the place back on the cancel let the
     # server hold every such answer (77 -> 144 MB for 3,000 pairs), and refuse none.
     served.settings["TOOLHOST_MCP_STDIO"] = stdio
-    process = served.popen()
-    write(process, INITIALIZE)
-    read_frames(process, 1)
-    write(process, INITIALIZED)
+    process = initialized(served)
     count = 600
 
     def pairs() -> None:
@@ -300,10 +293,7 @@ def test_a_client_that_cancels_each_request_it_never_reads_is_still_bounded(
 def test_a_line_that_is_not_utf8_is_a_parse_error_and_never_runs(served: Served,
                                                                   stdio: str) -> None:
     served.settings["TOOLHOST_MCP_STDIO"] = stdio
-    process = served.popen()
-    write(process, INITIALIZE)
-    read_frames(process, 1)
-    write(process, INITIALIZED)
+    process = initialized(served)
     send(process, json.dumps(calculate(5, "6 * 7")).encode().replace(b"6 * 7", b"6 \xff 7")
          + b"\n")
     write(process, calculate(6, "17 * 23"))
