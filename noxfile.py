@@ -12,7 +12,9 @@ plugin team's CI would.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -227,8 +229,23 @@ def host(session: nox.Session) -> None:
     # files are under its own tmp_path. worksteal: the few long tests do not queue behind
     # each other on one worker.
     session.run("pytest", *([] if named else ["tests"]), *(f"--ignore={p}" for p in ignored),
-                "-n", HOST_WORKERS, "--dist", "worksteal", *session.posargs,
+                "-n", HOST_WORKERS, "--dist", "worksteal", *_basetemp(session),
+                *session.posargs,
                 env={"TOOLHOST_REQUIRE_SERVERS": "1"})
+
+
+def _basetemp(session: nox.Session) -> list[str]:
+    """pytest's temporary directory for this session alone, unless the command line names one.
+
+    By default every pytest run numbers its directory under one /tmp/pytest-of-USER and removes
+    the oldest there: `ci`'s concurrent sessions removed a directory another was still writing
+    (pytest's own cleanup failed plugin(demo) with "Directory not empty"). Short and under the
+    system's temporary directory, not the checkout: Unix socket paths stay under 108 bytes."""
+    if any(arg == "--basetemp" or arg.startswith("--basetemp=") for arg in session.posargs):
+        return []
+    checkout = hashlib.sha256(str(ROOT.resolve()).encode()).hexdigest()[:8]
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", session.name).strip("-")
+    return [f"--basetemp={Path(tempfile.gettempdir()) / f'toolhost-{checkout}' / name}"]
 
 
 #: pytest options whose value is the next argument (``-k host``): that value names no test.
@@ -262,13 +279,12 @@ def _covers(outer: str, inner: str) -> bool:
 def conformance(session: nox.Session) -> None:
     """The conformance suite's own tests (its negative fixtures), with no plugin installed."""
     session.install(*TEST_DEPS, ".", "./conformance")
-    session.run("pytest", "conformance/tests", *session.posargs)
+    session.run("pytest", "conformance/tests", *_basetemp(session), *session.posargs)
 
 
 def _local_requirements(project: Path) -> list[str]:
     """The first-party plugins ``project`` depends on (toolhost-people needs toolhost-email's
     mail cache), as paths: they are not on an index, so they install from this checkout."""
-    import re
     import tomllib
 
     names = {tomllib.loads((p / "pyproject.toml").read_text())["project"]["name"]: p
@@ -290,7 +306,7 @@ def _plugin_tests(session: nox.Session, project: Path) -> None:
     # trustme: the media and email plugins test against a real loopback HTTPS server.
     session.install(*TEST_DEPS, "trustme", ".", "./conformance", *_local_requirements(project),
                     str(project))
-    session.run("pytest", str(project / "tests"), *session.posargs)
+    session.run("pytest", str(project / "tests"), *_basetemp(session), *session.posargs)
 
 
 @nox.session
