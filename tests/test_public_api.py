@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TOOLHOST_ALL = [
     "HARD_OUTPUT_CEILING",
+    "MAX_ATTACHED_BYTES",
     "ArtifactOrigin",
     "ArtifactReader",
     "ArtifactRef",

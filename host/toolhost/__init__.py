@@ -1,6 +1,6 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API, version 1.5: everything a plugin needs is importable from here, and
+The public plugin API, version 1.6: everything a plugin needs is importable from here, and
 everything its tests need from ``toolhost.testing``. Every other module is private. Importing
 this package loads no plugin.
 """
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from toolhost._cli.progress_line import ProgressLine
     from toolhost._model.artifacts import (
+        MAX_ATTACHED_BYTES,
         ArtifactOrigin,
         ArtifactRef,
         ArtifactTooLarge,
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HARD_OUTPUT_CEILING",
+    "MAX_ATTACHED_BYTES",
     "ArtifactOrigin",
     "ArtifactReader",
     "ArtifactRef",
@@ -134,7 +136,7 @@ __all__ = [
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.5"
+PLUGIN_API_VERSION = "1.6"
 
 __version__ = "0.5.0"
 
@@ -154,6 +156,7 @@ _HOME = {
     "Domain": "toolhost._model.spec",
     "FailureInfo": "toolhost._model.outcome",
     "HARD_OUTPUT_CEILING": "toolhost._model.outcome",
+    "MAX_ATTACHED_BYTES": "toolhost._model.artifacts",
     "Idempotency": "toolhost._model.spec",
     "Kind": "toolhost._model.spec",
     "ListedEntry": "toolhost._model.workspace",

@@ -5,7 +5,7 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.5. Hooks are called once per process start, in this order: ``toolhost_settings``
+Plugin API 1.6. Hooks are called once per process start, in this order: ``toolhost_settings``
 (optional), ``toolhost_domains``, ``toolhost_tools``. Registration (the seven ordered refusals,
 then the reasons check) runs over the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
@@ -38,7 +38,11 @@ fields required keywords), and bodies by reference (``Tool(spec, call="package.m
 messages, each tool taking its codes), and ``ToolSpec.builtin(name, version, ...)``, a spec
 written by hand with the fields every in-process tool shares filled as ``tool`` fills them,
 and ``provenance_of(chunks)``, whose bytes a read returned, judged on the descriptor it read.
-Every 1.4 plugin is a 1.5 plugin unchanged.
+Every 1.4 plugin is a 1.5 plugin unchanged. 1.6 added, without changing a hook:
+``MAX_ATTACHED_BYTES`` (the largest file a client fetches whole from a reply) and
+``ArtifactRef.attachment_note()`` (what a tool's text says of a file it stored for the
+person: attached, or too large to attach and how to get it). Every 1.5 plugin is a 1.6 plugin
+unchanged.
 """
 
 from __future__ import annotations

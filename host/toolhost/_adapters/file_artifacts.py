@@ -59,10 +59,12 @@ _O_CONTENT = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXE
 
 
 class FileStoreUnavailable(ArtifactStoreUnavailable):
-    """The filesystem under the content did not serve a request: full, read-only, failing.
+    """The filesystem under the store (its content files, or its SQLite metadata's database)
+    did not serve a request: full, read-only, failing.
 
     ``operation`` is what the store was doing (stage, write, read), ``problem`` the error's
-    name (``ENOSPC``, ``EIO``, ``EFBIG``) or, without an errno, the exception's class. Retryable
+    name (``ENOSPC``, ``EIO``, ``EFBIG``; SQLite's ``SQLITE_FULL``, ``SQLITE_IOERR_WRITE``) or,
+    without one, the exception's class. Retryable
     as an object store's outage is: the disk may have room or be back at the next call, and
     nothing was published.
     """

@@ -6,6 +6,12 @@ transactions (SQLite's write lock taken up front, so a find-then-insert cannot r
 connection's) and serializes them with a lock, so it is safe to share between threads;
 separate connections or processes on the same file are serialized by that write lock.
 
+The disk under the database failing a statement (SQLite's SQLITE_FULL for a full disk,
+SQLITE_IOERR for a failing, read-only or size-limited one) is ``FileStoreUnavailable``, as the
+content files' own disk failing is (D359): the store's outage, retryable. A write that fails
+so leaves no row: its content, already placed, is referenced by nothing (invisible, and
+purge's to remove), and no row ever names content that was not placed first.
+
 ``SQLiteArtifactStore`` is the store of one host's data directory (``TOOLHOST_DATA_DIR``):
 this metadata and content-addressed files (``file_artifacts``), joined
 (``artifact_store``). With ``TOOLHOST_ARTIFACT_STORE=s3://...`` and no database URL the same
@@ -27,7 +33,7 @@ import attrs
 from toolhost._adapters.artifact_parts import Place, check_retention
 from toolhost._adapters.artifact_rows import COLUMNS, NAMES, ArtifactRecordDamaged, entry, record
 from toolhost._adapters.artifact_store import JoinedArtifactStore
-from toolhost._adapters.file_artifacts import FileContent
+from toolhost._adapters.file_artifacts import FileContent, FileStoreUnavailable
 from toolhost._adapters.sqlite_db import (
     DATABASE_NAME,
     Migration,
@@ -123,6 +129,23 @@ BUCKET_MIGRATIONS = (
 
 _PLACEHOLDERS = ", ".join("?" * len(NAMES))
 
+#: SQLite's primary result codes for a disk that did not serve: full (ENOSPC) or failing
+#: (EIO, EFBIG, EROFS, ...). Any other error (a constraint, a damaged schema) is raised as is.
+_OUTAGES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+
+
+@contextlib.contextmanager
+def _served(database: Path, operation: str) -> Iterator[None]:
+    """The block's SQLite error that is the disk's as ``FileStoreUnavailable`` naming the
+    database, ``operation`` and the error (``SQLITE_FULL``, ``SQLITE_IOERR_WRITE``)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _OUTAGES:
+            raise
+        problem = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+        raise FileStoreUnavailable(database, operation, problem) from exc
+
 
 def _entry(row: Sequence[Any]) -> ArtifactRecord | ArtifactRecordDamaged:
     return entry(dict(zip(NAMES, row, strict=True)))
@@ -141,6 +164,7 @@ class SQLiteArtifactMetadata:
         # connection, so BEGIN..COMMIT blocks must not interleave.
         self._lock = threading.RLock()
         migrate(conn, MIGRATIONS)
+        self._database = self.database  # for the outage's one line, without a statement
 
     @property
     def database(self) -> Path:
@@ -182,7 +206,7 @@ class SQLiteArtifactMetadata:
 
     def get(self, artifact_id: str) -> ArtifactRecord:
         """See ``ArtifactStore.get``."""
-        with self._lock:
+        with self._reading():
             row = self.conn.execute(
                 f"SELECT {COLUMNS} FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
         if row is None:
@@ -193,7 +217,7 @@ class SQLiteArtifactMetadata:
                   origin: ArtifactOrigin, name: str, media_type: str, checksum: str,
                   now: _dt.datetime) -> ArtifactRecord | None:
         """See ``ArtifactMetadata.find_live``."""
-        with self._lock:
+        with self._reading():
             return self._find_live(run_id, conversation_id, principal_id, origin, name,
                                    media_type, checksum, now)
 
@@ -210,7 +234,7 @@ class SQLiteArtifactMetadata:
         # reaches.) toolhost never VACUUMs; SQLite documents that VACUUM may renumber a table
         # without an INTEGER PRIMARY KEY, but it copies rows in rowid order, so their order
         # holds there too. The index serves run_id; only ties are sorted, in memory.
-        with self._lock:
+        with self._reading():
             rows = self.conn.execute(
                 f"SELECT {COLUMNS} FROM artifacts WHERE run_id = ? ORDER BY created_at, rowid",
                 (run_id,)).fetchall()
@@ -223,7 +247,7 @@ class SQLiteArtifactMetadata:
         the ``artifacts_conversation`` search, which a conversation's size bounds)."""
         clauses = [f"{column} = ?" for column, _ in filters]
         params: list[Any] = [value for _, value in filters]
-        with self._lock:
+        with self._reading():
             if after is not None:
                 row = self.conn.execute(
                     "SELECT created_at FROM artifacts WHERE id = ?", (after,)).fetchone()
@@ -303,17 +327,28 @@ class SQLiteArtifactMetadata:
         return None if row is None else record(row)
 
     @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._lock, _served(self._database, "read"):
+            yield
+
+    @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes SQLite's write lock up front, so a find-then-insert cannot race
         # another connection's identical find-then-insert.
-        with self._lock:
+        with self._lock, _served(self._database, "write"):
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                # A failed COMMIT (a full disk) may leave the transaction open, or SQLite may
+                # have rolled it back already; the error that ended it is the one raised.
+                if self.conn.in_transaction:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except sqlite3.Error as failed:
+                        exc.add_note(f"The ROLLBACK failed too ({failed}).")
                 raise
-            self.conn.execute("COMMIT")
 
 
 class SQLiteArtifactStore(JoinedArtifactStore):

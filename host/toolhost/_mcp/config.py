@@ -24,6 +24,9 @@
                                       stdin and stdout are pipes; ``sdk``: always through the
                                       SDK's own thread-backed ``stdio_server`` (the fallback,
                                       and what bench/bench_mcp.py compares against)
+    TOOLHOST_MCP_STDIO_MAX_UNANSWERED requests a stdio client may have unanswered at once
+                                      (default 64, at most 1024); one more is answered at
+                                      once with an error (D367)
 
 Why environment settings: a desktop client starts ``toolhost serve`` from a JSON config whose
 only knobs are the command, its arguments and its environment.
@@ -57,6 +60,11 @@ DEFAULT_ELICITATION_TIMEOUT_S = 300.0
 #: its start). With several hosts on one database, a host that dies leaves rows another must
 #: settle while it keeps serving, not only when it next restarts.
 DEFAULT_RECOVER_INTERVAL_S = 60.0
+#: A stdio client's requests unanswered at once (TOOLHOST_MCP_STDIO_MAX_UNANSWERED, D367), and
+#: the most it may be set to: each may hold its answer until the client reads it (a resource
+#: read's answer can be tens of MiB), and more than the tool workers can run only queue.
+DEFAULT_MAX_UNANSWERED = 64
+MOST_UNANSWERED = 1024
 
 
 class ConfigError(UsageError, ValueError):
@@ -78,6 +86,8 @@ class ServeConfig:
     pins: Mapping[str, str] = attrs.field(factory=dict)
     #: Each session's run deadline, in seconds from its start; None: none.
     run_timeout_s: float | None = None
+    #: Requests a stdio client may have unanswered at once (``transport.in_flight``).
+    max_unanswered: int = DEFAULT_MAX_UNANSWERED
 
     @classmethod
     def from_settings(cls, settings: Settings, roster: Iterable[Registered], *,
@@ -116,10 +126,13 @@ class ServeConfig:
             raise ConfigError(
                 f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
         run_timeout = _seconds(settings, "TOOLHOST_MCP_RUN_TIMEOUT_S")
+        unanswered = _count(settings, "TOOLHOST_MCP_STDIO_MAX_UNANSWERED",
+                            DEFAULT_MAX_UNANSWERED, most=MOST_UNANSWERED)
         return cls(principal=Principal(principal_id, scopes), elicitation=switch == "on",
                    elicitation_timeout_s=timeout, loop_stdio=stdio == "auto",
                    workspace=workspace, recover_interval_s=_recover_interval(settings),
-                   pins=dict(pins or {}), run_timeout_s=run_timeout)
+                   pins=dict(pins or {}), run_timeout_s=run_timeout,
+                   max_unanswered=unanswered)
 
 
 def pins_setting(settings: Settings) -> list[str]:
@@ -378,6 +391,21 @@ def _positive(settings: Settings, name: str, default: int) -> int:
     # ASCII digits only: str.isdigit() also says yes to "²" (int() refuses it) and to "٣".
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
         raise ConfigError(f"{name} must be a whole number of at least 1, not "
+                          f"{quoted_value(raw)}")
+    return int(raw)
+
+
+def _count(settings: Settings, name: str, default: int, *, most: int) -> int:
+    """A whole number from 1 to ``most``; ``default`` when unset.
+
+    :raises ConfigError: anything else.
+    """
+    raw = (settings.get(name) or "").strip()
+    if not raw:
+        return default
+    # ASCII digits only, as ``_positive``: int() also reads "٣", "+7" and "1_000".
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or not 1 <= int(raw) <= most:
+        raise ConfigError(f"{name} must be a whole number from 1 to {most}, not "
                           f"{quoted_value(raw)}")
     return int(raw)
 

@@ -374,12 +374,13 @@ class FrontDoor:
             held = opening
         elif _is_tool_call(frame):
             if self._at_cap(principal):
-                self.refused["too_many_calls"] += 1
+                self._too_many_calls()
                 await _json(send, 429, _busy_reply(frame), retry_after="1")
                 return
             # Held by this request and by the call's handler (``CallSlot``): the call keeps
             # its slot after a client drops the POST, for as long as it runs.
-            slot = CallSlot(self._calls, principal, functools.partial(self._at_cap, principal))
+            slot = CallSlot(self._calls, principal, functools.partial(self._at_cap, principal),
+                            refused=self._too_many_calls)
             scope = {**scope, CALL_SLOT_KEY: slot}
             held = slot.held()
         with held:
@@ -462,11 +463,17 @@ class FrontDoor:
             yield 503, "The server is stopping; try again in a moment.\n"
             return
         if self._at_cap(principal):
-            self.refused["too_many_calls"] += 1
+            self._too_many_calls()
             yield 429, "Too many calls at once; try again in a moment.\n"
             return
         with self._counting(principal):
             yield None
+
+    def _too_many_calls(self) -> None:
+        """A call refused for its principal's cap, counted once wherever that is decided: at
+        this door, in the inbox (``call_slot``), or by a call's handler that starts after its
+        request ended (``CallSlot.adopt``), which the door admitted and so never counted."""
+        self.refused["too_many_calls"] += 1
 
     def _at_cap(self, principal: str) -> bool:
         """Whether ``principal`` has as many calls running as it may (its bodies that their
@@ -643,10 +650,12 @@ class CallSlot:
     the principal is under its cap (``adopt``)."""
 
     def __init__(self, counts: collections.Counter[str], principal: str,
-                 at_cap: Callable[[], bool]) -> None:
+                 at_cap: Callable[[], bool], *, refused: Callable[[], None]) -> None:
         self._counts = counts
         self._principal = principal
         self._at_cap = at_cap
+        #: Counts a refusal ``adopt`` decides (``FrontDoor.refused``, as the door's own).
+        self._refused = refused
         self._holders = 0
 
     @contextlib.contextmanager
@@ -669,6 +678,7 @@ class CallSlot:
         as many calls running as it may meanwhile (the call is refused, as its request would
         have been)."""
         if not self._holders and self._at_cap():
+            self._refused()
             return None
         return self.held()
 

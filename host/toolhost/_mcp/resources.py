@@ -30,7 +30,7 @@ from typing import Any
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
-from toolhost import ArtifactRef, ArtifactUnavailable
+from toolhost import MAX_ATTACHED_BYTES, ArtifactRef, ArtifactUnavailable
 from toolhost._composition import (
     ATTACHED_ORIGINS,
     ArtifactCorrupted,
@@ -52,8 +52,8 @@ __all__ = [
 
 ARTIFACT_URI_PREFIX = "toolhost://artifacts/"
 #: The largest artifact one ``resources/read`` carries (as ~43 MiB of base64): the image
-#: tools' own bound.
-MAX_RESOURCE_BYTES = 32 * 1024 * 1024
+#: tools' own bound, and what a tool's text says is attached (``ArtifactRef.attachment_note``).
+MAX_RESOURCE_BYTES = MAX_ATTACHED_BYTES
 #: MCP's error code for a resource that does not exist (or, here, is not the caller's).
 RESOURCE_NOT_FOUND = -32002
 

@@ -61,6 +61,7 @@ from toolhost._mcp.descriptors import (
 )
 from toolhost._mcp.frames import FrameErrorReplies
 from toolhost._mcp.http_front import BUSY_MESSAGE, handler_slot
+from toolhost._mcp.lifecycle import OneInitialize
 from toolhost._mcp.progress import request_progress
 from toolhost._mcp.resources import RunResources
 from toolhost._mcp.results import internal_error_result
@@ -161,6 +162,8 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig, 
         # configured every span is a no-op that still costs ~60 µs a request (bench_mcp.py).
         server.middleware = [m for m in server.middleware
                              if type(m).__name__ != "OpenTelemetryMiddleware"]
+    # A repeated initialize is refused before anything else of the session sees it.
+    server.middleware.append(OneInitialize())
     server.middleware.append(SessionEnds(sessions))
     return server, sessions
 
@@ -315,7 +318,8 @@ def _log_pass(log: Any, recovery: asyncio.Future[list[Recovered]]) -> None:
                  actions=[r.action.value for r in settled])
 
 
-async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None:
+async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str,
+                       max_unanswered: int) -> None:
     # SIGTERM (a client's second step after closing stdin) and SIGINT (Ctrl-C) cancel the
     # serving task on the loop, so in-flight calls record their cancellation and the runs end,
     # instead of the process dying mid-write.
@@ -334,9 +338,9 @@ async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str) -> None
     try:
         async with stdio_streams(on_loop=on_loop) as (read_stream, write_stream):
             _operator(serving)
-            # At most MAX_IN_FLIGHT requests unanswered (D367); an unreadable frame is
+            # At most max_unanswered requests unanswered (D367); an unreadable frame is
             # answered on the wire itself, outside that count.
-            reads, writes = in_flight(read_stream, write_stream)
+            reads, writes = in_flight(read_stream, write_stream, max_unanswered)
             await server.run(FrameErrorReplies(reads, write_stream), writes,
                              server.create_initialization_options())
     except asyncio.CancelledError:
@@ -655,7 +659,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         if address is None:
             asyncio.run(_recovering(
                 host, config.recover_interval_s,
-                _serve_stdio(server, config.loop_stdio, f"serving {tools} on stdio")))
+                _serve_stdio(server, config.loop_stdio, f"serving {tools} on stdio",
+                             config.max_unanswered)))
         else:
             assert http_settings is not None
             try:

@@ -16,7 +16,8 @@ Both read lines the same way: a line is at most MAX_FRAME_BYTES; a longer one is
 whole, through its newline, and answered ``-32700`` (nothing of it is ever read as a frame of
 its own), as is a line that is not UTF-8; blank lines are skipped; a request whose id is not a
 string or an integer is answered ``-32600`` (``toolhost._mcp.frames.parse_frame``). Either way
-at most MAX_IN_FLIGHT of the client's requests are unanswered at once (``in_flight``). On the SDK's transport stdin is read by
+at most MAX_IN_FLIGHT of the client's requests (TOOLHOST_MCP_STDIO_MAX_UNANSWERED) are unanswered
+at once (``in_flight``). On the SDK's transport stdin is read by
 ``_ThreadLines``, a daemon thread, so that a read blocked on a terminal or an idle pipe never
 holds up the end of serving (Ctrl-C).
 """
@@ -44,6 +45,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from toolhost._composition import ToolhostError, get_logger
+from toolhost._mcp.config import DEFAULT_MAX_UNANSWERED
 from toolhost._mcp.frames import ScreenedReads, has_unusable_id, parse_frame
 
 if TYPE_CHECKING:
@@ -64,9 +66,10 @@ _OVER_LONG_STAND_IN = f"(a line over {MAX_FRAME_BYTES} bytes, discarded)\n"
 _UNUSABLE_ID_STAND_IN = '{"jsonrpc": "2.0", "id": null, "method": null}\n'
 _NOT_UTF8_STAND_IN = "(a line that is not UTF-8, discarded)\n"
 
-#: A stdio client's requests that may be unanswered at once; one more is answered at once
-#: with TOO_MANY_REQUESTS (D367).
-MAX_IN_FLIGHT = 64
+#: A stdio client's requests that may be unanswered at once unless the operator sets another
+#: number (TOOLHOST_MCP_STDIO_MAX_UNANSWERED); one more is answered at once with
+#: TOO_MANY_REQUESTS (D367).
+MAX_IN_FLIGHT = DEFAULT_MAX_UNANSWERED
 TOO_MANY_REQUESTS = "Too many requests are waiting for their answers. Retry when one is answered."
 
 #: How long the last answers may take to flush once the server has stopped.

@@ -19,6 +19,7 @@ from toolhost._model.spec import Trust
 
 __all__ = [
     "ARTIFACT_CEILING",
+    "MAX_ATTACHED_BYTES",
     "ArtifactCorrupted",
     "ArtifactError",
     "ArtifactNotFound",
@@ -35,6 +36,10 @@ __all__ = [
 ]
 
 ARTIFACT_CEILING = 512 * 1024 * 1024
+#: The largest file a client fetches whole from a reply: one MCP ``resources/read`` carries it
+#: as ~43 MiB of base64 in one JSON-RPC message (D223). A file past it is stored, and the
+#: operator's ``toolhost artifacts get`` streams it, but it is not attached (D364).
+MAX_ATTACHED_BYTES = 32 * 1024 * 1024
 
 _UTC = _dt.UTC
 _CHECKSUM = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -197,6 +202,16 @@ class ArtifactRef:
         """``{id, name, media_type, byte_count, checksum}``, as ``json_schema()`` states it."""
         return {"id": self.id, "name": self.name, "media_type": self.media_type,
                 "byte_count": self.byte_count, "checksum": self.checksum}
+
+    def attachment_note(self) -> str:
+        """What a tool's text says of a file it stored for the person: ``It is attached to
+        your reply.``, or, past ``MAX_ATTACHED_BYTES``, that no client can open it from the
+        reply and how the person gets it instead (D364)."""
+        if self.byte_count > MAX_ATTACHED_BYTES:
+            return (f"It is too large to attach to your reply (over 32 MiB): it is stored as "
+                    f"artifact {self.id}, which the person can ask the host's operator for "
+                    f"(toolhost artifacts get {self.id}).")
+        return "It is attached to your reply."
 
 
 @attrs.frozen(kw_only=True)

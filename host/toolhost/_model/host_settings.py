@@ -71,6 +71,9 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
        description="seconds each session's run may last"),
     _S(name="TOOLHOST_MCP_STDIO", type="text", default="auto",
        description="auto or sdk: serve stdio on the event loop, or through the SDK's thread"),
+    _S(name="TOOLHOST_MCP_STDIO_MAX_UNANSWERED", type="integer", default="64",
+       description="requests a stdio client may have unanswered at once, 1 to 1024 (one more "
+                   "is answered at once with an error)"),
     # [http]
     _S(name="TOOLHOST_HTTP_TOKENS_FILE", type="path",
        description="static bearer tokens (TOML [[token]]: sha256, principal, scopes)"),

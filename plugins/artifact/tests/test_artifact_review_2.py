@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from artifact_support import TOOL, Store
+from toolhost import MAX_ATTACHED_BYTES as ATTACH_LIMIT
 from toolhost import ArtifactRef, OutcomeStatus
 from toolhost.testing import Harness, file_size_limit
 from toolhost_artifact import names
-from toolhost_artifact.result import ATTACH_LIMIT, attached_line
+from toolhost_artifact.result import attached_line
 
 
 @pytest.mark.parametrize("version", ["1.0.0", "2.0.0"])

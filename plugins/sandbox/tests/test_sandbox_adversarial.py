@@ -152,7 +152,7 @@ def test_run_cancellation_kills_sleep_1000(
     results: list[Outcome] = []
     command = ("touch started; (setsid sh -c 'sleep 2; touch late' &); sleep 1000")
     worker = threading.Thread(target=lambda: results.append(
-        toolhost_host.call(NAME, {"command": command, "timeout_s": 300}, run=run)))
+        toolhost_host.call(NAME, {"command": command, "timeout_s": 280}, run=run)))
     worker.start()
     assert wait_for(root / "started")
     run.cancellation.cancel()

@@ -77,13 +77,23 @@ def test_schemas_are_closed_with_every_bound() -> None:
     timeout = run_command.INPUT_SCHEMA["properties"]["timeout_s"]
     assert (command["minLength"], command["maxLength"]) == (1, 16384)
     assert (timeout["type"], timeout["minimum"], timeout["maximum"], timeout["default"]) == (
-        "integer", 1, 300, 60)
+        "integer", 1, 280, 60)
     assert run_command.INPUT_SCHEMA["required"] == ["command"]
+
+
+def test_the_commands_own_timeout_fires_before_the_calls_deadline() -> None:
+    # The call's deadline (the tool's 300 s) also covers measuring the workspace before the
+    # command and collecting its output after: the longest command timeout leaves 20 s for
+    # them, so it ends as a timed_out result with its output, never as the pipeline's TIMEOUT.
+    # At 300 it never could (D374).
+    longest = run_command.INPUT_SCHEMA["properties"]["timeout_s"]["maximum"]
+    assert longest + 20 <= SPEC.timeout_s == 300
+    assert f"timeout_s (1 to {longest}, default 60)" in SPEC.description
 
 
 @pytest.mark.parametrize("arguments", [
     {}, {"command": ""}, {"command": "x" * 16385}, {"command": "true", "timeout_s": 0},
-    {"command": "true", "timeout_s": 301}, {"command": "true", "timeout_s": 1.5},
+    {"command": "true", "timeout_s": 281}, {"command": "true", "timeout_s": 1.5},
     {"command": "true", "extra": 1}, {"command": "a\u0000b"}, {"command": "a\ud800b"},
 ])
 def test_out_of_bounds_arguments_are_the_hosts_schema_failure(

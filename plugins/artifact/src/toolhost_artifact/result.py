@@ -13,14 +13,7 @@ from typing import Any
 from toolhost import ArtifactRef
 from toolhost_artifact.specs import OUTPUT_SCHEMA
 
-__all__ = ["ATTACH_LIMIT", "OUTPUT_SCHEMA", "attached_line", "exported_line", "structured"]
-
-#: The largest file a client can fetch whole from the host (MCP ``resources/read``'s bound,
-#: D223: one JSON-RPC message holds it as base64). An export between this and the 64 MiB
-#: export ceiling is stored, and the operator's ``toolhost artifacts get`` streams it, but no
-#: client can open it from the reply, so the text does not say it is attached (D364).
-ATTACH_LIMIT = 32 * 1024 * 1024
-
+__all__ = ["OUTPUT_SCHEMA", "attached_line", "exported_line", "structured"]
 
 def structured(ref: ArtifactRef) -> dict[str, Any]:
     """The ref as the structured result ``{id, name, media_type, byte_count, checksum}``."""
@@ -42,11 +35,7 @@ def exported_line(ref: ArtifactRef) -> str:
 
 def attached_line(ref: ArtifactRef) -> str:
     """2.0.0 (D90): ``Exported "report.txt" (1234 bytes, text/plain). It is attached to
-    your reply.``; past ``ATTACH_LIMIT``, that it is too large to attach and how the person
-    gets it instead (D364)."""
-    exported = f"Exported {_quoted(ref.name)} ({_size(ref)}, {ref.media_type})."
-    if ref.byte_count > ATTACH_LIMIT:
-        return (f"{exported} It is too large to attach to your reply (over 32 MiB): it is "
-                f"stored as artifact {ref.id}, which the person can ask the host's operator "
-                f"for (toolhost artifacts get {ref.id}).")
-    return f"{exported} It is attached to your reply."
+    your reply.``; past ``MAX_ATTACHED_BYTES``, that it is too large to attach and how the
+    person gets it instead (D364)."""
+    return (f"Exported {_quoted(ref.name)} ({_size(ref)}, {ref.media_type}). "
+            f"{ref.attachment_note()}")

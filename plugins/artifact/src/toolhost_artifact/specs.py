@@ -103,19 +103,21 @@ V2_INPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+# What the reply carries follows toolhost.MAX_ATTACHED_BYTES (D364): a client fetches 32 MiB.
 V2_DESCRIPTION = (
-    "Export a file to the owner: it is attached to your reply. Give exactly one of path and "
-    "content. path is a file in this run's workspace, relative to its root (no leading /, no . "
-    "or .. components, no symlinks): any file, binary included, at most 64 MiB, saved under "
-    "its own name. content is text you wrote, at most 1 MiB of UTF-8, saved as a UTF-8 text "
-    "file under name (default export.txt): a bare file name, no / or \\, not starting with a "
-    "dot, with a text extension such as .txt, .md, .csv, .json or .html; name is not allowed "
-    "with path. The media type comes from the name's extension. Returns the artifact "
-    "reference: id, name, media_type, byte_count and checksum (sha256: followed by the "
-    "lowercase hex SHA-256 of the bytes). Exporting the same file or text again returns the "
-    "same reference. The workspace is a cache, discarded when the run finishes or pauses (a "
-    "call left waiting for an operator's approval), and this tool is the only way a file "
-    "reaches the owner: export it before then."
+    "Export a file to the owner: it is attached to your reply when it is at most 32 MiB; a "
+    "larger one is stored, and the result says how the person can get it. Give exactly one "
+    "of path and content. path is a file in this run's workspace, relative to its root (no "
+    "leading /, no . or .. components, no symlinks): any file, binary included, at most 64 "
+    "MiB, saved under its own name. content is text you wrote, at most 1 MiB of UTF-8, saved "
+    "as a UTF-8 text file under name (default export.txt): a bare file name, no / or \\, not "
+    "starting with a dot, with a text extension such as .txt, .md, .csv, .json or .html; "
+    "name is not allowed with path. The media type comes from the name's extension. Returns "
+    "the artifact reference: id, name, media_type, byte_count and checksum (sha256: followed "
+    "by the lowercase hex SHA-256 of the bytes). Exporting the same file or text again "
+    "returns the same reference. The workspace is a cache, discarded when the run finishes "
+    "or pauses (a call left waiting for an operator's approval), and this tool is the only "
+    "way a file reaches the owner: export it before then."
 )
 
 V2_SPEC = ToolSpec.builtin(

@@ -138,7 +138,7 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
             return ToolOutput(
                 structured={"artifact": ref.to_json(), "attached": True},
                 content=f"Generated {json.dumps(ref.name)} ({ref.byte_count} bytes, "
-                        f"{ref.media_type}). It is attached to your reply.",
+                        f"{ref.media_type}). {ref.attachment_note()}",
             )
 
         return generate

@@ -108,10 +108,13 @@ _IMAGE_TEXT = (
     + " (default 1024x1024); seed makes a generation repeatable. The image is saved as an "
     "artifact and attached to your reply." + _CHARGED
 )
+# A video past toolhost.MAX_ATTACHED_BYTES is not attached (D364): the text says so.
 _VIDEO_TEXT = (
     "Generate one MP4 video from a text prompt. size is one of " + ", ".join(VIDEO_SIZES)
     + " (default 1280x768); duration_seconds is 5 (default) or 10; seed makes a generation "
-    "repeatable. The video is saved as an artifact and attached to your reply." + _CHARGED
+    "repeatable. The video is saved as an artifact and attached to your reply when it is at "
+    "most 32 MiB; a larger one is stored, and the result says how the person can get it."
+    + _CHARGED
 )
 _IMAGE_REFS = (
     " reference_image_ids: up to 8 artifact ids of images of this conversation (the user's "

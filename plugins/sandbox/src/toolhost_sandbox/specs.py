@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DESCRIPTION",
     "INPUT_SCHEMA",
+    "MAX_TIMEOUT_S",
     "OUTPUT_SCHEMA",
     "RUN_COMMAND",
     "SPEC",
@@ -45,6 +46,11 @@ __all__ = [
 #: more belongs in the workspace (workspace.write_text) and a command that runs it.
 COMMAND_MAX_LENGTH = 16384
 DEFAULT_TIMEOUT_S = 60
+#: The tool's own timeout (the seed's 300 s, the pipeline's deadline for the whole call) less
+#: what a call spends outside the command: measuring the workspace before, killing the
+#: sandbox and collecting its output and changes after. A command timeout of the whole 300 s
+#: could never fire first: the pipeline's deadline did, and the output was lost (D374).
+MAX_TIMEOUT_S = 280
 
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -66,7 +72,8 @@ DESCRIPTION = (
     "Run one shell command line (/bin/sh -c) in this run's workspace, inside an isolated "
     "sandbox. The working directory is the workspace (/workspace), the only place where "
     "files outlast the command; there is no network, none of the host's other files, and a "
-    "private /tmp. timeout_s (1 to 300, default 60) is the wall time; the command also gets "
+    f"private /tmp. timeout_s (1 to {MAX_TIMEOUT_S}, default 60) is the wall time; the "
+    "command also gets "
     f"at most {MEMORY_BYTES // 2**20} MiB of memory per process, {PROCESSES} processes, "
     f"{FILE_BYTES // 2**20} MiB per file, a workspace of at most {QUOTA_BYTES // 2**20} MiB "
     f"and {QUOTA_ENTRIES} entries (past which it is killed), and {OUTPUT_LIMIT} bytes of "
@@ -92,7 +99,7 @@ def RUN_COMMAND(  # noqa: N802 - the decorator makes a Tool, named as a constant
     context: ToolExecutionContext,
     # No NUL: it cannot be part of a command line (the kernel's argv is C strings).
     command: Annotated[str, MinLen(1), MaxLen(COMMAND_MAX_LENGTH), Pattern("^[^\\u0000]*$")],
-    timeout_s: Annotated[int, Range(1, 300)] = DEFAULT_TIMEOUT_S,
+    timeout_s: Annotated[int, Range(1, MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S,
 ) -> ToolOutput:
     """One shell command line in the run's workspace, isolated. The model reads ``DESCRIPTION``
     (built from the limits' values), not this."""
