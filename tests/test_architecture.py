@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "host" / "toolhost"
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "host" / "toolhost"
 COMPOSITION_ROOT = PACKAGE / "_composition.py"
 ADAPTERS = PACKAGE / "_adapters"
 LAYERS_ABOVE_MODEL = ("_registration", "_pipeline", "_adapters", "_composition", "_cli", "_mcp",
@@ -193,3 +195,14 @@ def test_the_composition_roots_front_end_names_agree_in_its_three_lists() -> Non
         home = importlib.import_module(module)
         assert getattr(composition, name) is (home if attribute is None
                                               else getattr(home, attribute)), name
+
+
+def test_test_files_are_named_by_what_they_test() -> None:
+    # A file named after the review or the round that found its defects says nothing to the
+    # next reader of what it covers (#28): name it by the behaviour.
+    roots = [REPO / "tests", REPO / "conformance" / "tests",
+             *sorted((REPO / "plugins").glob("*/tests"))]
+    misnamed = sorted(str(path.relative_to(REPO)) for root in roots
+                      for path in root.rglob("test_*.py")
+                      if re.search(r"(^|_)(reviews?|leftovers?|round\d*)(_|$)", path.stem))
+    assert misnamed == []

@@ -1,4 +1,4 @@
-"""Second adversarial review of artifact.export (each test failed before its fix): a local
+"""artifact.export's failures, identity and names (each test failed before its fix): a local
 store whose disk fails is the host's retryable ARTIFACT_STORE failure as an object store's is
 (D359); the identity rule never hands one conversation or principal another's artifact
 (D360); a path export's file name cannot hide its extension or break on the owner's machine

@@ -1,4 +1,4 @@
-"""The CLI review's defects: a signal during ``call`` or ``artifacts get -o``, an output stream
+"""The CLI under stress: a signal during ``call`` or ``artifacts get -o``, an output stream
 that fails, and hostile values on the command line and in the settings. Each is one line on
 stderr and its exit code, never a traceback, and never a row left ``running``."""
 
