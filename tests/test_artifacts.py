@@ -124,8 +124,8 @@ def test_public_names() -> None:
         toolhost._model.artifacts: {
             "ARTIFACT_CEILING", "ArtifactCorrupted", "ArtifactError", "ArtifactNotFound",
             "ArtifactOrigin", "ArtifactRecord", "ArtifactRef", "ArtifactStoreUnavailable",
-            "ArtifactTooLarge",
-            "ArtifactUnavailable", "NewArtifact", "PurgeReport", "as_utc", "as_utc_or_none"},
+            "ArtifactTooLarge", "ArtifactUnavailable", "MAX_ATTACHED_BYTES", "NewArtifact",
+            "PurgeReport", "as_utc", "as_utc_or_none"},
         toolhost._ports.artifacts: {"LIST_LIMIT", "READ_CHUNK", "STAGING_STALE_AFTER",
                                     "ArtifactChunks", "ArtifactStore", "ArtifactUpload",
                                     "DamagedArtifact"},
