@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
+import fcntl
 import heapq
 import os
 import re
@@ -68,8 +69,8 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
 #: Bytes of the target's name kept in its temp file's name: with ``.``, ``.``, the 32-digit id
 #: and ``.tmp`` that is at most 238 bytes, under every filesystem's NAME_MAX (255 bytes).
 _TEMP_NAME_BYTES = 200
-#: The temp files ``write`` names (``.<name>.<uuid4 hex>.tmp``): a write killed before its
-#: rename leaves one, and listings never show them.
+#: The temp files ``write`` names (``.<name>.<uuid4 hex>.tmp``). Anyone can make a file so
+#: named: a listing hides one only while a write holds it (``_in_flight``).
 _TEMP_NAME = re.compile(r"\..*\.[0-9a-f]{32}\.tmp", re.DOTALL)
 
 
@@ -201,18 +202,42 @@ def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = F
         raise WorkspaceEscape(_os_reason(exc)) from None
 
 
-def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
-    """Files and directories a listing can show: never a symlink, a FIFO, a socket or a
-    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read),
-    nor a temp file of the handle's own (a write killed before its rename leaves one)."""
+def _in_flight(name: str, dir_fd: int) -> bool:
+    """Whether a write, of this process or another sharing the workspace, holds the temp file
+    ``name`` now: ``write`` keeps an exclusive ``flock`` on it from creation to rename. A lock
+    dies with its process, so a crashed write's leftover, like any file a command made with
+    such a name, is not in flight. Never blocks; any failure to test says not in flight."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                     | _O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def _listable(entries: Iterator[os.DirEntry[str]], dir_fd: int) -> Iterator[os.DirEntry[str]]:
+    """Files and directories of ``dir_fd`` a listing can show: never a symlink, a FIFO, a
+    socket or a device, nor a name that is not UTF-8 (it could not be shown in a JSON result,
+    nor read), nor a write's temp file while the write is in flight (it would show a partial
+    file under a name about to vanish)."""
     for entry in entries:
         try:
             entry.name.encode("utf-8")
         except UnicodeEncodeError:
             continue
-        if entry.is_symlink() or _TEMP_NAME.fullmatch(entry.name):
+        if entry.is_symlink():
             continue
-        if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+        if entry.is_dir(follow_symlinks=False) or (
+                entry.is_file(follow_symlinks=False)
+                and not (_TEMP_NAME.fullmatch(entry.name) and _in_flight(entry.name, dir_fd))):
             yield entry
 
 
@@ -274,6 +299,34 @@ _SET_ID = stat.S_ISUID | stat.S_ISGID
 
 #: (device, inode, size, mtime_ns, ctime_ns): what a stamp compares.
 _FileKey = tuple[int, int, int, int, int]
+#: (device, inode): which directory a walk listed, to check it is the one it opens later.
+_DirId = tuple[int, int]
+
+
+def _dir_id(info: os.stat_result) -> _DirId:
+    return (info.st_dev, info.st_ino)
+
+
+def _open_same_dir(name: str, dir_fd: int,
+                   expected: _DirId | None) -> tuple[int, _DirId] | None:
+    """The fd and (device, inode) of directory ``name`` under ``dir_fd`` (``..`` to climb),
+    never through a symlink, if it is still the directory ``expected`` the walk listed or came
+    down from (None: whichever is there, entered for the first time); None, with nothing left
+    open, if another one is there now (swapped since, or the tree moved: ``..`` of a
+    directory moved elsewhere is not where the walk came from).
+
+    :raises OSError: it cannot be opened (FileNotFoundError: removed since it was listed).
+    """
+    fd = os.open(name, _O_DIR, dir_fd=dir_fd)
+    try:
+        found = _dir_id(os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    if expected is None or found == expected:
+        return fd, found
+    os.close(fd)
+    return None
 
 
 def _file_key(info: os.stat_result) -> _FileKey:
@@ -319,7 +372,8 @@ def _tool_path(prefix: str | None, name: str) -> str | None:
 @attrs.define
 class _BoundedWalk:
     """One depth-first walk of a workspace with caps, beside a process that may be changing
-    it: the one copy of the descend/climb logic (subclasses say what an entry counts for).
+    it: the one copy of the whole-tree walk (subclasses say what an entry counts for). Each
+    step down or up is ``_open_same_dir``, as in a listing's walk (``_ListingWalk``).
 
     ``complete`` is False when the walk may have missed something: a directory that could
     not be opened or listed, or one swapped since it was listed (the walk goes on with the
@@ -374,24 +428,23 @@ class _BoundedWalk:
         path is built (every ``prefix`` is None)."""
         current = os.dup(root)
         try:
-            here = os.fstat(current)
             # Each level: the directory's (device, inode), its subdirectories not yet walked,
             # and the tool path of its entries' prefix (None: no tool can name them).
             top = "" if named else None
-            stack: list[tuple[tuple[int, int], list[tuple[str, int, int]], str | None]] = [
-                ((here.st_dev, here.st_ino), self.scan(current, top), top)]
+            stack: list[tuple[_DirId, list[tuple[str, int, int]], str | None]] = [
+                (_dir_id(os.fstat(current)), self.scan(current, top), top)]
             while not self.stopped:
                 _, pending, prefix = stack[-1]
                 if not pending:
                     stack.pop()
                     if not stack:
                         return
-                    parent = os.open("..", _O_DIR, dir_fd=current)
-                    os.close(current)
-                    current = parent
-                    here = os.fstat(current)
-                    if (here.st_dev, here.st_ino) != stack[-1][0]:
+                    parent = _open_same_dir("..", current, stack[-1][0])
+                    if parent is None:
                         self.stop()  # somewhere else now: no way back to the rest
+                        continue
+                    os.close(current)
+                    current, _ = parent
                     continue
                 name, device, inode = pending.pop()
                 self.depth = max(self.depth, len(stack))
@@ -399,19 +452,17 @@ class _BoundedWalk:
                     self.stop()
                     return
                 try:
-                    child = os.open(name, _O_DIR, dir_fd=current)
+                    child = _open_same_dir(name, current, (device, inode))
                 except FileNotFoundError:
                     continue  # removed since it was listed
                 except OSError:
                     self.complete = False  # unreadable, or swapped for a symlink
                     continue
-                here = os.fstat(child)
-                if (here.st_dev, here.st_ino) != (device, inode):
-                    os.close(child)
+                if child is None:
                     self.complete = False  # swapped since it was listed
                     continue
                 os.close(current)
-                current = child
+                current, _ = child
                 directory = _tool_path(prefix, name)
                 below = None if directory is None else directory + "/"
                 stack.append(((device, inode), self.scan(current, below), below))
@@ -466,6 +517,214 @@ class _UsageWalk(_BoundedWalk):
         self.disk_bytes += info.st_blocks * 512
         if self.disk_bytes > self.max_bytes:
             self.stop()
+
+
+#: The size of a file entry a listing has kept but not yet measured: it is measured only when
+#: the walk reaches it in key order, so an entry dropped for smaller ones costs no ``stat``.
+_UNSIZED = -1
+#: What a listing keeps with a directory to walk before the walk enters it: its (device,
+#: inode) is taken then, and checked on every later way back into it.
+_UNENTERED: _DirId = (-1, -1)
+
+
+def _first(item: tuple[bytes, ListedEntry, _DirId | None]) -> bytes:
+    return item[0]
+
+
+@attrs.define
+class _Kept:
+    """The ``limit`` + 1 smallest entries a listing has met, by key (the UTF-8 of the
+    relative path): one more than it returns tells it was truncated. A directory to walk is
+    kept with ``_UNENTERED``, then with its (device, inode) once entered, so every later way
+    back into it is checked (None: not to be walked)."""
+
+    limit: int
+    items: list[tuple[bytes, ListedEntry, _DirId | None]] = attrs.field(factory=list)
+
+    def admits(self, key: bytes) -> bool:
+        """Whether an entry of this key would be kept now (if not, no larger one would be)."""
+        return len(self.items) <= self.limit or key < self.items[-1][0]
+
+    def add(self, key: bytes, entry: ListedEntry, directory: _DirId | None = None) -> None:
+        if self.admits(key):
+            bisect.insort(self.items, (key, entry, directory), key=_first)
+            if len(self.items) > self.limit + 1:
+                self.items.pop()
+
+    def _at(self, key: bytes) -> int | None:
+        at = bisect.bisect_left(self.items, key, key=_first)
+        return at if at < len(self.items) and self.items[at][0] == key else None
+
+    def directory(self, key: bytes) -> _DirId | None:
+        """The (device, inode) kept with the directory of this key; None if none is kept."""
+        at = self._at(key)
+        return None if at is None else self.items[at][2]
+
+    def entered(self, key: bytes, directory: _DirId) -> None:
+        at = self._at(key)
+        if at is not None:
+            self.items[at] = (key, self.items[at][1], directory)
+
+    def sized(self, key: bytes, size: int | None) -> None:
+        """Give the kept file of this key its size; None: it is gone, drop it."""
+        at = self._at(key)
+        if at is None:
+            return
+        if size is None:
+            del self.items[at]
+        else:
+            _, entry, _ = self.items[at]
+            self.items[at] = (key, ListedEntry(entry.path, entry.kind, size), None)
+
+    def next_to_visit(self, after: bytes) -> tuple[bytes, ListedEntry, _DirId | None] | None:
+        """The first kept entry with a key past ``after`` that the walk must visit: a file to
+        measure, or a directory something under which could still be kept. None: done."""
+        for at in range(bisect.bisect_right(self.items, after, key=_first), len(self.items)):
+            key, entry, directory = self.items[at]
+            if entry.byte_count == _UNSIZED or (
+                    directory is not None and self.admits(key + b"/")):
+                return self.items[at]
+        return None
+
+
+@attrs.define
+class _ListingWalk:
+    """One listing: the entries of the directory ``start`` (``prefix``: their path's), and with
+    ``recursive`` everything below it, offered to ``kept``.
+
+    It visits kept entries in key order, depth first in effect: a file to measure it, a
+    directory to list it while something under it could still be kept. So ``kept`` is all it
+    remembers: memory is bounded by the limit, not by the tree's size or depth. Like
+    ``_BoundedWalk`` it holds one directory fd besides ``start`` however deep it goes, moving
+    by ``..`` and by name through ``_open_same_dir``, never through a symlink, and checking
+    that every directory it goes back into is the one it entered before; where the tree moved
+    it comes down again from ``start``. A directory it cannot enter so (removed, unreadable,
+    swapped, moved) is listed, its entries are not, and nor are files it cannot reach again.
+    """
+
+    start: int
+    prefix: str
+    kept: _Kept
+    recursive: bool
+    #: Where the walk stands (an fd of its own), the directories from ``start`` down to
+    #: there (name and (device, inode)), and their names joined by ``/``.
+    current: int = -1
+    below: list[tuple[str, _DirId]] = attrs.field(factory=list)
+    here: str = ""
+    start_id: _DirId = (0, 0)
+
+    def run(self) -> None:
+        self.start_id = _dir_id(os.fstat(self.start))
+        self.current = os.dup(self.start)
+        try:
+            self.scan("")
+            visited = b""  # each entry visited sorts after the one before
+            while (found := self.kept.next_to_visit(visited)) is not None:
+                visited, entry, directory = found
+                relative = entry.path[len(self.prefix):]
+                if directory is not None:
+                    if self.go_to(relative, directory):
+                        self.scan(relative)
+                    continue
+                parent, _, name = relative.rpartition("/")
+                size = None
+                within = self.kept.directory((self.prefix + parent).encode("utf-8")) \
+                    if parent else self.start_id
+                # Removed since it was listed, or its directory moved meanwhile: not listed.
+                if within is not None and self.go_to(parent, within):
+                    with contextlib.suppress(FileNotFoundError):
+                        size = os.stat(name, dir_fd=self.current, follow_symlinks=False).st_size
+                self.kept.sized(visited, size)
+        finally:
+            os.close(self.current)
+
+    def scan(self, relative: str) -> None:
+        """Offer the entries of the directory where the walk stands (``relative`` to
+        ``start``) to ``kept``, smallest first, until one is refused: every later one, and
+        everything under it, sorts after that one."""
+        with os.scandir(self.current) as it:
+            # Only the limit+1 smallest listable names of a directory can be kept, so only
+            # those are held, however large the directory.
+            children = heapq.nsmallest(self.kept.limit + 1, _listable(it, self.current),
+                                       key=lambda e: os.fsencode(e.name))
+        prefix = f"{self.prefix}{relative}/" if relative else self.prefix
+        # Files before the first subdirectory to walk are measured now, where the walk stands;
+        # those after it wait for their turn: what is under it may push them out.
+        later = False
+        for entry in children:
+            path = prefix + entry.name
+            key = path.encode("utf-8")
+            if not self.kept.admits(key):
+                return
+            if entry.is_dir(follow_symlinks=False):
+                self.kept.add(key, ListedEntry(path, "directory", 0),
+                              _UNENTERED if self.recursive else None)
+                later = later or self.recursive
+            elif later:
+                self.kept.add(key, ListedEntry(path, "file", _UNSIZED))
+            else:
+                try:
+                    size = entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue  # removed since scandir: not listed
+                self.kept.add(key, ListedEntry(path, "file", size))
+
+    def go_to(self, target: str, directory: _DirId) -> bool:
+        """Stand in the directory ``target`` (its path below ``start``, "" for ``start``) if
+        it is still ``directory``; False where the walk cannot get there (it then stands on
+        the way)."""
+        if target == self.here:
+            return True
+        names = target.split("/") if target else []
+        if not self.here or target.startswith(self.here + "/"):
+            common = len(self.below)  # below where it stands: a subdirectory, most often
+        else:
+            common = 0
+            for (name, _), part in zip(self.below, names, strict=False):
+                if name != part:
+                    break
+                common += 1
+        if len(self.below) - common > common:
+            self._restart()  # coming down again from the start is shorter than climbing
+        while len(self.below) > common:
+            above = self.below[-2][1] if len(self.below) > 1 else self.start_id
+            try:
+                parent = _open_same_dir("..", self.current, above)
+            except OSError:
+                parent = None
+            if parent is None:  # moved: the way up is not the way it came down
+                self._restart()
+                break
+            os.close(self.current)
+            self.current, _ = parent
+            name, _ = self.below.pop()
+            self.here = self.here[:-len(name) - 1] if self.below else ""
+        for depth in range(len(self.below), len(names)):
+            wanted = directory if depth == len(names) - 1 else self.kept.directory(
+                (self.prefix + "/".join(names[:depth + 1])).encode("utf-8"))
+            if wanted is None or (wanted == _UNENTERED and depth < len(names) - 1):
+                return False
+            try:
+                child = _open_same_dir(names[depth], self.current,
+                                       None if wanted == _UNENTERED else wanted)
+            except OSError:
+                return False  # removed, unreadable, or a symlink now
+            if child is None:
+                return False  # another directory there now
+            os.close(self.current)
+            self.current, found = child
+            if wanted == _UNENTERED:
+                self.kept.entered((self.prefix + target).encode("utf-8"), found)
+            self.below.append((names[depth], found))
+            self.here = f"{self.here}/{names[depth]}" if self.here else names[depth]
+        return True
+
+    def _restart(self) -> None:
+        fd = os.dup(self.start)
+        os.close(self.current)
+        self.current = fd
+        self.below.clear()
+        self.here = ""
 
 
 class _RootFd:
@@ -747,6 +1006,11 @@ class WorkspaceHandle:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC,
                          0o644, dir_fd=parent)
             try:
+                # Held until the fd closes, after the rename: what tells listings, in any
+                # process, that this temp file is a write in flight (``_in_flight``). A
+                # filesystem without flock only has the temp file listed meanwhile.
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if existing is not None:
                     # The replaced file's permission bits (not set-id or sticky: a write is
                     # not a way to make a set-id file).
@@ -883,9 +1147,9 @@ class WorkspaceHandle:
     def listdir(self, path: str = "", *, recursive: bool = False, limit: int = 1000) -> Listing:
         """Entries under ``path`` in bytewise order of their relative path, at most ``limit``,
         truncated from the tail (a truncated listing is a prefix of the full one). Symlinks are
-        neither followed nor listed, nor is anything that is not a file or directory, nor a
-        temp file of the handle's own. Memory is bounded by ``limit``, not by the size of the
-        tree.
+        neither followed nor listed, nor is anything that is not a file or directory, nor the
+        temp file of a write in flight. Memory is bounded by ``limit``, and open directories by
+        a constant, not by the size or depth of the tree.
 
         :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory, WorkspaceUnavailable:
         """
@@ -896,80 +1160,17 @@ class WorkspaceHandle:
             raise _failure(exc, writing=False) from None
 
     def _listdir(self, parts: list[str], path: str, recursive: bool, limit: int) -> Listing:
-        kept: list[tuple[bytes, ListedEntry]] = []
-        def full() -> bool:
-            return len(kept) > limit
-
-        def children_of(dir_fd: int) -> list[os.DirEntry[str]]:
-            with os.scandir(dir_fd) as it:
-                # Only the limit+1 smallest listable names of a directory can reach the
-                # listing: each is an entry itself, and everything under a name sorts after
-                # it. So memory is O(limit) a level, however large the directory.
-                return heapq.nsmallest(limit + 1, _listable(it), key=lambda e: os.fsencode(e.name))
-
-        def visit(start_fd: int, start_prefix: str) -> None:
-            # Depth-first with an explicit stack (no recursion, however deep the tree): each
-            # frame holds a directory fd, its remaining children and its path prefix.
-            stack: list[tuple[int, Iterator[os.DirEntry[str]], str]] = [
-                (start_fd, iter(children_of(start_fd)), start_prefix)]
-            try:
-                while stack:
-                    dir_fd, children, prefix = stack[-1]
-                    entry = next(children, None)
-                    if entry is None:
-                        stack.pop()
-                        if dir_fd != start_fd:
-                            os.close(dir_fd)
-                        continue
-                    rel = f"{prefix}{entry.name}"
-                    key = rel.encode("utf-8")
-                    if full() and key >= kept[-1][0]:
-                        # Every later sibling, and everything under it, sorts after this.
-                        stack[-1] = (dir_fd, iter(()), prefix)
-                        continue
-                    if not entry.is_dir(follow_symlinks=False):
-                        try:
-                            size = entry.stat(follow_symlinks=False).st_size
-                        except FileNotFoundError:
-                            continue  # removed since scandir: not listed
-                        self._keep(kept, key, ListedEntry(rel, "file", size), limit)
-                        continue
-                    self._keep(kept, key, ListedEntry(rel, "directory", 0), limit)
-                    if not recursive or (full() and key + b"/" >= kept[-1][0]):
-                        continue
-                    try:
-                        child = os.open(entry.name, _O_DIR, dir_fd=dir_fd)
-                    except OSError:
-                        continue  # swapped or unreadable since scandir: not listed
-                    try:
-                        stack.append((child, iter(children_of(child)), rel + "/"))
-                    except BaseException:
-                        os.close(child)
-                        raise
-            finally:
-                for dir_fd, _, _ in stack:
-                    if dir_fd != start_fd:
-                        os.close(dir_fd)
-
+        kept = _Kept(limit)
         if not parts:
-            with self._root_fd() as start_fd:
-                visit(start_fd, "")
+            with self._root_fd() as start:
+                _ListingWalk(start, "", kept, recursive).run()
         else:
             with self._parent(parts) as parent:
-                start_fd = _open_dir(parts[-1], parent, last=True)
+                start = _open_dir(parts[-1], parent, last=True)
             try:
-                visit(start_fd, path + "/")
+                _ListingWalk(start, path + "/", kept, recursive).run()
             finally:
-                os.close(start_fd)
-        return Listing(entries=tuple(e for _, e in kept[:limit]), truncated=len(kept) > limit)
-
-    @staticmethod
-    def _keep(kept: list[tuple[bytes, ListedEntry]], key: bytes, entry: ListedEntry,
-              limit: int) -> None:
-        # Keep the limit+1 smallest keys seen: one more than returned tells "truncated".
-        if len(kept) > limit and key >= kept[-1][0]:
-            return
-        bisect.insort(kept, (key, entry), key=lambda item: item[0])
-        if len(kept) > limit + 1:
-            kept.pop()
+                os.close(start)
+        return Listing(entries=tuple(entry for _, entry, _ in kept.items[:limit]),
+                       truncated=len(kept.items) > limit)
 

@@ -1,0 +1,240 @@
+"""WorkspaceHandle.listdir's bounds and what it hides: a recursive listing holds a few
+directory fds and O(limit) entries however deep the tree, goes back up only into the
+directories it came down from, and hides a temp-named file only while a write holds it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolhost._adapters.fs_workspace as fs_workspace
+from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
+
+TEMP_ID = "0123456789abcdef0123456789abcdef"
+
+
+@contextlib.contextmanager
+def _few_fds(spare: int = 64) -> Iterator[int]:
+    """This process's soft open-file limit lowered, for the block, to ``spare`` more than it
+    has open now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = min(len(os.listdir("/proc/self/fd")) + spare, soft)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _chain(root: Path, depth: int, files: dict[int, list[str]]) -> None:
+    """``depth`` nested directories ``d`` under ``root`` (by dir fd: no path is ever longer
+    than a name), with ``files[level]`` made in the directory ``level`` levels down."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(depth + 1):
+            for name in files.get(level, []):
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+            if level == depth:
+                break
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def deep_root(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "root"
+    root.mkdir()
+    yield root
+    remove_tree(root)  # deeper than shutil.rmtree recurses: pytest's cleanup would crash
+
+
+def test_a_tree_deeper_than_the_fd_limit_is_listed_whole(deep_root: Path) -> None:
+    """The walk held one fd a level: 1,000 levels under a limit of 64 spare fds ran out (the
+    listing failed, or stopped silently where the opens did)."""
+    depth = 1000
+    _chain(deep_root, depth, {0: ["top.txt"], 500: ["mid.txt"], depth: ["bottom.txt"]})
+    chain = ["/".join(["d"] * level) for level in range(1, depth + 1)]
+    expected = sorted([*chain, "top.txt", chain[499] + "/mid.txt", chain[-1] + "/bottom.txt"],
+                      key=str.encode)
+    with WorkspaceHandle(deep_root) as handle, _few_fds() as limit:
+        assert limit < depth
+        full = handle.listdir(recursive=True, limit=5000)
+        capped = handle.listdir(recursive=True, limit=700)
+        below = handle.listdir("d/d", recursive=True, limit=5000)
+    assert [e.path for e in full.entries] == expected and not full.truncated
+    kinds = {e.path: (e.kind, e.byte_count) for e in full.entries}
+    assert kinds[chain[-1]] == ("directory", 0)
+    assert kinds[chain[-1] + "/bottom.txt"] == ("file", 0)
+    assert capped.truncated and list(capped.entries) == list(full.entries[:700])
+    assert [e.path for e in below.entries] == [p for p in expected if p.startswith("d/d/")]
+
+
+def test_listing_memory_is_bounded_by_the_limit_not_the_depth(deep_root: Path) -> None:
+    """Each level held up to ``limit`` + 1 entries while the walk was below it: 100 levels of
+    100 files on the way down, listed with a limit of 100, held some 10,000."""
+    files = [f"f{i:03d}.txt" for i in range(100)]
+    _chain(deep_root, 150, dict.fromkeys(range(151), files))
+    with WorkspaceHandle(deep_root) as handle:
+        tracemalloc.start()
+        try:
+            listing = handle.listdir(recursive=True, limit=100)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    # The chain of directories sorts first ("d" < "f"): the listing is its first 100 levels.
+    assert [e.path for e in listing.entries] == ["/".join(["d"] * n) for n in range(1, 101)]
+    assert listing.truncated
+    assert peak < 1 << 19, f"{peak} bytes at the peak"
+
+
+def _on_scan(monkeypatch: pytest.MonkeyPatch, marker: str, act: Any) -> None:
+    """Run ``act`` once, right after the walk has read the directory holding ``marker``
+    (before it goes on): what a command renaming things beside the walk does, at a known
+    moment."""
+    listable = fs_workspace._listable
+    done: list[bool] = []
+
+    def reading(*args: Any) -> Iterator[os.DirEntry[str]]:
+        listed = list(listable(*args))
+        if not done and marker in (e.name for e in listed):
+            done.append(True)
+            act()
+        return iter(listed)
+
+    monkeypatch.setattr(fs_workspace, "_listable", reading)
+
+
+def test_a_directory_swapped_for_a_symlink_after_it_was_listed_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "z").mkdir()
+    (root / "z" / "y.txt").write_bytes(b"y")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_bytes(b"secret")
+
+    def swap() -> None:
+        os.rename(root / "a", tmp_path / "a-moved")
+        os.symlink(tmp_path / "outside", root / "a")
+
+    _on_scan(monkeypatch, "z", swap)
+    with WorkspaceHandle(root) as handle:
+        listing = handle.listdir(recursive=True)
+    # "a" was a directory when listed; what is there now is not entered.
+    assert [e.path for e in listing.entries] == ["a", "z", "z/y.txt"]
+
+
+def test_the_walk_never_climbs_into_where_a_moved_directory_went(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk stands in a/b/c1 when c1 is moved out of the root: its ``..`` is not a/b any
+    more, and the c2 beside where c1 went is not the one to list. The walk comes down again
+    from the root and lists a/b/c2."""
+    root = tmp_path / "root"
+    for name in ("c1", "c2"):
+        (root / "a" / "b" / name).mkdir(parents=True)
+        (root / "a" / "b" / name / f"{name}.txt").write_bytes(b"in")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "c2").mkdir(parents=True)
+    (elsewhere / "c2" / "secret.txt").write_bytes(b"secret")
+    _on_scan(monkeypatch, "c1.txt", lambda: os.rename(root / "a" / "b" / "c1", elsewhere / "c1"))
+    with WorkspaceHandle(root) as handle:
+        listing = handle.listdir(recursive=True)
+    assert [e.path for e in listing.entries] == [
+        "a", "a/b", "a/b/c1", "a/b/c1/c1.txt", "a/b/c2", "a/b/c2/c2.txt"]
+
+
+def test_a_file_named_like_a_temp_file_is_listed(tmp_path: Path) -> None:
+    """A command (or anyone) can name a file as the handle names its temp files; a listing
+    hid every such name, so a command could hide a file from list_files."""
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    hidden = f".notes.md.{TEMP_ID}.tmp"
+    (root / hidden).write_bytes(b"look at me")
+    (root / "d" / f".x.{TEMP_ID}.tmp").write_bytes(b"")
+    with WorkspaceHandle(root) as handle:
+        flat = handle.listdir()
+        deep = handle.listdir(recursive=True)
+        assert handle.read(hidden) == b"look at me"
+    assert [(e.path, e.byte_count) for e in flat.entries] == [(hidden, 10), ("d", 0)]
+    assert [e.path for e in deep.entries] == [hidden, "d", f"d/.x.{TEMP_ID}.tmp"]
+
+
+def test_a_write_in_flight_in_another_process_is_hidden_until_that_process_dies(
+    tmp_path: Path,
+) -> None:
+    """Two processes share a workspace: one's temp file is not a file of the other's listing
+    while the write is in flight; once the writer is killed before its rename, the temp file
+    it left is a file like any other, and is listed."""
+    root = tmp_path / "root"
+    root.mkdir()
+    handle = WorkspaceHandle(root)
+    handle.write("d/kept.txt", b"kept")
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: stops just before its rename
+        try:
+            os.close(ready_r)
+
+            def stalled(*_: object, **__: object) -> None:
+                os.write(ready_w, b"x")
+                signal.pause()
+
+            os.rename = stalled
+            handle.write("d/notes.md", b"half written")
+        finally:
+            os._exit(1)
+    os.close(ready_w)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        temps = [n for n in os.listdir(root / "d") if n.endswith(".tmp")]
+        assert len(temps) == 1 and temps[0].startswith(".notes.md.")
+        with WorkspaceHandle(root) as other:
+            in_flight = other.listdir(recursive=True)
+        assert [e.path for e in in_flight.entries] == ["d", "d/kept.txt"]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(ready_r)
+    left = handle.listdir("d")
+    assert [(e.path, e.kind, e.byte_count) for e in left.entries] == [
+        (f"d/{temps[0]}", "file", 12), ("d/kept.txt", "file", 4)]
+    handle.close()
+
+
+def test_the_handles_own_write_in_flight_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A listing made while the same handle's write is between its temp file and its rename
+    (here, during its fsync) shows neither the temp file nor the file yet."""
+    root = tmp_path / "root"
+    root.mkdir()
+    handle = WorkspaceHandle(root)
+    real_fsync = os.fsync
+    seen: list[list[str]] = []
+
+    def listing_meanwhile(fd: int) -> None:
+        if not seen:
+            assert os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith(".a.md.")
+            seen.append([e.path for e in handle.listdir(recursive=True).entries])
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", listing_meanwhile)
+    handle.write("a.md", b"text")
+    monkeypatch.undo()
+    assert seen == [[]]
+    assert [e.path for e in handle.listdir().entries] == ["a.md"]
+    handle.close()
