@@ -9,81 +9,191 @@ failed every result over 1 MiB, as a tool error) and puts this transport under t
   an ``httpx2.StreamError``: for a JSON answer the SDK turns it into a parse error of that
   request alone, which the adapter reads as ``too_large``); an event stream is bounded per
   event, since the one a session keeps open for notifications may carry more than that in all;
+- the JSON values a body or an event can hold are counted as it arrives (``mcp_bounds``), and
+  it is held to the budget of what its request asked: a call, a listing (all its pages), or
+  anything else (the session's stream of notifications included). A body past it is refused as
+  above; an event stream past it ends with ``EventTooLarge`` (an ``httpx2.SSEError``: on a
+  request's own stream the SDK fails that request, and the adapter reads it as ``too_large``;
+  the session's stream of notifications is opened again);
 - a redirect's body is not read at all (the SDK follows its ``Location`` only);
-- answers are asked for unencoded (``Accept-Encoding: identity``), and a body that comes
-  encoded anyway is refused (``EncodedAnswer``): the bound counts what arrives, and 8 KiB of
-  gzip decode to 8 MiB.
+- answers are asked for unencoded (``Accept-Encoding: identity``), and a body or an event
+  stream that comes encoded anyway is refused (``EncodedAnswer``, ``EncodedEvents``): the
+  bounds count what arrives, and 8 KiB of gzip decode to 8 MiB.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 
+from toolhost._adapters.mcp_bounds import (
+    MAX_CALL_VALUES,
+    Budget,
+    Spending,
+    budget_for,
+    encoded_words,
+    event_ends,
+)
 from toolhost._model.errors import ToolhostError
-from toolhost._model.upstream import too_long_words
 
-__all__ = ["BoundedTransport", "EncodedAnswer", "ResponseTooLarge", "quiet_sdk_logs"]
+__all__ = ["BoundedTransport", "EncodedAnswer", "EncodedEvents", "EventTooLarge",
+           "ResponseTooLarge", "quiet_sdk_logs"]
 
 
 class ResponseTooLarge(httpx2.StreamError, ToolhostError):
-    """A body grew past the bound (an ``httpx2.StreamError``: the SDK catches those)."""
+    """A body grew past the bound, or its budget (an ``httpx2.StreamError``: the SDK catches
+    those)."""
 
-    def __init__(self, size: int) -> None:
-        super().__init__(too_long_words(size))
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+
+
+class EventTooLarge(httpx2.SSEError, ToolhostError):
+    """An event of an event stream grew past its budget (an ``httpx2.SSEError``: the SDK fails
+    the request whose stream it is, in the words ``SSE stream failed: ...``)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
 
 
 class EncodedAnswer(httpx2.StreamError, ToolhostError):
     """A body came with a ``Content-Encoding`` the gateway did not ask for."""
 
     def __init__(self, encoding: str) -> None:
-        super().__init__(f"an answer encoded {encoding!r}, which was not asked for")
+        super().__init__(encoded_words(encoding))
+
+
+class EncodedEvents(httpx2.SSEError, ToolhostError):
+    """An event stream came with a ``Content-Encoding`` the gateway did not ask for (an
+    ``httpx2.SSEError``, as ``EventTooLarge``)."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(encoded_words(encoding))
+
+
+#: No bound of this transport's: the SDK's own applies.
+_UNBOUNDED = 1 << 62
 
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
-    """``inner``, with answers' bodies bounded to ``max_bytes`` as above."""
+    """``inner``, with answers' bodies bounded to ``max_bytes`` and to the budget of what their
+    request asked (``max_values`` for a call's), as above. One per session: it follows the
+    listing under way."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, max_bytes: int) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, max_bytes: int,
+                 max_values: int = MAX_CALL_VALUES) -> None:
         self.inner = inner
         self.max_bytes = max_bytes
+        self.call = Budget(max_bytes, max_values)
+        #: What the pages of the listing under way brought so far.
+        self.listed = Spending(budget_for("tools/list", self.call))
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = "identity"
+        method, first_page = _asked(request)
+        if method == "tools/list":
+            if first_page:
+                self.listed = Spending(self.listed.budget)
+            spending = self.listed
+        else:
+            spending = Spending(budget_for(method, self.call))
         response = await self.inner.handle_async_request(request)
         if response.is_redirect:
             # Its stream closed unread (the connection is not reused), the response left open:
             # the SDK reads the empty body before it follows the Location.
             await response.stream.aclose()  # type: ignore[union-attr]
             response.stream = httpx2.ByteStream(b"")
-        elif not response.headers.get("content-type", "").lower().startswith(
-                "text/event-stream"):
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
-            response.stream = _Bounded(response.stream, self.max_bytes,
-                                       None if encoding == "identity" else encoding)
+            return response
+        named = response.headers.get("content-encoding", "identity").strip().lower()
+        encoding = None if named == "identity" else named
+        if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+            response.stream = _Bounded(response.stream, spending, encoding)
+        else:
+            # Read as UTF-8, the one encoding of event streams, whatever charset it names: each
+            # byte counted (ASCII) is then the character the SDK's parser reads.
+            response.encoding = "utf-8"
+            if method == "tools/call":
+                # The SDK bounds each event to the call's bytes already (max_sse_event_size).
+                spending = Spending(Budget(_UNBOUNDED, self.call.values))
+            response.stream = _BoundedEvents(response.stream, spending, encoding,
+                                             together=method == "tools/list")
         return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
+def _asked(request: httpx2.Request) -> tuple[str | None, bool]:
+    """The JSON-RPC method a request sends (None for a GET, a notification's or an answer's
+    POST, or a body that is none of ours), and whether it asks for a listing's first page."""
+    if request.method != "POST":
+        return None, False
+    try:
+        sent = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return None, False
+    if not isinstance(sent, dict) or "id" not in sent or not isinstance(sent.get("method"), str):
+        return None, False
+    params = sent.get("params")
+    return sent["method"], not (isinstance(params, dict) and params.get("cursor"))
+
+
 class _Bounded(httpx2.AsyncByteStream):
-    def __init__(self, inner: Any, max_bytes: int, encoding: str | None) -> None:
+    def __init__(self, inner: Any, spending: Spending, encoding: str | None) -> None:
         self.inner = inner
-        self.max_bytes = max_bytes
+        self.spending = spending
         self.encoding = encoding
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self.encoding is not None:
             raise EncodedAnswer(self.encoding)
-        seen = 0
         async for chunk in self.inner:
-            seen += len(chunk)
-            if seen > self.max_bytes:
-                raise ResponseTooLarge(self.max_bytes)
+            self.spending.feed(chunk)
+            if (why := self.spending.refusal()) is not None:
+                raise ResponseTooLarge(why)
             yield chunk
+        self.spending.carry()  # the next page of a listing counts with this one
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BoundedEvents(httpx2.AsyncByteStream):
+    """An event stream, each event held to the budget (``together``: all its events, and
+    the next pages', as one listing)."""
+
+    def __init__(self, inner: Any, spending: Spending, encoding: str | None, *,
+                 together: bool) -> None:
+        self.inner = inner
+        self.spending = spending
+        self.encoding = encoding
+        self.together = together
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.encoding is not None:  # what is counted must be what is parsed
+            raise EncodedEvents(self.encoding)
+        carried = b""
+        async for chunk in self.inner:
+            start = 0
+            for end in event_ends(carried, chunk):
+                self._count(chunk, start, end)
+                if self.together:
+                    self.spending.carry()
+                else:
+                    self.spending.restart()
+                start = end
+            self._count(chunk, start, len(chunk))
+            carried = (carried + chunk[-2:])[-2:]
+            yield chunk
+
+    def _count(self, chunk: bytes, start: int, end: int) -> None:
+        self.spending.feed(chunk, start, end)
+        if (why := self.spending.refusal()) is not None:
+            raise EventTooLarge(why)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -94,7 +204,9 @@ class _QuietRefusals(logging.Filter):
     expected (its call fails ``too_large`` or ``protocol``): one line instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], ResponseTooLarge | EncodedAnswer):
+        if record.exc_info and isinstance(record.exc_info[1],
+                                          ResponseTooLarge | EncodedAnswer | EventTooLarge
+                                          | EncodedEvents):
             record.msg, record.args, record.exc_info = (
                 "an MCP server's answer was refused: %s", (record.exc_info[1],), None)
         return True

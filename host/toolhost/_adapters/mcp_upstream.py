@@ -9,7 +9,10 @@ the caller's, one ``call_soon_threadsafe`` each way. Cancelling the caller's awa
 the task on our loop, and the SDK then sends ``notifications/cancelled`` upstream. What a
 listing changes (the gateway registering tools: schemas compiled, the registry replaced) is
 told on a thread of its own, one listing at a time, never on that loop, so no server's calls
-wait on another's listing.
+wait on another's listing. What a message may cost once parsed is bounded in both transports
+(``mcp_bounds``: a call's answer, a listing, anything else); a listed input schema larger than
+the gateway's review takes is not kept (``kept_schema``), and a listing that was slow to parse
+is not repeated sooner than ten times as long (``RELIST_AFTER_TAKEN``).
 
 Connections speak the 2025-11-25 handshake (``mode="legacy"``): what deployed servers speak,
 and the revision in which ``notifications/tools/list_changed`` and ``notifications/cancelled``
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 import ssl
 import sys
@@ -39,6 +43,7 @@ from typing import IO, Any
 
 import attrs
 
+from toolhost._adapters.mcp_bounds import ENCODED_WORDS
 from toolhost._adapters.mcp_stdio import TOO_LONG_CODE, LineTooLong, stdio_transport
 from toolhost._adapters.system_clock import monotonic
 from toolhost._model.printable import escaped
@@ -53,7 +58,8 @@ from toolhost._model.upstream import (
     UpstreamTool,
 )
 
-__all__ = ["BACKOFF_S", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES", "McpUpstreams"]
+__all__ = ["BACKOFF_S", "KEPT_SCHEMA_BYTES", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES",
+           "McpUpstreams", "kept_schema"]
 
 #: Seconds between reconnection attempts: doubling from the first to the last, then steady.
 BACKOFF_S = (0.5, 30.0)
@@ -62,6 +68,10 @@ PING_INTERVAL_S = 5.0
 #: The least time between two listings of one server on its ``list_changed``: a server that
 #: sends them without end is listed once a second, not as fast as it can send.
 RELIST_EVERY_S = 1.0
+#: And never sooner than this many times as long as its last listing took: the host's threads
+#: wait while a listing is parsed (the GIL), so a server that makes its listing slow to parse
+#: has it parsed a tenth of the time at most.
+RELIST_AFTER_TAKEN = 10.0
 #: The most text a result may carry into the host: past it the call fails ``too_large``.
 #: Above the host's 8 MiB output ceiling on purpose: up to here the gateway keeps a head and a
 #: tail (``_registration.gateway``), and the pipeline excerpts and keeps them as an artifact.
@@ -106,13 +116,36 @@ def result_of(raw: Any) -> UpstreamResult:
                           is_error=bool(raw.is_error))
 
 
+#: The largest input schema the gateway's review takes (D281: ``MAX_SCHEMA_BYTES`` of
+#: ``_registration.upstream_schema``, which an adapter does not import).
+KEPT_SCHEMA_BYTES = 64 * 1024
+#: What stands in for a larger schema, in pieces of 1,024 bytes as the review measures them.
+_FILLER = "x" * 1020
+
+
 def tool_of(raw: Any) -> UpstreamTool:
     annotations = raw.annotations.model_dump(by_alias=True, exclude_none=True) \
         if raw.annotations is not None else {}
     return UpstreamTool(name=raw.name, description=raw.description or "",
-                        input_schema=dict(raw.input_schema),
+                        input_schema=kept_schema(dict(raw.input_schema)),
                         output_schema=dict(raw.output_schema) if raw.output_schema else None,
                         annotations=annotations)
+
+
+def kept_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, or a stand-in for it when it is larger than the review takes. A schema the
+    review refuses for its size was kept whole for the connection's life, every object of it,
+    though no tool was ever made of it. The stand-in measures what ``schema`` measured, as the
+    review measures (``json.dumps`` with its default separators), so the review refuses it in
+    the same words ("its input schema is N bytes, ..."); it holds one shared string and a list
+    of ``N / 1024`` references to it. It differs from any schema the review took, so a
+    registered tool whose schema grew past the bound is disabled as changed."""
+    size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8", "replace"))
+    if size <= KEPT_SCHEMA_BYTES:
+        return schema
+    # Each piece measures its two quotes and the ", " after it; the rest is the last piece.
+    pieces, rest = divmod(size - len('{"": [""]}'), len(_FILLER) + 4)
+    return {"": [_FILLER] * pieces + ["x" * rest]}
 
 
 @attrs.define
@@ -138,8 +171,9 @@ class _Connection:
     #: Calls in flight: a connection busy answering (a large result being read) is not
     #: pinged, since its pong would queue behind the answer.
     in_flight: int = 0
-    #: When the tools were last listed (the adapter's monotonic clock).
+    #: When the tools were last listed (the adapter's monotonic clock), and how long it took.
     listed_at: float = 0.0
+    listing_took: float = 0.0
     #: Set when this connection ended on a line past the stdio transport's bound: the calls
     #: it ends fail ``too_large`` rather than ``connection_lost``.
     too_long: LineTooLong | None = None
@@ -233,6 +267,7 @@ class _Connection:
         return entered
 
     async def _list(self, client: Any) -> tuple[UpstreamTool, ...]:
+        began = monotonic()
         tools: list[UpstreamTool] = []
         cursor = None
         for _ in range(_MAX_PAGES):
@@ -242,8 +277,15 @@ class _Connection:
             if cursor is None or len(tools) >= MAX_LISTED_TOOLS:
                 break
         self.listed_at = monotonic()
+        self.listing_took = self.listed_at - began
         # More than the gateway registers of one server (it says so), but bounded.
         return tuple(tools[:MAX_LISTED_TOOLS])
+
+    def relist_at(self) -> float:
+        """The soonest a ``list_changed`` is listed (``RELIST_EVERY_S``, ``RELIST_AFTER_TAKEN``;
+        never later than a reconnection's longest wait after the last listing)."""
+        return self.listed_at + max(RELIST_EVERY_S,
+                                    min(RELIST_AFTER_TAKEN * self.listing_took, BACKOFF_S[1]))
 
     async def _watch(self, client: Any) -> None:
         """Until the connection dies or the host closes: re-list on list_changed, ping when
@@ -253,8 +295,8 @@ class _Connection:
             self.wake.clear()
             woke = True
             wait = PING_INTERVAL_S
-            if self.relist:  # not sooner than RELIST_EVERY_S after the last listing
-                wait = self.listed_at + RELIST_EVERY_S - monotonic()
+            if self.relist:  # not sooner than relist_at
+                wait = self.relist_at() - monotonic()
             try:
                 if wait > 0:
                     await asyncio.wait_for(self.wake.wait(), wait)
@@ -262,7 +304,7 @@ class _Connection:
                 woke = False
             if self.closing or self.dead is not None:
                 return
-            if self.relist and monotonic() >= self.listed_at + RELIST_EVERY_S:
+            if self.relist and monotonic() >= self.relist_at():
                 self.relist = False
                 self.tools = await self._list(client)
                 self.owner.tools_changed(self.server.name)
@@ -324,7 +366,9 @@ class _Connection:
                 # itself only gets the same failure).
                 raise UpstreamError(UpstreamFailure.TOO_LARGE,
                                     exc.message[:DETAIL_CHARS]) from None
-            if exc.code == PARSE_ERROR and exc.message.startswith(_UNREADABLE):
+            if (exc.code == PARSE_ERROR and exc.message.startswith(_UNREADABLE)) or (
+                    exc.code == CONNECTION_CLOSED
+                    and exc.message.startswith(f"{_STREAM_FAILED}{ENCODED_WORDS}")):
                 # The SDK's, for an answer it could not read (not JSON-RPC, or encoded).
                 raise UpstreamError(UpstreamFailure.PROTOCOL,
                                     exc.message[:DETAIL_CHARS]) from None
@@ -357,8 +401,10 @@ class _Connection:
         return result
 
 
-#: How the SDK's error for a JSON answer it could not read begins.
+#: How the SDK's error for a JSON answer it could not read begins, and for an event stream
+#: that failed.
 _UNREADABLE = "Failed to parse JSON response: "
+_STREAM_FAILED = "SSE stream failed: "
 
 
 def _too_large(code: int, message: str) -> bool:
@@ -371,7 +417,7 @@ def _too_large(code: int, message: str) -> bool:
     if code == PARSE_ERROR:
         return message.startswith(f"{_UNREADABLE}{TOO_LONG_WORDS}")
     return code == CONNECTION_CLOSED and message.startswith(
-        "SSE stream failed: Server-sent event exceeded the ")
+        (f"{_STREAM_FAILED}Server-sent event exceeded the ", f"{_STREAM_FAILED}{TOO_LONG_WORDS}"))
 
 
 def _settle(answer: asyncio.Future[UpstreamResult], task: asyncio.Task[UpstreamResult]) -> None:
