@@ -37,8 +37,10 @@ import re
 import stat
 import threading
 import unicodedata
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
@@ -61,6 +63,7 @@ from toolhost._model.workspace import (
 
 __all__ = [
     "WorkspaceHandle",
+    "open_up",
     "remove_tree",
 ]
 
@@ -72,6 +75,7 @@ _TEMP_NAME_BYTES = 200
 #: The temp files ``write`` names (``.<name>.<uuid4 hex>.tmp``). Anyone can make a file so
 #: named: a listing hides one only while a write holds it (``_in_flight``).
 _TEMP_NAME = re.compile(r"\..*\.[0-9a-f]{32}\.tmp", re.DOTALL)
+_T = TypeVar("_T")
 
 
 
@@ -246,45 +250,132 @@ def remove_tree(root: Path) -> None:
 
     ``shutil.rmtree`` recurses once per level (and a 4096-byte path allows about 2000), so
     instead every subdirectory is renamed up to the top level before it is emptied: the tree
-    is flattened as it is removed. Symlinks are unlinked, never followed.
+    is flattened as it is removed. Symlinks are unlinked, never followed. A directory the
+    host may not open or empty (a sandbox's command runs as the host's own uid on a host that
+    is not root, and can ``chmod 0`` one) is given its owner's rwx, where the host's euid owns
+    it, and the step tried again (``_retried``).
 
     :raises OSError: EBUSY for a filesystem mounted below ``root`` (a workspace's own, D265),
-        before anything in it is removed: unmount it first.
+        before anything in it is removed: unmount it first; PermissionError for a directory
+        the host may not empty and does not own.
     """
     try:
-        top = os.open(root, _O_DIR)
+        top = _retried(partial(os.open, root, _O_DIR), None, (None, root))
     except OSError:
         return
     try:
         device = os.fstat(top).st_dev
         while True:
-            with os.scandir(top) as it:
-                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            names = _retried(partial(_entries, top), device, top)
             if not names:
                 break
             for name, is_dir in names:
                 if not is_dir:
-                    os.unlink(name, dir_fd=top)
+                    _retried(partial(os.unlink, name, dir_fd=top), device, top)
                     continue
-                sub = os.open(name, _O_DIR, dir_fd=top)
+                sub = _retried(partial(os.open, name, _O_DIR, dir_fd=top), device,
+                               top, (top, name))
                 try:
                     if os.fstat(sub).st_dev != device:
                         raise OSError(errno.EBUSY, "a filesystem is mounted here",
                                       os.path.join(root, name))
-                    with os.scandir(sub) as it:
-                        inner = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                    inner = _retried(partial(_entries, sub), device, sub)
                     for child, child_is_dir in inner:
                         if child_is_dir:
-                            os.rename(child, f".rm-{new_id()}", src_dir_fd=sub, dst_dir_fd=top)
+                            # Moving a directory to another parent rewrites its ``..``: it
+                            # needs write permission on the directory itself too.
+                            _retried(partial(os.rename, child, f".rm-{new_id()}",
+                                             src_dir_fd=sub, dst_dir_fd=top),
+                                     device, sub, top, (sub, child))
                         else:
-                            os.unlink(child, dir_fd=sub)
+                            _retried(partial(os.unlink, child, dir_fd=sub), device, sub)
                 finally:
                     os.close(sub)
-                os.rmdir(name, dir_fd=top)
+                _retried(partial(os.rmdir, name, dir_fd=top), device, top)
     finally:
         os.close(top)
     with contextlib.suppress(OSError):
         os.rmdir(root)
+
+
+def open_up(path: Path) -> bool:
+    """Give the directory at ``path`` its owner's rwx back if the host's euid owns it and a
+    sandbox's command took some away (``_owner_rwx``; never through a symlink at its end).
+    True when its mode changed."""
+    return _open_up(path, None)
+
+
+def _entries(dir_fd: int) -> list[tuple[str, bool]]:
+    """The names in the directory ``dir_fd``, each with whether it is a directory (never
+    following a symlink)."""
+    with os.scandir(dir_fd) as it:
+        return [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+
+
+#: A directory a step of ``remove_tree`` involves: the directory ``fd`` itself, or
+#: ``(fd, name)`` the directory ``name`` under ``fd`` (None: ``name`` is a path).
+_Place = int | tuple[int | None, str | Path]
+
+
+def _retried(operation: Callable[[], _T], device: int | None, *places: _Place) -> _T:
+    """``operation``; if it was refused (EACCES, EPERM), tried once more after each directory
+    it involves, in order, was given its owner's rwx where the host may (``_owner_rwx``,
+    on the filesystem ``device`` only, when given). Refused again, it raises."""
+    try:
+        return operation()
+    except PermissionError:
+        opened = [_owner_rwx(place, device) if isinstance(place, int) else
+                  _open_up(place[1], place[0], device=device) for place in places]
+        if not any(opened):
+            raise
+    return operation()
+
+
+def _owner_rwx(fd: int, device: int | None = None) -> bool:
+    """Give the directory ``fd`` (open for reading, or ``O_PATH``) its owner's read, write and
+    search permission, if this process's effective uid owns it and it lacks one (and, with
+    ``device``, it is on that filesystem); its other bits stay. True when its mode changed.
+
+    On a host that is not root the sandbox runs as the host's own uid, so every directory a
+    command makes is the host's, whatever mode the command left it in; the host gives back
+    only what its owner needs, to walk and remove it, and never another user's."""
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid()
+                or (device is not None and info.st_dev != device)
+                or info.st_mode & stat.S_IRWXU == stat.S_IRWXU):
+            return False
+        mode = stat.S_IMODE(info.st_mode) | stat.S_IRWXU
+        try:
+            os.fchmod(fd, mode)
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                raise
+            # An O_PATH descriptor takes no fchmod; its /proc link names that very inode.
+            os.chmod(f"/proc/self/fd/{fd}", mode)
+    except OSError:
+        return False
+    return True
+
+
+def _open_up(name: str | Path, dir_fd: int | None, *, device: int | None = None,
+             expected: _DirId | None = None) -> bool:
+    """``_owner_rwx`` of the directory ``name`` under ``dir_fd`` (None: a path), reached
+    without reading it and never through a symlink; with ``expected``, only while it is
+    still that directory (device, inode)."""
+    try:
+        fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        if expected is not None and _dir_id(os.fstat(fd)) != expected:
+            return False
+        return _owner_rwx(fd, device)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 #: What one sandbox walk visits at most: entries (of any type) and directory levels. A command
@@ -379,7 +470,8 @@ class _BoundedWalk:
     not be opened or listed, or one swapped since it was listed (the walk goes on with the
     rest: a command cannot hide a tree behind one unreadable directory), or ``stopped``: a
     cap passed, or a tree that moved under it. ``entries`` counts every entry met, ``depth``
-    the directory levels below the root entered (``a/b`` entered: 2).
+    the directory levels below the root entered (``a/b`` entered: 2). A directory the walk
+    may not open, list or search (EACCES, EPERM) is the subclass's to judge (``refused``).
     """
 
     max_entries: int
@@ -396,6 +488,24 @@ class _BoundedWalk:
     def visit(self, name: str, dir_fd: int, info: os.stat_result, prefix: str | None) -> None:
         """Count one entry of the directory ``dir_fd`` (``prefix``: its tool path, or None)."""
 
+    def refused(self, dir_fd: int, name: str | None, expected: _DirId | None) -> bool:
+        """The walk may not open the directory ``name`` under ``dir_fd`` (``expected``: the
+        one listed, or come down from for ``..``), or, with None, search ``dir_fd`` itself
+        (EACCES, EPERM). True when it was opened up, to be tried once more. Here it is
+        missed: the walk is incomplete and goes on with the rest."""
+        self.complete = False
+        return False
+
+    def _enter(self, name: str, dir_fd: int,
+               expected: _DirId | None) -> tuple[int, _DirId] | None:
+        """``_open_same_dir``, tried once more if ``refused`` opened the directory up."""
+        try:
+            return _open_same_dir(name, dir_fd, expected)
+        except PermissionError:
+            if not self.refused(dir_fd, name, expected):
+                raise
+        return _open_same_dir(name, dir_fd, expected)
+
     def scan(self, dir_fd: int, prefix: str | None) -> list[tuple[str, int, int]]:
         """Visit one directory's entries as they stream past; return only its subdirectories
         (name, device, inode), the one thing kept for later."""
@@ -411,6 +521,11 @@ class _BoundedWalk:
                         info = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # removed since it was listed
+                    except PermissionError:
+                        # Listed but not searchable (``chmod u-x``): no entry can be stat'd.
+                        if not self.refused(dir_fd, None, None):
+                            raise
+                        info = entry.stat(follow_symlinks=False)
                     self.visit(entry.name, dir_fd, info, prefix)
                     if self.stopped:
                         break
@@ -439,7 +554,7 @@ class _BoundedWalk:
                     stack.pop()
                     if not stack:
                         return
-                    parent = _open_same_dir("..", current, stack[-1][0])
+                    parent = self._enter("..", current, stack[-1][0])
                     if parent is None:
                         self.stop()  # somewhere else now: no way back to the rest
                         continue
@@ -452,7 +567,7 @@ class _BoundedWalk:
                     self.stop()
                     return
                 try:
-                    child = _open_same_dir(name, current, (device, inode))
+                    child = self._enter(name, current, (device, inode))
                 except FileNotFoundError:
                     continue  # removed since it was listed
                 except OSError:
@@ -478,11 +593,19 @@ class _SandboxWalk(_BoundedWalk):
 
     ``files``: every regular file a tool could name, by its path, and its key. Set-id bits
     (with ``clear_set_id``) are cleared on every regular file the walk meets, whatever its
-    name.
+    name. A directory the walk may not open or search that the host's euid owns (on a host
+    that is not root, any a command made: ``chmod 0 d``) gets its owner's rwx back and is
+    walked: no command of the call runs now, and a workspace left so could be neither
+    measured (``_UsageWalk``: every later call would be refused) nor removed.
     """
 
     clear_set_id: bool = False
     files: dict[str, _FileKey] = attrs.field(factory=dict)
+
+    def refused(self, dir_fd: int, name: str | None, expected: _DirId | None) -> bool:
+        if _owner_rwx(dir_fd) if name is None else _open_up(name, dir_fd, expected=expected):
+            return True
+        return super().refused(dir_fd, name, expected)
 
     def visit(self, name: str, dir_fd: int, info: os.stat_result, prefix: str | None) -> None:
         if stat.S_ISREG(info.st_mode):
@@ -503,11 +626,23 @@ def _sandbox_walk(root: int, *, clear_set_id: bool = False) -> _SandboxWalk:
 @attrs.define
 class _UsageWalk(_BoundedWalk):
     """The usage measurement: disk blocks of every entry, each inode once (a hard-linked
-    file's blocks are counted at its first link met), stopping once past ``max_bytes``."""
+    file's blocks are counted at its first link met), stopping once past ``max_bytes``.
+
+    A directory it may not open or search fails the measurement: what it holds cannot be
+    counted, and it is no race that the next measurement could miss (a command's ``chmod
+    300 d`` on a host that is not root, which then writes under ``d``). So one such
+    directory cannot hide a tree from the quota: the workspace cannot be measured, and the
+    sandbox is killed (D135). Left as it is while the command runs: the host changes no mode
+    under a running command (``_SandboxWalk`` gives it back afterwards)."""
 
     max_bytes: int = 0
     disk_bytes: int = 0
     _linked: set[tuple[int, int]] = attrs.field(factory=set)
+
+    def refused(self, dir_fd: int, name: str | None, expected: _DirId | None) -> bool:
+        raise WorkspaceUnavailable(
+            "a directory in the workspace may not be listed or searched, so what the "
+            "workspace holds cannot be measured")
 
     def visit(self, name: str, dir_fd: int, info: os.stat_result, prefix: str | None) -> None:
         if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
@@ -1113,7 +1248,8 @@ class WorkspaceHandle:
         it. Safe from another thread while a ``sandbox_root`` block runs: it only reads,
         through its own fds.
 
-        :raises WorkspaceUnavailable: the root cannot be created or opened.
+        :raises WorkspaceUnavailable: the root cannot be created or opened, or a directory in
+            it may not be listed or searched (``_UsageWalk``).
         """
         walk = _UsageWalk(max_entries, max_depth, max_bytes=max_bytes)
         with self._root_fd() as root:

@@ -32,6 +32,11 @@ pause closes it and never deletes it.
 A call approved for a run that is not live here (it ended, or lives on another host) gets a
 workspace of its own, discarded after the call: what it wrote reaches the run only through
 its result and ``artifact.export``.
+
+A discarded generation is moved to ``workspaces/.trash`` under the lock and removed after it.
+A removal that fails is logged and left there; the next block that empties the trash (a later
+pause or end, or this process's first block) tries it again: a failure never reaches the
+caller, whose run has ended all the same.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from typing import Any
 
 import attrs
 
-from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
+from toolhost._adapters.fs_workspace import WorkspaceHandle, open_up, remove_tree
 from toolhost._adapters.sized_fs import IMAGE_SUFFIX, SizedFilesystems, is_mounted
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.runs import valid_run_id
@@ -96,12 +101,15 @@ class RunWorkspaces:
         self.root = root
         self.filesystems = filesystems
         self._lock = threading.Lock()
+        #: Whether this process has emptied the trash yet (its first block does).
+        self._swept = False
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[Path]]:
         """Exclusive over every process of the host (and every thread of this one). What the
         block puts in the list it yields is removed once the lock is released: removing a
-        large tree must not hold up every other run's registration."""
+        large tree must not hold up every other run's registration. Then, and in this
+        process's first block, whatever earlier removals left in the trash too."""
         trash: list[Path] = []
         with self._lock:
             _private_dir(self.root)
@@ -111,8 +119,21 @@ class RunWorkspaces:
                 yield trash
             finally:
                 os.close(fd)
-        for path in trash:
-            remove_tree(path)
+            sweep, self._swept = bool(trash) or not self._swept, True
+        if sweep:
+            self._empty_trash(trash)
+
+    def _empty_trash(self, trash: list[Path]) -> None:
+        """Remove ``trash`` and every other tree left in ``.trash`` (a removal that failed, or
+        whose process died), each on its own: one that fails is logged and left for the next
+        sweep, and the others are still removed."""
+        bin_ = self.root / ".trash"
+        left = [bin_ / name for name in _listdir(bin_) if bin_ / name not in trash]
+        for path in [*trash, *left]:
+            try:
+                _remove_trashed(path)
+            except OSError as exc:
+                _log_not_removed(path, exc)
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / run_id
@@ -294,6 +315,9 @@ class RunWorkspaces:
         the lock is let go; True when it is gone (a held one is its last holder's to
         remove: False)."""
         path = self.generation_path(run_id, generation)
+        # The root is the host's (0700); a command may have taken its owner's permission
+        # away (``chmod 0 /workspace``), which would keep it from being opened or moved.
+        open_up(path)
         try:
             fd = os.open(path, _O_DIR)
         except OSError:
@@ -368,6 +392,40 @@ def _earlier(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None
 def _image_of(path: Path) -> Path:
     """The image of the filesystem mounted on ``path``, beside it: ``<name>.img``."""
     return path.with_name(path.name + IMAGE_SUFFIX)
+
+
+def _remove_trashed(path: Path) -> None:
+    """Remove one tree in the trash, unless another process is removing it now: whoever does
+    holds an exclusive ``flock`` on it (which dies with its process).
+
+    :raises OSError: it could not be removed (whatever is left stays in the trash).
+    """
+    open_up(path)
+    try:
+        fd = os.open(path, _O_DIR)
+    except FileNotFoundError:
+        return  # removed meanwhile, by whoever held it
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        remove_tree(path)
+    finally:
+        os.close(fd)
+
+
+def _log_not_removed(path: Path, exc: OSError) -> None:
+    """A discarded workspace stays in the trash for now: the operator learns why."""
+    try:
+        from toolhost._pipeline.log import get_logger
+
+        get_logger().warning(
+            "workspace_not_removed", path=str(path),
+            error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+            detail="left in workspaces/.trash; the next pause or end of a run tries again")
+    except Exception:  # a log that fails never fails the run's end
+        pass
 
 
 def _listdir(path: Path) -> list[str]:

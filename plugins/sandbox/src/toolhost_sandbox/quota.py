@@ -16,7 +16,10 @@ the call too).
 The walk itself is the host's (``SandboxWorkspace.usage``: containment and the bounded,
 fd-relative walk live there), stopping as soon as one of these quotas is passed; this module
 keeps the quotas and the decision. A directory renamed away during one measurement is missed
-by it, not by the next.
+by it, not by the next. A directory the host may not list or search is no such race (on a
+host that is not root the command runs as the host's uid and can ``chmod 300`` one, then
+write under it): the host's walk raises, the workspace cannot be measured, and the runner
+kills the sandbox (``runner.UNMEASURABLE``, fail closed, D135).
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def measure(workspace: Measurable, quota_bytes: int | None = None) -> WorkspaceU
 
 def over_quota(usage: WorkspaceUsage, quota_bytes: int | None = None) -> str | None:
     """The quota ``usage`` passed (``bytes``, ``entries``, ``depth``), or None. An incomplete
-    measurement that passed none is not over: the next one looks again."""
+    measurement that passed none is not over: the next one looks again (a walk that met a
+    directory it may not list did not return one: it raised)."""
     if usage.disk_bytes > (QUOTA_BYTES if quota_bytes is None else quota_bytes):
         return "bytes"
     if usage.entries > QUOTA_ENTRIES:

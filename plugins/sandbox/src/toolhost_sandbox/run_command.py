@@ -30,7 +30,7 @@ from toolhost_sandbox.limits import LimitsUnavailable, SandboxesBusy, limits_for
 from toolhost_sandbox.messages import ISOLATION_UNAVAILABLE, SANDBOX_BUSY
 from toolhost_sandbox.quota import QUOTA_BYTES, QUOTA_DEPTH, QUOTA_ENTRIES
 from toolhost_sandbox.readiness import isolation_problem
-from toolhost_sandbox.runner import OUTPUT_LIMIT, Completed, run_sandboxed
+from toolhost_sandbox.runner import OUTPUT_LIMIT, UNMEASURABLE, Completed, run_sandboxed
 from toolhost_sandbox.specs import (
     COMMAND_MAX_LENGTH,
     DEFAULT_TIMEOUT_S,
@@ -70,6 +70,11 @@ def _status_line(completed: Completed, timeout_s: int, quota_bytes: int) -> str:
     if completed.killed == "workspace_quota":
         return (f"The workspace passed its quota ({quota_bytes // 2**20} MiB, {QUOTA_ENTRIES} "
                 f"entries, {QUOTA_DEPTH} levels deep); every process of the command was killed.")
+    if completed.killed == UNMEASURABLE:
+        return ("The workspace could not be measured against its quota (most often a "
+                "directory in it that may not be listed or searched, after chmod 0 or chmod "
+                "300 on it); every process of the command was killed. Keep every directory "
+                "in the workspace readable and searchable by its owner (chmod u+rx).")
     if completed.killed is not None:
         return "Cancelled; every process of the command was killed."
     signal = completed.signal
@@ -92,7 +97,8 @@ def render(completed: Completed, timeout_s: int, quota_bytes: int = QUOTA_BYTES)
         "signal": completed.signal,
         "timed_out": completed.killed == "timeout",
         "truncated": completed.killed == "output_limit",
-        "quota_exceeded": completed.killed == "workspace_quota",
+        # A workspace that cannot be measured is held to its quota by the same kill.
+        "quota_exceeded": completed.killed in ("workspace_quota", UNMEASURABLE),
         "stdout": completed.stdout.decode("utf-8", errors="replace"),
         "stderr": completed.stderr.decode("utf-8", errors="replace"),
     }

@@ -33,9 +33,9 @@ is emptied as well. Before its pid is known the init may exist already, waiting 
 (``_Sandbox._kill_unnamed``), for where no cgroup holds the init (a host with none).
 
 The workspace is measured once before the sandbox starts: over its quota then, nothing is
-started (``Completed.killed`` ``workspace_quota``), and that walk is not counted in the
-command's timeout. Later walks run on the loop, between ticks: a timeout may be late by one
-walk (bounded by the quota's entry limit).
+started (``Completed.killed`` ``workspace_quota``; ``workspace_unmeasurable`` when it cannot be
+measured), and that walk is not counted in the command's timeout. Later walks run on the
+loop, between ticks: a timeout may be late by one walk (bounded by the quota's entry limit).
 """
 
 from __future__ import annotations
@@ -66,9 +66,13 @@ from toolhost_sandbox.sandbox_user import drop_argv
 from toolhost_sandbox.seccomp import SeccompUnavailable, filter_program
 from toolhost_sandbox.ticker import Ticker
 
-__all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "PROGRESS_EVERY_S", "TICK_S", "Completed",
-           "run_sandboxed"]
+__all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "PROGRESS_EVERY_S", "TICK_S", "UNMEASURABLE",
+           "Completed", "run_sandboxed"]
 
+#: Why a sandbox was killed (or never started) when the workspace could not be measured: the
+#: host's walk met a directory it may not list (a command's ``chmod 300 d`` on a host that is
+#: not root), or could not walk at all. Fail closed: the quota cannot be held (D135).
+UNMEASURABLE = "workspace_unmeasurable"
 #: How long a killed sandbox has to close its output before the reader stops waiting.
 KILL_GRACE_S = 5.0
 #: How often a running command's progress is reported, in seconds.
@@ -85,7 +89,8 @@ _LAUNCHER = 'read _ && exec "$@" </dev/null'
 class Completed:
     """How the command ended. ``exit_code`` is the shell's status (128+N when a signal N
     ended it) and None when the host killed the sandbox; ``killed`` says why then
-    (``timeout``, ``output_limit``, ``workspace_quota``, ``cancelled``)."""
+    (``timeout``, ``output_limit``, ``workspace_quota``, ``workspace_unmeasurable``,
+    ``cancelled``)."""
 
     exit_code: int | None
     killed: str | None
@@ -434,7 +439,7 @@ class _Schedule:
             usage = self._measure()
         except Exception:
             # A workspace that cannot be measured cannot be held to its quota: fail closed.
-            self._sandbox.kill("workspace_quota")
+            self._sandbox.kill(UNMEASURABLE)
             return
         if over_quota(usage, self._quota_bytes) is not None:
             self._sandbox.kill("workspace_quota")
@@ -468,20 +473,21 @@ def _pause_ticks(usage: WorkspaceUsage) -> int:
 
 
 def _first_measurement(measure: Callable[[], WorkspaceUsage] | None,
-                       quota_bytes: int | None) -> WorkspaceUsage | bool:
-    """The workspace measured before the sandbox starts: its usage, or False when it is over
-    its quota already (or cannot be measured: fail closed); True when there is no quota.
+                       quota_bytes: int | None) -> WorkspaceUsage | str | None:
+    """The workspace measured before the sandbox starts: its usage; or why no sandbox may
+    start (``workspace_quota``: over its quota already; ``workspace_unmeasurable``: it cannot
+    be measured, fail closed); None when there is no quota.
 
     Before the start, a workspace left over its quota (by an earlier call's write between two
     measurements) starts no sandbox at all, rather than killing one at a moment its size sets
     (its walk's length); and the walk is not counted against the command's timeout."""
     if measure is None:
-        return True
+        return None
     try:
         usage = measure()
     except Exception:
-        return False
-    return False if over_quota(usage, quota_bytes) is not None else usage
+        return UNMEASURABLE
+    return "workspace_quota" if over_quota(usage, quota_bytes) is not None else usage
 
 
 class _Streams:
@@ -576,10 +582,11 @@ def run_sandboxed(
 
     ``measure()`` is the workspace's usage now (``quota.measure`` of the host's workspace),
     called before the sandbox starts (over its quota then, none starts: ``killed`` is
-    ``workspace_quota``; that walk is not counted in ``timeout_s``) and then every
-    ``INTERVAL_S`` or more while the command runs; None: no quota (a probe over an empty
-    directory). ``quota_bytes`` is the host's byte quota
-    (None: ``quota.QUOTA_BYTES``).
+    ``workspace_quota``, or ``workspace_unmeasurable`` when ``measure`` raised; that walk is
+    not counted in ``timeout_s``) and then every ``INTERVAL_S`` or more while the command runs
+    (raising then kills the sandbox as ``workspace_unmeasurable``); None: no quota (a probe
+    over an empty directory). ``quota_bytes`` is the host's byte quota (None:
+    ``quota.QUOTA_BYTES``).
 
     ``limits`` is how its processes are limited (``limits.limits_for_call``); the caller
     releases it once nothing of the sandbox may still write.
@@ -595,8 +602,8 @@ def run_sandboxed(
     :raises LimitsUnavailable: a limit could not be applied; nothing ran.
     """
     first = _first_measurement(measure, quota_bytes)
-    if first is False:
-        return Completed(exit_code=None, killed="workspace_quota", stdout=b"", stderr=b"")
+    if isinstance(first, str):
+        return Completed(exit_code=None, killed=first, stdout=b"", stderr=b"")
     ticker = _ticker()  # the timeout counts from here: after the first measurement
     try:
         sandbox, status_fd, gate = _start(bwrap, workspace_fd, command, timeout_s, limits)
@@ -607,8 +614,7 @@ def run_sandboxed(
     assert process.stdout is not None and process.stderr is not None
     remove = on_cancel(lambda: sandbox.kill("cancelled"))
     streams = _Streams(sandbox, process.stdout.fileno(), process.stderr.fileno(), gate)
-    schedule = _Schedule(sandbox, timeout_s, measure, quota_bytes, on_progress,
-                         None if first is True else first)
+    schedule = _Schedule(sandbox, timeout_s, measure, quota_bytes, on_progress, first)
     try:
         _pump(streams, status_fd, ticker, schedule)
     finally:
