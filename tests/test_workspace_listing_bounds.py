@@ -238,3 +238,46 @@ def test_the_handles_own_write_in_flight_is_not_listed(
     assert seen == [[]]
     assert [e.path for e in handle.listdir().entries] == ["a.md"]
     handle.close()
+
+
+def test_a_listing_tests_the_lock_of_the_smallest_temp_names_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command's thousands of temp-named files cost a listing one lock test each: opening
+    and locking 100,000 of them took a listing of 10 entries over a second. While no write
+    holds one of the smallest, only those are tested."""
+    root = tmp_path / "root"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(2000):
+            os.close(os.open(f".n.{i:032x}.tmp", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    (root / "a").write_bytes(b"a")
+    real = fs_workspace._in_flight
+    tested: list[str] = []
+
+    def counted(name: str, dir_fd: int) -> bool:
+        tested.append(name)
+        return real(name, dir_fd)
+
+    monkeypatch.setattr(fs_workspace, "_in_flight", counted)
+    with WorkspaceHandle(root) as handle:
+        listing = handle.listdir(limit=10)
+    assert [e.path for e in listing.entries] == [f".n.{i:032x}.tmp" for i in range(10)]
+    assert listing.truncated
+    assert len(tested) <= 11  # the limit+1 smallest, not the 2,000
+
+
+def test_a_kept_file_that_vanished_leaves_the_listing_truncated() -> None:
+    """Entries past the limit were met and not kept; a kept file removed before the walk
+    measured it must not make the listing look whole (it said truncated=False, with the
+    entries past the limit never met again)."""
+    kept = fs_workspace._Kept(2)
+    for name in ("a", "b", "c", "d", "e"):
+        kept.add(name.encode(), fs_workspace.ListedEntry(name, "file", 0))
+    assert kept.truncated
+    kept.sized(b"b", None)  # removed before it was measured
+    assert [entry.path for _, entry, _ in kept.items] == ["a", "c"]
+    assert kept.truncated

@@ -31,7 +31,6 @@ import bisect
 import contextlib
 import errno
 import fcntl
-import heapq
 import os
 import re
 import stat
@@ -227,11 +226,10 @@ def _in_flight(name: str, dir_fd: int) -> bool:
     return False
 
 
-def _listable(entries: Iterator[os.DirEntry[str]], dir_fd: int) -> Iterator[os.DirEntry[str]]:
-    """Files and directories of ``dir_fd`` a listing can show: never a symlink, a FIFO, a
-    socket or a device, nor a name that is not UTF-8 (it could not be shown in a JSON result,
-    nor read), nor a write's temp file while the write is in flight (it would show a partial
-    file under a name about to vanish)."""
+def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
+    """Files and directories a listing can show: never a symlink, a FIFO, a socket or a
+    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read).
+    A write's temp file in flight is left out by ``_smallest_listable``."""
     for entry in entries:
         try:
             entry.name.encode("utf-8")
@@ -239,10 +237,52 @@ def _listable(entries: Iterator[os.DirEntry[str]], dir_fd: int) -> Iterator[os.D
             continue
         if entry.is_symlink():
             continue
-        if entry.is_dir(follow_symlinks=False) or (
-                entry.is_file(follow_symlinks=False)
-                and not (_TEMP_NAME.fullmatch(entry.name) and _in_flight(entry.name, dir_fd))):
+        if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
             yield entry
+
+
+def _name_key(item: tuple[bytes, os.DirEntry[str]]) -> bytes:
+    return item[0]
+
+
+def _smallest(entries: Iterator[os.DirEntry[str]], count: int, dir_fd: int | None = None,
+              ) -> tuple[list[os.DirEntry[str]], bool]:
+    """The ``count`` bytewise-smallest of ``entries``, and whether there were more; with
+    ``dir_fd``, leaving out every temp name a write holds (``_in_flight``)."""
+    kept: list[tuple[bytes, os.DirEntry[str]]] = []
+    more = False
+    for entry in entries:
+        key = os.fsencode(entry.name)
+        if len(kept) >= count and key >= kept[-1][0]:
+            more = True
+            continue
+        if dir_fd is not None and _held_temp(entry, dir_fd):
+            continue
+        bisect.insort(kept, (key, entry), key=_name_key)
+        if len(kept) > count:
+            kept.pop()
+            more = True
+    return [entry for _, entry in kept], more
+
+
+def _held_temp(entry: os.DirEntry[str], dir_fd: int) -> bool:
+    return (_TEMP_NAME.fullmatch(entry.name) is not None
+            and not entry.is_dir(follow_symlinks=False) and _in_flight(entry.name, dir_fd))
+
+
+def _smallest_listable(dir_fd: int, count: int) -> tuple[list[os.DirEntry[str]], bool]:
+    """The ``count`` bytewise-smallest listable entries of ``dir_fd``, and whether it holds
+    more. A write's temp file in flight is not listed (it would show a partial file under a
+    name about to vanish). Its lock is tested (``_in_flight``) for the temp names among the
+    smallest only, and only where one of those is held is every temp name tested, in a second
+    pass: a command's 100,000 temp-named files cost a listing at most ``count`` tests while
+    no write holds one of the smallest (D382)."""
+    with os.scandir(dir_fd) as it:
+        children, more = _smallest(_listable(it), count)
+    if not any(_held_temp(entry, dir_fd) for entry in children):
+        return children, more
+    with os.scandir(dir_fd) as it:
+        return _smallest(_listable(it), count, dir_fd)
 
 
 def remove_tree(root: Path) -> None:
@@ -675,16 +715,26 @@ class _Kept:
 
     limit: int
     items: list[tuple[bytes, ListedEntry, _DirId | None]] = attrs.field(factory=list)
+    #: An entry was met and not kept. The listing is then truncated even if a kept file
+    #: vanished later and fewer than ``limit`` remain: what was not kept is never met again.
+    overflowed: bool = False
 
     def admits(self, key: bytes) -> bool:
         """Whether an entry of this key would be kept now (if not, no larger one would be)."""
         return len(self.items) <= self.limit or key < self.items[-1][0]
 
     def add(self, key: bytes, entry: ListedEntry, directory: _DirId | None = None) -> None:
-        if self.admits(key):
-            bisect.insort(self.items, (key, entry, directory), key=_first)
-            if len(self.items) > self.limit + 1:
-                self.items.pop()
+        if not self.admits(key):
+            self.overflowed = True
+            return
+        bisect.insort(self.items, (key, entry, directory), key=_first)
+        if len(self.items) > self.limit + 1:
+            self.items.pop()
+            self.overflowed = True
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.items) > self.limit or self.overflowed
 
     def _at(self, key: bytes) -> int | None:
         at = bisect.bisect_left(self.items, key, key=_first)
@@ -777,11 +827,11 @@ class _ListingWalk:
         """Offer the entries of the directory where the walk stands (``relative`` to
         ``start``) to ``kept``, smallest first, until one is refused: every later one, and
         everything under it, sorts after that one."""
-        with os.scandir(self.current) as it:
-            # Only the limit+1 smallest listable names of a directory can be kept, so only
-            # those are held, however large the directory.
-            children = heapq.nsmallest(self.kept.limit + 1, _listable(it, self.current),
-                                       key=lambda e: os.fsencode(e.name))
+        # Only the limit+1 smallest listable names of a directory can be kept, so only those
+        # are held, however large the directory.
+        children, more = _smallest_listable(self.current, self.kept.limit + 1)
+        if more:
+            self.kept.overflowed = True
         prefix = f"{self.prefix}{relative}/" if relative else self.prefix
         # Files before the first subdirectory to walk are measured now, where the walk stands;
         # those after it wait for their turn: what is under it may push them out.
@@ -790,6 +840,7 @@ class _ListingWalk:
             path = prefix + entry.name
             key = path.encode("utf-8")
             if not self.kept.admits(key):
+                self.kept.overflowed = True
                 return
             if entry.is_dir(follow_symlinks=False):
                 self.kept.add(key, ListedEntry(path, "directory", 0),
@@ -1308,5 +1359,5 @@ class WorkspaceHandle:
             finally:
                 os.close(start)
         return Listing(entries=tuple(entry for _, entry, _ in kept.items[:limit]),
-                       truncated=len(kept.items) > limit)
+                       truncated=kept.truncated)
 
