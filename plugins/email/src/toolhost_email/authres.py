@@ -9,15 +9,25 @@ The header is tokenized as RFC 8601 §2.2 writes it (quoted strings, nested comm
 quoted pairs), because its property values echo sender-chosen text (``smtp.mailfrom`` may be a
 quoted local part holding ``;`` and ``dkim=pass``): splitting on raw ``;`` would let that text
 become a result of its own.
+
+A header is stored cut to ``MAX_STORED_CHARS``; the owner's server writes one resinfo per DKIM
+signature the sender chose to add, so the sender decides where a cut falls (inside a
+``header.d``, before a ``dmarc=fail``). A header that long gives no verdict: no DKIM pass,
+and not the owner's own writing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import attrs
 
-__all__ = ["Result", "dkim_pass_for", "results_for", "spoofed_from"]
+__all__ = ["MAX_STORED_CHARS", "Result", "dkim_pass_for", "results_for", "spoofed_from"]
+
+#: An Authentication-Results value is stored cut to this many characters: one that long was
+#: (or may have been) cut, and what it says is unknown.
+MAX_STORED_CHARS: Final = 4000
 
 _SPECIALS = frozenset(';="()')
 
@@ -113,17 +123,29 @@ def _parse(header: str) -> tuple[str, list[Result]]:
     return authserv_id, results
 
 
-def results_for(headers: Sequence[str], authserv_id: str | None) -> list[Result] | None:
-    """The resinfos of the topmost header (of ``headers``, in message order) whose authserv-id
-    is ``authserv_id``; None without one (or without an authserv-id configured)."""
+def _topmost(headers: Sequence[str], authserv_id: str | None) -> str | None:
+    """The topmost header (of ``headers``, in message order) whose authserv-id is
+    ``authserv_id``; None without one (or without an authserv-id configured)."""
     if not authserv_id:
         return None
     wanted = authserv_id.strip().lower()
     for header in headers:
-        found, results = _parse(header)
-        if found == wanted:
-            return results
+        if _parse(header)[0] == wanted:
+            return header
     return None
+
+
+def _cut(header: str) -> bool:
+    return len(header) >= MAX_STORED_CHARS
+
+
+def results_for(headers: Sequence[str], authserv_id: str | None) -> list[Result] | None:
+    """The resinfos of the topmost header (of ``headers``, in message order) whose authserv-id
+    is ``authserv_id``; None without one (or without an authserv-id configured), and when that
+    header was cut where it was stored: a header further down arrived with the mail, and part
+    of one says nothing of the rest."""
+    header = _topmost(headers, authserv_id)
+    return None if header is None or _cut(header) else _parse(header)[1]
 
 
 def _domain(value: str) -> str:
@@ -149,7 +171,12 @@ def dkim_pass_for(headers: Sequence[str], authserv_id: str | None, domain: str) 
 
 def spoofed_from(headers: Sequence[str], authserv_id: str | None, domain: str) -> bool:
     """True when the owner's own server recorded that this mail's From ``domain`` was not the
-    sender's to use: dmarc=fail, or an SPF fail/softfail with no DKIM pass for ``domain``."""
+    sender's to use: dmarc=fail, or an SPF fail/softfail with no DKIM pass for ``domain``; and
+    when what it recorded is unknown, its header cut where it was stored (a failure may have
+    been cut off)."""
+    header = _topmost(headers, authserv_id)
+    if header is not None and _cut(header):
+        return True
     results = results_for(headers, authserv_id)
     if not results:
         return False

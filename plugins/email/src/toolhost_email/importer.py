@@ -6,7 +6,13 @@ end (an I/O error, a file that is neither an mbox nor a Maildir) imports nothing
 source with no message in it (a file whose first line that is not blank is no "From " line,
 a Maildir without a message file) is refused before the cache is opened, so nothing is
 written. A Maildir entry that is not a regular file (a symbolic link, a FIFO, a directory, a
-device) is skipped without being opened, and counted (``NOT_REGULAR_FILE``).
+device) is skipped without being opened, and counted (``NOT_REGULAR_FILE``). An mbox is read
+under the shared lock its writers take, and one that changes while it is read (a mail client
+or a delivery that takes no lock) imports nothing: import again (``mbox.Reading``).
+
+What the import holds does not grow with the source: a batch ends at ``_CHUNK`` messages or
+``_CHUNK_BYTES``, a message over the size bound is known as it is read and only its key kept,
+and the batches read and not stored yet weigh at most ``_PENDING_BYTES``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,16 @@ __all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
 _MAX_ACCOUNT: Final = 320  # RFC 5321's longest path
 #: Messages per existence check and insert batch (under SQLite's 999 bound variables).
 _CHUNK: Final = 500
+#: A batch also ends once its messages hold this many bytes: 500 messages of up to 25 MiB
+#: each were held at once, so an import's memory grew with the mailbox's attachments.
+_CHUNK_BYTES: Final = 32 << 20
+#: What the batches read and not yet stored may weigh together (the bytes of those handed to
+#: the pool, the characters of the rows parsed here): past it, a batch is parsed here rather
+#: than handed on, and the oldest is waited for and stored.
+_PENDING_BYTES: Final = 2 * _CHUNK_BYTES
+#: The skip reason (``parse.SKIP_REASONS``) of a message over MAX_MESSAGE_BYTES, known as it
+#: is read: only its key is kept (a repeat of it is a duplicate, as for any skipped message).
+_TOO_LARGE: Final = "too_large"
 _MAX_WORKERS: Final = 4
 #: Batches waiting in the pool per worker, so that none waits for the importing process.
 _AHEAD: Final = 2
@@ -132,17 +148,24 @@ def _starts_with_from_line(file: BinaryIO) -> bool:
     return False
 
 
-def _mbox_messages(path: Path) -> Messages:
+def _changed(path: Path) -> ImportFailed:
+    return ImportFailed(f"{path} changed while it was read (a mail client or a delivery wrote "
+                        "it); nothing of it was imported: import again")
+
+
+def _mbox_messages(reading: mbox.Reading) -> Messages:
     """The messages as ``mailbox.mbox`` reads them, each read no further than one byte past
     MAX_MESSAGE_BYTES: a longer message is skipped as too large anyway."""
-    with path.open("rb") as file:
-        for raw in mbox.messages(file, MAX_MESSAGE_BYTES + 1):
+    try:
+        for raw in reading.messages(MAX_MESSAGE_BYTES + 1):
             # Undo one level of the writer's quoting (mboxrd), so the message and its key are
-            # the Maildir copy's. One cut at the size bound stays as read: it is skipped anyway,
-            # and unquoting would shrink it under the bound.
+            # the Maildir copy's. One cut at the size bound stays as read: it is skipped
+            # anyway, and unquoting would shrink it under the bound.
             plain = (_QUOTED_FROM.sub(rb"\1", raw)
                      if b">From " in raw and len(raw) <= MAX_MESSAGE_BYTES else raw)
             yield raw if plain == raw else _Unquoted(plain, raw)
+    except mbox.Changed:
+        raise _changed(reading.path) from None
 
 
 def _read_entry(folder: int, name: str) -> bytes | None:
@@ -210,33 +233,58 @@ def _maildir(path: Path) -> Iterator[Messages]:
             os.close(fd)
 
 
-@contextmanager
-def _source(path: Path) -> Iterator[Messages]:
-    """Every message's bytes, in source order (an mbox's From_ lines are not part of them), or
-    ``NOT_REGULAR_FILE`` for a Maildir entry skipped unopened.
+#: Raises ImportFailed when the source is no longer the one read; called before COMMIT.
+Unchanged = Callable[[], None]
 
-    :raises ImportFailed: ``path`` is no mbox or Maildir, or holds no message: raised on entry,
-        before the caller opens the cache.
+
+def _no_check() -> None:
+    """A Maildir's messages are each one file, read whole or found missing (``_maildir``)."""
+
+
+@contextmanager
+def _source(path: Path) -> Iterator[tuple[Messages, Unchanged]]:
+    """Every message's bytes, in source order (an mbox's From_ lines are not part of them), or
+    ``NOT_REGULAR_FILE`` for a Maildir entry skipped unopened; and the check that the source
+    is still the one read.
+
+    :raises ImportFailed: ``path`` is no mbox or Maildir, or holds no message, or is an mbox
+        another program holds locked for writing: raised on entry, before the caller opens
+        the cache.
     """
     if path.is_dir():
         with _maildir(path) as messages:
-            yield messages
+            yield messages, _no_check
         return
     if not path.is_file():
         raise ImportFailed(f"{path} does not exist or is not a file or directory: give an "
                            "mbox file or a Maildir")
     try:
-        with path.open("rb") as file:
-            is_mbox = _starts_with_from_line(file)
+        reading = mbox.Reading(path)
+    except mbox.Locked:
+        raise ImportFailed(f"{path} is locked by another program writing it (a mail client or "
+                           "a delivery); nothing of it was imported: import again when it is "
+                           "done") from None
     except OSError as exc:
         raise _unreadable(path, exc) from exc
-    if not is_mbox:
-        raise _no_messages(path)
-    messages = _mbox_messages(path)
-    try:
-        yield messages
-    finally:
-        messages.close()
+    with reading:
+        try:
+            is_mbox = _starts_with_from_line(reading.file)
+        except OSError as exc:
+            raise _unreadable(path, exc) from exc
+        if not is_mbox:
+            raise _no_messages(path)
+
+        def unchanged() -> None:
+            try:
+                reading.unchanged()
+            except mbox.Changed:
+                raise _changed(path) from None
+
+        messages = _mbox_messages(reading)
+        try:
+            yield messages, unchanged
+        finally:
+            messages.close()
 
 
 _INSERT = (
@@ -274,10 +322,10 @@ def import_path(data_dir: Path, account: str, path: Path, *,
     if workers is None:
         workers = min(os.cpu_count() or 1, _MAX_WORKERS)
     path = Path(path)
-    with _source(path) as messages:
+    with _source(path) as (messages, unchanged):
         conn = open_writable(data_dir)
         try:
-            return _import(conn, account, path, messages, max(1, workers),
+            return _import(conn, account, path, messages, unchanged, max(1, workers),
                            None if owner is None else owner.strip(), on_read)
         finally:
             conn.close()
@@ -298,28 +346,39 @@ class _Batches:
         self.added = 0
         self.skipped: Counter[str] = Counter()
         self._pool: Executor | None = None
-        self._pending: deque[tuple[list[str], Future[Parsed] | Parsed]] = deque()
+        # Each batch not stored yet: its keys, its rows (or their future), and its weight
+        # (``_PENDING_BYTES``), which ``_weight`` adds up.
+        self._pending: deque[tuple[list[str], Future[Parsed] | Parsed, int]] = deque()
+        self._weight = 0
         # Keys handed on to be parsed and not stored (yet): a message twice in one source is one.
         # A skipped message's key stays, so that its repeat is a duplicate wherever it was
         # parsed and however long that took, not a second skip.
         self._handed_on: set[str] = set()
 
-    def add(self, chunk: list[tuple[str, bytes]],
-            earlier: Mapping[str, tuple[str, ...]]) -> None:
-        """``earlier``: a message's key -> the keys earlier versions gave it
-        (``message_keys``)."""
+    def add(self, chunk: list[tuple[str, bytes | None]],
+            earlier: Mapping[str, tuple[str, ...]], *, last: bool = False) -> None:
+        """``chunk``: each message's key and bytes, None for one too large to keep.
+        ``earlier``: a message's key -> the keys earlier versions gave it
+        (``message_keys``). ``last``: the source has no more; the pool starts only for a
+        source of more than one batch of new mail (D154)."""
         batch = self._new(chunk, earlier)
         if not batch:
             return
-        if self._pool is None and self.pool_size and len(batch) >= _CHUNK // 2:
+        size = sum(len(raw) for _, raw in batch)
+        if self._pool is None and self.pool_size and not last and (
+                len(batch) >= _CHUNK // 2 or size >= _CHUNK_BYTES // 2):
             self._pool = _process_pool(self.pool_size)
-        self._pending.append(([key for key, _ in batch], self._parse(batch)))
+        work = self._parse(batch, size)
+        weight = size if isinstance(work, Future) else _rows_weight(work)
+        self._pending.append(([key for key, _ in batch], work, weight))
+        self._weight += weight
         self._store(self.pool_size * _AHEAD * 2 if self._pool is not None else 0)
 
-    def _new(self, chunk: list[tuple[str, bytes]],
+    def _new(self, chunk: list[tuple[str, bytes | None]],
              earlier: Mapping[str, tuple[str, ...]]) -> list[tuple[str, bytes]]:
         """The messages of ``chunk`` neither in the cache (under their key, or a key an
-        earlier version gave them: ``earlier``) nor handed on earlier, marked as handed on."""
+        earlier version gave them: ``earlier``) nor handed on earlier, marked as handed on;
+        one too large is counted skipped here and never handed on."""
         known = self._cached([key for key, _ in chunk])
         known_before = self._cached([k for keys in earlier.values() for k in keys])
         batch: list[tuple[str, bytes]] = []
@@ -328,8 +387,11 @@ class _Batches:
                     earlier.get(key, ())):
                 continue
             known.add(key)
-            self._handed_on.add(key)
-            batch.append((key, raw))
+            self._handed_on.add(key)  # and kept there: its repeat is a duplicate
+            if raw is None:
+                self.skipped[_TOO_LARGE] += 1
+            else:
+                batch.append((key, raw))
         return batch
 
     def _cached(self, keys: list[str]) -> set[str]:
@@ -340,11 +402,14 @@ class _Batches:
         return {row[0] for row in self.conn.execute(
             f"SELECT message_key FROM messages WHERE message_key IN ({marks})", keys)}
 
-    def _parse(self, batch: list[tuple[str, bytes]]) -> Future[Parsed] | Parsed:
+    def _parse(self, batch: list[tuple[str, bytes]], size: int) -> Future[Parsed] | Parsed:
         """Handed to the pool while its workers have fewer than ``_AHEAD`` batches each
-        waiting; parsed here otherwise."""
-        waiting = sum(isinstance(work, Future) and not work.done() for _, work in self._pending)
-        if self._pool is not None and waiting < self.pool_size * _AHEAD:
+        waiting and ``size`` (its bytes) keeps what waits under ``_PENDING_BYTES``; parsed
+        here otherwise."""
+        waiting = sum(isinstance(work, Future) and not work.done()
+                      for _, work, _ in self._pending)
+        if (self._pool is not None and waiting < self.pool_size * _AHEAD
+                and (not self._pending or self._weight + size <= _PENDING_BYTES)):
             return self._pool.submit(parse_batch, self.account, batch)
         return parse_batch(self.account, batch)
 
@@ -353,9 +418,12 @@ class _Batches:
 
     def _store(self, keep: int) -> None:
         """Store batches from the first, in source order: each one already parsed, and then
-        more, waiting for each, until at most ``keep`` are left."""
-        while self._pending and (len(self._pending) > keep or _parsed(self._pending[0][1])):
-            keys, work = self._pending.popleft()
+        more, waiting for each, until at most ``keep`` are left and they weigh no more than
+        ``_PENDING_BYTES``."""
+        while self._pending and (len(self._pending) > keep or self._weight > _PENDING_BYTES
+                                 or _parsed(self._pending[0][1])):
+            keys, work, weight = self._pending.popleft()
+            self._weight -= weight
             results = work.result() if isinstance(work, Future) else work
             rows = [r for r in results if not isinstance(r, str)]
             self.skipped.update(r for r in results if isinstance(r, str))
@@ -430,8 +498,14 @@ def _parsed(work: Future[Parsed] | Parsed) -> bool:
     return not isinstance(work, Future) or work.done()
 
 
+def _rows_weight(parsed: Parsed) -> int:
+    """The characters of a parsed batch's rows (their text and JSON), what they hold."""
+    return sum(len(value) for row in parsed if not isinstance(row, str)
+               for value in row if isinstance(value, str))
+
+
 def _import(conn: sqlite3.Connection, account: str, path: Path,
-            messages: Iterator[bytes | _Unquoted | str],
+            messages: Iterator[bytes | _Unquoted | str], unchanged: Unchanged,
             workers: int, owner: str | None,
             on_read: Callable[[int], None] | None = None) -> ImportReport:
     seen = read = 0
@@ -443,7 +517,8 @@ def _import(conn: sqlite3.Connection, account: str, path: Path,
                 claim(conn, account, owner)
             except OwnerConflict as exc:
                 raise ImportFailed(str(exc)) from None
-        chunk: list[tuple[str, bytes]] = []
+        chunk: list[tuple[str, bytes | None]] = []
+        chunk_bytes = 0
         earlier: dict[str, tuple[str, ...]] = {}
         for raw in messages:
             seen += 1
@@ -458,20 +533,25 @@ def _import(conn: sqlite3.Connection, account: str, path: Path,
             plain, quoted = (raw.plain, (raw.quoted,)) if isinstance(
                 raw, _Unquoted) else (raw, ())
             key, formers = message_keys(account, plain, *quoted)
-            if formers:
-                earlier[key] = formers
-            chunk.append((key, plain))
-            if len(chunk) >= _CHUNK:
+            if len(plain) > MAX_MESSAGE_BYTES:  # read one byte past the bound: too large
+                chunk.append((key, None))
+            else:
+                if formers:
+                    earlier[key] = formers
+                chunk.append((key, plain))
+                chunk_bytes += len(plain)
+            if len(chunk) >= _CHUNK or chunk_bytes >= _CHUNK_BYTES:
                 batches.add(chunk, earlier)
-                chunk, earlier = [], {}
+                chunk, chunk_bytes, earlier = [], 0, {}
         if chunk:
-            batches.add(chunk, earlier)
+            batches.add(chunk, earlier, last=True)
         batches.finish()
         if not read:  # the source changed since it was checked: nothing of it is a message
             raise _no_messages(path, seen)
         generation = (bump_generation(conn) if batches.added else
                       int(conn.execute("SELECT value FROM meta WHERE key = 'generation'")
                           .fetchone()[0]))
+        unchanged()  # each read was checked; this covers the time since the last one
         conn.execute("COMMIT")
     except ImportFailed:
         rollback(conn)

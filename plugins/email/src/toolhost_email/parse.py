@@ -10,11 +10,19 @@ their readings are the parser's and the policy's, for the plain shapes most mail
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import email.utils
 import hashlib
 import re
-from email.headerregistry import BaseHeader, HeaderRegistry, UnstructuredHeader
+from email.errors import HeaderParseError
+from email.header import decode_header
+from email.headerregistry import (
+    BaseHeader,
+    HeaderRegistry,
+    ParameterizedMIMEHeader,
+    UnstructuredHeader,
+)
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import EmailPolicy
@@ -23,6 +31,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from toolhost_email.authres import MAX_STORED_CHARS as MAX_AUTH_RESULTS_CHARS
 from toolhost_email.cache_model import MailAddress
 from toolhost_email.split import MAX_NESTING, Fields, TooDeep, nesting, split
 from toolhost_email.words import decode_unstructured
@@ -92,14 +101,59 @@ class _SharedHeaderPolicy(EmailPolicy):
     def header_fetch_parse(self, name: str, value: str) -> str:
         value = cut_raw(value)
         if len(value) > _PARSED_VALUE_MAX:
-            return super().header_fetch_parse(name, value)  # type: ignore[no-any-return]
+            return self._parse(name, value)
         key = (name, value)
         hit = _PARSED.get(key)
         if hit is None:
             if len(_PARSED) >= _PARSED_MAX:
                 _PARSED.clear()
-            hit = _PARSED[key] = super().header_fetch_parse(name, value)
+            hit = _PARSED[key] = self._parse(name, value)
         return hit
+
+    def _parse(self, name: str, value: str) -> str:
+        """The policy's reading; for a value whose charset text it cannot hold (it raises
+        UnicodeError), the reading of ``_holdable(value)``: one such word costs its own
+        characters, not the message."""
+        try:
+            return super().header_fetch_parse(name, value)  # type: ignore[no-any-return]
+        except UnicodeError:
+            return super().header_fetch_parse(  # type: ignore[no-any-return]
+                name, _holdable(value, parameters=issubclass(_HEADER_CLASSES[name],
+                                                             ParameterizedMIMEHeader)))
+
+
+#: An RFC 2047 encoded word (``decode_header`` reads its charset and bytes).
+_ENCODED_WORD: Final = re.compile(r"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
+#: The charset of an RFC 2231 parameter value (``name*=charset'lang'text``, ``name*0*=``).
+_PARAMETER_CHARSET: Final = re.compile(r"""(\*[ \t]*=[ \t]*"?)[^'"\s;]*'""")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _holdable(value: str, *, parameters: bool) -> str:
+    """``value`` with each encoded word whose text in its charset holds a lone surrogate (UTF-7
+    decodes to one), which no string the policy returns can hold, written again as a UTF-8
+    word of that text with U+FFFD in its place; and, with ``parameters`` (a Content-Type or
+    Content-Disposition), each RFC 2231 parameter's charset taken as UTF-8 (there a codec that
+    refuses to decode with replacement, idna or undefined, fails too; parameters are names,
+    not stored). Every other word stays as it is: the policy reads an unknown charset or
+    undecodable bytes itself."""
+
+    def word(match: re.Match[str]) -> str:
+        try:
+            ((data, charset),) = decode_header(match[0])
+            if not isinstance(data, bytes) or not charset:
+                return match[0]
+            # RFC 2231's language ("utf-7*en") is no part of the codec's name.
+            text = data.decode(charset.partition("*")[0])
+        except (ValueError, LookupError, HeaderParseError):  # UnicodeError among them
+            return match[0]
+        if _SURROGATE.search(text) is None:
+            return match[0]
+        held = _SURROGATE.sub("\ufffd", text).encode()
+        return f"=?utf-8?b?{base64.b64encode(held).decode('ascii')}?="
+
+    value = _ENCODED_WORD.sub(word, value)
+    return _PARAMETER_CHARSET.sub(r"\1utf-8'", value) if parameters else value
 
 
 class _HeaderClasses(HeaderRegistry):
@@ -300,7 +354,9 @@ def _html_to_text(html: str) -> str:
 def _part_text(part: EmailMessage) -> str:
     try:
         content = part.get_content()
-    except LookupError:  # an unknown charset: the bytes, decoded as UTF-8 with replacement
+    except (LookupError, UnicodeError):
+        # An unknown charset, or a codec that refuses to decode with replacement (idna,
+        # undefined): the bytes, decoded as UTF-8 with replacement.
         payload = part.get_payload(decode=True)
         content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
     return content if isinstance(content, str) else ""
@@ -350,6 +406,22 @@ def _headers(fields: Fields) -> tuple[tuple[tuple[str, str], ...], dict[str, str
             text, cut = text[:MAX_HEADER_CHARS], True
         out.append((name, text))
     return tuple(out), first, cut
+
+
+def _auth_results(fields: Fields) -> tuple[str, ...]:
+    """Each Authentication-Results value of the stored headers as the receiving server wrote
+    it: unfolded, 8-bit text read as UTF-8, cut to MAX_AUTH_RESULTS_CHARS (``authres`` reads
+    one that long as cut: no verdict). Never RFC 2047 decoded: RFC 8601 has no encoded words,
+    and decoding one a sender put in a quoted ``smtp.mailfrom`` closed the quotes and wrote a
+    ``dkim=pass`` of its own (D159)."""
+    found: list[str] = []
+    for name, raw in fields[:MAX_HEADERS]:
+        if name.lower() == "authentication-results":
+            # A character of the value is at most 4 raw ones (an escaped UTF-8 byte each), so
+            # a value cut at 4 times the bound still reads the bound long once decoded.
+            unfolded = raw.replace("\r", "").replace("\n", "").strip()
+            found.append(_safe(unfolded[:4 * MAX_AUTH_RESULTS_CHARS])[:MAX_AUTH_RESULTS_CHARS])
+    return tuple(found)
 
 
 def _read(raw: bytes) -> tuple[Fields, EmailMessage]:
@@ -409,7 +481,7 @@ def parse_message(account: str, raw: bytes, *,
             list_id=first.get("list-id"),
             list_unsubscribe=first.get("list-unsubscribe"),
             list_unsubscribe_post=first.get("list-unsubscribe-post"),
-            auth_results=tuple(v for n, v in headers if n.lower() == "authentication-results"),
+            auth_results=_auth_results(fields),
         )
     except Exception:
         return Malformed("undecodable")
