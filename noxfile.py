@@ -244,8 +244,10 @@ def _basetemp(session: nox.Session) -> list[str]:
     if any(arg == "--basetemp" or arg.startswith("--basetemp=") for arg in session.posargs):
         return []
     checkout = hashlib.sha256(str(ROOT.resolve()).encode()).hexdigest()[:8]
+    parent = Path(tempfile.gettempdir()) / f"toolhost-{checkout}"
+    parent.mkdir(mode=0o700, exist_ok=True)  # pytest makes the session's own, not its parent
     name = re.sub(r"[^A-Za-z0-9.]+", "-", session.name).strip("-")
-    return [f"--basetemp={Path(tempfile.gettempdir()) / f'toolhost-{checkout}' / name}"]
+    return [f"--basetemp={parent / name}"]
 
 
 #: pytest options whose value is the next argument (``-k host``): that value names no test.
