@@ -483,16 +483,41 @@ _identity: dict[int, dict[str, Any]] = {}
 
 
 def this_process() -> dict[str, Any]:
-    """This process as a row's owner records it (see the module's docstring)."""
+    """This process as a row's owner records it (see the module's docstring), the same for
+    the process's life: kept once read whole, or once ``/proc`` proves to have none of it. A
+    read that failed in passing (no file descriptors left) is not kept: with host and pid
+    alone a row it named could be judged alive for good after a reboot reused the pid (D85);
+    the next call reads ``/proc`` again."""
     pid = os.getpid()
     identity = _identity.get(pid)
     if identity is None:
         identity = {"host": socket.gethostname(), "pid": pid}
-        boot, pid_ns, stat = _boot_id(), _pid_namespace(), _stat(pid)
-        if boot is not None and pid_ns is not None and stat is not None:
-            identity.update(boot=boot, pid_ns=pid_ns, start=stat[1])
+        try:
+            identity.update(_proc_identity(pid))
+        except _NO_PROC:
+            pass  # not Linux, or a sandbox that hides these: host and pid, for good
+        except OSError:
+            return identity
         _identity[pid] = identity
     return dict(identity)
+
+
+#: What reading ``/proc`` raises where it has no such field at all (not Linux, a sandbox that
+#: hides it), unlike a read that fails in passing.
+_NO_PROC = (FileNotFoundError, NotADirectoryError, PermissionError)
+
+
+def _proc_identity(pid: int) -> dict[str, Any]:
+    """``boot``, ``pid_ns`` and ``start`` from ``/proc`` ({} when they do not parse).
+
+    :raises OSError: one could not be read.
+    """
+    boot = (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+    pid_ns = os.readlink(_PROC / "self/ns/pid")
+    stat = _stat_fields((_PROC / str(pid) / "stat").read_text())
+    if not boot or stat is None:
+        return {}
+    return {"boot": boot, "pid_ns": pid_ns, "start": stat[1]}
 
 
 def process_state(owner: Mapping[str, Any] | None) -> OwnerState:
@@ -522,26 +547,16 @@ def process_state(owner: Mapping[str, Any] | None) -> OwnerState:
     return OwnerState.GONE if _no_such_pid(pid) else OwnerState.ALIVE
 
 
-def _boot_id() -> str | None:
-    try:
-        return (_PROC / "sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
-
-
-def _pid_namespace() -> str | None:
-    try:
-        return os.readlink(_PROC / "self/ns/pid")
-    except OSError:
-        return None
-
-
 def _stat(pid: int) -> tuple[str, int] | None:
     """(state, start time in ticks since boot) from ``/proc/<pid>/stat``; None without one."""
     try:
-        text = (_PROC / str(pid) / "stat").read_text()
+        return _stat_fields((_PROC / str(pid) / "stat").read_text())
     except OSError:
         return None
+
+
+def _stat_fields(text: str) -> tuple[str, int] | None:
+    """(state, start time) from a ``/proc/<pid>/stat`` line; None when it does not parse."""
     # The command name (field 2) may hold spaces and parentheses: count from after its last ")".
     fields = text[text.rfind(")") + 2:].split()
     try:

@@ -29,11 +29,23 @@ if TYPE_CHECKING:
     from toolhost._model.runs import CancellationEvent, Run
     from toolhost._pipeline.pipeline import Pipeline
 
-__all__ = ["ApprovalRefused", "Approvals", "InvocationStateError", "Resumed"]
+__all__ = ["ApprovalNotRecorded", "ApprovalRefused", "Approvals", "InvocationStateError",
+           "Resumed"]
 
 
 class InvocationStateError(ToolhostError):
     """approve/deny on an invocation that is not awaiting approval."""
+
+
+class ApprovalNotRecorded(ToolhostError):
+    """approve, when the record store failed to take the approval: nothing changed, and the
+    row still awaits approval (``approve`` or ``deny`` it again, from anywhere)."""
+
+    def __init__(self, invocation_id: str, error: Exception) -> None:
+        super().__init__(
+            f"invocation {invocation_id} was not approved: the record store failed "
+            f"({type(error).__name__}); it still awaits approval, approve it again")
+        self.invocation_id = invocation_id
 
 
 class ApprovalRefused(InvocationStateError):
@@ -64,8 +76,8 @@ class Approvals:
         then 8 to 13), saying whether this call acted on the row.
 
         Calling it twice, or from two processes at once, runs the tool once: the row's
-        compare-and-set from ``approved`` to ``running`` is the lock, and the loser gets the
-        row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
+        compare-and-set from awaiting approval to ``running`` is the lock, and the loser gets
+        the row as it stands. ``cancellation`` lets the caller cancel the approved execution (a
         server whose client went away); by default nothing can. ``run``: the approval was
         answered within the call (``invoke(hold=True)``), and the call goes on in that run:
         its workspace, deadline and cancellation.
@@ -73,6 +85,7 @@ class Approvals:
         :raises InvocationNotFound: no such row.
         :raises InvocationStateError: the row was denied.
         :raises ApprovalRefused: the tool is not registered in this process.
+        :raises ApprovalNotRecorded: the record store failed to take the approval.
         :raises ValueError: ``run`` is not the row's run.
         """
         with self._pipeline.in_flight():
@@ -164,28 +177,36 @@ class Approvals:
         return Resumed(pipeline.recorded(record.id), acted=acted)
 
     def _start_approved(self, invocation_id: str, approver: str) -> InvocationRecord | Outcome:
-        """Record the approval and take the row from ``approved`` to ``running``: the running
-        record when this caller won it, else the outcome to hand back as the row stands."""
-        pipeline = self._pipeline
-        store = pipeline.invocations
-        record = store.get(invocation_id)
-        if record.state is InvocationState.AWAITING_APPROVAL:
-            store.transition(
-                invocation_id, expected={InvocationState.AWAITING_APPROVAL},
-                to=InvocationState.APPROVED, approver=approver, decided_at=pipeline.clock.now(),
-            )
+        """Record the approval and take the row to ``running`` in one compare-and-set, the
+        lock exactly one caller wins: the running record when this caller won it, else the
+        outcome to hand back as the row stands. One write, so a store that refuses it leaves
+        the row awaiting approval, for any answer from anywhere (``ApprovalNotRecorded``); a
+        row left ``approved`` (by a toolhost that wrote the approval apart) goes on from
+        there, its approver kept.
+
+        :raises ApprovalNotRecorded: the record store failed: nothing changed.
+        """
+        store = self._pipeline.invocations
+        try:
             record = store.get(invocation_id)
+            if record.state in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
+                now = self._pipeline.clock.now()
+                fields: dict[str, Any] = {"started_at": now, "owner": store.owner()}
+                if record.state is InvocationState.AWAITING_APPROVAL:
+                    fields.update(approver=approver, decided_at=now)
+                if store.transition(invocation_id, expected={record.state},
+                                    to=InvocationState.RUNNING, **fields):
+                    # The row as written, not read back: a read failing now would leave it
+                    # running, and unrun.
+                    return attrs.evolve(record, state=InvocationState.RUNNING, **fields)
+                record = store.get(invocation_id)  # another answer came first
+        except ToolhostError:
+            raise
+        except Exception as exc:
+            raise ApprovalNotRecorded(invocation_id, exc) from exc
         if record.state is InvocationState.DENIED:
             raise InvocationStateError(f"invocation {invocation_id} was denied")
-        if record.state is not InvocationState.APPROVED:
-            return pipeline.outcome_of(record)
-        # The row's move from approved to running is the lock: exactly one caller wins it.
-        if not store.transition(
-            invocation_id, expected={InvocationState.APPROVED}, to=InvocationState.RUNNING,
-            started_at=pipeline.clock.now(), owner=store.owner(),
-        ):
-            return pipeline.recorded(invocation_id)
-        return store.get(invocation_id)
+        return self._pipeline.outcome_of(record)
 
     def denial(self, invocation_id: str, approver: str, reason: str) -> Resumed:
         """End the row as ``denied`` (the reason stays on the row; the model reads

@@ -7,6 +7,12 @@ that same task, cancelled at its next ``await``. Sync tools run on daemon worker
 cancellation is the signal it gets (a body blocked in ``cancellation.wait`` wakes at once) and
 the pipeline stops waiting for it; its late result is discarded, and a daemon thread means an
 abandoned tool never holds the process open at exit.
+
+Whatever a body raises is its own failure, a BaseException that is not an Exception included
+(``sys.exit`` in a CLI library a plugin wraps, a library's own unwinding, a CancelledError
+nobody sent): it comes out of ``run_tool`` as ``BodyAborted``, an Exception, so it never
+unwinds the pipeline past the row it must finish, nor the event loop. The pipeline's own
+cancellation of its task still goes on as CancelledError.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import Any, TypeVar
 
 from toolhost._model.context import ToolCallable, ToolExecutionContext
+from toolhost._model.errors import ToolhostError
 from toolhost._model.runs import CancellationEvent
 
-__all__ = ["Cancelled", "DeadlineExceeded", "abandoned", "run_sync", "run_tool"]
+__all__ = ["BodyAborted", "Cancelled", "DeadlineExceeded", "abandoned", "run_sync", "run_tool"]
 
 _T = TypeVar("_T")
 
@@ -41,6 +48,40 @@ class DeadlineExceeded(Exception):
 
 class Cancelled(Exception):
     """The run was cancelled while the tool ran."""
+
+
+class BodyAborted(ToolhostError):
+    """The body raised ``raised``, a BaseException that is not an Exception: the tool's
+    failure (a ToolhostError as ``ToolFailure`` is), which step 8 renders.
+
+    ``interrupt``: it is a KeyboardInterrupt raised on the main thread, where Python delivers
+    the operator's Ctrl-C (the loop runs there), so it may be the operator's rather than the
+    body's: the pipeline finishes the row, then raises it again. On any other thread no
+    signal is delivered, and it is the body's alone."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(f"{type(raised).__name__}: {raised}")
+        self.raised = raised
+        self.interrupt = (isinstance(raised, KeyboardInterrupt)
+                          and threading.current_thread() is threading.main_thread())
+
+
+def _body_step(own: contextvars.Context, step: Callable[[Any], Any], value: Any) -> Any:
+    """One step of an async body (``send`` or ``throw``) in its own context: what it yields,
+    or raises; a BaseException that is not an Exception comes out as ``BodyAborted`` (a
+    CancelledError stays one: whether the task was sent it is the caller's to judge)."""
+    try:
+        return own.run(step, value)
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise BodyAborted(exc) from exc
+
+
+def _stopped(exc: Exception, call: CancellationEvent) -> bool:
+    """Whether the body's failure came after its call's cancellation, and so was its way of
+    stopping: the call ends as cancelled or timed out. A possible Ctrl-C never is."""
+    return call.cancelled and not (isinstance(exc, BodyAborted) and exc.interrupt)
 
 
 class _Workers:
@@ -194,7 +235,12 @@ def _start_sync(
         # a thread takes it up: its row says so already, and its body must not run after all.
         if context.cancellation.cancelled:
             raise _Skipped
-        return tool(arguments, context)
+        try:
+            return tool(arguments, context)
+        except Exception:
+            raise
+        except BaseException as exc:  # on a worker thread: never a signal, the body's own
+            raise BodyAborted(exc) from exc
 
     _workers.submit(work, done)
     return future, body
@@ -241,15 +287,18 @@ async def _wait_for_tool(
         # async bodies finish without suspending, and then need no task, timer or waiter.
         own = contextvars.copy_context()
         try:
-            suspended = own.run(body.send, None)
+            suspended = _body_step(own, body.send, None)
         except StopIteration as finished:
             return await _finished(finished.value, call, run, timeout)
-        except asyncio.CancelledError:
-            if _raised_by_body(asyncio.current_task(), call):
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if _raised_by_body(task, call):
                 raise Cancelled if run.cancelled else DeadlineExceeded from None
-            raise
-        except Exception:
-            if call.cancelled:  # as below: a body that failed after its cancellation
+            if task is None or task.cancelling():
+                raise  # the pipeline's own task was cancelled: not the body's to end
+            raise BodyAborted(exc) from exc  # nobody sent it: the body's own
+        except Exception as exc:
+            if _stopped(exc, call):  # as below: a body that failed after its cancellation
                 raise Cancelled if run.cancelled else DeadlineExceeded from None
             raise
         result = await _continue_here(body, suspended, own, timeout, call, run)
@@ -295,8 +344,19 @@ async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent
     if call.cancelled:
         raise Cancelled if run.cancelled else DeadlineExceeded
     if inspect.isawaitable(result):  # a sync callable that returned a coroutine
-        result = await asyncio.wait_for(result, timeout)
+        result = await asyncio.wait_for(_awaited(result), timeout)
     return result
+
+
+async def _awaited(awaitable: Any) -> Any:
+    """``await awaitable`` in the task ``wait_for`` makes, its BaseException the body's failure
+    (asyncio would raise a SystemExit from a task out of the event loop itself)."""
+    try:
+        return await awaitable
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise BodyAborted(exc) from exc
 
 
 def _raised_by_body(task: asyncio.Task[Any] | None, call: CancellationEvent) -> bool:
@@ -372,12 +432,12 @@ class _Driver:
                         body.close()  # a body that ignores its cancellation is left behind
                     raise
                 try:
-                    suspended = own.run(body.throw, exc)
+                    suspended = _body_step(own, body.throw, exc)
                 except StopIteration as finished:
                     return finished.value
             else:
                 try:
-                    suspended = own.run(body.send, sent)
+                    suspended = _body_step(own, body.send, sent)
                 except StopIteration as finished:
                     return finished.value
 
@@ -404,12 +464,14 @@ async def _continue_here(
     deadline = loop.call_later(timeout, call.cancel)
     try:
         return await driver.resume(suspended)
-    except asyncio.CancelledError:
-        if not driver.cancelled_here and not _raised_by_body(driver.task, call):
+    except asyncio.CancelledError as exc:
+        if driver.cancelled_here or _raised_by_body(driver.task, call):
+            raise Cancelled if run.cancelled else DeadlineExceeded from None
+        if driver.task is None or driver.task.cancelling():
             raise  # the pipeline's own task was cancelled from outside: not ours to keep
-        raise Cancelled if run.cancelled else DeadlineExceeded from None
-    except Exception:
-        if call.cancelled:  # a body that failed after its cancellation
+        raise BodyAborted(exc) from exc  # nobody sent it: the body's own
+    except Exception as exc:
+        if _stopped(exc, call):  # a body that failed after its cancellation
             raise Cancelled if run.cancelled else DeadlineExceeded from None
         raise
     finally:

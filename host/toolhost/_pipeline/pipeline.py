@@ -51,6 +51,11 @@ before anything ran, the call ends ``tool.upstream_unavailable.record_store`` (n
 recorded, nothing changed, retryable); after a writing call ran, the result that could not be
 recorded ends it ``tool.internal.interrupted``, and the row is finished as such if the store
 takes that write, else left ``running`` for ``recover`` once this process is gone.
+
+Nor does anything a tool body raises: a BaseException that is not an Exception (``sys.exit``
+in a library it wraps, a library's own unwinding) ends the call ``tool.internal.unexpected``
+like any other exception. A KeyboardInterrupt on the main thread, which may be the operator's
+Ctrl-C, alone goes on, once the call's row is finished (``steps.Interrupted``).
 """
 
 from __future__ import annotations
@@ -373,6 +378,10 @@ class Pipeline:
                 shaped = await steps.limit_output_off_loop(  # 12
                     registered, output, trust, writer, record.id)
             log.debug("pipeline.size", step=12, truncated=shaped.truncated)
+        except steps.Interrupted as interrupted:
+            # Perhaps the operator's Ctrl-C: it goes on, once the row is finished.
+            await self.persist_failure(record, interrupted, log, inserted=inserted)  # 13
+            raise interrupted.interrupt from None
         except ToolFailure as failure:
             return await self.persist_failure(record, failure, log, inserted=inserted)  # 13
         except Exception as exc:
@@ -435,7 +444,8 @@ class Pipeline:
         record = InvocationRecord(
             id=invocation_id, run_id=run.id, principal_id=run.principal.id,
             scopes=tuple(sorted(run.principal.scopes)), conversation_id=run.conversation_id,
-            tool_name=name, tool_version=registered.spec.version if registered else None,
+            tool_name=registered.spec.name if registered else steps.recorded_name(name),
+            tool_version=registered.spec.version if registered else None,
             arguments=_jsonable(arguments), argument_digest=None, state=InvocationState.FAILED,
             failure_kind=info.kind.value, reason_code=info.reason_code,
             retryable=info.retryable, failure_detail=dict(info.detail),
@@ -668,7 +678,12 @@ class Pipeline:
             if cancellation is not None:
                 run = attrs.evolve(run, cancellation=_joined(run.cancellation, cancellation))
         else:
-            workspace = self._workspace_for(record.run_id) if self._workspace_for else None
+            try:
+                workspace = self._workspace_for(record.run_id) if self._workspace_for else None
+            except Exception as exc:
+                # The row is running already (approved, or taken over by recovery): it ends
+                # failed, never left running under this live process.
+                return await self.persist_failure(record, steps.workspace_unopened(exc), log)
             deadline = None
             if record.run_deadline is not None:
                 left = (record.run_deadline - self.clock.now()).total_seconds()

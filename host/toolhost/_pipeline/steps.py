@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import errno
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,17 +47,24 @@ from toolhost._model.outcome import (
     ToolValidationError,
     failure_kind_of,
 )
+from toolhost._model.printable import escaped
 from toolhost._model.runs import CancellationEvent, Run
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline.excerpt import excerpt
-from toolhost._pipeline.execution import Cancelled, DeadlineExceeded, run_tool
+from toolhost._pipeline.execution import BodyAborted, Cancelled, DeadlineExceeded, run_tool
 from toolhost._pipeline.policy import Policy, PolicyDecision
 from toolhost._ports.tool_artifacts import ArtifactWriter
-from toolhost._registration.refusals import HARD_OUTPUT_CEILING, Registered
+from toolhost._registration.refusals import (
+    HARD_OUTPUT_CEILING,
+    MAX_NAME_LENGTH,
+    NAME_PATTERN,
+    Registered,
+)
 from toolhost._registration.registry import Registry, UnknownTool, UnknownVersion
 
 __all__ = [
+    "Interrupted",
     "OutputTooLarge",
     "Prepared",
     "Shaped",
@@ -72,11 +80,15 @@ __all__ = [
     "limit_output",
     "limit_output_off_loop",
     "prepare",
+    "recorded_name",
     "render_failure",
     "resolve",
+    "shown",
     "unexpected",
     "validate_output",
     "workspace_escape",
+    "workspace_unavailable",
+    "workspace_unopened",
 ]
 
 
@@ -88,7 +100,17 @@ class OutputTooLarge(ToolFailure):
         self.artifacts = tuple(artifacts)
 
 
-def unexpected(exc: Exception, registered: Registered | None = None) -> ToolFailure:
+class Interrupted(ToolFailure):
+    """INTERNAL_UNEXPECTED for a body's KeyboardInterrupt that may be the operator's Ctrl-C
+    (``BodyAborted.interrupt``): the pipeline finishes the row, then raises ``interrupt``."""
+
+    def __init__(self, interrupt: BaseException) -> None:
+        super().__init__(core_messages.INTERNAL_UNEXPECTED,
+                         detail={"exception": type(interrupt).__name__, "error": str(interrupt)})
+        self.interrupt = interrupt
+
+
+def unexpected(exc: BaseException, registered: Registered | None = None) -> ToolFailure:
     """INTERNAL_UNEXPECTED for an exception nobody declared: the model gets the static message,
     operators the exception's type and text. An artifact store that could not be reached (a
     tool's write or read, or step 12's capture) is ARTIFACT_STORE instead: retryable when the
@@ -110,15 +132,44 @@ def unexpected(exc: Exception, registered: Registered | None = None) -> ToolFail
 
 
 def resolve(registry: Registry, name: str, version: str | None) -> Registered:
-    """Unversioned → latest active, pinned → exact."""
+    """Unversioned → latest active, pinned → exact. The refusal's detail holds the name (and
+    version) asked for as ``shown`` gives them."""
     try:
         return registry.resolve(name, version)
     except UnknownTool:
-        raise ToolFailure(core_messages.UNKNOWN_TOOL, detail={"tool": name}) from None
+        raise ToolFailure(core_messages.UNKNOWN_TOOL, detail={"tool": shown(name)}) from None
     except UnknownVersion:
         raise ToolFailure(
-            core_messages.UNKNOWN_VERSION, detail={"tool": name, "version": version}
+            core_messages.UNKNOWN_VERSION, detail={"tool": shown(name), "version": shown(version)}
         ) from None
+
+
+#: The row's ``tool_name`` for a call whose name no tool could have (outside the registry's
+#: grammar, or longer than any name it takes): a caller's text is not stored as the column
+#: SQL filters and orders on (PostgreSQL's TEXT cannot hold U+0000, no store a lone
+#: surrogate, and a megabyte of name would be stored whole). The detail says what was asked.
+NOT_A_TOOL_NAME = "(not a tool name)"
+#: The characters of a caller's name (or version) a refusal's detail keeps.
+SHOWN_CHARS = 200
+
+
+def recorded_name(name: Any) -> str:
+    """The ``tool_name`` a call step 1 could not resolve is recorded under: ``name`` itself
+    when a tool could have it, else ``NOT_A_TOOL_NAME``."""
+    if isinstance(name, str) and len(name) <= MAX_NAME_LENGTH and NAME_PATTERN.fullmatch(name):
+        return name
+    return NOT_A_TOOL_NAME
+
+
+def shown(value: Any) -> str:
+    """A caller's name or version as a refusal's detail (and so the row) keeps it: itself
+    when short and printable, else its first ``SHOWN_CHARS`` characters, what does not print
+    as its JSON escape (U+0000, a lone surrogate), and how long it was."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= SHOWN_CHARS and text.isprintable():
+        return text
+    kept = escaped(text[:SHOWN_CHARS])
+    return kept if len(text) <= SHOWN_CHARS else f"{kept}… ({len(text)} characters)"
 
 
 # ---------------------------------------------------------------------- step 2: enabled
@@ -190,6 +241,12 @@ def _validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any
     return data
 
 
+#: What encoding a value as UTF-8 JSON (``canonical_json``, ``str.encode``) raises when it has
+#: no such form: a lone surrogate (UnicodeEncodeError, a ValueError), a value JSON cannot hold
+#: (TypeError), a cycle (ValueError). Step 4 refuses such arguments, step 10 such an output.
+NOT_UTF8_JSON = (ValueError, TypeError)
+
+
 def _digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
     """The digest an approval binds to; the last check of step 4.
 
@@ -199,7 +256,7 @@ def _digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
     """
     try:
         return argument_digest(registered.spec.name, registered.spec.version, data)
-    except (UnicodeEncodeError, ValueError, TypeError):
+    except NOT_UTF8_JSON:
         raise ToolValidationError(
             detail={"problem": "arguments are not encodable as UTF-8 JSON"}
         ) from None
@@ -265,6 +322,15 @@ def build_tool(build: Callable[[Registered], ToolCallable], registered: Register
         return build(registered)
     except Exception as exc:
         raise unexpected(exc) from None
+    except BaseException as exc:  # a factory's sys.exit, as a body's (``execute``)
+        raise _aborted(BodyAborted(exc), registered) from None
+
+
+def _aborted(aborted: BodyAborted, registered: Registered) -> ToolFailure:
+    """The failure a plugin's BaseException (not an Exception) ends its call with."""
+    if aborted.interrupt:
+        return Interrupted(aborted.raised)
+    return unexpected(aborted.raised, registered)
 
 
 async def execute(
@@ -279,8 +345,9 @@ async def execute(
     """Step 8: the tool's return value, unchecked (step 10 checks it).
 
     A deadline, a cancellation, a declared ``ToolFailure`` and any other exception become the
-    failure the model reads; a ``WorkspaceEscape`` or ``WorkspaceUnavailable`` passes through
-    untouched, for step 9.
+    failure the model reads, a BaseException the body raised included (``BodyAborted``: one
+    that may be the operator's Ctrl-C is ``Interrupted``); a ``WorkspaceEscape`` or
+    ``WorkspaceUnavailable`` passes through untouched, for step 9.
     """
     try:
         return await run_tool(
@@ -296,6 +363,8 @@ async def execute(
         raise ToolFailure(core_messages.RUN_CANCELLED) from None
     except (WorkspaceEscape, WorkspaceUnavailable):
         raise
+    except BodyAborted as aborted:
+        raise _aborted(aborted, registered) from None
     except ToolFailure as failure:
         if (failure.reason_code in registered.tool.reason_codes
                 or failure.reason_code in core_messages.RAISED_BY_TYPED_BODIES):
@@ -320,12 +389,32 @@ def workspace_unavailable(problem: WorkspaceUnavailable) -> ToolFailure:
                        retryable=True)
 
 
+def workspace_unopened(exc: Exception) -> ToolFailure:
+    """Step 8 begins for a call run outside ``invoke`` (approved, or run again by recovery):
+    the run's workspace could not be opened here (no file handles left, a workspaces
+    directory gone or made unusable). That is step 9's retryable ``WorkspaceUnavailable``,
+    the errno's name the operator's detail (the OS's text can carry a path); any other error
+    is the host's own."""
+    if isinstance(exc, WorkspaceUnavailable):
+        return workspace_unavailable(exc)
+    if isinstance(exc, OSError):
+        name = errno.errorcode.get(exc.errno or 0, "no errno")
+        return workspace_unavailable(
+            WorkspaceUnavailable(f"the run's workspace could not be opened ({name})"))
+    return unexpected(exc)
+
+
 # ---------------------------------------------------------------------- step 10: output
 
 
 def validate_output(registered: Registered, output: object) -> ToolOutput:
     """A ``ToolOutput`` with text content, a ``Trust`` (or none), and structured output that
-    matches output_schema; anything else is OUTPUT_INVALID."""
+    matches output_schema; anything else is OUTPUT_INVALID.
+
+    So is an output with no UTF-8 JSON form (a lone surrogate, a value JSON cannot hold), as
+    step 4 refuses such arguments: the row could not hold it. That rule is checked where the
+    output is encoded anyway, step 12 (``limit_output_off_loop``), once and, for a large
+    output, off the loop (``_unencodable_output``)."""
     problem = None
     if not isinstance(output, ToolOutput):
         problem = "not a ToolOutput"
@@ -342,6 +431,12 @@ def validate_output(registered: Registered, output: object) -> ToolOutput:
     if problem is not None or not isinstance(output, ToolOutput):
         raise ToolFailure(core_messages.OUTPUT_SCHEMA, detail={"problem": problem})
     return output
+
+
+def _unencodable_output() -> ToolFailure:
+    """Step 10's OUTPUT_INVALID for an output with no UTF-8 JSON form (``validate_output``)."""
+    return ToolFailure(core_messages.OUTPUT_SCHEMA,
+                       detail={"problem": "the output is not encodable as UTF-8 JSON"})
 
 
 # ---------------------------------------------------------------------- step 11: trust
@@ -385,8 +480,11 @@ def limit_output(
     This is CPU and disk work in proportion to the output: a pipeline on an event loop runs
     it through ``limit_output_off_loop``.
     """
-    content = output.content.encode("utf-8")
-    size = max(len(content), _structured_size(output))
+    try:
+        content = output.content.encode("utf-8")
+        size = max(len(content), _structured_size(output))
+    except NOT_UTF8_JSON:
+        raise _unencodable_output() from None  # step 10's rule, checked by this one encoding
     limit = registered.spec.maximum_output_bytes
     if size <= limit:
         return Shaped(output.content, dict(output.structured))
@@ -428,8 +526,15 @@ async def limit_output_off_loop(
     threshold = min(OFF_LOOP_BYTES, registered.spec.maximum_output_bytes)
     if not _may_exceed(output, threshold):
         # Certainly within the tool's limit (the bound sums what limit_output measures the
-        # larger of): unchanged, with no exact measure (most calls: ~6 µs of encodes).
-        return Shaped(output.content, dict(output.structured))
+        # larger of): unchanged, with no exact measure (most calls: ~6 µs of encodes). Only
+        # step 10's last rule is checked, on what the row will hold (~1 µs for most).
+        shaped = Shaped(output.content, dict(output.structured))
+        try:
+            canonical_json(shaped.structured)
+            shaped.content.encode("utf-8")
+        except NOT_UTF8_JSON:
+            raise _unencodable_output() from None
+        return shaped
     if not _ascii_within(output, registered, threshold):
         return await asyncio.to_thread(limit_output, registered, output, trust, writer,
                                        invocation_id)
