@@ -254,3 +254,64 @@ def test_serve_answers_each_such_call_and_carries_on(tmp_path: Path) -> None:
     rows = served.rows()
     assert [(r["state"], r["reason_code"]) for r in rows] == [
         ("failed", host_reasons.INTERNAL_UNEXPECTED)] * len(calls)
+
+
+def test_a_coroutine_a_sync_callable_returns_raising_cancelled_error_fails_unexpectedly(
+) -> None:
+    # Nobody cancelled the call or the task: the coroutine's own CancelledError escaped
+    # invoke and left the row running (a review of D391).
+    async def cancelled() -> ToolOutput:
+        await asyncio.sleep(0)
+        raise asyncio.CancelledError
+
+    def body(arguments: Mapping[str, Any], context: ToolExecutionContext) -> Any:
+        return cancelled()
+
+    with harness(body) as h:
+        outcome = h.invoke("fx.boom")
+        assert outcome.failure is not None
+        assert outcome.failure.reason_code == host_reasons.INTERNAL_UNEXPECTED
+        assert_failed_unexpectedly(h, "CancelledError")
+
+
+#: A file name that is not UTF-8, as os.fsdecode reads it: a lone surrogate.
+NAME_NOT_UTF8 = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize("tool", ["fx.boom", "fx.read"])
+def test_a_failure_whose_text_has_no_utf8_form_is_stored_escaped(tool: str) -> None:
+    # An exception's text holding a lone surrogate (a file name os.fsdecode read) failed the
+    # row's write: a reading tool's failure read as a record-store outage, with no row.
+    def body(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+        raise OSError("cannot open " + NAME_NOT_UTF8)
+
+    read = make_spec(name="fx.read", input_schema=SCHEMA, output_schema=OUT)
+    with Harness.over({"fx-dist": make_plugin(tools=[
+            Tool(read, call=body), Tool(make_spec(
+                name="fx.boom", input_schema=SCHEMA, output_schema=OUT,
+                side_effect=SideEffect.WORKSPACE_WRITE, risk=Risk.LOW,
+                idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False),
+                call=body)])}) as h:
+        outcome = h.invoke(tool)
+        assert outcome.failure is not None
+        assert outcome.failure.reason_code == host_reasons.INTERNAL_UNEXPECTED
+        (row,) = [r for r in h.host.pipeline.invocations.list() if r.tool_name == tool]
+        assert row.state is InvocationState.FAILED
+        assert (row.failure_detail or {})["error"] == "cannot open caf\\udce9.txt"
+
+
+def test_closing_an_abandoned_awaited_coroutine_is_silent() -> None:
+    # GeneratorExit is how a coroutine is closed (a pending task at shutdown), not a failure:
+    # turned into BodyAborted, close() raised and Python printed "Exception ignored in".
+    from toolhost._pipeline.execution import _awaited
+
+    class Pending:
+        def __await__(self) -> Any:
+            yield "suspended"  # what a future yields to its task while it waits
+
+    async def waits() -> None:
+        await Pending()
+
+    outer = _awaited(waits())
+    assert outer.send(None) == "suspended"
+    outer.close()

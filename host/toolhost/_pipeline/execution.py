@@ -344,16 +344,25 @@ async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent
     if call.cancelled:
         raise Cancelled if run.cancelled else DeadlineExceeded
     if inspect.isawaitable(result):  # a sync callable that returned a coroutine
-        result = await asyncio.wait_for(_awaited(result), timeout)
+        try:
+            result = await asyncio.wait_for(_awaited(result), timeout)
+        except asyncio.CancelledError as exc:
+            # As for an async body: the host's only when it was sent (this task cancelled,
+            # or the call's own cancellation); one the coroutine raised itself is its failure.
+            task = asyncio.current_task()
+            if call.cancelled or task is None or task.cancelling():
+                raise
+            raise BodyAborted(exc) from exc
     return result
 
 
 async def _awaited(awaitable: Any) -> Any:
     """``await awaitable`` in the task ``wait_for`` makes, its BaseException the body's failure
-    (asyncio would raise a SystemExit from a task out of the event loop itself)."""
+    (asyncio would raise a SystemExit from a task out of the event loop itself). GeneratorExit
+    is how a coroutine is closed (an abandoned one, at shutdown), never a failure."""
     try:
         return await awaitable
-    except (Exception, asyncio.CancelledError):
+    except (Exception, asyncio.CancelledError, GeneratorExit):
         raise
     except BaseException as exc:
         raise BodyAborted(exc) from exc

@@ -475,13 +475,13 @@ class Pipeline:
         self, record: InvocationRecord, failure: ToolFailure, log: Any, *, inserted: bool = True,
     ) -> Outcome:
         info = steps.render_failure(self.messages, failure)
-        log.info("pipeline.failed", step=13, reason_code=info.reason_code,
-                 detail=dict(info.detail))
+        detail = steps.storable_detail(info.detail)
+        log.info("pipeline.failed", step=13, reason_code=info.reason_code, detail=detail)
         # Step 12's OUTPUT_TOO_LARGE keeps the partial output it artifactized.
         artifacts = failure.artifacts if isinstance(failure, steps.OutputTooLarge) else ()
         return await self._persist(record, InvocationState.FAILED, dict(
             failure_kind=info.kind.value, reason_code=info.reason_code,
-            retryable=info.retryable, failure_detail=dict(info.detail),
+            retryable=info.retryable, failure_detail=detail,
             artifact_refs=artifacts,
         ), log, inserted=inserted)
 

@@ -161,6 +161,32 @@ def recorded_name(name: Any) -> str:
     return NOT_A_TOOL_NAME
 
 
+def storable_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """A failure's detail as the row can hold it: text with no UTF-8 form (a lone surrogate,
+    from a file name ``os.fsdecode`` read or an exception's text) as its JSON escapes, as a
+    refusal's shown name is. The detail is the operator's; written raw, the row's write failed
+    and a tool's own failure read as a record-store outage (D393)."""
+    try:
+        canonical_json(detail)
+    except NOT_UTF8_JSON:
+        return {_storable(key): _storable(value) for key, value in detail.items()}
+    return dict(detail)
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return escaped(value, one_line=False)
+        return value
+    if isinstance(value, Mapping):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable(v) for v in value]
+    return value
+
+
 def shown(value: Any) -> str:
     """A caller's name or version as a refusal's detail (and so the row) keeps it: itself
     when short and printable, else its first ``SHOWN_CHARS`` characters, what does not print
