@@ -117,6 +117,7 @@ TESTING_ALL = [
     "host_for",
     "load_plugins",
     "loopback_tls_server",
+    "open_file_limit",
     "registration_problems",
     "remove_tree",
     "run_on_a_terminal",

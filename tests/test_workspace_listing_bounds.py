@@ -4,9 +4,7 @@ directories it came down from, and hides a temp-named file only while a write ho
 
 from __future__ import annotations
 
-import contextlib
 import os
-import resource
 import signal
 import tracemalloc
 from collections.abc import Iterator
@@ -17,21 +15,9 @@ import pytest
 
 import toolhost._adapters.fs_workspace as fs_workspace
 from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
+from toolhost.testing import open_file_limit
 
 TEMP_ID = "0123456789abcdef0123456789abcdef"
-
-
-@contextlib.contextmanager
-def _few_fds(spare: int = 64) -> Iterator[int]:
-    """This process's soft open-file limit lowered, for the block, to ``spare`` more than it
-    has open now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    limit = min(len(os.listdir("/proc/self/fd")) + spare, soft)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
-    try:
-        yield limit
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def _chain(root: Path, depth: int, files: dict[int, list[str]]) -> None:
@@ -68,7 +54,7 @@ def test_a_tree_deeper_than_the_fd_limit_is_listed_whole(deep_root: Path) -> Non
     chain = ["/".join(["d"] * level) for level in range(1, depth + 1)]
     expected = sorted([*chain, "top.txt", chain[499] + "/mid.txt", chain[-1] + "/bottom.txt"],
                       key=str.encode)
-    with WorkspaceHandle(deep_root) as handle, _few_fds() as limit:
+    with WorkspaceHandle(deep_root) as handle, open_file_limit() as limit:
         assert limit < depth
         full = handle.listdir(recursive=True, limit=5000)
         capped = handle.listdir(recursive=True, limit=700)

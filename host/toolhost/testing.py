@@ -79,7 +79,7 @@ from toolhost._testing.artifact_store_contract import ArtifactStoreContract
 from toolhost._testing.cli import run_toolhost, toolhost_command
 from toolhost._testing.clocks import DEFAULT_INSTANT, ClockExhausted, FixedClock, ScriptedClock
 from toolhost._testing.contracts import ClockContract, InvocationStoreContract
-from toolhost._testing.disks import file_size_limit
+from toolhost._testing.disks import file_size_limit, open_file_limit
 
 # A hook of this pytest plugin (pytest finds it by name), not a name for tests to import.
 from toolhost._testing.hypothesis_profile import pytest_configure as pytest_configure
@@ -129,6 +129,7 @@ __all__ = [
     "host_for",
     "load_plugins",
     "loopback_tls_server",
+    "open_file_limit",
     "registration_problems",
     "remove_tree",
     "run_on_a_terminal",

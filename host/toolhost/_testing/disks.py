@@ -1,15 +1,17 @@
-"""A full disk in this process, for tests of what a store or a tool does when a write fails:
-``file_size_limit`` makes every write past a size fail with EFBIG, as ENOSPC would, without
-filling a real disk or mounting one."""
+"""A full disk or a spent descriptor table in this process, for tests of what a store or a tool
+does then: ``file_size_limit`` makes every write past a size fail with EFBIG, as ENOSPC would,
+without filling a real disk or mounting one; ``open_file_limit`` leaves the process only a few
+more descriptors than it holds."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import signal
 from collections.abc import Iterator
 
-__all__ = ["file_size_limit"]
+__all__ = ["file_size_limit", "open_file_limit"]
 
 
 @contextlib.contextmanager
@@ -24,3 +26,16 @@ def file_size_limit(limit: int) -> Iterator[None]:
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous)
+
+
+@contextlib.contextmanager
+def open_file_limit(spare: int = 64) -> Iterator[int]:
+    """Within the block, this process may open only ``spare`` more descriptors than it has
+    open now (its soft RLIMIT_NOFILE, never raised); yields that limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = min(len(os.listdir("/proc/self/fd")) + spare, soft)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -3,26 +3,11 @@ descriptors to spare, and names that look like the handle's own temp files."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import resource
-from collections.abc import Iterator
 from pathlib import Path
 
+from toolhost.testing import open_file_limit
 from workspace_support import Call, remove_tree
-
-
-@contextlib.contextmanager
-def _few_fds(spare: int = 64) -> Iterator[int]:
-    """This process's soft open-file limit lowered, for the block, to ``spare`` more than it
-    has open now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    limit = min(len(os.listdir("/proc/self/fd")) + spare, soft)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
-    try:
-        yield limit
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_tree_deeper_than_the_spare_fds_is_listed(call: Call, root: Path) -> None:
@@ -38,7 +23,7 @@ def test_a_tree_deeper_than_the_spare_fds_is_listed(call: Call, root: Path) -> N
     os.close(os.open("end.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
     os.close(fd)
     try:
-        with _few_fds() as limit:
+        with open_file_limit() as limit:
             assert limit < depth
             outcome = call("workspace.list_files", recursive=True)
         assert outcome.ok, outcome.to_json()
