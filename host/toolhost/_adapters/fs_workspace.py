@@ -423,6 +423,10 @@ def _open_up(name: str | Path, dir_fd: int | None, *, device: int | None = None,
 #: a walk that reaches either cap stops, and is incomplete (see ``_SandboxWalk``).
 _SANDBOX_WALK_ENTRIES = 250_000
 _SANDBOX_WALK_DEPTH = 4096
+#: How often one walk comes down again from the root after a directory it stood in moved
+#: (each costs an open a level): past it the walk stops, incomplete. An honest command's
+#: rename meets the walk inside the renamed directory once in a while, not 32 times a walk.
+_WALK_RETURNS = 32
 #: Provenance records one workspace keeps at most: past it a sandbox's file is not stamped
 #: (it reads UNKNOWN, untrusted like SANDBOX_WRITTEN).
 _STAMPS_LIMIT = 250_000
@@ -432,6 +436,10 @@ _SET_ID = stat.S_ISUID | stat.S_ISGID
 _FileKey = tuple[int, int, int, int, int]
 #: (device, inode): which directory a walk listed, to check it is the one it opens later.
 _DirId = tuple[int, int]
+#: One level of a ``_BoundedWalk``: the name it was entered by (the root's: ""), its (device,
+#: inode), its subdirectories not yet walked (name, device, inode), and the tool path of its
+#: entries' prefix (None: no tool can name them).
+_Level = tuple[str, _DirId, list[tuple[str, int, int]], str | None]
 
 
 def _dir_id(info: os.stat_result) -> _DirId:
@@ -508,10 +516,18 @@ class _BoundedWalk:
 
     ``complete`` is False when the walk may have missed something: a directory that could
     not be opened or listed, or one swapped since it was listed (the walk goes on with the
-    rest: a command cannot hide a tree behind one unreadable directory), or ``stopped``: a
-    cap passed, or a tree that moved under it. ``entries`` counts every entry met, ``depth``
-    the directory levels below the root entered (``a/b`` entered: 2). A directory the walk
-    may not open, list or search (EACCES, EPERM) is the subclass's to judge (``refused``).
+    rest: a command cannot hide a tree behind one unreadable directory), one it stood in that
+    moved, or ``stopped``: a cap passed, or more than ``_WALK_RETURNS`` such moves. Where a
+    directory moved (or was removed) with the walk in it, the way up by ``..`` is not the way
+    it came down: it comes down again from the root by the names and (device, inode) it came
+    down by, as a listing does (``_ListingWalk.go_to``), and goes on with what is left; a
+    level it cannot reach so (removed, moved or swapped meanwhile) is missed with what it
+    still held. So moving a directory while the walk is in it hides nothing else from it
+    (D135); the walk is incomplete all the same (it may have counted what left, or recorded
+    a name no longer there), and a sandbox's quota kills a command whose every measurement
+    is. ``entries`` counts every entry met, ``depth`` the directory levels below the root
+    entered (``a/b`` entered: 2). A directory the walk may not open, list or search (EACCES,
+    EPERM) is the subclass's to judge (``refused``).
     """
 
     max_entries: int
@@ -520,6 +536,8 @@ class _BoundedWalk:
     stopped: bool = False
     entries: int = 0
     depth: int = 0
+    #: How often the walk came down again from the root (``_WALK_RETURNS`` at most).
+    returns: int = 0
 
     def stop(self) -> None:
         self.complete = False
@@ -578,25 +596,34 @@ class _BoundedWalk:
     def walk(self, root: int, *, named: bool = True) -> None:
         """Depth first from ``root`` with at most three fds open, however deep the tree: it
         descends by name and climbs back by ``..``, checking that ``..`` is the directory it
-        came from (else the tree moved, and the walk stops incomplete). A level keeps only
-        its subdirectories' names; a symlink is never followed. ``named=False``: no tool
-        path is built (every ``prefix`` is None)."""
+        came from (else the tree moved: it comes down again from ``root``). A level keeps
+        only its name, its subdirectories' names and its tool path; a symlink is never
+        followed. ``named=False``: no tool path is built (every ``prefix`` is None)."""
         current = os.dup(root)
         try:
-            # Each level: the directory's (device, inode), its subdirectories not yet walked,
-            # and the tool path of its entries' prefix (None: no tool can name them).
             top = "" if named else None
-            stack: list[tuple[_DirId, list[tuple[str, int, int]], str | None]] = [
-                (_dir_id(os.fstat(current)), self.scan(current, top), top)]
+            stack: list[_Level] = [("", _dir_id(os.fstat(current)), self.scan(current, top), top)]
             while not self.stopped:
-                _, pending, prefix = stack[-1]
+                _, _, pending, prefix = stack[-1]
                 if not pending:
                     stack.pop()
                     if not stack:
                         return
-                    parent = self._enter("..", current, stack[-1][0])
+                    try:
+                        parent = self._enter("..", current, stack[-1][1])
+                    except OSError:
+                        parent = None  # no way up (refused, or gone): come down instead
                     if parent is None:
-                        self.stop()  # somewhere else now: no way back to the rest
+                        # Somewhere else now: back to the rest the way the walk came down.
+                        # What it held was counted, maybe by a name it no longer has.
+                        self.complete = False
+                        self.returns += 1
+                        if self.returns > _WALK_RETURNS:
+                            self.stop()
+                            continue
+                        os.close(current)
+                        current = -1
+                        current = self._come_back(root, stack)
                         continue
                     os.close(current)
                     current, _ = parent
@@ -620,11 +647,35 @@ class _BoundedWalk:
                 current, _ = child
                 directory = _tool_path(prefix, name)
                 below = None if directory is None else directory + "/"
-                stack.append(((device, inode), self.scan(current, below), below))
+                stack.append((name, (device, inode), self.scan(current, below), below))
         except OSError:
             self.stop()
         finally:
+            if current != -1:
+                os.close(current)
+
+    def _come_back(self, root: int, stack: list[_Level]) -> int:
+        """An fd of the deepest level of ``stack`` the walk can reach again from ``root`` by
+        the names and (device, inode) it came down by; the levels below it are dropped with
+        what they still held (the walk is incomplete)."""
+        current = os.dup(root)
+        try:
+            for depth in range(1, len(stack)):
+                name, expected, _, _ = stack[depth]
+                try:
+                    child = self._enter(name, current, expected)
+                except OSError:
+                    child = None
+                if child is None:  # removed, moved or swapped since: what it held is missed
+                    del stack[depth:]
+                    self.complete = False
+                    break
+                os.close(current)
+                current, _ = child
+        except BaseException:
             os.close(current)
+            raise
+        return current
 
 
 @attrs.define

@@ -15,11 +15,17 @@ the call too).
 
 The walk itself is the host's (``SandboxWorkspace.usage``: containment and the bounded,
 fd-relative walk live there), stopping as soon as one of these quotas is passed; this module
-keeps the quotas and the decision. A directory renamed away during one measurement is missed
-by it, not by the next. A directory the host may not list or search is no such race (on a
-host that is not root the command runs as the host's uid and can ``chmod 300`` one, then
-write under it): the host's walk raises, the workspace cannot be measured, and the runner
-kills the sandbox (``runner.UNMEASURABLE``, fail closed, D135).
+keeps the quotas and the decision. A directory moved while the walk stands in it hides
+nothing else: the walk comes down again from the root and goes on. Such a move, or a
+directory swapped between its listing and the walk's way into it, makes the measurement
+incomplete: one is not over the quota (the next looks again), but ``INCOMPLETE_IN_A_ROW`` in
+a row are a workspace that cannot be measured, so a command that keeps moving directories
+under the walk cannot keep the quota from being measured. Nor can a directory the host may
+not list or search (on a host that is not root the command runs as the host's uid and can
+``chmod 300`` one, then write under it): the host's walk raises. Either way the runner kills
+the sandbox (``runner.UNMEASURABLE``, fail closed, D135). Known limit: an entry moved between
+two directories just as each is listed, timed by watching them (inotify), is in neither
+listing, and the walk does not know it missed it.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # annotations only: the spec's description imports the quotas at load
     from toolhost import WorkspaceUsage
 
-__all__ = ["INTERVAL_S", "PAUSE_PER_ENTRY_S", "QUOTA_BYTES", "QUOTA_DEPTH", "QUOTA_ENTRIES",
-           "Measurable", "measure", "over_quota"]
+__all__ = ["INCOMPLETE_IN_A_ROW", "INTERVAL_S", "PAUSE_PER_ENTRY_S", "QUOTA_BYTES",
+           "QUOTA_DEPTH", "QUOTA_ENTRIES", "Measurable", "measure", "over_quota"]
 
 #: Disk the workspace may use when the host's setting is unset: 1 GiB.
 QUOTA_BYTES = 1024 * 1024 * 1024
@@ -43,6 +49,12 @@ INTERVAL_S = 0.2
 #: And per entry the last one counted: a walk costs a few microseconds an entry, so this keeps
 #: the host's time spent measuring under about a third of the call's (no clock is read).
 PAUSE_PER_ENTRY_S = 0.00002
+#: Incomplete measurements in a row that make the workspace one that cannot be measured. A
+#: directory moved under the walk, or swapped before it got there, costs one measurement: an
+#: honest command's rename now and then never makes three in a row; a command that makes
+#: every walk meet one is killed after these (about 0.6 s and their walks' time, longer for a
+#: big tree).
+INCOMPLETE_IN_A_ROW = 3
 
 
 class Measurable(Protocol):
@@ -61,8 +73,9 @@ def measure(workspace: Measurable, quota_bytes: int | None = None) -> WorkspaceU
 
 def over_quota(usage: WorkspaceUsage, quota_bytes: int | None = None) -> str | None:
     """The quota ``usage`` passed (``bytes``, ``entries``, ``depth``), or None. An incomplete
-    measurement that passed none is not over: the next one looks again (a walk that met a
-    directory it may not list did not return one: it raised)."""
+    measurement that passed none is not over: the next one looks again (the runner counts
+    them: ``INCOMPLETE_IN_A_ROW``; a walk that met a directory it may not list did not return
+    one: it raised)."""
     if usage.disk_bytes > (QUOTA_BYTES if quota_bytes is None else quota_bytes):
         return "bytes"
     if usage.entries > QUOTA_ENTRIES:

@@ -74,7 +74,8 @@ def _status_line(completed: Completed, timeout_s: int, quota_bytes: int) -> str:
         return ("The workspace could not be measured against its quota (most often a "
                 "directory in it that may not be listed or searched, after chmod 0 or chmod "
                 "300 on it); every process of the command was killed. Keep every directory "
-                "in the workspace readable and searchable by its owner (chmod u+rx).")
+                "in the workspace readable and searchable by its owner (chmod u+rx), and do "
+                "not keep moving directories in it while the command runs.")
     if completed.killed is not None:
         return "Cancelled; every process of the command was killed."
     signal = completed.signal

@@ -61,7 +61,7 @@ from toolhost_sandbox.limits import (
     LimitsUnavailable,
     apply_rlimits,
 )
-from toolhost_sandbox.quota import INTERVAL_S, PAUSE_PER_ENTRY_S, over_quota
+from toolhost_sandbox.quota import INCOMPLETE_IN_A_ROW, INTERVAL_S, PAUSE_PER_ENTRY_S, over_quota
 from toolhost_sandbox.sandbox_user import drop_argv
 from toolhost_sandbox.seccomp import SeccompUnavailable, filter_program
 from toolhost_sandbox.ticker import Ticker
@@ -71,7 +71,9 @@ __all__ = ["KILL_GRACE_S", "OUTPUT_LIMIT", "PROGRESS_EVERY_S", "TICK_S", "UNMEAS
 
 #: Why a sandbox was killed (or never started) when the workspace could not be measured: the
 #: host's walk met a directory it may not list (a command's ``chmod 300 d`` on a host that is
-#: not root), or could not walk at all. Fail closed: the quota cannot be held (D135).
+#: not root), or could not walk at all, or ``quota.INCOMPLETE_IN_A_ROW`` walks in a row missed
+#: something (directories kept moving under them). Fail closed: the quota cannot be held
+#: (D135).
 UNMEASURABLE = "workspace_unmeasurable"
 #: How long a killed sandbox has to close its output before the reader stops waiting.
 KILL_GRACE_S = 5.0
@@ -426,13 +428,17 @@ class _Schedule:
         self._ticks = 0
         # The first measurement was taken before the start (``_first_measurement``).
         self._next_measure = 0 if first is None else _pause_ticks(first)
+        # Incomplete measurements since the last complete one.
+        self._incomplete = 0 if first is None or first.complete else 1
         self._reported = 0
         self._killed_at: int | None = None
 
     def measure_quota(self, passed: Callable[[], int]) -> None:
-        """Measure the workspace, and kill the sandbox once it passes a quota. The next
-        measurement waits longer for a big tree (``PAUSE_PER_ENTRY_S``), counted from when
-        this one ended (``passed``: the ticks gone since the last count)."""
+        """Measure the workspace, and kill the sandbox once it passes a quota, or once
+        ``INCOMPLETE_IN_A_ROW`` measurements in a row were incomplete (the quota cannot be
+        held where every walk misses something). The next measurement waits longer for a big
+        tree (``PAUSE_PER_ENTRY_S``), counted from when this one ended (``passed``: the
+        ticks gone since the last count)."""
         if self._measure is None or self._sandbox.killed is not None:
             return
         try:
@@ -443,6 +449,10 @@ class _Schedule:
             return
         if over_quota(usage, self._quota_bytes) is not None:
             self._sandbox.kill("workspace_quota")
+            return
+        self._incomplete = 0 if usage.complete else self._incomplete + 1
+        if self._incomplete >= INCOMPLETE_IN_A_ROW:
+            self._sandbox.kill(UNMEASURABLE)
             return
         self._ticks += passed()
         self._next_measure = self._ticks + _pause_ticks(usage)
