@@ -6,11 +6,21 @@ find it.
 
 Tools: ``nested`` (structured content of ``mib`` MiB of nested empty arrays, ``[],`` repeated:
 ~100 bytes each once parsed; ``id_last`` puts the id after the result, as the TypeScript SDK
-does), ``wide`` (``n`` small records of structured content, id last), ``echo``.
+does), ``wide`` (``n`` small records of structured content, id last), ``echo``, and over stdio
+``two_ids``: held while the server says its tools changed, then, when the host lists them, one
+line whose head names the call and whose ``form`` (``duplicate``: a second "id" member last;
+``escaped``: one spelled ``"\\u0069d"``, mid-line) names the listing, with a tool whose
+description is 17 MiB, past a listing's budget; then the call's own answer.
 
 Its listing, by the environment: ``LISTING_MIB`` MiB of nested empty arrays spread over 1,024
 tools' input schemas; ``BIG_SCHEMA`` a tool ``big`` whose input schema is about that many
-bytes (an enum of short strings); ``FLOOD`` a ``list_changed`` every 0.1 s once initialized.
+bytes (an enum of short strings); ``FLOOD`` a ``list_changed`` every 0.1 s once initialized;
+``PAGES`` pages of one tool each, whose description is 3 MiB, the id of each answer by
+``PAGE_ID`` (``string``: the number as a string, ``middle``: neither first nor last).
+
+Over HTTP, ``EVENTS`` answers everything with an event stream, and ``FRAMING`` writes each
+event with lines the SSE parser drops, each holding a quote (a comment, ``id``, ``event``,
+``retry``, an unknown field), CR, LF and CRLF line ends, and the message in two data lines.
 """
 
 from __future__ import annotations
@@ -27,6 +37,10 @@ LISTING_MIB = float(os.environ.get("LISTING_MIB", "0"))
 BIG_SCHEMA = int(os.environ.get("BIG_SCHEMA", "0"))
 FLOOD = bool(os.environ.get("FLOOD"))
 LIST_REQUESTS = os.environ.get("LIST_REQUESTS")  # a file each tools/list request appends to
+PAGES = int(os.environ.get("PAGES", "0"))
+PAGE_ID = os.environ.get("PAGE_ID", "")
+EVENTS = bool(os.environ.get("EVENTS"))
+FRAMING = bool(os.environ.get("FRAMING"))
 
 _lock = threading.Lock()
 
@@ -67,6 +81,29 @@ def answer(request_id: Any, result: dict[str, Any] | bytes, *, id_last: bool = F
     return b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + text + b"}"
 
 
+def page(request_id: Any, cursor: str | None) -> bytes:
+    """One page of ``PAGES``: a tool with a 3 MiB description, the id as ``PAGE_ID`` says."""
+    number = int(cursor or 0)
+    result: dict[str, Any] = {"tools": [{"name": f"p{number}", "description": "d" * (3 << 20),
+                                         "inputSchema": closed({})}]}
+    if number + 1 < PAGES:
+        result["nextCursor"] = str(number + 1)
+    text = json.dumps(result).encode()
+    if PAGE_ID == "string":
+        return b'{"jsonrpc":"2.0","id":"%d","result":%s}' % (request_id, text)
+    return b'{"result":%s,"id":%d,"page":%d,"jsonrpc":"2.0"}' % (text, request_id, number)
+
+
+def two_ids(call_id: int, list_id: int, form: str) -> bytes:
+    """A listing's answer whose head names the call ``call_id``; ``form`` as above."""
+    tools = json.dumps({"tools": [{"name": "t", "description": "d" * (17 << 20),
+                                   "inputSchema": closed({})}]}).encode()
+    head = b'{"jsonrpc":"2.0","id":%d,"result":%s,' % (call_id, tools)
+    if form == "duplicate":
+        return head + b'"id":%d}' % list_id
+    return head + b'"\\u0069d":%d,"x":0}' % list_id
+
+
 def called(request_id: Any, name: str, arguments: dict[str, Any]) -> bytes:
     if name == "nested":
         count = int(float(arguments["mib"]) * (1 << 20)) // 3
@@ -94,6 +131,8 @@ def handled(message: dict[str, Any]) -> bytes | None:
         if LIST_REQUESTS:
             with open(LIST_REQUESTS, "a") as seen:
                 seen.write(f"{time.monotonic()}\n")
+        if PAGES:
+            return page(request_id, (message.get("params") or {}).get("cursor"))
         return answer(request_id, listing())
     if method == "tools/call":
         params = message["params"]
@@ -117,15 +156,34 @@ def flood() -> None:
 
 
 def stdio() -> None:
+    held: tuple[int, str] | None = None  # the call ``two_ids``, and its form
     for raw in sys.stdin.buffer:
         message = json.loads(raw)
-        if message.get("method") == "notifications/initialized" and FLOOD:
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "notifications/initialized" and FLOOD:
             threading.Thread(target=flood, daemon=True).start()
-        if (line := handled(message)) is not None:
+        if method == "tools/call" and params.get("name") == "two_ids":
+            held = (message["id"], params["arguments"]["form"])
+            send(b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
+        elif method == "tools/list" and held is not None:
+            call_id, form = held
+            held = None
+            send(two_ids(call_id, message["id"], form))
+            send(answer(call_id, {"content": [{"type": "text", "text": "held"}]}))
+        elif (line := handled(message)) is not None:
             send(line)
 
 
 # ---------------------------------------------------------------------------------- HTTP
+
+
+def event(message: bytes) -> bytes:
+    """``message`` as one event of an event stream (``FRAMING`` as above)."""
+    if not FRAMING:
+        return b"event: message\ndata: " + message + b"\n\n"
+    first, _, rest = message.partition(b",")  # an LF between members is JSON's white space
+    return (b':"\r\nid: "7\revent: "x\nretry: "\r\nnote: "\r\nevent: message\r\n'
+            b"data:" + first + b",\r\ndata: " + rest + b"\n\r\n")
 
 
 async def respond(writer: asyncio.StreamWriter, status: str, headers: dict[str, str],
@@ -151,10 +209,9 @@ async def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
         found = handled(message)
         if found is None:
             await respond(writer, "202 Accepted", {})
-        elif ((message.get("params") or {}).get("arguments") or {}).get("events"):
+        elif EVENTS or ((message.get("params") or {}).get("arguments") or {}).get("events"):
             await respond(writer, "200 OK", {"Content-Type": "text/event-stream",
-                                             "Mcp-Session-Id": "s1"},
-                          b"event: message\ndata: " + found + b"\n\n")
+                                             "Mcp-Session-Id": "s1"}, event(found))
         else:
             await respond(writer, "200 OK", {"Content-Type": "application/json",
                                              "Mcp-Session-Id": "s1"}, found)

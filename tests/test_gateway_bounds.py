@@ -20,11 +20,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolhost._adapters.mcp_bounds import LISTING, MAX_CALL_VALUES, OTHER, ValueCount
+from toolhost._adapters.mcp_bounds import (
+    LISTING,
+    MAX_CALL_VALUES,
+    OTHER,
+    Budget,
+    EventValues,
+    Spending,
+    ValueCount,
+)
 from toolhost._adapters.mcp_stdio import LineFramer, LineTooLong
 from toolhost._adapters.mcp_upstream import KEPT_SCHEMA_BYTES, McpUpstreams, kept_schema
 from toolhost._model.secrets import Secret
@@ -130,6 +139,89 @@ def test_a_requests_head_names_no_answer() -> None:
                        ).request_id is None
     assert LineTooLong(10, b'{"method":"ping","jsonrpc":"2.0","id":3').request_id is None
     assert LineTooLong(10, b'{"jsonrpc":"2.0","id":3,"result":{').request_id == 3
+
+
+# ------------------------------------------------------------------- an event stream's data
+
+#: What may stand in an event stream's lines: JSON's openers, a quote, the SSE field separator.
+_TEXT = st.text(alphabet=st.sampled_from('[{,:" a\u00e9'), max_size=8)
+_LINE_END = st.sampled_from(["\n", "\r", "\r\n"])
+#: Lines the SSE parser drops, whatever they hold (backslashes and quotes included; no "a",
+#: which would make "dat" a data line).
+_DROPPED = st.builds(
+    lambda name, sep, text: name + sep + text,
+    st.sampled_from([":", "event", "id", "retry", "note", "dat", "datax", "DATA", " data", '"']),
+    st.sampled_from([":", ": ", ""]), st.text(alphabet=st.sampled_from('[{,:"\\ '), max_size=8))
+
+
+@st.composite
+def _event(draw: st.DrawFn) -> str:
+    """One event: its data (JSON text cut into data lines, or text with no backslash) among
+    dropped lines, each line with its own line end."""
+    if draw(st.booleans()):
+        text = json.dumps(draw(JSON), ensure_ascii=draw(st.booleans()))
+        # Never within an escape: an LF after its backslash would end the string there.
+        places = [i for i in range(1, len(text)) if text[i - 1] != "\\"]
+        cuts = sorted(draw(st.lists(st.sampled_from(places), max_size=3))) if places else []
+        values = [text[a:b] for a, b in itertools.pairwise([0, *cuts, len(text)])]
+    else:
+        values = draw(st.lists(_TEXT, max_size=3))
+    lines = []
+    for value in values:
+        lines += draw(st.lists(_DROPPED, max_size=2))
+        lines.append("data" + (draw(st.sampled_from([":", ": "])) if value else "") + value)
+    lines += draw(st.lists(_DROPPED, max_size=2))
+    ends = draw(st.lists(_LINE_END, min_size=len(lines) + 1, max_size=len(lines) + 1))
+    if (ends[-2:-1] == ["\r"] or not lines) and ends[-1] == "\n":
+        ends[-1] = "\r"  # a blank line, not the LF of a CRLF (nor the last event's)
+    return "".join(line + end for line, end in zip(lines, ends, strict=False)) + ends[-1]
+
+
+def _event_data(stream: bytes) -> list[bytes]:
+    """Each event's data, as the SDK's own SSE parser (httpx2's) reads ``stream``."""
+    response = httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                               content=stream, request=httpx2.Request("GET", "http://h/"))
+    response.encoding = "utf-8"
+    return [event.data.encode() for event in httpx2.EventSource(response)]
+
+
+def _counted_events(stream: bytes, cuts: list[int], budget: int, *,
+                    together: bool) -> tuple[str | None, Spending]:
+    spending = Spending(Budget(1 << 40, budget))
+    events = EventValues(spending, together=together)
+    points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    for start, end in itertools.pairwise(points):
+        if (why := events.feed(stream[start:end])) is not None:
+            return why, spending
+    return None, spending
+
+
+@given(st.lists(_event(), max_size=4).map(lambda e: "".join(e).encode()),
+       st.lists(st.integers(min_value=0, max_value=600), max_size=12))
+def test_an_event_streams_values_are_its_datas_however_the_bytes_are_cut(
+        stream: bytes, cuts: list[int]) -> None:
+    """Over HTTP every byte of an event stream was counted as JSON: a comment ``:"`` made the
+    count believe the data after it was a string, and a 12 MiB answer of nested arrays was
+    parsed again (1.4 GB). The count is now what the parser's data of each event holds."""
+    counts = [counted(data, []) for data in _event_data(stream)]
+    why, spending = _counted_events(stream, cuts, 1 << 40, together=True)
+    assert why is None
+    assert spending.earlier_values + spending.count.values == sum(counts)
+    # Each event alone: refused exactly when one of them holds more than the budget.
+    most = max(counts, default=0)
+    assert _counted_events(stream, cuts, most, together=False)[0] is None
+    if most:
+        assert _counted_events(stream, cuts, most - 1, together=False)[0] == (
+            f"a message of more than {most - 1} JSON values")
+
+
+def test_a_quote_in_a_dropped_line_hides_no_data() -> None:
+    data = b'{"a":[' + b"[]," * 1000 + b"[]]}"
+    for dropped in (b':"', b'event: "x', b'id: "', b'retry: "', b'note: "', b'"', b'dat:"'):
+        stream = dropped + b"\r\nevent: message\r\ndata: " + data + b"\r\n\r\n"
+        (parsed,) = _event_data(stream)
+        assert _counted_events(stream, list(range(0, len(stream), 7)), 1 << 40,
+                               together=True)[1].earlier_values == counted(parsed, []) > 2000
 
 
 def test_the_budgets_are_what_an_honest_server_needs() -> None:
@@ -249,6 +341,36 @@ def test_a_listing_past_its_budget_is_refused_not_held() -> None:
     assert report["start_growth_kib"] < 300 * 1024
 
 
+@pytest.mark.parametrize("form", ["duplicate", "escaped"])
+def test_a_line_that_answers_another_request_than_its_head_says_ends_the_connection(
+        form: str) -> None:
+    """The budget was chosen by the id at the line's head, the answer routed by the one the
+    parser kept (the last of two, or one spelled with escapes): a listing held to a call's
+    budget was kept, its 17 MiB description past a listing's 16 MiB, and the call forgotten,
+    its own answer then taken as one nobody asked for. Now the connection ends for it."""
+    with marked() as mark:
+        report = hosted({**stdio(mark), "calls": [["two_ids", {"form": form}]]})
+    (ended,) = report["calls"]
+    assert ended[:2] == ["connection_lost", "the connection closed during the call"], ended
+
+
+@pytest.mark.parametrize("form", ["string", "middle"])
+@pytest.mark.parametrize("pages", [5, 6])
+def test_a_listings_pages_count_together_whatever_their_ids_look_like(
+        form: str, pages: int) -> None:
+    """Pages of 3 MiB whose id was a string (the SDK takes "7" for 7) or stood neither first nor
+    last were each held to the 4 MiB of a message nobody asked for, and never counted with
+    their listing: 100 of them could keep 300 MiB. Five pages fit a listing's 16 MiB; six do
+    not."""
+    with marked() as mark:
+        report = hosted(stdio(mark, PAGES=str(pages), PAGE_ID=form))
+    if pages == 5:
+        assert (report["state"], report["tools"]) == ("connected", 5), report
+    else:
+        assert (report["state"], report["tools"]) == ("unreachable", 0), report
+        assert report["problem"] == f"MCPError: a message of more than {LISTING.bytes} bytes"
+
+
 def test_a_schema_larger_than_the_review_takes_is_not_kept() -> None:
     """The review refuses it for its size, and the listing held it whole anyway: it is a
     stand-in now, which the review refuses in the same words."""
@@ -304,6 +426,27 @@ def test_an_http_answer_of_nested_empty_arrays_is_refused_before_it_is_parsed(
     assert after[0] == "ok", after
 
 
+@pytest.mark.parametrize("listing", [False, True], ids=["call", "listing"])
+def test_a_quote_in_an_event_streams_other_lines_hides_none_of_its_data(listing: bool) -> None:
+    """Every byte of an event stream was counted as JSON: with a comment ``:"`` (or ``event:
+    "x``, ``id: "7``, ...) before the data, the count took the data for a string, and a call's
+    4 MiB of nested arrays, or a listing's, was parsed whole (~500 MiB; 1.4 GB for 12 MiB)."""
+    words = f"SSE stream failed: a message of more than {MAX_CALL_VALUES} JSON values"
+    env = {"FRAMING": "1", **({"EVENTS": "1", "LISTING_MIB": "4"} if listing else {})}
+    with marked() as mark, http_upstream(mark, **env) as url:
+        report = hosted({"url": url, "calls": [] if listing else [
+            ["nested", {"mib": 4, "events": True}], ["echo", {"text": "after", "events": True}]]})
+    if listing:
+        assert (report["state"], report["tools"]) == ("unreachable", 0), report
+        assert report["problem"] == f"MCPError: {words}"
+        assert report["start_growth_kib"] < 300 * 1024
+    else:
+        refused, after = report["calls"]
+        assert refused[:2] == ["too_large", words], refused
+        assert refused[3] < 300 * 1024, f"the peak grew by {refused[3] // 1024} MiB"
+        assert after[0] == "ok", after
+
+
 def test_an_http_listing_past_its_budget_is_refused_not_held() -> None:
     with marked() as mark, http_upstream(mark, LISTING_MIB="8") as url:
         report = hosted({"url": url})
@@ -313,9 +456,12 @@ def test_an_http_listing_past_its_budget_is_refused_not_held() -> None:
     assert report["start_growth_kib"] < 300 * 1024
 
 
-def test_the_listing_of_an_honest_server_still_arrives() -> None:
-    """What is fine: a listing, a call answer of 50,000 records (id last), over HTTP too."""
-    with marked() as mark, http_upstream(mark) as url:
+@pytest.mark.parametrize("framing", [False, True], ids=["plain", "framing"])
+def test_the_listing_of_an_honest_server_still_arrives(framing: bool) -> None:
+    """What is fine: a listing, a call answer of 50,000 records (id last), over HTTP too; and
+    so as events among lines the parser drops, in two data lines each."""
+    env = {"EVENTS": "1", "FRAMING": "1"} if framing else {}
+    with marked() as mark, http_upstream(mark, **env) as url:
         report = hosted({"url": url, "calls": [["wide", {"n": 50_000}],
                                                ["wide", {"n": 50_000, "events": True}]]})
     assert (report["state"], report["tools"]) == ("connected", 3), report

@@ -4,8 +4,9 @@ D312 and D313 bound a message's bytes as they arrive. Parsing JSON then makes Py
 of them, and the parse holds the GIL from start to end. ``[],`` is 3 bytes of JSON and about 80
 bytes once parsed (about 340 through pydantic's own JSON parse). So a 12 MiB answer of nested
 empty arrays took 1.4 GB, and it froze every thread of the host for 6 s. The values a message can
-hold are therefore counted as its bytes arrive (``ValueCount``). A message past its budget is
-refused before it is parsed, as one past its bytes is.
+hold are therefore counted as its bytes arrive (``ValueCount``; of an event stream, only what
+its parser hands on to be parsed, ``EventValues``). A message past its budget is refused before
+it is parsed, as one past its bytes is.
 
 A message's budget depends on who sends it when, and on how long it is kept:
 
@@ -19,14 +20,13 @@ A message's budget depends on who sends it when, and on how long it is kept:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import attrs
 
 from toolhost._model.upstream import TOO_LONG_WORDS
 
-__all__ = ["ENCODED_WORDS", "LISTING", "MAX_CALL_VALUES", "OTHER", "Budget", "Spending",
-           "ValueCount", "budget_for", "encoded_words", "event_ends", "too_many_values_words"]
+__all__ = ["ENCODED_WORDS", "LISTING", "MAX_CALL_VALUES", "OTHER", "Budget", "EventValues",
+           "Spending", "ValueCount", "budget_for", "encoded_words", "too_many_values_words"]
 
 
 @attrs.frozen
@@ -142,6 +142,10 @@ class Spending:
         if self.size + self.earlier_bytes <= self.budget.bytes:
             self.count.feed(data, start, end)
 
+    def measure(self, size: int) -> None:
+        """``size`` more bytes, none of them counted for values (an event stream's lines)."""
+        self.size += size
+
     def refusal(self) -> str | None:
         """Why the message is refused, if it is past its budget."""
         if self.size + self.earlier_bytes > self.budget.bytes:
@@ -161,18 +165,177 @@ class Spending:
         self.size, self.count = 0, ValueCount()
 
 
-#: A blank line of an event stream, as the SSE parser reads line ends (CRLF, LF or CR): where an
-#: event ends. Never seen where the parser sees none, so an event is never counted in parts.
-_BLANK_LINE = re.compile(rb"\n\n|\r\r|\n\r|\r\n[\r\n]")
+#: Where a line of an event stream ends: CR, LF or CRLF, as its parser reads line ends.
+_LINE_END = re.compile(rb"[\r\n]")
+#: The field whose values are an event's data: the one line a parser hands on to be parsed.
+#: (The SSE spec strips a byte order mark first in the stream; httpx2's parser does not, and
+#: drops the line it begins: so is it here.)
+_DATA = b"data"
+#: Where in its line the stream is: at its start, in a field's name, in a data line's value,
+#: in a line the parser drops.
+_START, _NAME, _VALUE, _DROPPED = range(4)
+#: The most of a chunk counted at once (less if the budget's bytes are fewer): an event that
+#: begins and ends within one is within the budget's bytes.
+_PIECE = 1 << 16
+#: Blank lines one after another: the events between them hold nothing.
+_BLANKS = re.compile(rb"\n\n\n+")
+#: Whole lines, LF-ended, each looked at with the LF before it: a blank line is marked (made a
+#: line holding a CR, which no line holds once its CRs are LFs), every other line but a data
+#: line dropped, and a data line made an LF and its value. (Replaced by plain bytes: a
+#: template with groups costs a Python call for each line.)
+_BLANK = re.compile(rb"\n(?=\n)")
+_OTHER = re.compile(rb"\n(?!\r|data[:\n])[^\n]+")
+_NO_VALUE = re.compile(rb"\ndata(?=\n)")
+#: Every byte but the openers and the CR that ends an event once its lines are kept.
+_NOT_OPENERS = bytes(sorted(set(range(256)) - set(b"[{,:\r")))
 
 
-def event_ends(carried: bytes, chunk: bytes) -> Iterator[int]:
-    """Where in ``chunk`` the events of an event stream end, ``carried`` being the last two
-    bytes that came before it (a blank line is three bytes at most)."""
-    resume = 0
-    for found in _BLANK_LINE.finditer(carried + chunk[:2]):
-        if found.end() > len(carried):
-            resume = found.end() - len(carried)
-            yield resume
-    for found in _BLANK_LINE.finditer(chunk, resume):
-        yield found.end()
+class EventValues:
+    """The JSON values of each event of an event stream, fed in pieces as they arrive, into
+    ``spending`` (``together``: all the events as one message; else each alone).
+
+    The SSE parser cuts the stream into lines at CR, LF or CRLF. A blank line ends an event. A
+    line is split at its first colon into a field and a value; a ``data`` line's value is added
+    to the event's data (after an LF when it has some), and every other line is dropped: a
+    comment (``:...``), ``event``, ``id``, ``retry``, an unknown field. The data alone is
+    parsed as JSON, so it alone is counted, its strings followed across its lines and never
+    past its event: a quote in a dropped line turned every count after it off. An LF holds no
+    value (it only ends an escape), so one before each value, the first too, counts the same,
+    and so does the one space a parser strips after the colon. Every line of an event, dropped
+    ones included, counts towards its bytes, its end as one byte.
+
+    A line that spans pieces is followed a piece at a time (``_line``); the whole lines within
+    a piece are counted together, with bytes operations (``_lines``): the parser's own work is
+    a few operations a line, and so is this.
+    """
+
+    __slots__ = ("_after_cr", "_name", "_state", "spending", "together")
+
+    def __init__(self, spending: Spending, *, together: bool) -> None:
+        self.spending = spending
+        self.together = together
+        self._state = _START
+        #: The field's name so far, while it may still be ``data`` (a few bytes at most).
+        self._name = b""
+        #: The last piece ended on a CR: an LF first in the next ends no other line.
+        self._after_cr = False
+
+    def feed(self, chunk: bytes) -> str | None:
+        """Count ``chunk``, the stream's next bytes; why the event under way is refused, if it
+        is past its budget (the events ``chunk`` ended before were within theirs)."""
+        step = max(1, min(_PIECE, self.spending.budget.bytes))
+        for start in range(0, len(chunk), step):
+            if (why := self._piece(chunk[start:start + step])) is not None:
+                return why
+        return None
+
+    def _piece(self, piece: bytes) -> str | None:
+        start, size = 0, len(piece)
+        if self._after_cr and piece[:1] == b"\n":
+            start = 1  # the LF of a CRLF, counted with its CR
+        self._after_cr = False
+        first = _LINE_END.search(piece, start)
+        if first is None:
+            if start < size:
+                self._line(piece, start, size)
+            self.spending.measure(size - start)
+            return self.spending.refusal()
+        stop = first.start()
+        if start < stop:
+            self._line(piece, start, stop)
+        self.spending.measure(stop - start + 1)
+        start = self._past(piece, stop)
+        if self._line_ends() and (why := self._event_ends()) is not None:
+            return why
+        last = max(piece.rfind(b"\n"), piece.rfind(b"\r"))
+        if last >= start:  # whole lines after the first: counted together
+            end = self._past(piece, last)
+            if (why := self._lines(piece[start:end])) is not None:
+                return why
+            start = end
+        if start < size:
+            self._line(piece, start, size)
+            self.spending.measure(size - start)
+        return self.spending.refusal()
+
+    def _past(self, piece: bytes, end: int) -> int:
+        """Where the line end at ``end`` (a CR or an LF) ends."""
+        if piece[end] != 0x0D:
+            return end + 1
+        if end + 1 == len(piece):
+            self._after_cr = True  # a CRLF's LF may come first in the next piece
+            return end + 1
+        return end + 2 if piece[end + 1] == 0x0A else end + 1
+
+    def _line(self, piece: bytes, start: int, stop: int) -> None:
+        """The next bytes of the line under way, ``piece[start:stop]`` (no line end)."""
+        state = self._state
+        if state == _START:
+            state = _DROPPED if piece[start] == 0x3A else _NAME  # a colon first: a comment
+        if state == _NAME:
+            colon = piece.find(b":", start, stop)
+            name = self._name + piece[start:min(stop if colon < 0 else colon, start + 8)]
+            if not _DATA.startswith(name):
+                state = _DROPPED
+            elif colon < 0:
+                self._name = name
+            elif name == _DATA:
+                self._data_begins()
+                state, start = _VALUE, colon + 1
+            else:
+                state = _DROPPED
+        self._state = state
+        if state == _VALUE:
+            self.spending.count.feed(piece, start, stop)
+
+    def _line_ends(self) -> bool:
+        """The line under way ended: whether it was blank."""
+        state, name = self._state, self._name
+        self._state, self._name = _START, b""
+        if state == _NAME and name == _DATA:  # ``data`` with no colon: no value
+            self._data_begins()
+        return state == _START
+
+    def _data_begins(self) -> None:
+        self.spending.count.feed(b"\n")  # the LF the parser puts between two values
+
+    def _event_ends(self) -> str | None:
+        if (why := self.spending.refusal()) is not None:
+            return why
+        if self.together:
+            self.spending.carry()
+        else:
+            self.spending.restart()
+        return None
+
+    def _lines(self, lines: bytes) -> str | None:
+        """Count ``lines``, whole lines each with its end, the first at a line's start."""
+        if b"\r" in lines:
+            lines = lines.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        after = b"\n" + lines
+        kept = _OTHER.sub(b"", _BLANK.sub(b"\n\r", _BLANKS.sub(b"\n\n", after)))
+        kept = _NO_VALUE.sub(b"\n", kept).replace(b"\ndata:", b"\n")
+        events = kept.split(b"\n\r")  # each event's data, an LF before each value
+        self.spending.count.feed(events[0])  # the end of the event under way
+        if len(events) == 1:
+            self.spending.measure(len(lines))
+            return None
+        first, last = after.find(b"\n\n") + 1, after.rfind(b"\n\n") + 1
+        self.spending.measure(first)
+        if (why := self._event_ends()) is not None:
+            return why
+        if self.together:
+            self.spending.measure(last - first)
+        # The events within: each holds at most its openers, so one with fewer than its budget
+        # allows is within it, and one with none adds nothing to a listing.
+        opened = list(map(len, kept.translate(None, _NOT_OPENERS).split(b"\r")))[1:-1]
+        least = 0 if self.together else self.spending.budget.values
+        if max(opened, default=0) > least:
+            for data, most in zip(events[1:-1], opened, strict=True):
+                if most > least:
+                    self.spending.count.feed(data)
+                    if (why := self._event_ends()) is not None:
+                        return why
+        self.spending.count.feed(events[-1])  # the event now under way
+        self.spending.measure(len(lines) - last)
+        return None

@@ -9,12 +9,13 @@ failed every result over 1 MiB, as a tool error) and puts this transport under t
   an ``httpx2.StreamError``: for a JSON answer the SDK turns it into a parse error of that
   request alone, which the adapter reads as ``too_large``); an event stream is bounded per
   event, since the one a session keeps open for notifications may carry more than that in all;
-- the JSON values a body or an event can hold are counted as it arrives (``mcp_bounds``), and
-  it is held to the budget of what its request asked: a call, a listing (all its pages), or
-  anything else (the session's stream of notifications included). A body past it is refused as
-  above; an event stream past it ends with ``EventTooLarge`` (an ``httpx2.SSEError``: on a
-  request's own stream the SDK fails that request, and the adapter reads it as ``too_large``;
-  the session's stream of notifications is opened again);
+- the JSON values a body or an event can hold are counted as it arrives (``mcp_bounds``; of an
+  event, its data lines alone, as the SSE parser reads them), and it is held to the budget of
+  what its request asked: a call, a listing (all its pages), or anything else (the session's
+  stream of notifications included). A body past it is refused as above; an event stream past
+  it ends with ``EventTooLarge`` (an ``httpx2.SSEError``: on a request's own stream the SDK
+  fails that request, and the adapter reads it as ``too_large``; the session's stream of
+  notifications is opened again);
 - a redirect's body is not read at all (the SDK follows its ``Location`` only);
 - answers are asked for unencoded (``Accept-Encoding: identity``), and a body or an event
   stream that comes encoded anyway is refused (``EncodedAnswer``, ``EncodedEvents``): the
@@ -33,10 +34,10 @@ import httpx2
 from toolhost._adapters.mcp_bounds import (
     MAX_CALL_VALUES,
     Budget,
+    EventValues,
     Spending,
     budget_for,
     encoded_words,
-    event_ends,
 )
 from toolhost._model.errors import ToolhostError
 
@@ -163,8 +164,9 @@ class _Bounded(httpx2.AsyncByteStream):
 
 
 class _BoundedEvents(httpx2.AsyncByteStream):
-    """An event stream, each event held to the budget (``together``: all its events, and
-    the next pages', as one listing)."""
+    """An event stream, each event's data held to the budget (``together``: all its events,
+    and the next pages', as one listing), counted as the SSE parser reads it (``EventValues``):
+    its other lines are dropped before JSON is parsed."""
 
     def __init__(self, inner: Any, spending: Spending, encoding: str | None, *,
                  together: bool) -> None:
@@ -176,24 +178,11 @@ class _BoundedEvents(httpx2.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self.encoding is not None:  # what is counted must be what is parsed
             raise EncodedEvents(self.encoding)
-        carried = b""
+        events = EventValues(self.spending, together=self.together)
         async for chunk in self.inner:
-            start = 0
-            for end in event_ends(carried, chunk):
-                self._count(chunk, start, end)
-                if self.together:
-                    self.spending.carry()
-                else:
-                    self.spending.restart()
-                start = end
-            self._count(chunk, start, len(chunk))
-            carried = (carried + chunk[-2:])[-2:]
+            if (why := events.feed(chunk)) is not None:
+                raise EventTooLarge(why)
             yield chunk
-
-    def _count(self, chunk: bytes, start: int, end: int) -> None:
-        self.spending.feed(chunk, start, end)
-        if (why := self.spending.refusal()) is not None:
-            raise EventTooLarge(why)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -8,8 +8,11 @@ until its newline (``LineFramer``), and a line past ``max_line_bytes``, or past 
 a call's answer may hold (``mcp_bounds``), is dropped as it comes. A whole line is then held to
 the budget of what it is: the answer to a call, to a listing, or anything else (``_Requests``,
 which knows what each request sent asked for). A refused line's request (its id, read from the
-line's head or tail) fails ``too_large`` alone. A refused line that names no id ends the
-connection, and the supervisor starts the server again. The rest follows the SDK's transport
+line's head or tail, matched as the SDK matches ids) fails ``too_large`` alone. A refused line
+that names no id ends the connection, and the supervisor starts the server again. Once parsed,
+a line must answer the request whose budget it was held to: the SDK routes an answer by the id
+its parser kept (the last of duplicate "id" members, or one spelled with escapes), and a line
+that answers another ends the connection too. The rest follows the SDK's transport
 and the MCP lifecycle's shutdown: the server gets a session of its own (process group), and
 leaving closes its stdin, waits, then terminates and kills the group (D312).
 """
@@ -101,14 +104,32 @@ def _request_id(head: bytes, tail: bytes = b"") -> int | str | None:
     if found is None:
         return None
     value = json.loads(found.group(1))
-    return value if isinstance(value, int | str) else None
+    return _matched(value) if isinstance(value, int | str) else None
+
+
+def _matched(request_id: int | str) -> int | str:
+    """``request_id`` as the SDK matches an answer to its request ("7" answers 7)."""
+    from mcp.shared.dispatcher import coerce_request_id
+
+    return coerce_request_id(request_id)
+
+
+def _answer_to(message: SessionMessage) -> int | str | None:
+    """The request a parsed line answers, as the SDK routes it (None: it answers none)."""
+    from mcp_types import JSONRPCError, JSONRPCResponse
+
+    found = message.message
+    if isinstance(found, JSONRPCResponse | JSONRPCError) and found.id is not None:
+        return _matched(found.id)
+    return None
 
 
 class Line(bytearray):
     """A line as read, with the JSON values it can hold (``ValueCount``), counted before it
-    is parsed."""
+    is parsed, and the request it was taken to answer, by its head or tail (``_Requests``)."""
 
     values: int = 0
+    answers: int | str | None = None
 
 
 class LineFramer:
@@ -190,28 +211,54 @@ class _Requests:
             self._listed_bytes = self._listed_values = 0  # a new listing, from its first page
         while len(self._asked) >= _REMEMBERED:
             del self._asked[next(iter(self._asked))]
-        self._asked[request_id] = method
+        self._asked[_matched(request_id)] = method
 
     def answered(self, request_id: int | str | None) -> str | None:
         """What was asked of ``request_id``, forgotten now that a line answers it."""
         return self._asked.pop(request_id, None) if request_id is not None else None
 
     def admit(self, line: Line) -> Line | LineTooLong:
-        """``line`` if it is within the budget of what it answers, else why it is refused."""
-        head = bytes(line[:_HEAD_BYTES])
-        request_id = _request_id(head, bytes(line[-_HEAD_BYTES:]))
+        """``line`` if it is within the budget of what its head or tail says it answers (then
+        ``line.answers``), else why it is refused. Before it is parsed."""
+        request_id = _request_id(bytes(line[:_HEAD_BYTES]), bytes(line[-_HEAD_BYTES:]))
         method = self.answered(request_id)
+        if (refused := self._over(line, method, request_id)) is not None:
+            return refused
+        line.answers = request_id if method is not None else None
+        return line
+
+    def settle(self, line: Line, message: SessionMessage | ValueError
+               ) -> SessionMessage | ValueError | LineTooLong | None:
+        """``message``, parsed of the admitted ``line``, if it answers what ``admit`` held it
+        to; why it is refused if it answers a request whose budget it is past; None if it
+        answers another request than its head or tail said (a duplicate or escaped "id": it
+        was held to another's budget, and that request was forgotten): refused, and the
+        connection ends. A line whose id neither its head nor its tail shows was held to the
+        least budget, and is counted now with its listing, if it is a page of one."""
+        if isinstance(message, ValueError):
+            return message  # routed nowhere: the session is told it could not be read
+        answered = _answer_to(message)
+        if line.answers is not None:
+            return message if answered == line.answers else None
+        method = self.answered(answered)
+        return self._over(line, method, answered) or message
+
+    def _over(self, line: Line, method: str | None,
+              request_id: int | str | None) -> LineTooLong | None:
+        """Why ``line``, answering ``request_id`` (asked ``method``), is past its budget, if it
+        is; else it counts with its listing, if it is a page of one."""
         budget = budget_for(method, self.call)
         size, values = len(line), line.values
         if method == "tools/list":
             size, values = size + self._listed_bytes, values + self._listed_values
+        head = bytes(line[:_HEAD_BYTES])
         if size > budget.bytes:
             return LineTooLong(budget.bytes, head, request_id=request_id)
         if values > budget.values:
             return LineTooLong(budget.values, head, values=True, request_id=request_id)
         if method == "tools/list":
             self._listed_bytes, self._listed_values = size, values
-        return line
+        return None
 
 
 @contextlib.contextmanager
@@ -314,18 +361,24 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
                     for found in framer.feed(await process.stdout.receive(_READ_BYTES)):
                         if isinstance(found, LineTooLong):
                             requests.answered(found.request_id)
+                            refused = found
+                        elif isinstance(admitted := requests.admit(found), LineTooLong):
+                            refused = admitted
                         else:
-                            found = requests.admit(found)
-                        if not isinstance(found, LineTooLong):
-                            await read_writer.send(message_of(found))
-                            continue
-                        too_long(found)
-                        if (request_id := found.request_id) is None:
+                            message = requests.settle(admitted, message_of(admitted))
+                            if message is None:
+                                return  # it answers another request than it said: it ends
+                            if not isinstance(message, LineTooLong):
+                                await read_writer.send(message)
+                                continue
+                            refused = message
+                        too_long(refused)
+                        if (request_id := refused.request_id) is None:
                             return  # whose answer it was is unknown: the connection ends
                         # The server's answer is dropped; its request fails in its stead.
                         await read_writer.send(message_of(json.dumps(
                             {"jsonrpc": "2.0", "id": request_id,
-                             "error": {"code": TOO_LONG_CODE, "message": str(found)}}
+                             "error": {"code": TOO_LONG_CODE, "message": str(refused)}}
                         ).encode()))
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError,
                     OSError):
