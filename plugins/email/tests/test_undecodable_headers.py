@@ -107,3 +107,35 @@ def test_the_headers_of_record_keep_the_replacement_too(tmp_path: Path, data_dir
     _, source = _import_one(tmp_path, data_dir, _message(f"Subject: hi\nX-Note: {LONE} ok\n"),
                             "\n")
     assert ("X-Note", "\ufffd ok") in source.headers
+
+
+#: RFC 2231 parameters folded where folding white space may stand (after ``*=``, before a
+#: quoted value, in a continuation): the raw value keeps its line break, which the charset's
+#: rewrite did not allow for, so the message was still skipped as ``undecodable``.
+FOLDED_PARAMETERS = {
+    "disposition": "Content-Disposition: inline; filename*=\n\tutf-7''%2B2D8-",
+    "quoted": "Content-Disposition: inline; filename*=\n \"utf-7''%2B2D8-\"",
+    "continuation": "Content-Disposition: inline; filename*0*=\n utf-7''%2B2D8-; filename*1=x",
+    "idna": "Content-Disposition: inline; filename*=\n idna''report",
+}
+
+
+@LINE_ENDS
+@pytest.mark.parametrize("field", list(FOLDED_PARAMETERS.values()),
+                         ids=list(FOLDED_PARAMETERS))
+def test_a_parameter_folded_after_its_equals_sign_keeps_the_message(
+    tmp_path: Path, data_dir: Path, line_end: str, field: str,
+) -> None:
+    message, source = _import_one(tmp_path, data_dir, _message(f"Subject: hi\n{field}\n"),
+                                  line_end)
+    assert (message.subject, message.sender) == ("hi", (ALICE,))
+    assert _text(source) == BODY
+
+
+@LINE_ENDS
+def test_a_content_type_parameter_folded_after_its_equals_sign_keeps_the_body(
+    tmp_path: Path, data_dir: Path, line_end: str,
+) -> None:
+    _, source = _import_one(tmp_path, data_dir, _message(
+        content_type="text/plain; charset=utf-8; name*=\n utf-7''%2B2D8-"), line_end)
+    assert _text(source) == BODY

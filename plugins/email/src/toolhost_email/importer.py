@@ -11,8 +11,11 @@ under the shared lock its writers take, and one that changes while it is read (a
 or a delivery that takes no lock) imports nothing: import again (``mbox.Reading``).
 
 What the import holds does not grow with the source: a batch ends at ``_CHUNK`` messages or
-``_CHUNK_BYTES``, a message over the size bound is known as it is read and only its key kept,
-and the batches read and not stored yet weigh at most ``_PENDING_BYTES``.
+once it weighs ``_CHUNK_BYTES``, a message over the size bound is known as it is read and only
+its key kept, and the batches read and not stored yet weigh at most ``_PENDING_BYTES``. A
+message weighs its bytes and the most its row can hold (``rows.row_bound``): a row can be
+many times its message (a header's JSON, a header stored twice), and it is what a batch turns
+into.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import attrs
 from toolhost_email import mbox
 from toolhost_email.owners import OwnerConflict, claim
 from toolhost_email.parse import MAX_MESSAGE_BYTES, message_keys
-from toolhost_email.rows import Parsed, parse_batch
+from toolhost_email.rows import Parsed, parse_batch, row_bound, rows_weight
 from toolhost_email.store import begin, bump_generation, open_writable, rollback
 
 __all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
@@ -45,12 +48,16 @@ __all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
 _MAX_ACCOUNT: Final = 320  # RFC 5321's longest path
 #: Messages per existence check and insert batch (under SQLite's 999 bound variables).
 _CHUNK: Final = 500
-#: A batch also ends once its messages hold this many bytes: 500 messages of up to 25 MiB
-#: each were held at once, so an import's memory grew with the mailbox's attachments.
+#: A batch also ends once its messages weigh this much (``_message_weight``): 500 messages of
+#: up to 25 MiB each were held at once, so an import's memory grew with the mailbox's
+#: attachments; and 32 MiB of messages whose headers held control characters made 384 million
+#: characters of rows.
 _CHUNK_BYTES: Final = 32 << 20
-#: What the batches read and not yet stored may weigh together (the bytes of those handed to
-#: the pool, the characters of the rows parsed here): past it, a batch is parsed here rather
-#: than handed on, and the oldest is waited for and stored.
+#: What the batches read and not yet stored may weigh together (those handed to the pool and
+#: not parsed yet their messages' ``_message_weight``, the others the bytes of their rows'
+#: strings): past it, a batch is parsed here rather than handed on, and the oldest is waited
+#: for and stored. (A batch whose strings hold wide characters weighs more once parsed than
+#: its ``_message_weight``, which counts characters; it is then stored first.)
 _PENDING_BYTES: Final = 2 * _CHUNK_BYTES
 #: The skip reason (``parse.SKIP_REASONS``) of a message over MAX_MESSAGE_BYTES, known as it
 #: is read: only its key is kept (a repeat of it is a duplicate, as for any skipped message).
@@ -331,6 +338,22 @@ def import_path(data_dir: Path, account: str, path: Path, *,
             conn.close()
 
 
+def _message_weight(raw: bytes) -> int:
+    """What a message read and not parsed yet weighs: its bytes, and the most characters its
+    row can hold."""
+    return len(raw) + row_bound(raw)
+
+
+@attrs.define
+class _Pending:
+    """A batch not stored yet: its keys, its rows (or their future), and its weight
+    (``_PENDING_BYTES``)."""
+
+    keys: list[str]
+    work: Future[Parsed] | Parsed
+    weight: int
+
+
 class _Batches:
     """Batches of new messages, parsed here and in a pool of ``workers - 1`` processes
     (started only for a source with more than one batch), stored in source order by the
@@ -346,43 +369,43 @@ class _Batches:
         self.added = 0
         self.skipped: Counter[str] = Counter()
         self._pool: Executor | None = None
-        # Each batch not stored yet: its keys, its rows (or their future), and its weight
-        # (``_PENDING_BYTES``), which ``_weight`` adds up.
-        self._pending: deque[tuple[list[str], Future[Parsed] | Parsed, int]] = deque()
+        # Each batch not stored yet, in source order; ``_weight`` adds their weights up.
+        self._pending: deque[_Pending] = deque()
         self._weight = 0
         # Keys handed on to be parsed and not stored (yet): a message twice in one source is one.
         # A skipped message's key stays, so that its repeat is a duplicate wherever it was
         # parsed and however long that took, not a second skip.
         self._handed_on: set[str] = set()
 
-    def add(self, chunk: list[tuple[str, bytes | None]],
+    def add(self, chunk: list[tuple[str, bytes | None, int]],
             earlier: Mapping[str, tuple[str, ...]], *, last: bool = False) -> None:
-        """``chunk``: each message's key and bytes, None for one too large to keep.
-        ``earlier``: a message's key -> the keys earlier versions gave it
+        """``chunk``: each message's key, bytes (None for one too large to keep) and
+        ``_message_weight``. ``earlier``: a message's key -> the keys earlier versions gave it
         (``message_keys``). ``last``: the source has no more; the pool starts only for a
         source of more than one batch of new mail (D154)."""
-        batch = self._new(chunk, earlier)
+        batch, size = self._new(chunk, earlier)
         if not batch:
             return
-        size = sum(len(raw) for _, raw in batch)
         if self._pool is None and self.pool_size and not last and (
                 len(batch) >= _CHUNK // 2 or size >= _CHUNK_BYTES // 2):
             self._pool = _process_pool(self.pool_size)
         work = self._parse(batch, size)
-        weight = size if isinstance(work, Future) else _rows_weight(work)
-        self._pending.append(([key for key, _ in batch], work, weight))
-        self._weight += weight
+        pending = _Pending([key for key, _ in batch], work,
+                           size if isinstance(work, Future) else rows_weight(work))
+        self._pending.append(pending)
+        self._weight += pending.weight
         self._store(self.pool_size * _AHEAD * 2 if self._pool is not None else 0)
 
-    def _new(self, chunk: list[tuple[str, bytes | None]],
-             earlier: Mapping[str, tuple[str, ...]]) -> list[tuple[str, bytes]]:
+    def _new(self, chunk: list[tuple[str, bytes | None, int]],
+             earlier: Mapping[str, tuple[str, ...]]) -> tuple[list[tuple[str, bytes]], int]:
         """The messages of ``chunk`` neither in the cache (under their key, or a key an
-        earlier version gave them: ``earlier``) nor handed on earlier, marked as handed on;
-        one too large is counted skipped here and never handed on."""
-        known = self._cached([key for key, _ in chunk])
+        earlier version gave them: ``earlier``) nor handed on earlier, marked as handed on,
+        and their weight; one too large is counted skipped here and never handed on."""
+        known = self._cached([key for key, _, _ in chunk])
         known_before = self._cached([k for keys in earlier.values() for k in keys])
         batch: list[tuple[str, bytes]] = []
-        for key, raw in chunk:
+        weight = 0
+        for key, raw, message_weight in chunk:
             if key in known or key in self._handed_on or not known_before.isdisjoint(
                     earlier.get(key, ())):
                 continue
@@ -392,7 +415,8 @@ class _Batches:
                 self.skipped[_TOO_LARGE] += 1
             else:
                 batch.append((key, raw))
-        return batch
+                weight += message_weight
+        return batch, weight
 
     def _cached(self, keys: list[str]) -> set[str]:
         """Those of ``keys`` (at most two per message of a chunk) the cache holds."""
@@ -404,10 +428,10 @@ class _Batches:
 
     def _parse(self, batch: list[tuple[str, bytes]], size: int) -> Future[Parsed] | Parsed:
         """Handed to the pool while its workers have fewer than ``_AHEAD`` batches each
-        waiting and ``size`` (its bytes) keeps what waits under ``_PENDING_BYTES``; parsed
-        here otherwise."""
-        waiting = sum(isinstance(work, Future) and not work.done()
-                      for _, work, _ in self._pending)
+        waiting and ``size`` (its messages' ``_message_weight``) keeps what waits under
+        ``_PENDING_BYTES``; parsed here otherwise."""
+        self._settle()
+        waiting = sum(isinstance(p.work, Future) and not p.work.done() for p in self._pending)
         if (self._pool is not None and waiting < self.pool_size * _AHEAD
                 and (not self._pending or self._weight + size <= _PENDING_BYTES)):
             return self._pool.submit(parse_batch, self.account, batch)
@@ -416,14 +440,27 @@ class _Batches:
     def finish(self) -> None:
         self._store(0)
 
+    def _settle(self) -> None:
+        """Each batch the pool has parsed weighs its rows from now on, no longer the most
+        they could have held."""
+        for pending in self._pending:
+            work = pending.work
+            if isinstance(work, Future) and work.done() and work.exception() is None:
+                pending.work = work.result()
+                weight = rows_weight(pending.work)
+                self._weight += weight - pending.weight
+                pending.weight = weight
+
     def _store(self, keep: int) -> None:
         """Store batches from the first, in source order: each one already parsed, and then
         more, waiting for each, until at most ``keep`` are left and they weigh no more than
         ``_PENDING_BYTES``."""
+        self._settle()
         while self._pending and (len(self._pending) > keep or self._weight > _PENDING_BYTES
-                                 or _parsed(self._pending[0][1])):
-            keys, work, weight = self._pending.popleft()
-            self._weight -= weight
+                                 or _parsed(self._pending[0].work)):
+            pending = self._pending.popleft()
+            self._weight -= pending.weight
+            keys, work = pending.keys, pending.work
             results = work.result() if isinstance(work, Future) else work
             rows = [r for r in results if not isinstance(r, str)]
             self.skipped.update(r for r in results if isinstance(r, str))
@@ -498,12 +535,6 @@ def _parsed(work: Future[Parsed] | Parsed) -> bool:
     return not isinstance(work, Future) or work.done()
 
 
-def _rows_weight(parsed: Parsed) -> int:
-    """The characters of a parsed batch's rows (their text and JSON), what they hold."""
-    return sum(len(value) for row in parsed if not isinstance(row, str)
-               for value in row if isinstance(value, str))
-
-
 def _import(conn: sqlite3.Connection, account: str, path: Path,
             messages: Iterator[bytes | _Unquoted | str], unchanged: Unchanged,
             workers: int, owner: str | None,
@@ -517,8 +548,8 @@ def _import(conn: sqlite3.Connection, account: str, path: Path,
                 claim(conn, account, owner)
             except OwnerConflict as exc:
                 raise ImportFailed(str(exc)) from None
-        chunk: list[tuple[str, bytes | None]] = []
-        chunk_bytes = 0
+        chunk: list[tuple[str, bytes | None, int]] = []
+        chunk_weight = 0
         earlier: dict[str, tuple[str, ...]] = {}
         for raw in messages:
             seen += 1
@@ -534,15 +565,16 @@ def _import(conn: sqlite3.Connection, account: str, path: Path,
                 raw, _Unquoted) else (raw, ())
             key, formers = message_keys(account, plain, *quoted)
             if len(plain) > MAX_MESSAGE_BYTES:  # read one byte past the bound: too large
-                chunk.append((key, None))
+                chunk.append((key, None, 0))
             else:
                 if formers:
                     earlier[key] = formers
-                chunk.append((key, plain))
-                chunk_bytes += len(plain)
-            if len(chunk) >= _CHUNK or chunk_bytes >= _CHUNK_BYTES:
+                weight = _message_weight(plain)
+                chunk.append((key, plain, weight))
+                chunk_weight += weight
+            if len(chunk) >= _CHUNK or chunk_weight >= _CHUNK_BYTES:
                 batches.add(chunk, earlier)
-                chunk, chunk_bytes, earlier = [], 0, {}
+                chunk, chunk_weight, earlier = [], 0, {}
         if chunk:
             batches.add(chunk, earlier, last=True)
         batches.finish()

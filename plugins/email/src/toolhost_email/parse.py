@@ -124,8 +124,9 @@ class _SharedHeaderPolicy(EmailPolicy):
 
 #: An RFC 2047 encoded word (``decode_header`` reads its charset and bytes).
 _ENCODED_WORD: Final = re.compile(r"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
-#: The charset of an RFC 2231 parameter value (``name*=charset'lang'text``, ``name*0*=``).
-_PARAMETER_CHARSET: Final = re.compile(r"""(\*[ \t]*=[ \t]*"?)[^'"\s;]*'""")
+#: The charset of an RFC 2231 parameter value (``name*=charset'lang'text``, ``name*0*=``),
+#: folded or not: a raw value keeps its line breaks (``filename*=\n\tutf-7''...``).
+_PARAMETER_CHARSET: Final = re.compile(r"""(\*\s*=\s*"?\s*)[^'"\s;]*'""")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
