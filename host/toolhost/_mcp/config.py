@@ -126,8 +126,8 @@ class ServeConfig:
             raise ConfigError(
                 f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
         run_timeout = _seconds(settings, "TOOLHOST_MCP_RUN_TIMEOUT_S")
-        unanswered = _count(settings, "TOOLHOST_MCP_STDIO_MAX_UNANSWERED",
-                            DEFAULT_MAX_UNANSWERED, most=MOST_UNANSWERED)
+        unanswered = _positive(settings, "TOOLHOST_MCP_STDIO_MAX_UNANSWERED",
+                               DEFAULT_MAX_UNANSWERED, most=MOST_UNANSWERED)
         return cls(principal=Principal(principal_id, scopes), elicitation=switch == "on",
                    elicitation_timeout_s=timeout, loop_stdio=stdio == "auto",
                    workspace=workspace, recover_interval_s=_recover_interval(settings),
@@ -384,30 +384,20 @@ def _list(settings: Settings, name: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in (settings.get(name) or "").split(",") if p.strip())
 
 
-def _positive(settings: Settings, name: str, default: int) -> int:
-    raw = (settings.get(name) or "").strip()
-    if not raw:
-        return default
-    # ASCII digits only: str.isdigit() also says yes to "²" (int() refuses it) and to "٣".
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
-        raise ConfigError(f"{name} must be a whole number of at least 1, not "
-                          f"{quoted_value(raw)}")
-    return int(raw)
-
-
-def _count(settings: Settings, name: str, default: int, *, most: int) -> int:
-    """A whole number from 1 to ``most``; ``default`` when unset.
+def _positive(settings: Settings, name: str, default: int, *, most: int | None = None) -> int:
+    """A whole number of at least 1 (and at most ``most``, if given); ``default`` when unset.
 
     :raises ConfigError: anything else.
     """
     raw = (settings.get(name) or "").strip()
     if not raw:
         return default
-    # ASCII digits only, as ``_positive``: int() also reads "٣", "+7" and "1_000".
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or not 1 <= int(raw) <= most:
-        raise ConfigError(f"{name} must be a whole number from 1 to {most}, not "
-                          f"{quoted_value(raw)}")
-    return int(raw)
+    # ASCII digits only: str.isdigit() also says yes to "²" (int() refuses it) and to "٣".
+    if (raw.isascii() and raw.isdigit() and len(raw) <= 18
+            and 1 <= int(raw) <= (int(raw) if most is None else most)):
+        return int(raw)
+    wanted = "of at least 1" if most is None else f"from 1 to {most}"
+    raise ConfigError(f"{name} must be a whole number {wanted}, not {quoted_value(raw)}")
 
 
 def _seconds(settings: Settings, name: str) -> float | None:
