@@ -170,8 +170,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
     served.stop_leftovers()
 
 
-@pytest.fixture
-def fixture_served(tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(name="fixture_served")
+def fixture_served_fixture(tmp_path: Path) -> Iterator[Served]:
     """The fixture plugin (fxw.external_write, fxw.slow) installed as `fake-mcp`."""
     site = tmp_path / "site"
     install_fake_plugin(site, "fake-mcp", "fake_mcp", FIXTURE_SOURCE.read_text())

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, make_spec, make_tool
-from installed import install_fake_plugin
 
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
@@ -32,13 +31,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from test_http_call_slots import call, open_session
 from test_http_serve import ADA, MCP_HEADERS, deployment, post
-from test_mcp_server import (
-    FIXTURE_SOURCE,
+from test_mcp_server import (  # noqa: F401 - the fixture, asked for by name
     INITIALIZE,
     Served,
     assert_no_traceback,
     calculate,
     finish,
+    fixture_served_fixture,
     initialized,
     read_frames,
     write,
@@ -293,21 +292,11 @@ def test_a_second_initialize_over_http_is_refused_and_the_session_carries_on(
 # ---------------------------------------------------------------------------- 3. the stdio bound
 
 
-@pytest.fixture
-def slow_served(tmp_path: Path) -> Iterator[Served]:
-    """The fixture plugin (fxw.slow) installed as `fake-mcp`."""
-    site = tmp_path / "site"
-    install_fake_plugin(site, "fake-mcp", "fake_mcp", FIXTURE_SOURCE.read_text())
-    served = Served(tmp_path, plugins="fake-mcp", site=site, FXW_LOG=str(tmp_path / "fxw.log"))
-    yield served
-    served.stop_leftovers()
-
-
 @pytest.mark.parametrize("stdio", ["auto", "sdk"])
 def test_the_operator_sets_how_many_requests_a_stdio_client_may_leave_unanswered(
-        slow_served: Served, stdio: str) -> None:
-    slow_served.settings.update(TOOLHOST_MCP_STDIO=stdio, TOOLHOST_MCP_STDIO_MAX_UNANSWERED="1")
-    process = initialized(slow_served)
+        fixture_served: Served, stdio: str) -> None:
+    fixture_served.settings.update(TOOLHOST_MCP_STDIO=stdio, TOOLHOST_MCP_STDIO_MAX_UNANSWERED="1")
+    process = initialized(fixture_served)
     slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "fxw.slow", "arguments": {"seconds": 5}}}
     # One call running is all this client may have unanswered: the ping is refused at once.
