@@ -397,6 +397,15 @@ def test_a_schema_larger_than_the_review_takes_is_not_kept() -> None:
     assert dict(tools["echo"].input_schema)["properties"]["text"] == {"type": "string"}
 
 
+def test_an_upstream_schema_with_a_number_json_has_no_form_for_is_left_out() -> None:
+    # An upstream's JSON may say NaN (pydantic's parser takes it): such a tool registered, and
+    # every call of it raised out of the pipeline with no row (D401).
+    for bound in (float("nan"), float("inf")):
+        schema = {"type": "object", "properties": {"x": {"type": "number", "maximum": bound}},
+                  "additionalProperties": False}
+        assert reviewed_schema(schema) == "its input schema is not JSON"
+
+
 # ---------------------------------------------------------------------------------- HTTP
 
 

@@ -194,3 +194,32 @@ def test_a_2026_question_never_answered_pauses_the_run_at_the_timeout(host: Host
             assert after.content[0].text == ""  # unanswered: the run paused
 
     asyncio.run(journey())
+
+
+def test_an_approval_the_store_refuses_is_answered_as_its_outage_and_asked_again(
+        host: Host) -> None:
+    # Before: the person's approval, refused by the store, read "The tool failed
+    # unexpectedly." (not retryable, no invocation id) though the call still awaited approval.
+    from test_approval_interrupted import running_refused
+
+    server, _ = serve(host)
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="legacy",
+                              elicitation_callback=person(APPROVE, APPROVE)) as client:
+            with running_refused(host.data_dir):
+                refused = await client.call_tool("fx.gated", {"path": "p.txt"})
+            assert refused.is_error and refused.meta == {
+                "toolhost/status": "failed",
+                "toolhost/reasonCode": "tool.upstream_unavailable.record_store",
+                "toolhost/retryable": True,
+                "toolhost/invocationId": refused.meta["toolhost/invocationId"]}
+            assert SEEN == []
+            (waiting,) = host.pipeline.invocations.pending(limit=10)
+            assert waiting.id == refused.meta["toolhost/invocationId"]
+            again = await client.call_tool("fx.gated", {"path": "p.txt"})  # asked again
+            assert not again.is_error, again
+            assert (again.meta or {})["toolhost/invocationId"] == waiting.id
+
+    asyncio.run(journey())
+    assert [name for name, _, _ in SEEN] == ["touch"]

@@ -88,6 +88,17 @@ def test_a_declared_failure_renders_its_static_message_and_keeps_detail_for_oper
     assert "rm -rf" not in str(outcome.to_json())
 
 
+def test_a_declared_failure_whose_detail_holds_nan_is_stored_with_it_as_text() -> None:
+    # JSON has no NaN (D401): written as it was, the row's write failed and the tool's own
+    # failure read as the record store's outage, with no row.
+    failure = ToolFailure(CODE, detail={"x": float("nan"), "y": [float("-inf")]})
+    host = host_with(returning(failure), reasons=(REASON,))
+    outcome = host.invoke_sync("fx.echo", {})
+    assert outcome.failure is not None and outcome.failure.reason_code == CODE
+    (row,) = host.pipeline.invocations.list()
+    assert (row.reason_code, row.failure_detail) == (CODE, {"x": "nan", "y": ["-inf"]})
+
+
 def test_an_undeclared_reason_code_is_internal() -> None:
     # The code has a message (a sibling tool declares it), but not on the tool that raised it.
     sibling = make_tool(make_spec(name="fx.other"), reasons=(REASON,))

@@ -17,16 +17,17 @@ from typing import Any
 import fixture_tools
 import pytest
 import structlog
-from conftest import Closes
+from conftest import Closes, make_plugin, make_spec
 from fixture_tools import EXECUTIONS, LATE, PLUGIN, finished
 
-from toolhost import OutcomeStatus, Principal, ToolFailureKind, Trust
+from toolhost import OutcomeStatus, Principal, Tool, ToolFailureKind, ToolOutput, Trust
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, table_names
 from toolhost._composition import Host
 from toolhost._model.host_reasons import AWAITING_APPROVAL_TEXT, DENIED_TEXT, MESSAGES
 from toolhost._model.invocations import InvocationState
 from toolhost._model.runs import ToolCall
 from toolhost._model.spec import Idempotency, Risk, SideEffect
+from toolhost._pipeline import steps
 from toolhost._pipeline.approvals import InvocationStateError
 from toolhost._pipeline.log import configure_logging
 from toolhost._pipeline.policy import Policy, PolicyAction
@@ -484,6 +485,86 @@ def test_a_lone_surrogate_in_arguments_is_a_validation_failure(host: Host) -> No
     assert host.pipeline.invocations.get(outcome.invocation_id).state is InvocationState.FAILED
 
 
+HALVES = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 0.5}},
+          "required": [], "additionalProperties": False}
+
+
+def test_a_number_past_a_floats_range_is_refused_on_its_row(tmp_path: Path) -> None:
+    # fastjsonschema divides by a float multipleOf: 10**400 raised OverflowError out of the
+    # pipeline with no row, from arguments (any MCP client can send it) and from an output.
+    tools = [Tool(make_spec(name="fx.halves", input_schema=HALVES, output_schema=HALVES),
+                  call=lambda arguments, context: ToolOutput(
+                      content="", structured={"x": int(arguments["x"]) * 10**400}))]
+    with host_for({"fx-dist": make_plugin(tools=tools)}, data_dir=tmp_path) as host:
+        refused = host.invoke_sync("fx.halves", {"x": 10**400}, run=run_for(host))
+        assert refused.failure is not None
+        assert (refused.failure.reason_code, refused.failure.detail) == (
+            "tool.invalid_arguments.schema",
+            {"problem": "a number in the arguments is too large to check against the schema"})
+        invalid = host.invoke_sync("fx.halves", {"x": 2}, run=run_for(host))
+        assert invalid.failure is not None
+        assert invalid.failure.reason_code == "tool.output_invalid.schema"
+        states = {r.id: (r.state, r.reason_code) for r in rows(host)}
+        assert states == {
+            refused.invocation_id: (InvocationState.FAILED, "tool.invalid_arguments.schema"),
+            invalid.invocation_id: (InvocationState.FAILED, "tool.output_invalid.schema")}
+
+
+COUNTS = {"type": "object", "properties": {
+    "limit": {"type": "integer", "minimum": 1},
+    "maybe": {"type": ["integer", "null"]},
+    "sizes": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
+    "inner": {"type": "object", "properties": {"n": {"type": "integer"}},
+              "additionalProperties": False},
+    "ratio": {"type": "number"},
+}, "required": [], "additionalProperties": False}
+
+
+def test_a_whole_number_float_where_the_schema_says_integer_reaches_the_body_as_an_int(
+        tmp_path: Path) -> None:
+    # JSON Schema's integer admits 3.0: toolhost-people sliced rows[:3.0] and failed
+    # tool.internal.unexpected with TypeError (D404).
+    seen: list[dict[str, Any]] = []
+
+    def body(arguments: Any, context: Any) -> ToolOutput:
+        seen.append(dict(arguments))
+        return ToolOutput(content="", structured={"echo": "ok"})
+
+    out = {"type": "object", "properties": {"echo": {"type": "string"}}, "required": ["echo"],
+           "additionalProperties": False}
+    tools = [Tool(make_spec(name="fx.counts", input_schema=COUNTS, output_schema=out),
+                  call=body)]
+    sent = {"limit": 3.0, "maybe": 2.0, "sizes": [1.0, 2, 3.0], "inner": {"n": 4.0},
+            "ratio": 5.0}
+    with host_for({"fx-dist": make_plugin(tools=tools)}, data_dir=tmp_path) as host:
+        as_floats = host.invoke_sync("fx.counts", sent, run=run_for(host))
+        as_ints = host.invoke_sync("fx.counts", {
+            "limit": 3, "maybe": 2, "sizes": [1, 2, 3], "inner": {"n": 4}, "ratio": 5.0},
+            run=run_for(host))
+        assert as_floats.ok and as_ints.ok
+        digests = {r.argument_digest for r in rows(host)}
+    assert len(digests) == 1  # one call, however the model spelled its numbers
+    assert [[type(v).__name__ for v in (a["limit"], a["maybe"], *a["sizes"], a["inner"]["n"],
+                                        a["ratio"])] for a in seen] == [
+        ["int"] * 6 + ["float"]] * 2
+    assert sent == {"limit": 3.0, "maybe": 2.0, "sizes": [1.0, 2, 3.0], "inner": {"n": 4.0},
+                    "ratio": 5.0}
+    assert type(sent["sizes"][0]) is float and type(sent["inner"]["n"]) is float
+
+
+def test_a_host_fault_before_policy_still_writes_the_row(
+        host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("a fault of the host's own")
+
+    monkeypatch.setattr(steps, "check_scopes", broken)
+    outcome = host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
+    assert outcome.failure and outcome.failure.reason_code == "tool.internal.unexpected"
+    (row,) = rows(host)
+    assert (row.id, row.state, row.reason_code) == (
+        outcome.invocation_id, InvocationState.FAILED, "tool.internal.unexpected")
+
+
 def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> None:
     run = run_for(host)
     assert host.invoke_sync("fx.echo", {"x": "warm"}, run=run).ok  # the stores exist now
@@ -616,9 +697,6 @@ def test_an_artifact_store_outage_is_retryable_only_for_a_tool_safe_to_repeat(
 ) -> None:
     # A generation call whose (charged) request was made, then whose artifact could not be
     # stored, must not be retried blindly; an idempotent export may be.
-    from conftest import make_plugin, make_spec
-
-    from toolhost import Tool, ToolOutput
     from toolhost._model.artifacts import ArtifactStoreUnavailable
     from toolhost.testing import Harness
 

@@ -11,6 +11,10 @@
   megabyte of name was stored whole. The row now says ``(not a tool name)`` and its detail
   keeps the first 200 characters asked for, escaped, and the length; a name a tool could have
   is recorded as it was asked.
+- NaN and the infinities (which Python's and pydantic's JSON parsers accept from an MCP client
+  or ``--args``) passed a ``number`` schema and were stored: PostgreSQL's jsonb has no form
+  for them and the MCP SDK would have sent them as ``null``. Step 4 refuses them in arguments,
+  step 10 in an output (D401).
 
 PostgreSQL runs when tests/pg_server.py finds its binaries (TOOLHOST_REQUIRE_SERVERS=1: it
 must).
@@ -38,6 +42,9 @@ SCHEMA = {"type": "object", "properties": {}, "required": [], "additionalPropert
 OUT = {"type": "object", "properties": {"echo": {"type": "string"}}, "required": ["echo"],
        "additionalProperties": False}
 LONE = "\ud800"
+NUMBER = {"type": "object", "properties": {"x": {"type": "number"}}, "required": [],
+          "additionalProperties": False}
+NOT_JSON_NUMBERS = {"nan": float("nan"), "infinity": float("inf"), "-infinity": float("-inf")}
 
 
 def _returning(structured: Mapping[str, Any], content: str) -> Any:
@@ -47,11 +54,11 @@ def _returning(structured: Mapping[str, Any], content: str) -> Any:
 
 
 def _tool(name: str, structured: Mapping[str, Any], content: str, *,
-          writes: bool = False) -> Tool:
+          writes: bool = False, output_schema: Mapping[str, Any] = OUT) -> Tool:
     kinds: dict[str, Any] = dict(side_effect=SideEffect.WORKSPACE_WRITE, risk=Risk.LOW,
                                  idempotency=Idempotency.NON_IDEMPOTENT,
                                  allow_parallel=False) if writes else {}
-    return Tool(make_spec(name=name, input_schema=SCHEMA, output_schema=OUT,
+    return Tool(make_spec(name=name, input_schema=SCHEMA, output_schema=output_schema,
                           **kinds), call=_returning(structured, content))
 
 
@@ -65,8 +72,15 @@ UNENCODABLE = {
                                  writes=True),
     # Over the tool's limit and past 64 KiB: measured (and encoded) on a worker thread.
     "fx.read_large": _tool("fx.read_large", {"echo": "ok"}, "é" * 70_000 + LONE),
+    "fx.read_nan": _tool("fx.read_nan", {"x": float("nan")}, "ok", output_schema=NUMBER),
+    "fx.write_infinity": _tool("fx.write_infinity", {"x": float("-inf")}, "ok", writes=True,
+                               output_schema=NUMBER),
+    "fx.read_large_infinity": _tool("fx.read_large_infinity", {"x": float("inf")}, "é" * 70_000,
+                                    output_schema=NUMBER),
 }
 OK = _tool("fx.ok", {"echo": "ok"}, "ok")
+TAKES_NUMBER = Tool(make_spec(name="fx.takes_number", input_schema=NUMBER, output_schema=OUT),
+                    call=_returning({"echo": "ok"}, "ok"))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -74,7 +88,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     env = {}
     if request.param == "postgresql":
         env["TOOLHOST_DATABASE_URL"] = request.getfixturevalue("pg_database")
-    with Harness.over({"fx-dist": make_plugin(tools=[*UNENCODABLE.values(), OK])},
+    with Harness.over({"fx-dist": make_plugin(tools=[*UNENCODABLE.values(), OK, TAKES_NUMBER])},
                       settings=Settings(env=env), data_dir=tmp_path / "data") as h:
         yield h
 
@@ -96,6 +110,19 @@ def test_an_output_the_row_cannot_hold_is_the_tools_invalid_output(
     assert row.failure_detail == {"problem": "the output is not encodable as UTF-8 JSON"}
     assert row.result_content is None and row.result_structured is None
     assert harness.invoke("fx.ok").status.value == "succeeded"
+
+
+@pytest.mark.parametrize("case", sorted(NOT_JSON_NUMBERS))
+def test_an_argument_json_has_no_number_for_is_refused_on_its_row(
+        harness: Harness, case: str) -> None:
+    outcome = harness.call("fx.takes_number", {"x": NOT_JSON_NUMBERS[case]})
+    assert outcome.failure is not None
+    assert (outcome.failure.reason_code, outcome.failure.detail) == (
+        host_reasons.INVALID_SCHEMA, {"problem": "arguments are not encodable as UTF-8 JSON"})
+    (row,) = rows(harness)
+    assert (row.id, row.state, row.reason_code) == (
+        outcome.invocation_id, InvocationState.FAILED, host_reasons.INVALID_SCHEMA)
+    assert harness.call("fx.takes_number", {"x": 1.5}).status.value == "succeeded"
 
 
 #: Names no tool could have, and the detail their row keeps.

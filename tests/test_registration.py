@@ -159,6 +159,12 @@ OPEN_NESTED = {
             "type": "array", "items": {"type": "string"}, "prefixItems": []}}}, "prefixItems"),
         ("output_schema", {**CLOSED_OUT, "properties": {"e": {"type": "array", "items": {
             "type": "object", "properties": {}}}}}, "/items"),
+        # Not JSON: fastjsonschema wrote the bound as the name ``nan``, and every call raised
+        # NameError out of the pipeline, with no row (D401).
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {
+            "type": "number", "maximum": float("nan")}}}, "/: is not JSON: it holds NaN"),
+        ("output_schema", {**CLOSED_OUT, "properties": {"x": {
+            "type": "number", "minimum": float("-inf")}}}, "/: is not JSON: it holds NaN"),
     ],
 )
 def test_step_5_schema_validity(which: str, schema: dict[str, Any], fragment: str) -> None:

@@ -86,7 +86,12 @@ if TYPE_CHECKING:
         redact_url_password,
     )
     from toolhost._model.small_file import UnreadableFile, read_small_file
-    from toolhost._pipeline.approvals import ApprovalRefused, InvocationStateError, Resumed
+    from toolhost._pipeline.approvals import (
+        ApprovalNotRecorded,
+        ApprovalRefused,
+        InvocationStateError,
+        Resumed,
+    )
     from toolhost._pipeline.artifacts import ArtifactResolver, RunArtifactWriter
     from toolhost._pipeline.attachments import ATTACHED_ORIGINS
     from toolhost._pipeline.execution import run_sync
@@ -123,6 +128,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "MAX_DEADLINE_S",
     "METRICS_CONTENT_TYPE",
+    "ApprovalNotRecorded",
     "ApprovalRefused",
     "ArtifactCorrupted",
     "ArtifactError",
@@ -1383,7 +1389,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     **{name: ("toolhost._model.small_file", name) for name in (
         "UnreadableFile", "read_small_file")},
     **{name: ("toolhost._pipeline.approvals", name) for name in (
-        "ApprovalRefused", "InvocationStateError", "Resumed")},
+        "ApprovalNotRecorded", "ApprovalRefused", "InvocationStateError", "Resumed")},
     "ATTACHED_ORIGINS": ("toolhost._pipeline.attachments", "ATTACHED_ORIGINS"),
     **{name: ("toolhost._pipeline.log", name) for name in ("apply_logging", "get_logger")},
     "METRICS_CONTENT_TYPE": ("toolhost._pipeline.metrics", "CONTENT_TYPE"),

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from toolhost import Outcome, OutcomeStatus, ToolFailure
 from toolhost._composition import (
+    ApprovalNotRecorded,
     CancellationEvent,
     Host,
     InvocationRecord,
@@ -59,6 +60,7 @@ from toolhost._mcp.config import ServeConfig
 from toolhost._mcp.results import (
     UNSERVED_REASON_CODES,
     approve_command,
+    host_failure_result,
     protocol_error_for,
     to_call_tool_result,
 )
@@ -294,6 +296,11 @@ class ToolCalls:
                 log.info("mcp.approval.declined", approver=approver)
                 return self._deliver(session, self._host.deny(
                     record.id, approver, "declined in the MCP client"))
+        except ApprovalNotRecorded as refused:
+            # The store refused the approval: nothing ran, the call still awaits approval,
+            # and the same call again asks again (D403). Not a pause: nobody left it waiting.
+            log.error("mcp.approval.not_recorded", error=str(refused))
+            return host_failure_result(core_messages.RECORD_STORE, record.id, retryable=True)
         except InvocationStateError:
             # The operator decided first (approve/deny at the CLI); answer with what stands.
             return self._deliver(session, self._host.recorded(record.id))

@@ -125,9 +125,14 @@ def protocol_error_for(outcome: Outcome) -> MCPError:
 
 def internal_error_result(invocation_id: str | None = None) -> types.CallToolResult:
     """What the model reads when the server itself failed around a call (never the exception)."""
-    code = core_messages.INTERNAL_UNEXPECTED
+    return host_failure_result(core_messages.INTERNAL_UNEXPECTED, invocation_id)
+
+
+def host_failure_result(code: str, invocation_id: str | None = None, *,
+                        retryable: bool = False) -> types.CallToolResult:
+    """A failure of the host's own around a call, by its reason code: the static message."""
     return types.CallToolResult(
         content=_text(core_messages.MESSAGES[code]), is_error=True,
         _meta={f"{META_PREFIX}status": "failed", f"{META_PREFIX}reasonCode": code,
-               f"{META_PREFIX}retryable": False, f"{META_PREFIX}invocationId": invocation_id},
+               f"{META_PREFIX}retryable": retryable, f"{META_PREFIX}invocationId": invocation_id},
     )

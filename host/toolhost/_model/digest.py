@@ -26,7 +26,10 @@ __all__ = [
 
 
 # One encoder, built once: json.dumps with non-default options builds a new one per call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+# NaN and the infinities are refused (ValueError): they are not JSON, PostgreSQL's jsonb
+# refuses them, and the MCP SDK would send them as null (D401).
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                              allow_nan=False)
 
 # ``JSONEncoder.encode`` still builds a C encoder per call (~0.7 µs of its ~1.4, five times a
 # row). One per thread: its circular-reference markers are state a concurrent encode must not
@@ -41,7 +44,7 @@ def _c_encoder() -> Callable[[Any, int], list[str]] | None:
         return None
     # JSONEncoder.iterencode's own arguments for _CANONICAL's options.
     encoder: Callable[[Any, int], list[str]] = _make_encoder(
-        {}, _CANONICAL.default, _encode_str, None, ":", ",", True, False, True)
+        {}, _CANONICAL.default, _encode_str, None, ":", ",", True, False, False)
     _c_encoders.encoder = encoder
     return encoder
 

@@ -245,6 +245,10 @@ class Pipeline:
         except ToolFailure as failure:
             return await self._persist_refusal(  # 13
                 run, invocation_id, name, registered, arguments, created, failure, log)
+        except Exception as exc:  # a fault of the host's or a validator's: still one row (D17)
+            return await self._persist_refusal(  # 13
+                run, invocation_id, name, registered, arguments, created,
+                steps.unexpected(exc, registered), log)
         with self._step("policy"):
             decision = steps.decide_policy(self.policy, registered)  # 5
         log.debug("pipeline.policy", step=5, action=decision.action.value, rule=decision.rule)

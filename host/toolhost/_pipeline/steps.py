@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import errno
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ from toolhost._registration.refusals import (
     Registered,
 )
 from toolhost._registration.registry import Registry, UnknownTool, UnknownVersion
+from toolhost._registration.schema import IntegerPosition
 
 __all__ = [
     "Interrupted",
@@ -164,8 +166,9 @@ def recorded_name(name: Any) -> str:
 def storable_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
     """A failure's detail as the row can hold it: text with no UTF-8 form (a lone surrogate,
     from a file name ``os.fsdecode`` read or an exception's text) as its JSON escapes, as a
-    refusal's shown name is. The detail is the operator's; written raw, the row's write failed
-    and a tool's own failure read as a record-store outage (D393)."""
+    refusal's shown name is, and NaN or an infinity as its text. The detail is the operator's;
+    written raw, the row's write failed and a tool's own failure read as a record-store outage
+    (D393, D401)."""
     try:
         canonical_json(detail)
     except NOT_UTF8_JSON:
@@ -184,6 +187,8 @@ def _storable(value: Any) -> Any:
         return {_storable(k): _storable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_storable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # JSON has no such number (D401): the operator reads "nan", "inf"
     return value
 
 
@@ -241,8 +246,30 @@ def prepare(registered: Registered, arguments: Any) -> Prepared:
         raise ToolValidationError(detail={
             "problem": f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"})
     data = _validate_arguments(registered, arguments)
+    for position in registered.integer_positions:
+        data = _whole_numbers_as_int(data, position)
     return Prepared(registered.spec.name, registered.spec.version, data,
                     _digest_arguments(registered, data))
+
+
+def _whole_numbers_as_int(value: Any, position: IntegerPosition) -> Any:
+    """``value`` with each whole-number float at ``position`` an int (D404): the schema said
+    integer, and a body slicing or sizing with ``3.0`` raised TypeError. A container the path
+    changes something in is copied, never the caller's changed in place."""
+    if not position:
+        return int(value) if type(value) is float and value.is_integer() else value
+    step, rest = position[0], position[1:]
+    if isinstance(step, int):  # ITEMS
+        if not isinstance(value, list):
+            return value
+        items = [_whole_numbers_as_int(item, rest) for item in value]
+        same = all(a is b for a, b in zip(items, value, strict=True))
+        return value if same else items
+    if not isinstance(value, dict) or step not in value:
+        return value
+    found = value[step]
+    changed = _whole_numbers_as_int(found, rest)
+    return value if changed is found else {**value, step: changed}
 
 
 def _validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any]:
@@ -264,6 +291,12 @@ def _validate_arguments(registered: Registered, arguments: Any) -> dict[str, Any
         code = registered.schema_reasons.get((pointer, str(exc.rule)))
         raise (ToolValidationError(detail=detail) if code is None
                else ToolFailure(code, detail=detail)) from None
+    except ArithmeticError:
+        # The generated validator divides by a float multipleOf: an integer past a float's
+        # range overflows there (D401). The model's number, so the model's error.
+        raise ToolValidationError(detail={
+            "problem": "a number in the arguments is too large to check against the schema"
+        }) from None
     return data
 
 
@@ -454,6 +487,8 @@ def validate_output(registered: Registered, output: object) -> ToolOutput:
             registered.validate_output(output.structured)
         except (fastjsonschema.JsonSchemaValueException, TypeError, ValueError) as exc:
             problem = str(exc)
+        except ArithmeticError:  # an integer past a float's range against multipleOf (D401)
+            problem = "a number in the output is too large to check against the schema"
     if problem is not None or not isinstance(output, ToolOutput):
         raise ToolFailure(core_messages.OUTPUT_SCHEMA, detail={"problem": problem})
     return output

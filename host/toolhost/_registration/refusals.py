@@ -38,10 +38,13 @@ from toolhost._model.spec import (
 )
 from toolhost._registration.discovery import Contribution
 from toolhost._registration.schema import (
+    IntegerPosition,
     SchemaProblem,
     Validator,
     compile_schema,
     defaults_below_top,
+    integer_positions,
+    is_json,
     schema_problems,
     subschema_at,
 )
@@ -147,6 +150,8 @@ class Registered:
     #: Whether input validation may fill a default in below the arguments' top level (step
     #: 4 then copies them whole; otherwise their top level alone).
     nested_defaults: bool = True
+    #: Where a whole-number float is handed to the body as an int (D404).
+    integer_positions: tuple[IntegerPosition, ...] = ()
 
 
 @attrs.frozen
@@ -304,7 +309,12 @@ def _schema_problems(e: _Entry, which: str, schema: Any) -> list[RegistrationPro
         return [problem("a schema must be a JSON object")]
     if schema.get("type") != "object":
         return [problem('the top level must be {"type": "object"}')]
-    return [problem(str(p)) for p in schema_problems(schema)]
+    found = [problem(str(p)) for p in schema_problems(schema)]
+    if not found and not is_json(schema):
+        # fastjsonschema writes a NaN bound as the name ``nan``: every call would raise (D401).
+        found.append(problem(str(SchemaProblem("", "is not JSON: it holds NaN, an infinity, "
+                                               "or a value JSON has no form for"))))
+    return found
 
 
 def _compile(e: _Entry, which: str, schema: Mapping[str, Any], *, apply_defaults: bool,
@@ -643,5 +653,6 @@ def register(
             schema_reasons={(rule.pointer, rule.keyword): r.code
                             for r in e.tool.reasons for rule in r.schema_rules},
             nested_defaults=defaults_below_top(e.spec.input_schema),
+            integer_positions=integer_positions(e.spec.input_schema),
         ))
     return registered, table

@@ -14,19 +14,24 @@ from collections.abc import Callable, Iterator, Mapping
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from toolhost._model.digest import canonical_text
 from toolhost._model.errors import ToolhostError
 
 if TYPE_CHECKING:
     from toolhost._registration.validator_cache import ValidatorCache
 
 __all__ = [
+    "ITEMS",
     "MAX_SCHEMA_DEPTH",
     "SUPPORTED_DIALECTS",
+    "IntegerPosition",
     "SchemaProblem",
     "Validator",
     "closed",
     "compile_schema",
     "defaults_below_top",
+    "integer_positions",
+    "is_json",
     "schema_problems",
     "subschema_at",
 ]
@@ -331,6 +336,38 @@ def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] |
     return node if isinstance(node, Mapping) else None
 
 
+#: An integer position's step into an array's items (a property name is a step by its name).
+ITEMS = 0
+
+#: A path from the arguments' top level to a value the schema types as integer.
+IntegerPosition = tuple[str | int, ...]
+
+
+def integer_positions(schema: Mapping[str, Any]) -> tuple[IntegerPosition, ...]:
+    """Where the schema says a value is an integer, through ``properties`` and ``items`` from
+    its top level: there step 4 hands the body an int for a whole-number float (JSON Schema's
+    ``integer`` admits ``3.0``; D404). A position reached through ``$ref`` or a union is not
+    followed: what the value is there depends on which branch matched."""
+    found: list[IntegerPosition] = []
+
+    def walk(node: Any, path: IntegerPosition) -> None:
+        if not isinstance(node, Mapping):
+            return
+        kinds = node.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if isinstance(kinds, list) and "integer" in kinds and "number" not in kinds:
+            found.append(path)
+            return
+        properties = node.get("properties")
+        if isinstance(properties, Mapping):
+            for name, sub in properties.items():
+                walk(sub, (*path, name))
+        walk(node.get("items"), (*path, ITEMS))
+
+    walk(schema, ())
+    return tuple(found)
+
+
 def defaults_below_top(schema: Mapping[str, Any]) -> bool:
     """Whether validating with defaults may fill one in below the arguments' top level: the
     schema names a ``default`` anywhere but as a top-level property's own, or refers to a
@@ -361,6 +398,19 @@ def _names(node: Any, keys: tuple[str, ...]) -> bool:
     if isinstance(node, (list, tuple)):
         return any(_names(value, keys) for value in node)
     return False
+
+
+def is_json(schema: Mapping[str, Any]) -> bool:
+    """Whether the schema is a JSON value: no NaN or infinity (which Python's and pydantic's
+    parsers accept), no value JSON has no form for. Nesting is for ``schema_problems`` and the
+    compiler to judge, so a value too deep to encode here is not counted against it."""
+    try:
+        canonical_text(schema)
+    except RecursionError:
+        return True
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,

@@ -44,7 +44,8 @@ class _Refused(Exception):
 def reviewed_schema(schema: Mapping[str, Any]) -> Mapping[str, Any] | str:
     """The schema a gateway tool declares for ``schema``, or why the tool is left out."""
     try:
-        size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8", "replace"))
+        size = len(json.dumps(schema, ensure_ascii=False, allow_nan=False)
+                   .encode("utf-8", "replace"))
     except (TypeError, ValueError):
         return "its input schema is not JSON"
     if size > MAX_SCHEMA_BYTES:

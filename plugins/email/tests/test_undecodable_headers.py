@@ -139,3 +139,26 @@ def test_a_content_type_parameter_folded_after_its_equals_sign_keeps_the_body(
     _, source = _import_one(tmp_path, data_dir, _message(
         content_type="text/plain; charset=utf-8; name*=\n utf-7''%2B2D8-"), line_end)
     assert _text(source) == BODY
+
+
+#: Display names ending in a dot right before ``<``: Python before 3.13 raises reading them
+#: from its parsed header, and the whole message was skipped as ``undecodable``.
+DOTTED = {
+    "lone dot": (".<alice@example.org>", MailAddress(name=".", address="alice@example.org")),
+    "initial": ("Alice B.<alice@example.org>",
+                MailAddress(name="Alice B.", address="alice@example.org")),
+    "encoded word": ("=?utf-8?q?Jos=C3=A9?= B.<alice@example.org>",
+                     MailAddress(name="José B.", address="alice@example.org")),
+    "second of two": ('"Bob" <bob@example.org>, J.<alice@example.org>',
+                      MailAddress(name="J.", address="alice@example.org")),
+}
+
+
+@LINE_ENDS
+@pytest.mark.parametrize("case", sorted(DOTTED))
+def test_a_display_name_ending_in_a_dot_keeps_the_message_and_its_address(
+    tmp_path: Path, data_dir: Path, line_end: str, case: str,
+) -> None:
+    sender, kept = DOTTED[case]
+    message, _ = _import_one(tmp_path, data_dir, _message(sender=sender), line_end)
+    assert message.sender[-1] == kept

@@ -16,8 +16,9 @@ import email.utils
 import hashlib
 import re
 from email.errors import HeaderParseError
-from email.header import decode_header
+from email.header import decode_header, make_header
 from email.headerregistry import (
+    AddressHeader,
     BaseHeader,
     HeaderRegistry,
     ParameterizedMIMEHeader,
@@ -26,6 +27,7 @@ from email.headerregistry import (
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import EmailPolicy
+from email.utils import formataddr, getaddresses
 from html.parser import HTMLParser
 from typing import Any, Final, Literal
 
@@ -120,6 +122,28 @@ class _SharedHeaderPolicy(EmailPolicy):
             return super().header_fetch_parse(  # type: ignore[no-any-return]
                 name, _holdable(value, parameters=issubclass(_HEADER_CLASSES[name],
                                                              ParameterizedMIMEHeader)))
+        except (AttributeError, TypeError, IndexError):
+            if not issubclass(_HEADER_CLASSES[name], AddressHeader):
+                raise
+            return super().header_fetch_parse(  # type: ignore[no-any-return]
+                name, _requoted(value))
+
+
+def _requoted(value: str) -> str:
+    """An address list whose parsing raised, written again with each display name quoted.
+    Python before 3.13 raises reading a display name that ends in a dot right before ``<``
+    (``J.<j@x>``, ``. <j@x>``): ``email.utils.getaddresses`` reads such a list, and the
+    message is kept with its addresses rather than skipped as ``undecodable``."""
+    return ", ".join(formataddr((_decoded_words(display_name), addr_spec))
+                     for display_name, addr_spec in getaddresses([value]))
+
+
+def _decoded_words(text: str) -> str:
+    """``text`` with its RFC 2047 encoded words decoded, or as it is if one cannot be."""
+    try:
+        return str(make_header(decode_header(text)))
+    except (LookupError, UnicodeError, ValueError, HeaderParseError):
+        return text
 
 
 #: An RFC 2047 encoded word (``decode_header`` reads its charset and bytes).
