@@ -3,9 +3,10 @@
 The server is the test kit's ``LoopbackTLSServer`` (127.0.0.1, ephemeral port, a certificate
 from a throwaway ``trustme`` CA, which reaches the host only through ``TOOLHOST_CA_BUNDLE``). Each
 POST is recorded (path, headers, parsed JSON body) and answered by the test's ``reply``
-function. Bodies are close-delimited (HTTP/1.0, no Content-Length unless a reply sets one), so
-a reply can stream for as long as it likes, and a write that fails tells the test the client
-closed the connection.
+function. Bodies are framed as TensorScale's must be (the adapter refuses a body that ends only
+with its connection): chunked unless a reply declares a Content-Length, so a reply can stream
+for as long as it likes, and a write that fails tells the test the client closed the
+connection. Each connection closes after its answer.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ Reply = Callable[["Handler"], None]
 
 class Handler(BaseHTTPRequestHandler):
     server: FakeTensorScale
+    # HTTP/1.1 for chunked framing; "Connection: close" still ends each connection.
+    protocol_version = "HTTP/1.1"
+    chunked = False
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
@@ -64,22 +68,33 @@ class Handler(BaseHTTPRequestHandler):
         self.respond(404, "text/plain", b"no")
 
     def head(self, status: int, content_type: str, length: int | None = None) -> None:
+        """The status line and headers: a body of ``length`` bytes, or chunked when None."""
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        if length is not None:
+        self.chunked = length is None
+        if length is None:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
             self.send_header("Content-Length", str(length))
+        self.send_header("Connection", "close")
         self.end_headers()
 
     def respond(self, status: int, content_type: str, body: bytes) -> None:
-        self.head(status, content_type)
+        self.head(status, content_type, len(body))
         self.wfile.write(body)
 
-    def stream(self, chunks: Iterator[bytes]) -> bool:
-        """Write ``chunks``; False (and the server's ``client_closed`` set) when the client
+    def stream(self, chunks: Iterator[bytes], *, last: bool = True) -> bool:
+        """Write ``chunks`` (each a chunk of its own when chunked, then the closing chunk if
+        they are the ``last``); False (and the server's ``client_closed`` set) when the client
         closed the connection first."""
         try:
             for chunk in chunks:
+                if self.chunked and chunk:  # an empty chunk would end the body
+                    chunk = b"%x\r\n%b\r\n" % (len(chunk), chunk)
                 self.wfile.write(chunk)
+                self.wfile.flush()
+            if self.chunked and last:
+                self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.server.client_closed.set()
@@ -123,6 +138,8 @@ def redirect(h: Handler) -> None:
     h.send_response(302)
     h.send_header("Location", f"{h.server.base_url}/elsewhere")
     h.send_header("Content-Type", "image/png")
+    h.send_header("Content-Length", str(len(PNG)))
+    h.send_header("Connection", "close")
     h.end_headers()
     h.wfile.write(PNG)
 
@@ -151,12 +168,12 @@ def stall(first: bytes, content_type: str, on_first: Callable[[], None] | None =
     closed connection at once); without, silence."""
     def reply(h: Handler) -> None:
         h.head(200, content_type)
-        if not h.stream(iter([first])):
+        if not h.stream(iter([first]), last=False):
             return
         if on_first is not None:
             on_first()
         while not h.server.release.wait(0.05):
-            if trickle and not h.stream(iter([b"\x00"])):
+            if trickle and not h.stream(iter([b"\x00"]), last=False):
                 return
     return reply
 

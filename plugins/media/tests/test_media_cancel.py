@@ -144,9 +144,10 @@ def test_cancelled_mid_body(host: Harness, server: FakeTensorScale) -> None:
 def test_an_interrupted_stream_fails_even_when_it_reads_as_ended(
     host: Harness, server: FakeTensorScale
 ) -> None:
-    # A review's repro: an answer with no Content-Length ends with its connection, and the
-    # shut-down socket reads as that end (a TLS close without close_notify, which the ssl
-    # module lets pass): the stream must still fail, never hand out a truncated file whole.
+    # A review's repro: an answer with no Content-Length ended with its connection, and the
+    # shut-down socket read as that end (a TLS close without close_notify, which the ssl
+    # module lets pass). Such an answer is now refused before its body (test_media_framing);
+    # a framed one interrupted mid-body must still fail, never hand out a truncated file whole.
     first = threading.Event()
     server.reply = stall(PNG[:16], "image/png", on_first=first.set)
     got: list[bytes] = []

@@ -65,9 +65,10 @@ def test_a_gzip_body_that_does_not_decode_is_an_invalid_response(
     chose; a body that fails to decode raises httpx.DecodingError, which is not a
     TransportError, so it escapes the adapter's mapping as the host's INTERNAL_UNEXPECTED: no
     stable media code, and no warning that the (sent) request may have been charged."""
+    body = b"\x89PNG\r\n\x1a\n this is not gzip " * 64
     server.reply = raw(b"HTTP/1.0 200 OK", [("Content-Type", "image/png"),
-                                            ("Content-Encoding", "gzip")],
-                       b"\x89PNG\r\n\x1a\n this is not gzip " * 64)
+                                            ("Content-Encoding", "gzip"),
+                                            ("Content-Length", str(len(body)))], body)
     outcome = call(host, "image.generate", {"prompt": "x"})
     assert outcome.failure is not None
     assert outcome.failure.reason_code == messages.INVALID_RESPONSE, outcome.failure

@@ -66,6 +66,7 @@ from toolhost_media.tensorscale import (
     DEFAULT_BASE_URL,
     TensorScale,
     base_url_problem,
+    key_problem,
 )
 
 __all__ = ["CREDENTIAL", "builder", "configuration_problem", "save"]
@@ -78,9 +79,10 @@ _EXTENSION = {"image/png": "png", "video/mp4": "mp4"}
 
 def configuration_problem(services: Services) -> str | None:
     """Why this host cannot call TensorScale (one line for the operator), or None."""
-    if services.secret(CREDENTIAL) is None:
+    key = services.secret(CREDENTIAL)
+    if key is None:
         return "TENSORSCALE_API_KEY is not set"
-    return base_url_problem(_base_url(services))
+    return key_problem(key.reveal()) or base_url_problem(_base_url(services))
 
 
 def _base_url(services: Services) -> str:

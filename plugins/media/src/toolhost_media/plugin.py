@@ -3,8 +3,9 @@
 With TENSORSCALE_API_KEY set, image.generate and video.generate register at 1.0.0 (pinned
 chats) and 1.1.0 (the latest, with reference_image_ids); without it, neither domain
 advertises a tool, and nothing beyond this module is imported (the adapter brings httpx). A
-base URL the adapter refuses (not https://) keeps the tools registered and failing closed with
-a static reason, and ``toolhost check`` says why.
+base URL the adapter refuses (not https://), or a key no HTTP header can carry (not printable
+ASCII), keeps the tools registered and failing closed with a static reason, and ``toolhost
+check`` says why.
 """
 
 from __future__ import annotations
@@ -67,12 +68,18 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
 
 @hookimpl
 def toolhost_readiness(settings: Settings) -> list[str]:
-    if not _has_credential(settings):
+    key = settings.secret(_KEY_SETTING)
+    if key is None:
         return []  # nothing registered, nothing to be ready
-    from toolhost_media.tensorscale import BASE_URL_SETTING, DEFAULT_BASE_URL, base_url_problem
+    from toolhost_media.tensorscale import (
+        BASE_URL_SETTING,
+        DEFAULT_BASE_URL,
+        base_url_problem,
+        key_problem,
+    )
 
     base_url = (settings.get(BASE_URL_SETTING) or "").strip() or DEFAULT_BASE_URL
-    problem = base_url_problem(base_url)
+    problem = key_problem(key.reveal()) or base_url_problem(base_url)
     if problem is None:
         return []
     return [f"image.generate, video.generate: {problem}; every call fails until it is fixed"]

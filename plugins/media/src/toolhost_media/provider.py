@@ -2,7 +2,8 @@
 and a close lifecycle.
 
 A provider validates what it streams (status, media type, a non-empty body with the right
-signature) and enforces the request's cap as bytes arrive; every failure is a
+signature, an end it can tell from a lost connection) and enforces the request's cap as bytes
+arrive; every failure is a
 ``ToolFailure`` with one of ``messages``' provider codes and operator-only detail that never
 holds the provider's response text or a credential. Reference bytes travel in the request
 as bytes: encoding them for the wire (TensorScale wants data URIs) is the adapter's business,

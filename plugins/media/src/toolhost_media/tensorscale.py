@@ -8,9 +8,12 @@ JSON POST with ``Authorization: Bearer <key>`` to, under the HTTPS base URL:
   frames ``{"index", "image", "strength": 1}`` at 0 and duration_seconds * 24.
 
 A success is status 200 with ``Content-Type`` image/png (video/mp4) and a non-empty body
-with that signature, at most the request's cap. The client is the host's (no redirects
-followed, no proxy variables, no retries, TOOLHOST_CA_BUNDLE's roots). Nothing the provider
-sends is kept for a message or detail: only the status code and which check failed.
+with that signature, at most the request's cap, framed by a Content-Length or chunked
+encoding: a body that ends only when the connection closes is refused, since a provider dying
+mid-body would read as its end (Python's ssl lets a TLS close without close_notify pass). The
+client is the host's (no redirects followed, no proxy variables, no retries,
+TOOLHOST_CA_BUNDLE's roots). Nothing the provider sends is kept for a message or detail:
+only the status code and which check failed.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ __all__ = [
     "TEXT_TO_VIDEO",
     "TensorScale",
     "base_url_problem",
+    "key_problem",
     "signature_ok",
 ]
 
@@ -88,6 +92,16 @@ def base_url_problem(url: str) -> str | None:
     return None
 
 
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be sent as the bearer token (one line for the operator, which
+    never holds the key or a character of it), or None. A header value is ASCII, and a CR or
+    LF inside would end the header early: only printable ASCII goes on the wire."""
+    if key.isascii() and key.isprintable():
+        return None
+    return ("TENSORSCALE_API_KEY holds a character an HTTP header cannot carry: it must be "
+            "printable ASCII")
+
+
 def signature_ok(media_type: str, head: bytes) -> bool:
     """Whether ``head`` (the first bytes) starts a PNG (image/png) or an MP4 (video/mp4)."""
     if media_type == "image/png":
@@ -121,6 +135,28 @@ def wire_request(request: GenerationRequest) -> tuple[str, dict[str, Any]]:
     return TEXT_TO_VIDEO, body
 
 
+def _encoded(request: GenerationRequest) -> tuple[str, _SentOnce]:
+    """The endpoint path and the encoded JSON body. The data URIs die with this call, and the
+    body's bytes once sent: neither outlives the request into the provider's wait."""
+    path, body = wire_request(request)
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return path, _SentOnce(content)
+
+
+class _SentOnce:
+    """A request body httpx sends and then lets go of. Given bytes, httpx keeps them in the
+    request, which the response holds: the references' bytes, 4/3 over, for the whole wait."""
+
+    def __init__(self, content: bytes) -> None:
+        self.length = len(content)
+        self._content: bytes | None = content
+
+    def __iter__(self) -> Iterator[bytes]:
+        content, self._content = self._content, None
+        if content is not None:
+            yield content
+
+
 def _status_failure(status: int) -> ToolFailure:
     detail = {"status": status}
     if status in (408, 504):  # the provider (or its gateway) gave up waiting on the work
@@ -150,7 +186,7 @@ class TensorScale:
     This adapter owns the client from here and closes it in ``close``."""
 
     def __init__(self, client: httpx.Client, key: Secret, base_url: str) -> None:
-        problem = base_url_problem(base_url)
+        problem = key_problem(key.reveal()) or base_url_problem(base_url)
         if problem is not None:
             raise ValueError(problem)
         self._client = client
@@ -167,11 +203,12 @@ class TensorScale:
         self._interrupted = False
 
     def stream(self, request: GenerationRequest) -> Generator[bytes, None, None]:
-        path, body = wire_request(request)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        path, content = _encoded(request)
         headers = {
             "Authorization": f"Bearer {self._key.reveal()}",
             "Content-Type": "application/json",
+            # Sized, not chunked, though the body is an iterable (_SentOnce).
+            "Content-Length": str(content.length),
             "Accept": request.media_type,
             # A compressed answer would count its decoded bytes against the cap only late.
             "Accept-Encoding": "identity",
@@ -255,6 +292,8 @@ def _checked(response: httpx.Response, request: GenerationRequest) -> Iterator[b
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "content_encoding"})
+    if not _framed(response):
+        raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "framing"})
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > request.cap:
         raise ToolFailure(STREAM_OVER_CAP, detail={"cap": request.cap, "declared": True})
@@ -275,6 +314,16 @@ def _checked(response: httpx.Response, request: GenerationRequest) -> Iterator[b
         if not head:
             raise ToolFailure(INVALID_RESPONSE, detail={"status": 200, "problem": "empty"})
         yield _judged(head, request.media_type)
+
+
+def _framed(response: httpx.Response) -> bool:
+    """Whether the body's end is marked, so that a connection lost mid-body fails the read
+    (h11 checks the length and the chunks) instead of reading as the end of the file."""
+    if not response.http_version.startswith("HTTP/1"):
+        return True  # HTTP/2 and later mark a stream's end themselves
+    length: str = response.headers.get("content-length", "")
+    coding: str = response.headers.get("transfer-encoding", "")
+    return length.isdigit() or coding.strip().lower() == "chunked"
 
 
 def _without(key: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
