@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from toolhost import (
+    MAX_ATTACHED_BYTES,
     ArtifactOrigin,
     ArtifactRef,
     ArtifactStream,
@@ -138,7 +139,8 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
             name = f"{kind}-{stamp}.{_EXTENSION[request.media_type]}"
             ref = await save(provider(), request, context, name)
             return ToolOutput(
-                structured={"artifact": ref.to_json(), "attached": True},
+                structured={"artifact": ref.to_json(),
+                            "attached": ref.byte_count <= MAX_ATTACHED_BYTES},
                 content=f"Generated {json.dumps(ref.name)} ({ref.byte_count} bytes, "
                         f"{ref.media_type}). {ref.attachment_note()}",
             )

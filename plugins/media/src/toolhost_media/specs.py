@@ -92,11 +92,12 @@ def input_schema(kind: str, *, references: bool) -> dict[str, Any]:
     }
 
 
-#: The result: the artifact's reference and the attachment confirmation, nothing else.
+#: The result: the artifact's reference and whether a client can open it from the reply (at
+#: most toolhost.MAX_ATTACHED_BYTES; a larger video is stored only: D409), nothing else.
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"artifact": ArtifactRef.json_schema(),
-                   "attached": {"type": "boolean", "const": True}},
+                   "attached": {"type": "boolean"}},
     "required": ["artifact", "attached"],
     "additionalProperties": False,
 }
