@@ -335,3 +335,27 @@ def test_a_principal_past_its_logins_of_the_hour_is_told_to_wait(
         return [await _log_in(inbox, "ada-token") for _ in range(LOGINS_PER_HOUR + 1)]
 
     assert anyio.run(many) == [303] * LOGINS_PER_HOUR + [429]
+
+
+# ---------------------------------------------------------------------------- old rows
+
+
+def test_a_row_stored_with_nan_before_d401_is_still_shown(
+        store: SQLiteInvocationStore, tmp_path: Path) -> None:
+    # Regression: the canonical encoder refuses NaN since D401, and one waiting row stored
+    # before it (SQLite took NaN) made the inbox, its waiting list and the call's page a 500.
+    store.insert(record(id="a" * 32, principal_id="ada", state=InvocationState.AWAITING_APPROVAL))
+    conn = connect(tmp_path / DATABASE_NAME)
+    conn.execute("UPDATE tool_invocations SET arguments = ? WHERE id = ?",
+                 ('{"x":NaN,"y":-Infinity}', "a" * 32))
+    conn.commit()
+    conn.close()
+    inbox = _inbox(store)
+
+    async def probe() -> None:
+        for path in ("/ui/", "/ui/inbox.part", "/ui/calls/" + "a" * 32):
+            status, _, body = await _get(inbox, path, caller=ADA)
+            assert status == 200, (path, body[:300])
+        assert b"{&quot;x&quot;:NaN,&quot;y&quot;:-Infinity}" in body
+
+    anyio.run(probe)

@@ -5,6 +5,8 @@ by the SDK's own client in either protocol era, over a real host and data direct
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import types as pytypes
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -19,6 +21,7 @@ mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP S
 import mcp.types as types  # noqa: E402
 
 from toolhost import Idempotency, Risk, SideEffect, ToolOutput, UserWords  # noqa: E402
+from toolhost._adapters.sqlite_db import DATABASE_NAME  # noqa: E402
 from toolhost._composition import Host  # noqa: E402
 from toolhost._mcp.config import ServeConfig  # noqa: E402
 from toolhost._mcp.definitions import served_roster  # noqa: E402
@@ -196,30 +199,54 @@ def test_a_2026_question_never_answered_pauses_the_run_at_the_timeout(host: Host
     asyncio.run(journey())
 
 
-def test_an_approval_the_store_refuses_is_answered_as_its_outage_and_asked_again(
-        host: Host) -> None:
-    # Before: the person's approval, refused by the store, read "The tool failed
-    # unexpectedly." (not retryable, no invocation id) though the call still awaited approval.
-    from test_approval_interrupted import running_refused
+@contextlib.contextmanager
+def state_refused(data_dir: Path, state: str) -> Iterator[None]:
+    """The record's database refuses to let any row take ``state`` (a trigger that aborts the
+    write, as a database that cannot take it does); every other write goes."""
+    db = sqlite3.connect(data_dir / DATABASE_NAME)
+    try:
+        db.execute("CREATE TRIGGER refuse_state BEFORE UPDATE OF state ON tool_invocations "
+                   f"WHEN NEW.state = '{state}' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        db.commit()
+        yield
+    finally:
+        db.execute("DROP TRIGGER IF EXISTS refuse_state")
+        db.commit()
+        db.close()
 
-    server, _ = serve(host)
+
+DECLINE = types.ElicitResult(action="decline")
+
+
+@pytest.mark.parametrize("state", ["running", "denied"])
+def test_a_decision_the_store_refuses_is_answered_as_its_outage_and_asked_again(
+        host: Host, state: str) -> None:
+    # Before: the person's approval (or denial), refused by the store, read "The tool failed
+    # unexpectedly." (not retryable, no invocation id) though the call still awaited approval;
+    # and the run never paused, so a later approval ran in the live workspace.
+    server, sessions = serve(host)
+    first = APPROVE if state == "running" else DECLINE
 
     async def journey() -> None:
         async with mcp.Client(server, mode="legacy",
-                              elicitation_callback=person(APPROVE, APPROVE)) as client:
-            with running_refused(host.data_dir):
+                              elicitation_callback=person(first, APPROVE)) as client:
+            await client.call_tool("fx.write", {"path": "before.txt"})
+            with state_refused(host.data_dir, state):
                 refused = await client.call_tool("fx.gated", {"path": "p.txt"})
             assert refused.is_error and refused.meta == {
                 "toolhost/status": "failed",
                 "toolhost/reasonCode": "tool.upstream_unavailable.record_store",
                 "toolhost/retryable": True,
                 "toolhost/invocationId": refused.meta["toolhost/invocationId"]}
-            assert SEEN == []
+            assert [name for name, _, _ in SEEN] == ["touch"]  # fx.write's alone
             (waiting,) = host.pipeline.invocations.pending(limit=10)
             assert waiting.id == refused.meta["toolhost/invocationId"]
+            (session,) = sessions._sessions.values()
+            assert session.held == set()  # left waiting: the run paused
             again = await client.call_tool("fx.gated", {"path": "p.txt"})  # asked again
             assert not again.is_error, again
             assert (again.meta or {})["toolhost/invocationId"] == waiting.id
 
     asyncio.run(journey())
-    assert [name for name, _, _ in SEEN] == ["touch"]
+    # The approved call ran once, in the run after the pause: before.txt went with it.
+    assert SEEN[1:] == [("touch", None, "")]

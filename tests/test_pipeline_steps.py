@@ -23,6 +23,7 @@ from fixture_tools import EXECUTIONS, LATE, PLUGIN, finished
 from toolhost import OutcomeStatus, Principal, Tool, ToolFailureKind, ToolOutput, Trust
 from toolhost._adapters.sqlite_db import DATABASE_NAME, connect, table_names
 from toolhost._composition import Host
+from toolhost._model.digest import argument_digest
 from toolhost._model.host_reasons import AWAITING_APPROVAL_TEXT, DENIED_TEXT, MESSAGES
 from toolhost._model.invocations import InvocationState
 from toolhost._model.runs import ToolCall
@@ -500,13 +501,20 @@ def test_a_number_past_a_floats_range_is_refused_on_its_row(tmp_path: Path) -> N
         assert refused.failure is not None
         assert (refused.failure.reason_code, refused.failure.detail) == (
             "tool.invalid_arguments.schema",
-            {"problem": "a number in the arguments is too large to check against the schema"})
+            {"problem": "a number in the arguments cannot be checked against the schema "
+                        "(too large, NaN or an infinity)"})
+        # NaN fails int() in the same division: a ValueError, the model's number too.
+        not_a_number = host.invoke_sync("fx.halves", {"x": float("nan")}, run=run_for(host))
+        assert not_a_number.failure is not None
+        assert not_a_number.failure.reason_code == "tool.invalid_arguments.schema"
         invalid = host.invoke_sync("fx.halves", {"x": 2}, run=run_for(host))
         assert invalid.failure is not None
         assert invalid.failure.reason_code == "tool.output_invalid.schema"
         states = {r.id: (r.state, r.reason_code) for r in rows(host)}
         assert states == {
             refused.invocation_id: (InvocationState.FAILED, "tool.invalid_arguments.schema"),
+            not_a_number.invocation_id: (InvocationState.FAILED,
+                                         "tool.invalid_arguments.schema"),
             invalid.invocation_id: (InvocationState.FAILED, "tool.output_invalid.schema")}
 
 
@@ -518,6 +526,10 @@ COUNTS = {"type": "object", "properties": {
               "additionalProperties": False},
     "ratio": {"type": "number"},
 }, "required": [], "additionalProperties": False}
+
+
+OUT_ECHO = {"type": "object", "properties": {"echo": {"type": "string"}}, "required": ["echo"],
+            "additionalProperties": False}
 
 
 def test_a_whole_number_float_where_the_schema_says_integer_reaches_the_body_as_an_int(
@@ -550,6 +562,32 @@ def test_a_whole_number_float_where_the_schema_says_integer_reaches_the_body_as_
     assert sent == {"limit": 3.0, "maybe": 2.0, "sizes": [1.0, 2, 3.0], "inner": {"n": 4.0},
                     "ratio": 5.0}
     assert type(sent["sizes"][0]) is float and type(sent["inner"]["n"]) is float
+
+
+def test_a_call_paused_with_whole_number_floats_before_d404_is_approved_and_runs(
+        tmp_path: Path, closes: Closes) -> None:
+    # Its digest was taken over 3.0; step 4 now hands the body 3, whose digest differs: the
+    # approval ended digest_mismatch, the "row was changed" alarm, and the call never ran.
+    seen: list[Any] = []
+    gated = Tool(make_spec(name="fx.counted", input_schema=COUNTS, output_schema=OUT_ECHO,
+                           side_effect=SideEffect.EXTERNAL_WRITE, risk=Risk.HIGH,
+                           idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False),
+                 call=lambda arguments, context: (seen.append(dict(arguments)) or ToolOutput(
+                     content="", structured={"echo": "ok"})))
+    with host_for({"fx-dist": make_plugin(tools=[gated])}, data_dir=tmp_path) as host:
+        old, tampered = (host.invoke_sync("fx.counted", {"limit": n}, run=run_for(host))
+                         for n in (3, 4))
+        conn = closes(connect(host.data_dir / DATABASE_NAME))
+        for paused, stored in ((old, {"limit": 3.0}), (tampered, {"limit": 5.0})):
+            # As the tree before D404 stored it: the arguments and the digest over them.
+            digest = argument_digest("fx.counted", "1.0.0", {"limit": 3.0})
+            conn.execute("UPDATE tool_invocations SET arguments = ?, argument_digest = ? "
+                         "WHERE id = ?", (json.dumps(stored), digest, paused.invocation_id))
+        conn.commit()
+        assert host.approve_sync(old.invocation_id, "ops").ok
+        changed = host.approve_sync(tampered.invocation_id, "ops")
+        assert changed.failure and changed.failure.reason_code == "tool.internal.digest_mismatch"
+    assert seen == [{"limit": 3}] and type(seen[0]["limit"]) is int
 
 
 def test_a_host_fault_before_policy_still_writes_the_row(

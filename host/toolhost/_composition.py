@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     )
     from toolhost._model.convert import spec_to_json
     from toolhost._model.data_layout import default_data_dir
-    from toolhost._model.digest import canonical_text
+    from toolhost._model.digest import canonical_text, shown_text
     from toolhost._model.errors import ToolhostError, UsageError
     from toolhost._model.invocations import (
         InvocationNotFound,
@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         redact_url_password,
     )
     from toolhost._model.small_file import UnreadableFile, read_small_file
+    from toolhost._model.workspace_root import workspace_refusal
     from toolhost._pipeline.approvals import (
         ApprovalNotRecorded,
         ApprovalRefused,
@@ -198,11 +199,13 @@ __all__ = [
     "remove_tree",
     "reporting",
     "run_sync",
+    "shown_text",
     "spec_to_json",
     "start_gateway",
     "trace_step",
     "valid_run_id",
     "version_key",
+    "workspace_refusal",
 ]
 
 
@@ -1010,12 +1013,23 @@ def _open_invocation_store(settings: Settings, data_dir: Callable[[], Path]) -> 
         from toolhost._model.settings import StoreUnavailable
 
         try:
-            from toolhost._adapters.pg_invocations import PostgresInvocationStore
+            from toolhost._adapters.pg_invocations import (
+                PostgresInvocationStore,
+                checked_conninfo,
+            )
         except ImportError as exc:
             raise StoreUnavailable(
                 data_dir(), f"TOOLHOST_DATABASE_URL needs the PostgreSQL client, which "
                 f"is not installed ({exc.name}): pip install 'toolhost-core[postgres]'",
             ) from None
+        try:
+            checked_conninfo(url, 1)
+        except StoreUnavailable as exc:
+            # A value libpq cannot parse is a wrong setting (exit 2, D253), not a database
+            # that cannot be used (the store's own StoreUnavailable, exit 1).
+            from toolhost._model.settings import SettingError
+
+            raise SettingError(str(exc)) from None
         return PostgresInvocationStore(url)
     from toolhost._adapters.sqlite_db import DATABASE_NAME, connect
     from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore
@@ -1042,21 +1056,40 @@ def _open_artifact_store(settings: Settings, data_dir: Callable[[], Path],
 
     url = (settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
     database = (settings.get("TOOLHOST_DATABASE_URL") or "").strip()
-    if url and database:
-        # The invocation store opened first, so the PostgreSQL client is installed.
-        from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
+    from toolhost._model.settings import SettingError
 
-        return open_pg_s3_artifact_store(url, database, settings.env, clock,
-                                         retention=settings.artifact_retention)
-    if url:
-        from toolhost._adapters.s3_artifacts import open_s3_artifact_store
+    try:
+        if url and database:
+            # The invocation store opened first, so the PostgreSQL client is installed.
+            from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
 
-        return open_s3_artifact_store(url, settings.env, data_dir(), clock,
-                                      retention=settings.artifact_retention)
+            return open_pg_s3_artifact_store(url, database, settings.env, clock,
+                                             retention=settings.artifact_retention)
+        if url:
+            from toolhost._adapters.s3_artifacts import open_s3_artifact_store
+
+            return open_s3_artifact_store(url, settings.env, data_dir(), clock,
+                                          retention=settings.artifact_retention)
+    except SettingError as exc:
+        # The adapter quotes the value as given: shown here without a credential written in it.
+        raise SettingError(str(exc).replace(repr(url), repr(_shown_store_url(url)))) from None
     try:
         return open_artifact_store(data_dir(), clock, retention=settings.artifact_retention)
     except OSError as exc:  # the artifacts' directory under the data directory
         raise unusable_directory(exc) from None
+
+
+def _shown_store_url(url: str) -> str:
+    """TOOLHOST_ARTIFACT_STORE as an error may quote it: a credential parameter's value masked
+    (``redact_url_password``), and any userinfo all of it, up to its last ``@``: an S3 secret key
+    often holds a ``/``, which ends the userinfo ``redact_url_password`` knows."""
+    from toolhost._model.settings import redact_url_password
+
+    shown = redact_url_password(url)
+    scheme, separator, rest = shown.partition("://")
+    if separator and "@" in rest:
+        shown = f"{scheme}://***@{rest.rpartition('@')[2]}"
+    return shown
 
 
 class Stores:
@@ -1371,6 +1404,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     "spec_to_json": ("toolhost._model.convert", "spec_to_json"),
     "default_data_dir": ("toolhost._model.data_layout", "default_data_dir"),
     "canonical_text": ("toolhost._model.digest", "canonical_text"),
+    "shown_text": ("toolhost._model.digest", "shown_text"),
     "run_sync": ("toolhost._pipeline.execution", "run_sync"),
     **{name: ("toolhost._model.nesting", name) for name in ("MAX_ARGUMENT_DEPTH",
                                                             "nests_deeper")},
@@ -1388,6 +1422,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
         "redact_url_password")},
     **{name: ("toolhost._model.small_file", name) for name in (
         "UnreadableFile", "read_small_file")},
+    "workspace_refusal": ("toolhost._model.workspace_root", "workspace_refusal"),
     **{name: ("toolhost._pipeline.approvals", name) for name in (
         "ApprovalNotRecorded", "ApprovalRefused", "InvocationStateError", "Resumed")},
     "ATTACHED_ORIGINS": ("toolhost._pipeline.attachments", "ATTACHED_ORIGINS"),

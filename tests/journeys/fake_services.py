@@ -70,8 +70,9 @@ def _recording_handler(arrivals: list[Arrival], answer: Any) -> type[BaseHTTPReq
 
 @attrs.define
 class FakeTensorScale:
-    """A TensorScale that answers every generation with ``body`` (200, ``content_type``,
-    close-delimited, the signature split across two writes)."""
+    """A TensorScale that answers every generation with ``body`` (200, ``content_type``, its
+    Content-Length, the signature split across two writes): a body that ends only when the
+    connection closes is refused (D405)."""
 
     base_url: str
     ca_bundle: Path
@@ -102,6 +103,8 @@ def tensorscale(tmp_path: Path) -> Iterator[FakeTensorScale]:
             return
         h.send_response(200)
         h.send_header("Content-Type", fake.content_type)
+        h.send_header("Content-Length", str(len(fake.body)))
+        h.send_header("Connection", "close")
         h.end_headers()
         with suppress(*_CLIENT_GONE):
             for chunk in (fake.body[:5], fake.body[5:]):
@@ -110,7 +113,7 @@ def tensorscale(tmp_path: Path) -> Iterator[FakeTensorScale]:
         h.close_connection = True
 
     handler = _recording_handler(arrivals, answer)
-    handler.protocol_version = "HTTP/1.0"  # close-delimited bodies, as the provider streams
+    handler.protocol_version = "HTTP/1.1"
     with loopback_tls_server(handler, tmp_path, names=(LOOPBACK,)) as server:
         fake = FakeTensorScale(server.base_url, server.ca_bundle, arrivals)
         state.append(fake)

@@ -39,7 +39,7 @@ import unicodedata
 from collections.abc import Callable, Generator, Iterator
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import attrs
 
@@ -446,17 +446,36 @@ def _dir_id(info: os.stat_result) -> _DirId:
     return (info.st_dev, info.st_ino)
 
 
-def _open_same_dir(name: str, dir_fd: int,
-                   expected: _DirId | None) -> tuple[int, _DirId] | None:
+#: Opening a directory so that listing it leaves its access time alone: allowed to its owner
+#: and to root (CAP_FOWNER). A listing's atime told a sandboxed command when the usage walk
+#: passed each directory, the clock its trap needed (D414).
+_O_NOATIME: int = getattr(os, "O_NOATIME", 0)
+
+
+def _open_dir_quietly(name: str, dir_fd: int) -> int:
+    """``os.open(name, _O_DIR)``, with O_NOATIME where the kernel allows it (EPERM: not the
+    directory's owner; then as any open, whose own refusal is the caller's)."""
+    if _O_NOATIME:
+        try:
+            return os.open(name, _O_DIR | _O_NOATIME, dir_fd=dir_fd)
+        except PermissionError:
+            pass
+    return os.open(name, _O_DIR, dir_fd=dir_fd)
+
+
+def _open_same_dir(name: str, dir_fd: int, expected: _DirId | None, *,
+                   quiet: bool = False) -> tuple[int, _DirId] | None:
     """The fd and (device, inode) of directory ``name`` under ``dir_fd`` (``..`` to climb),
     never through a symlink, if it is still the directory ``expected`` the walk listed or came
     down from (None: whichever is there, entered for the first time); None, with nothing left
     open, if another one is there now (swapped since, or the tree moved: ``..`` of a
     directory moved elsewhere is not where the walk came from).
 
+    ``quiet``: opened leaving its access time alone where allowed (``_open_dir_quietly``).
+
     :raises OSError: it cannot be opened (FileNotFoundError: removed since it was listed).
     """
-    fd = os.open(name, _O_DIR, dir_fd=dir_fd)
+    fd = _open_dir_quietly(name, dir_fd) if quiet else os.open(name, _O_DIR, dir_fd=dir_fd)
     try:
         found = _dir_id(os.fstat(fd))
     except BaseException:
@@ -538,6 +557,8 @@ class _BoundedWalk:
     depth: int = 0
     #: How often the walk came down again from the root (``_WALK_RETURNS`` at most).
     returns: int = 0
+    #: Whether directories are opened leaving their access times alone (``_UsageWalk``).
+    quiet: ClassVar[bool] = False
 
     def stop(self) -> None:
         self.complete = False
@@ -558,11 +579,11 @@ class _BoundedWalk:
                expected: _DirId | None) -> tuple[int, _DirId] | None:
         """``_open_same_dir``, tried once more if ``refused`` opened the directory up."""
         try:
-            return _open_same_dir(name, dir_fd, expected)
+            return _open_same_dir(name, dir_fd, expected, quiet=self.quiet)
         except PermissionError:
             if not self.refused(dir_fd, name, expected):
                 raise
-        return _open_same_dir(name, dir_fd, expected)
+        return _open_same_dir(name, dir_fd, expected, quiet=self.quiet)
 
     def scan(self, dir_fd: int, prefix: str | None) -> list[tuple[str, int, int]]:
         """Visit one directory's entries as they stream past; return only its subdirectories
@@ -599,7 +620,7 @@ class _BoundedWalk:
         came from (else the tree moved: it comes down again from ``root``). A level keeps
         only its name, its subdirectories' names and its tool path; a symlink is never
         followed. ``named=False``: no tool path is built (every ``prefix`` is None)."""
-        current = os.dup(root)
+        current = _open_dir_quietly(".", root) if self.quiet else os.dup(root)
         try:
             top = "" if named else None
             stack: list[_Level] = [("", _dir_id(os.fstat(current)), self.scan(current, top), top)]
@@ -726,6 +747,8 @@ class _UsageWalk(_BoundedWalk):
     sandbox is killed (D135). Left as it is while the command runs: the host changes no mode
     under a running command (``_SandboxWalk`` gives it back afterwards)."""
 
+    #: A command must not learn from atimes when the walk passed (D414).
+    quiet: ClassVar[bool] = True
     max_bytes: int = 0
     disk_bytes: int = 0
     _linked: set[tuple[int, int]] = attrs.field(factory=set)

@@ -2,7 +2,9 @@
 
 SQLite and PostgreSQL store the row column for column alike (ISO 8601 text for times,
 canonical JSON text, enum values; ``toolhost._model.convert`` says what each column holds), so
-one reading serves both, and the SQL both write about the open rows is the same text.
+one reading serves both, and the SQL both write about the open rows is the same text. A row
+changed behind the store's back so that it holds no record reads as ``InvocationRecordDamaged``
+(``entry``), never as an error that would stop the other rows from being listed or recovered.
 """
 
 from __future__ import annotations
@@ -11,16 +13,17 @@ import datetime as dt
 import enum
 import json
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import attrs
 
+from toolhost._adapters.stored_output import completed
 from toolhost._model.convert import column_values
-from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._model.invocations import InvocationRecord, InvocationRecordDamaged, InvocationState
 
 __all__ = ["COLUMNS", "OPEN", "OPEN_STATES", "SELECT_PENDING", "STORED", "PendingCall",
-           "history_terms", "principal_term", "read_record"]
+           "damaged", "entry", "history_terms", "principal_term", "record", "records"]
 
 #: The record's attributes, in its order: the columns it is read from and written to.
 COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
@@ -74,53 +77,169 @@ def principal_term(principal_id: str | None, placeholder: str) -> list[str]:
     return [] if principal_id is None else [f"principal_id = {placeholder}"]
 
 
-def _reader(tp: Any) -> Callable[[Any], Any] | None:
-    """How a non-NULL column value becomes the attribute, by the attribute's type: what
+def _reading(name: str, tp: Any) -> tuple[str, dict[str, Any]]:
+    """How a non-NULL value of the column ``name`` becomes the attribute, by the attribute's
+    type: an expression of the variable ``name``, and the names it uses. What
     ``toolhost._model.convert.from_row`` does, without cattrs' dispatch per value (a page of
-    ``pending`` cost 11 µs a row that way; tests/test_invocations.py holds the two equal)."""
+    ``pending`` cost 11 µs a row that way; tests/test_invocations.py holds the two equal),
+    and refusing (``_REFUSED``) a value no store writes for that type: the row is damaged.
+    The checks are inline where a call per value would cost more than the check."""
     args = typing.get_args(tp)
     if type(None) in args:
         (tp,) = (a for a in args if a is not type(None))
     if tp is dt.datetime:
-        return dt.datetime.fromisoformat
+        # A store writes UTC with its offset. A time without one (written outside toolhost,
+        # as some tests of the stores write rows) is taken as UTC: naive and aware times do
+        # not compare, so it would fail whatever compares it later.
+        return (f"(v if (v := fromisoformat({name})).tzinfo is not None "
+                "else v.replace(tzinfo=UTC))",
+                {"fromisoformat": dt.datetime.fromisoformat, "UTC": dt.UTC})
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {member.value: member for member in tp}.__getitem__  # Enum(value) is slower
+        # Enum(value) is slower; an unknown value is a KeyError.
+        return f"{name}_members[{name}]", {f"{name}_members": {m.value: m for m in tp}}
     if tp is bool:
-        return bool
-    if tp in (str, int, float):
-        return None
+        return f"bool({name})", {}
+    if tp is str:  # a BLOB in SQLite; bytes a PostgreSQL free-text column did not decode
+        return f"{name} if {name}.__class__ is str else refuse({name})", {"refuse": _refuse}
+    if tp in (int, float):
+        return name, {}
     if tp is tuple or typing.get_origin(tp) is tuple:
-        return lambda text: tuple(_json(text))
-    return _json  # a mapping or Any: canonical JSON text
+        if typing.get_args(tp)[:1] == (str,):
+            return f"strings({name})", {"strings": _strings}
+        return f"() if {name} == '[]' else mappings({name})", {"mappings": _mappings}
+    if typing.get_origin(tp) is Mapping:
+        return (f"(v if (v := json({name})).__class__ is dict else refuse({name}))",
+                {"json": _json, "refuse": _refuse})
+    return f"json({name})", {"json": _json}  # Any: canonical JSON text
 
 
 def _json(text: str) -> Any:
     # The text is canonical JSON a store wrote: no surrounding whitespace for json.loads to
-    # look for, so its scanner is called directly.
-    return _DECODER.raw_decode(text)[0]
+    # look for, so its scanner is called directly; anything after the value is damage.
+    value, end = _DECODER.raw_decode(text)
+    if end != len(text):
+        raise ValueError("text after the JSON value")
+    return value
 
 
 _DECODER = json.JSONDecoder()
 
 
-def _record_from_row() -> Callable[[Sequence[Any]], InvocationRecord]:
-    """One function for the whole row, written out as attrs and cattrs write theirs: a loop
-    over the columns per row costs as much again as the conversions."""
-    readers = {f"read_{f.name}": _reader(f.type)
-               for f in attrs.fields(attrs.resolve_types(InvocationRecord))}
-    arguments = ", ".join(
-        f"{name}={name}" if readers[f"read_{name}"] is None
-        else f"{name}=None if {name} is None else read_{name}({name})"
-        for name in COLUMNS)
-    # Columns past the record's (``output_refs``) are the caller's to read.
-    source = (f"def record({', '.join(COLUMNS)}, *_):\n"
-              f"    return InvocationRecord({arguments})\n")
-    namespace: dict[str, Any] = {"InvocationRecord": InvocationRecord, **readers}
+def _mappings(text: str) -> tuple[dict[str, Any], ...]:
+    value = _json(text)
+    if type(value) is not list or any(type(item) is not dict for item in value):
+        raise TypeError("not a JSON array of objects")
+    return tuple(value)
+
+
+def _strings(text: str) -> tuple[str, ...]:
+    value = _json(text)
+    if type(value) is not list:
+        raise TypeError("not a JSON array")
+    "".join(value)  # a TypeError for an item that is not a str: the check, in C
+    return tuple(value)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} {value!r:.40} is not this attribute's")
+
+
+#: What reading a damaged value raises: an unknown enum value (KeyError), text that is not an
+#: instant or not JSON (ValueError, JSONDecodeError), JSON of the wrong shape or a value of
+#: the wrong type (TypeError), JSON nested past the parser's limit (RecursionError).
+_REFUSED = (KeyError, ValueError, TypeError, RecursionError)
+
+_FIELDS = attrs.fields(attrs.resolve_types(InvocationRecord))
+#: The attributes a row may hold NULL for: the optional ones, and ``Any`` (the arguments).
+_NULLABLE = frozenset(f.name for f in _FIELDS
+                      if f.type is Any or type(None) in typing.get_args(f.type))
+
+
+def _compiled(source: str, names: dict[str, Any], function: str) -> Callable[..., Any]:
+    namespace = {"InvocationRecord": InvocationRecord, **names}
     exec(compile(source, "<toolhost invocation row>", "exec"), namespace)
-    record: Callable[..., InvocationRecord] = namespace["record"]
-    return lambda row: record(*row)
+    made: Callable[..., Any] = namespace[function]
+    return made
+
+
+def _functions() -> tuple[Callable[[Sequence[Any]], InvocationRecord],
+                          dict[str, Callable[[Any], Any]]]:
+    """One function for the whole row, written out as attrs and cattrs write theirs (a loop
+    over the columns per row costs as much again as the conversions); and, for finding what
+    is damaged in a row that function refused, one per column, of the same expressions."""
+    readings = {f.name: _reading(f.name, f.type) for f in _FIELDS}
+    names = {k: v for _, used in readings.values() for k, v in used.items()}
+    # NULL is the attribute's None where it may be None; anywhere else, the expression's to
+    # refuse (no store writes it: NOT NULL).
+    values = {name: (f"None if {name} is None else " if name in _NULLABLE else "")
+              + f"({expression})" for name, (expression, _) in readings.items()}
+    # Columns past the record's (``output_refs``) are the caller's to read.
+    arguments = ", ".join(f"{name}={values[name]}" for name in COLUMNS)
+    row = _compiled(f"def record({', '.join(COLUMNS)}, *_):\n"
+                    f"    return InvocationRecord({arguments})\n", names, "record")
+    columns = {name: _compiled(f"def read({name}):\n    return {expression}\n", names, "read")
+               for name, (expression, _) in readings.items()}
+    return (lambda values: row(*values)), columns
 
 
 #: The record a row of ``COLUMNS`` (then any further columns, ignored) holds, its text as
-#: stored (a PostgreSQL store decodes its ``bytea`` free text first).
-read_record = _record_from_row()
+#: stored (a PostgreSQL store decodes its ``bytea`` free text first), raising one of
+#: ``_REFUSED`` for a damaged row (``entry`` says what is damaged); and each column's reading.
+_read, _COLUMN_READS = _functions()
+
+
+def entry(row: Sequence[Any], blob: Callable[[str], bytes]) -> (
+        InvocationRecord | InvocationRecordDamaged):
+    """The record a row of ``STORED`` holds, its output completed from ``blob`` (the body of a
+    ``tool_outputs`` row by digest, ``stored_output.completed``); or, for a row changed behind
+    the store's back so that it holds none, what is damaged in it.
+
+    :raises OutputMissing: the row names an output the database does not hold.
+    """
+    try:
+        found = _read(row)
+    except _REFUSED:
+        return damaged(row)
+    try:
+        return completed(found, row[-1], blob)
+    except _REFUSED:
+        return damaged(row, "output_refs")
+
+
+def record(row: Sequence[Any], blob: Callable[[str], bytes]) -> InvocationRecord:
+    """``entry``'s record; raises ``InvocationRecordDamaged`` when the row holds none."""
+    found = entry(row, blob)
+    if isinstance(found, InvocationRecordDamaged):
+        raise found
+    return found
+
+
+def records(entries: Iterable[InvocationRecord | InvocationRecordDamaged]
+            ) -> list[InvocationRecord]:
+    """The records among ``entries``: the damaged rows skipped."""
+    return [e for e in entries if not isinstance(e, InvocationRecordDamaged)]
+
+
+def damaged(row: Sequence[Any], field: str | None = None) -> InvocationRecordDamaged:
+    """What is damaged in a row of ``COLUMNS``: ``field`` when the caller found it, else the
+    first attribute, in the record's order, whose column alone the record refuses."""
+    columns = dict(zip(COLUMNS, row, strict=False))
+    invocation_id = columns["id"] if isinstance(columns["id"], str) else repr(columns["id"])
+    tool, version = columns["tool_name"], columns["tool_version"]
+    return InvocationRecordDamaged(
+        invocation_id, field or _damaged_field(columns),
+        tool if isinstance(tool, str) else None, version if isinstance(version, str) else None)
+
+
+def _damaged_field(columns: Mapping[str, Any]) -> str:
+    """The first attribute, in the record's order, whose column alone the record refuses:
+    read as the row is read."""
+    for name in COLUMNS:
+        value = columns[name]
+        if value is None and name in _NULLABLE:
+            continue
+        try:
+            _COLUMN_READS[name](value)
+        except _REFUSED:
+            return name
+    return "record"  # only the values together are refused

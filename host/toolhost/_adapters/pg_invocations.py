@@ -63,16 +63,17 @@ from toolhost._adapters.invocation_rows import (
     SELECT_PENDING,
     STORED,
     PendingCall,
+    entry,
     history_terms,
     principal_term,
-    read_record,
+    record,
+    records,
 )
 from toolhost._adapters.stored_output import (
     ELIDE_CHARS,
     INLINE_BYTES,
     Blob,
     OutputMissing,
-    completed,
     record_columns,
     relay,
     set_columns,
@@ -82,6 +83,7 @@ from toolhost._model.convert import column_values
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
+    InvocationRecordDamaged,
     InvocationState,
     OwnerState,
 )
@@ -517,12 +519,15 @@ def _stored(columns: Mapping[str, Any]) -> dict[str, Any]:
             for name, value in columns.items()}
 
 
-def _read(row: Sequence[Any]) -> InvocationRecord:
+def _decoded(row: Sequence[Any]) -> list[Any]:
+    """A row of ``_SELECT`` with its free text decoded. Bytes that are not UTF-8 (written
+    outside toolhost) stay bytes, which reading the row reports as that field's damage."""
     values = list(row)
     for i in _FREE_AT:
         if values[i] is not None:
-            values[i] = bytes(values[i]).decode()
-    return read_record(values)
+            with contextlib.suppress(UnicodeDecodeError):
+                values[i] = bytes(values[i]).decode()
+    return values
 
 
 class PostgresInvocationStore:
@@ -723,11 +728,13 @@ class PostgresInvocationStore:
             row = conn.execute(f"{_SELECT} WHERE id = %s", (invocation_id,)).fetchone()
         if row is None:
             raise InvocationNotFound(invocation_id)
-        return self._completed(row)
+        return record(_decoded(row), self._output)
 
-    def _completed(self, row: Sequence[Any]) -> InvocationRecord:
-        """The record of a row of ``_SELECT``, its output completed from ``tool_outputs``."""
-        return completed(_read(row), row[-1], self._output)
+    def _entries(self, rows: Iterable[Sequence[Any]]
+                 ) -> list[InvocationRecord | InvocationRecordDamaged]:
+        """The records of rows of ``_SELECT``, each output completed from ``tool_outputs``; a
+        damaged row's ``InvocationRecordDamaged`` in its place."""
+        return [entry(_decoded(row), self._output) for row in rows]
 
     def _output(self, digest: str) -> bytes:
         with self._connection() as conn:
@@ -780,6 +787,23 @@ class PostgresInvocationStore:
         limit: int | None = None,
         after: str | None = None,
     ) -> list[InvocationRecord]:
+        return records(self.list_rows(
+            state=state, run_id=run_id, tool_name=tool_name, tool_version=tool_version,
+            argument_digest=argument_digest, limit=limit, after=after))
+
+    def list_rows(
+        self,
+        *,
+        state: InvocationState | None = None,
+        run_id: str | None = None,
+        tool_name: str | None = None,
+        tool_version: str | None = None,
+        argument_digest: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Sequence[InvocationRecord | InvocationRecordDamaged]:
+        """``list``'s page with an ``InvocationRecordDamaged`` in each damaged row's place,
+        as the SQLite adapter's ``list_rows``."""
         given = {"state": state, "run_id": run_id, "tool_name": tool_name,
                  "tool_version": tool_version, "argument_digest": argument_digest}
         criteria = column_values(
@@ -787,8 +811,7 @@ class PostgresInvocationStore:
         terms = [f"{column} = %s" for column in criteria]
         if state in OPEN_STATES:
             terms.insert(0, OPEN)  # the partial index's condition, as the SQLite adapter does
-        rows = self._page(_SELECT, terms, list(criteria.values()), limit, after)
-        return [self._completed(row) for row in rows]
+        return self._entries(self._page(_SELECT, terms, list(criteria.values()), limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[PendingCall]:
@@ -808,7 +831,7 @@ class PostgresInvocationStore:
                                       tool_name=tool_name, state=state,
                                       reason_code=reason_code, since=since)
         rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
-        return [self._completed(row) for row in rows]
+        return records(self._entries(rows))
 
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
               limit: int | None, after: str | None, *,

@@ -46,9 +46,11 @@ from toolhost._adapters.invocation_rows import (
     SELECT_PENDING,
     STORED,
     PendingCall,
+    entry,
     history_terms,
     principal_term,
-    read_record,
+    record,
+    records,
 )
 from toolhost._adapters.sqlite_db import (
     WAL_BACKSTOP_PAGES,
@@ -63,7 +65,6 @@ from toolhost._adapters.stored_output import (
     INLINE_BYTES,
     Blob,
     OutputMissing,
-    completed,
     record_columns,
     relay,
     set_columns,
@@ -72,6 +73,7 @@ from toolhost._model.convert import column_values
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
+    InvocationRecordDamaged,
     InvocationState,
     OwnerState,
 )
@@ -256,9 +258,11 @@ class SQLiteInvocationStore:
     def _rows(self, where: str, values: Sequence[Any]) -> list[Any]:
         return self._live().execute(f"{_SELECT}{where}", values).fetchall()
 
-    def _records(self, rows: Iterable[Sequence[Any]]) -> list[InvocationRecord]:
-        """The records of rows of ``_SELECT``, each output completed from ``tool_outputs``."""
-        return [completed(read_record(row), row[-1], self._output) for row in rows]
+    def _entries(self, rows: Iterable[Sequence[Any]]
+                 ) -> list[InvocationRecord | InvocationRecordDamaged]:
+        """The records of rows of ``_SELECT``, each output completed from ``tool_outputs``; a
+        damaged row's ``InvocationRecordDamaged`` in its place."""
+        return [entry(row, self._output) for row in rows]
 
     def _output(self, digest: str) -> bytes:
         with self._lock:
@@ -329,7 +333,7 @@ class SQLiteInvocationStore:
             rows = self._rows(" WHERE id = ?", (invocation_id,))
         if not rows:
             raise InvocationNotFound(invocation_id)
-        return self._records(rows)[0]
+        return record(rows[0], self._output)
 
     def transition(
         self,
@@ -389,6 +393,24 @@ class SQLiteInvocationStore:
         limit: int | None = None,
         after: str | None = None,
     ) -> list[InvocationRecord]:
+        return records(self.list_rows(
+            state=state, run_id=run_id, tool_name=tool_name, tool_version=tool_version,
+            argument_digest=argument_digest, limit=limit, after=after))
+
+    def list_rows(
+        self,
+        *,
+        state: InvocationState | None = None,
+        run_id: str | None = None,
+        tool_name: str | None = None,
+        tool_version: str | None = None,
+        argument_digest: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Sequence[InvocationRecord | InvocationRecordDamaged]:
+        """``list``'s page with an ``InvocationRecordDamaged`` in each damaged row's place
+        (``list`` skips them; ``limit`` counts rows either way): what recovery and the
+        operator's listings read, so one damaged row is reported, not fatal."""
         given = {
             "state": state,
             "run_id": run_id,
@@ -402,7 +424,7 @@ class SQLiteInvocationStore:
         terms = [f"{column} = ?" for column in criteria]
         if state in OPEN_STATES:
             terms.insert(0, OPEN)
-        return self._records(self._page(_SELECT, terms, list(criteria.values()), limit, after))
+        return self._entries(self._page(_SELECT, terms, list(criteria.values()), limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[PendingCall]:
@@ -419,7 +441,7 @@ class SQLiteInvocationStore:
                                       tool_name=tool_name, state=state,
                                       reason_code=reason_code, since=since)
         rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
-        return self._records(rows)
+        return records(self._entries(rows))
 
     def _page(self, select: str, terms: Sequence[str], values: Sequence[Any],
               limit: int | None, after: str | None, *,

@@ -3,6 +3,8 @@
 What an operator reads is the row itself, rendered so a crafted value cannot pass for
 something else: every character that does not print (controls, bidirectional overrides,
 zero-width characters) is shown as its JSON escape, and one-line fields stay on one line.
+A row changed outside toolhost so that it holds no record is one line naming it (the store's
+``InvocationRecordDamaged``), never a traceback, and a listing goes on past it.
 
 ``approve`` on a row that is already decided runs nothing and says so on stderr; its exit code
 is the recorded outcome's, as the first ``approve`` had (0 for a success), so a retried script
@@ -14,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolhost._cli.common import (
@@ -32,7 +34,7 @@ from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import escaped
 
 if TYPE_CHECKING:
-    from toolhost._composition import InvocationRecord, InvocationStore, Stores
+    from toolhost._composition import InvocationRecord, InvocationState, InvocationStore, Stores
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -123,7 +125,7 @@ def _owner(invocations: InvocationStore, record: InvocationRecord) -> str:
 
     if record.owner is None:
         return ""
-    text = f"pid {record.owner.get('pid')} on {escaped(str(record.owner.get('host')))}"
+    text = escaped(f"pid {record.owner.get('pid')} on {record.owner.get('host')}")
     if record.state is InvocationState.RUNNING:
         state = invocations.owner_state(record.owner)
         text += {OwnerState.ALIVE: " (alive)", OwnerState.GONE: " (gone: toolhost recover "
@@ -178,7 +180,12 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
     """``pending``'s page: the oldest ``limit`` invocations awaiting approval (after the one
     ``after`` names), each page one indexed range read however many rows wait, of the
     columns a line shows, printed from their stored text (``InvocationStore.pending``)."""
-    from toolhost._composition import InvocationNotFound, InvocationState, OwnerState
+    from toolhost._composition import (
+        InvocationNotFound,
+        InvocationRecord,
+        InvocationState,
+        OwnerState,
+    )
 
     try:
         listed = invocations.pending(limit=limit + 1, after=after, principal_id=principal)
@@ -187,20 +194,15 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
                            ExitCode.FAILED) from None
     more, listed = len(listed) > limit, listed[:limit]
     if as_json:
-        out.write(_json_text([
-            {"id": r.id, "tool": r.tool_name, "version": r.tool_version,
-             "argument_digest": r.argument_digest, "created": r.created,
-             "run_id": r.run_id, "arguments": json.loads(r.arguments_json),
-             "policy": None if r.policy_json is None else json.loads(r.policy_json)}
-            for r in listed
-        ], indent=2) + "\n")
+        out.write(_json_text(_pending_json(listed, err), indent=2) + "\n")
     elif not listed and after is None:
         out.write("no invocations await approval\n")
     elif not listed:
         out.write(f"no invocations await approval after {after}\n")
     else:
+        # The stored text, escaped: a row edited outside toolhost may hold anything.
         out.write("".join(
-            f"{r.id}  {r.tool_name}@{r.tool_version}  {r.created}  "
+            f"{escaped(f'{r.id}  {r.tool_name}@{r.tool_version}  {r.created}')}  "
             f"{_arguments_preview(r.arguments_json)}\n" for r in listed))
     if more:
         also = f" --limit {limit}" if limit != PENDING_LIMIT else ""
@@ -208,13 +210,56 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
             also += f" --principal {json.dumps(principal)}"
         which = f"the oldest {limit} are" if after is None else f"{limit} are"
         err.write(f"toolhost: {which} listed; more await approval (the next page: "
-                  f"toolhost pending --after {listed[-1].id}{also})\n")
-    stranded = [r for r in invocations.list(state=InvocationState.RUNNING)
-                if invocations.owner_state(r.owner) is OwnerState.GONE]
+                  f"toolhost pending --after {escaped(listed[-1].id)}{also})\n")
+    running = _rows(invocations, InvocationState.RUNNING)
+    stranded = [r for r in running if isinstance(r, InvocationRecord)
+                and invocations.owner_state(r.owner) is OwnerState.GONE]
     if stranded:
         err.write(f"toolhost: {len(stranded)} invocation(s) were left running by a process "
                   "that is gone: toolhost recover settles them\n")
+    for damaged in running:
+        if not isinstance(damaged, InvocationRecord):
+            err.write(f"toolhost: invocation {escaped(damaged.id)} is damaged "
+                      f"({damaged.field}): it is running, or was left running, and toolhost "
+                      "recover leaves it as it is\n")
     return ExitCode.OK
+
+
+def _pending_json(listed: Sequence[Any], err: TextIO) -> list[dict[str, Any]]:
+    """``pending --json``'s rows, their JSON columns parsed; a row whose column is not JSON
+    (edited outside toolhost) is skipped, said on ``err``."""
+    rows = []
+    for r in listed:
+        try:
+            arguments = json.loads(r.arguments_json)
+            policy = None if r.policy_json is None else json.loads(r.policy_json)
+        except (ValueError, RecursionError):
+            field = "policy" if _parses(r.arguments_json) else "arguments"
+            err.write(f"toolhost: invocation {escaped(r.id)} is damaged ({field}): skipped\n")
+            continue
+        rows.append({"id": r.id, "tool": r.tool_name, "version": r.tool_version,
+                     "argument_digest": r.argument_digest, "created": r.created,
+                     "run_id": r.run_id, "arguments": arguments, "policy": policy})
+    return rows
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _rows(invocations: InvocationStore, state: InvocationState) -> Sequence[Any]:
+    """The rows in ``state``: records, and in a damaged row's place what is damaged in it
+    (its ``id`` and ``field``), from a store that lists them so (``list_rows``: both
+    adapters); else its records alone."""
+    list_rows = getattr(invocations, "list_rows", None)
+    if list_rows is None:
+        return invocations.list(state=state)
+    rows: Sequence[Any] = list_rows(state=state)
+    return rows
 
 
 def _arguments_preview(arguments_json: str) -> str:
@@ -368,9 +413,10 @@ def cmd_deny(args: argparse.Namespace) -> int:
     if not denial.acted:
         # Said, not silent: this command's reason is not the one recorded.
         first = stores.invocations.get(args.id)
-        print(f"toolhost: invocation {args.id} was already denied by {first.approver} "
-              f"({escaped(first.denial_reason or '')}); this reason was not recorded",
-              file=sys.stderr)
+        # Both escaped: an MCP client names the approver of a row it declined itself.
+        print(f"toolhost: invocation {args.id} was already denied by "
+              f"{escaped(first.approver or '')} ({escaped(first.denial_reason or '')}); this "
+              "reason was not recorded", file=sys.stderr)
     return code
 
 
@@ -386,8 +432,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if not report:
         print("nothing to recover: no invocation is left running")
     for r in report:
-        print(f"{r.invocation_id}  {r.tool}@{r.version}  {r.action.value}: "
-              f"{escaped(r.reason)}")
+        print(escaped(f"{r.invocation_id}  {r.tool}@{r.version}  {r.action.value}: {r.reason}"))
     return ExitCode.OK
 
 

@@ -127,9 +127,13 @@ def print_json(data: Any) -> None:
 
 
 def print_attachments(refs: Sequence[Any]) -> None:
-    """A run's attachments for a person, on stderr (stdout stays what the model read)."""
+    """A run's attachments for a person, on stderr (stdout stays what the model read). A name
+    is the model's: what does not print (a C1 control, a direction override) is shown as its
+    JSON escape, never sent to the terminal."""
+    from toolhost._composition import escaped
+
     for ref in refs:
-        print(f"toolhost: attached {ref.id} {json.dumps(ref.name, ensure_ascii=False)} "
+        print(f"toolhost: attached {ref.id} {escaped(json.dumps(ref.name, ensure_ascii=False))} "
               f"({ref.byte_count} bytes, {ref.media_type})", file=sys.stderr)
 
 

@@ -133,7 +133,8 @@ def _call_arguments(call: argparse.ArgumentParser) -> None:
     call.add_argument("--version", default=None, help="pin an exact version, e.g. 1.0.0")
     call.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
     call.add_argument("--workspace", metavar="DIR", default=None,
-                      help="an existing directory to use as the run's workspace root "
+                      help="an existing directory to use as the run's workspace root, neither "
+                           "holding nor inside the data directory or toolhost.toml's "
                            "(default: a fresh workspace, discarded after the call)")
     call.add_argument("--run", metavar="ID", default=None,
                       help="the run to call in (default: a new one, ended with the command). A "
@@ -231,11 +232,16 @@ def cmd_call(args: argparse.Namespace) -> int:
                            f"{MAX_DEADLINE_S} (30 days)")
     host = load(stores=True)
     from toolhost._composition import host_reasons as core_messages
-    from toolhost._composition import valid_run_id
+    from toolhost._composition import valid_run_id, workspace_refusal
 
     workspace = args.workspace
-    if workspace is not None and not os.path.isdir(workspace):
-        raise CommandError(f"--workspace {workspace!r} is not an existing directory")
+    if workspace is not None:
+        if not os.path.isdir(workspace):
+            raise CommandError(f"--workspace {workspace!r} is not an existing directory")
+        # Its tools write there: never where the host keeps what it runs at a start.
+        refusal = workspace_refusal("--workspace", workspace, host.settings)
+        if refusal is not None:
+            raise CommandError(refusal)
     for option, value in (("--run", args.run), ("--conversation", args.conversation)):
         if value is not None and not valid_run_id(value):
             raise CommandError(f"{option} must be 1 to 128 letters, digits, '.', '_' or '-', "

@@ -31,7 +31,7 @@ from typing import Any
 
 import mcp.types as types
 
-from toolhost._composition import InvocationRecord, Registered, canonical_text, escaped
+from toolhost._composition import InvocationRecord, Registered, escaped, shown_text
 
 __all__ = [
     "APPROVAL_SCHEMA",
@@ -101,7 +101,7 @@ def arguments_block(arguments: Any) -> str:
     ARGUMENTS_SHOWN characters, then ``[... N more characters]`` on a line of its own when cut;
     fenced as a code block. Canonical JSON has no raw line break, so nothing in a value can end
     the block or start a line of the host's own."""
-    text = canonical_text(arguments)
+    text = shown_text(arguments)
     shown: list[str] = []
     length = consumed = 0
     for token in _TOKEN.finditer(text):

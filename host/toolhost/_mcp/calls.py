@@ -294,13 +294,15 @@ class ToolCalls:
                 return self._deliver(session, outcome)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
-                return self._deliver(session, self._host.deny(
-                    record.id, approver, "declined in the MCP client"))
+                try:
+                    denied = self._host.deny(record.id, approver, "declined in the MCP client")
+                except InvocationStateError:
+                    raise
+                except Exception as exc:  # the store refused the denial: nothing changed
+                    return self._decision_not_recorded(session, record.id, exc, log)
+                return self._deliver(session, denied)
         except ApprovalNotRecorded as refused:
-            # The store refused the approval: nothing ran, the call still awaits approval,
-            # and the same call again asks again (D403). Not a pause: nobody left it waiting.
-            log.error("mcp.approval.not_recorded", error=str(refused))
-            return host_failure_result(core_messages.RECORD_STORE, record.id, retryable=True)
+            return self._decision_not_recorded(session, record.id, refused, log)
         except InvocationStateError:
             # The operator decided first (approve/deny at the CLI); answer with what stands.
             return self._deliver(session, self._host.recorded(record.id))
@@ -308,6 +310,15 @@ class ToolCalls:
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
         return self._deliver(session, self._host.recorded(record.id))
+
+    def _decision_not_recorded(self, session: Session, invocation_id: str, exc: Exception,
+                               log: Any) -> types.CallToolResult:
+        """The store refused the person's decision: nothing ran or changed, and the call still
+        awaits approval, so it is left waiting as an undecided one is (the run pauses); the
+        model reads the store's outage, retryable, and the same call again asks again (D403)."""
+        log.error("mcp.approval.not_recorded", exception=type(exc).__name__, error=str(exc))
+        self._pause_held(session, invocation_id)
+        return host_failure_result(core_messages.RECORD_STORE, invocation_id, retryable=True)
 
     def _forget_cancelled(self, session: Session, invocation_id: str) -> None:
         """An approved call its client cancelled while it ran: a row that recorded the

@@ -12,9 +12,10 @@
     TOOLHOST_MCP_ELICITATION_TIMEOUT_S seconds to wait for the user's answer (default 300);
                                       unanswered, the call stays pending for the operator
     TOOLHOST_MCP_WORKSPACE            an existing directory every session's run uses as its
-                                      workspace root (as ``toolhost call --workspace`` does);
-                                      unset: each session gets a fresh workspace, discarded
-                                      when the server stops
+                                      workspace root (as ``toolhost call --workspace`` does),
+                                      neither holding nor inside the data directory or
+                                      toolhost.toml's; unset: each session gets a fresh
+                                      workspace, discarded when the server stops
     TOOLHOST_MCP_PINS                 ``name=version,name=version``: serve these versions under
                                       their names (``toolhost serve --pin`` adds to them), for a
                                       client pinned to an older contract
@@ -47,6 +48,7 @@ from toolhost._composition import (
     Settings,
     UsageError,
     quoted_value,
+    workspace_refusal,
 )
 
 if TYPE_CHECKING:
@@ -122,9 +124,14 @@ class ServeConfig:
             raise ConfigError(f"TOOLHOST_MCP_STDIO must be auto or sdk, not {stdio!r}")
         raw_workspace = (settings.get("TOOLHOST_MCP_WORKSPACE") or "").strip()
         workspace = Path(raw_workspace) if raw_workspace else None
-        if workspace is not None and not workspace.is_dir():
-            raise ConfigError(
-                f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
+        if workspace is not None:
+            if not workspace.is_dir():
+                raise ConfigError(
+                    f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
+            # Every session's tools write there: never where the host keeps what it runs.
+            refusal = workspace_refusal("TOOLHOST_MCP_WORKSPACE", raw_workspace, settings)
+            if refusal is not None:
+                raise ConfigError(refusal)
         run_timeout = _seconds(settings, "TOOLHOST_MCP_RUN_TIMEOUT_S")
         unanswered = _positive(settings, "TOOLHOST_MCP_STDIO_MAX_UNANSWERED",
                                DEFAULT_MAX_UNANSWERED, most=MOST_UNANSWERED)

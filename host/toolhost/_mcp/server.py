@@ -136,9 +136,12 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig, 
             raise  # the protocol's error shape, deliberately (a tool not served here)
         except Exception as exc:
             # The SDK would answer str(exc) as a JSON-RPC error; the model reads the static
-            # message instead, and the operator the exception, on stderr.
-            log.error("mcp.call.failed", tool=params.name, exception=type(exc).__name__,
-                      error=str(exc))
+            # message instead, and the operator the exception, on stderr, if it can be
+            # written (toolhost's log never raises; a logger configured otherwise might). The
+            # name is the caller's: its first 200 characters, as a refusal's detail keeps.
+            with contextlib.suppress(Exception):
+                log.error("mcp.call.failed", tool=params.name[:200],
+                          exception=type(exc).__name__, error=str(exc))
             return internal_error_result()
 
     async def on_list_resources(ctx: ServerRequestContext[Any, Any],
@@ -236,12 +239,27 @@ def _operator(message: str) -> None:
 
 
 def _configure_stdlib_logging(level: str) -> None:
-    # The SDK, uvicorn and starlette log through the standard library; to stderr, never stdout.
+    # The SDK, uvicorn, starlette and httpx log through the standard library. Their records
+    # are written as toolhost's own lines: through its redaction (httpx names each request's
+    # URL, a gateway upstream's password or API key with it), in its format, to stderr (never
+    # stdout), and never raising into the library that logged.
+    class ThroughToolhostLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                fields: dict[str, str] = {"logger": record.name}
+                if record.exc_info:
+                    fields["exception"] = logging.Formatter().formatException(record.exc_info)
+                if record.stack_info:
+                    fields["stack"] = record.stack_info
+                # structlog knows the five standard levels only (a library may use others).
+                number = min(logging.CRITICAL, max(logging.DEBUG, record.levelno // 10 * 10))
+                get_logger(**fields).log(number, record.getMessage())
+            except Exception:
+                pass  # not logging's own report: it prints the record's arguments unredacted
+
     root = logging.getLogger()
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
+        root.addHandler(ThroughToolhostLog())
     root.setLevel(logging.getLevelNamesMapping().get(level.upper(), logging.WARNING))
 
 

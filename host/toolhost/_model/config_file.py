@@ -428,7 +428,9 @@ def _shown(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+#: A table's header: its name is stripped after the match, not by the pattern (whitespace
+#: on both sides of a lazy group backtracked cubically on a "[" and a run of spaces).
+_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
 
 
@@ -441,7 +443,7 @@ def _key_lines(text: str) -> dict[tuple[str, str], int]:
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header:
-            table = ".".join(_unquote(part.strip()) for part in _split_dotted(header.group(1)))
+            table = ".".join(_unquote(part.strip()) for part in _split_dotted(header[1]))
             found.setdefault((table, ""), number)
             continue
         key = _KEY_LINE.match(line)

@@ -22,6 +22,7 @@ __all__ = [
     "canonical_text",
     "sha256_checksum",
     "sha256_digest",
+    "shown_text",
 ]
 
 
@@ -61,6 +62,16 @@ def canonical_text(value: Any) -> str:
     except BaseException:
         _c_encoders.encoder = None
         raise
+
+
+def shown_text(value: Any) -> str:
+    """``canonical_text`` of a value read back from a row, to show it: a row stored before
+    NaN and the infinities were refused (D401) may hold one, written here as JSON's common
+    extension (``NaN``, ``Infinity``) rather than failing the page that shows it."""
+    try:
+        return canonical_text(value)
+    except ValueError:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def canonical_json(value: Any) -> bytes:

@@ -16,10 +16,12 @@ from typing import Any
 import attrs
 
 from toolhost._model.errors import ToolhostError
+from toolhost._model.printable import escaped
 
 __all__ = [
     "InvocationNotFound",
     "InvocationRecord",
+    "InvocationRecordDamaged",
     "InvocationState",
     "OwnerState",
 ]
@@ -55,6 +57,28 @@ class OwnerState(enum.Enum):
 
 class InvocationNotFound(ToolhostError, LookupError):
     """No invocation has this id."""
+
+
+class InvocationRecordDamaged(ToolhostError):
+    """A row changed behind the store's back so that it holds no ``InvocationRecord`` (a state
+    no toolhost writes, arguments that are not JSON, a time that is not one): what a store's
+    ``get`` raises for its id, and what its ``list_rows`` lists in the row's place (made, not
+    raised, there), so one such row neither stops a listing nor a recovery.
+
+    ``field`` is the first attribute, in the record's order, whose stored value alone the
+    record refuses (``"record"`` when none alone is). ``tool_name`` and ``tool_version`` are
+    the row's as stored when they are text, for a report that names the call.
+    """
+
+    def __init__(self, invocation_id: str, field: str, tool_name: str | None = None,
+                 tool_version: str | None = None) -> None:
+        # One line whatever the row holds: the id may be anything a hand edit wrote.
+        super().__init__(f"invocation {escaped(invocation_id)} is damaged ({field}): its row "
+                         "was changed outside toolhost; restore it from a backup")
+        self.id = invocation_id
+        self.field = field
+        self.tool_name = tool_name
+        self.tool_version = tool_version
 
 
 @attrs.frozen(kw_only=True)

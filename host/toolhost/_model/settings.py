@@ -31,6 +31,7 @@ __all__ = [
     "Settings",
     "StoreUnavailable",
     "config_path",
+    "default_config_path",
     "default_data_dir",
     "plugin_data_dir",
     "quoted_value",
@@ -115,12 +116,18 @@ def config_path(environ: Mapping[str, str]) -> Path | None:
         if not is_file:
             raise ConfigFileError(f"{CONFIG_SETTING} is {named!r}, which is not a file")
         return path
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
-        environ.get("HOME") or os.path.expanduser("~"), ".config")
-    path = Path(base) / "toolhost" / "toolhost.toml"
+    path = default_config_path(environ)
     # The default place is read when it can be seen: a user who cannot look into it (a
     # service account with another's HOME) has no file there, as far as it can tell.
     return path if os.path.isfile(path) else None
+
+
+def default_config_path(environ: Mapping[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/toolhost/toolhost.toml`` (``~/.config/...``): the file a start with no
+    ``TOOLHOST_CONFIG`` reads, whether or not it exists yet."""
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".config")
+    return Path(base) / "toolhost" / "toolhost.toml"
 
 
 def _redact(env: Mapping[str, str]) -> dict[str, str]:
@@ -146,8 +153,10 @@ def is_secret_name(name: str) -> bool:
 
 #: A value some redaction already replaced (``***``, the log's ``[redacted]``): kept as it is.
 _ALREADY_MASKED = re.compile(r"\*+|\[[a-z]+\]")
-#: A URL's query parameter (libpq's ``?password=``, ``&sslpassword=``).
-_QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#\s]+)=([^&;#\s]*)")
+#: A URL's query parameter (libpq's ``?password=``, ``&sslpassword=``). Its name holds no
+#: ``?``: a name that could hold one was scanned from each ``?`` of a run to its end
+#: (quadratic in the run).
+_QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#?\s]+)=([^&;#\s]*)")
 
 
 def redact_url_password(value: str) -> str:

@@ -28,7 +28,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -235,10 +235,19 @@ class _Plan:
             return run_async
 
         @functools.wraps(function)
-        def run(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
-            return self.output(function(**arguments_of(arguments, context)))
+        def run(arguments: Mapping[str, Any],
+                context: ToolExecutionContext) -> ToolOutput | Awaitable[ToolOutput]:
+            result = function(**arguments_of(arguments, context))
+            if inspect.isawaitable(result):
+                # A sync wrapper of an async def (functools.wraps over a coroutine function):
+                # the pipeline awaits what a sync body returns, as for a hand-written one.
+                return self._awaited(result)
+            return self.output(result)
 
         return run
+
+    async def _awaited(self, result: Awaitable[Any]) -> ToolOutput:
+        return self.output(await result)
 
     def factory(self, function: Callable[..., Any]) -> Callable[[Services], Any]:
         def build(services: Services) -> Callable[..., Any]:
@@ -256,20 +265,30 @@ class _Plan:
         if self.returns == "text":
             if not isinstance(result, str):
                 raise TypeError(f"the tool body returned {type(result).__name__}, not str")
-            return ToolOutput(structured={"text": result}, content=result)
+            text = str.__str__(result)  # exactly a str: a str Enum's member is its value
+            return ToolOutput(structured={"text": text}, content=text)
         from toolhost._model import host_reasons
         from toolhost._model.outcome import ToolFailure
 
         structured = _converter().unstructure(result)
         try:
             content = json.dumps(structured, ensure_ascii=False, allow_nan=False)
-        except ValueError:  # NaN or an infinity: no JSON carries it, so no output schema holds
+        except ValueError as exc:  # no JSON carries it, so no output schema holds
             raise ToolFailure(host_reasons.OUTPUT_SCHEMA, detail={
-                "problem": "the result holds NaN or an infinity, which JSON cannot carry"},
-            ) from None
-        if self.own_str:
-            return ToolOutput(structured=structured, content=str(result))
+                "problem": _unwritable(structured, exc)}) from None
+        if self.own_str:  # exactly a str, whatever the class's __str__ returns
+            return ToolOutput(structured=structured, content=str.__str__(str(result)))
         return ToolOutput(structured=structured, content=content)
+
+
+def _unwritable(structured: Any, exc: ValueError) -> str:
+    """Why a result has no JSON: NaN or an infinity (JSON has no word for them), or what else
+    ``json`` refused (an integer past Python's digit limit for int-to-str conversion)."""
+    try:
+        json.dumps(structured, ensure_ascii=False, allow_nan=True)
+    except ValueError:
+        return f"the result cannot be written as JSON ({exc})"
+    return "the result holds NaN or an infinity, which JSON cannot carry"
 
 
 def _returns(hint: Any, explicit: Mapping[str, Any] | None,
@@ -335,9 +354,13 @@ def _refused(name: str, exc: Exception) -> Exception:
     return ToolFailure(host_reasons.VALUE_REFUSED, detail={"problem": problem})
 
 
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (types.UnionType, typing.Union)
+
+
 def _wide_union(hint: Any) -> bool:
     """A union of two or more values (``T | None`` is cattrs' own)."""
-    return typing.get_origin(hint) in (types.UnionType, typing.Union) and sum(
+    return _is_union(hint) and sum(
         member is not type(None) for member in typing.get_args(hint)) > 1
 
 
@@ -365,9 +388,12 @@ def _literal_structure(hint: Any) -> Callable[[Any, Any], Any]:
 def _union_structure(union: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Structure a union the schema's ``anyOf`` admitted: a scalar or a Literal as it is (a
     whole float as an int where only an int fits, an int as a float where a float does), an
-    object as the attrs class ``union_tag`` picks (checked at decoration, so it holds here)."""
-    members = typing.get_args(union)
-    where = repr(union)
+    object as the attrs class ``union_tag`` picks (checked at decoration, so it holds here).
+    cattrs hands an attrs field's union over with its members' ``Annotated`` kept: the
+    markers are the schema's, so the members are compared without them."""
+    bare = strip_annotated(union)  # may leave one member: Annotated[int, A] | Annotated[int, B]
+    members = typing.get_args(bare) if _is_union(bare) else (bare,)
+    where = repr(bare)
     classes = union_members(tuple(m for m in members if m is not type(None)), where)
     tag, unique = union_tag(classes, where) if len(classes) > 1 else (None, {})
     by_tag: list[tuple[Any, type]] = []

@@ -4,7 +4,9 @@ What maps, and to what (every object closed, ``additionalProperties: false``, at
 
 - ``str``, ``int``, ``float``, ``bool`` → ``string``, ``integer``, ``number``, ``boolean``;
 - ``Literal["a", "b"]`` → ``enum`` (with ``type`` when the values share one), ``Literal[True]``
-  (one value) → ``const``; an ``enum.Enum`` → ``enum`` of its values;
+  (one value) → ``const``; an ``enum.Enum`` → ``enum`` of its values; a Literal's values (and a
+  union's branches) sorted where typing's cache may have handed over another order
+  (``schema_of``'s ``as_written``);
 - ``T | None`` → ``T`` that also admits ``null``; ``A | B`` → ``anyOf`` (of scalars, Literals
   and attrs classes each told apart by a required field of its own or a Literal tag), with no
   ``default`` inside a branch (fastjsonschema would fill it in even when the branch fails);
@@ -15,7 +17,9 @@ What maps, and to what (every object closed, ``additionalProperties: false``, at
 - ``Annotated[T, ...]`` with the markers below: lengths, ranges, patterns, a description; a
   marker on ``T | None`` constrains the ``T``, and one that does not fit its type is refused.
 
-A default must match its own schema, and a class that contains itself is refused.
+A default must match its own schema (an attrs field's too), a class that contains itself is
+refused, and so is ``ToolExecutionContext`` or ``Services`` as anything but a parameter's
+exact annotation.
 
 The markers are this module's own, small and frozen, so a plugin needs neither pydantic nor
 annotated-types to say ``Annotated[str, MaxLen(64)]``. Anything else is a TypeError naming the
@@ -25,7 +29,9 @@ parameter: a tool's schema is what the model is told, so nothing is guessed.
 from __future__ import annotations
 
 import enum
+import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -169,14 +175,21 @@ def strip_annotated(hint: Any) -> Any:
 
 
 def schema_of(hint: Any, where: str, *, output: bool = False, in_union: bool = False,
-              seen: tuple[type, ...] = ()) -> dict[str, Any]:
+              seen: tuple[type, ...] = (), as_written: bool = True) -> dict[str, Any]:
     """The JSON Schema of one annotation; ``where`` names it in a TypeError. ``output``: a
     result's (every field required, no defaults); ``in_union``: inside an ``anyOf`` branch,
-    where no ``default`` may be (fastjsonschema fills it in even when the branch fails)."""
+    where no ``default`` may be (fastjsonschema fills it in even when the branch fails).
+
+    ``as_written``: whether ``hint`` is the object its author wrote. typing hands back a
+    ``typing.Union`` (``| None`` on a Literal too), an ``Annotated`` or a ``typing.List`` from
+    a cache keyed by equality, and ``Literal["a", "b"]`` equals ``Literal["b", "a"]``: below
+    one of those, the orders in hand may be another module's, so a Literal's values and a
+    union's branches are sorted, and the schema never depends on what was imported first."""
     origin = typing.get_origin(hint)
     if origin is typing.Annotated:
         base, *markers = typing.get_args(hint)
-        schema = schema_of(base, where, output=output, in_union=in_union, seen=seen)
+        schema = schema_of(base, where, output=output, in_union=in_union, seen=seen,
+                           as_written=False)
         for marker in markers:
             _apply(schema, marker, where)
         return schema
@@ -186,16 +199,18 @@ def schema_of(hint: Any, where: str, *, output: bool = False, in_union: bool = F
         values = list(typing.get_args(hint))
         if len(values) == 1:  # one value is a constant, not a choice
             return {"const": _enum_schema(values, where)["enum"][0]}
-        return _enum_schema(values, where)
+        return _enum_schema(values, where, canonical=not as_written)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum_schema([member.value for member in hint], where)
-    if origin in (types.UnionType, typing.Union):
-        return _union_schema(typing.get_args(hint), where, output=output, seen=seen)
+    if origin in (types.UnionType, typing.Union):  # ``int | str`` is made anew, never cached
+        return _union_schema(typing.get_args(hint), where, output=output, seen=seen,
+                             as_written=as_written and origin is types.UnionType)
     if origin in (list, Sequence) or (
         origin is tuple and len(typing.get_args(hint)) == 2 and typing.get_args(hint)[1] is ...
-    ):
-        return {"type": "array", "items": schema_of(typing.get_args(hint)[0], f"{where}[]",
-                                                    output=output, in_union=in_union, seen=seen)}
+    ):  # ``list[T]`` is made anew; ``typing.List[T]`` comes from the cache
+        return {"type": "array", "items": schema_of(
+            typing.get_args(hint)[0], f"{where}[]", output=output, in_union=in_union,
+            seen=seen, as_written=as_written and isinstance(hint, types.GenericAlias))}
     if isinstance(hint, type) and attrs.has(hint):
         if hint in seen:
             raise TypeError(f"{where}: {hint.__qualname__} is recursive (it contains itself, "
@@ -213,6 +228,7 @@ def closed_object(cls: type, where: str, *, output: bool, in_union: bool = False
     """An attrs class as a closed object, its fields by their aliases. Arguments: a field with a
     default is not required (its default in the schema, outside a union), an ``init=False``
     field is not there at all. A result (``output``): every field, always present, required."""
+    _not_given(cls, where, output=output)
     if "<locals>" in cls.__qualname__:
         raise TypeError(f"{where}: {cls.__qualname__} is defined inside a function; define the "
                         "classes a tool's signature uses at module level")
@@ -230,11 +246,27 @@ def closed_object(cls: type, where: str, *, output: bool, in_union: bool = False
             required.append(name)
         elif not in_union:
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = None if default.takes_self else default.factory()
-            if default is not None or _admits_null(schema):
+                # takes_self: made from the instance, so no value the schema could hold
+                default = attrs.NOTHING if default.takes_self else default.factory()
+            if default is not attrs.NOTHING:
                 with_default(schema, default, f"{where}.{name}")
         properties[name] = schema
     return object_schema(properties, required)
+
+
+def _not_given(cls: type, where: str, *, output: bool) -> None:
+    """The context and the services are given to a parameter annotated exactly as them; one
+    anywhere else (``| None``, ``Annotated``, a field) would otherwise be read as arguments."""
+    # Not imported to compare: a class that is one of them has loaded its module already.
+    context = sys.modules.get("toolhost._model.context")
+    if context is None or cls not in (context.ToolExecutionContext, context.Services):
+        return
+    name = cls.__qualname__
+    if output:
+        raise TypeError(f"{where}: {name} is given by the host to a parameter, not a result")
+    raise TypeError(f"{where}: {name} is given by the host, not an argument: annotate the "
+                    f"parameter exactly {name} (no | None, no Annotated, not inside another "
+                    "type)")
 
 
 def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -248,8 +280,8 @@ def with_default(schema: dict[str, Any], value: Any, where: str) -> None:
     TypeError (step 4 fills a default in unchecked, so a wrong one would reach the body)."""
     default = json_default(value, where)
     if not fits(default, schema):
-        raise TypeError(f"{where}: the default {default!r} does not match the parameter's own "
-                        "schema; change the default or the annotation (T | None admits None)")
+        raise TypeError(f"{where}: the default {default!r} does not match its own schema; "
+                        "change the default or the annotation (T | None admits None)")
     schema["default"] = default
 
 
@@ -311,10 +343,13 @@ def _admits_null(schema: Mapping[str, Any]) -> bool:
         b.get("type") == "null" for b in schema.get("anyOf", ()))
 
 
-def _enum_schema(values: list[Any], where: str) -> dict[str, Any]:
+def _enum_schema(values: list[Any], where: str, *, canonical: bool = False) -> dict[str, Any]:
+    """``canonical``: the values sorted by their JSON type, then by value (``schema_of``)."""
     kinds = {_SCALARS.get(type(v)) for v in values}
     if None in kinds or not values:
         raise TypeError(f"{where}: an enum's values must be str, int, float or bool")
+    if canonical:
+        values = sorted(values, key=lambda v: (_SCALARS[type(v)], v))
     schema: dict[str, Any] = {"enum": values}
     if len(kinds) == 1:
         schema = {"type": kinds.pop(), **schema}
@@ -322,15 +357,19 @@ def _enum_schema(values: list[Any], where: str) -> dict[str, Any]:
 
 
 def _union_schema(members: tuple[Any, ...], where: str, *, output: bool,
-                  seen: tuple[type, ...]) -> dict[str, Any]:
+                  seen: tuple[type, ...], as_written: bool) -> dict[str, Any]:
     present = [m for m in members if m is not type(None)]
     if len(present) > 1:
         union_members(tuple(present), where)
     if len(present) == len(members):
-        return {"anyOf": [schema_of(m, where, output=output, in_union=True, seen=seen)
-                          for m in present]}
-    inner = schema_of(present[0], where, output=output, in_union=True, seen=seen) if len(
-        present) == 1 else _union_schema(tuple(present), where, output=output, seen=seen)
+        branches = [schema_of(m, where, output=output, in_union=True, seen=seen,
+                              as_written=as_written) for m in present]
+        if not as_written:  # the members' order may be another module's (``schema_of``)
+            branches.sort(key=lambda branch: json.dumps(branch, sort_keys=True))
+        return {"anyOf": branches}
+    inner = schema_of(present[0], where, output=output, in_union=True, seen=seen,
+                      as_written=as_written) if len(present) == 1 else _union_schema(
+        tuple(present), where, output=output, seen=seen, as_written=as_written)
     declared = inner.get("type")
     if declared in _SCALARS.values() and "enum" not in inner:  # a scalar: one schema, two types
         return {**inner, "type": [declared, "null"]}

@@ -2,7 +2,8 @@
 returns, and why one failed.
 
 An upstream server is a ``[mcp.servers.<name>]`` table of ``toolhost.toml`` (D277): ``command``
-and ``args`` (stdio) or ``url`` (Streamable HTTP), ``env``, ``token``; its tools' classification is
+and ``args`` (stdio) or ``url`` (Streamable HTTP; with a password in it, a reference or in a file
+other users cannot read, as ``token``), ``env``, ``token``; its tools' classification is
 the operator's, per server (the same keys on the server's table, as defaults) and per tool
 (``[mcp.servers.<name>.tools.<tool>]``). ``parse_servers`` checks them; every problem is one line
 ``PATH:LINE: [mcp.servers.x] key: problem``.
@@ -230,9 +231,8 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
         raise fail(None, "set exactly one of command (a stdio server) and url (Streamable HTTP)")
     if command is not None and (not isinstance(command, str) or not command.strip()):
         raise fail("command", "must be a non-empty string")
-    if url is not None and (not isinstance(url, str)
-                            or not re.match(r"^https?://[^\s/]+", url)):
-        raise fail("url", "must be an http:// or https:// URL")
+    if url is not None:
+        url = _url(url, table, fail, where, reference, world_readable, path)
     args = content.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise fail("args", "must be a list of strings")
@@ -292,6 +292,25 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
         defaults=_classification({k: v for k, v in content.items() if k in _TOOL_KEYS
                                   and k != "enabled"}, fail),
         tools=tools, enabled=enabled)
+
+
+def _url(value: object, table: str, fail: Fail, where: Where, reference: Reference,
+         world_readable: bool, path: str) -> str:
+    """A server's ``url``: a reference, or inline; one that carries a password (its userinfo's,
+    or a query parameter named like a credential) is a secret, inline only in a file other
+    users cannot read (D269, as ``[host] database_url``)."""
+    from toolhost._model.config_file import url_has_password
+
+    inline = isinstance(value, str)
+    if isinstance(value, Mapping):
+        value = reference(f"{where(table, 'url')}: [{table}] url", value)
+    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+", value):
+        raise fail("url", "must be an http:// or https:// URL (or a reference: "
+                   '{ env = "NAME" } or { file = "PATH" })')
+    if inline and world_readable and url_has_password(value):
+        raise fail("url", "a secret written in a file every user can read: reference it "
+                   f'({{ env = "NAME" }} or {{ file = "PATH" }}) or chmod o-r {path}')
+    return value
 
 
 def _enum(kind: type[enum.Enum], value: object, key: str, fail: Fail) -> Any:

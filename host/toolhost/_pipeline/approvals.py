@@ -131,11 +131,14 @@ class Approvals:
         record = started
         self._approval_decided(record, "approved")
         try:
-            steps.bind_approval(registered, record)  # 7
+            bound = steps.bind_approval(registered, record)  # 7
         except ToolFailure as failure:
             log.error("pipeline.digest_mismatch", step=7)
             return Resumed(await pipeline.persist_failure(record, failure, log),  # 13
                            acted=True)
+        # As step 4 prepares them now: the same values, with a row paused before D404
+        # holding 3.0 where the body now gets 3.
+        record = attrs.evolve(record, arguments=bound.arguments)
         log.info("pipeline.approved", step=7, approver=approver, within_call=run is not None)
         return Resumed(await pipeline.run_resumed(registered, record, log, cancellation, run),
                        acted=True)

@@ -8,13 +8,21 @@ key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` ke
 whole value of an ``Authorization`` header (any scheme, also in a dict's repr), as the value
 of a secret-named header or parameter (``x-api-key: ...``, ``?access_token=...``,
 ``OPENAI_API_KEY=...``, ``password: ...``), and bare, by a provider key's published shape
-(``sk-...``, ``ghp_...``, ``AKIA...``).
+(``sk-...``, ``ghp_...``, ``AKIA...``). A name is a secret's in ``snake_case``, ``kebab-case``
+and ``camelCase`` alike (``accessToken``, ``clientSecret``). The same redaction, with its own
+marker, is what a span's arguments get (``redact_value``).
+
+Logging never decides a call's outcome: a line that cannot be rendered or written (stderr's
+reader gone, a value the renderer rejects) is dropped and counted (``lost_lines``), and the
+first one of a configuration is reported with one line, if that can be written.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import re
 import sys
+import threading
 from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -26,7 +34,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = ["REDACTED", "apply_logging", "configure_logging", "get_logger", "logging_configured",
-           "redact_secrets", "unfiltered_logger"]
+           "lost_lines", "redact_secrets", "redact_value", "unfiltered_logger"]
 
 REDACTED = "[redacted]"
 
@@ -78,34 +86,52 @@ _TOKEN_SCHEME = _Pattern(
 #: ``?access_token=x``, ``&client_secret=x``, ``OPENAI_API_KEY=x``, ``"api_key": "x"``,
 #: ``password: x``. The name is a whole word (``max_tokens=5`` is not ``token=``).
 _NAMED = _Pattern(
-    r"""(?i)(?<![A-Za-z0-9_-])((?:[A-Za-z0-9_-]*[_-])?(?:api[_-]?key|token|secret|password))"""
-    r"""(["']?\s*[:=]\s*["']?)([^\s"'&#,;]+)"""
+    r"""(?i)(?<![A-Za-z0-9_-])((?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
+    r"""(?:api[_-]?key|token|secret|password))(["']?\s*[:=]\s*["']?)([^\s"'&#,;]+)"""
 )
+#: Where a camelCase name's words meet: ``accessToken`` is ``access_Token``, ``APIKey``
+#: ``API_Key``.
+_CAMEL = _Pattern(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+#: The containers rebuilt as their own type; any other (a namedtuple's constructor takes
+#: fields, not an iterable) becomes a list, as JSON shows it anyway.
+_REBUILT = (list, tuple, set, frozenset)
 
 
 def _is_secret_key(key: str) -> bool:
-    return is_secret_name(key) or key.lower() in {"authorization", "proxy-authorization",
-                                                  "x-api-key", "api_key", "apikey"}
+    return (is_secret_name(key)
+            or key.lower() in {"authorization", "proxy-authorization", "x-api-key", "api_key",
+                               "apikey"}
+            or (not key.islower() and not key.isupper()
+                and is_secret_name(_CAMEL.sub("_", key))))
 
 
-def _redact(value: Any) -> Any:
+def redact_value(value: Any, marker: str = REDACTED) -> Any:
+    """``value`` with every secret in it replaced by ``marker``, however deeply nested: what a
+    log line and a span's arguments show of it."""
     if isinstance(value, Secret):
-        return REDACTED
+        return marker
     if isinstance(value, Mapping):
-        return {k: REDACTED if isinstance(k, str) and _is_secret_key(k) else _redact(v)
-                for k, v in value.items()}
+        return {k: marker if isinstance(k, str) and _is_secret_key(k)
+                else redact_value(v, marker) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return type(value)(_redact(v) for v in value)
+        items = [redact_value(v, marker) for v in value]
+        kind = type(value)
+        if kind not in _REBUILT:
+            return items
+        try:
+            return kind(items)
+        except TypeError:  # a set of namedtuples: their lists cannot be members
+            return items
     if isinstance(value, str):
-        return _redact_text(value)
+        return _redact_text(value, marker)
     return value
 
 
-def _redact_text(text: str) -> str:
+def _redact_text(text: str, marker: str = REDACTED) -> str:
     """The string with each credential replaced; the scheme or name and separator stay."""
     for pattern in (_AUTHORIZATION, _SCHEME, _TOKEN_SCHEME, _NAMED):
-        text = pattern.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
-    text = _KEY_SHAPES.sub(REDACTED, text)
+        text = pattern.sub(lambda m: f"{m[1]}{m[2]}{marker}", text)
+    text = _KEY_SHAPES.sub(marker, text)
     return redact_url_password(text) if "://" in text else text
 
 
@@ -113,7 +139,7 @@ def redact_secrets(
     logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     """structlog processor: secrets never reach a log line, however deeply nested."""
-    return {k: REDACTED if _is_secret_key(k) else _redact(v) for k, v in event_dict.items()}
+    return {k: REDACTED if _is_secret_key(k) else redact_value(v) for k, v in event_dict.items()}
 
 
 def _clock_timestamper(clock: Clock) -> Any:
@@ -155,6 +181,9 @@ class _Configuration:
             else structlog.dev.ConsoleRenderer(
                 colors=False, exception_formatter=structlog.dev.plain_traceback)
         )
+        global _reported, _report_to
+        with _lost_lock:
+            _reported, _report_to = False, self
         structlog.configure(
             processors=[
                 structlog.contextvars.merge_contextvars,
@@ -163,10 +192,72 @@ class _Configuration:
                 redact_secrets,
                 renderer,
             ],
-            wrapper_class=structlog.make_filtering_bound_logger(self.level),
+            wrapper_class=_unfailing(structlog, self.level),
             logger_factory=structlog.PrintLoggerFactory(file=self.stream),
             cache_logger_on_first_use=False,
         )
+
+
+# ---------------------------------------------------------------------- a line that is lost
+
+#: Log lines dropped because they could not be rendered or written, in this process.
+_lost = 0
+#: Whether this configuration's first lost line was reported, and where to.
+_reported = False
+_report_to: _Configuration | None = None
+_lost_lock = threading.Lock()
+#: The level-filtering logger classes, each with ``_proxy_to_logger`` made unfailing.
+_UNFAILING: dict[int, type] = {}
+
+
+def lost_lines() -> int:
+    """How many log lines this process dropped because they could not be rendered or
+    written."""
+    return _lost
+
+
+def _unfailing(structlog: ModuleType, level: int) -> type:
+    """structlog's filtering logger at ``level`` whose lines never raise into the caller: a
+    log line is for the operator and must not decide a call's outcome (D17)."""
+    made = _UNFAILING.get(level)
+    if made is None:
+        base: Any = structlog.make_filtering_bound_logger(level)
+
+        class Unfailing(base):  # type: ignore[misc]
+            def _proxy_to_logger(self, method_name: str, event: str | None = None,
+                                 **event_kw: Any) -> Any:
+                try:
+                    return super()._proxy_to_logger(method_name, event, **event_kw)
+                except Exception as exc:  # the processors, the renderer, or the write
+                    _lose(exc, event)
+                    return None
+
+        Unfailing.__name__ = Unfailing.__qualname__ = f"Unfailing{base.__name__}"
+        made = _UNFAILING[level] = Unfailing
+    return made
+
+
+def _lose(exc: Exception, event: str | None) -> None:
+    """Count a dropped line; the first of a configuration is reported with one line, unless
+    the stream itself is what failed (then that line is lost as well, and only counted)."""
+    global _lost, _reported
+    with _lost_lock:
+        _lost += 1
+        if _reported:
+            return
+        _reported, configuration = True, _report_to
+    if configuration is None:
+        return
+    try:
+        what = {"event": "log.line_lost", "level": "error", "exception": type(exc).__name__,
+                "lost_event": _redact_text(event) if isinstance(event, str) else None}
+        line = (jsonlib.dumps(what, sort_keys=True) if configuration.json else
+                f"toolhost: a log line ({what['lost_event']}) could not be written "
+                f"({what['exception']}); later ones are dropped and counted")
+        configuration.stream.write(line + "\n")
+        configuration.stream.flush()
+    except Exception:
+        pass  # nowhere left to say it
 
 
 #: ``configure_logging``'s configuration while structlog is not imported: a command that
@@ -246,7 +337,7 @@ def unfiltered_logger() -> Any:
     level may hide (a loosened policy)."""
     structlog = apply_logging()
     return structlog.wrap_logger(
-        None, wrapper_class=structlog.make_filtering_bound_logger(0), logger_name="toolhost")
+        None, wrapper_class=_unfailing(structlog, 0), logger_name="toolhost")
 
 
 def get_logger(**bound: Any) -> Any:

@@ -227,7 +227,9 @@ class Pipeline:
     async def _invoke(self, run: Run, name: str, arguments: Any, version: str | None,
                       hold: bool = False) -> Outcome:
         invocation_id = self._new_id()
-        log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=name)
+        # As a refusal's detail shows a name: a registered tool's is itself, a caller's
+        # megabyte is not a megabyte of every line of the call.
+        log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=steps.shown(name))
         created = self.clock.now()
         registered: Registered | None = None
         try:
@@ -444,7 +446,6 @@ class Pipeline:
     ) -> Outcome:
         """Step 13 for a call a step from 1 to 4 refused: its one row, written ``failed``."""
         info = steps.render_failure(self.messages, failure)
-        log.info("pipeline.failed", reason_code=info.reason_code, detail=dict(info.detail))
         record = InvocationRecord(
             id=invocation_id, run_id=run.id, principal_id=run.principal.id,
             scopes=tuple(sorted(run.principal.scopes)), conversation_id=run.conversation_id,
@@ -458,8 +459,12 @@ class Pipeline:
         try:
             await self._write(functools.partial(self.invocations.insert, record))
         except Exception as exc:
-            return self._not_recorded(record, exc, log)
-        return self.outcome_of(record)
+            outcome = self._not_recorded(record, exc, log)
+        else:
+            outcome = self.outcome_of(record)
+        # Logged once the row is written: the log is the operator's, never the call's outcome.
+        log.info("pipeline.failed", reason_code=info.reason_code, detail=dict(info.detail))
+        return outcome
 
     async def _persist_success(
         self, record: InvocationRecord, trust: Trust, shaped: steps.Shaped, log: Any,
@@ -471,23 +476,26 @@ class Pipeline:
         )
         if attachments:
             fields["attachments"] = attachments
-        log.info("pipeline.succeeded", step=13, truncated=shaped.truncated)
-        return await self._persist(record, InvocationState.SUCCEEDED, fields, log,
-                                   inserted=inserted)
+        outcome = await self._persist(record, InvocationState.SUCCEEDED, fields, log,
+                                      inserted=inserted)
+        log.info("pipeline.succeeded", step=13, truncated=shaped.truncated)  # after the row
+        return outcome
 
     async def persist_failure(
         self, record: InvocationRecord, failure: ToolFailure, log: Any, *, inserted: bool = True,
     ) -> Outcome:
         info = steps.render_failure(self.messages, failure)
         detail = steps.storable_detail(info.detail)
-        log.info("pipeline.failed", step=13, reason_code=info.reason_code, detail=detail)
         # Step 12's OUTPUT_TOO_LARGE keeps the partial output it artifactized.
         artifacts = failure.artifacts if isinstance(failure, steps.OutputTooLarge) else ()
-        return await self._persist(record, InvocationState.FAILED, dict(
+        outcome = await self._persist(record, InvocationState.FAILED, dict(
             failure_kind=info.kind.value, reason_code=info.reason_code,
             retryable=info.retryable, failure_detail=detail,
             artifact_refs=artifacts,
         ), log, inserted=inserted)
+        log.info("pipeline.failed", step=13, reason_code=info.reason_code,  # after the row
+                 detail=detail)
+        return outcome
 
     async def _persist(
         self, record: InvocationRecord, state: InvocationState, fields: Mapping[str, Any],
@@ -728,7 +736,8 @@ class Pipeline:
         give their words, ``USER_DECLINED``): its one row, written ``failed``."""
         with self.in_flight():
             invocation_id = self._new_id()
-            log = get_logger(invocation_id=invocation_id, run_id=run.id, tool=name)
+            log = get_logger(invocation_id=invocation_id, run_id=run.id,
+                             tool=steps.shown(name))
             registered: Registered | None = None
             try:
                 registered = steps.resolve(self.registry, name, version or run.pins.get(name))

@@ -12,19 +12,28 @@ on a worker thread while its loop serves calls.
 This process's own calls whose outcome the store could not take when they ended
 (``Pipeline``'s store failing) are handed here (``settle_later``) and written by the next
 recovery, so a row is never left ``running`` for as long as this process lives.
+
+A row changed behind the store's back so that it holds no record (``InvocationRecordDamaged``)
+is reported and left as it is: nothing it says can be trusted to settle it by, and it must not
+keep every other row from being settled.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from toolhost._model import host_reasons as core_messages
-from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
+from toolhost._model.invocations import (
+    InvocationRecord,
+    InvocationRecordDamaged,
+    InvocationState,
+    OwnerState,
+)
 from toolhost._model.outcome import Outcome, ToolFailure, ToolFailureKind
 from toolhost._model.spec import Idempotency
 from toolhost._pipeline import steps
@@ -44,7 +53,8 @@ _RERUNNABLE = frozenset({Idempotency.READ_ONLY, Idempotency.IDEMPOTENT})
 
 
 class RecoveryAction(enum.Enum):
-    #: The owner is alive, or cannot be checked from here: the row is untouched.
+    #: The owner is alive, or cannot be checked from here, or the row is damaged: the row is
+    #: untouched.
     LEFT = "left"
     #: Settled ``failed`` with ``tool.internal.interrupted``; the tool was not run again.
     FAILED = "failed"
@@ -82,6 +92,8 @@ class Recovery:
         #: Rows of this process's calls whose outcome could not be written (the store was
         #: lost mid-call): id -> the row as it should end (``settle_later``).
         self._unsettled: dict[str, InvocationRecord] = {}
+        #: The damaged rows already logged: a server's periodic pass logs each once.
+        self._damaged_logged: set[str] = set()
 
     @property
     def _store(self) -> InvocationStore:
@@ -107,7 +119,10 @@ class Recovery:
         if not rerun:
             return self.recover_interrupted()
         report = self._settle_own()
-        for record in self._store.list(state=InvocationState.RUNNING):
+        for record in self._rows(InvocationState.RUNNING):
+            if isinstance(record, InvocationRecordDamaged):
+                report.append(self._damaged(record))
+                continue
             looked_at = self._settle_gone(record, rerun=True)
             report.append(looked_at if isinstance(looked_at, Recovered)
                           else await self._rerun(record, *looked_at))
@@ -126,9 +141,12 @@ class Recovery:
         report = self._settle_own(stopping)
         if _stopped(stopping):
             return report
-        for record in self._store.list(state=InvocationState.RUNNING):
+        for record in self._rows(InvocationState.RUNNING):
             if _stopped(stopping):
                 return report
+            if isinstance(record, InvocationRecordDamaged):
+                report.append(self._damaged(record))
+                continue
             looked_at = self._settle_gone(record, rerun=False, stopping=stopping)
             # rerun=False never hands a row back to run: _why_not_rerun always says why not.
             assert isinstance(looked_at, Recovered)
@@ -138,9 +156,31 @@ class Recovery:
         return report
 
     def _approved_left(self) -> list[Recovered]:
-        return [_recovered(record, RecoveryAction.LEFT,
-                           f"approved but not started: toolhost approve {record.id} runs it")
-                for record in self._store.list(state=InvocationState.APPROVED)]
+        return [self._damaged(record) if isinstance(record, InvocationRecordDamaged)
+                else _recovered(record, RecoveryAction.LEFT,
+                                f"approved but not started: toolhost approve {record.id} runs it")
+                for record in self._rows(InvocationState.APPROVED)]
+
+    def _rows(self, state: InvocationState) -> Sequence[InvocationRecord | InvocationRecordDamaged]:
+        """The rows in ``state``, oldest first, a damaged one as what is damaged in it: the
+        store's ``list_rows`` (both adapters have it), else its ``list``, whose records are
+        all a backend written against the port before ``list_rows`` can give."""
+        list_rows: Callable[..., Sequence[InvocationRecord | InvocationRecordDamaged]] | None = (
+            getattr(self._store, "list_rows", None))
+        if list_rows is None:
+            return self._store.list(state=state)
+        return list_rows(state=state)
+
+    def _damaged(self, damaged: InvocationRecordDamaged) -> Recovered:
+        """A damaged row, reported and left as it is (logged once by this recovery)."""
+        if damaged.id not in self._damaged_logged:
+            self._damaged_logged.add(damaged.id)
+            get_logger(invocation_id=damaged.id).warning(
+                "pipeline.recover_skipped_damaged", field=damaged.field)
+        return Recovered(
+            damaged.id, damaged.tool_name or "", damaged.tool_version, RecoveryAction.LEFT,
+            f"its record is damaged ({damaged.field}): left as it is; it was changed outside "
+            "toolhost (restore it from a backup)")
 
     def _settle_gone(self, record: InvocationRecord, rerun: bool,
                      stopping: threading.Event | None = None) -> (
@@ -183,11 +223,12 @@ class Recovery:
         log.warning("pipeline.recovered", action="rerun", owner=owner,
                     idempotency=registered.spec.idempotency.value)
         try:
-            steps.bind_approval(registered, taken)  # the arguments recorded, unchanged
+            bound = steps.bind_approval(registered, taken)  # the arguments recorded, unchanged
         except ToolFailure as failure:
             outcome = await self._pipeline.persist_failure(taken, failure, log)
         else:
-            outcome = await self._pipeline.run_resumed(registered, taken, log, None)
+            outcome = await self._pipeline.run_resumed(
+                registered, attrs.evolve(taken, arguments=bound.arguments), log, None)
         return _recovered(
             record, RecoveryAction.RERUN,
             f"{owner} is gone; {registered.spec.idempotency.value}, so run again here: "

@@ -15,8 +15,13 @@ configured, nothing is made either: whether a tracer provider exists is asked on
 once seen, is kept (the API sets the global provider once per process).
 
 Never the arguments, the results or a secret: the arguments go on the span only when the
-operator sets ``TOOLHOST_TRACE_ARGUMENTS=on``, and then with every value of a secret setting
-and every member whose name is a credential's redacted (``redacted_arguments``).
+operator sets ``TOOLHOST_TRACE_ARGUMENTS=on``, and then redacted as a log line is (the log's
+redaction: members named like a credential, credentials inside strings, URL passwords), and
+every value of a secret setting as well (``redacted_arguments``).
+
+A name no registered tool has is the caller's word: the span is named ``execute_tool`` alone
+once the call did not resolve, and ``gen_ai.tool.name`` is the name as a refusal's detail shows
+it (``steps.shown``: at most 200 characters), never a megabyte a caller sent.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from toolhost._model.host_reasons import UNKNOWN_TOOL
+from toolhost._model.host_reasons import UNKNOWN_VERSION
 from toolhost._model.outcome import Outcome, OutcomeStatus, ToolFailure
 from toolhost._model.settings import is_secret_name
+from toolhost._pipeline.log import redact_value
+from toolhost._pipeline.steps import shown
 
 #: The API's modules, imported by ``api_loaded`` once something else in the process has.
 otel_trace: Any = None
@@ -211,6 +218,7 @@ class Tracing:
         tracer = self.tracer()
         if tracer is None:
             return None
+        name = shown(name)  # a registered tool's name is itself
         attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",
                                       "gen_ai.tool.name": name, "toolhost.run_id": run_id}
         if arguments is not None and self.arguments:
@@ -253,10 +261,15 @@ class Tracing:
         return _Request(self, name, parent)
 
     def redacted_arguments(self, arguments: Any) -> str:
-        """The arguments as JSON, with every member named like a credential and every value
-        of a secret setting replaced by ``***``."""
-        text = json.dumps(_redact_members(arguments), sort_keys=True, ensure_ascii=False,
-                          default=repr)
+        """The arguments as JSON, redacted as a log line is (``log.redact_value``) and with
+        every value of a secret setting replaced, each by ``***``. Arguments JSON cannot
+        show (a key that is not text, a cycle: the Python API takes any object) are named
+        only: the span must not fail the call it describes."""
+        try:
+            text = json.dumps(redact_value(arguments, _REDACTED), sort_keys=True,
+                              ensure_ascii=False, default=repr)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return f"(arguments not shown: {type(exc).__name__})"
         for secret in self._secrets:
             text = text.replace(secret, _REDACTED)
             quoted = json.dumps(secret, ensure_ascii=False)[1:-1]
@@ -279,11 +292,11 @@ class _Request:
         tracer = self._tracing.tracer()
         if tracer is None:
             return None
+        name = shown(self._name)
         span = tracer.start_span(
-            f"execute_tool {self._name}", context=self._parent,
+            f"execute_tool {name}", context=self._parent,
             kind=otel_trace.SpanKind.INTERNAL,
-            attributes={"gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": self._name})
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name})
         self._call = CallTrace(tracer, span, outer=True)
         self._tokens = (otel_context.attach(otel_trace.set_span_in_context(span)),
                         _current.set(self._call))
@@ -312,8 +325,11 @@ def record_outcome(span: Any, outcome: Outcome) -> None:
     if outcome.failure is not None:
         attributes["toolhost.reason_code"] = outcome.failure.reason_code
     span.set_attributes(attributes)
-    if outcome.failure is not None and outcome.failure.reason_code == UNKNOWN_TOOL:
-        # A name no tool has is the caller's word: not a span name (names are few, by rule).
+    if outcome.version is None and (outcome.failure is None
+                                    or outcome.failure.reason_code != UNKNOWN_VERSION):
+        # The call resolved no tool (a resolved one has a version, whatever the store did
+        # afterwards): its name is the caller's word, not a span name (names are few, by
+        # rule, D273). An unknown version of a tool that exists keeps the tool's name.
         span.update_name("execute_tool")
     if outcome.status is OutcomeStatus.FAILED and outcome.failure is not None:
         span.set_attribute("error.type", outcome.failure.reason_code)
@@ -387,12 +403,3 @@ def _error_type(exc: BaseException) -> str:
     if isinstance(exc, ToolFailure):
         return exc.reason_code
     return type(exc).__qualname__
-
-
-def _redact_members(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: (_REDACTED if isinstance(k, str) and is_secret_name(k)
-                    else _redact_members(v)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact_members(v) for v in value]
-    return value

@@ -149,6 +149,9 @@ DOTTED = {
                 MailAddress(name="Alice B.", address="alice@example.org")),
     "encoded word": ("=?utf-8?q?Jos=C3=A9?= B.<alice@example.org>",
                      MailAddress(name="José B.", address="alice@example.org")),
+    # formataddr, the first fallback, refused a non-ASCII address beside it (RFC 6532).
+    "beside an internationalized address": ("Jösé <jose@exämple.org>, J.<alice@example.org>",
+                                            MailAddress(name="J.", address="alice@example.org")),
     "second of two": ('"Bob" <bob@example.org>, J.<alice@example.org>',
                       MailAddress(name="J.", address="alice@example.org")),
 }

@@ -64,6 +64,9 @@ class _LockedReader:
     def __init__(self, error: sqlite3.Error) -> None:
         self.error = error
 
+    def state(self) -> str:
+        raise self.error
+
     def generation(self) -> int:
         raise self.error
 
@@ -89,7 +92,8 @@ def lock_error(tmp_path: Path) -> sqlite3.OperationalError:
 
 def test_a_locked_cache_is_busy_and_retryable(lock_error: sqlite3.OperationalError) -> None:
     cache = Cache(_LockedReader(lock_error))  # type: ignore[arg-type]
-    for read in (cache.generation, lambda: list(cache.messages()), lambda: cache.source("k")):
+    for read in (cache.state, cache.generation, lambda: list(cache.messages()),
+                 lambda: cache.source("k")):
         with pytest.raises(ToolFailure) as failure:
             read()
         assert failure.value.reason_code == "tool.upstream_unavailable.people_busy"

@@ -56,12 +56,16 @@ def test_a_cursor_round_trips() -> None:
 
 
 class _Cache:
-    """The two reader methods ``refresh`` uses, over a list it is handed."""
+    """The three reader methods ``refresh`` uses, over a list it is handed."""
 
     def __init__(self) -> None:
+        self.state_value = "1"
         self.generation_value = 0
         self.stored: list[CachedMessage] = []
         self.reads = 0
+
+    def state(self) -> str:
+        return self.state_value
 
     def generation(self) -> int:
         return self.generation_value
@@ -103,6 +107,22 @@ def test_refresh_rebuilds_on_a_new_generation_or_new_links_only(tmp_path: Path) 
         link(tmp_path, "a@example.org", "c@example.org")
         assert index.refresh(conn, cache, read_links(tmp_path)) is True
         assert _count(conn) == 1
+
+
+def test_refresh_rebuilds_for_other_mail_at_the_same_generation(tmp_path: Path) -> None:
+    # Regression: a cache made anew counts generations from 0 again, and an index tagged with
+    # the generation alone took it for the cache it was built from.
+    cache = _Cache()
+    cache.stored = [_message("k1", "a@example.org")]
+    cache.generation_value = 1
+    with closing(index.open_index(tmp_path)) as conn:
+        assert index.refresh(conn, cache, {}) is True
+        cache.state_value = "2"
+        cache.stored = [_message("k9", "z@example.org")]
+        assert index.is_current(conn, cache, {}) is False
+        assert index.refresh(conn, cache, {}) is True
+        assert [a for (a,) in conn.execute("SELECT address FROM person_address")] == [
+            "z@example.org"]
 
 
 def test_a_damaged_index_is_rebuilt(tmp_path: Path) -> None:

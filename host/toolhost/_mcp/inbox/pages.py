@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import attrs
 
-from toolhost._composition import InvocationRecord, InvocationState, canonical_text
+from toolhost._composition import InvocationRecord, InvocationState, shown_text
 from toolhost._mcp.inbox.charts import Overview, overview_body
 from toolhost._mcp.inbox.inert import text
 from toolhost._mcp.inbox.login import Login
@@ -212,7 +212,7 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 
 def _arguments(arguments: Any) -> str:
     """Canonical JSON (what the digest binds), one line, every character visible."""
-    return text(canonical_text(arguments))
+    return text(shown_text(arguments))
 
 
 def history_page(rows: Sequence[InvocationRecord], login: Login, csrf: str,

@@ -27,7 +27,7 @@ from email.headerregistry import (
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import EmailPolicy
-from email.utils import formataddr, getaddresses
+from email.utils import getaddresses
 from html.parser import HTMLParser
 from typing import Any, Final, Literal
 
@@ -134,8 +134,18 @@ def _requoted(value: str) -> str:
     Python before 3.13 raises reading a display name that ends in a dot right before ``<``
     (``J.<j@x>``, ``. <j@x>``): ``email.utils.getaddresses`` reads such a list, and the
     message is kept with its addresses rather than skipped as ``undecodable``."""
-    return ", ".join(formataddr((_decoded_words(display_name), addr_spec))
+    return ", ".join(_quoted(_decoded_words(display_name), addr_spec)
                      for display_name, addr_spec in getaddresses([value]))
+
+
+def _quoted(display_name: str, addr_spec: str) -> str:
+    """``"name" <address>``, the name as a quoted string (UTF-8 inside it is RFC 6532's, so a
+    non-ASCII name or address is kept as it is, which ``formataddr`` refuses); a name's line
+    breaks are spaces, so nothing starts a header of its own."""
+    if not display_name:
+        return addr_spec
+    name = " ".join(display_name.splitlines()).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{name}" <{addr_spec}>'
 
 
 def _decoded_words(text: str) -> str:

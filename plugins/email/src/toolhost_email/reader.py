@@ -96,6 +96,16 @@ class MailCacheReader:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return 0 if row is None else int(row[0])
 
+    def state(self) -> str:
+        """What the cache holds now (its messages and their owners), as a digest: "" when
+        there is no cache, or it was last changed by a version that kept none. Compare it
+        with the generation: a cache made anew counts generations from 0 again, so equal
+        generations alone do not mean the same mail."""
+        if self._conn is None:
+            return ""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
+        return "" if row is None else f"{int(row[0]):016x}"
+
     def shared(self) -> bool:
         """The cache is several people's: some account was ever given an owner."""
         if self._conn is None:

@@ -7,6 +7,7 @@ private business: other distributions read it only through ``toolhost_email.read
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -281,7 +282,29 @@ def checkpoint(conn: sqlite3.Connection, attempts: int = 50) -> bool:
 
 
 def bump_generation(conn: sqlite3.Connection) -> int:
-    """Advance the generation inside the caller's transaction; the new value."""
+    """Advance the generation inside the caller's transaction, and record the ``state`` it
+    stands for; the new value."""
     conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('state', ?)",
+                 (_state(conn),))
     row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
     return int(row[0])
+
+
+def _state(conn: sqlite3.Connection) -> int:
+    """What the cache holds: a digest (63 bits, as meta's values are integers) of its message
+    keys, which name an account and a message's bytes, and of the accounts' owners. The
+    generation alone does not say it: a cache made anew counts from 0 again, so a reader
+    that kept what it derived at generation 3 of the old cache would take the new cache's
+    generation 3 for it. Made from the content, not drawn at random: the same mail, the same
+    state (and a plugin makes no random ids)."""
+    digest = hashlib.sha256()
+    for (key,) in conn.execute("SELECT message_key FROM messages ORDER BY message_key"):
+        digest.update(f"{key}\x1e".encode())
+    digest.update(b"\x1d")
+    for account, owner in conn.execute(
+            "SELECT account, owner FROM account_owners ORDER BY account"):
+        digest.update(f"{account}\x1f{owner}\x1e".encode())
+    owned = conn.execute("SELECT value FROM meta WHERE key = 'owned'").fetchone()
+    digest.update(b"\x1d" + str(None if owned is None else owned[0]).encode())
+    return int.from_bytes(digest.digest()[:8], "big") >> 1

@@ -8,14 +8,18 @@ brings the derived index up to date with the mail cache now (the tools do it on 
 call anyway: after ``toolhost-email erase``, this removes the erased mail from people's own
 files at once). Once toolhost-email's accounts have owners, ``me --principal P`` names one
 principal's alias, and ``refresh`` brings every principal's index up to date (deleting those of
-principals that own no account any more, with what people kept of their addresses). State
-lives in toolhost-people's data directory under TOOLHOST_DATA_DIR, the one a host gives the
-plugin. Bad input is one line on stderr and exit status 2, never a traceback.
+principals that own no account any more, with what people kept of their addresses), each
+file on its own: one it cannot refresh is a line on stderr, the others are still refreshed,
+and the exit status is 1. State lives in toolhost-people's data directory under
+TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input (a value that is not UTF-8
+text, a toolhost.toml the host could not use either) is one line on stderr and exit status 2,
+never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -60,10 +64,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _text(value: str, name: str) -> str:
+    """``value`` when it is UTF-8 text (as the host's commands take every value, D341): bytes
+    that are not arrive as lone surrogates, which no stored row can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        try:  # the bytes the operator typed (b'\xff')
+            typed = repr(value.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:  # a surrogate no bytes decode to: given in-process
+            typed = ascii(value)
+        raise _Usage(f"argument {name}: {typed} is not UTF-8 text") from None
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = Settings.from_environ()
-    own_dir = settings.plugin_data_dir(DISTRIBUTION)
+    try:
+        settings = Settings.from_environ()
+        own_dir = settings.plugin_data_dir(DISTRIBUTION)
+    except ValueError as exc:  # SettingError: a toolhost.toml it cannot use, as the host's
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     try:
         return _run(args, settings, own_dir)
     except _Usage as exc:
@@ -101,7 +123,7 @@ def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
     elif args.command == "me":
         principal = None
         if args.principal is not None:
-            principal = args.principal.strip()
+            principal = _text(args.principal, "--principal").strip()
             if not principal:
                 raise _Usage("a principal is a non-empty id, as its token or its issuer names it")
         if args.address is None:
@@ -133,15 +155,28 @@ def _refresh(settings: Settings, own_dir: Path) -> int:
         print(_refresh_one(own_dir, cache_dir, None))
         return 0
     remove_index(own_dir)  # the one-person index: nobody reads it once accounts have owners
+    failed = False
     for file in sorted((own_dir / PRINCIPALS_DIR).glob("*.sqlite3")):
-        print(_refresh_principal(own_dir, cache_dir, file))
-    return 0
+        # Each file on its own (D245): one that cannot be refreshed stops none of the others.
+        try:
+            done = _refresh_principal(own_dir, cache_dir, file)
+        except (OSError, sqlite3.Error, CacheUnavailable) as exc:
+            if not os.path.lexists(file):
+                continue  # deleted since the listing (a host's call of a principal owning none)
+            print(f"{PROG}: cannot refresh {file}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            failed = True
+            continue
+        print(done)
+    return 1 if failed else 0
 
 
 def _refresh_principal(own_dir: Path, cache_dir: Path, file: Path) -> str:
     """Bring one principal's index up to date, or delete it (and what people kept for the
     principal) when it owns nothing any more; a file that is no index of a principal is
-    deleted too (derived data, as the tools would)."""
+    deleted too (derived data, as the tools would), but for a database with no tables of
+    people's yet: a host is making that index this moment (its tables come a transaction
+    after the file), and deleting the file under it failed that call."""
     from toolhost_email import open_mail_cache
 
     from toolhost_people.index import indexed_principal, is_damage, remove_index_file
@@ -151,7 +186,9 @@ def _refresh_principal(own_dir: Path, cache_dir: Path, file: Path) -> str:
         with closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
             principal = indexed_principal(conn)
     except sqlite3.DatabaseError as exc:
-        if not is_damage(exc) and "no such table" not in str(exc):
+        if "no such table" in str(exc):
+            return f"{file.name}: no index in it yet, left alone"
+        if not is_damage(exc):
             raise
         principal = None
     if principal is None:

@@ -18,6 +18,8 @@ from toolhost_people.bounds import worst_case_bytes
 
 __all__ = [
     "ADDRESS",
+    "BUSY_TIMEOUT_S",
+    "CALL_BUSY_TIMEOUT_S",
     "DATE",
     "KEY",
     "MAX_ADDRESS",
@@ -34,6 +36,14 @@ __all__ = [
     "rendered",
     "spec",
 ]
+
+#: How long a connection to people's own files waits for a lock another holds: the operator's
+#: command (``toolhost-people``) 30 s, as long as toolhost-email's writers wait ...
+BUSY_TIMEOUT_S = 30.0
+#: ... and a tool call 10 s, well inside its 30 s timeout, so that a lock held longer ends the
+#: call as the retryable ``people_busy``, not as the host's deadline (the body abandoned,
+#: still waiting). Two waits that each end just short of it still fit.
+CALL_BUSY_TIMEOUT_S = 10.0
 
 #: ``p_`` and 16 lowercase hex digits (``index.person_id_for``).
 PERSON_ID_PATTERN = "^p_[0-9a-f]{16}$"

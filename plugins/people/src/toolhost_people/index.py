@@ -1,12 +1,15 @@
 """The derived index: people, their addresses, names and interactions, built from the mail
 cache and the operator's links, in ``index.sqlite3`` in toolhost-people's own data directory.
 
-It is derived data and nothing else: ``refresh`` compares the cache's generation and the
-links' digest with the pair the index was built from, and rebuilds it whole, in one
-transaction, when either changed. The cache's generation changes on every import that added
-something and on every erase, so an erased account or thread is gone from people at the next
-call that reads them (or ``toolhost-people refresh``). A rebuild of 10,000 messages takes well
-under a second; an incremental index would have to mirror every erasure rule of the cache.
+It is derived data and nothing else: ``refresh`` compares the cache's state and generation,
+the links' digest and the owner's addresses with what the index was built from, and rebuilds
+it whole, in one transaction, when any changed. The cache's generation changes on every import
+that added something and on every erase, so an erased account or thread is gone from people
+at the next call that reads them (or ``toolhost-people refresh``); its state (a digest of what
+it holds) tells apart a cache made anew (removed, then mail imported again), whose generation
+counts from 0 again.
+A rebuild of 10,000 messages takes well under a second; an incremental index would have to
+mirror every erasure rule of the cache.
 
 The generation is read before the messages: a change between the two leaves an index tagged
 with the older generation, which the next call rebuilds, never one that hides a change.
@@ -17,20 +20,27 @@ address as the cache gives it, or one per group of linked addresses. An interact
 message that names the person, counted once however many of its headers name them: ``sent``
 when any From address is the owner's (the owner's mail copied to their other account is
 still sent), else ``received``. Names and subjects are stored as shown (``bounds.shown``).
+
+A person's id is ``p_`` and 64 bits of the sha256 of the address naming it (``person_id_for``),
+so it survives every rebuild. Two addresses whose ids collide (an outsider can find a pair in
+about 2^32 hashes and name both in one mail) must not fail the rebuild: the one that sorts
+first keeps the id and the other takes the next free one of its own (``person_ids``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from toolhost_people.bounds import shown
-from toolhost_people.common import MAX_MESSAGE_ID, MAX_NAME, MAX_SUBJECT
+from toolhost_people.common import BUSY_TIMEOUT_S, MAX_MESSAGE_ID, MAX_NAME, MAX_SUBJECT
 from toolhost_people.fold import fold
 from toolhost_people.links import digest, normalize_address
 
@@ -44,6 +54,7 @@ __all__ = [
     "NO_DATE",
     "PRINCIPALS_DIR",
     "CacheView",
+    "HollowIndex",
     "Interaction",
     "PersonRow",
     "SearchRow",
@@ -54,6 +65,7 @@ __all__ = [
     "find_interaction",
     "history_page",
     "index_path",
+    "index_present",
     "indexed_principal",
     "is_current",
     "is_damage",
@@ -61,6 +73,7 @@ __all__ = [
     "open_index",
     "person",
     "person_id_for",
+    "person_ids",
     "recent_threads",
     "refresh",
     "remove_index",
@@ -150,6 +163,8 @@ class ThreadRow(NamedTuple):
 class CacheView(Protocol):
     """What the index reads of toolhost-email's ``MailCacheReader``."""
 
+    def state(self) -> str: ...
+
     def generation(self) -> int: ...
 
     def messages(self) -> Iterator[CachedMessage]: ...
@@ -158,10 +173,33 @@ class CacheView(Protocol):
 # ------------------------------------------------------------------------------ values
 
 
-def person_id_for(canonical: str) -> str:
+def person_id_for(canonical: str, attempt: int = 0) -> str:
     """A person's id: from the address naming it (its own, or its link group's smallest), so
-    the id survives every rebuild."""
-    return "p_" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    the id survives every rebuild. ``attempt`` n > 0: its n-th other id, for a collision
+    (``person_ids``); no address holds the NUL that separates the two."""
+    text = canonical if attempt == 0 else f"{canonical}\x00{attempt}"
+    return "p_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def person_ids(canonicals: Iterable[str]) -> dict[str, str]:
+    """Each naming address's person id: ``person_id_for``'s, unless several share it. Then
+    the address that sorts first keeps it and each other takes its first ``attempt`` that is
+    nobody's first id nor taken already, so an id that collides with none never changes."""
+    by_id: dict[str, list[str]] = {}
+    for canonical in canonicals:
+        by_id.setdefault(person_id_for(canonical), []).append(canonical)
+    taken = set(by_id)
+    ids: dict[str, str] = {}
+    for pid in sorted(by_id):  # sorted: the same ids whatever order the mail came in
+        first, *others = sorted(by_id[pid])
+        ids[first] = pid
+        for canonical in others:
+            attempt = 1
+            while (other := person_id_for(canonical, attempt)) in taken:
+                attempt += 1
+            taken.add(other)
+            ids[canonical] = other
+    return ids
 
 
 def timestamp(date: _dt.datetime | None) -> int:
@@ -188,27 +226,36 @@ def index_path(data_dir: Path, principal: str | None = None) -> Path:
     return data_dir / PRINCIPALS_DIR / f"{name}.sqlite3"
 
 
-def open_index(data_dir: Path, principal: str | None = None) -> sqlite3.Connection:
+class HollowIndex(sqlite3.DatabaseError):
+    """The index file is empty beside a write-ahead log or shared memory: cut to nothing under
+    them (SQLite writes a new file's header before it makes either). Opened, it would wait
+    for locks nobody releases, or take the old log's pages for its own: damage."""
+
+
+def open_index(data_dir: Path, principal: str | None = None, *,
+               timeout: float = BUSY_TIMEOUT_S, mend: bool = True) -> sqlite3.Connection:
     """The index in ``data_dir`` (``principal``'s: ``index_path``), created (or recreated, if
-    damaged or of another layout) empty. Autocommit: every write is an explicit transaction.
-    Any other error (a directory in its place, no permission, a lock held too long) is
-    raised: deleting would not help."""
+    damaged or of another layout) empty. Autocommit: every write is an explicit transaction;
+    ``timeout``: how long to wait for a lock. Any other error (a directory in its place, no
+    permission, a lock held too long) is raised: deleting would not help. ``mend`` False:
+    damage is raised too (``is_damage``), for a caller that closes its own connections to
+    the file before deleting it."""
     path = index_path(data_dir, principal)
     if principal is not None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        return _open(path, principal)
+        return _open(path, principal, timeout)
     except sqlite3.DatabaseError as exc:
-        if not is_damage(exc):
+        if not (mend and is_damage(exc)):
             raise
     # Derived data: a damaged file is removed and rebuilt, never repaired.
     remove_index(data_dir, principal)
-    return _open(path, principal)
+    return _open(path, principal, timeout)
 
 
 def empty_index() -> sqlite3.Connection:
     """An index of no mail, in memory: what a principal that owns no account reads."""
-    return _open(Path(":memory:"), None)
+    return _open(Path(":memory:"), None, BUSY_TIMEOUT_S)
 
 
 def indexed_principal(conn: sqlite3.Connection) -> str | None:
@@ -218,10 +265,13 @@ def indexed_principal(conn: sqlite3.Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
-def is_damage(exc: sqlite3.DatabaseError) -> bool:
+def is_damage(exc: BaseException) -> bool:
     """Whether SQLite says the file is not a database or is malformed (SQLITE_NOTADB,
-    SQLITE_CORRUPT): the only errors that deleting a derived file mends."""
-    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    SQLITE_CORRUPT), or it is hollow (``HollowIndex``): the only errors that deleting a
+    derived file mends."""
+    return isinstance(exc, HollowIndex) or (
+        isinstance(exc, sqlite3.DatabaseError)
+        and getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB))
 
 
 def remove_index(data_dir: Path, principal: str | None = None) -> None:
@@ -229,25 +279,55 @@ def remove_index(data_dir: Path, principal: str | None = None) -> None:
     remove_index_file(index_path(data_dir, principal))
 
 
-#: Held from a connection's opening of an index file to its opening of the file's shared
-#: memory, and while a file is deleted. SQLite opens ``-shm`` by name after the database: a
-#: file deleted and made anew between the two would give the old file's connection the new
-#: one's shared memory, and as POSIX locks never conflict within a process, it would take
-#: itself for its first user and truncate what another connection has mapped (SIGBUS). Once
-#: open, a connection keeps its files, and SQLite leaves alone those of a file deleted since.
-_OPENING_OR_DELETING = threading.Lock()
+def index_present(path: Path) -> bool:
+    """Whether anything of the index file ``path`` is there to delete (a dangling symlink
+    counts): a check without the file's lock, so a call that deletes nothing waits for none."""
+    return any(os.path.lexists(f"{path}{suffix}") for suffix in ("", "-wal", "-shm"))
+
+
+# Held from a connection's opening of an index file to its opening of the file's shared
+# memory, and while the file is deleted. SQLite opens ``-shm`` by name after the database: a
+# file deleted and made anew between the two would give the old file's connection the new
+# one's shared memory, and as POSIX locks never conflict within a process, it would take
+# itself for its first user and truncate what another connection has mapped (SIGBUS). Once
+# open, a connection keeps its files, and SQLite leaves alone those of a file deleted since.
+# One lock per file: the hazard is one file's, and an opening that waits out a lock (up to
+# its timeout) then holds up nobody else's index.
+_FILE_LOCKS: dict[str, threading.Lock] = {}  # one per index path this process used: a few
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _opening_or_deleting(path: Path) -> threading.Lock:
+    key = os.path.abspath(path)
+    with _FILE_LOCKS_GUARD:
+        lock = _FILE_LOCKS.get(key)
+        if lock is None:
+            lock = _FILE_LOCKS[key] = threading.Lock()
+        return lock
 
 
 def remove_index_file(path: Path) -> None:
     """Delete one index file and its WAL and shared-memory files, if there."""
-    with _OPENING_OR_DELETING:
+    with _opening_or_deleting(path):
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def _open(path: Path, principal: str | None) -> sqlite3.Connection:
-    with _OPENING_OR_DELETING:
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None,
+def _hollow(path: Path) -> bool:
+    try:
+        if os.stat(path).st_size != 0:
+            return False
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return any(os.path.lexists(f"{path}{suffix}") for suffix in ("-wal", "-shm"))
+
+
+def _open(path: Path, principal: str | None, timeout: float) -> sqlite3.Connection:
+    memory = str(path) == ":memory:"
+    with nullcontext() if memory else _opening_or_deleting(path):
+        if not memory and _hollow(path):
+            raise HollowIndex(f"{path} is empty beside its write-ahead log")
+        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                check_same_thread=False)
         try:
             conn.execute("PRAGMA journal_mode=WAL")  # the shared memory opened with the WAL
@@ -291,10 +371,18 @@ def _built_from(conn: sqlite3.Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _tag(generation: int, links: Mapping[str, str], owners: Iterable[str]) -> str:
-    """What an index was built from: the cache's generation, the links, the owner's addresses."""
+def _tag(cache: tuple[str, int], links: Mapping[str, str], owners: Iterable[str]) -> str:
+    """What an index was built from: the cache (its state and generation), the links, the
+    owner's addresses."""
     owned = hashlib.sha256("\x1e".join(sorted(owners)).encode()).hexdigest()
-    return f"{generation}:{digest(links)}:{owned}"
+    state, generation = cache
+    return f"{state}:{generation}:{digest(links)}:{owned}"
+
+
+def _cache_state(reader: CacheView) -> tuple[str, int]:
+    """What the cache holds, and its generation: a cache made anew counts generations from 0
+    again, so the generation alone would take its generation 3 for the old one's."""
+    return reader.state(), reader.generation()
 
 
 # ------------------------------------------------------------------------------ building
@@ -302,10 +390,11 @@ def _tag(generation: int, links: Mapping[str, str], owners: Iterable[str]) -> st
 
 def is_current(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],
                owners: frozenset[str] = frozenset()) -> bool:
-    """Whether the index was built from the cache's generation now, these links and these
-    owner's addresses: ``refresh`` would not rebuild it. Inside the caller's read
-    transaction, what the caller queries next is the index this answered for."""
-    return _built_from(conn) == _tag(reader.generation(), links, owners)
+    """Whether the index was built from the cache as it is now (the same cache, at its
+    generation now), these links and these owner's addresses: ``refresh`` would not rebuild
+    it. Inside the caller's read transaction, what the caller queries next is the index this
+    answered for."""
+    return _built_from(conn) == _tag(_cache_state(reader), links, owners)
 
 
 def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],
@@ -315,12 +404,12 @@ def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str
     was built; True if it rebuilt. Concurrent callers wait for one rebuild rather than each
     doing their own. Accounts the rebuild sees for the first time go to ``record`` (kept as
     the owner's) before the index commits, so the tag it records is the next call's."""
-    generation = reader.generation()
-    if _built_from(conn) == _tag(generation, links, owners):
+    cache = _cache_state(reader)
+    if _built_from(conn) == _tag(cache, links, owners):
         return False
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if _built_from(conn) == _tag(generation, links, owners):
+        if _built_from(conn) == _tag(cache, links, owners):
             conn.execute("COMMIT")  # another caller rebuilt it while this one waited
             return False
         accounts = _fill(conn, reader.messages(), links, owners)
@@ -329,7 +418,7 @@ def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str
             record(new)
             known = owners | new  # what the next call reads back
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('source', ?)",
-                     (_tag(generation, links, known),))
+                     (_tag(cache, links, known),))
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -397,8 +486,9 @@ def _fill(conn: sqlite3.Connection, messages: Iterable[CachedMessage],
             groups.setdefault(links.get(address, address), []).append(address)
     for table in _TABLES[1:]:
         conn.execute(f"DELETE FROM {table}")
+    ids = person_ids(groups)
     for canonical, members in groups.items():
-        _insert(conn, person_id_for(canonical), {a: by_address[a] for a in members}, owner)
+        _insert(conn, ids[canonical], {a: by_address[a] for a in members}, owner)
     return accounts
 
 

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from toolhost_people.common import BUSY_TIMEOUT_S
+
 __all__ = ["LINKS_FILE", "MAX_ADDRESS_LENGTH", "add_owner", "digest", "forget_principal", "link",
            "normalize_address", "read_links", "read_state", "record_accounts", "state_of",
            "unlink"]
@@ -67,8 +69,8 @@ def normalize_address(text: str) -> str | None:
 
 
 @contextmanager
-def _connect(data_dir: Path) -> Iterator[sqlite3.Connection]:
-    with closing(sqlite3.connect(data_dir / LINKS_FILE, timeout=30.0,
+def _connect(data_dir: Path, timeout: float = BUSY_TIMEOUT_S) -> Iterator[sqlite3.Connection]:
+    with closing(sqlite3.connect(data_dir / LINKS_FILE, timeout=timeout,
                                  isolation_level=None)) as conn:
         _prepare(conn)
         yield conn
@@ -98,7 +100,7 @@ def read_state(data_dir: Path,
     path = data_dir / LINKS_FILE
     if not path.exists():
         return {}, frozenset()
-    with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
+    with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
         return state_of(conn, principal)
 
 
@@ -129,12 +131,13 @@ def _read(conn: sqlite3.Connection,
     return links, owners
 
 
-def record_accounts(data_dir: Path, accounts: Iterable[str],
-                    principal: str | None = None) -> None:
+def record_accounts(data_dir: Path, accounts: Iterable[str], principal: str | None = None, *,
+                    timeout: float = BUSY_TIMEOUT_S) -> None:
     """Remember accounts seen in the cache as the owner's (``principal``'s, in a cache of
-    several people; for good: see the module text)."""
+    several people; for good: see the module text). ``timeout``: how long to wait for a
+    lock."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    with _connect(data_dir) as conn:
+    with _connect(data_dir, timeout) as conn:
         conn.executemany("INSERT OR IGNORE INTO owner VALUES (?, ?)",
                          [(a, _origin("account", principal)) for a in accounts])
 

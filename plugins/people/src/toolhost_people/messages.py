@@ -42,8 +42,8 @@ SOURCE_WITH_CURSOR = "tool.invalid_arguments.source_with_cursor"
 #: toolhost-email's cache exists but cannot be read (damaged, or of a newer layout): the
 #: operator's to fix, so not retryable.
 CACHE_UNAVAILABLE = "tool.upstream_unavailable.people_source_unavailable"
-#: The cache or people's index stayed locked past SQLite's 30-second wait (an import, an
-#: erase or a rebuild holds it): retryable.
+#: The cache or people's index stayed locked past the wait (an import, an erase or a rebuild
+#: holds it; people's own files are waited for 10 s, well inside the call's 30 s): retryable.
 BUSY = "tool.upstream_unavailable.people_busy"
 #: people's own files (index, links) cannot be used, and deleting the derived index did not
 #: help (a directory in its place, no permission, damaged again): the operator's to fix.

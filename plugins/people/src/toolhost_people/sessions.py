@@ -16,7 +16,8 @@ name and inode. The links are read again only when another connection committed 
 (SQLite's ``data_version``).
 
 Deleting an index file (damaged, or a principal's who owns nothing any more) first closes
-every kept connection to it in this process (``Sessions.clear``), so no deleted index lives on
+every kept connection to it in this process (``clear_every``: the sessions of every people
+tool over that data directory, not only the deleting tool's), so no deleted index lives on
 behind one. A file another process deletes is let go at this process's next call of the
 same principal, or when its idle session is closed past ``IDLE_LIMIT``.
 
@@ -30,14 +31,17 @@ import functools
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 from toolhost_email import MailCacheReader, open_mail_cache
 
+from toolhost_people.common import CALL_BUSY_TIMEOUT_S
 from toolhost_people.index import index_path, open_index
 from toolhost_people.links import LINKS_FILE, state_of
 
-__all__ = ["IDLE_LIMIT", "Session", "Sessions", "directory_identity", "file_identity"]
+__all__ = ["IDLE_LIMIT", "Session", "Sessions", "clear_every", "directory_identity",
+           "file_identity", "sessions_for"]
 
 #: Idle sessions kept per store: enough for the calls a host runs at once on a few cores;
 #: more in flight open their own and the surplus is closed when they end.
@@ -131,7 +135,7 @@ class Session:
             self._close_links()
             return None
         if self._links is None or seen != self._links_seen:
-            conn = sqlite3.connect(path, timeout=30.0, isolation_level=None,
+            conn = sqlite3.connect(path, timeout=CALL_BUSY_TIMEOUT_S, isolation_level=None,
                                    check_same_thread=False)
             self._close_links()
             self._links, self._links_seen = conn, seen
@@ -139,11 +143,12 @@ class Session:
 
     def index(self, own_dir: Path, principal: str | None) -> sqlite3.Connection:
         """``open_index(own_dir, principal)``, kept while the file is the one it opened (a
-        file it had to create is reopened once, at the next call)."""
+        file it had to create is reopened once, at the next call). A damaged file is raised
+        (``index.is_damage``), not deleted: the caller closes every connection to it first."""
         path = _index_path(own_dir, principal)
         seen = file_identity(path)
         if self._index is None or seen is None or self._index_seen != (path, seen):
-            conn = open_index(own_dir, principal)
+            conn = open_index(own_dir, principal, timeout=CALL_BUSY_TIMEOUT_S, mend=False)
             self.drop_index()
             self._index, self._index_seen = conn, (path, seen)
         return self._index
@@ -210,3 +215,28 @@ class Sessions:
             self._epoch += 1
         for session in idle:
             session.close()
+
+
+#: Every store's ``Sessions`` in this process, by the data directory whose index files their
+#: sessions keep open (held weakly: they live as long as their store; a data directory's
+#: entry stays, and a process has a few).
+_EVERY: dict[Path, weakref.WeakSet[Sessions]] = {}
+_EVERY_GUARD = threading.Lock()
+
+
+def sessions_for(own_dir: Path) -> Sessions:
+    """A new ``Sessions`` for a store over ``own_dir``, which ``clear_every`` reaches."""
+    sessions = Sessions()
+    with _EVERY_GUARD:
+        _EVERY.setdefault(own_dir, weakref.WeakSet()).add(sessions)
+    return sessions
+
+
+def clear_every(own_dir: Path) -> None:
+    """``Sessions.clear`` for every store over ``own_dir``: an index file there is about to
+    be deleted, and no people tool's connection may keep it alive (not only the deleting
+    tool's: each tool's store keeps sessions of its own)."""
+    with _EVERY_GUARD:
+        every = list(_EVERY.get(own_dir, ()))
+    for sessions in every:
+        sessions.clear()

@@ -13,10 +13,12 @@ transaction from the latest commit, and a file replaced since is reopened), one 
 time each, so a tool called from several threads in parallel shares no connection.
 
 Failures are static reasons, never an unexpected one: a cache that cannot be read is
-``CACHE_UNAVAILABLE``; a cache or index locked past SQLite's 30-second wait is ``BUSY``
-(retryable: an import or erase holds it); a damaged index (not a database, or malformed
-anywhere, found at any query) is deleted and rebuilt once, and damaged again, or unopenable
-(a directory in its place, no permission), is ``INDEX_UNAVAILABLE``.
+``CACHE_UNAVAILABLE``; a cache or index locked past the wait is ``BUSY`` (retryable: an import
+or erase holds it; people's own files are waited for ``CALL_BUSY_TIMEOUT_S``, so that this is
+what the caller reads, not the call's deadline); a damaged index (not a database, malformed
+anywhere, or hollow, found at its opening or at any query) is deleted and rebuilt once, and
+damaged again, or unopenable (a directory in its place, no permission), is
+``INDEX_UNAVAILABLE``.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable
 
 from toolhost import Services, ToolFailure
+from toolhost_people.common import CALL_BUSY_TIMEOUT_S
 from toolhost_people.index import (
     empty_index,
     index_path,
+    index_present,
     is_current,
     is_damage,
     refresh,
@@ -41,7 +45,7 @@ from toolhost_people.index import (
 )
 from toolhost_people.links import record_accounts
 from toolhost_people.messages import BUSY, CACHE_UNAVAILABLE, INDEX_UNAVAILABLE
-from toolhost_people.sessions import Session, Sessions
+from toolhost_people.sessions import Session, clear_every, sessions_for
 
 if TYPE_CHECKING:
     from toolhost_email import CachedMessage, MailCacheReader, MessageSource
@@ -74,6 +78,12 @@ class Cache:
 
     def __init__(self, reader: MailCacheReader) -> None:
         self._reader = reader
+
+    def state(self) -> str:
+        try:
+            return self._reader.state()
+        except (sqlite3.Error, CacheUnavailable) as exc:
+            raise _cache_failure(exc) from None
 
     def generation(self) -> int:
         try:
@@ -145,7 +155,7 @@ class PeopleStore:
     def __init__(self, own_dir: Path, cache_dir: Path) -> None:
         self.own_dir = own_dir
         self.cache_dir = cache_dir
-        self._sessions = Sessions()
+        self._sessions = sessions_for(own_dir)
 
     @classmethod
     def of(cls, services: Services) -> PeopleStore:
@@ -237,16 +247,19 @@ class PeopleStore:
                 index.execute("ROLLBACK")
 
     def _remove_index(self, session: Session, whose: str | None) -> None:
-        """Delete ``whose`` index file (``remove_index``), closing the kept connections to it
-        first: a deleted file must not live on behind one."""
-        if index_path(self.own_dir, whose).exists():
-            session.drop_index()
-            self._sessions.clear()
+        """Delete ``whose`` index file (``remove_index``), closing every kept connection to
+        it first, every people tool's: a deleted file must not live on behind one. Nothing
+        there (every call of a shared cache asks for the one-person index): nothing is
+        closed, and no lock is waited for."""
+        if not index_present(index_path(self.own_dir, whose)):
+            return
+        session.drop_index()
+        clear_every(self.own_dir)
         remove_index(self.own_dir, whose)
 
     def _record(self, accounts: set[str], principal: str | None) -> None:
         try:
-            record_accounts(self.own_dir, accounts, principal)
+            record_accounts(self.own_dir, accounts, principal, timeout=CALL_BUSY_TIMEOUT_S)
         except (OSError, sqlite3.Error) as exc:
             raise self._own_failure(exc, "links") from None
 

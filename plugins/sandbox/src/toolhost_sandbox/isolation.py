@@ -9,7 +9,8 @@ a ``passwd``/``group`` that name nobody but itself; a fresh ``/proc`` and a mini
 a private, size-bounded ``/tmp`` and ``/dev/shm``, the root and the rest of ``/dev``
 read-only; no host home; and the run's workspace, bound from the directory fd the host hands
 over (``--bind-fd``: no path string), as ``/workspace``, the only writable place that
-outlives the call. A seccomp filter (``seccomp``) refuses every way of making a set-id file.
+outlives the call. A seccomp filter (``seccomp``) refuses every way of making a set-id file,
+and of watching the file system (inotify, fanotify, dnotify).
 The environment is cleared and set to four variables.
 """
 

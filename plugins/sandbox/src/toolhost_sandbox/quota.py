@@ -23,9 +23,11 @@ a row are a workspace that cannot be measured, so a command that keeps moving di
 under the walk cannot keep the quota from being measured. Nor can a directory the host may
 not list or search (on a host that is not root the command runs as the host's uid and can
 ``chmod 300`` one, then write under it): the host's walk raises. Either way the runner kills
-the sandbox (``runner.UNMEASURABLE``, fail closed, D135). Known limit: an entry moved between
-two directories just as each is listed, timed by watching them (inotify), is in neither
-listing, and the walk does not know it missed it.
+the sandbox (``runner.UNMEASURABLE``, fail closed, D135). An entry moved between two
+directories just as each is listed would be in neither listing, unseen by the walk; the
+command has no clock for it: the seccomp filter refuses inotify, fanotify and dnotify, and the
+walk leaves the directories' access times alone (D414). Polling a directory's own listing is
+left, and cannot tell the host's walk from any other reader.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The seccomp filter bwrap loads before it runs the command (``--seccomp FD``): no set-id
-file may come into being in the workspace, not even for the length of a call.
+file may come into being in the workspace, not even for the length of a call, and the
+command cannot watch the file system.
 
 The sandbox's uid (65534 inside) maps to the host process's own uid, root when the host runs
 as root: a set-uid file the command makes is a set-uid program of that user on the host, for
@@ -13,6 +14,19 @@ filter refuses, with EPERM, each one whose mode carries S_ISUID or S_ISGID:
 - ``openat2`` takes its mode inside a struct the filter cannot read: ENOSYS, so libc falls
   back to ``openat``; ``io_uring_setup``: ENOSYS, since its OPENAT operation carries a mode no
   filter sees.
+
+On a host that is not root the workspace quota is the host's walk of the tree, every 0.2 s
+(``quota.py``). A command told when the host opens a directory could move data into a
+directory the walk has just listed, out of one it is about to list: in neither listing, and
+the walk says it is complete (D398). So no watch of the kernel's may tell it (a directory's
+access time, which a listing may update, is the walk's to keep: it opens each directory with
+O_NOATIME, D414):
+
+- ``inotify_init``, ``inotify_init1``, ``fanotify_init``: ENOSYS, a kernel without them
+  (``tail -f`` and the like fall back to polling);
+- ``fcntl`` with F_NOTIFY (dnotify: a watched directory hears of reads of what it holds, a
+  subdirectory's listing too): EINVAL, a kernel without CONFIG_DNOTIFY; every other ``fcntl``
+  command is allowed.
 
 Everything else is allowed. A system call of another ABI than the one the filter was built
 for (i386 through ``int 0x80`` and x32 on x86_64) would bypass the numbers above, so it kills
@@ -55,6 +69,7 @@ _SET_ID = stat.S_ISUID | stat.S_ISGID
 _O_CREAT = 0o100
 _O_TMPFILE = 0o20000000  # __O_TMPFILE, without O_DIRECTORY (which differs between machines)
 _X32_BIT = 0x40000000
+_F_NOTIFY = 1024 + 2  # F_LINUX_SPECIFIC_BASE + 2 (linux/fcntl.h)
 
 #: Per machine: its AUDIT_ARCH value, whether it has the x32 ABI to refuse, and its system
 #: call numbers (asm/unistd_64.h; aarch64 uses the generic table, which has only the *at calls).
@@ -64,12 +79,14 @@ _MACHINES: dict[str, tuple[int, bool, dict[str, int]]] = {
         "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
         "mkdir": 83, "mkdirat": 258, "mknod": 133, "mknodat": 259,
         "io_uring_setup": 425,
+        "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300, "fcntl": 72,
     }),
     "aarch64": (0xC00000B7, False, {
         "openat": 56, "openat2": 437,
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
         "mkdirat": 34, "mknodat": 33,
         "io_uring_setup": 425,
+        "inotify_init1": 26, "fanotify_init": 262, "fcntl": 25,
     }),
 }
 _MACHINES["amd64"] = _MACHINES["x86_64"]
@@ -82,9 +99,16 @@ _MODE_CHECKS: dict[str, tuple[int | None, int]] = {
     "creat": (None, 1), "open": (1, 2), "openat": (2, 3),
     "mkdir": (None, 1), "mkdirat": (None, 2),
 }
+#: For each call refused for one value of an argument: (the argument's index, that value, the
+#: errno). fcntl's command is an unsigned int, so its low 32 bits are all the kernel reads.
+_VALUE_CHECKS: dict[str, tuple[int, int, int]] = {
+    "fcntl": (1, _F_NOTIFY, errno.EINVAL),
+}
 #: Refused whatever the arguments, and with which errno.
 _REFUSED = {"mknod": errno.EPERM, "mknodat": errno.EPERM,
-            "openat2": errno.ENOSYS, "io_uring_setup": errno.ENOSYS}
+            "openat2": errno.ENOSYS, "io_uring_setup": errno.ENOSYS,
+            "inotify_init": errno.ENOSYS, "inotify_init1": errno.ENOSYS,
+            "fanotify_init": errno.ENOSYS}
 
 
 class SeccompUnavailable(Exception):
@@ -114,6 +138,15 @@ def _mode_block(flags: int | None, mode: int) -> list[bytes]:
     return block
 
 
+def _value_block(index: int, value: int, code: int) -> list[bytes]:
+    """The instructions for a call refused, with errno ``code``, when its argument ``index``
+    is ``value``; allowed otherwise."""
+    return [_insn(_LD_ABS, _arg(index)),
+            _insn(_JEQ, value, jt=0, jf=1),
+            _insn(_RET, _ERRNO | code),
+            _insn(_RET, _ALLOW)]
+
+
 def filter_program(machine: str | None = None) -> bytes:
     """The filter for ``machine`` (default: this one) as bwrap reads it: ``struct
     sock_filter`` instructions back to back.
@@ -134,9 +167,11 @@ def _program(machine: str) -> bytes:
     arch, x32, numbers = _MACHINES[machine]
     blocks = [(numbers[name], _mode_block(*_MODE_CHECKS[name]))
               for name in _MODE_CHECKS if name in numbers]
+    values = [(numbers[name], _value_block(*_VALUE_CHECKS[name]))
+              for name in _VALUE_CHECKS if name in numbers]
     refused = [(numbers[name], [_insn(_RET, _ERRNO | code)])
                for name, code in _REFUSED.items() if name in numbers]
-    cases = blocks + refused
+    cases = blocks + values + refused
     head = [_insn(_LD_ABS, _ARCH), _insn(_JEQ, arch, jt=1, jf=0), _insn(_RET, _KILL_PROCESS),
             _insn(_LD_ABS, _NR)]
     if x32:
