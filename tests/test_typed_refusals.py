@@ -12,23 +12,16 @@ from typing import Annotated, Any
 
 import attrs
 import pytest
+from test_typed_tools import SAFE as TYPED_SAFE
 
 from toolhost import (
     Doc,
-    Idempotency,
-    Risk,
     Services,
-    SideEffect,
     ToolExecutionContext,
-    Trust,
     tool,
 )
 
-SAFE: dict[str, Any] = {
-    "side_effect": SideEffect.NONE, "risk": Risk.LOW, "idempotency": Idempotency.READ_ONLY,
-    "output_trust": Trust.INTERNAL_TOOL, "required_scopes": (), "timeout_s": 2,
-    "maximum_output_bytes": 4096, "reasons": (),
-}
+SAFE = TYPED_SAFE  # the safety fields of a read-only tool
 
 
 @attrs.frozen

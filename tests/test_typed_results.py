@@ -21,25 +21,18 @@ from typing import Any
 
 import attrs
 import pytest
+from test_typed_tools import SAFE as TYPED_SAFE
 
 from toolhost import (
     Domain,
-    Idempotency,
-    Risk,
-    SideEffect,
     Tool,
-    Trust,
     hookimpl,
     tool,
 )
 from toolhost._cli.common import print_content
 from toolhost.testing import Harness
 
-SAFE: dict[str, Any] = {
-    "side_effect": SideEffect.NONE, "risk": Risk.LOW, "idempotency": Idempotency.READ_ONLY,
-    "output_trust": Trust.INTERNAL_TOOL, "required_scopes": (), "timeout_s": 5,
-    "maximum_output_bytes": 4096, "reasons": (),
-}
+SAFE: dict[str, Any] = {**TYPED_SAFE, "timeout_s": 5}  # read-only, with time for a coroutine
 
 
 class Status(str, enum.Enum):  # noqa: UP042 - the common "string enum" idiom, under test

@@ -14,26 +14,19 @@ from typing import Annotated, Any, Literal
 
 import attrs
 import pytest
+from test_typed_tools import SAFE as TYPED_SAFE
 
 from toolhost import (
     Doc,
     Domain,
-    Idempotency,
     MaxLen,
     Range,
-    Risk,
-    SideEffect,
-    Trust,
     hookimpl,
     tool,
 )
 from toolhost.testing import Harness
 
-SAFE: dict[str, Any] = {
-    "side_effect": SideEffect.NONE, "risk": Risk.LOW, "idempotency": Idempotency.READ_ONLY,
-    "output_trust": Trust.INTERNAL_TOOL, "required_scopes": (), "timeout_s": 2,
-    "maximum_output_bytes": 4096, "reasons": (),
-}
+SAFE = TYPED_SAFE  # the safety fields of a read-only tool
 
 
 @attrs.frozen
