@@ -242,7 +242,7 @@ def test_stopping_during_the_owner_check_begins_no_settle(host: Host) -> None:
     # under way. The owner check is one; the settle and the read after it are two more.
     row = left_running(host)
     held, report = stopped_during(host, "owner_state")
-    assert held.names == ["list", "owner_state"]
+    assert held.names == ["list_rows", "owner_state"]
     assert held.store.get(row.id).state is InvocationState.RUNNING
     assert [(r.invocation_id, r.action) for r in report] == [(row.id, RecoveryAction.LEFT)]
 
@@ -252,7 +252,7 @@ def test_stopping_during_the_settle_reports_the_row_without_reading_it_back(
 ) -> None:
     row = left_running(host)
     held, report = stopped_during(host, "settle")
-    assert held.names == ["list", "owner_state", "settle"]
+    assert held.names == ["list_rows", "owner_state", "settle"]
     assert held.store.get(row.id).state is InvocationState.FAILED
     assert [(r.invocation_id, r.action, r.outcome) for r in report] == [
         (row.id, RecoveryAction.FAILED, None)]

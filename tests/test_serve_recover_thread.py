@@ -171,7 +171,7 @@ def test_an_mcp_call_is_answered_while_the_periodic_recover_waits_on_the_store(
     host: Host,
 ) -> None:
     held = Held()
-    watch(host, "list", held)
+    watch(host, "list_rows", held)
     roster = [host.registry.resolve("fx.echo")]
     server, sessions = build_server(host, roster, ServeConfig.from_settings(Settings(), roster))
     answered: list[Any] = []
@@ -208,7 +208,7 @@ def test_a_pass_ends_a_dead_processs_row_interrupted_without_running_it_and_logs
     host: Host, logged: io.StringIO,
 ) -> None:
     row = left_running(host)
-    watched = watch(host, "list", lambda: None)
+    watched = watch(host, "list_rows", lambda: None)
     loop_thread: list[int] = []
     calls: list[tuple[str, int]] = []
 
@@ -273,7 +273,7 @@ def test_a_store_that_fails_is_logged_and_the_next_pass_settles_the_row(
     def unreachable() -> None:
         raise sqlite3.OperationalError("unable to open database file")
 
-    watch(host, "list", unreachable)
+    watch(host, "list_rows", unreachable)
 
     async def serving() -> None:
         await until(lambda: events(logged, "mcp.serve.recovered") != [])
@@ -294,7 +294,7 @@ def test_shutdown_mid_pass_waits_for_the_store_call_under_way_and_begins_no_othe
 ) -> None:
     row = left_running(host)
     held = Held()
-    watched = watch(host, "list", held)
+    watched = watch(host, "list_rows", held)
     waited: list[bool] = []
 
     async def stopping() -> None:
@@ -314,7 +314,7 @@ def test_shutdown_mid_pass_waits_for_the_store_call_under_way_and_begins_no_othe
         held.release.set()
     assert waited == [True]
     # The running rows were read; nothing after: no owner checked, no row settled.
-    assert watched.names() == ["list"]
+    assert watched.names() == ["list_rows"]
     assert host.pipeline.invocations.get(row.id).state is InvocationState.RUNNING
     assert events(logged, "mcp.serve.recovered") == []
     assert events(logged, "mcp.serve.recover_failed") == []
@@ -322,7 +322,7 @@ def test_shutdown_mid_pass_waits_for_the_store_call_under_way_and_begins_no_othe
 
 def test_recover_interrupted_stopped_before_it_starts_makes_no_store_call(host: Host) -> None:
     left_running(host)
-    watched = watch(host, "list", lambda: None)
+    watched = watch(host, "list_rows", lambda: None)
     stopping = threading.Event()
     stopping.set()
     assert host.pipeline.recover_interrupted(stopping) == []
