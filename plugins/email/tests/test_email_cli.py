@@ -75,3 +75,15 @@ def test_a_damaged_cache_is_one_line_and_status_2(tmp_path: Path) -> None:
     result = _cli(root, "import", "--account", OWNER, str(src))
     assert result.returncode == 2 and "is not a mail cache" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_a_toolhost_toml_it_cannot_use_is_one_line_and_status_2(tmp_path: Path) -> None:
+    # Regression: a traceback (ConfigFileError) and exit 1, as toolhost-people had (D427).
+    bad = tmp_path / "toolhost.toml"
+    bad.write_text("[[[\n")
+    env = {**os.environ, "TOOLHOST_DATA_DIR": str(tmp_path / "data"), "TOOLHOST_CONFIG": str(bad)}
+    done = subprocess.run([sys.executable, "-m", "toolhost_email.cli", "owners"], env=env,
+                          capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"toolhost-email: {bad}:1: not TOML")
+    assert done.stderr.count("\n") == 1

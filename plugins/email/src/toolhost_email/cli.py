@@ -145,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolhost_email.importer import ImportFailed
     from toolhost_email.store import MAIL_CACHE_DISTRIBUTION, CacheUnavailable
 
-    data_dir = Settings.from_environ().plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
+    try:
+        data_dir = Settings.from_environ().plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
+    except ValueError as exc:  # SettingError: a toolhost.toml it cannot use, as the host's
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     try:
         return _run(args, data_dir)
     except (ImportFailed, CacheUnavailable, _Usage) as exc:
