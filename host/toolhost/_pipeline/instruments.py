@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from toolhost._model.host_reasons import UNKNOWN_VERSION
 from toolhost._model.outcome import Outcome
 from toolhost._pipeline.metrics import Registry
-from toolhost._pipeline.tracing import ProviderProbe
+from toolhost._pipeline.tracing import ProviderProbe, named_no_tool
 
 __all__ = ["Instruments"]
 
@@ -74,14 +73,11 @@ class Instruments:
         failure = outcome.failure
         reason = failure.reason_code if failure is not None else ""
         # A name or version no tool has is the caller's word: labelled as such, never as
-        # itself, so a client cannot make a series per name it invents (D273). Whether the
-        # call resolved a tool is what says so (a resolved one has a version), not the reason:
-        # a refusal the record store then failed to write ends as its outage instead.
-        if outcome.version is None:
-            if reason == UNKNOWN_VERSION:  # the name is a registered tool's
-                version = UNKNOWN_LABEL
-            else:
-                tool, version = UNKNOWN_LABEL, ""
+        # itself, so a client cannot make a series per name it invents (D273, D420).
+        if named_no_tool(outcome):
+            tool, version = UNKNOWN_LABEL, ""
+        elif outcome.version is None:  # an unknown version of a registered tool
+            version = UNKNOWN_LABEL
         with self.registry.lock:  # both updates under one acquisition (a call's hot path)
             self.calls.inc_locked((tool, version, status, reason))
             self.duration.observe_locked(seconds, (tool, version, status))

@@ -70,6 +70,7 @@ __all__ = [
     "ProviderProbe",
     "Tracing",
     "continued_trace",
+    "named_no_tool",
     "parent_context",
     "record_outcome",
     "step",
@@ -315,6 +316,15 @@ class _Request:
         self._call.span.end()
 
 
+def named_no_tool(outcome: Outcome) -> bool:
+    """Whether the call named no registered tool: it resolved none (a resolved call has a
+    version, whatever failed after it, a record store's outage included), and not for an
+    unknown version of a tool that exists, whose name is the tool's (D273, D420)."""
+    if outcome.version is not None:
+        return False
+    return outcome.failure is None or outcome.failure.reason_code != UNKNOWN_VERSION
+
+
 def record_outcome(span: Any, outcome: Outcome) -> None:
     """The outcome's attributes on an invocation span; a failure is the span's error."""
     attributes: dict[str, Any] = {"toolhost.status": outcome.status.value}
@@ -325,11 +335,7 @@ def record_outcome(span: Any, outcome: Outcome) -> None:
     if outcome.failure is not None:
         attributes["toolhost.reason_code"] = outcome.failure.reason_code
     span.set_attributes(attributes)
-    if outcome.version is None and (outcome.failure is None
-                                    or outcome.failure.reason_code != UNKNOWN_VERSION):
-        # The call resolved no tool (a resolved one has a version, whatever the store did
-        # afterwards): its name is the caller's word, not a span name (names are few, by
-        # rule, D273). An unknown version of a tool that exists keeps the tool's name.
+    if named_no_tool(outcome):  # the caller's word, not a span name (names are few, D273)
         span.update_name("execute_tool")
     if outcome.status is OutcomeStatus.FAILED and outcome.failure is not None:
         span.set_attribute("error.type", outcome.failure.reason_code)
