@@ -333,9 +333,7 @@ def _as_env(config: ConfigFile, table: str, key: str, spec: SettingSpec, value: 
     _text(where, value)
     inline_secret = secret or (spec.type == "url" and url_has_password(value))
     if inline_secret and config.world_readable:
-        raise ConfigFileError(
-            f"{where}: a secret written in a file every user can read: reference it "
-            f"({{ env = \"NAME\" }} or {{ file = \"PATH\" }}) or chmod o-r {config.path}")
+        raise ConfigFileError(f"{where}: {readable_secret(config.path)}")
     return value
 
 
@@ -391,6 +389,13 @@ def _text(where: str, value: str) -> str:
     if "\x00" in value:
         raise ConfigFileError(f"{where}: holds a NUL character, which no setting can")
     return value
+
+
+def readable_secret(path: object) -> str:
+    """What a secret written inline in ``path``, a file every user can read, is told (D269):
+    the host's settings and a gateway server's token or url alike."""
+    return ("a secret written in a file every user can read: reference it "
+            f'({{ env = "NAME" }} or {{ file = "PATH" }}) or chmod o-r {path}')
 
 
 def url_has_password(value: str) -> bool:

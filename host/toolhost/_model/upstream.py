@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from toolhost._model.config_file import readable_secret, url_has_password
 from toolhost._model.errors import ToolhostError
 from toolhost._model.secrets import Secret
 from toolhost._model.settings import SettingError, is_secret_name
@@ -247,8 +248,7 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
             raise fail(label, 'must be a string or a reference ({ env = "NAME" } or '
                        '{ file = "PATH" })')
         if named_secret and world_readable:
-            raise fail(label, "a secret written in a file every user can read: reference it "
-                       f'({{ env = "NAME" }} or {{ file = "PATH" }}) or chmod o-r {path}')
+            raise fail(label, readable_secret(path))
         return Secret(value)
 
     env_table = content.get("env", {})
@@ -299,8 +299,6 @@ def _url(value: object, table: str, fail: Fail, where: Where, reference: Referen
     """A server's ``url``: a reference, or inline; one that carries a password (its userinfo's,
     or a query parameter named like a credential) is a secret, inline only in a file other
     users cannot read (D269, as ``[host] database_url``)."""
-    from toolhost._model.config_file import url_has_password
-
     inline = isinstance(value, str)
     if isinstance(value, Mapping):
         value = reference(f"{where(table, 'url')}: [{table}] url", value)
@@ -308,8 +306,7 @@ def _url(value: object, table: str, fail: Fail, where: Where, reference: Referen
         raise fail("url", "must be an http:// or https:// URL (or a reference: "
                    '{ env = "NAME" } or { file = "PATH" })')
     if inline and world_readable and url_has_password(value):
-        raise fail("url", "a secret written in a file every user can read: reference it "
-                   f'({{ env = "NAME" }} or {{ file = "PATH" }}) or chmod o-r {path}')
+        raise fail("url", readable_secret(path))
     return value
 
 
