@@ -603,6 +603,21 @@ def test_a_host_fault_before_policy_still_writes_the_row(
         outcome.invocation_id, InvocationState.FAILED, "tool.internal.unexpected")
 
 
+def test_a_refusals_detail_is_stored_as_a_row_can_hold_it(
+        host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A step 1-4 refusal's detail went to the row raw, as D397 had mended for step 13 only:
+    # a lone surrogate in the exception's text (a file name) failed the write, and the call
+    # was answered as a record-store outage with no row.
+    def broken(*args: Any) -> None:
+        raise RuntimeError("cannot read caf\udce9.txt")
+
+    monkeypatch.setattr(steps, "check_scopes", broken)
+    outcome = host.invoke_sync("fx.echo", {"x": "a"}, run=run_for(host))
+    assert outcome.failure and outcome.failure.reason_code == "tool.internal.unexpected"
+    (row,) = rows(host)
+    assert (row.failure_detail or {})["error"] == "cannot read caf\\udce9.txt"
+
+
 def test_a_host_fault_after_the_tool_ran_still_finishes_the_row(host: Host) -> None:
     run = run_for(host)
     assert host.invoke_sync("fx.echo", {"x": "warm"}, run=run).ok  # the stores exist now

@@ -453,7 +453,7 @@ class Pipeline:
             tool_version=registered.spec.version if registered else None,
             arguments=_jsonable(arguments), argument_digest=None, state=InvocationState.FAILED,
             failure_kind=info.kind.value, reason_code=info.reason_code,
-            retryable=info.retryable, failure_detail=dict(info.detail),
+            retryable=info.retryable, failure_detail=steps.storable_detail(info.detail),
             created_at=created, finished_at=created,
         )
         try:
