@@ -170,3 +170,86 @@ def test_serve_stops_at_its_start_with_the_line_and_exit_2(tmp_path: Path) -> No
     assert _refused(result).startswith(
         f"toolhost: TOOLHOST_MCP_WORKSPACE {str(home)!r} holds the data directory ")
     assert os.path.isdir(home)
+
+
+_TRUSTS = "where a tool's write could change whom the host trusts"
+_RUNS = "where a tool's write could change what the host runs at its next start"
+_READS = "where a tool could read or change the setting the host reads from it"
+
+
+@pytest.mark.parametrize(("table", "what", "named", "risk"), [
+    ('[http]\ntokens_file = "{ws}/tokens.toml"\n',
+     "the token file TOOLHOST_HTTP_TOKENS_FILE", "tokens.toml", _TRUSTS),
+    ('[host]\nca_bundle = "{ws}/roots.pem"\n',
+     "the trust roots TOOLHOST_CA_BUNDLE", "roots.pem", _TRUSTS),
+    ('[mcp.servers.up]\ncommand = "{ws}/bin/server"\n',
+     "a file the gateway's server 'up' runs", "bin/server", _RUNS),
+    ('[mcp.servers.up]\ncommand = "python3"\nargs = ["-u", "{ws}/bin/server"]\n',
+     "a file the gateway's server 'up' runs", "bin/server", _RUNS),
+    # Relative to toolhost.toml, as the reference is read.
+    ('[mcp.servers.up]\ncommand = "python3"\nenv = {{ API_KEY = {{ file = "../ws/key" }} }}\n',
+     "a file toolhost.toml refers to", "key", _READS),
+    # A plugin's table, whether or not that plugin is installed and has read it yet.
+    ('[plugins.toolhost-media]\ntensorscale_api_key = {{ file = "{ws}/key" }}\n',
+     "a file toolhost.toml refers to", "key", _READS),
+])
+def test_a_workspace_may_not_hold_a_file_the_host_trusts_runs_or_reads_a_secret_from(
+        tmp_path: Path, table: str, what: str, named: str, risk: str) -> None:
+    # D428: the token file is read again when it changes (a write mints a token), the trust
+    # roots vouch for every outbound HTTPS server, the gateway runs its servers' files, and
+    # a referenced file is a secret the workspace tools would read out to the model.
+    ws, etc = tmp_path / "ws", tmp_path / "etc"
+    (ws / "bin").mkdir(parents=True)
+    etc.mkdir()
+    for name in ("tokens.toml", "roots.pem", "bin/server", "key"):
+        (ws / name).write_text("")
+    config = etc / "toolhost.toml"
+    config.write_text(table.format(ws=ws))
+    config.chmod(0o600)
+    settings = Settings.from_environ({"TOOLHOST_CONFIG": str(config), "HOME": str(tmp_path),
+                                      "TOOLHOST_DATA_DIR": str(tmp_path / "data")})
+    assert workspace_refusal("W", str(ws), settings) == (
+        f"W {str(ws)!r} holds {what} ({str(ws / named)!r}), {risk}: name a directory that "
+        "neither holds it nor is inside it")
+    # A directory beside the workspace is one.
+    (tmp_path / "other").mkdir()
+    assert workspace_refusal("W", str(tmp_path / "other"), settings) is None
+
+
+def test_the_token_file_named_in_the_environment_is_guarded_too(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    settings = _settings(TOOLHOST_HTTP_TOKENS_FILE=str(tmp_path / "ws" / "t.toml"),
+                         TOOLHOST_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path))
+    refusal = workspace_refusal("W", str(tmp_path / "ws"), settings)
+    assert refusal is not None and refusal.startswith(
+        f"W {str(tmp_path / 'ws')!r} holds the token file TOOLHOST_HTTP_TOKENS_FILE ")
+
+
+def test_a_secret_referenced_from_the_workspace_never_reaches_the_model(tmp_path: Path) -> None:
+    # Before D428, workspace.read_text printed the gateway's API key to the caller.
+    ws, etc = tmp_path / "ws", tmp_path / "etc"
+    ws.mkdir()
+    etc.mkdir()
+    (ws / "key").write_text("s3cret-key-material\n")
+    config = etc / "toolhost.toml"
+    config.write_text('[mcp.servers.up]\ncommand = "python3"\nenabled = false\n'
+                      f'env = {{ API_KEY = {{ file = "{ws / "key"}" }} }}\n')
+    config.chmod(0o600)
+    result = run_toolhost("call", "workspace.read_text", "--workspace", str(ws), "--args",
+                          '{"path": "key"}', data_dir=tmp_path / "data",
+                          plugins="toolhost-workspace", env={"TOOLHOST_CONFIG": str(config)})
+    assert _refused(result).startswith(
+        f"toolhost: --workspace {str(ws)!r} holds a file toolhost.toml refers to ")
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+def test_a_gateway_command_no_file_could_have_is_not_a_place(tmp_path: Path) -> None:
+    # A NUL in a command (TOML's "\u0000") names no file: realpath would raise on it.
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "etc" / "toolhost.toml"
+    config.write_text('[mcp.servers.up]\ncommand = "/x/a\\u0000b"\nargs = ["\\u0000"]\n')
+    config.chmod(0o600)
+    settings = Settings.from_environ({"TOOLHOST_CONFIG": str(config), "HOME": str(tmp_path),
+                                      "TOOLHOST_DATA_DIR": str(tmp_path / "data")})
+    assert workspace_refusal("W", str(tmp_path / "ws"), settings) is None

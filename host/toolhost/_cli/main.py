@@ -134,7 +134,8 @@ def _call_arguments(call: argparse.ArgumentParser) -> None:
     call.add_argument("--json", action="store_true", help="print the whole outcome as JSON")
     call.add_argument("--workspace", metavar="DIR", default=None,
                       help="an existing directory to use as the run's workspace root, neither "
-                           "holding nor inside the data directory or toolhost.toml's "
+                           "holding nor inside the data directory or toolhost.toml's, nor "
+                           "holding a file the host trusts, runs or reads a secret from "
                            "(default: a fresh workspace, discarded after the call)")
     call.add_argument("--run", metavar="ID", default=None,
                       help="the run to call in (default: a new one, ended with the command). A "

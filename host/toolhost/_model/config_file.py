@@ -15,6 +15,7 @@ file, the line and the key.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -70,6 +71,9 @@ class ConfigFile:
     world_readable: bool
     #: ``[mcp.servers.<name>]``: the MCP gateway's upstream servers, checked (``_model.upstream``).
     mcp_servers: tuple[UpstreamServer, ...] = ()
+    #: The file each ``{ file = "PATH" }`` reference anywhere in it names (the plugins' tables
+    #: included, read or not yet), resolved as ``_reference`` resolves it.
+    file_references: tuple[Path, ...] = ()
 
     def where(self, table: str, key: str | None = None) -> str:
         """``PATH:LINE`` of ``key`` in ``table`` (of the table's header without a key). A key
@@ -179,7 +183,38 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
             raise ConfigFileError(f"{config.where(table)}: [{table}]: not a table of "
                                   "toolhost.toml (host, mcp, http, policy, plugins.<name>)")
     return attrs.evolve(config, env=env, lines=lines, plugin_tables=plugins,
-                        plugin_table_names=plugin_names, mcp_servers=servers)
+                        plugin_table_names=plugin_names, mcp_servers=servers,
+                        file_references=tuple(_file_references(path, data)))
+
+
+def _file_references(path: Path, data: Mapping[str, Any]) -> list[Path]:
+    """The file each ``{ file = "PATH" }`` table in ``data`` names, relative to ``path``'s
+    directory. Walked with a list, not by recursion: tomllib reads nesting nearly as deep as
+    the interpreter's recursion bound."""
+    found: list[Path] = []
+    pending: list[object] = [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Mapping):
+            if set(value) == {"file"} and isinstance(value["file"], str):
+                named = value["file"]
+                # A NUL is refused where the reference is read: no file has such a name.
+                if "\x00" not in named:
+                    with contextlib.suppress(RuntimeError):  # ~user of no such user
+                        found.append(_referenced_file(path, named))
+                continue
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return found
+
+
+def _referenced_file(config_path: Path, named: str) -> Path:
+    """The file ``{ file = named }`` in ``config_path`` reads: a relative path is relative to
+    the file that names it, not to where the host started.
+
+    :raises RuntimeError: ``~user`` of no such user."""
+    return config_path.parent / Path(named).expanduser()
 
 
 def _writable_by_others(path: Path, st: os.stat_result) -> tuple[str, str] | None:
@@ -348,9 +383,7 @@ def _reference(config: ConfigFile, where: str, ref: Mapping[str, Any],
         return value
     if set(ref) == {"file"} and isinstance(ref["file"], str):
         try:
-            # A relative path is relative to the file that names it, not to where the host
-            # started.
-            target = config.path.parent / Path(_text(where, ref["file"])).expanduser()
+            target = _referenced_file(config.path, _text(where, ref["file"]))
         except RuntimeError:  # ~user of no such user
             raise ConfigFileError(f"{where}: refers to the file {ref['file']!r}, whose home "
                                   "directory does not exist") from None
