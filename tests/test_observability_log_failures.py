@@ -38,6 +38,7 @@ from toolhost import (
     ToolOutput,
 )
 from toolhost._adapters.sqlite_db import DATABASE_NAME
+from toolhost._pipeline.instruments import Instruments
 from toolhost._pipeline.log import configure_logging, get_logger, lost_lines, redact_secrets
 from toolhost._testing.clocks import FixedClock
 from toolhost.testing import DEFAULT_INSTANT, Harness
@@ -255,3 +256,22 @@ def _healthy(base: str) -> bool:
         return httpx.get(base + "/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_the_lost_lines_are_a_metric_on_every_scrape() -> None:
+    instruments = Instruments(time.monotonic)
+    # Always a sample, so an alert on its rate has a series before the first loss.
+    assert f"\ntoolhost_log_lines_lost_total {lost_lines()}\n" in instruments.render()
+    out = io.StringIO()
+    log_to(out)
+    try:
+        get_logger().info("lost", thing=Unprintable())
+    finally:
+        structlog.reset_defaults()
+    scraped = instruments.render()
+    assert f"\ntoolhost_log_lines_lost_total {lost_lines()}\n" in scraped
+    assert "# TYPE toolhost_log_lines_lost_total counter" in scraped
+    # One sample however often scraped: brought up to the count, never added to twice.
+    assert [line for line in instruments.render().splitlines()
+            if line.startswith("toolhost_log_lines_lost_total ")] == [
+        f"toolhost_log_lines_lost_total {lost_lines()}"]

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolhost._model.outcome import Outcome
+from toolhost._pipeline.log import lost_lines
 from toolhost._pipeline.metrics import Registry
 from toolhost._pipeline.tracing import ProviderProbe, named_no_tool
 
@@ -61,6 +62,11 @@ class Instruments:
             "(recorded: nothing ran; result: a writing call ran and its result was not "
             "recorded).",
             ("store", "lost"))
+        self.log_lines_lost = r.counter(
+            "toolhost_log_lines_lost_total",
+            "Log lines this process dropped because they could not be rendered or written (a "
+            "stderr nobody reads, a value no renderer takes): the first is reported on the "
+            "log's stream, every one is counted here.")
         self._otel: _OtelMirror | None = None
         self._probe = ProviderProbe(monotonic)
 
@@ -105,6 +111,11 @@ class Instruments:
             mirror.store_errors.add(1, {"toolhost.store": store, "toolhost.lost": lost})
 
     def render(self) -> str:
+        # The log keeps its own count (a line is lost where no metric may be touched: D417);
+        # the counter is brought up to it at each scrape, and so always has a sample.
+        with self.registry.lock:
+            lost = self.log_lines_lost
+            lost.inc_locked((), lost_lines() - lost.value())
         return self.registry.render()
 
     def _mirror(self) -> _OtelMirror | None:
