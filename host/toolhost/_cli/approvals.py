@@ -326,6 +326,8 @@ def _policy(policy: Any) -> str:
     text = f"{policy.get('action')} ({policy.get('rule')})"
     if policy.get("override"):
         text += f", allowed by {policy['override']}"
+    if policy.get("tool_rule") == "always_requires_approval":
+        text += ", which the tool always requires"
     return text
 
 

@@ -324,6 +324,9 @@ class Tool:
     required to call the tool, but granted with the required ones wherever a host grants
     "what the tools need" (the CLI's operator, ``toolhost serve``'s default principal).
     ``user_words`` names the arguments that must be the person's own words (``UserWords``).
+    ``always_requires_approval`` True makes every call wait for a person's approval, whatever
+    the operator's policy loosened (the spec's email.unsubscribe); a denying policy still
+    denies.
     ``function`` is the function ``toolhost.tool`` decorated, as written (None for a Tool made
     by hand): call it in a unit test without a host.
     """
@@ -338,6 +341,7 @@ class Tool:
         default=(), kw_only=True, converter=_scope_tuple,
         validator=attrs.validators.deep_iterable(attrs.validators.instance_of(str)))
     user_words: UserWords | None = attrs.field(default=None, kw_only=True)
+    always_requires_approval: bool = attrs.field(default=False, kw_only=True)
     function: Callable[..., Any] | None = attrs.field(default=None, kw_only=True, eq=False,
                                                       repr=False)
 

@@ -96,6 +96,7 @@ def tool(
     default_enabled: bool = True,
     checked_scopes: Iterable[str] = (),
     user_words: UserWords | None = None,
+    always_requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare the decorated function as the tool ``name@version``; the decorator returns the
     ``Tool`` (return it from ``toolhost_tools``).
@@ -127,6 +128,7 @@ def tool(
                                 server_id=server_id)
         extras: dict[str, Any] = {"reasons": declared, "default_enabled": default_enabled,
                                   "checked_scopes": checked, "user_words": user_words,
+                                  "always_requires_approval": always_requires_approval,
                                   "function": function}
         if plan.services is not None:
             return Tool(spec, build=plan.factory(function), **extras)

@@ -84,6 +84,8 @@ class PolicyDecision:
     risk: Risk
     #: The setting that allowed this cell to be looser than the default, when one did.
     override: str | None = None
+    #: The tool always requires approval and the cell allowed the call: asked anyway.
+    tool_requires_approval: bool = False
 
     @property
     def rule(self) -> str:
@@ -93,6 +95,8 @@ class PolicyDecision:
         data = {"action": self.action.value, "rule": self.rule}
         if self.override is not None:
             data["override"] = self.override
+        if self.tool_requires_approval:
+            data["tool_rule"] = "always_requires_approval"
         return data
 
 

@@ -54,7 +54,7 @@ from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline.excerpt import excerpt
 from toolhost._pipeline.execution import BodyAborted, Cancelled, DeadlineExceeded, run_tool
-from toolhost._pipeline.policy import Policy, PolicyDecision
+from toolhost._pipeline.policy import Policy, PolicyAction, PolicyDecision
 from toolhost._ports.tool_artifacts import ArtifactWriter
 from toolhost._registration.refusals import (
     HARD_OUTPUT_CEILING,
@@ -335,8 +335,14 @@ def check_user_words(run: Run, registered: Registered) -> None:
 
 
 def decide_policy(policy: Policy, registered: Registered) -> PolicyDecision:
-    """The policy matrix cell for the tool's side effect and risk, as the operator configured it."""
-    return policy.decide(registered.spec.side_effect, registered.spec.risk)
+    """The policy matrix cell for the tool's side effect and risk, as the operator configured
+    it; a tool that always requires approval is asked for where the cell allows (D430)."""
+    decision = policy.decide(registered.spec.side_effect, registered.spec.risk)
+    if registered.tool.always_requires_approval and decision.action is PolicyAction.ALLOW:
+        # The cell's override, if it had one, decided nothing: not named on the row.
+        return attrs.evolve(decision, action=PolicyAction.REQUIRE_APPROVAL, override=None,
+                            tool_requires_approval=True)
+    return decision
 
 
 # ---------------------------------------------------------------------- step 7: approval

@@ -25,8 +25,6 @@ from toolhost_email.importer import ImportFailed, import_path
 from toolhost_email.messages import QUOTE_NOT_IN_USER_TURN
 from toolhost_email.oneclick import is_public, send_one_click
 
-ALLOW = {"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/MEDIUM": "allow"}',
-         "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1"}
 CENSUS = {**UNSUBSCRIBE, "TOOLHOST_EMAIL_AUTHSERV_ID": AUTHSERV}
 BANK_URL = "https://unsub.lists.example.org/u/1"
 
@@ -148,7 +146,7 @@ def test_a_destination_httpx_cannot_parse_is_one_outcome_not_a_failed_call(
     hostile = list_mail(unsubscribe=f"<{hostile_uri}>",
                         message_id="<h@x>", list_id="Hostile <hostile.example.org>")
     root = _import(tmp_path, good, hostile)
-    settings = {**CENSUS, **ALLOW, "TOOLHOST_CA_BUNDLE": str(server.ca_bundle),
+    settings = {**CENSUS, "TOOLHOST_CA_BUNDLE": str(server.ca_bundle),
                 "TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS": "1",
                 "TOOLHOST_EMAIL_REQUEST_TIMEOUT_S": "10"}  # no stall here: room for load
     with harness(root, settings) as h:
@@ -157,7 +155,9 @@ def test_a_destination_httpx_cannot_parse_is_one_outcome_not_a_failed_call(
         assert by_list["good.example.org"]["one_click"] is True
         pairs = [{"subscription_id": s["subscription_id"],
                   "evidence_digest": s["evidence_digest"]} for s in subs]
-        outcome = h.invoke("email.unsubscribe", requests=pairs)
+        paused = h.invoke("email.unsubscribe", requests=pairs)
+        assert paused.invocation_id is not None and server.arrivals == []
+        outcome = h.approve(paused.invocation_id)
     assert outcome.failure is None, outcome.failure
     results = {r["subscription_id"]: r["outcome"] for r in ok(outcome)["results"]}
     assert results[by_list["good.example.org"]["subscription_id"]] == "requested"

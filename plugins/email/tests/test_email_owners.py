@@ -27,9 +27,7 @@ ALICE_MAIL = "alice@example.com"
 BOB_MAIL = "bob@example.net"
 TURN = "From now on please keep every reply short, thank you"
 FEEDBACK = "please keep every reply short"
-SETTINGS = {**MODE, **UNSUBSCRIBE, "TOOLHOST_EMAIL_AUTHSERV_ID": AUTHSERV,
-            "TOOLHOST_POLICY": '{"EXTERNAL_WRITE/MEDIUM": "allow"}',
-            "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1"}
+SETTINGS = {**MODE, **UNSUBSCRIBE, "TOOLHOST_EMAIL_AUTHSERV_ID": AUTHSERV}
 
 
 def _mbox(tmp_path: Path, name: str, to: str) -> Path:
@@ -74,7 +72,10 @@ def _as(h: Harness, principal: str, name: str, user_turn: str | None = None,
         **arguments: Any) -> Any:
     run = h.start_run(principal=principal, user_turn=user_turn)
     try:
-        return h.call(name, arguments, run=run)
+        outcome = h.call(name, arguments, run=run)
+        if outcome.paused:  # email.unsubscribe always asks (D430): approved within the call
+            outcome = h.approve(outcome.invocation_id, run=run)
+        return outcome
     finally:
         h.end_run(run)
 

@@ -20,8 +20,7 @@ from toolhost.testing import Harness
 from toolhost_email.importer import import_path
 from toolhost_email.oneclick import is_public
 
-#: The behaviour tests let a call run without the approval pause (an explicit, logged override);
-#: the approval tests keep the default policy.
+#: An operator's explicit, logged loosening of the tool's cell: it still asks (D430).
 ALLOW = {"TOOLHOST_POLICY": '{"EXTERNAL_WRITE/MEDIUM": "allow"}',
          "TOOLHOST_POLICY_ALLOW_EXTERNAL_WRITE": "1"}
 PATH = "/unsubscribe/1?list=news"
@@ -56,6 +55,13 @@ def _pairs(h: Harness) -> list[dict[str, Any]]:
             for s in ok(h.invoke("email.subscriptions"))["subscriptions"]]
 
 
+def _approved(h: Any, **arguments: Any) -> Any:
+    """email.unsubscribe called, paused (as every call is) and approved."""
+    paused = h.invoke("email.unsubscribe", **arguments)
+    assert paused.paused and paused.invocation_id is not None, paused
+    return h.approve(paused.invocation_id)
+
+
 def _outcomes(outcome: Any) -> list[str]:
     return [r["outcome"] for r in ok(outcome)["results"]]
 
@@ -82,6 +88,22 @@ def test_after_approval_exactly_one_rfc8058_request_and_none_before(
     assert "remote content" not in done.content
 
 
+def test_a_loosened_policy_still_asks_before_any_request(
+    tmp_path: Path, server: Receiver,
+) -> None:
+    # Regression (D430): with EXTERNAL_WRITE/MEDIUM allowed under the override, the tool sent
+    # its POSTs with no approval, though "it always requires approval" and says so.
+    root = _import(tmp_path, _eligible(server))
+    with harness(root, _settings(server, **ALLOW)) as h:
+        paused = h.invoke("email.unsubscribe", requests=_pairs(h))
+        assert paused.paused and server.arrivals == []
+        assert paused.decision == {"action": "approval", "rule": "EXTERNAL_WRITE/MEDIUM",
+                                   "tool_rule": "always_requires_approval"}
+        assert paused.invocation_id is not None
+        assert _outcomes(h.approve(paused.invocation_id)) == ["requested"]
+    assert len(server.arrivals) == 1
+
+
 def test_a_denied_call_sends_nothing(tmp_path: Path, server: Receiver) -> None:
     root = _import(tmp_path, _eligible(server))
     with harness(root, _settings(server)) as h:
@@ -95,10 +117,10 @@ def test_ineligible_stale_and_unknown_pairs_send_nothing(tmp_path: Path,
                                                          server: Receiver) -> None:
     root = _import(tmp_path, _eligible(server, n=1, post=None),
                    _eligible(server, n=2))
-    with harness(root, _settings(server, **ALLOW)) as h:
+    with harness(root, _settings(server)) as h:
         found = {s["list_id"]: s for s in ok(h.invoke("email.subscriptions"))["subscriptions"]}
         ineligible, eligible = found["l1.example.org"], found["l2.example.org"]
-        outcome = h.invoke("email.unsubscribe", requests=[
+        outcome = _approved(h, requests=[
             {"subscription_id": ineligible["subscription_id"],
              "evidence_digest": ineligible["evidence_digest"]},
             {"subscription_id": eligible["subscription_id"],
@@ -111,13 +133,13 @@ def test_ineligible_stale_and_unknown_pairs_send_nothing(tmp_path: Path,
 
 def test_newer_mail_makes_the_evidence_stale(tmp_path: Path, server: Receiver) -> None:
     root = _import(tmp_path, _eligible(server))
-    with harness(root, _settings(server, **ALLOW)) as h:
+    with harness(root, _settings(server)) as h:
         old = _pairs(h)
         newer = list_mail(
             unsubscribe=f"<{server.url('/other-path', 'localhost')}>", message_id="<e9@x>",
             list_id="List 1 <l1.example.org>", date="Wed, 02 Dec 2026 10:00:00 +0000")
         import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "newer.mbox", [newer]))
-        assert _outcomes(h.invoke("email.unsubscribe", requests=old)) == ["evidence_stale"]
+        assert _outcomes(_approved(h, requests=old)) == ["evidence_stale"]
     assert server.arrivals == []
 
 
@@ -130,8 +152,8 @@ def test_each_answer_is_one_closed_outcome_and_a_redirect_is_not_followed(
 ) -> None:
     server.answer = answer
     root = _import(tmp_path, _eligible(server))
-    with harness(root, _settings(server, **ALLOW)) as h:
-        result = h.invoke("email.unsubscribe", requests=_pairs(h))
+    with harness(root, _settings(server)) as h:
+        result = _approved(h, requests=_pairs(h))
     assert _outcomes(result) == [outcome]
     assert [a.path for a in server.arrivals] == [PATH]  # never /redirected
     assert "remote content" not in result.content
@@ -141,10 +163,10 @@ def test_one_request_per_subscription_and_no_cookie_carried_over(
     tmp_path: Path, server: Receiver,
 ) -> None:
     root = _import(tmp_path, _eligible(server))
-    with harness(root, _settings(server, **ALLOW)) as h:
+    with harness(root, _settings(server)) as h:
         pairs = _pairs(h)
-        assert _outcomes(h.invoke("email.unsubscribe", requests=pairs * 3)) == ["requested"] * 3
-        assert _outcomes(h.invoke("email.unsubscribe", requests=pairs)) == ["requested"]
+        assert _outcomes(_approved(h, requests=pairs * 3)) == ["requested"] * 3
+        assert _outcomes(_approved(h, requests=pairs)) == ["requested"]
     assert len(server.arrivals) == 2  # one per call, though the first named it three times
     assert [a.header("Cookie") for a in server.arrivals] == [[], []]
 
@@ -154,10 +176,10 @@ def test_a_private_destination_is_refused_without_the_test_setting(
     tmp_path: Path, server: Receiver, host: str,
 ) -> None:
     root = _import(tmp_path, _eligible(server, host=host))
-    settings = _settings(server, **ALLOW)
+    settings = _settings(server)
     del settings["TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS"]
     with harness(root, settings) as h:
-        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == [
+        assert _outcomes(_approved(h, requests=_pairs(h))) == [
             "refused_destination"]
     assert server.arrivals == []
 
@@ -183,10 +205,10 @@ def test_a_name_with_any_private_address_is_refused(
     # A public first answer does not hide a private second one (rebinding).
     asked = _fake_dns(monkeypatch, {"unsub.test": ["93.184.216.34", "127.0.0.1"]})
     root = _import(tmp_path, _eligible(server, host="unsub.test"))
-    settings = _settings(server, **ALLOW)
+    settings = _settings(server)
     del settings["TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS"]
     with harness(root, settings) as h:
-        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == [
+        assert _outcomes(_approved(h, requests=_pairs(h))) == [
             "refused_destination"]
     assert asked == ["unsub.test"] and server.arrivals == []
 
@@ -198,8 +220,8 @@ def test_the_request_connects_to_the_checked_address_with_the_names_tls_and_host
     # receiver through the address resolved and checked once, with SNI and Host of the name.
     asked = _fake_dns(monkeypatch, {"unsub.test": ["127.0.0.1"]})
     root = _import(tmp_path, _eligible(server, host="unsub.test"))
-    with harness(root, _settings(server, **ALLOW)) as h:
-        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == ["requested"]
+    with harness(root, _settings(server)) as h:
+        assert _outcomes(_approved(h, requests=_pairs(h))) == ["requested"]
     assert asked == ["unsub.test"]
     (arrival,) = server.arrivals
     assert arrival.header("Host") == [f"unsub.test:{server.port}"]
@@ -241,9 +263,9 @@ def test_a_special_purpose_destination_is_refused_without_any_connection(
 
 def test_the_result_is_closed_codes_only(tmp_path: Path, server: Receiver) -> None:
     root = _import(tmp_path, _eligible(server))
-    with harness(root, _settings(server, **ALLOW)) as h:
+    with harness(root, _settings(server)) as h:
         pairs = _pairs(h)
-        result = ok(h.invoke("email.unsubscribe", requests=pairs))
+        result = ok(_approved(h, requests=pairs))
     assert result == {"results": [{"subscription_id": pairs[0]["subscription_id"],
                                    "outcome": "requested"}]}
     assert json.dumps(result).count("localhost") == 0
@@ -263,7 +285,7 @@ def test_the_input_is_closed_and_bounded(tmp_path: Path, requests: list[Any]) ->
 def test_an_address_literal_destination_is_checked_and_reached(tmp_path: Path,
                                                                server: Receiver) -> None:
     root = _import(tmp_path, _eligible(server, host="127.0.0.1"))
-    with harness(root, _settings(server, **ALLOW)) as h:
-        assert _outcomes(h.invoke("email.unsubscribe", requests=_pairs(h))) == ["requested"]
+    with harness(root, _settings(server)) as h:
+        assert _outcomes(_approved(h, requests=_pairs(h))) == ["requested"]
     (arrival,) = server.arrivals
     assert arrival.header("Host") == [f"127.0.0.1:{server.port}"]

@@ -39,7 +39,8 @@ class Record:
 
 @tool("demo.external_write", "1.0.0", side_effect=SideEffect.EXTERNAL_WRITE, risk=Risk.HIGH,
       idempotency=Idempotency.NON_IDEMPOTENT, output_trust=Trust.INTERNAL_TOOL,
-      required_scopes=("demo.write",), timeout_s=10, maximum_output_bytes=4096, reasons=())
+      required_scopes=("demo.write",), timeout_s=10, maximum_output_bytes=4096, reasons=(),
+      always_requires_approval=True)  # the spec's "always requires approval" (D430)
 def EXTERNAL_WRITE(  # noqa: N802 - the decorator makes a Tool, named as a constant
     destination: Annotated[str, MaxLen(256)], content: Annotated[str, MaxLen(4096)],
 ) -> Record:

@@ -81,8 +81,9 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
         tools += [
             Tool(SUBSCRIPTIONS_SPEC, build="toolhost_email.subscriptions_tool:build",
                  reasons=SUBSCRIPTIONS_REASONS),
+            # "It always requires approval": no loosened policy cell reaches it (D430).
             Tool(UNSUBSCRIBE_SPEC, build="toolhost_email.unsubscribe_tool:build",
-                 reasons=UNSUBSCRIBE_REASONS),
+                 reasons=UNSUBSCRIBE_REASONS, always_requires_approval=True),
         ]
     # By reference: each body's module is imported when the host first builds its tool.
     return tools
