@@ -150,6 +150,7 @@ def test_config_prints_each_setting_with_its_source(tmp_path: Path) -> None:
                                   "introspection_client_secret = \"hunter2\"\n"
                                   "[policy]\n"
                                   "\"CODE_EXECUTION/LOW\" = \"approval\"\n"
+                                  "\"WORKSPACE_WRITE/MEDIUM\" = \"deny\"\n"
                                   "[plugins.toolhost-people]\n"
                                   "enabled = true\n")
     env = {"TOOLHOST_CONFIG": str(path), "TOOLHOST_LOG_LEVEL": "error",
@@ -168,8 +169,10 @@ def test_config_prints_each_setting_with_its_source(tmp_path: Path) -> None:
         entry('log_level = "error"', "environment TOOLHOST_LOG_LEVEL"),
         entry("artifact_retention_days = 7", f"{path}:3"),
         entry('introspection_client_secret = "***"', f"{path}:5"),
-        entry('"CODE_EXECUTION/LOW" = "approval"', f"{path}:6"),
-        entry("enabled = true", f"{path}:9"),
+        # Each cell's own line, not its table's (both said :6).
+        entry('"CODE_EXECUTION/LOW" = "approval"', f"{path}:7"),
+        entry('"WORKSPACE_WRITE/MEDIUM" = "deny"', f"{path}:8"),
+        entry("enabled = true", f"{path}:10"),
         entry('api_key = "***"', "environment TENSORSCALE_API_KEY"),
         entry('database_url = "postgresql://u:***@db/x"', "environment TOOLHOST_DATABASE_URL"),
         "# workspace_quota_bytes: default: 1073741824",

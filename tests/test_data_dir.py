@@ -218,6 +218,18 @@ def test_serve_is_refused_at_its_start(case: str, base: Path, real_database: Pat
     assert_refused(result, line)
 
 
+@pytest.mark.parametrize("case", ["data_dir_is_a_file", "data_dir_under_a_file"])
+def test_check_says_a_file_stands_where_the_data_directory_would_be(
+        case: str, base: Path, real_database: Path) -> None:
+    # Regression: check printed "ok" (and advised chmod 700 on the file) while every other
+    # command refused to start.
+    data = base / "data"
+    line = CASES[case](data, real_database)
+    target = data / "sub" if case == "data_dir_under_a_file" else data
+    assert_refused(toolhost(target, "check"), line)
+    assert data.read_text() == "not a directory\n"
+
+
 def test_the_approval_commands_are_refused_in_one_line(base: Path, real_database: Path) -> None:
     data = base / "data"
     line = garbage(data, real_database)

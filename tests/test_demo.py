@@ -3,7 +3,9 @@ events reported as they happen."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from conftest import make_plugin, make_spec, make_tool
@@ -12,6 +14,7 @@ from test_cli import toolhost
 from toolhost import ToolOutput
 from toolhost._cli.demo import FinalAnswer, ScriptedModelProvider, run_demo
 from toolhost._model.runs import ToolCall
+from toolhost._testing.cli import run_toolhost
 from toolhost.testing import host_for
 
 EXPECTED = """\
@@ -48,3 +51,11 @@ def test_events_are_emitted_before_the_tool_runs() -> None:
     assert seen_by_tool == [["run created: run-demo", "user: Say hi.",
                              'model requests fx.echo {"x": "hi"}']]
     assert emitted[-2:] == ["model answers: hi!", "run finished"]
+
+
+def test_the_demo_leaves_no_run_live(tmp_path: Path) -> None:
+    # Regression: `toolhost runs list` showed run-demo after the demo said "run finished".
+    shown = run_toolhost("demo", data_dir=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    live = run_toolhost("runs", "list", "--json", data_dir=tmp_path)
+    assert (live.returncode, json.loads(live.stdout)) == (0, [])

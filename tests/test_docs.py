@@ -11,6 +11,8 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 import toolhost
 from toolhost import hookspecs
 
@@ -75,8 +77,10 @@ def test_the_written_out_spec_is_the_one_the_typed_example_derives() -> None:
     assert namespace["SPEC"] == plugin.hello.spec
 
 
-def test_the_plugin_api_names_the_version_the_host_implements() -> None:
-    stated = re.findall(r"Plugin API (\d+\.\d+)", PLUGIN_API.read_text())
+@pytest.mark.parametrize("doc", ["docs/plugin-api.md", "docs/plugins.md"])
+def test_the_plugin_api_names_the_version_the_host_implements(doc: str) -> None:
+    # The guide said 1.5 two versions after the host moved on.
+    stated = re.findall(r"Plugin API (\d+\.\d+)", (ROOT / doc).read_text())
     assert stated and set(stated) == {toolhost.PLUGIN_API_VERSION}
 
 

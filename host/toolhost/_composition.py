@@ -545,6 +545,22 @@ class Host:
 
         return SizedFilesystems(self.settings.workspace_quota_bytes).problem()
 
+    def data_directory_problem(self) -> str | None:
+        """Why no command could use the data directory because a file stands in its place
+        (or on its way), or None: cheap, nothing is made (``toolhost check``)."""
+        from toolhost._model.data_layout import file_in_the_way
+
+        directory = Path(self.data_dir)
+        if not file_in_the_way(directory):
+            return None
+        import errno
+
+        from toolhost._adapters.sqlite_db import unusable_directory
+
+        # The line the stores' own start gives (NotADirectoryError: a file in the way).
+        return str(unusable_directory(
+            NotADirectoryError(errno.ENOTDIR, "Not a directory"), directory))
+
     def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
         """An empty workspace of its own, under the data directory, removed by ``discard``
         (a run's workspace is ``start_run``'s; this one belongs to nobody but its caller)."""

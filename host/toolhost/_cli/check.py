@@ -64,6 +64,10 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
                 f"plugin {dist} fails the determinism scan: {found[0]}{more}: a tool reads the "
                 f"time from services.clock, never the system's (leave the plugin out with "
                 f"TOOLHOST_PLUGINS_EXCLUDE={dist}, or fix and reinstall it)", ExitCode.FAILED)
+    # Every other command opens the stores, which would refuse such a data directory.
+    unusable = host.data_directory_problem()
+    if unusable is not None:
+        raise CommandError(unusable, ExitCode.FAILED)
     dists = sorted({r.distribution for r in host.registry})
     print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
     # Registered tools that fail closed on this machine (the optional toolhost_readiness

@@ -171,9 +171,12 @@ def _policy_entries(settings: Settings) -> Iterator[dict[str, Any]]:
         yield {"table": "policy", "key": None, "name": "TOOLHOST_POLICY", "value": raw,
                "source": source, "default": None}
         return
+    config = settings.config if source not in ("environment", "default") else None
     for cell, action in sorted(cells.items()):
+        # Each cell's own line: the setting's origin is its table's header.
+        where = source if config is None else config.where("policy", cell)
         yield {"table": "policy", "key": cell, "name": "TOOLHOST_POLICY", "value": action,
-               "source": source, "default": None}
+               "source": where, "default": None}
     if not cells:
         yield {"table": "policy", "key": None, "name": "TOOLHOST_POLICY", "value": None,
                "source": "default", "default": "the seed's matrix"}

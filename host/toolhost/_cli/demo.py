@@ -74,20 +74,24 @@ def run_demo(
     emit(f"user: {question}")
     outcomes: list[Outcome] = []
     run = host.start_run(run_id=run_id, user_turn=question)
-    last = ""
-    for _ in range(max_steps):
-        turn = provider.next_turn(transcript)
-        if isinstance(turn, FinalAnswer):
-            answer = turn.template.replace("{result}", last)
-            emit(f"model answers: {answer}")
-            emit("run finished")
-            return outcomes
-        emit(f"model requests {turn.name} {json.dumps(turn.arguments, sort_keys=True)}")
-        outcome = host.invoke_sync(turn.name, turn.arguments, version=turn.version, run=run)
-        outcomes.append(outcome)
-        emit(f"tool executes: {outcome.tool}@{outcome.version} {outcome.status.value}")
-        emit(f"tool result: {outcome.content}")
-        transcript.append({"role": "tool", "name": turn.name, "content": outcome.content})
-        last = outcome.content
-    emit("run stopped: step limit reached")
-    return outcomes
+    try:
+        last = ""
+        for _ in range(max_steps):
+            turn = provider.next_turn(transcript)
+            if isinstance(turn, FinalAnswer):
+                answer = turn.template.replace("{result}", last)
+                emit(f"model answers: {answer}")
+                emit("run finished")
+                return outcomes
+            emit(f"model requests {turn.name} {json.dumps(turn.arguments, sort_keys=True)}")
+            outcome = host.invoke_sync(turn.name, turn.arguments, version=turn.version, run=run)
+            outcomes.append(outcome)
+            emit(f"tool executes: {outcome.tool}@{outcome.version} {outcome.status.value}")
+            emit(f"tool result: {outcome.content}")
+            transcript.append({"role": "tool", "name": turn.name, "content": outcome.content})
+            last = outcome.content
+        emit("run stopped: step limit reached")
+        return outcomes
+    finally:
+        # Finished or stopped, the run is over: it is not left live on this host.
+        host.release_run(run)

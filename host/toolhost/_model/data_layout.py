@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["DATABASE_NAME", "default_data_dir", "make_private_dirs", "plugin_data_dir",
-           "readable_by_others"]
+__all__ = ["DATABASE_NAME", "default_data_dir", "file_in_the_way", "make_private_dirs",
+           "plugin_data_dir", "readable_by_others"]
 
 #: The host's own SQLite database in the data directory (the record and the artifact index).
 DATABASE_NAME = "toolhost.sqlite3"
@@ -67,3 +67,9 @@ def readable_by_others(data_dir: Path) -> list[tuple[Path, int, str]]:
         if mode & 0o077:
             found.append((path, mode, f"chmod {private} {path}"))
     return found
+
+
+def file_in_the_way(directory: Path) -> bool:
+    """Whether a file (not a directory) stands where ``directory`` or one of its parents
+    would be, so that no directory could be made there: found without making anything."""
+    return any(os.path.lexists(p) and not p.is_dir() for p in (directory, *directory.parents))
