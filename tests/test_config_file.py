@@ -279,6 +279,25 @@ def test_a_password_in_a_urls_query_is_a_secret_too(tmp_path: Path) -> None:
     assert redact_url_password(url) == "postgresql://db.example/th?user=app&password=***"
 
 
+@pytest.mark.parametrize(("conninfo", "shown"), [
+    ("host=db user=app password=hunter2", "host=db user=app password=***"),
+    ("host=db password = 'hun ter\\'2' dbname=th", "host=db password=*** dbname=th"),
+    ("host=db sslpassword=hunter2 sslmode=require", "host=db sslpassword=*** sslmode=require"),
+    ("password='hunter2 never closed", "password=***"),
+])
+def test_a_password_in_a_libpq_conninfo_is_a_secret_too(
+        tmp_path: Path, conninfo: str, shown: str) -> None:
+    # Regression: TOOLHOST_DATABASE_URL's conninfo form (libpq's key=value) kept its password
+    # in `toolhost config`, in the settings' repr, and inline in a file every user can read.
+    path = write(tmp_path, f"[host]\ndatabase_url = {json.dumps(conninfo)}\n", mode=0o644)
+    with pytest.raises(SettingError, match="a secret written in a file every user can read"):
+        from_file(path)
+    from toolhost._model.settings import Settings, redact_url_password
+
+    assert redact_url_password(conninfo) == shown
+    assert "hunter2" not in repr(Settings(env={"TOOLHOST_DATABASE_URL": conninfo}))
+
+
 def test_no_repr_shows_a_value_from_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, '[http]\nintrospection_client_secret = "s3cr3t-inline"\n'
                            '[plugins.toolhost-media]\napi_key = "sk-live-inline"\n')

@@ -159,16 +159,28 @@ _ALREADY_MASKED = re.compile(r"\*+|\[[a-z]+\]")
 _QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#?\s]+)=([^&;#\s]*)")
 
 
+#: A libpq conninfo keyword and its value (``host=db password='p w'``), the other form
+#: TOOLHOST_DATABASE_URL takes: at the start or after whitespace, spaces allowed around the
+#: ``=``, a value bare or single-quoted with backslash escapes (one never closed runs to the
+#: end, so a malformed one is masked whole).
+_CONNINFO_PAIR = re.compile(
+    r"(?<!\S)([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|'.*|[^\s']\S*)")
+
+
 def redact_url_password(value: str) -> str:
-    """``value`` with the password of any URL in it shown as ``***``: its userinfo's, and any
-    query parameter named like a credential (TOOLHOST_DATABASE_URL carries one), so a
-    setting's repr or an error that names the URL leaks no credential."""
+    """``value`` with the password of any URL in it shown as ``***``: its userinfo's, any
+    query parameter named like a credential, and any conninfo keyword named like one
+    (TOOLHOST_DATABASE_URL carries one in either form), so a setting's repr or an error that
+    names the URL leaks no credential."""
     value = _URL_PASSWORD.sub(r"\1:***@", value)
     if "=" not in value:
         return value
-    return _QUERY_PARAMETER.sub(
-        lambda m: f"{m[1]}=***" if (m[2] and is_secret_name(m[1])
-                                    and not _ALREADY_MASKED.fullmatch(m[2])) else m[0], value)
+
+    def masked(m: re.Match[str]) -> str:
+        secret = m[2] and is_secret_name(m[1]) and not _ALREADY_MASKED.fullmatch(m[2])
+        return f"{m[1]}=***" if secret else m[0]
+
+    return _CONNINFO_PAIR.sub(masked, _QUERY_PARAMETER.sub(masked, value))
 
 
 @attrs.frozen
