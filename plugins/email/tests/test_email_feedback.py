@@ -146,3 +146,16 @@ def test_undo_then_the_same_feedback_again_is_a_new_version(
                                     (fid, 3, "applied")]
     assert main(["feedback", "undo", "f_" + "0" * 32]) == 1
     assert capsys.readouterr().err.startswith("toolhost-email: no feedback record")
+
+
+def test_the_words_form_states_the_minimum_the_quote_must_meet() -> None:
+    # Over MCP the person's answer is the quote as well: "Formal." was refused with a message
+    # telling the model to re-quote, though the form never said two words were needed.
+    from toolhost_email.feedback_tool import MIN_QUOTE_WORDS, MIN_WIDE_CHARS, quoted_in
+    from toolhost_email.plugin import FEEDBACK_WORDS
+
+    assert (MIN_QUOTE_WORDS, MIN_WIDE_CHARS) == (2, 4)  # the prompt's words below
+    assert "at least two words (four characters in a script written without spaces)" in (
+        FEEDBACK_WORDS.prompt)
+    assert not quoted_in("Formal.", "Formal.") and quoted_in("Be formal.", "Be formal.")
+    assert quoted_in("丁寧に書く", "丁寧に書く") and not quoted_in("丁寧に", "丁寧に")

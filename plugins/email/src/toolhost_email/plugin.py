@@ -31,7 +31,9 @@ __all__ = [
 #: email.feedback stores the owner's words: where the run has no user turn, the host asks the
 #: owner for them, and their answer is the feedback, its quote and the turn.
 FEEDBACK_WORDS = UserWords(
-    "It asks to remember this feedback on how your email is handled.",
+    # The person's text is the quote too: it must pass feedback_tool.quoted_in's minimum.
+    "It asks to remember this feedback on how your email is handled. Write at least two words "
+    "(four characters in a script written without spaces).",
     arguments=("feedback", "quote"),
 )
 
