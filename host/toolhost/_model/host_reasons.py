@@ -86,8 +86,8 @@ MESSAGES = {
     "handles left). Try again later.",
     ARTIFACT_STORE: "The artifact store cannot be reached right now, so nothing was saved. "
     "Try again later.",
-    RUN_DEADLINE_PASSED: "The run's deadline passed before this call was approved, so it did "
-    "not run. Do not retry it in this run; ask the user how to proceed.",
+    RUN_DEADLINE_PASSED: "The run's deadline passed before this call could run, so it did not "
+    "run. Do not retry it in this run; ask the user how to proceed.",
     NEEDS_USER: "This tool needs the user's own words, and the user cannot be asked for them "
     "here. Do not retry it; tell the user it needs a client that can ask them (a form), or "
     "their own message.",

@@ -11,13 +11,15 @@ docs/architecture.md:
  5 policy decision; a deny cell denies      ``steps.decide_policy``, ``Pipeline._deny_by_policy``
  6 require approval: persist; unless the    ``Pipeline._pause``, ``Pipeline.pause``
    caller asks within the call (``hold``),
-   pause: discard the run's workspace
+   pause: discard the run's workspace; past
+   the run's deadline, end as step 8 does
  7 (resume) the tool is registered, policy  ``Approvals.resume`` (``approve``):
    still allows it, the run's deadline has  ``steps.bind_approval``
    not passed, the approval binds the       ``Approvals.denial`` (``deny``)
    digest (an operator's denial ends it)    (toolhost._pipeline.approvals)
- 8 execute under min(timeout_s, run         ``steps.build_tool``, ``steps.execute``
-   deadline), cancellable
+ 8 execute under min(timeout_s, run         ``steps.check_run_deadline``,
+   deadline), cancellable; never once the   ``steps.build_tool``, ``steps.execute``
+   run's deadline has passed
  9 WorkspaceEscape -> ToolValidationError   ``steps.workspace_escape``
    WorkspaceUnavailable -> retryable failure ``steps.workspace_unavailable``
 10 validate output against output_schema    ``steps.validate_output``
@@ -261,9 +263,15 @@ class Pipeline:
         # wherever it is approved); nobody else's turn is recorded.
         user_turn = run.user_turn if registered.tool.user_words is not None else None
         if decision.action is PolicyAction.REQUIRE_APPROVAL:
-            return await self._pause(  # 6
-                run, _running_record(invocation_id, run, prepared, decision, created,
-                                     user_turn=user_turn), log, hold=hold)
+            record = _running_record(invocation_id, run, prepared, decision, created,
+                                     user_turn=user_turn)
+            try:
+                # Not paused past the run's deadline: no approval could run it then (D222).
+                steps.check_run_deadline(run, self._monotonic())  # 8, before 6
+            except ToolFailure as failure:
+                return await self.persist_failure(  # 13
+                    attrs.evolve(record, started_at=None), failure, log, inserted=False)
+            return await self._pause(run, record, log, hold=hold)  # 6
         # A call that changes anything is recorded as running before it runs, so a crash
         # mid-call leaves evidence (and, in ``owner``, whose it was); a read-only call's row
         # is written once, at step 13.
@@ -361,11 +369,12 @@ class Pipeline:
     ) -> Outcome:
         # Each call has its own cancellation: set when the run's is, and at its deadline.
         call = CancellationEvent()
+        now = self._monotonic()
         context = self.context_for(
-            run, deadline=steps.call_deadline(registered, run.deadline, self._monotonic()),
-            cancellation=call)
+            run, deadline=steps.call_deadline(registered, run.deadline, now), cancellation=call)
         writer = context.artifacts
         try:
+            steps.check_run_deadline(run, now)  # 8: the body never starts past it
             tool = steps.build_tool(self._build, registered)  # 8
             try:
                 with self._step("execute"):

@@ -7,7 +7,8 @@
    ``check_user_words``   a tool that needs the person's words has a user turn to check
  5 ``decide_policy``      the policy matrix: allow, require approval or deny
  7 ``bind_approval``      (resume) the row's arguments still digest to the approved digest
- 8 ``build_tool``, ``execute``  build the callable; run it under its deadline, cancellable
+ 8 ``check_run_deadline``  a run past its deadline runs nothing more (also before step 6)
+   ``build_tool``, ``execute``  build the callable; run it under its deadline, cancellable
  9 ``workspace_escape``   WorkspaceEscape -> ToolValidationError (``workspace_unavailable``:
                             WorkspaceUnavailable -> a retryable host failure)
 10 ``validate_output``    the structured output against output_schema
@@ -74,6 +75,7 @@ __all__ = [
     "build_tool",
     "call_deadline",
     "check_enabled",
+    "check_run_deadline",
     "check_scopes",
     "check_user_words",
     "clamp_trust",
@@ -385,6 +387,18 @@ def call_deadline(registered: Registered, run_deadline: float | None, now: float
     """This call's deadline, a monotonic instant: min(now + timeout_s, the run's deadline)."""
     deadline = now + float(registered.spec.timeout_s)
     return deadline if run_deadline is None else min(deadline, run_deadline)
+
+
+def check_run_deadline(run: Run, now: float) -> None:
+    """Before a body would start (step 8, and before step 6 pauses a call): a run whose
+    deadline has passed runs nothing more, so the call ends RUN_DEADLINE_PASSED, unrun and not
+    retryable, as an approval after the deadline does (D222). DEADLINE would say a body that
+    never started "did not finish", retryable in a run where every retry fails the same way,
+    or "may already have taken effect". A cancelled run's call is left to end as cancelled,
+    as it did before this check."""
+    if run.deadline is not None and now >= run.deadline and not run.cancellation.cancelled:
+        raise ToolFailure(core_messages.RUN_DEADLINE_PASSED, detail={
+            "run_deadline": run.deadline_at.isoformat() if run.deadline_at else None})
 
 
 def _timeout_retryable(registered: Registered) -> bool:
