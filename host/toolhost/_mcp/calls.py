@@ -121,8 +121,11 @@ class ToolCalls:
         if answering is not None:
             # A 2026-07-28 retry carrying the answer to the approval this session asked for:
             # that row, whatever the retry's arguments (the person's words already in it).
-            return await self._ask(ctx, session, run, self._gated[params.name], answering,
-                                   params)
+            if answering.state is InvocationState.AWAITING_APPROVAL:
+                return await self._ask(ctx, session, run, self._gated[params.name], answering,
+                                       params)
+            # Decided meanwhile (at the CLI, or by another request): it answers what stands.
+            return self._deliver(session, self._host.recorded(answering.id))
         wordy = self._wordy.get(params.name)
         if wordy is not None and run.user_turn is None:
             asked = await self._ask_words(ctx, wordy, params, arguments)
@@ -152,15 +155,15 @@ class ToolCalls:
     def _asked_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> InvocationRecord | None:
         """The row a 2026-07-28 retry answers: one this session put the approval question
-        for (never a row the client names otherwise), of this tool, still awaiting."""
+        for, still out or taken back by the timeout (never a row the client names
+        otherwise), of this tool."""
         state = params.request_state
-        if (ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or state not in session.asked
+        if (ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+                or (state not in session.asked and state not in session.expired)
                 or params.name not in self._gated):
             return None
         record = self._host.row(str(state))
-        if record.tool_name != params.name or record.state is not InvocationState.AWAITING_APPROVAL:
-            return None
-        return record
+        return record if record.tool_name == params.name else None
 
     def _can_ask(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         """Whether this request's client can show its user a form (and may be asked)."""
@@ -220,7 +223,10 @@ class ToolCalls:
         except ToolFailure:
             prepared = None
         if prepared is not None:
-            record = find_row(self._host.rows_for(run.id, prepared), session.delivered)
+            # A row answered ``running`` is handed back once more, to the call it told to
+            # come back for it, even when another request already had its final outcome.
+            record = find_row(self._host.rows_for(run.id, prepared),
+                              session.delivered - session.running)
         if record is None:
             # Asked within the call, the approval is not a pause: the run keeps its workspace
             # until the person answers (or does not).
@@ -235,11 +241,22 @@ class ToolCalls:
             return await self._ask(ctx, session, run, registered, record, params)
         return self._deliver(session, self._host.recorded(record.id))
 
-    def _deliver(self, session: Session, outcome: Outcome) -> types.CallToolResult:
-        """Answer with an outcome; a final one is answered once per session (see approvals)."""
-        if outcome.invocation_id is not None and outcome.status in _FINAL:
-            session.delivered.add(outcome.invocation_id)
-            session.held.discard(outcome.invocation_id)
+    def _deliver(self, session: Session, outcome: Outcome, *,
+                 executed: bool = False) -> types.CallToolResult:
+        """Answer with an outcome; a final one is answered once per session (see approvals),
+        and once more to a call answered ``running`` for it. ``executed``: this request ran
+        the call itself, so its answer is not the one a ``running`` answer promised."""
+        invocation_id = outcome.invocation_id
+        if invocation_id is not None and outcome.status in _FINAL:
+            session.delivered.add(invocation_id)
+            session.held.discard(invocation_id)
+            # Its question, if any, is over: no answer riding a retry decides it now.
+            session.asked.discard(invocation_id)
+            session.expired.discard(invocation_id)
+            if not executed:
+                session.running.discard(invocation_id)
+        elif invocation_id is not None and outcome.status is OutcomeStatus.RUNNING:
+            session.running.add(invocation_id)
         return _answer(outcome)
 
     async def _ask(self, ctx: ServerRequestContext[Any, Any], session: Session, run: Run,
@@ -252,14 +269,18 @@ class ToolCalls:
             # client retries the call with the answer. An answer counts only for a question
             # this session asked (request_state names that row) and only while the client may
             # be asked at all: never a row the client names, nor an approval with elicitation
-            # off.
+            # off. An answer after the timeout decides the row as a timely one would; the run
+            # has paused meanwhile, so an approved call runs in its next workspace.
             responses = params.input_responses or {}
-            if (can_ask and params.request_state == record.id and record.id in session.asked
+            asked = record.id in session.asked or record.id in session.expired
+            if (can_ask and params.request_state == record.id and asked
                     and ELICITATION_KEY in responses):
                 session.asked.discard(record.id)
+                session.expired.discard(record.id)
                 decision = decision_of(responses[ELICITATION_KEY])
             elif can_ask:
                 session.asked.add(record.id)
+                session.expired.discard(record.id)
                 self._pause_if_unanswered(session, record.id, log)
                 return types.InputRequiredResult(
                     input_requests={ELICITATION_KEY: approval_request(record, registered)},
@@ -291,7 +312,7 @@ class ToolCalls:
                     except asyncio.CancelledError:
                         self._forget_cancelled(session, record.id)
                         raise
-                return self._deliver(session, outcome)
+                return self._deliver(session, outcome, executed=True)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
                 try:
@@ -333,6 +354,7 @@ class ToolCalls:
         if record.reason_code == core_messages.RUN_CANCELLED:
             session.delivered.add(invocation_id)
             session.held.discard(invocation_id)
+            session.running.discard(invocation_id)  # not even to a call told it was running
 
     async def _waiting(self, asking: Awaitable[Decision]) -> Decision:
         """The person's answer, while the call counts as waiting for an approval (the
@@ -357,10 +379,12 @@ class ToolCalls:
     def _pause_if_unanswered(self, session: Session, invocation_id: str, log: Any) -> None:
         """A 2026-07-28 question is out until the client retries with the answer; one not
         answered within the elicitation timeout leaves its call waiting, as an unanswered
-        pushed question does, and the run pauses then."""
+        pushed question does, and the run pauses then. Unlike a pushed question, the person
+        may still answer it: the client's retry carries the answer whenever it is given."""
         def expire() -> None:
             if invocation_id in session.asked:
                 session.asked.discard(invocation_id)
+                session.expired.add(invocation_id)  # a late answer still counts (``_ask``)
                 if invocation_id in session.held:
                     log.info("mcp.approval.unanswered", error="no retry with the answer")
                 self._pause_held(session, invocation_id)

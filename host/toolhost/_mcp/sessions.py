@@ -52,9 +52,15 @@ class Session:
     #: Calls recorded awaiting approval while the person is asked within the call: the run
     #: pauses only if they leave it waiting.
     held: set[str] = attrs.field(factory=set)
-    #: Calls whose approval question this session put to a 2026-07-28 client: the only rows
-    #: an answer riding a retry may decide.
+    #: Calls whose approval question this session put to a 2026-07-28 client, still out:
+    #: with ``expired``, the only rows an answer riding a retry may decide.
     asked: set[str] = attrs.field(factory=set)
+    #: Questions the elicitation timeout took back (their calls were left waiting, the run
+    #: paused): an answer that arrives late still decides its row, once.
+    expired: set[str] = attrs.field(factory=set)
+    #: Rows this session answered ``running`` ("call this tool again ... to get it"): one
+    #: further identical call collects the final outcome, even one already handed back.
+    running: set[str] = attrs.field(factory=set)
 
 
 def session_key(request: Any, protocol_version: str | None = None) -> str | None:

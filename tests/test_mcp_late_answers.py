@@ -1,0 +1,200 @@
+"""Answers that come late or twice over MCP: a 2026-07-28 approval given after the elicitation
+timeout, and the ``running`` answer's "call this tool again" when two identical calls were
+approved at once. The server runs in this process (``mcp.Client(server)``, as in
+``test_mcp_in_call``), driven by the SDK's own client over a real host and data directory."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_plugin, make_spec, make_tool
+
+mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
+
+import mcp.types as types  # noqa: E402
+from test_mcp_in_call import (  # noqa: E402
+    APPROVE,
+    DECLINE,
+    PATH_IN,
+    PLUGIN,
+    SEEN,
+    TEXT_OUT,
+    host,  # noqa: F401 - the fixture, used by name
+    person,
+    serve,
+)
+
+from toolhost import Idempotency, Risk, SideEffect, ToolOutput  # noqa: E402
+from toolhost._composition import Host  # noqa: E402
+from toolhost.testing import host_for  # noqa: E402
+
+APPROVAL = "toolhost.approval"
+
+
+def _id(result: types.CallToolResult) -> str:
+    return str((result.meta or {})["toolhost/invocationId"])
+
+
+def _status(result: types.CallToolResult) -> str:
+    return str((result.meta or {})["toolhost/status"])
+
+
+# ---------------------------------------------------------------- a 2026 answer after the timeout
+
+
+async def _asked_then_expired(client: Any, path: str) -> types.InputRequiredResult:
+    """The approval question for fx.gated, left unanswered past the timeout (0.3 s)."""
+    asked = await client.session.call_tool("fx.gated", {"path": path}, allow_input_required=True)
+    assert isinstance(asked, types.InputRequiredResult)
+    await asyncio.sleep(0.8)
+    return asked
+
+
+@pytest.mark.parametrize(("answer", "state"), [(APPROVE, "succeeded"), (DECLINE, "denied")])
+def test_a_2026_answer_given_after_the_timeout_decides_the_call_once(
+        host: Host, answer: types.ElicitResult, state: str) -> None:  # noqa: F811
+    server, _ = serve(host, TOOLHOST_MCP_ELICITATION_TIMEOUT_S="0.3")
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="2026-07-28", elicitation_callback=person()) as client:
+            await client.call_tool("fx.write", {"path": "before.txt"})
+            asked = await _asked_then_expired(client, "g.txt")
+            late = await client.session.call_tool(
+                "fx.gated", {"path": "g.txt"}, allow_input_required=True,
+                request_state=asked.request_state, input_responses={APPROVAL: answer})
+            # Before: the same question again, the person's answer dropped.
+            assert isinstance(late, types.CallToolResult), late
+            assert (_id(late), _status(late)) == (asked.request_state, state)
+            # The answer decided its row once: the same retry again is a new call, asked anew.
+            again = await client.session.call_tool(
+                "fx.gated", {"path": "g.txt"}, allow_input_required=True,
+                request_state=asked.request_state, input_responses={APPROVAL: answer})
+            assert isinstance(again, types.InputRequiredResult)
+            assert again.request_state != asked.request_state
+            after = await client.call_tool("fx.write", {"path": "after.txt"})
+            # The run paused at the timeout (before.txt went with its workspace); an approved
+            # call ran in the next one, where the session goes on.
+            assert after.content[0].text == ("g.txt" if state == "succeeded" else "")
+
+    asyncio.run(journey())
+    gated = [listing for name, _, listing in SEEN if name == "touch"][1:-1]
+    assert gated == ([""] if state == "succeeded" else [])
+
+
+def test_a_late_answer_for_a_call_the_operator_decided_meanwhile_answers_what_stands(
+        host: Host) -> None:  # noqa: F811
+    server, _ = serve(host, TOOLHOST_MCP_ELICITATION_TIMEOUT_S="0.3")
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="2026-07-28", elicitation_callback=person()) as client:
+            asked = await _asked_then_expired(client, "g.txt")
+            host.deny(str(asked.request_state), "operator", "not now")
+            late = await client.session.call_tool(
+                "fx.gated", {"path": "g.txt"}, allow_input_required=True,
+                request_state=asked.request_state, input_responses={APPROVAL: APPROVE})
+            assert isinstance(late, types.CallToolResult)
+            assert (_id(late), _status(late)) == (asked.request_state, "denied")
+
+    asyncio.run(journey())
+    assert SEEN == []
+
+
+def test_a_late_answer_never_decides_a_call_this_session_did_not_ask_about(
+        host: Host) -> None:  # noqa: F811
+    server, _ = serve(host, TOOLHOST_MCP_ELICITATION_TIMEOUT_S="0.3")
+
+    async def journey() -> None:
+        # A client that cannot be asked leaves a call waiting in the same (sessionless) run.
+        async with mcp.Client(server, mode="2026-07-28") as mute:
+            waiting = await mute.call_tool("fx.gated", {"path": "other.txt"})
+            assert _status(waiting) == "awaiting_approval"
+        async with mcp.Client(server, mode="2026-07-28", elicitation_callback=person()) as client:
+            await _asked_then_expired(client, "g.txt")  # a question the timeout took back
+            forged = await client.session.call_tool(
+                "fx.gated", {"path": "other.txt"}, allow_input_required=True,
+                request_state=_id(waiting), input_responses={APPROVAL: APPROVE})
+            # Never a decision: the question, put now.
+            assert isinstance(forged, types.InputRequiredResult)
+
+    asyncio.run(journey())
+    assert SEEN == []
+    assert len(host.pipeline.invocations.pending(limit=10)) == 2  # both still waiting
+
+
+# ---------------------------------------------------------------- "running": call again to get it
+
+#: fxl.append's executions, and what holds its body until the test lets it finish.
+RAN: list[str] = []
+STARTED = threading.Event()
+RELEASE = threading.Event()
+
+
+def _append(arguments: Mapping[str, Any], context: Any) -> ToolOutput:
+    RAN.append(arguments["path"])
+    STARTED.set()
+    RELEASE.wait(30)  # a safety bound: the test releases it long before
+    return ToolOutput(structured={"text": str(len(RAN))}, content=str(len(RAN)))
+
+
+APPEND = make_plugin(("fxl",), [make_tool(make_spec(
+    name="fxl.append", input_schema=PATH_IN, output_schema=TEXT_OUT, risk=Risk.HIGH,
+    side_effect=SideEffect.WORKSPACE_WRITE, idempotency=Idempotency.NON_IDEMPOTENT,
+    allow_parallel=False), call=_append)])
+
+
+@pytest.fixture
+def append_host(tmp_path: Path) -> Iterator[Host]:
+    RAN.clear()
+    STARTED.clear()
+    RELEASE.clear()
+    with host_for({"toolhost-fx": PLUGIN, "toolhost-fxl": APPEND},
+                  data_dir=tmp_path / "data") as made:
+        yield made
+
+
+def test_a_call_answered_running_gets_the_result_when_called_again(append_host: Host) -> None:
+    server, _ = serve(append_host)
+    forms: list[str] = []
+    second_form = asyncio.Event()
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        forms.append(params.message)
+        if len(forms) == 1:  # approved once both forms are open
+            await second_form.wait()
+            return APPROVE
+        if len(forms) == 2:  # approved while the first approval's execution runs
+            second_form.set()
+            while not STARTED.is_set():
+                await asyncio.sleep(0.02)
+            return APPROVE
+        return DECLINE
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="legacy", elicitation_callback=answer) as client:
+            call = {"path": "count.txt"}
+            first = asyncio.ensure_future(client.call_tool("fxl.append", call))
+            while not forms:
+                await asyncio.sleep(0.02)
+            running = await client.call_tool("fxl.append", call)
+            assert _status(running) == "running"
+            assert "Call this tool again with the same arguments" in running.content[0].text
+            RELEASE.set()
+            done = await first
+            assert not done.is_error and _id(done) == _id(running)
+            # As the answer said: the recorded result, no new approval, no second execution.
+            again = await client.call_tool("fxl.append", call)
+            assert not again.is_error, again
+            assert (_id(again), again.structured_content) == (_id(done), {"text": "1"})
+            assert len(forms) == 2
+            # Handed back to each call it was promised to: the next identical call is new.
+            fresh = await client.call_tool("fxl.append", call)
+            assert _status(fresh) == "denied" and _id(fresh) != _id(done)
+
+    asyncio.run(journey())
+    assert RAN == ["count.txt"]
+    assert len(forms) == 3 and forms[0] == forms[1]  # both forms asked about the one row
