@@ -284,6 +284,10 @@ def test_a_password_in_a_urls_query_is_a_secret_too(tmp_path: Path) -> None:
     ("host=db password = 'hun ter\\'2' dbname=th", "host=db password=*** dbname=th"),
     ("host=db sslpassword=hunter2 sslmode=require", "host=db sslpassword=*** sslmode=require"),
     ("password='hunter2 never closed", "password=***"),
+    # libpq reads backslash escapes in a bare value too: one value, masked whole.
+    ("host=db password=hunter2\\ a\\ b port=5", "host=db password=*** port=5"),
+    # Brackets are no mask of ours (only *** and [redacted] are).
+    ("host=db password=[hunter2]", "host=db password=***"),
 ])
 def test_a_password_in_a_libpq_conninfo_is_a_secret_too(
         tmp_path: Path, conninfo: str, shown: str) -> None:
@@ -296,6 +300,14 @@ def test_a_password_in_a_libpq_conninfo_is_a_secret_too(
 
     assert redact_url_password(conninfo) == shown
     assert "hunter2" not in repr(Settings(env={"TOOLHOST_DATABASE_URL": conninfo}))
+
+
+def test_a_percent_encoded_credential_parameter_is_a_secret_too() -> None:
+    from toolhost._model.settings import redact_url_password
+
+    # libpq decodes a query parameter's name: pass%77ord is password.
+    assert redact_url_password("postgresql://db/th?pass%77ord=hunter2&sslmode=require") == (
+        "postgresql://db/th?pass%77ord=***&sslmode=require")
 
 
 def test_no_repr_shows_a_value_from_the_file(tmp_path: Path) -> None:

@@ -177,21 +177,31 @@ _RUNS = "where a tool's write could change what the host runs at its next start"
 _READS = "where a tool could read or change the setting the host reads from it"
 
 
+_GATEWAY = "a path the gateway's server 'up' is started with"
+
+
 @pytest.mark.parametrize(("table", "what", "named", "risk"), [
     ('[http]\ntokens_file = "{ws}/tokens.toml"\n',
-     "the token file TOOLHOST_HTTP_TOKENS_FILE", "tokens.toml", _TRUSTS),
+     "the token file TOOLHOST_HTTP_TOKENS_FILE", "ws/tokens.toml", _TRUSTS),
     ('[host]\nca_bundle = "{ws}/roots.pem"\n',
-     "the trust roots TOOLHOST_CA_BUNDLE", "roots.pem", _TRUSTS),
-    ('[mcp.servers.up]\ncommand = "{ws}/bin/server"\n',
-     "a file the gateway's server 'up' runs", "bin/server", _RUNS),
+     "the trust roots TOOLHOST_CA_BUNDLE", "ws/roots.pem", _TRUSTS),
+    ('[mcp.servers.up]\ncommand = "{ws}/bin/server"\n', _GATEWAY, "ws/bin/server", _RUNS),
     ('[mcp.servers.up]\ncommand = "python3"\nargs = ["-u", "{ws}/bin/server"]\n',
-     "a file the gateway's server 'up' runs", "bin/server", _RUNS),
+     _GATEWAY, "ws/bin/server", _RUNS),
+    # A directory the server runs from (uv --directory PROJECT run server.py), in either
+    # spelling, and a script named relative to toolhost.toml.
+    ('[mcp.servers.up]\ncommand = "uv"\nargs = ["--directory", "{ws}", "run", "s.py"]\n',
+     _GATEWAY, "ws", _RUNS),
+    ('[mcp.servers.up]\ncommand = "uv"\nargs = ["--directory={ws}/bin", "run", "s.py"]\n',
+     _GATEWAY, "ws/bin", _RUNS),
+    ('[mcp.servers.up]\ncommand = "python3"\nargs = ["../ws/bin/server"]\n',
+     _GATEWAY, "etc/../ws/bin/server", _RUNS),
     # Relative to toolhost.toml, as the reference is read.
     ('[mcp.servers.up]\ncommand = "python3"\nenv = {{ API_KEY = {{ file = "../ws/key" }} }}\n',
-     "a file toolhost.toml refers to", "key", _READS),
+     "a file toolhost.toml refers to", "etc/../ws/key", _READS),
     # A plugin's table, whether or not that plugin is installed and has read it yet.
     ('[plugins.toolhost-media]\ntensorscale_api_key = {{ file = "{ws}/key" }}\n',
-     "a file toolhost.toml refers to", "key", _READS),
+     "a file toolhost.toml refers to", "ws/key", _READS),
 ])
 def test_a_workspace_may_not_hold_a_file_the_host_trusts_runs_or_reads_a_secret_from(
         tmp_path: Path, table: str, what: str, named: str, risk: str) -> None:
@@ -208,9 +218,10 @@ def test_a_workspace_may_not_hold_a_file_the_host_trusts_runs_or_reads_a_secret_
     config.chmod(0o600)
     settings = Settings.from_environ({"TOOLHOST_CONFIG": str(config), "HOME": str(tmp_path),
                                       "TOOLHOST_DATA_DIR": str(tmp_path / "data")})
+    relation = "is" if named == "ws" else "holds"
     assert workspace_refusal("W", str(ws), settings) == (
-        f"W {str(ws)!r} holds {what} ({str(ws / named)!r}), {risk}: name a directory that "
-        "neither holds it nor is inside it")
+        f"W {str(ws)!r} {relation} {what} ({str(tmp_path / named)!r}), {risk}: name a "
+        "directory that neither holds it nor is inside it")
     # A directory beside the workspace is one.
     (tmp_path / "other").mkdir()
     assert workspace_refusal("W", str(tmp_path / "other"), settings) is None
@@ -253,3 +264,46 @@ def test_a_gateway_command_no_file_could_have_is_not_a_place(tmp_path: Path) -> 
     settings = Settings.from_environ({"TOOLHOST_CONFIG": str(config), "HOME": str(tmp_path),
                                       "TOOLHOST_DATA_DIR": str(tmp_path / "data")})
     assert workspace_refusal("W", str(tmp_path / "ws"), settings) is None
+
+
+def test_a_link_followed_by_dot_dot_is_resolved_as_the_kernel_does(tmp_path: Path) -> None:
+    # /opt/link/../tokens.toml with /opt/link -> ws/sub opens ws/tokens.toml; as text, the
+    # `..` would drop the link and name opt/tokens.toml.
+    (tmp_path / "ws" / "sub").mkdir(parents=True)
+    (tmp_path / "opt").mkdir()
+    (tmp_path / "opt" / "link").symlink_to(tmp_path / "ws" / "sub")
+    settings = _settings(TOOLHOST_HTTP_TOKENS_FILE=str(tmp_path / "opt/link/../tokens.toml"),
+                         TOOLHOST_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path / "h"))
+    refusal = workspace_refusal("W", str(tmp_path / "ws"), settings)
+    assert refusal is not None and " holds the token file " in refusal
+
+
+@pytest.mark.parametrize("where", ["passfile", "default", "environment"])
+def test_the_files_the_database_is_reached_with_are_guarded(tmp_path: Path, where: str) -> None:
+    # libpq reads the record's password from a passfile (~/.pgpass by default): a workspace
+    # holding it would show the model the password without an approval.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    url = "postgresql://app@127.0.0.1/th"
+    env = {"TOOLHOST_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path / "h"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    if where == "passfile":
+        env["TOOLHOST_DATABASE_URL"] = f"{url}?passfile={ws}/pass"
+    elif where == "environment":
+        env.update(TOOLHOST_DATABASE_URL=url, PGSSLKEY=str(ws / "client.key"))
+    else:
+        env.update(TOOLHOST_DATABASE_URL=url, HOME=str(ws))
+    refusal = workspace_refusal("W", str(ws), _settings(**env))
+    assert refusal is not None and " a file the database is reached with " in refusal
+
+
+def test_the_aws_credentials_are_guarded_when_artifacts_are_on_s3(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    elsewhere = {"HOME": str(home), "TOOLHOST_DATA_DIR": str(tmp_path / "data"),
+                 "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    settings = _settings(TOOLHOST_ARTIFACT_STORE="s3://b/p", **elsewhere)
+    refusal = workspace_refusal("W", str(home), settings)
+    assert refusal is not None and " a file the artifact store is reached with " in refusal
+    # Without S3 the same home is fine (the data directory and toolhost.toml are elsewhere).
+    assert workspace_refusal("W", str(home), _settings(**elsewhere)) is None

@@ -152,7 +152,7 @@ def is_secret_name(name: str) -> bool:
 
 
 #: A value some redaction already replaced (``***``, the log's ``[redacted]``): kept as it is.
-_ALREADY_MASKED = re.compile(r"\*+|\[[a-z]+\]")
+_ALREADY_MASKED = re.compile(r"\*+|\[redacted\]")
 #: A URL's query parameter (libpq's ``?password=``, ``&sslpassword=``). Its name holds no
 #: ``?``: a name that could hold one was scanned from each ``?`` of a run to its end
 #: (quadratic in the run).
@@ -161,10 +161,11 @@ _QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#?\s]+)=([^&;#\s]*)")
 
 #: A libpq conninfo keyword and its value (``host=db password='p w'``), the other form
 #: TOOLHOST_DATABASE_URL takes: at the start or after whitespace, spaces allowed around the
-#: ``=``, a value bare or single-quoted with backslash escapes (one never closed runs to the
-#: end, so a malformed one is masked whole).
+#: ``=``, a value single-quoted or bare, backslash escapes in either (``abc\\ def`` is one
+#: value, as libpq reads it); a quote never closed runs to the end, so a malformed value is
+#: masked whole.
 _CONNINFO_PAIR = re.compile(
-    r"(?<!\S)([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|'.*|[^\s']\S*)")
+    r"(?<!\S)([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|'.*|(?:\\.|[^\s\\])+\\?)")
 
 
 def redact_url_password(value: str) -> str:
@@ -177,7 +178,12 @@ def redact_url_password(value: str) -> str:
         return value
 
     def masked(m: re.Match[str]) -> str:
-        secret = m[2] and is_secret_name(m[1]) and not _ALREADY_MASKED.fullmatch(m[2])
+        name = m[1]
+        if "%" in name:  # a query parameter's name percent-encoded (``pass%77ord``): decoded
+            from urllib.parse import unquote  # by libpq; imported only then (~1 ms)
+
+            name = unquote(name)
+        secret = m[2] and is_secret_name(name) and not _ALREADY_MASKED.fullmatch(m[2])
         return f"{m[1]}=***" if secret else m[0]
 
     return _CONNINFO_PAIR.sub(masked, _QUERY_PARAMETER.sub(masked, value))

@@ -4,9 +4,10 @@
 The workspace tools write there, some without an approval under the default policy, and read
 there. So it must hold none of what the host runs or trusts: the data directory (the
 validators' cache is code every start runs, D256; the database is the record), the directory
-of ``toolhost.toml``, the files of the gateway's stdio commands, the token file (read again
-when it changes), the extra trust roots, and every file a ``{ file = "PATH" }`` reference
-names (a secret a read would show the model). A directory that holds one of them, or is
+of ``toolhost.toml``, the paths the gateway's stdio servers are started with, the token file
+(read again when it changes), the extra trust roots, the files the database and the artifact
+store are reached with (libpq's password file, keys and certificates; AWS's credentials), and
+every file a ``{ file = "PATH" }`` reference names (a secret a read would show the model). A directory that holds one of them, or is
 inside one of the directories, is refused (D411, D428). Paths are compared as the kernel
 resolves them (realpath), and a link on the way to one of them counts too: a tool that
 replaced the link would move it.
@@ -53,7 +54,7 @@ def _host_places(settings: Settings) -> list[tuple[str, Path, str]]:
     directory, the directory of each ``toolhost.toml`` a start may read (the one named, and
     the XDG default, which a start without TOOLHOST_CONFIG reads even if it does not exist
     yet), then the files the host runs or reads its trust and secrets from."""
-    places = [("the data directory", Path(os.path.abspath(settings.data_dir)), _RUNS)]
+    places = [("the data directory", _absolute(settings.data_dir), _RUNS)]
     files = [default_config_path(settings.env)]
     named = (settings.env.get(CONFIG_SETTING) or "").strip()
     if named:
@@ -61,29 +62,90 @@ def _host_places(settings: Settings) -> list[tuple[str, Path, str]]:
             files.insert(0, Path(named).expanduser())
     for file in files:
         # Its name's directory, and the real file's (TOOLHOST_CONFIG may be a link).
-        for directory in (Path(os.path.abspath(file)).parent,
-                          Path(os.path.realpath(file)).parent):
+        for directory in (_absolute(file).parent, Path(os.path.realpath(file)).parent):
             if all(directory != known for _, known, _ in places):
                 places.append(("the directory of toolhost.toml", directory, _RUNS))
     for setting, what, risk in (("TOOLHOST_HTTP_TOKENS_FILE", "the token file", _TRUSTS),
                                 ("TOOLHOST_CA_BUNDLE", "the trust roots", _TRUSTS)):
         if value := (settings.env.get(setting) or "").strip():
-            places.append((f"{what} {setting}", Path(os.path.abspath(value)), risk))
+            places.append((f"{what} {setting}", _absolute(value), risk))
+    places.extend(_store_credentials(settings))
     config = settings.config
     if config is not None:
         for server in config.mcp_servers:
-            # A stdio command named by its path, and an argument naming a file (``python
-            # server.py``): the gateway runs them. A bare command name is PATH's to find; a
-            # name holding a NUL names no file.
-            named_files = [a for a in server.args if os.path.isfile(a)]
-            command = server.command or ""
-            if os.sep in command and "\x00" not in command:
-                named_files.insert(0, command)
-            places.extend((f"a file the gateway's server {server.name!r} runs",
-                           Path(os.path.abspath(f)), _RUNS) for f in named_files)
-        places.extend(("a file toolhost.toml refers to", Path(os.path.abspath(f)), _READS)
+            places.extend((f"a path the gateway's server {server.name!r} is started with",
+                           path, _RUNS)
+                          for path in _gateway_paths(server.command, server.args, config.path))
+        places.extend(("a file toolhost.toml refers to", _absolute(f), _READS)
                       for f in config.file_references)
     return places
+
+
+def _absolute(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute without normalizing it: ``link/..`` is left for realpath to
+    resolve as the kernel does (through the link), not dropped as text."""
+    return Path(os.path.join(os.getcwd(), path))
+
+
+def _gateway_paths(command: str | None, args: tuple[str, ...], config_path: Path) -> list[Path]:
+    """What a stdio server's command line names on disk: its command when given by a path,
+    and each argument that names an existing file or directory (``python server.py``, ``uv
+    --directory PROJECT run server.py``), a relative one looked up both where the host starts
+    and beside toolhost.toml (a host started elsewhere later would run what is there). A bare
+    command name is PATH's to find; a name holding a NUL names nothing."""
+    found = []
+    if command and os.sep in command and "\x00" not in command:
+        found.append(_absolute(command))
+    for arg in args:
+        if arg.startswith("-"):  # an option; ``--directory=PROJECT`` names PROJECT
+            arg = arg.partition("=")[2]
+        if "\x00" in arg or not arg:
+            continue
+        bases = [Path(os.getcwd())] if os.path.isabs(arg) else [Path(os.getcwd()),
+                                                                   config_path.parent]
+        found.extend(_absolute(base / arg) for base in bases if os.path.exists(base / arg))
+    return found
+
+
+def _store_credentials(settings: Settings) -> list[tuple[str, Path, str]]:
+    """The files the record's and the artifacts' servers are reached with: libpq's password
+    file, client key and certificates and trust roots (named in TOOLHOST_DATABASE_URL, its
+    PG* variables, or at their defaults under the home directory), and the AWS credentials
+    and configuration (the variables naming them, or ``~/.aws``)."""
+    env = settings.env
+    homes = {Path(h) for h in (env.get("HOME"), os.path.expanduser("~")) if h}
+    places: list[tuple[str, Path, str]] = []
+    if (env.get("TOOLHOST_DATABASE_URL") or "").strip():
+        named = [env.get(v) for v in ("PGPASSFILE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
+                                      "PGSSLCRL", "PGSSLCRLDIR", "PGSERVICEFILE")]
+        named += _conninfo_files(env["TOOLHOST_DATABASE_URL"])
+        for home in homes:
+            named += [str(home / ".pgpass"), str(home / ".postgresql"),
+                      str(home / ".pg_service.conf")]
+        places += [("a file the database is reached with", _absolute(f), _READS)
+                   for f in named if f and "\x00" not in f]
+    if (env.get("TOOLHOST_ARTIFACT_STORE") or "").strip():
+        aws = [env.get("AWS_SHARED_CREDENTIALS_FILE"), env.get("AWS_CONFIG_FILE"),
+               *(str(home / ".aws") for home in homes)]
+        places += [("a file the artifact store is reached with", _absolute(f), _READS)
+                   for f in aws if f and "\x00" not in f]
+    return places
+
+
+def _conninfo_files(url: str) -> list[str]:
+    """The files a database URL (or libpq conninfo) names: its passfile, SSL keys,
+    certificates, revocation lists and service file. One libpq cannot parse names none (the
+    host refuses it at start, D413)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # no PostgreSQL extra: no such database is reached
+        return []
+    try:
+        parts = conninfo_to_dict(url)
+    except Exception:  # psycopg's ProgrammingError for what libpq refuses
+        return []
+    keys = ("passfile", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslcrldir")
+    return [str(parts[k]) for k in keys if isinstance(parts.get(k), str)]
 
 
 def _links_to(place: Path) -> list[Path]:
