@@ -96,6 +96,16 @@ def test_a_secret_in_a_log_event_is_redacted_at_any_depth(stream: io.StringIO) -
     assert event["plain"] == "visible"
 
 
+def test_a_quoted_conninfo_password_in_a_log_line_is_redacted_whole(
+        stream: io.StringIO) -> None:
+    # Regression: the log's own patterns cut `password='a b c'` at its first space and left
+    # " b c'" in the line.
+    get_logger().info("store.connect", error="cannot reach host=db password='hun ter 2' port=5")
+    event = json.loads(stream.getvalue())
+    assert "hun" not in event["error"] and "ter 2" not in event["error"]
+    assert event["error"].endswith(" port=5")
+
+
 def test_a_secret_is_redacted_by_the_console_renderer_too() -> None:
     out = io.StringIO()
     configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=False)

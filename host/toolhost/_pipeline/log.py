@@ -128,11 +128,14 @@ def redact_value(value: Any, marker: str = REDACTED) -> Any:
 
 
 def _redact_text(text: str, marker: str = REDACTED) -> str:
-    """The string with each credential replaced; the scheme or name and separator stay."""
+    """The string with each credential replaced; the scheme or name and separator stay. A
+    connection string's first (a conninfo's quoted ``password='a b'`` is one value, which
+    the line-oriented patterns below would cut at its first space)."""
+    if "://" in text or "=" in text:
+        text = redact_url_password(text)
     for pattern in (_AUTHORIZATION, _SCHEME, _TOKEN_SCHEME, _NAMED):
         text = pattern.sub(lambda m: f"{m[1]}{m[2]}{marker}", text)
-    text = _KEY_SHAPES.sub(marker, text)
-    return redact_url_password(text) if "://" in text else text
+    return _KEY_SHAPES.sub(marker, text)
 
 
 def redact_secrets(
