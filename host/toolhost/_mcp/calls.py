@@ -37,11 +37,13 @@ from toolhost._composition import (
     ApprovalNotRecorded,
     CancellationEvent,
     Host,
+    InvocationNotFound,
     InvocationRecord,
     InvocationState,
     InvocationStateError,
     PolicyAction,
     Registered,
+    Registry,
     Run,
     get_logger,
     parent_context,
@@ -64,7 +66,7 @@ from toolhost._mcp.results import (
     protocol_error_for,
     to_call_tool_result,
 )
-from toolhost._mcp.sessions import Session
+from toolhost._mcp.sessions import Session, WordedCall
 from toolhost._mcp.words import WORDS_KEY, WORDS_STATE_PREFIX, with_words, words_of, words_request
 
 __all__ = ["CANCEL_GRACE_S", "ToolCalls"]
@@ -126,21 +128,31 @@ class ToolCalls:
                                        params)
             # Decided meanwhile (at the CLI, or by another request): it answers what stands.
             return self._deliver(session, self._host.recorded(answering.id))
+        registered = self._gated.get(params.name)
         wordy = self._wordy.get(params.name)
+        model_call = worded = None
         if wordy is not None and run.user_turn is None:
-            asked = await self._ask_words(ctx, wordy, params, arguments)
+            if registered is not None:
+                # The same call repeated (as an answer left waiting tells the model to): the
+                # row its words were recorded on, never the person asked again (D38).
+                model_call = self._model_call(run, registered, arguments)
+                found = self._worded_row(session, model_call) if model_call else None
+                if found is not None:
+                    return await self._answer_row(ctx, session, run, registered, found, params)
+            asked = await self._ask_words(ctx, run, wordy, params, arguments)
             if isinstance(asked, types.InputRequiredResult):
                 return asked
-            if asked is _DECLINED:
-                return _answer(await self._host.refuse(
-                    run, params.name, arguments, core_messages.USER_DECLINED))
+            if isinstance(asked, _Refused):
+                return _answer(await self._host.refuse(run, params.name, arguments, asked.reason))
             if isinstance(asked, str):
                 arguments = with_words(wordy, arguments, asked)
                 run = attrs.evolve(run, user_turn=asked)
-            # None: the person cannot be asked here; the pipeline refuses it (needs_user).
-        registered = self._gated.get(params.name)
+                worded = model_call
+            # None: the person cannot be asked here, or the pipeline refuses the call whatever
+            # they would say: it refuses with its own reason (needs_user, a missing scope).
         if registered is not None:
-            return await self._gated_call(ctx, session, run, registered, params, arguments)
+            return await self._gated_call(ctx, session, run, registered, params, arguments,
+                                          worded=worded)
         return _answer(await self._invoke(run, params.name, arguments))
 
     # ------------------------------------------------------------------ the plain path
@@ -172,16 +184,25 @@ class ToolCalls:
 
     # ------------------------------------------------------------------ the person's words
 
-    async def _ask_words(self, ctx: ServerRequestContext[Any, Any], registered: Registered,
-                         params: types.CallToolRequestParams, arguments: Any) -> (
-            str | object | types.InputRequiredResult | None):
-        """The person's text for a tool that needs their words; ``_DECLINED`` when they gave
-        none; None when they cannot be asked (or the arguments would be refused anyway: the
-        pipeline then refuses the call with its own reason)."""
+    async def _ask_words(self, ctx: ServerRequestContext[Any, Any], run: Run,
+                         registered: Registered, params: types.CallToolRequestParams,
+                         arguments: Any) -> str | _Refused | types.InputRequiredResult | None:
+        """The person's text for a tool that needs their words; ``_Refused`` when they gave
+        none, or when the call cannot run whatever they say; None when they cannot be asked
+        (or the pipeline refuses the call before its words matter: it then refuses with its
+        own reason).
+
+        Still asked: a call a policy cell denies (the pipeline denies after the words' check,
+        and no host reason says "denied": ``needs_user`` would tell the model the client
+        cannot ask), and one its tool refuses (an unknown thread: only the body knows)."""
+        if self._refused_first(run, params.name):
+            return None
         try:
             prepared = self._host.prepare(registered, arguments)
         except ToolFailure:
             return None
+        if self._deadline_passed(run):
+            return _Refused(core_messages.RUN_DEADLINE_PASSED)
         if not self._can_ask(ctx):
             return None
         log = get_logger(tool=registered.spec.name)
@@ -209,11 +230,74 @@ class ToolCalls:
         log.info("mcp.words.answered", given=text is not None)
         return _DECLINED if text is None else text
 
+    def _refused_first(self, run: Run, name: str) -> bool:
+        """Whether the pipeline refuses this call before its words matter, whatever the person
+        would say: a tool or version the run cannot resolve, one not enabled for it, a scope
+        it lacks (steps 1-3, before the words' check at step 4; the model's arguments failing
+        the schema is the caller's check). It then refuses with its own reason and detail,
+        and nobody is asked for words a call cannot use."""
+        try:
+            resolved = self._host.registry.resolve(name, run.pins.get(name))  # 1
+        except LookupError:  # UnknownTool, UnknownVersion
+            return True
+        if not Registry.enabled(resolved, run.enabled_tools):  # 2
+            return True
+        try:
+            self._host.check_scopes(run.principal, resolved)  # 3
+        except ToolFailure:
+            return True
+        return False
+
+    def _deadline_passed(self, run: Run) -> bool:
+        """Whether the run's deadline has passed (``steps.check_run_deadline``): the call could
+        not run, so nobody is asked for their words; it is refused here with the pipeline's
+        reason, because the pipeline checks the words (step 4) before the deadline (step 8)."""
+        return (run.deadline is not None and self._host.deadline_in(0) >= run.deadline
+                and not run.cancellation.cancelled)
+
+    def _model_call(self, run: Run, registered: Registered, arguments: Any) -> (
+            WordedCall | None):
+        """The model's arguments as a repeated words call is matched by: the tool, version
+        and digest of them prepared (before any words); None when the pipeline refuses them
+        anyway (scopes, schema): never replay past a refusal."""
+        try:
+            self._host.check_scopes(run.principal, registered)
+            prepared = self._host.prepare(registered, arguments)
+        except ToolFailure:
+            return None
+        return (prepared.tool, prepared.version, prepared.digest)
+
+    def _worded_row(self, session: Session, model_call: WordedCall) -> InvocationRecord | None:
+        """The row this session recorded with the person's words for the same model
+        arguments, the newest not yet answered in this session (``find_row``, as
+        ``_gated_call`` finds one). Only this session's own entries: another session's
+        matching call never reaches the words in a row of theirs."""
+        answered = session.delivered - session.running
+        ids = [i for i in session.worded.get(model_call, ()) if i not in answered]
+        # An answered row is never found again (D38): forgotten here.
+        if ids:
+            session.worded[model_call] = ids
+        else:
+            session.worded.pop(model_call, None)
+        rows = []
+        for invocation_id in ids:
+            try:
+                record = self._host.row(invocation_id)
+            except InvocationNotFound:  # pruned from the record meanwhile
+                continue
+            if record.run_id == session.run.id:
+                rows.append(record)
+        return find_row(rows, answered)
+
     # ------------------------------------------------------------------ the approval path
 
     async def _gated_call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                           run: Run, registered: Registered,
-                          params: types.CallToolRequestParams, arguments: Any) -> Answer:
+                          params: types.CallToolRequestParams, arguments: Any, *,
+                          worded: WordedCall | None = None) -> Answer:
+        """A call whose policy cell asks for approval. ``worded``: the model's own arguments
+        when the person's words replaced them; the row is remembered under them, so the same
+        call repeated finds it before the person is asked again (``_worded_row``)."""
         record = None
         try:
             # Never replay past a refusal: a call the pipeline refuses at step 3 (scopes) or
@@ -237,6 +321,15 @@ class ToolCalls:
             record = self._host.row(str(outcome.invocation_id))
             if held:
                 session.held.add(record.id)
+        if worded is not None and record.id not in session.worded.get(worded, ()):
+            session.worded.setdefault(worded, []).append(record.id)
+        return await self._answer_row(ctx, session, run, registered, record, params)
+
+    async def _answer_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
+                          run: Run, registered: Registered, record: InvocationRecord,
+                          params: types.CallToolRequestParams) -> Answer:
+        """A call's row found or recorded: still pending, it is asked (again, if the client
+        can be asked); decided, its recorded outcome is handed back."""
         if record.state is InvocationState.AWAITING_APPROVAL:
             return await self._ask(ctx, session, run, registered, record, params)
         return self._deliver(session, self._host.recorded(record.id))
@@ -410,8 +503,16 @@ class ToolCalls:
         return decision_of(answer)
 
 
+@attrs.frozen
+class _Refused:
+    """A words call ended without the person's words, with this host reason (recorded by
+    ``Host.refuse``, unrun)."""
+
+    reason: str
+
+
 #: The person was asked for their words and gave none.
-_DECLINED = object()
+_DECLINED = _Refused(core_messages.USER_DECLINED)
 
 
 @contextlib.contextmanager

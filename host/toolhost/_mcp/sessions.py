@@ -36,9 +36,13 @@ from toolhost import Principal
 from toolhost._composition import Host, Run, get_logger
 from toolhost._mcp.http_front import CALLER_KEY, OPENING_KEY
 
-__all__ = ["Session", "SessionEnds", "Sessions", "session_key"]
+__all__ = ["Session", "SessionEnds", "Sessions", "WordedCall", "session_key"]
 
 SESSION_HEADER = "mcp-session-id"
+
+#: A call as the model made it, before the person's words replaced its arguments: the tool,
+#: version and digest of the model's arguments as step 4 prepares them.
+WordedCall = tuple[str, str, str]
 
 
 @attrs.define(eq=False)
@@ -61,6 +65,11 @@ class Session:
     #: Rows this session answered ``running`` ("call this tool again ... to get it"): one
     #: further identical call collects the final outcome, even one already handed back.
     running: set[str] = attrs.field(factory=set)
+    #: Rows recorded with the person's words in place of the model's (``Tool.user_words``),
+    #: by the model's own arguments (``WordedCall``), oldest first: the same call repeated
+    #: finds its row before the person is asked again. This session's alone, so no other
+    #: session's call is ever matched to the words in them.
+    worded: dict[WordedCall, list[str]] = attrs.field(factory=dict)
 
 
 def session_key(request: Any, protocol_version: str | None = None) -> str | None:

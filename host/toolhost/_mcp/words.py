@@ -9,7 +9,10 @@ named argument; the person accepts it or edits it, and the text they accept beco
 named argument and the call's user turn: the one input at USER trust, and what the tool
 stores. Decline, cancel, no answer in time or an error: the call ends ``user_declined``
 without running. A client that cannot show a form: ``needs_user`` (the pipeline's own refusal),
-never a loop that tells the model to ask again.
+never a loop that tells the model to ask again. Nobody is asked for a call refused whatever
+they say (steps 1-3, the run's deadline passed); and a call that also needs approval, repeated
+after the approval was left waiting, finds the row its words went on by the model's own
+arguments (``Session.worded``) before anyone is asked (``calls``).
 
 Why a form and not the model's text: what a tool stores as the person's must be text the
 person gave. The model's proposal is only the field's starting value; the host's own sentence
