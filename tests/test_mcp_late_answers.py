@@ -198,3 +198,47 @@ def test_a_call_answered_running_gets_the_result_when_called_again(append_host: 
     asyncio.run(journey())
     assert RAN == ["count.txt"]
     assert len(forms) == 3 and forms[0] == forms[1]  # both forms asked about the one row
+
+
+# ------------------------------------------------------- a call left waiting past the deadline
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_call_left_waiting_and_repeated_after_the_runs_deadline_ends_unasked(
+        host: Host, mode: str) -> None:  # noqa: F811
+    # Regression (D433's gap): the repeat found the waiting row and asked the person again
+    # (2026-07-28), or answered "runs once approved" (2025), though no approval could run it.
+    server, _ = serve(host, TOOLHOST_MCP_RUN_TIMEOUT_S="1",
+                      TOOLHOST_MCP_ELICITATION_TIMEOUT_S="60")
+    asked: list[object] = []
+
+    async def journey() -> tuple[Any, Any]:
+        if mode == "legacy":
+            async with mcp.Client(server, elicitation_callback=person()) as client:  # cancels
+                first = await client.call_tool("fx.gated", {"path": "g.txt"})
+                await asyncio.sleep(1.5)
+                count = len(asked)
+                again = await client.call_tool("fx.gated", {"path": "g.txt"})
+                return first, (again, count)
+        async with mcp.Client(server, mode="2026-07-28",
+                              elicitation_callback=person()) as client:
+            first = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                   allow_input_required=True)
+            await asyncio.sleep(1.5)
+            again = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                   allow_input_required=True)
+            return first, (again, 0)
+
+    first, (again, _) = asyncio.run(journey())
+    if mode == "legacy":
+        assert _status(first) == "awaiting_approval"
+    else:
+        assert isinstance(first, types.InputRequiredResult)
+    assert isinstance(again, types.CallToolResult), again  # nobody asked
+    meta = again.meta or {}
+    assert "toolhost/reasonCode" in meta, (meta, again.content)
+    assert (meta["toolhost/status"], meta["toolhost/reasonCode"], meta["toolhost/retryable"]) == (
+        "failed", "tool.timeout.run_deadline_passed", False)
+    record = host.row(_id(again))
+    assert (record.state.value, record.approver) == ("failed", None)
+    assert SEEN == []  # nothing ran

@@ -957,6 +957,10 @@ class Host:
         """``approve``, saying whether this call acted on the row (``Approvals.resume``)."""
         return await self.pipeline.resume(invocation_id, approver, cancellation=cancellation)
 
+    def expire(self, invocation_id: str) -> Outcome:
+        """End a call left waiting past its run's deadline, unrun (``Pipeline.expire``)."""
+        return self.pipeline.expire(invocation_id)
+
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End a paused call ``denied`` (``Pipeline.deny``)."""
         return self.pipeline.deny(invocation_id, approver, reason)

@@ -329,8 +329,11 @@ class ToolCalls:
                           run: Run, registered: Registered, record: InvocationRecord,
                           params: types.CallToolRequestParams) -> Answer:
         """A call's row found or recorded: still pending, it is asked (again, if the client
-        can be asked); decided, its recorded outcome is handed back."""
+        can be asked), unless the run's deadline has passed, when no answer could run it: it
+        ends then, unrun (D433); decided, its recorded outcome is handed back."""
         if record.state is InvocationState.AWAITING_APPROVAL:
+            if self._deadline_passed(run):
+                return self._deliver(session, self._host.expire(record.id))
             return await self._ask(ctx, session, run, registered, record, params)
         return self._deliver(session, self._host.recorded(record.id))
 

@@ -143,21 +143,36 @@ class Approvals:
         return Resumed(await pipeline.run_resumed(registered, record, log, cancellation, run),
                        acted=True)
 
-    def _expire_at_approval(self, record: InvocationRecord, approver: str,
+    def expire(self, invocation_id: str) -> Outcome:
+        """A call left waiting whose run's deadline has passed (as its caller, holding the run,
+        judged it), found again by its own session before anyone is asked: it ends failed,
+        unrun, as an approval after the deadline ends it, with no approver (nobody approved
+        it). A row with no run deadline, or not waiting, is returned as it stands (D433)."""
+        pipeline = self._pipeline
+        record = pipeline.invocations.get(invocation_id)
+        if record.state is InvocationState.AWAITING_APPROVAL and record.run_deadline is not None:
+            log = get_logger(invocation_id=invocation_id, run_id=record.run_id,
+                             tool=record.tool_name)
+            return self._expire_at_approval(record, None, log).outcome
+        return pipeline.outcome_of(record)
+
+    def _expire_at_approval(self, record: InvocationRecord, approver: str | None,
                             log: Any) -> Resumed:
         """The run's deadline passed while the call waited: it ends failed, unrun, with the
-        approval that came too late on the row."""
+        approval that came too late on the row (None: nobody approved it)."""
         pipeline = self._pipeline
         now = pipeline.clock.now()
         info = steps.render_failure(pipeline.messages, ToolFailure(
             core_messages.RUN_DEADLINE_PASSED,
             detail={"run_deadline": record.run_deadline.isoformat()
                     if record.run_deadline else None}))
+        decided = ({} if approver is None and record.approver is None else
+                   {"approver": record.approver or approver, "decided_at": now})
         acted = pipeline.invocations.transition(
             record.id, expected={InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED},
-            to=InvocationState.FAILED, approver=record.approver or approver, decided_at=now,
-            finished_at=now, failure_kind=info.kind.value, reason_code=info.reason_code,
-            retryable=info.retryable, failure_detail=dict(info.detail),
+            to=InvocationState.FAILED, finished_at=now, failure_kind=info.kind.value,
+            reason_code=info.reason_code, retryable=info.retryable,
+            failure_detail=dict(info.detail), **decided,
         )
         if acted:
             log.info("pipeline.failed", step=7, reason_code=info.reason_code)

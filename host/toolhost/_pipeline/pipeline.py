@@ -653,6 +653,10 @@ class Pipeline:
         return await self.approvals.resume(invocation_id, approver, cancellation=cancellation,
                                            run=run)
 
+    def expire(self, invocation_id: str) -> Outcome:
+        """End a call left waiting past its run's deadline, unrun (``Approvals.expire``)."""
+        return self.approvals.expire(invocation_id)
+
     def deny(self, invocation_id: str, approver: str, reason: str) -> Outcome:
         """End the row as ``denied``. The reason stays on the row; the model reads DENIED_TEXT."""
         return self.approvals.denial(invocation_id, approver, reason).outcome
