@@ -7,10 +7,10 @@ validators' cache is code every start runs, D256; the database is the record), t
 of ``toolhost.toml``, the paths the gateway's stdio servers are started with, the token file
 (read again when it changes), the extra trust roots, the files the database and the artifact
 store are reached with (libpq's password file, keys and certificates; AWS's credentials), and
-every file a ``{ file = "PATH" }`` reference names (a secret a read would show the model). A directory that holds one of them, or is
-inside one of the directories, is refused (D411, D428). Paths are compared as the kernel
-resolves them (realpath), and a link on the way to one of them counts too: a tool that
-replaced the link would move it.
+every file a ``{ file = "PATH" }`` reference names (a secret a read would show the model). A
+directory that holds one of them, or is inside one of the directories, is refused (D411,
+D428, D436). Paths are compared as the kernel resolves them (realpath), and a link on the way
+to one of them counts too: a tool that replaced the link would move it.
 """
 
 from __future__ import annotations
@@ -133,9 +133,9 @@ def _store_credentials(settings: Settings) -> list[tuple[str, Path, str]]:
 
 
 def _conninfo_files(url: str) -> list[str]:
-    """The files a database URL (or libpq conninfo) names: its passfile, SSL keys,
-    certificates, revocation lists and service file. One libpq cannot parse names none (the
-    host refuses it at start, D413)."""
+    """The files a database URL (or libpq conninfo) names: its password file, SSL key,
+    certificates and revocation lists. One libpq cannot parse names none (the host refuses it
+    at start, D413)."""
     try:
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:  # no PostgreSQL extra: no such database is reached
