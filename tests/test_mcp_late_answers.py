@@ -242,3 +242,97 @@ def test_a_call_left_waiting_and_repeated_after_the_runs_deadline_ends_unasked(
     record = host.row(_id(again))
     assert (record.state.value, record.approver) == ("failed", None)
     assert SEEN == []  # nothing ran
+
+
+def test_a_question_open_when_the_runs_deadline_passes_ends_its_call_unasked(
+        host: Host) -> None:  # noqa: F811
+    # Regression: a 2026-07-28 retry naming the question with no answer after the deadline
+    # was asked again; one dismissed after it left the call "runs once approved".
+    server, _ = serve(host, TOOLHOST_MCP_RUN_TIMEOUT_S="1",
+                      TOOLHOST_MCP_ELICITATION_TIMEOUT_S="60")
+
+    async def journey() -> tuple[Any, Any]:
+        async with mcp.Client(server, mode="2026-07-28",
+                              elicitation_callback=person()) as client:
+            asked = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                   allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult)
+            await asyncio.sleep(1.5)
+            unanswered = await client.session.call_tool(
+                "fx.gated", {"path": "g.txt"}, allow_input_required=True,
+                request_state=asked.request_state)
+            return asked, unanswered
+
+    asked, unanswered = asyncio.run(journey())
+    assert isinstance(unanswered, types.CallToolResult), unanswered
+    assert (_id(unanswered), (unanswered.meta or {})["toolhost/reasonCode"]) == (
+        asked.request_state, "tool.timeout.run_deadline_passed")
+    record = host.row(str(asked.request_state))
+    assert (record.state.value, record.approver) == ("failed", None)
+    assert SEEN == []
+
+
+def test_a_2025_question_cut_by_the_runs_deadline_ends_its_call_not_left_waiting(
+        host: Host) -> None:  # noqa: F811
+    # Regression: a form left unanswered past the deadline (here dismissed after it) left the
+    # call "runs once approved", and the operator's approval could only fail.
+    server, _ = serve(host, TOOLHOST_MCP_RUN_TIMEOUT_S="1",
+                      TOOLHOST_MCP_ELICITATION_TIMEOUT_S="60")
+
+    async def journey() -> Any:
+        async with mcp.Client(server, elicitation_callback=person(delay=2.0)) as client:
+            return await client.call_tool("fx.gated", {"path": "g.txt"})
+
+    answered = asyncio.run(journey())
+    meta = answered.meta or {}
+    assert (meta["toolhost/status"], meta["toolhost/reasonCode"]) == (
+        "failed", "tool.timeout.run_deadline_passed")
+    assert host.row(_id(answered)).state.value == "failed"
+    assert SEEN == []
+
+
+def test_a_question_put_again_keeps_its_timeout_from_the_second_asking(
+        host: Host) -> None:  # noqa: F811
+    # Regression: the first asking's timer fired during the second's timeout, paused the run
+    # and discarded its workspace: the timely approval ran in an empty one.
+    server, _ = serve(host, TOOLHOST_MCP_ELICITATION_TIMEOUT_S="1.0")
+
+    async def journey() -> Any:
+        async with mcp.Client(server, mode="2026-07-28",
+                              elicitation_callback=person()) as client:
+            await client.call_tool("fx.write", {"path": "before.txt"})
+            first = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                    allow_input_required=True)
+            await asyncio.sleep(0.7)
+            second = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                     allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            assert isinstance(second, types.InputRequiredResult)
+            await asyncio.sleep(0.5)  # past the first asking's second, within the second's
+            return await client.session.call_tool(
+                "fx.gated", {"path": "g.txt"}, allow_input_required=True,
+                request_state=second.request_state, input_responses={APPROVAL: APPROVE})
+
+    approved = asyncio.run(journey())
+    assert _status(approved) == "succeeded"
+    assert [listing for name, _, listing in SEEN if name == "touch"][-1] == "before.txt"
+
+
+def test_a_question_the_operator_decided_meanwhile_never_pauses_the_run(
+        host: Host) -> None:  # noqa: F811
+    # Regression: the question's timer paused the run (its workspace discarded) though the
+    # operator had already denied the call at the command line.
+    server, _ = serve(host, TOOLHOST_MCP_ELICITATION_TIMEOUT_S="0.5")
+
+    async def journey() -> Any:
+        async with mcp.Client(server, mode="2026-07-28",
+                              elicitation_callback=person()) as client:
+            await client.call_tool("fx.write", {"path": "before.txt"})
+            asked = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                   allow_input_required=True)
+            host.deny(str(asked.request_state), "operator", "not now")
+            await asyncio.sleep(1.0)  # the question's timeout passes
+            return await client.call_tool("fx.write", {"path": "x.txt"})
+
+    after = asyncio.run(journey())
+    assert after.content[0].text == "before.txt"  # the workspace kept ("" once discarded)

@@ -332,10 +332,20 @@ class ToolCalls:
         can be asked), unless the run's deadline has passed, when no answer could run it: it
         ends then, unrun (D433); decided, its recorded outcome is handed back."""
         if record.state is InvocationState.AWAITING_APPROVAL:
-            if self._deadline_passed(run):
-                return self._deliver(session, self._host.expire(record.id))
             return await self._ask(ctx, session, run, registered, record, params)
         return self._deliver(session, self._host.recorded(record.id))
+
+    def _expired(self, session: Session, invocation_id: str, log: Any) -> types.CallToolResult:
+        """A call still waiting in a run whose deadline has passed: no answer could run it, so
+        nobody is asked and it is not left waiting; it ends unrun (D433, D439). A store that
+        refuses the write is its outage, retryable, as for a decision (D403)."""
+        self._forget_question(session, invocation_id)
+        try:
+            outcome = self._host.expire(invocation_id)
+        except Exception as exc:
+            log.error("mcp.expire.not_recorded", exception=type(exc).__name__, error=str(exc))
+            return host_failure_result(core_messages.RECORD_STORE, invocation_id, retryable=True)
+        return self._deliver(session, outcome)
 
     def _deliver(self, session: Session, outcome: Outcome, *,
                  executed: bool = False) -> types.CallToolResult:
@@ -349,6 +359,7 @@ class ToolCalls:
             # Its question, if any, is over: no answer riding a retry decides it now.
             session.asked.discard(invocation_id)
             session.expired.discard(invocation_id)
+            self._forget_question(session, invocation_id)
             if not executed:
                 session.running.discard(invocation_id)
         elif invocation_id is not None and outcome.status is OutcomeStatus.RUNNING:
@@ -359,6 +370,12 @@ class ToolCalls:
                    registered: Registered, record: InvocationRecord,
                    params: types.CallToolRequestParams) -> Answer:
         log = get_logger(invocation_id=record.id, run_id=record.run_id, tool=record.tool_name)
+        # Past the run's deadline nobody is asked about it; an answer already given is still
+        # recorded as given (an approval then ends the row run_deadline_passed, D222).
+        answered = (params.request_state == record.id
+                    and ELICITATION_KEY in (params.input_responses or {}))
+        if not answered and self._deadline_passed(run):
+            return self._expired(session, record.id, log)
         can_ask = self._can_ask(ctx)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: no server-initiated requests; the question rides the result and the
@@ -373,6 +390,7 @@ class ToolCalls:
                     and ELICITATION_KEY in responses):
                 session.asked.discard(record.id)
                 session.expired.discard(record.id)
+                self._forget_question(session, record.id)
                 decision = decision_of(responses[ELICITATION_KEY])
             elif can_ask:
                 session.asked.add(record.id)
@@ -423,6 +441,8 @@ class ToolCalls:
         except InvocationStateError:
             # The operator decided first (approve/deny at the CLI); answer with what stands.
             return self._deliver(session, self._host.recorded(record.id))
+        if self._deadline_passed(run):  # the question outlived the run: nothing can run it
+            return self._expired(session, record.id, log)
         self._pause_held(session, record.id)  # left waiting: now the run pauses
         log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
                     digest=record.argument_digest)
@@ -476,16 +496,36 @@ class ToolCalls:
         """A 2026-07-28 question is out until the client retries with the answer; one not
         answered within the elicitation timeout leaves its call waiting, as an unanswered
         pushed question does, and the run pauses then. Unlike a pushed question, the person
-        may still answer it: the client's retry carries the answer whenever it is given."""
+        may still answer it: the client's retry carries the answer whenever it is given. One
+        timer a question: asking it again starts it over, a decision ends it, and it pauses
+        the run only for a call still waiting (an operator may have decided it meanwhile)."""
         def expire() -> None:
-            if invocation_id in session.asked:
-                session.asked.discard(invocation_id)
-                session.expired.add(invocation_id)  # a late answer still counts (``_ask``)
-                if invocation_id in session.held:
-                    log.info("mcp.approval.unanswered", error="no retry with the answer")
-                self._pause_held(session, invocation_id)
+            session.timers.pop(invocation_id, None)
+            if invocation_id not in session.asked:
+                return
+            session.asked.discard(invocation_id)
+            session.expired.add(invocation_id)  # a late answer still counts (``_ask``)
+            try:
+                waiting = self._host.row(invocation_id).state is InvocationState.AWAITING_APPROVAL
+            except Exception:  # the record away: left as it is, asked again if called again
+                waiting = False
+            if not waiting:
+                session.held.discard(invocation_id)
+                return
+            if invocation_id in session.held:
+                log.info("mcp.approval.unanswered", error="no retry with the answer")
+            self._pause_held(session, invocation_id)
 
-        asyncio.get_running_loop().call_later(self._config.elicitation_timeout_s, expire)
+        self._forget_question(session, invocation_id)
+        session.timers[invocation_id] = asyncio.get_running_loop().call_later(
+            self._config.elicitation_timeout_s, expire)
+
+    @staticmethod
+    def _forget_question(session: Session, invocation_id: str) -> None:
+        """The question's timer, if one runs, stopped: it was asked again or decided."""
+        timer = session.timers.pop(invocation_id, None)
+        if timer is not None:
+            timer.cancel()
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], run: Run,
                       record: InvocationRecord, registered: Registered, log: Any) -> Decision:

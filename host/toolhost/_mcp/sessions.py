@@ -70,6 +70,9 @@ class Session:
     #: finds its row before the person is asked again. This session's alone, so no other
     #: session's call is ever matched to the words in them.
     worded: dict[WordedCall, list[str]] = attrs.field(factory=dict)
+    #: The elicitation timeout's timer of each 2026-07-28 question still out, by row: one a
+    #: question, stopped when it is asked again or decided.
+    timers: dict[str, asyncio.TimerHandle] = attrs.field(factory=dict)
 
 
 def session_key(request: Any, protocol_version: str | None = None) -> str | None:
