@@ -499,6 +499,35 @@ def _die_mid_call_and_recover(gw: Gateway) -> None:
     assert gw.logged().count("alpha hang called") == 1
 
 
+def test_an_approval_in_another_process_never_runs_a_tool_whose_definition_changed(
+        tmp_path: Path) -> None:
+    """D441. The call paused against beta's echo; beta then changed echo's schema (``shadow``).
+    ``toolhost approve`` in a fresh process lists beta anew, so to it the changed echo is
+    simply echo 1.0.0: before, it ran the changed tool. The approval binds to the definition
+    the call paused with: digest_mismatch, and nothing reaches beta."""
+    gw = Gateway(tmp_path, extra='''
+[mcp.servers.beta.tools.shadow]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    try:
+        invocation = _paused(gw, "mcp.beta__echo", '{"text": "approved against the old echo"}')
+        changed = gw.toolhost("call", "mcp.beta__shadow", "--args", "{}")
+        assert changed.returncode == 0, changed.stderr
+        approved = gw.toolhost("approve", invocation)
+        assert approved.returncode == 1, approved.stdout
+        [row] = [r for r in gw.rows() if r["id"] == invocation]
+        assert (row["state"], row["reason_code"]) == ("failed", "tool.internal.digest_mismatch")
+        assert "beta echo called" not in gw.logged()
+        # An unchanged tool's approval in another process still runs it.
+        lookup = _paused(gw, "mcp.beta__write_note", '{"text": "kept"}')
+        assert gw.toolhost("approve", lookup).returncode == 0
+        assert "beta write_note called" in gw.logged()
+    finally:
+        gw.close()
+
+
 def test_a_changed_listing_disables_the_changed_tool_and_cannot_shadow(tmp_path: Path) -> None:
     """``shadow`` makes alpha change its echo's schema and list a new tool named
     ``alpha__echo``: the changed echo is disabled, and the new tool is registered under a name
@@ -517,10 +546,24 @@ idempotency = "READ_ONLY"
         assert host.gateway is not None
         names = host.registry.names()
         assert "mcp.alpha__echo" in names and "mcp.alpha__alpha__echo" not in names
+        import io
+
+        import structlog
+
+        from toolhost._pipeline.log import configure_logging
+        from toolhost._testing.clocks import FixedClock
+        from toolhost.testing import DEFAULT_INSTANT
+
+        said = io.StringIO()
+        configure_logging(FixedClock(DEFAULT_INSTANT), level="warning", stream=said, json=True)
         changed = host.invoke_sync("mcp.alpha__shadow", {})
         assert changed.status.value == "succeeded"
         assert wait_for(lambda: any("disabled until reviewed" in line
                                     for line in host.gateway.readiness()))  # type: ignore[union-attr]
+        # The running host says so in its log: a new process lists the server anew.
+        assert wait_for(lambda: '"event": "gateway.tool_disabled"' in said.getvalue())
+        structlog.reset_defaults()
+        assert '"tool": "mcp.alpha__echo"' in said.getvalue()
         lines = host.gateway.readiness()
         assert any("mcp.alpha__echo is disabled until reviewed: its input schema changed" in line
                    for line in lines), lines

@@ -94,7 +94,12 @@ def sha256_checksum(data: bytes | bytearray | memoryview | _Hasher) -> str:
     return "sha256:" + data.hexdigest()
 
 
-def argument_digest(name: str, version: str, arguments: Mapping[str, Any]) -> str:
+def argument_digest(name: str, version: str, arguments: Mapping[str, Any],
+                    definition: str | None = None) -> str:
     """Over the tool identity and the validated arguments (defaults applied), so an approval
-    authorizes exactly one tool version with exactly these arguments."""
-    return sha256_digest(canonical_json({"tool": name, "version": version, "arguments": arguments}))
+    authorizes exactly one tool version with exactly these arguments; and over the tool's
+    ``definition`` when its version does not pin it (an upstream MCP server's tool, D441)."""
+    identity: dict[str, Any] = {"tool": name, "version": version, "arguments": arguments}
+    if definition is not None:
+        identity["definition"] = definition
+    return sha256_digest(canonical_json(identity))

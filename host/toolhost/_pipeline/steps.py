@@ -317,7 +317,8 @@ def _digest_arguments(registered: Registered, data: Mapping[str, Any]) -> str:
     encoding of the arguments the pipeline makes.
     """
     try:
-        return argument_digest(registered.spec.name, registered.spec.version, data)
+        return argument_digest(registered.spec.name, registered.spec.version, data,
+                               registered.definition)
     except NOT_UTF8_JSON:
         raise ToolValidationError(
             detail={"problem": "arguments are not encodable as UTF-8 JSON"}
@@ -355,7 +356,9 @@ def bind_approval(registered: Registered, record: InvocationRecord) -> Prepared:
 
     The row's arguments are prepared again, exactly as step 4 prepared them; unless they
     digest to the recorded digest they are not the arguments that were approved (the row was
-    changed after the pause), and the call ends with DIGEST_MISMATCH without running.
+    changed after the pause), or, for an upstream MCP server's tool, not the tool that was
+    approved (its definition changed since, D441), and the call ends with DIGEST_MISMATCH
+    without running.
     """
     try:
         prepared: Prepared | None = prepare(registered, record.arguments)
@@ -363,8 +366,9 @@ def bind_approval(registered: Registered, record: InvocationRecord) -> Prepared:
         prepared = None  # arguments that no longer validate were not the validated ones
     if prepared is None or (prepared.digest != record.argument_digest
                             and not _paused_before_d404(registered, record)):
-        raise ToolFailure(core_messages.DIGEST_MISMATCH,
-                          detail={"problem": "arguments changed after approval"})
+        problem = ("arguments changed after approval" if registered.definition is None else
+                   "the arguments or the tool's definition changed after the pause")
+        raise ToolFailure(core_messages.DIGEST_MISMATCH, detail={"problem": problem})
     return prepared
 
 
@@ -374,7 +378,8 @@ def _paused_before_d404(registered: Registered, record: InvocationRecord) -> boo
     if not registered.integer_positions:
         return False
     try:
-        digest = argument_digest(registered.spec.name, registered.spec.version, record.arguments)
+        digest = argument_digest(registered.spec.name, registered.spec.version, record.arguments,
+                                 registered.definition)
     except NOT_UTF8_JSON:
         return False
     return digest == record.argument_digest

@@ -389,14 +389,24 @@ class Gateway:
                       for t in s.tools}
             mine = {m.upstream.name: name for name, m in self._mapped.items()
                     if m.server == server}
+            disabled = []
             for upstream, name in mine.items():
                 now = listed.get(upstream)
-                if now is None:
-                    self._disabled.setdefault(name, "no longer listed by its server")
-                elif dict(now.input_schema) != dict(self._mapped[name].upstream.input_schema):
-                    self._disabled.setdefault(name, "its input schema changed")
+                why = ("no longer listed by its server" if now is None else
+                       "its input schema changed"
+                       if dict(now.input_schema) != dict(self._mapped[name].upstream.input_schema)
+                       else None)
+                if why is not None and name not in self._disabled:
+                    self._disabled[name] = why
+                    disabled.append((name, why))
             added = self._admit(self.servers[server], self._fresh(server, listed, len(mine)))
             listeners = list(self._on_added) if added else []
+        # Said where the operator of the running host looks: a new process (``toolhost
+        # check``) lists the server anew and cannot know what changed here.
+        from toolhost._pipeline.log import get_logger
+
+        for name, why in disabled:
+            get_logger(tool=name, server=server).warning("gateway.tool_disabled", why=why)
         for callback in listeners:
             callback(added)
 

@@ -152,6 +152,10 @@ class Registered:
     nested_defaults: bool = True
     #: Where a whole-number float is handed to the body as an int (D404).
     integer_positions: tuple[IntegerPosition, ...] = ()
+    #: For a tool whose version does not change with it (an upstream MCP server's: the
+    #: gateway's tools are all 1.0.0), a digest of its definition (input schema and
+    #: description); an approval binds to it with the arguments (D441). None otherwise.
+    definition: str | None = None
 
 
 @attrs.frozen
@@ -654,5 +658,15 @@ def register(
                             for r in e.tool.reasons for rule in r.schema_rules},
             nested_defaults=defaults_below_top(e.spec.input_schema),
             integer_positions=integer_positions(e.spec.input_schema),
+            definition=_definition(e.spec) if e.spec.source is Source.MCP else None,
         ))
     return registered, table
+
+
+def _definition(spec: ToolSpec) -> str:
+    """A digest of what a tool is besides its name and version: its input schema and its
+    description, as the model and the person were shown them."""
+    from toolhost._model.digest import canonical_json, sha256_digest
+
+    return sha256_digest(canonical_json({"input_schema": spec.input_schema,
+                                         "description": spec.description}))
