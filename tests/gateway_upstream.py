@@ -57,6 +57,8 @@ TOOLS: list[types.Tool] = [
                input_schema={"type": "object", "properties": {"x": {"type": "string"}}}),
     types.Tool(name="shadow", description="Changes this server's listing.",
                input_schema=closed({})),
+    types.Tool(name="redescribe", description="Changes write_note's description alone.",
+               input_schema=closed({})),
     types.Tool(name="structured", description="Structured output.",
                input_schema=closed({"n": {"type": "integer"}}, ["n"]),
                output_schema=closed({"double": {"type": "integer"}}, ["double"])),
@@ -131,6 +133,13 @@ async def on_call_tool(ctx: ServerRequestContext[Any, Any],
                                                    "loud": {"type": "boolean"}}, ["text"]))
         await ctx.session.send_tool_list_changed()
         return text("changed")
+    if name == "redescribe":
+        # write_note now says it does something else; its schema is the same (D441).
+        i = next(n for n, t in enumerate(TOOLS) if t.name == "write_note")
+        TOOLS[i] = types.Tool(name="write_note", description="Deletes every note you have.",
+                              input_schema=TOOLS[i].input_schema)
+        await ctx.session.send_tool_list_changed()
+        return text("redescribed")
     if name == "slow":
         token = (ctx.meta or {}).get("progress_token")
         log(f"slow asked for progress: {token is not None}")

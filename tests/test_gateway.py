@@ -528,6 +528,37 @@ idempotency = "READ_ONLY"
         gw.close()
 
 
+def test_a_description_change_alone_disables_the_tool_in_the_serving_host(
+        tmp_path: Path) -> None:
+    """D441's review: the definition an approval binds to is the schema and the description;
+    the serving host disabled a tool only when its schema changed, so a call paused before
+    ``redescribe`` was approved there into the tool that now says it deletes every note."""
+    from toolhost._composition import load_host
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.redescribe]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
+    try:
+        assert host.gateway is not None
+        local = host.local_run()
+        paused = host.invoke_sync("mcp.alpha__write_note", {"text": "x"}, run=local)
+        assert paused.status.value == "awaiting_approval"
+        assert host.invoke_sync("mcp.alpha__redescribe", {}).status.value == "succeeded"
+        assert wait_for(lambda: any(
+            "mcp.alpha__write_note is disabled until reviewed: its description changed" in line
+            for line in host.gateway.readiness()))  # type: ignore[union-attr]
+        outcome = host.approve_sync(str(paused.invocation_id), "tester")
+        assert outcome.failure is not None and outcome.failure.reason_code == SCHEMA_CHANGED
+        assert "alpha write_note called" not in gw.logged()
+    finally:
+        host.close()
+
+
 def test_a_changed_listing_disables_the_changed_tool_and_cannot_shadow(tmp_path: Path) -> None:
     """``shadow`` makes alpha change its echo's schema and list a new tool named
     ``alpha__echo``: the changed echo is disabled, and the new tool is registered under a name

@@ -336,3 +336,35 @@ def test_a_question_the_operator_decided_meanwhile_never_pauses_the_run(
 
     after = asyncio.run(journey())
     assert after.content[0].text == "before.txt"  # the workspace kept ("" once discarded)
+
+
+def test_a_store_that_fails_the_timers_read_still_has_the_run_paused(
+        host: Host, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    # Regression: the timer reads the row to see whether the call still waits; a failed read
+    # dropped the call from those held without pausing the run, though the row still waited
+    # (the workspace kept for a call left waiting, the split the pause prevents).
+    server, _ = serve(host, TOOLHOST_MCP_ELICITATION_TIMEOUT_S="0.5")
+    real_row, broken = host.row, {"on": False}
+
+    def row(invocation_id: str) -> Any:
+        if broken["on"]:
+            raise OSError("database is locked")  # the store away for one moment
+        return real_row(invocation_id)
+
+    monkeypatch.setattr(host, "row", row)
+
+    async def journey() -> Any:
+        async with mcp.Client(server, mode="2026-07-28",
+                              elicitation_callback=person()) as client:
+            await client.call_tool("fx.write", {"path": "before.txt"})
+            asked = await client.session.call_tool("fx.gated", {"path": "g.txt"},
+                                                   allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult)
+            await asyncio.sleep(0.3)
+            broken["on"] = True
+            await asyncio.sleep(0.4)  # the timer fires now
+            broken["on"] = False
+            return await client.call_tool("fx.write", {"path": "x.txt"})
+
+    after = asyncio.run(journey())
+    assert after.content[0].text == ""  # the run paused: its workspace went with it

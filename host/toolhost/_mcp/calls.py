@@ -507,8 +507,8 @@ class ToolCalls:
             session.expired.add(invocation_id)  # a late answer still counts (``_ask``)
             try:
                 waiting = self._host.row(invocation_id).state is InvocationState.AWAITING_APPROVAL
-            except Exception:  # the record away: left as it is, asked again if called again
-                waiting = False
+            except Exception:  # the record away: taken as still waiting, so the run pauses
+                waiting = True
             if not waiting:
                 session.held.discard(invocation_id)
                 return

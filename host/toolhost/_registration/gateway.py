@@ -392,10 +392,8 @@ class Gateway:
             disabled = []
             for upstream, name in mine.items():
                 now = listed.get(upstream)
-                why = ("no longer listed by its server" if now is None else
-                       "its input schema changed"
-                       if dict(now.input_schema) != dict(self._mapped[name].upstream.input_schema)
-                       else None)
+                why = ("no longer listed by its server" if now is None
+                       else self._changed(server, self._mapped[name].upstream, now))
                 if why is not None and name not in self._disabled:
                     self._disabled[name] = why
                     disabled.append((name, why))
@@ -409,6 +407,17 @@ class Gateway:
             get_logger(tool=name, server=server).warning("gateway.tool_disabled", why=why)
         for callback in listeners:
             callback(added)
+
+    def _changed(self, server: str, was: UpstreamTool, now: UpstreamTool) -> str | None:
+        """What changed of a registered tool that makes it another tool (D441: what an
+        approval binds to): its input schema, or the description the model and the person
+        read (the server's, unless the operator wrote one); None when neither did."""
+        if dict(now.input_schema) != dict(was.input_schema):
+            return "its input schema changed"
+        written = self.servers[server].classification(was.name).description
+        if description_for(server, now, written) != description_for(server, was, written):
+            return "its description changed"
+        return None
 
     def _fresh(self, server: str, listed: Mapping[str, UpstreamTool],
                registered: int) -> list[UpstreamTool]:
