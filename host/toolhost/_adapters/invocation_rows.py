@@ -23,7 +23,7 @@ from toolhost._model.convert import column_values
 from toolhost._model.invocations import InvocationRecord, InvocationRecordDamaged, InvocationState
 
 __all__ = ["COLUMNS", "OPEN", "OPEN_STATES", "SELECT_PENDING", "STORED", "PendingCall",
-           "damaged", "entry", "history_terms", "principal_term", "record", "records"]
+           "damaged", "entry", "filter_terms", "principal_term", "record", "records"]
 
 #: The record's attributes, in its order: the columns it is read from and written to.
 COLUMNS = tuple(f.name for f in attrs.fields(InvocationRecord))
@@ -54,11 +54,11 @@ class PendingCall(NamedTuple):
     policy_json: str | None
 
 
-def history_terms(placeholder: str, stored: Callable[[dict[str, Any]], dict[str, Any]],
-                  **given: Any) -> tuple[list[str], list[Any]]:
-    """``history``'s filters as SQL terms and their values as the backend stores them
-    (``stored``: PostgreSQL keeps free text as bytes): each criterion given is an equality,
-    except ``since`` (created at or after it)."""
+def filter_terms(placeholder: str, stored: Callable[[dict[str, Any]], dict[str, Any]],
+                 **given: Any) -> tuple[list[str], list[Any]]:
+    """``list``'s and ``history``'s filters as SQL terms and their values as the backend
+    stores them (``stored``: PostgreSQL keeps free text as bytes): each criterion given (not
+    None) is an equality, except ``since`` (created at or after it)."""
     since = given.pop("since", None)
     criteria = stored(column_values(
         InvocationRecord, {k: v for k, v in given.items() if v is not None}))

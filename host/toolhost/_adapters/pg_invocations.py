@@ -59,12 +59,11 @@ from psycopg_pool import ConnectionPool
 from toolhost._adapters.invocation_rows import (
     COLUMNS,
     OPEN,
-    OPEN_STATES,
     SELECT_PENDING,
     STORED,
     PendingCall,
     entry,
-    history_terms,
+    filter_terms,
     principal_term,
     record,
     records,
@@ -804,14 +803,10 @@ class PostgresInvocationStore:
     ) -> Sequence[InvocationRecord | InvocationRecordDamaged]:
         """``list``'s page with an ``InvocationRecordDamaged`` in each damaged row's place,
         as the SQLite adapter's ``list_rows``."""
-        given = {"state": state, "run_id": run_id, "tool_name": tool_name,
-                 "tool_version": tool_version, "argument_digest": argument_digest}
-        criteria = column_values(
-            InvocationRecord, {column: value for column, value in given.items() if value is not None})
-        terms = [f"{column} = %s" for column in criteria]
-        if state in OPEN_STATES:
-            terms.insert(0, OPEN)  # the partial index's condition, as the SQLite adapter does
-        return self._entries(self._page(_SELECT, terms, list(criteria.values()), limit, after))
+        terms, values = filter_terms("%s", dict, state=state, run_id=run_id,
+                                     tool_name=tool_name, tool_version=tool_version,
+                                     argument_digest=argument_digest)
+        return self._entries(self._page(_SELECT, terms, values, limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[PendingCall]:
@@ -827,7 +822,7 @@ class PostgresInvocationStore:
             raise InvocationNotFound(before)  # no id holds U+0000, which TEXT cannot
         if any("\x00" in v for v in (tool_name, reason_code) if v is not None):
             return []  # nor can a tool's name or a reason code
-        terms, values = history_terms("%s", _stored, principal_id=principal_id,
+        terms, values = filter_terms("%s", _stored, principal_id=principal_id,
                                       tool_name=tool_name, state=state,
                                       reason_code=reason_code, since=since)
         rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)

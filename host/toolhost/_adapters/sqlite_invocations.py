@@ -42,12 +42,11 @@ from typing import Any
 from toolhost._adapters.invocation_rows import (
     COLUMNS,
     OPEN,
-    OPEN_STATES,
     SELECT_PENDING,
     STORED,
     PendingCall,
     entry,
-    history_terms,
+    filter_terms,
     principal_term,
     record,
     records,
@@ -411,20 +410,10 @@ class SQLiteInvocationStore:
         """``list``'s page with an ``InvocationRecordDamaged`` in each damaged row's place
         (``list`` skips them; ``limit`` counts rows either way): what recovery and the
         operator's listings read, so one damaged row is reported, not fatal."""
-        given = {
-            "state": state,
-            "run_id": run_id,
-            "tool_name": tool_name,
-            "tool_version": tool_version,
-            "argument_digest": argument_digest,
-        }
-        criteria = column_values(
-            InvocationRecord, {column: value for column, value in given.items() if value is not None}
-        )
-        terms = [f"{column} = ?" for column in criteria]
-        if state in OPEN_STATES:
-            terms.insert(0, OPEN)
-        return self._entries(self._page(_SELECT, terms, list(criteria.values()), limit, after))
+        terms, values = filter_terms("?", dict, state=state, run_id=run_id,
+                                     tool_name=tool_name, tool_version=tool_version,
+                                     argument_digest=argument_digest)
+        return self._entries(self._page(_SELECT, terms, values, limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
                 principal_id: str | None = None) -> Sequence[PendingCall]:
@@ -437,7 +426,7 @@ class SQLiteInvocationStore:
                 principal_id: str | None = None, tool_name: str | None = None,
                 state: InvocationState | None = None, reason_code: str | None = None,
                 since: dt.datetime | None = None) -> Sequence[InvocationRecord]:
-        terms, values = history_terms("?", dict, principal_id=principal_id,
+        terms, values = filter_terms("?", dict, principal_id=principal_id,
                                       tool_name=tool_name, state=state,
                                       reason_code=reason_code, since=since)
         rows = self._page(_SELECT, terms, values, limit, before, newest_first=True)
