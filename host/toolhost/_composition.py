@@ -930,6 +930,11 @@ class Host:
         """The run's rows for exactly these prepared arguments, oldest first."""
         return self.pipeline.rows_for(run_id, prepared)
 
+    def admit(self, run: Run, name: str) -> Registered:
+        """Steps 1-3 alone (``Pipeline.admit``): the registration an unversioned call of
+        ``name`` in ``run`` resolves to, or the ``ToolFailure`` it would be refused with."""
+        return self.pipeline.admit(run, name)
+
     def check_scopes(self, principal: Principal, registered: Registered) -> None:
         """Step 3 alone: raises the ``ToolFailure`` a call would be refused with."""
         self.pipeline.check_scopes(principal, registered)

@@ -43,7 +43,6 @@ from toolhost._composition import (
     InvocationStateError,
     PolicyAction,
     Registered,
-    Registry,
     Run,
     get_logger,
     parent_context,
@@ -237,13 +236,7 @@ class ToolCalls:
         the schema is the caller's check). It then refuses with its own reason and detail,
         and nobody is asked for words a call cannot use."""
         try:
-            resolved = self._host.registry.resolve(name, run.pins.get(name))  # 1
-        except LookupError:  # UnknownTool, UnknownVersion
-            return True
-        if not Registry.enabled(resolved, run.enabled_tools):  # 2
-            return True
-        try:
-            self._host.check_scopes(run.principal, resolved)  # 3
+            self._host.admit(run, name)
         except ToolFailure:
             return True
         return False
@@ -252,8 +245,7 @@ class ToolCalls:
         """Whether the run's deadline has passed (``steps.check_run_deadline``): the call could
         not run, so nobody is asked for their words; it is refused here with the pipeline's
         reason, because the pipeline checks the words (step 4) before the deadline (step 8)."""
-        return (run.deadline is not None and self._host.deadline_in(0) >= run.deadline
-                and not run.cancellation.cancelled)
+        return run.past_deadline(self._host.deadline_in(0))
 
     def _model_call(self, run: Run, registered: Registered, arguments: Any) -> (
             WordedCall | None):

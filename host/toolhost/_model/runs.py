@@ -128,6 +128,12 @@ class Run:
     #: ``discard``); None only for hand-built runs.
     workspace: Any = attrs.field(default=None, eq=False)
 
+    def past_deadline(self, now: float) -> bool:
+        """Whether nothing more may run in it at the monotonic instant ``now``: its deadline
+        has passed (D433). A cancelled run's calls end as cancelled instead, so it is not."""
+        return (self.deadline is not None and now >= self.deadline
+                and not self.cancellation.cancelled)
+
 
 @attrs.frozen(kw_only=True)
 class RunOutcome:

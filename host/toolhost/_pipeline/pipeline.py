@@ -760,6 +760,15 @@ class Pipeline:
             return await self._persist_refusal(run, invocation_id, name, registered, arguments,
                                                self.clock.now(), ToolFailure(reason_code), log)
 
+    def admit(self, run: Run, name: str) -> Registered:
+        """Steps 1-3 alone, as ``invoke`` runs them for an unversioned call in ``run``: the
+        registration it resolves to, enabled for the run and within its principal's scopes,
+        or the ``ToolFailure`` ``invoke`` would refuse the call with."""
+        registered = steps.resolve(self.registry, name, run.pins.get(name))
+        steps.check_enabled(run, registered)
+        steps.check_scopes(run.principal, registered)
+        return registered
+
     def check_scopes(self, principal: Principal, registered: Registered) -> None:
         """Step 3 alone: raises the ``ToolFailure`` ``invoke`` would refuse the call with."""
         steps.check_scopes(principal, registered)

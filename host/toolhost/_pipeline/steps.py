@@ -401,7 +401,7 @@ def check_run_deadline(run: Run, now: float) -> None:
     never started "did not finish", retryable in a run where every retry fails the same way,
     or "may already have taken effect". A cancelled run's call is left to end as cancelled,
     as it did before this check."""
-    if run.deadline is not None and now >= run.deadline and not run.cancellation.cancelled:
+    if run.past_deadline(now):
         raise ToolFailure(core_messages.RUN_DEADLINE_PASSED, detail={
             "run_deadline": run.deadline_at.isoformat() if run.deadline_at else None})
 
