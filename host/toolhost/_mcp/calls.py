@@ -330,8 +330,8 @@ class ToolCalls:
     def _expired(self, session: Session, invocation_id: str, log: Any) -> types.CallToolResult:
         """A call still waiting in a run whose deadline has passed: no answer could run it, so
         nobody is asked and it is not left waiting; it ends unrun (D433, D439). A store that
-        refuses the write is its outage, retryable, as for a decision (D403)."""
-        self._forget_question(session, invocation_id)
+        refuses the write is its outage, retryable, as for a decision (D403). Its question's
+        timer ends with the final outcome (``_deliver``)."""
         try:
             outcome = self._host.expire(invocation_id)
         except Exception as exc:
