@@ -71,10 +71,14 @@ class Gateway:
         self._beta_err = (tmp_path / "beta.err").open("w") if beta else None
         if beta and beta_running:
             self.start_beta()
+        # Both servers get a minute to come up: under a loaded CI machine a Python SDK server
+        # took more than the default 10 s, and its tools were then absent from a one-shot
+        # command (D443).
         beta_table = f'''
 [mcp.servers.beta]
 url = "http://127.0.0.1:{self.port}/mcp"
 token = {{ env = "GW_BETA_TOKEN" }}
+connect_timeout_s = 60
 
 [mcp.servers.beta.tools.lookup]
 side_effect = "NONE"
@@ -87,6 +91,7 @@ idempotency = "READ_ONLY"
 command = "{sys.executable}"
 args = ["{UPSTREAM}", "alpha", "{self.marker}"]
 env = {{ GW_LOG = "{self.log}", GW_SLOW_START = "{alpha_slow_start_s}" }}
+connect_timeout_s = 60
 
 [mcp.servers.alpha.tools.lookup]
 side_effect = "NONE"
@@ -209,6 +214,12 @@ token = "inline-but-private"
      ":4: [mcp.servers.x] token: refers to the environment variable NOPE_UNSET"),
     ('[mcp.servers.x]\ncommand = "a"\n[mcp.servers.x.tools.t]\ntimeout_s = 0\n',
      ":5: [mcp.servers.x.tools.t] timeout_s: must be a number of seconds"),
+    ('[mcp.servers.x]\ncommand = "a"\nconnect_timeout_s = 601\n',
+     ":4: [mcp.servers.x] connect_timeout_s: must be a number of seconds above 0, at most 600"),
+    ('[mcp.servers.x]\ncommand = "a"\nconnect_timeout_s = true\n',
+     ":4: [mcp.servers.x] connect_timeout_s: must be a number of seconds"),
+    ('[mcp.servers.x]\ncommand = "a"\n[mcp.servers.x.tools.t]\nconnect_timeout_s = 5\n',
+     ":5: [mcp.servers.x.tools.t] connect_timeout_s: not a key of a tool"),
 ])
 def test_each_config_problem_is_one_line_naming_the_key(tmp_path: Path, body: str,
                                                         expected: str) -> None:
@@ -845,6 +856,13 @@ url = "http://127.0.0.1:{free_port()}/mcp"
     plugins = gw.toolhost("plugins")
     assert "server alpha (stdio): connected" in plugins.stdout
     assert "server gone (http): unreachable" in plugins.stdout
+    # A call to a tool of a server not connected says which server and why, not only that no
+    # such tool is registered (D443).
+    called = gw.toolhost("call", "mcp.gone__lookup", "--args", "{}")
+    assert called.returncode != 0
+    assert called.stderr.startswith("toolhost: no tool 'mcp.gone__lookup' is registered now: "
+                                    "server gone (http) is unreachable: "), called.stderr
+    assert called.stderr.rstrip().endswith("; its tools are absent (toolhost check)")
     tools = gw.toolhost("tools")
     assert "mcp.alpha__echo@1.0.0" in tools.stdout
     assert "EXTERNAL_WRITE/HIGH/NON_IDEMPOTENT EXTERNAL_UNTRUSTED" in tools.stdout
@@ -887,6 +905,44 @@ def test_a_bad_server_table_refuses_the_start_in_one_line(tmp_path: Path) -> Non
     assert "[mcp.servers.alpha.tools.echo] risk: must be one of LOW, MEDIUM, HIGH" in line
 
 
+def test_a_start_waits_as_long_as_a_servers_connect_timeout(tmp_path: Path) -> None:
+    """Regression (D443): a server slower to come up than the default 10 s was absent from
+    every one-shot command; its ``connect_timeout_s`` is how long a start waits for it (and
+    how long its ``initialize`` may take), and a shorter one gives up sooner."""
+    from toolhost._adapters.mcp_upstream import McpUpstreams
+    from toolhost._model.secrets import Secret
+    from toolhost._model.upstream import DEFAULT_CONNECT_TIMEOUT_S, UpstreamServer
+
+    def server(name: str, connect_timeout_s: float) -> UpstreamServer:
+        return UpstreamServer(
+            name=name, command=sys.executable, args=(str(UPSTREAM), "alpha", marker),
+            env={"GW_SLOW_START": Secret("3"), "GW_LOG": Secret(str(tmp_path / "log"))},
+            connect_timeout_s=connect_timeout_s)
+
+    marker = f"slow-{os.getpid()}-{time.monotonic_ns()}"
+    assert UpstreamServer(name="x", command="a").connect_timeout_s == DEFAULT_CONNECT_TIMEOUT_S
+    patient = McpUpstreams((server("patient", 60), server("hasty", 1)))
+    try:
+        started = time.monotonic()
+        patient.start()  # waits for the slowest server's connect_timeout_s, not 10 s
+        took = time.monotonic() - started
+        by_name = {s.name: s for s in patient.status()}
+        assert by_name["patient"].state.value == "connected", by_name["patient"].problem
+        assert by_name["hasty"].state.value in ("unreachable", "connecting")
+        assert took < 60  # a loose bound: it ends when the patient server is connected
+    finally:
+        patient.close()
+    assert wait_for(lambda: not processes_with(marker)), processes_with(marker)
+
+
+def test_a_server_table_reads_its_connect_timeout(tmp_path: Path) -> None:
+    path = write(tmp_path, '[mcp.servers.slow]\ncommand = "npx"\nconnect_timeout_s = 120\n'
+                 '[mcp.servers.quick]\ncommand = "a"\n')
+    servers = {s.name: s for s in read_config(path, {}).mcp_servers}
+    assert servers["slow"].connect_timeout_s == 120.0
+    assert servers["quick"].connect_timeout_s == 10.0
+
+
 def test_closing_does_not_wait_out_a_server_stuck_in_its_handshake(tmp_path: Path) -> None:
     """A server that never answers ``initialize`` (or lists its tools slowly) is cancelled
     after a short orderly wait, not waited out (it cost every command 15 s)."""
@@ -897,7 +953,7 @@ def test_closing_does_not_wait_out_a_server_stuck_in_its_handshake(tmp_path: Pat
     script = tmp_path / f"{marker}.py"
     script.write_text("import sys\nsys.stdin.read()  # reads, never answers\n")
     upstreams = McpUpstreams((UpstreamServer(name="mute", command=sys.executable,
-                                             args=(str(script),)),), connect_timeout_s=60)
+                                             args=(str(script),), connect_timeout_s=60),))
     upstreams.start(0.5)
     (status,) = upstreams.status()
     assert status.problem == "still connecting"

@@ -140,6 +140,7 @@ class HttpGateway:
 [mcp.servers.secure]
 url = "{url}"
 token = {{ env = "{TOKEN_VARIABLE}" }}
+connect_timeout_s = 60  # a loaded CI machine is slow to answer initialize
 
 [mcp.servers.secure.tools.lookup]
 side_effect = "NONE"

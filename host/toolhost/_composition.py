@@ -1295,14 +1295,11 @@ def _checked(settings: Settings | None) -> tuple[Settings, Policy]:
     return settings, policy
 
 
-#: How long a start waits for the gateway's servers to connect and list their tools, in all.
-#: One that is not connected by then is absent (``toolhost check`` says why) and reconnects.
-GATEWAY_CONNECT_S = 10.0
-
-
-def start_gateway(settings: Settings, *, connect_s: float = GATEWAY_CONNECT_S) -> Gateway | None:
+def start_gateway(settings: Settings, *, connect_s: float | None = None) -> Gateway | None:
     """The MCP gateway over ``toolhost.toml``'s ``[mcp.servers.<name>]``, connected (at most
-    ``connect_s`` waited), or None when no server is configured and enabled.
+    ``connect_s`` waited; by default as long as the slowest server's ``connect_timeout_s``), or
+    None when no server is configured and enabled. A server not connected by then is absent
+    (``toolhost check`` says why) and reconnects.
 
     :raises SettingError: servers are configured but the MCP SDK is not installed.
     """

@@ -249,7 +249,7 @@ class _Connection:
                 headers=headers, trust_env=False, follow_redirects=False,
                 transport=BoundedTransport(
                     httpx2.AsyncHTTPTransport(verify=verify, trust_env=False), bound),
-                timeout=httpx2.Timeout(self.owner.connect_timeout_s, read=300.0)))
+                timeout=httpx2.Timeout(server.connect_timeout_s, read=300.0)))
             assert server.url is not None
             quiet_sdk_logs()
             # An answer as large as a stdio line may be (D313): the SDK's default, 1 MiB per
@@ -257,7 +257,7 @@ class _Connection:
             transport = streamable_http_client(server.url, http_client=http,
                                                max_sse_event_size=bound)
         client = Client(transport, mode="legacy", cache=None,
-                        read_timeout_seconds=self.owner.connect_timeout_s,
+                        read_timeout_seconds=server.connect_timeout_s,
                         message_handler=self._on_message)
         entered = await stack.enter_async_context(client)
         # The SDK checks each result against the server's own outputSchema with jsonschema:
@@ -476,10 +476,9 @@ class McpUpstreams:
     """The ``Upstreams`` port over the official MCP SDK's client."""
 
     def __init__(self, servers: tuple[UpstreamServer, ...], *,
-                 ssl_context: ssl.SSLContext | None = None, connect_timeout_s: float = 10.0,
+                 ssl_context: ssl.SSLContext | None = None,
                  max_result_bytes: int = MAX_RESULT_BYTES) -> None:
         self.ssl_context = ssl_context
-        self.connect_timeout_s = connect_timeout_s
         self.max_result_bytes = max_result_bytes
         self._connections = {s.name: _Connection(s, self) for s in servers if s.enabled}
         self._callbacks: list[Callable[[str], None]] = []
@@ -504,13 +503,16 @@ class McpUpstreams:
                              name="toolhost-mcp-stderr", daemon=True).start()
         return connection.errlog
 
-    def start(self, timeout_s: float) -> None:
+    def start(self, timeout_s: float | None = None) -> None:
         if self._thread.is_alive() or self._closed:
             return
         self._thread.start()
         for connection in self._connections.values():
             self._supervisors.append(
                 asyncio.run_coroutine_threadsafe(connection.supervise(), self._loop))
+        if timeout_s is None:
+            timeout_s = max((c.server.connect_timeout_s for c in self._connections.values()),
+                            default=0.0)
         deadline = monotonic() + timeout_s
         for connection in self._connections.values():
             connection.first_attempt.wait(max(0.0, deadline - monotonic()))

@@ -134,7 +134,12 @@ def _how(spec: SettingSpec, dist: str) -> str:
 
 def activation_hint(host: Host, tool_name: str) -> str | None:
     """For a tool no plugin registered: which unset setting of a loaded plugin would register
-    it (``toolhost call`` says so; the model's text stays the static unknown-tool message)."""
+    it, or which gateway server is not connected yet (``toolhost call`` says so; the model's
+    text stays the static unknown-tool message)."""
+    if host.gateway is not None:
+        absent = host.gateway.unconnected_server_of(tool_name)
+        if absent is not None:
+            return f"no tool {tool_name!r} is registered now: {absent} (toolhost check)"
     for dist, specs in sorted(host.declared_settings.items()):
         for spec in _unset_activations(host.settings, specs):
             if tool_name in spec.activates:

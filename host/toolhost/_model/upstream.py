@@ -49,11 +49,17 @@ MAX_SERVER_NAME = 24
 
 _SERVER_KEYS = frozenset({"command", "args", "url", "env", "token", "tools", "side_effect",
                           "risk", "idempotency", "scopes", "timeout_s", "enabled",
-                          "close_schema"})
+                          "close_schema", "connect_timeout_s"})
 _TOOL_KEYS = frozenset({"side_effect", "risk", "idempotency", "scopes", "timeout_s", "enabled",
                         "description", "close_schema"})
 #: A timeout an operator may give a gateway tool: up to a day.
 _MAX_TIMEOUT_S = 86400.0
+#: How long a server may take to start and answer ``initialize``, a listing or a ping, unless
+#: its table says otherwise; a start waits as long as its slowest server's (D443).
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: The longest ``connect_timeout_s``: a server fetched and built on first start (``npx -y``,
+#: ``uvx``) takes a minute or two; past ten, the start is better told it is unreachable.
+_MAX_CONNECT_TIMEOUT_S = 600.0
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +103,8 @@ class UpstreamServer:
     #: Per upstream tool name, as the server lists it.
     tools: Mapping[str, UpstreamToolClass] = attrs.field(factory=dict)
     enabled: bool = True
+    #: Seconds the server may take to start and answer ``initialize``, a listing or a ping.
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 
     @property
     def transport(self) -> str:
@@ -291,7 +299,9 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
         name=name, command=command, args=tuple(args), url=url, env=env, token=token,
         defaults=_classification({k: v for k, v in content.items() if k in _TOOL_KEYS
                                   and k != "enabled"}, fail),
-        tools=tools, enabled=enabled)
+        tools=tools, enabled=enabled,
+        connect_timeout_s=_seconds(content, "connect_timeout_s", _MAX_CONNECT_TIMEOUT_S, fail,
+                                   DEFAULT_CONNECT_TIMEOUT_S))
 
 
 def _url(value: object, table: str, fail: Fail, where: Where, reference: Reference,
@@ -317,6 +327,19 @@ def _enum(kind: type[enum.Enum], value: object, key: str, fail: Fail) -> Any:
     return kind(value)
 
 
+def _seconds(table: Mapping[str, Any], key: str, most: float, fail: Fail,
+             default: float = 0.0) -> float:
+    """``table[key]``, a number of seconds above 0 and at most ``most`` (``default`` if
+    absent)."""
+    if key not in table:
+        return default
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0 < value <= most):
+        raise fail(key, f"must be a number of seconds above 0, at most {int(most)}")
+    return float(value)
+
+
 def _classification(spec: Mapping[str, Any], fail: Fail) -> UpstreamToolClass:
     values: dict[str, Any] = {}
     for key, kind in (("side_effect", SideEffect), ("risk", Risk), ("idempotency", Idempotency)):
@@ -329,12 +352,7 @@ def _classification(spec: Mapping[str, Any], fail: Fail) -> UpstreamToolClass:
             raise fail("scopes", "must be a list of scope names")
         values["scopes"] = tuple(scopes)
     if "timeout_s" in spec:
-        timeout = spec["timeout_s"]
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-                0 < timeout <= _MAX_TIMEOUT_S):
-            raise fail("timeout_s", f"must be a number of seconds above 0, at most "
-                       f"{int(_MAX_TIMEOUT_S)}")
-        values["timeout_s"] = float(timeout)
+        values["timeout_s"] = _seconds(spec, "timeout_s", _MAX_TIMEOUT_S, fail)
     for key in ("enabled", "close_schema"):
         if key in spec:
             if not isinstance(spec[key], bool):

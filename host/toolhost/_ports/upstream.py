@@ -17,10 +17,10 @@ __all__ = ["Upstreams"]
 
 
 class Upstreams(Protocol):
-    def start(self, timeout_s: float) -> None:
-        """Connect to every server and list its tools, waiting at most ``timeout_s`` in all. A
-        server that cannot be reached by then is left to reconnect in the background; it
-        never stops the start."""
+    def start(self, timeout_s: float | None = None) -> None:
+        """Connect to every server and list its tools, waiting at most ``timeout_s`` in all
+        (None: the longest of the servers' ``connect_timeout_s``). A server that cannot be
+        reached by then is left to reconnect in the background; it never stops the start."""
         ...
 
     def status(self) -> list[UpstreamStatus]:

@@ -65,6 +65,7 @@ from toolhost._model.upstream import (
     UpstreamError,
     UpstreamFailure,
     UpstreamServer,
+    UpstreamStatus,
     UpstreamTool,
 )
 from toolhost._registration.discovery import Contribution
@@ -443,14 +444,27 @@ class Gateway:
         lines = []
         for status in self.upstreams.status():
             if status.state is not ServerState.CONNECTED:
-                lines.append(f"server {status.name} ({self.servers[status.name].transport}) is "
-                             f"{status.state.value}: {status.problem}; its tools are absent")
+                lines.append(self._absent(status))
         with self._lock:
             lines += self._left_out.values()
             for name, why in sorted(self._disabled.items()):
                 lines.append(f"{self._mapped[name].server}: {name} is disabled until reviewed: "
                              f"{why} (restart the host to register it as listed now)")
         return lines
+
+    def unconnected_server_of(self, name: str) -> str | None:
+        """For a tool name of a configured server that is not connected now: that server's
+        readiness line (the tool may well exist once it is); None otherwise."""
+        server = name.removeprefix("mcp.").partition("__")[0] if name.startswith("mcp.") \
+            and "__" in name else None
+        for status in self.upstreams.status():
+            if status.name == server and status.state is not ServerState.CONNECTED:
+                return self._absent(status)
+        return None
+
+    def _absent(self, status: UpstreamStatus) -> str:
+        return (f"server {status.name} ({self.servers[status.name].transport}) is "
+                f"{status.state.value}: {status.problem}; its tools are absent")
 
     def servers_summary(self) -> list[dict[str, Any]]:
         """Each server: its transport, state, problem, and its registered tools."""
