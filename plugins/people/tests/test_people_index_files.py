@@ -6,11 +6,14 @@ has it mapped (a review's host died of SIGBUS). Opening and deleting are one at 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 #: Run in a process of its own: the failure this guards against kills the process.
 _SCRIPT = textwrap.dedent("""
@@ -64,3 +67,33 @@ def test_an_index_deleted_while_another_connection_opens_keeps_each_its_own_memo
     assert done.returncode == 0, done.stderr
     shm = f"{tmp_path / 'index.sqlite3'}-shm"
     assert done.stdout.strip() == str(sorted([shm, f"{shm} (deleted)"]))
+
+
+def test_a_new_index_opens_its_log_and_shared_memory_under_the_files_lock(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Regression (D444): SQLite opens a new file's ``-wal`` and ``-shm`` at its first read,
+    which came after the lock was released; a deletion in between would give the connection
+    the next file's shared memory, the hazard the lock is for (D358)."""
+    from toolhost_people import index
+
+    path = index.index_path(tmp_path)
+    open_at_release: list[list[str]] = []
+    real = index._opening_or_deleting
+
+    @contextlib.contextmanager
+    def watched(opened: Path) -> Iterator[None]:
+        with real(opened):
+            yield
+            open_at_release.append(_open_files(f"{path}-"))
+
+    monkeypatch.setattr(index, "_opening_or_deleting", watched)
+    index.open_index(tmp_path).close()  # a new file
+    assert open_at_release == [[f"{path}-shm", f"{path}-wal"]]
+
+
+def _open_files(prefix: str) -> list[str]:
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own, closed by now
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return sorted(link for link in links if link.startswith(prefix))

@@ -331,6 +331,9 @@ def _open(path: Path, principal: str | None, timeout: float) -> sqlite3.Connecti
                                check_same_thread=False)
         try:
             conn.execute("PRAGMA journal_mode=WAL")  # the shared memory opened with the WAL
+            # ... of a file that has one: a new file's are opened by its first read, so read
+            # here, under the lock, not at the first call's transaction after it (D444).
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         except BaseException:
             conn.close()
             raise
