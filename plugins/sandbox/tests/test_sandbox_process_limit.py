@@ -665,6 +665,36 @@ def test_a_hierarchy_found_once_is_found_again_where_it_moved(
         limits.release()
 
 
+def test_a_dead_hosts_leftover_cgroups_are_swept_once_a_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (D445): a host killed mid-call left its call's cgroup behind for good; the
+    next host's first call in that parent removes those of a pid no process has."""
+    mount = _delegated_tree(tmp_path, monkeypatch, own="/service/main", enabled="pids memory")
+    service = mount / "service"
+    os.setxattr(service, "trusted.delegate", b"1")
+    gone = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
+    left = service / f"toolhost-sandbox-{gone}-3"   # a dead host's: removed
+    busy = service / f"toolhost-sandbox-{gone}-4"   # a process still in it: the kernel refuses
+    young = service / f"toolhost-sandbox-{gone}-5"  # maybe another pid namespace's host's
+    alive = service / "toolhost-sandbox-1-0"        # a live host's
+    other = service / "someone-else"                # not a call's cgroup
+    for path in (left, busy, young, alive, other):
+        path.mkdir()
+    (busy / "cgroup.procs").write_text("1\n")  # a plain directory with a file: rmdir fails
+    old = time.time() - cgroups.LEFTOVER_AGE_S - 60
+    for path in (left, busy, alive, other):
+        os.utime(path, (old, old))
+    limits = limits_for_call(Settings())
+    limits.release()
+    assert limits.cgroup is not None and limits.cgroup.path.parent == service
+    assert [p.exists() for p in (left, busy, young, alive, other)] == [False, True, True, True,
+                                                                       True]
+    left.mkdir()
+    os.utime(left, (old, old))
+    limits_for_call(Settings()).release()  # once a process: not listed again each call
+    assert left.exists()
+
+
 def test_removing_a_cgroup_kills_what_is_left_in_it() -> None:
     group = Cgroup.create(PROCESSES, MEMORY_BYTES)
     assert group is not None  # this machine has a v1 pids hierarchy

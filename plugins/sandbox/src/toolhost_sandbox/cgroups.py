@@ -29,7 +29,9 @@ cgroup`` (the main thread's) names the call's cgroup: this process's own place i
 read last while it was not (``_own``), or a call starting meanwhile would nest in that one.
 
 The call's cgroup's name (this process's pid and a count of its calls) is never shown to the
-sandbox: its cgroup namespace is made in that cgroup (``runner``), so it sees ``/`` there.
+sandbox: its cgroup namespace is made in that cgroup (``runner``), so it sees ``/`` there. The
+pid in it is what finds, at a process's first call in a parent, the cgroups a host killed
+mid-call left there (``_sweep``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import contextlib
 import errno
 import itertools
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -172,11 +175,53 @@ def _find_directory(own: str, fstype: str, controller: str | None) -> Path | Non
     return None
 
 
+#: A call's cgroup: ``toolhost-sandbox-<pid>-<count>``, the pid of the host that made it.
+_CALL_CGROUP = re.compile(r"toolhost-sandbox-([0-9]+)-[0-9]+")
+#: The parents this process swept of leftovers: once each, as a listing a call is too dear.
+_swept: set[Path] = set()
+#: A cgroup younger than this is never taken for a leftover: a host in another pid namespace
+#: (whose pid this one cannot see) may be between making its call's cgroup and using it.
+LEFTOVER_AGE_S = 600.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        pass
+    return True
+
+
+def _sweep(parent: Path, made: Path) -> None:
+    """Remove the call cgroups in ``parent`` that a host left when it died (killed, or the
+    machine's power) (D445): those of a pid no process has, older than ``LEFTOVER_AGE_S``
+    than ``made``, just made there (its time is now, on the filesystem's own clock). One
+    still holding a process is refused by the kernel (EBUSY) and kept."""
+    if parent in _swept:
+        return
+    _swept.add(parent)
+    try:
+        now = made.stat().st_mtime
+    except OSError:
+        return
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            found = _CALL_CGROUP.fullmatch(entry.name)
+            if found is None or int(found[1]) == os.getpid() or _alive(int(found[1])):
+                continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime >= LEFTOVER_AGE_S:
+                    os.rmdir(entry.path)
+
+
 def _mkdir_child(parent: Path) -> Path | None:
     while True:
         path = parent / f"toolhost-sandbox-{os.getpid()}-{next(_names)}"
         try:
             path.mkdir()
+            _sweep(parent, path)
             return path
         except FileExistsError:
             continue
