@@ -677,18 +677,19 @@ def test_a_dead_hosts_leftover_cgroups_are_swept_once_a_process(
     busy = service / f"toolhost-sandbox-{gone}-4"   # a process still in it: the kernel refuses
     young = service / f"toolhost-sandbox-{gone}-5"  # maybe another pid namespace's host's
     alive = service / "toolhost-sandbox-1-0"        # a live host's
+    huge = service / f"toolhost-sandbox-{10 ** 30}-0"  # no process could have it: removed
     other = service / "someone-else"                # not a call's cgroup
-    for path in (left, busy, young, alive, other):
+    for path in (left, busy, young, alive, other, huge):
         path.mkdir()
     (busy / "cgroup.procs").write_text("1\n")  # a plain directory with a file: rmdir fails
     old = time.time() - cgroups.LEFTOVER_AGE_S - 60
-    for path in (left, busy, alive, other):
+    for path in (left, busy, alive, other, huge):
         os.utime(path, (old, old))
     limits = limits_for_call(Settings())
     limits.release()
     assert limits.cgroup is not None and limits.cgroup.path.parent == service
-    assert [p.exists() for p in (left, busy, young, alive, other)] == [False, True, True, True,
-                                                                       True]
+    assert [p.exists() for p in (left, busy, young, alive, other, huge)] == [
+        False, True, True, True, True, False]
     left.mkdir()
     os.utime(left, (old, old))
     limits_for_call(Settings()).release()  # once a process: not listed again each call

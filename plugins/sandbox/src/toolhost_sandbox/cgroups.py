@@ -187,7 +187,7 @@ LEFTOVER_AGE_S = 600.0
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # none has it, or none could
         return False
     except OSError:  # another user's: alive
         pass
@@ -195,8 +195,8 @@ def _alive(pid: int) -> bool:
 
 
 def _sweep(parent: Path, made: Path) -> None:
-    """Remove the call cgroups in ``parent`` that a host left when it died (killed, or the
-    machine's power) (D445): those of a pid no process has, older than ``LEFTOVER_AGE_S``
+    """Remove the call cgroups in ``parent`` that a host left when it was killed (SIGKILL,
+    the OOM killer) mid-call (D445): those of a pid no process has, older than ``LEFTOVER_AGE_S``
     than ``made``, just made there (its time is now, on the filesystem's own clock). One
     still holding a process is refused by the kernel (EBUSY) and kept."""
     if parent in _swept:
