@@ -70,12 +70,12 @@ def test_a_2026_answer_given_after_the_timeout_decides_the_call_once(
             # Before: the same question again, the person's answer dropped.
             assert isinstance(late, types.CallToolResult), late
             assert (_id(late), _status(late)) == (asked.request_state, state)
-            # The answer decided its row once: the same retry again is a new call, asked anew.
+            # The answer decided its row once: the same retry again answers what it decided.
             again = await client.session.call_tool(
                 "fx.gated", {"path": "g.txt"}, allow_input_required=True,
                 request_state=asked.request_state, input_responses={APPROVAL: answer})
-            assert isinstance(again, types.InputRequiredResult)
-            assert again.request_state != asked.request_state
+            assert isinstance(again, types.CallToolResult), again
+            assert (_id(again), _status(again)) == (asked.request_state, state)
             after = await client.call_tool("fx.write", {"path": "after.txt"})
             # The run paused at the timeout (before.txt went with its workspace); an approved
             # call ran in the next one, where the session goes on.
@@ -84,6 +84,39 @@ def test_a_2026_answer_given_after_the_timeout_decides_the_call_once(
     asyncio.run(journey())
     gated = [listing for name, _, listing in SEEN if name == "touch"][1:-1]
     assert gated == ([""] if state == "succeeded" else [])
+
+
+@pytest.mark.parametrize(("second", "state"), [(DECLINE, "succeeded"), (APPROVE, "succeeded")])
+def test_a_2026_second_answer_to_a_decided_question_answers_what_the_first_decided(
+        host: Host, second: types.ElicitResult, state: str) -> None:  # noqa: F811
+    # Regression (D435's "left"): two identical calls were asked about one row; the second
+    # answer, arriving once the first had decided it, made a new row and put a third form.
+    server, _ = serve(host)
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="2026-07-28", elicitation_callback=person()) as client:
+            call = {"path": "g.txt"}
+            first = await client.session.call_tool("fx.gated", call, allow_input_required=True)
+            other = await client.session.call_tool("fx.gated", call, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            assert isinstance(other, types.InputRequiredResult)
+            assert other.request_state == first.request_state  # one row, asked twice
+            decided = await client.session.call_tool(
+                "fx.gated", call, allow_input_required=True,
+                request_state=first.request_state, input_responses={APPROVAL: APPROVE})
+            assert (_id(decided), _status(decided)) == (first.request_state, "succeeded")
+            for _ in range(2):  # the second answer, and the client sending it once more
+                late = await client.session.call_tool(
+                    "fx.gated", call, allow_input_required=True,
+                    request_state=other.request_state, input_responses={APPROVAL: second})
+                assert isinstance(late, types.CallToolResult), late
+                assert (_id(late), _status(late)) == (first.request_state, state)
+                assert late.structured_content == decided.structured_content
+
+    asyncio.run(journey())
+    assert [name for name, _, _ in SEEN] == ["touch"]  # ran once
+    (row,) = host.pipeline.invocations.list(tool_name="fx.gated")  # nothing written twice
+    assert (row.state.value, row.denial_reason) == ("succeeded", None)
 
 
 def test_a_late_answer_for_a_call_the_operator_decided_meanwhile_answers_what_stands(
@@ -157,18 +190,24 @@ def append_host(tmp_path: Path) -> Iterator[Host]:
         yield made
 
 
-def test_a_call_answered_running_gets_the_result_when_called_again(append_host: Host) -> None:
+@pytest.mark.parametrize("waiting", [1, 2])
+def test_every_call_answered_running_gets_the_result_when_called_again(
+        append_host: Host, waiting: int) -> None:
+    # Regression (D435's "left", waiting=2): of two requests answered ``running`` for one
+    # row, only the first to call again got the result; the other's repeat asked again.
     server, _ = serve(append_host)
     forms: list[str] = []
-    second_form = asyncio.Event()
+    all_forms = asyncio.Event()
 
     async def answer(context: Any, params: Any) -> types.ElicitResult:
         forms.append(params.message)
-        if len(forms) == 1:  # approved once both forms are open
-            await second_form.wait()
+        asked = len(forms)
+        if asked == 1:  # approved once every form is open
+            await all_forms.wait()
             return APPROVE
-        if len(forms) == 2:  # approved while the first approval's execution runs
-            second_form.set()
+        if asked <= 1 + waiting:  # approved while the first approval's execution runs
+            if asked == 1 + waiting:
+                all_forms.set()
             while not STARTED.is_set():
                 await asyncio.sleep(0.02)
             return APPROVE
@@ -180,24 +219,65 @@ def test_a_call_answered_running_gets_the_result_when_called_again(append_host: 
             first = asyncio.ensure_future(client.call_tool("fxl.append", call))
             while not forms:
                 await asyncio.sleep(0.02)
-            running = await client.call_tool("fxl.append", call)
-            assert _status(running) == "running"
-            assert "Call this tool again with the same arguments" in running.content[0].text
+            running = await asyncio.gather(
+                *(client.call_tool("fxl.append", call) for _ in range(waiting)))
+            for told in running:
+                assert _status(told) == "running"
+                assert "Call this tool again with the same arguments" in told.content[0].text
             RELEASE.set()
             done = await first
-            assert not done.is_error and _id(done) == _id(running)
-            # As the answer said: the recorded result, no new approval, no second execution.
-            again = await client.call_tool("fxl.append", call)
-            assert not again.is_error, again
-            assert (_id(again), again.structured_content) == (_id(done), {"text": "1"})
-            assert len(forms) == 2
+            assert not done.is_error and {_id(told) for told in running} == {_id(done)}
+            # As each answer said: the recorded result, no new approval, no second execution.
+            for _ in running:
+                again = await client.call_tool("fxl.append", call)
+                assert not again.is_error, again
+                assert (_id(again), again.structured_content) == (_id(done), {"text": "1"})
+            assert len(forms) == 1 + waiting
             # Handed back to each call it was promised to: the next identical call is new.
             fresh = await client.call_tool("fxl.append", call)
             assert _status(fresh) == "denied" and _id(fresh) != _id(done)
 
     asyncio.run(journey())
     assert RAN == ["count.txt"]
-    assert len(forms) == 3 and forms[0] == forms[1]  # both forms asked about the one row
+    # Every form asked about the one row, and one more for the deliberate new call.
+    assert len(forms) == 2 + waiting and len(set(forms[:-1])) == 1
+
+
+def test_a_2026_second_answer_while_the_first_runs_is_told_running_then_collects(
+        append_host: Host) -> None:
+    # The second answer to a question the first is running: ``running``, then the result,
+    # once; never a new row, a third form or a second execution.
+    server, _ = serve(append_host)
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="2026-07-28", elicitation_callback=person()) as client:
+            call = {"path": "count.txt"}
+            asked = [await client.session.call_tool("fxl.append", call, allow_input_required=True)
+                     for _ in range(2)]
+            assert all(isinstance(a, types.InputRequiredResult) for a in asked)
+            state = asked[0].request_state
+            assert asked[1].request_state == state
+            first = asyncio.ensure_future(client.session.call_tool(
+                "fxl.append", call, allow_input_required=True,
+                request_state=state, input_responses={APPROVAL: APPROVE}))
+            while not STARTED.is_set():
+                await asyncio.sleep(0.02)
+            second = await client.session.call_tool(
+                "fxl.append", call, allow_input_required=True,
+                request_state=state, input_responses={APPROVAL: APPROVE})
+            assert isinstance(second, types.CallToolResult), second
+            assert (_id(second), _status(second)) == (state, "running")
+            RELEASE.set()
+            done = await first
+            assert isinstance(done, types.CallToolResult) and _status(done) == "succeeded"
+            again = await client.call_tool("fxl.append", call)
+            assert (_id(again), again.structured_content) == (state, {"text": "1"})
+            fresh = await client.session.call_tool("fxl.append", call,
+                                                   allow_input_required=True)
+            assert isinstance(fresh, types.InputRequiredResult) and fresh.request_state != state
+
+    asyncio.run(journey())
+    assert RAN == ["count.txt"]
 
 
 # ------------------------------------------------------- a call left waiting past the deadline

@@ -35,6 +35,7 @@ from test_mcp_in_call import (  # noqa: E402
 from toolhost import ToolOutput, UserWords  # noqa: E402
 from toolhost._adapters.sqlite_db import DATABASE_NAME  # noqa: E402
 from toolhost._composition import Host  # noqa: E402
+from toolhost._pipeline.policy import policy_from_settings  # noqa: E402
 from toolhost.testing import host_for  # noqa: E402
 
 MODES = ["legacy", "2026-07-28"]
@@ -218,3 +219,88 @@ def test_a_words_call_after_the_runs_deadline_is_refused_without_asking(
     assert [(state, reason) for state, reason, _ in _rows(host, tool)] == [
         ("failed", "tool.timeout.run_deadline_passed")]
     assert "my own words" not in str(_rows(host, tool))
+
+
+@pytest.fixture
+def denying_host(tmp_path: Path) -> Iterator[Host]:
+    # fxq.note (NONE/LOW, words) and fx.write (WORKSPACE_WRITE/LOW, none) both denied.
+    SEEN.clear()
+    policy = policy_from_settings(
+        {"TOOLHOST_POLICY": '{"NONE/LOW": "deny", "WORKSPACE_WRITE/LOW": "deny"}'})
+    with host_for({"toolhost-fx": PLUGIN, "toolhost-fxq": NOTE}, data_dir=tmp_path / "data",
+                  policy=policy) as made:
+        yield made
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_words_call_the_policy_denies_is_denied_without_asking(
+        denying_host: Host, mode: str) -> None:
+    # Before: the person typed their words, then the call was denied with them on the row.
+    server, _ = serve(denying_host)
+    answers, forms = recording(WORDS)
+
+    async def journey() -> tuple[Any, Any]:
+        async with mcp.Client(server, mode=mode, elicitation_callback=answers) as client:
+            return (await client.call_tool("fxq.note", MODEL),
+                    await client.call_tool("fx.write", {"path": "a.txt"}))
+
+    denied, plain = asyncio.run(journey())
+    assert forms == []
+    assert SEEN == []
+    # Answered as any call its policy cell denies is.
+    assert _meta(denied)[1] == "denied"
+    shown = [(result.is_error, {k: v for k, v in (result.meta or {}).items()
+                                if k != "toolhost/invocationId"}, result.content[0].text)
+             for result in (denied, plain)]
+    assert shown[0] == shown[1]
+    row = denying_host.row(_meta(denied)[0])
+    assert (row.state.value, row.reason_code, row.arguments, row.user_turn, row.approver) == (
+        "denied", None, MODEL, None, None)
+    assert row.argument_digest is not None and (row.policy or {})["action"] == "deny"
+
+
+@pytest.mark.parametrize("tool", ["fxq.note", "fx.remember"])
+def test_a_words_call_refused_after_the_runs_deadline_names_it_as_every_such_refusal(
+        host: Host, tool: str) -> None:
+    # Before: the words call's row had no detail; every other run_deadline_passed row carries
+    # the run's deadline (``steps.check_run_deadline``).
+    server, _ = serve(host, TOOLHOST_MCP_RUN_TIMEOUT_S="0.5")
+    answers, forms = recording(WORDS, APPROVE)
+
+    async def journey() -> tuple[Any, Any]:
+        async with mcp.Client(server, mode="legacy", elicitation_callback=answers) as client:
+            await client.call_tool("fx.write", {"path": "a.txt"})  # the run starts
+            await asyncio.sleep(0.8)
+            return (await client.call_tool("fx.write", {"path": "b.txt"}),
+                    await client.call_tool(tool, MODEL))
+
+    plain, worded = asyncio.run(journey())
+    assert forms == []
+    details = [host.row(_meta(result)[0]).failure_detail for result in (plain, worded)]
+    assert details[0] is not None and details[0]["run_deadline"] is not None
+    assert details[1] == details[0]
+
+
+def test_a_words_call_prepares_the_models_arguments_once(
+        host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The repeat's lookup (``Session.worded``) and the form both need the model's arguments
+    # prepared: once, not once for each.
+    server, _ = serve(host)
+    answers, _ = recording(WORDS, APPROVE)
+    prepared: list[Any] = []
+    real_prepare = host.prepare
+
+    def prepare(registered: Any, arguments: Any) -> Any:
+        prepared.append(dict(arguments))
+        return real_prepare(registered, arguments)
+
+    monkeypatch.setattr(host, "prepare", prepare)
+
+    async def journey() -> Any:
+        async with mcp.Client(server, mode="legacy", elicitation_callback=answers) as client:
+            return await client.call_tool("fx.remember", MODEL)
+
+    done = asyncio.run(journey())
+    assert _meta(done)[1] == "succeeded"
+    # The model's arguments once; the person's, to find or record the approval's row.
+    assert prepared == [MODEL, {"text": "my own words"}]

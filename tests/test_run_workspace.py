@@ -35,6 +35,7 @@ from toolhost import (
 )
 from toolhost._adapters.run_workspaces import RunWorkspaces
 from toolhost._model import host_reasons as core_messages
+from toolhost._pipeline.policy import policy_from_settings
 from toolhost.testing import DEFAULT_INSTANT, Host, host_for
 
 # ---------------------------------------------------------------------------- the adapter
@@ -408,6 +409,17 @@ WORDS_PLUGIN = make_plugin(("fx",), [attrs.evolve(
                         idempotency=Idempotency.IDEMPOTENT, allow_parallel=False),
               call=_remember),
     user_words=UserWords("It asks to remember this.", arguments=("text",)))])
+
+
+def test_a_words_call_the_policy_denies_is_denied_not_sent_for_words(tmp_path: Path) -> None:
+    """Regression (D446): a call its deny cell denies ended ``needs_user`` (step 4 checked the
+    person's words before step 5), which tells the model to ask the person for them."""
+    policy = policy_from_settings({"TOOLHOST_POLICY": '{"WORKSPACE_WRITE/HIGH": "deny"}'})
+    with host_for({"toolhost-fx": WORDS_PLUGIN}, data_dir=tmp_path / "d", policy=policy) as h:
+        denied = h.invoke_sync("fx.remember", {"text": "x"}, run=h.start_run())
+        assert denied.status is OutcomeStatus.DENIED and denied.invocation_id is not None
+        row = h.row(denied.invocation_id)
+        assert (row.state.value, row.user_turn) == ("denied", None)
 
 
 def test_the_persons_words_go_with_a_call_approved_elsewhere(tmp_path: Path) -> None:

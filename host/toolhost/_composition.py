@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from toolhost._adapters.run_workspaces import RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.context import Principal, Services, ToolCallable
-    from toolhost._model.outcome import Outcome
+    from toolhost._model.outcome import Outcome, ToolFailure
     from toolhost._model.setting_spec import SettingSpec
     from toolhost._model.settings import Settings
     from toolhost._model.spec import Tool
@@ -947,9 +947,15 @@ class Host:
         """Step 5 alone: what the policy decides for calls of this tool."""
         return self.pipeline.decide(registered)
 
-    async def refuse(self, run: Run, name: str, arguments: Any, reason_code: str) -> Outcome:
-        """End a call before it runs with one of the host's reasons (``Pipeline.refuse``)."""
-        return await self.pipeline.refuse(run, name, arguments, reason_code)
+    async def refuse(self, run: Run, name: str, arguments: Any,
+                     reason: str | ToolFailure) -> Outcome:
+        """End a call before it runs with one of the host's reasons, or a step's failure
+        (``Pipeline.refuse``)."""
+        return await self.pipeline.refuse(run, name, arguments, reason)
+
+    def check_run_deadline(self, run: Run) -> None:
+        """Step 8's check of the run's deadline alone (``Pipeline.check_run_deadline``)."""
+        self.pipeline.check_run_deadline(run)
 
     async def approve(self, invocation_id: str, approver: str, *, run: Run | None = None,
                       cancellation: CancellationEvent | None = None) -> Outcome:

@@ -129,26 +129,12 @@ class ToolCalls:
             return self._deliver(session, self._host.recorded(answering.id))
         registered = self._gated.get(params.name)
         wordy = self._wordy.get(params.name)
-        model_call = worded = None
+        worded = None
         if wordy is not None and run.user_turn is None:
-            if registered is not None:
-                # The same call repeated (as an answer left waiting tells the model to): the
-                # row its words were recorded on, never the person asked again (D38).
-                model_call = self._model_call(run, registered, arguments)
-                found = self._worded_row(session, model_call) if model_call else None
-                if found is not None:
-                    return await self._answer_row(ctx, session, run, registered, found, params)
-            asked = await self._ask_words(ctx, run, wordy, params, arguments)
-            if isinstance(asked, types.InputRequiredResult):
-                return asked
-            if isinstance(asked, _Refused):
-                return _answer(await self._host.refuse(run, params.name, arguments, asked.reason))
-            if isinstance(asked, str):
-                arguments = with_words(wordy, arguments, asked)
-                run = attrs.evolve(run, user_turn=asked)
-                worded = model_call
-            # None: the person cannot be asked here, or the pipeline refuses the call whatever
-            # they would say: it refuses with its own reason (needs_user, a missing scope).
+            words = await self._words(ctx, session, run, wordy, registered, params, arguments)
+            if not isinstance(words, _Worded):
+                return words
+            arguments, run, worded = words.arguments, words.run, words.model_call
         if registered is not None:
             return await self._gated_call(ctx, session, run, registered, params, arguments,
                                           worded=worded)
@@ -166,12 +152,11 @@ class ToolCalls:
     def _asked_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> InvocationRecord | None:
         """The row a 2026-07-28 retry answers: one this session put the approval question
-        for, still out or taken back by the timeout (never a row the client names
+        for, still out, taken back by the timeout or decided (never a row the client names
         otherwise), of this tool."""
         state = params.request_state
-        if (ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-                or (state not in session.asked and state not in session.expired)
-                or params.name not in self._gated):
+        if (ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or state is None
+                or not session.asked_about(state) or params.name not in self._gated):
             return None
         record = self._host.row(str(state))
         return record if record.tool_name == params.name else None
@@ -183,41 +168,72 @@ class ToolCalls:
 
     # ------------------------------------------------------------------ the person's words
 
+    async def _words(self, ctx: ServerRequestContext[Any, Any], session: Session, run: Run,
+                     wordy: Registered, registered: Registered | None,
+                     params: types.CallToolRequestParams, arguments: Any) -> Answer | _Worded:
+        """A call of a tool that needs the person's words, in a run without them (``wordy``;
+        ``registered`` when it also asks for approval): its answer when it ends here, else
+        the arguments and run it goes on with, the person's words in them when they gave
+        some. Nobody is asked for words a call cannot use (D438): the pipeline refuses one
+        its steps 1-4 refuse with its own reason, and denies one its policy cell denies."""
+        unchanged = _Worded(arguments, run, None)
+        admitted = self._admitted(run, params.name)
+        if admitted is None:
+            return unchanged
+        try:
+            # Prepared once: the repeat's lookup and the form's proposal both read it.
+            prepared = self._host.prepare(wordy, arguments)
+        except ToolFailure:  # the arguments fail the schema: refused at step 4 (invalid)
+            return unchanged
+        if self._host.decide(admitted).action is PolicyAction.DENY:
+            return unchanged  # step 5 denies it, before the words' check (D446)
+        model_call = (prepared.tool, prepared.version, prepared.digest)
+        if registered is not None:
+            # The same call repeated (as an answer left waiting tells the model to): the row
+            # its words were recorded on, never the person asked again (D38).
+            found = self._worded_row(session, model_call)
+            if found is not None:
+                return await self._answer_row(ctx, session, run, registered, found, params)
+        asked = await self._ask_words(ctx, run, wordy, params, prepared.arguments,
+                                      prepared.digest)
+        if isinstance(asked, types.InputRequiredResult):
+            return asked
+        if isinstance(asked, _Refused):
+            return _answer(await self._host.refuse(run, params.name, arguments, asked.reason))
+        if asked is None:  # they cannot be asked here: the pipeline refuses it, needs_user
+            return unchanged
+        return _Worded(with_words(wordy, arguments, asked), attrs.evolve(run, user_turn=asked),
+                       model_call)
+
     async def _ask_words(self, ctx: ServerRequestContext[Any, Any], run: Run,
                          registered: Registered, params: types.CallToolRequestParams,
-                         arguments: Any) -> str | _Refused | types.InputRequiredResult | None:
-        """The person's text for a tool that needs their words; ``_Refused`` when they gave
-        none, or when the call cannot run whatever they say; None when they cannot be asked
-        (or the pipeline refuses the call before its words matter: it then refuses with its
-        own reason).
-
-        Still asked: a call a policy cell denies (the pipeline denies after the words' check,
-        and no host reason says "denied": ``needs_user`` would tell the model the client
-        cannot ask), and one its tool refuses (an unknown thread: only the body knows)."""
-        if self._refused_first(run, params.name):
-            return None
+                         proposed: Mapping[str, Any], digest: str) -> (
+            str | _Refused | types.InputRequiredResult | None):
+        """The person's text for a call of a tool that needs their words (``proposed``, and
+        its ``digest``: the model's arguments, as step 4 prepares them); ``_Refused`` when
+        they gave none, or when the run's deadline has passed; None when they cannot be
+        asked. Still asked: a call its tool refuses (an unknown thread: only the body knows)."""
         try:
-            prepared = self._host.prepare(registered, arguments)
-        except ToolFailure:
-            return None
-        if self._deadline_passed(run):
-            return _Refused(core_messages.RUN_DEADLINE_PASSED)
+            # Step 8's check, ahead: the pipeline checks the words (step 4) before it.
+            self._host.check_run_deadline(run)
+        except ToolFailure as failure:
+            return _Refused(failure)
         if not self._can_ask(ctx):
             return None
         log = get_logger(tool=registered.spec.name)
-        state = f"{WORDS_STATE_PREFIX}{prepared.digest}"
+        state = f"{WORDS_STATE_PREFIX}{digest}"
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             responses = params.input_responses or {}
             if params.request_state == state and WORDS_KEY in responses:
                 answer: Any = responses[WORDS_KEY]
             else:
                 return types.InputRequiredResult(
-                    input_requests={WORDS_KEY: words_request(registered, prepared.arguments)},
+                    input_requests={WORDS_KEY: words_request(registered, proposed)},
                     request_state=state)
         elif ctx.session.can_send_request:
             try:
                 answer = await ctx.session.send_request(
-                    words_request(registered, prepared.arguments), types.ElicitResult,
+                    words_request(registered, proposed), types.ElicitResult,
                     request_read_timeout_seconds=self._config.elicitation_timeout_s,
                     metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
             except (MCPError, ValidationError) as exc:
@@ -229,42 +245,27 @@ class ToolCalls:
         log.info("mcp.words.answered", given=text is not None)
         return _DECLINED if text is None else text
 
-    def _refused_first(self, run: Run, name: str) -> bool:
-        """Whether the pipeline refuses this call before its words matter, whatever the person
-        would say: a tool or version the run cannot resolve, one not enabled for it, a scope
-        it lacks (steps 1-3, before the words' check at step 4; the model's arguments failing
-        the schema is the caller's check). It then refuses with its own reason and detail,
-        and nobody is asked for words a call cannot use."""
+    def _admitted(self, run: Run, name: str) -> Registered | None:
+        """The registration the pipeline runs this call with, or None when it refuses the
+        call before its words matter, whatever the person would say: a tool or version the
+        run cannot resolve, one not enabled for it, a scope it lacks (steps 1-3, before the
+        words' check at step 4). It then refuses with its own reason and detail."""
         try:
-            self._host.admit(run, name)
-        except ToolFailure:
-            return True
-        return False
-
-    def _deadline_passed(self, run: Run) -> bool:
-        """Whether the run's deadline has passed (``steps.check_run_deadline``): the call could
-        not run, so nobody is asked for their words; it is refused here with the pipeline's
-        reason, because the pipeline checks the words (step 4) before the deadline (step 8)."""
-        return run.past_deadline(self._host.deadline_in(0))
-
-    def _model_call(self, run: Run, registered: Registered, arguments: Any) -> (
-            WordedCall | None):
-        """The model's arguments as a repeated words call is matched by: the tool, version
-        and digest of them prepared (before any words); None when the pipeline refuses them
-        anyway (scopes, schema): never replay past a refusal."""
-        try:
-            self._host.check_scopes(run.principal, registered)
-            prepared = self._host.prepare(registered, arguments)
+            return self._host.admit(run, name)
         except ToolFailure:
             return None
-        return (prepared.tool, prepared.version, prepared.digest)
+
+    def _deadline_passed(self, run: Run) -> bool:
+        """Whether the run's deadline has passed (``steps.check_run_deadline``): nobody is
+        asked about a call that could not run."""
+        return run.past_deadline(self._host.deadline_in(0))
 
     def _worded_row(self, session: Session, model_call: WordedCall) -> InvocationRecord | None:
         """The row this session recorded with the person's words for the same model
         arguments, the newest not yet answered in this session (``find_row``, as
         ``_gated_call`` finds one). Only this session's own entries: another session's
         matching call never reaches the words in a row of theirs."""
-        answered = session.delivered - session.running
+        answered = session.answered
         ids = [i for i in session.worded.get(model_call, ()) if i not in answered]
         # An answered row is never found again (D38): forgotten here.
         if ids:
@@ -301,8 +302,7 @@ class ToolCalls:
         if prepared is not None:
             # A row answered ``running`` is handed back once more, to the call it told to
             # come back for it, even when another request already had its final outcome.
-            record = find_row(self._host.rows_for(run.id, prepared),
-                              session.delivered - session.running)
+            record = find_row(self._host.rows_for(run.id, prepared), session.answered)
         if record is None:
             # Asked within the call, the approval is not a pause: the run keeps its workspace
             # until the person answers (or does not).
@@ -340,22 +340,23 @@ class ToolCalls:
         return self._deliver(session, outcome)
 
     def _deliver(self, session: Session, outcome: Outcome, *,
-                 executed: bool = False) -> types.CallToolResult:
+                 approved_here: bool = False) -> types.CallToolResult:
         """Answer with an outcome; a final one is answered once per session (see approvals),
-        and once more to a call answered ``running`` for it. ``executed``: this request ran
-        the call itself, so its answer is not the one a ``running`` answer promised."""
+        and once more to each call answered ``running`` for it. ``approved_here``: this
+        request approved the call itself (it ran it, or found it already running), so its
+        answer is not one a ``running`` answer promised, and a ``running`` answer to it is
+        owed to one more request."""
         invocation_id = outcome.invocation_id
         if invocation_id is not None and outcome.status in _FINAL:
             session.delivered.add(invocation_id)
             session.held.discard(invocation_id)
             # Its question, if any, is over: no answer riding a retry decides it now.
-            session.asked.discard(invocation_id)
-            session.expired.discard(invocation_id)
+            session.settle(invocation_id)
             self._forget_question(session, invocation_id)
-            if not executed:
-                session.running.discard(invocation_id)
+            if not approved_here:
+                session.collected(invocation_id)
         elif invocation_id is not None and outcome.status is OutcomeStatus.RUNNING:
-            session.running.add(invocation_id)
+            session.told_running(invocation_id, answered_here=approved_here)
         return _answer(outcome)
 
     async def _ask(self, ctx: ServerRequestContext[Any, Any], session: Session, run: Run,
@@ -376,17 +377,18 @@ class ToolCalls:
             # be asked at all: never a row the client names, nor an approval with elicitation
             # off. An answer after the timeout decides the row as a timely one would; the run
             # has paused meanwhile, so an approved call runs in its next workspace.
+            # An answer for a question another answer is deciding right now is decided too:
+            # the row's compare-and-set lets one decision land, the other reads what stands.
             responses = params.input_responses or {}
-            asked = record.id in session.asked or record.id in session.expired
-            if (can_ask and params.request_state == record.id and asked
-                    and ELICITATION_KEY in responses):
-                session.asked.discard(record.id)
-                session.expired.discard(record.id)
+            if (can_ask and params.request_state == record.id
+                    and session.asked_about(record.id) and ELICITATION_KEY in responses):
+                session.settle(record.id)
                 self._forget_question(session, record.id)
                 decision = decision_of(responses[ELICITATION_KEY])
             elif can_ask:
                 session.asked.add(record.id)
                 session.expired.discard(record.id)
+                session.decided.discard(record.id)
                 self._pause_if_unanswered(session, record.id, log)
                 return types.InputRequiredResult(
                     input_requests={ELICITATION_KEY: approval_request(record, registered)},
@@ -418,7 +420,7 @@ class ToolCalls:
                     except asyncio.CancelledError:
                         self._forget_cancelled(session, record.id)
                         raise
-                return self._deliver(session, outcome, executed=True)
+                return self._deliver(session, outcome, approved_here=True)
             if decision is Decision.DENY:
                 log.info("mcp.approval.declined", approver=approver)
                 try:
@@ -446,6 +448,7 @@ class ToolCalls:
         awaits approval, so it is left waiting as an undecided one is (the run pauses); the
         model reads the store's outage, retryable, and the same call again asks again (D403)."""
         log.error("mcp.approval.not_recorded", exception=type(exc).__name__, error=str(exc))
+        session.decided.discard(invocation_id)  # undecided still: the same call asks again
         self._pause_held(session, invocation_id)
         return host_failure_result(core_messages.RECORD_STORE, invocation_id, retryable=True)
 
@@ -462,7 +465,7 @@ class ToolCalls:
         if record.reason_code == core_messages.RUN_CANCELLED:
             session.delivered.add(invocation_id)
             session.held.discard(invocation_id)
-            session.running.discard(invocation_id)  # not even to a call told it was running
+            session.running.pop(invocation_id, None)  # not even to calls told it was running
 
     async def _waiting(self, asking: Awaitable[Decision]) -> Decision:
         """The person's answer, while the call counts as waiting for an approval (the
@@ -539,11 +542,22 @@ class ToolCalls:
 
 
 @attrs.frozen
-class _Refused:
-    """A words call ended without the person's words, with this host reason (recorded by
-    ``Host.refuse``, unrun)."""
+class _Worded:
+    """A words call going on to the pipeline: its arguments and run (the person's words in
+    both, when they gave some), and the model's own call (``WordedCall``) its row is
+    remembered under, when their words replaced the model's."""
 
-    reason: str
+    arguments: Any
+    run: Run
+    model_call: WordedCall | None
+
+
+@attrs.frozen
+class _Refused:
+    """A words call ended without the person's words, with this host reason or step's
+    failure (recorded by ``Host.refuse``, unrun)."""
+
+    reason: str | ToolFailure
 
 
 #: The person was asked for their words and gave none.

@@ -62,9 +62,14 @@ class Session:
     #: Questions the elicitation timeout took back (their calls were left waiting, the run
     #: paused): an answer that arrives late still decides its row, once.
     expired: set[str] = attrs.field(factory=set)
-    #: Rows this session answered ``running`` ("call this tool again ... to get it"): one
-    #: further identical call collects the final outcome, even one already handed back.
-    running: set[str] = attrs.field(factory=set)
+    #: Questions an answer has decided (or is deciding), and those whose call ended: a retry
+    #: still naming one (the answer to a second asking of it, an answer sent again) answers
+    #: with what stands, never a new row or a second decision.
+    decided: set[str] = attrs.field(factory=set)
+    #: Rows this session answered ``running`` ("call this tool again ... to get it"), with
+    #: how many requests are owed the final outcome: each further identical call collects it
+    #: once, even one already handed back.
+    running: collections.Counter[str] = attrs.field(factory=collections.Counter)
     #: Rows recorded with the person's words in place of the model's (``Tool.user_words``),
     #: by the model's own arguments (``WordedCall``), oldest first: the same call repeated
     #: finds its row before the person is asked again. This session's alone, so no other
@@ -73,6 +78,43 @@ class Session:
     #: The elicitation timeout's timer of each 2026-07-28 question still out, by row: one a
     #: question, stopped when it is asked again or decided.
     timers: dict[str, asyncio.TimerHandle] = attrs.field(factory=dict)
+
+    @property
+    def answered(self) -> set[str]:
+        """Rows a repeated call no longer finds (D38): those handed back, less those still
+        owed to a request answered ``running``."""
+        return self.delivered - self.running.keys()
+
+    def asked_about(self, invocation_id: str) -> bool:
+        """Whether this session put the approval question for this row (still out, taken
+        back by the timeout, or decided): the only rows a 2026-07-28 retry may name."""
+        return (invocation_id in self.asked or invocation_id in self.expired
+                or invocation_id in self.decided)
+
+    def settle(self, invocation_id: str) -> None:
+        """The row's question, if this session put one, is decided: no answer riding a retry
+        decides it again, and one still naming it answers with what stands."""
+        if invocation_id in self.asked or invocation_id in self.expired:
+            self.asked.discard(invocation_id)
+            self.expired.discard(invocation_id)
+            self.decided.add(invocation_id)
+
+    def told_running(self, invocation_id: str, *, answered_here: bool) -> None:
+        """A request was answered ``running`` for this row. ``answered_here``: it was asked
+        and approved within itself, so it is another request owed the outcome; any other
+        (found the row running) may be a request told so before calling again, and is owed
+        it at least once: never counted twice, so no later deliberate call is answered
+        with this row's outcome instead of being a new call."""
+        if answered_here:
+            self.running[invocation_id] += 1
+        else:
+            self.running[invocation_id] = max(self.running[invocation_id], 1)
+
+    def collected(self, invocation_id: str) -> None:
+        """A request owed this row's final outcome has had it."""
+        left = self.running.pop(invocation_id, 0) - 1
+        if left > 0:
+            self.running[invocation_id] = left
 
 
 def session_key(request: Any, protocol_version: str | None = None) -> str | None:

@@ -244,7 +244,6 @@ class Pipeline:
                 steps.check_scopes(run.principal, registered)  # 3
                 log.debug("pipeline.scopes", step=3)
                 prepared = steps.prepare(registered, arguments)  # 4
-                steps.check_user_words(run, registered)  # 4
                 log.debug("pipeline.validate", step=4)
         except ToolFailure as failure:
             return await self._persist_refusal(  # 13
@@ -259,6 +258,13 @@ class Pipeline:
         if decision.action is PolicyAction.DENY:
             return await self._deny_by_policy(  # 5
                 _running_record(invocation_id, run, prepared, decision, created), decision, log)
+        try:
+            # Step 4's check of the person's words, once a deny cell has had its say: a call
+            # the policy denies is denied, never sent to ask the person for words (D446).
+            steps.check_user_words(run, registered)  # 4
+        except ToolFailure as failure:
+            return await self._persist_refusal(  # 13
+                run, invocation_id, name, registered, arguments, created, failure, log)
         # The person's words go on the row only for a tool that takes them (to run with,
         # wherever it is approved); nobody else's turn is recorded.
         user_turn = run.user_turn if registered.tool.user_words is not None else None
@@ -743,10 +749,11 @@ class Pipeline:
         the principal's calls, so one person's hung calls cannot take every worker."""
         return abandoned(principal_id)
 
-    async def refuse(self, run: Run, name: str, arguments: Any, reason_code: str, *,
+    async def refuse(self, run: Run, name: str, arguments: Any, reason: str | ToolFailure, *,
                      version: str | None = None) -> Outcome:
         """End a call before it runs with one of the host's reasons (the person declined to
-        give their words, ``USER_DECLINED``): its one row, written ``failed``."""
+        give their words, ``USER_DECLINED``; or a step's own failure, with its detail): its
+        one row, written ``failed``."""
         with self.in_flight():
             invocation_id = self._new_id()
             log = get_logger(invocation_id=invocation_id, run_id=run.id,
@@ -757,8 +764,9 @@ class Pipeline:
             except ToolFailure as failure:
                 return await self._persist_refusal(run, invocation_id, name, None, arguments,
                                                    self.clock.now(), failure, log)
+            refusal = reason if isinstance(reason, ToolFailure) else ToolFailure(reason)
             return await self._persist_refusal(run, invocation_id, name, registered, arguments,
-                                               self.clock.now(), ToolFailure(reason_code), log)
+                                               self.clock.now(), refusal, log)
 
     def admit(self, run: Run, name: str) -> Registered:
         """Steps 1-3 alone, as ``invoke`` runs them for an unversioned call in ``run``: the
@@ -768,6 +776,11 @@ class Pipeline:
         steps.check_enabled(run, registered)
         steps.check_scopes(run.principal, registered)
         return registered
+
+    def check_run_deadline(self, run: Run) -> None:
+        """Step 8's check of the run's deadline alone: raises the ``ToolFailure`` (with the
+        deadline in its detail) ``invoke`` would end the call with."""
+        steps.check_run_deadline(run, self._monotonic())
 
     def check_scopes(self, principal: Principal, registered: Registered) -> None:
         """Step 3 alone: raises the ``ToolFailure`` ``invoke`` would refuse the call with."""
