@@ -30,9 +30,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
-import fcntl
 import os
-import re
 import stat
 import threading
 import unicodedata
@@ -71,9 +69,11 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
 #: Bytes of the target's name kept in its temp file's name: with ``.``, ``.``, the 32-digit id
 #: and ``.tmp`` that is at most 238 bytes, under every filesystem's NAME_MAX (255 bytes).
 _TEMP_NAME_BYTES = 200
-#: The temp files ``write`` names (``.<name>.<uuid4 hex>.tmp``). Anyone can make a file so
-#: named: a listing hides one only while a write holds it (``_in_flight``).
-_TEMP_NAME = re.compile(r"\..*\.[0-9a-f]{32}\.tmp", re.DOTALL)
+#: The temp files this process's writes have in flight, each as its directory's
+#: ``(st_dev, st_ino)`` and its name: all a listing hides. Anyone can make a file named like a
+#: temp file, or lock one; nothing in the workspace can add to this set. (A set's add, discard
+#: and ``in`` are atomic: no lock.)
+_IN_FLIGHT: set[tuple[int, int, str]] = set()
 _T = TypeVar("_T")
 
 
@@ -205,32 +205,33 @@ def _open_dir(name: str, parent_fd: int, *, create: bool = False, last: bool = F
         raise WorkspaceEscape(_os_reason(exc)) from None
 
 
-def _in_flight(name: str, dir_fd: int) -> bool:
-    """Whether a write, of this process or another sharing the workspace, holds the temp file
-    ``name`` now: ``write`` keeps an exclusive ``flock`` on it from creation to rename. A lock
-    dies with its process, so a crashed write's leftover, like any file a command made with
-    such a name, is not in flight. Never blocks; any failure to test says not in flight."""
+@contextlib.contextmanager
+def _in_flight(parent_fd: int, temp: str) -> Generator[None, None, None]:
+    """While entered, the temp file ``temp`` in the directory ``parent_fd`` is a write of this
+    process in flight, which listings leave out (``_listable``). Entered before the file is
+    created, so a listing that meets the file knows it already.
+
+    Another process's writes are not known here: their temp files are listed, like a killed
+    write's leftover or a file a command named so. A name or a lock, which anyone can make,
+    never hides a file."""
+    info = os.fstat(parent_fd)
+    held = (info.st_dev, info.st_ino, temp)
+    _IN_FLIGHT.add(held)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
-                     | _O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
+        yield
     finally:
-        os.close(fd)
-    return False
+        _IN_FLIGHT.discard(held)
 
 
-def _listable(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
+def _listable(entries: Iterator[os.DirEntry[str]],
+              directory: tuple[int, int]) -> Iterator[os.DirEntry[str]]:
     """Files and directories a listing can show: never a symlink, a FIFO, a socket or a
-    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read).
-    A write's temp file in flight is left out by ``_smallest_listable``."""
+    device, nor a name that is not UTF-8 (it could not be shown in a JSON result, nor read),
+    nor a temp file of this process's writes in flight in ``directory`` (its ``(st_dev,
+    st_ino)``; ``_in_flight``), tested as each name is met."""
     for entry in entries:
+        if _IN_FLIGHT and (*directory, entry.name) in _IN_FLIGHT:
+            continue
         try:
             entry.name.encode("utf-8")
         except UnicodeEncodeError:
@@ -245,18 +246,15 @@ def _name_key(item: tuple[bytes, os.DirEntry[str]]) -> bytes:
     return item[0]
 
 
-def _smallest(entries: Iterator[os.DirEntry[str]], count: int, dir_fd: int | None = None,
+def _smallest(entries: Iterator[os.DirEntry[str]], count: int,
               ) -> tuple[list[os.DirEntry[str]], bool]:
-    """The ``count`` bytewise-smallest of ``entries``, and whether there were more; with
-    ``dir_fd``, leaving out every temp name a write holds (``_in_flight``)."""
+    """The ``count`` bytewise-smallest of ``entries``, and whether there were more."""
     kept: list[tuple[bytes, os.DirEntry[str]]] = []
     more = False
     for entry in entries:
         key = os.fsencode(entry.name)
         if len(kept) >= count and key >= kept[-1][0]:
             more = True
-            continue
-        if dir_fd is not None and _held_temp(entry, dir_fd):
             continue
         bisect.insort(kept, (key, entry), key=_name_key)
         if len(kept) > count:
@@ -265,24 +263,13 @@ def _smallest(entries: Iterator[os.DirEntry[str]], count: int, dir_fd: int | Non
     return [entry for _, entry in kept], more
 
 
-def _held_temp(entry: os.DirEntry[str], dir_fd: int) -> bool:
-    return (_TEMP_NAME.fullmatch(entry.name) is not None
-            and not entry.is_dir(follow_symlinks=False) and _in_flight(entry.name, dir_fd))
-
-
 def _smallest_listable(dir_fd: int, count: int) -> tuple[list[os.DirEntry[str]], bool]:
     """The ``count`` bytewise-smallest listable entries of ``dir_fd``, and whether it holds
-    more. A write's temp file in flight is not listed (it would show a partial file under a
-    name about to vanish). Its lock is tested (``_in_flight``) for the temp names among the
-    smallest only, and only where one of those is held is every temp name tested, in a second
-    pass: a command's 100,000 temp-named files cost a listing at most ``count`` tests while
-    no write holds one of the smallest (D382)."""
+    more. This process's writes' temp files in flight are not listed (each would show a
+    partial file under a name about to vanish); any other file is, whatever its name."""
+    info = os.fstat(dir_fd)
     with os.scandir(dir_fd) as it:
-        children, more = _smallest(_listable(it), count)
-    if not any(_held_temp(entry, dir_fd) for entry in children):
-        return children, more
-    with os.scandir(dir_fd) as it:
-        return _smallest(_listable(it), count, dir_fd)
+        return _smallest(_listable(it, (info.st_dev, info.st_ino)), count)
 
 
 def remove_tree(root: Path) -> None:
@@ -1263,44 +1250,8 @@ class WorkspaceHandle:
             if existing is not None and not existing.st_mode & stat.S_IWUSR:
                 raise WorkspaceEscape("file is read-only")
             temp = _temp_name(name)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC,
-                         0o644, dir_fd=parent)
-            try:
-                # Held until the fd closes, after the rename: what tells listings, in any
-                # process, that this temp file is a write in flight (``_in_flight``). A
-                # filesystem without flock only has the temp file listed meanwhile.
-                with contextlib.suppress(OSError):
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if existing is not None:
-                    # The replaced file's permission bits (not set-id or sticky: a write is
-                    # not a way to make a set-id file).
-                    os.fchmod(fd, stat.S_IMODE(existing.st_mode) & 0o777)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                # What our own writes left. The temp file has a name until the rename: a
-                # command of the same run may open it meanwhile (D348).
-                written = os.fstat(fd)
-                os.fsync(fd)
-                try:
-                    # rename replaces whatever now sits at `name` (even a symlink swapped in
-                    # since the check) without following it.
-                    os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-                except OSError as exc:
-                    with contextlib.suppress(OSError):
-                        os.unlink(temp, dir_fd=parent)
-                    if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                        raise WorkspaceIsDirectory(name) from None
-                    raise
-                # Stamped from our own fd after the rename (which sets ctime): whatever is at
-                # `name` later is ours only while inode, size, mtime and ctime all still match.
-                info = os.fstat(fd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=parent)
-                raise
-            finally:
-                os.close(fd)
+            with _in_flight(parent, temp):
+                info, written = self._write_temp(parent, temp, name, data, existing)
             os.fsync(parent)
             # Bytes another process wrote into the temp file since are not this write's: the
             # file is left unstamped, read as anyone's (a sandbox command's text came back as
@@ -1309,6 +1260,47 @@ class WorkspaceHandle:
                 self._stamps.apply({path: Stamp(info.st_dev, info.st_ino, info.st_size,
                                                 info.st_mtime_ns, info.st_ctime_ns, provenance)})
         return WriteResult(path=path, byte_count=len(data), created=existing is None)
+
+    @staticmethod
+    def _write_temp(parent: int, temp: str, name: str, data: bytes,
+                    existing: os.stat_result | None) -> tuple[os.stat_result, os.stat_result]:
+        """``data`` into the new file ``temp``, fsynced and renamed to ``name`` (its temp file
+        removed if anything fails); the file as its fd sees it after the rename, and after
+        our own last byte."""
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC,
+                     0o644, dir_fd=parent)
+        try:
+            if existing is not None:
+                # The replaced file's permission bits (not set-id or sticky: a write is
+                # not a way to make a set-id file).
+                os.fchmod(fd, stat.S_IMODE(existing.st_mode) & 0o777)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            # What our own writes left. The temp file has a name until the rename: a
+            # command of the same run may open it meanwhile (D348).
+            written = os.fstat(fd)
+            os.fsync(fd)
+            try:
+                # rename replaces whatever now sits at `name` (even a symlink swapped in
+                # since the check) without following it.
+                os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=parent)
+                if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                    raise WorkspaceIsDirectory(name) from None
+                raise
+            # Stamped from our own fd after the rename (which sets ctime): whatever is at
+            # `name` later is ours only while inode, size, mtime and ctime all still match.
+            info = os.fstat(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=parent)
+            raise
+        finally:
+            os.close(fd)
+        return info, written
 
     # ------------------------------------------------------------- provenance
 

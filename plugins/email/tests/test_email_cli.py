@@ -12,6 +12,7 @@ import pytest
 
 from email_support import cache_dir
 from mail_support import MALFORMED, OTHER, OWNER, mail, write_mbox
+from toolhost.testing import run_toolhost
 from toolhost_email import open_mail_cache
 
 
@@ -77,13 +78,41 @@ def test_a_damaged_cache_is_one_line_and_status_2(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
-def test_a_toolhost_toml_it_cannot_use_is_one_line_and_status_2(tmp_path: Path) -> None:
-    # Regression: a traceback (ConfigFileError) and exit 1, as toolhost-people had (D427).
+#: toolhost.toml files the host refuses, each with the line and key its one line names: not
+#: TOML, the host's own table, and toolhost-email's own ``[plugins.toolhost-email]``.
+_UNUSABLE_CONFIGS = {
+    "not TOML": ("[[[\n", "1: not TOML"),
+    "unknown host key": ("[host]\nnonsense = 1\n", "2: [host] nonsense: not a setting"),
+    "bad host value": ("[host]\ndata_dir = 3\n", "2: [host] data_dir: must be a string"),
+    "unknown key of its own": ("[plugins.toolhost-email]\nmode_enabled = true\nbogus = 1\n",
+                               "3: [plugins.toolhost-email] bogus: not a setting"),
+    "bad value of its own": ("[plugins.toolhost-email]\nrequest_timeout_s = \"abc\"\n",
+                             "2: [plugins.toolhost-email] request_timeout_s: must be"),
+}
+_COMMANDS = (("import", "--account", OWNER, "in.mbox"), ("owners",),
+             ("owners", "set", "--unowned", "p"), ("erase", "--account", OWNER),
+             ("feedback", "undo", "f1"))
+
+
+@pytest.mark.parametrize("case", sorted(_UNUSABLE_CONFIGS))
+def test_a_toolhost_toml_it_cannot_use_is_one_line_and_status_2(tmp_path: Path,
+                                                                 case: str) -> None:
+    # Regression: a traceback (ConfigFileError) and exit 1, as toolhost-people had (D427);
+    # then its own table's unknown key or bad value taken without a word (exit 0) where the
+    # host refuses to start.
+    text, where = _UNUSABLE_CONFIGS[case]
     bad = tmp_path / "toolhost.toml"
-    bad.write_text("[[[\n")
-    env = {**os.environ, "TOOLHOST_DATA_DIR": str(tmp_path / "data"), "TOOLHOST_CONFIG": str(bad)}
-    done = subprocess.run([sys.executable, "-m", "toolhost_email.cli", "owners"], env=env,
-                          capture_output=True, text=True, check=False)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith(f"toolhost-email: {bad}:1: not TOML")
-    assert done.stderr.count("\n") == 1
+    bad.write_text(text)
+    data = tmp_path / "data"
+    host = run_toolhost("config", data_dir=data, plugins="toolhost-email",
+                        env={"TOOLHOST_CONFIG": str(bad)})
+    assert host.returncode != 0 and host.stderr.startswith(f"toolhost: {bad}:{where}")
+    assert host.stderr.count("\n") == 1
+    env = {**os.environ, "TOOLHOST_DATA_DIR": str(data), "TOOLHOST_CONFIG": str(bad)}
+    for command in _COMMANDS:
+        done = subprocess.run([sys.executable, "-m", "toolhost_email.cli", *command], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        # The host's own line, word for word, under this command's name.
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", host.stderr.replace("toolhost: ", "toolhost-email: ", 1)), command
+    assert not data.exists()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from media_support import JPEG, PNG, FakeTensorScale, call
-from toolhost import ArtifactOrigin, Trust
+from media_support import JPEG, MP4, PNG, FakeTensorScale, call, ok
+from toolhost import ArtifactOrigin, Outcome, Trust
 from toolhost.testing import Harness, Run
 from toolhost_media import messages
 
@@ -31,7 +31,7 @@ def stored(host: Harness, run: Run, content: bytes, *, name: str = "ref.png",
 
 
 def refused(host: Harness, server: FakeTensorScale, run: Run, tool: str, ids: list[Any],
-            code: str, **extra: Any) -> None:
+            code: str, **extra: Any) -> Outcome:
     outcome = call(host, tool, {"prompt": "x", "reference_image_ids": ids, **extra}, run=run)
     assert outcome.failure is not None, outcome
     assert outcome.failure.reason_code == code, outcome.failure
@@ -39,6 +39,7 @@ def refused(host: Harness, server: FakeTensorScale, run: Run, tool: str, ids: li
     assert server.received == []  # nothing reached the provider
     assert [a.origin for a in host.host.pipeline.artifacts.list_run(run.id)
             if a.origin is ArtifactOrigin.MODEL_OUTPUT] == []
+    return outcome
 
 
 @pytest.mark.parametrize("tool", ["image.generate", "video.generate"])
@@ -106,8 +107,9 @@ def test_image_references_over_64_mib_together(
     host: Harness, server: FakeTensorScale, run: Run
 ) -> None:
     # 17 MiB each is allowed alone; the fourth passes 64 MiB.
-    each = stored(host, run, PNG + b"\x00" * (17 * MiB - len(PNG)))
-    refused(host, server, run, "image.generate", [each] * 4, messages.REFERENCES_TOO_LARGE)
+    each = PNG + b"\x00" * (17 * MiB - len(PNG))
+    ids = [stored(host, run, each, name=f"ref{i}.png") for i in range(4)]
+    refused(host, server, run, "image.generate", ids, messages.REFERENCES_TOO_LARGE)
 
 
 @pytest.mark.parametrize(("tool", "count"), [("image.generate", 9), ("video.generate", 3)])
@@ -116,6 +118,36 @@ def test_too_many_references(
 ) -> None:
     refused(host, server, run, tool, [stored(host, run, PNG)] * count,
             messages.TOO_MANY_REFERENCES)
+
+
+@pytest.mark.parametrize("repeat", [[0, 0], [0, 1, 0], [0, 1, 2, 1]],
+                         ids=["twice", "apart", "later"])
+def test_an_image_reference_named_twice(
+    host: Harness, server: FakeTensorScale, run: Run, repeat: list[int]
+) -> None:
+    """The same id twice (the same image, read and sent twice) was taken as two references."""
+    ids = [stored(host, run, PNG, name=f"ref{i}.png") for i in range(3)]
+    assert len(set(ids)) == 3
+    outcome = refused(host, server, run, "image.generate", [ids[i] for i in repeat],
+                      messages.DUPLICATE_REFERENCE)
+    row = host.record(outcome.invocation_id or "")
+    assert (row.reason_code, row.failure_detail) == (
+        messages.DUPLICATE_REFERENCE, {"position": len(repeat) - 1})
+
+
+def test_a_videos_first_and_last_frame_may_be_one_image(
+    host: Harness, server: FakeTensorScale, run: Run
+) -> None:
+    """A loop: the same image is a video's first frame and its last, two frames, not two
+    references to the same one; only image.generate refuses an id named twice."""
+    server.reply = ok(MP4, "video/mp4")
+    ref = stored(host, run, PNG)
+    outcome = call(host, "video.generate", {"prompt": "x", "reference_image_ids": [ref, ref]},
+                   run=run)
+    assert outcome.ok, outcome
+    assert [f["index"] for f in server.received[0].body["frames"]] == [0, 120]
+    assert messages.DUPLICATE_REFERENCE not in {
+        r.code for r in host.host.registry.resolve("video.generate", "1.1.0").tool.reasons}
 
 
 @pytest.mark.parametrize("ref", [

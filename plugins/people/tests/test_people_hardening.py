@@ -304,16 +304,26 @@ def test_a_principal_that_is_not_utf8_is_one_line_and_exit_2(tmp_path: Path,
     assert done.stderr == "toolhost-people: argument --principal: b'\\xff' is not UTF-8 text\n"
 
 
-def test_a_toolhost_toml_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("text", "where"), [
+    ("[[[\n", "1: not TOML"),
+    # Regression (D449): its own table's unknown key or bad value was taken without a word
+    # (exit 0) where the host refuses to start.
+    ("[plugins.toolhost-people]\nenabled = true\nbogus = 1\n",
+     "3: [plugins.toolhost-people] bogus: not a setting"),
+    ("[plugins.toolhost-people]\nenabled = \"yes\"\n",
+     "2: [plugins.toolhost-people] enabled: must be true or false"),
+])
+def test_a_toolhost_toml_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path, text: str,
+                                                              where: str) -> None:
     # Regression: a traceback (ConfigFileError) and exit 1; the host's commands say exit 2.
     bad = tmp_path / "toolhost.toml"
-    bad.write_text("[[[\n")
+    bad.write_text(text)
     script = Path(sys.executable).with_name("toolhost-people")
     done = subprocess.run([str(script), "links"], capture_output=True, text=True, check=False,
                           env={**os.environ, "TOOLHOST_DATA_DIR": str(tmp_path / "data"),
                                "TOOLHOST_CONFIG": str(bad)})
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith(f"toolhost-people: {bad}:1: not TOML")
+    assert done.stderr.startswith(f"toolhost-people: {bad}:{where}"), done.stderr
     assert done.stderr.count("\n") == 1
 
 

@@ -142,11 +142,16 @@ def _owners(args: argparse.Namespace, data_dir: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from toolhost_email.config import SETTINGS
     from toolhost_email.importer import ImportFailed
     from toolhost_email.store import MAIL_CACHE_DISTRIBUTION, CacheUnavailable
 
     try:
-        data_dir = Settings.from_environ().plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
+        # Its own [plugins.toolhost-email] table too: a key or value the host would not start
+        # with is not taken here either.
+        settings = Settings.from_environ().with_plugin_settings(MAIL_CACHE_DISTRIBUTION,
+                                                                SETTINGS)
+        data_dir = settings.plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
     except ValueError as exc:  # SettingError: a toolhost.toml it cannot use, as the host's
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2

@@ -50,6 +50,7 @@ from toolhost_media.bounds import (
 )
 from toolhost_media.messages import (
     BLANK_PROMPT,
+    DUPLICATE_REFERENCE,
     NOT_CONFIGURED,
     PROMPT_TOO_LONG,
     STREAM_OVER_CAP,
@@ -61,7 +62,7 @@ from toolhost_media.provider import (
     MediaGenerationProvider,
     VideoRequest,
 )
-from toolhost_media.references import read_references
+from toolhost_media.references import read_references, repeated_at
 from toolhost_media.tensorscale import (
     BASE_URL_SETTING,
     DEFAULT_BASE_URL,
@@ -117,6 +118,10 @@ def builder(spec: ToolSpec) -> Callable[[Services], ToolCallable]:
             ids: list[str] = list(arguments.get("reference_image_ids") or ())
             if len(ids) > (IMAGE_REFERENCES if kind == "image" else VIDEO_REFERENCES):
                 raise ToolFailure(TOO_MANY_REFERENCES)
+            if kind == "image" and (repeated := repeated_at(ids)) is not None:
+                # An edit gains nothing from an image given twice, only its bytes read and
+                # sent twice. A video's first and last frame may be one image (a loop).
+                raise ToolFailure(DUPLICATE_REFERENCE, detail={"position": repeated})
             if problem is not None:
                 raise ToolFailure(NOT_CONFIGURED, detail={"problem": problem})
             request: GenerationRequest

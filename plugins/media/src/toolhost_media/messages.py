@@ -19,6 +19,7 @@ from toolhost import Reason, SchemaRule
 __all__ = [
     "BLANK_PROMPT",
     "CONNECTION_LOST",
+    "DUPLICATE_REFERENCE",
     "INVALID_RESPONSE",
     "MESSAGES",
     "NOT_CONFIGURED",
@@ -43,6 +44,7 @@ BLANK_PROMPT = "tool.invalid_arguments.blank_prompt"
 PROMPT_TOO_LONG = "tool.invalid_arguments.prompt_too_long"
 # 1.1.0 references, all checked before any request is sent.
 TOO_MANY_REFERENCES = "tool.invalid_arguments.too_many_references"
+DUPLICATE_REFERENCE = "tool.invalid_arguments.duplicate_reference"
 REFERENCE_SCOPE = "tool.permission_denied.reference_scope"
 REFERENCE_UNAVAILABLE = "tool.not_found.reference_unavailable"
 REFERENCE_TYPE = "tool.invalid_arguments.reference_type"
@@ -66,6 +68,8 @@ MESSAGES: dict[str, str] = {
     PROMPT_TOO_LONG: "prompt is longer than 8000 characters. Shorten it.",
     TOO_MANY_REFERENCES: "Too many reference_image_ids: image.generate takes at most 8, "
     "video.generate at most 2 (the first frame, then the last).",
+    DUPLICATE_REFERENCE: "reference_image_ids names the same image more than once: give "
+    "image.generate each image's id once. Nothing was generated.",
     REFERENCE_SCOPE: "Reading reference images needs the artifact.read scope, which this run is "
     "not granted. Omit reference_image_ids, or ask the user for that access.",
     REFERENCE_UNAVAILABLE: "A reference image is not available: use the id of an image the user "
@@ -104,14 +108,16 @@ _PROVIDER = Reason.from_table(
 )
 
 
-def reasons(*, references: bool) -> tuple[Reason, ...]:
-    """What one version declares: 1.0.0's, plus the reference reasons for 1.1.0."""
+def reasons(*, references: bool, distinct: bool = False) -> tuple[Reason, ...]:
+    """What one version declares: 1.0.0's, plus the reference reasons for 1.1.0; with
+    ``distinct``, references named twice are refused too (image.generate's)."""
     if not references:
         return (*_ARGUMENTS, *_PROVIDER)
     return (
         *_ARGUMENTS,
         *Reason.from_table(
-            MESSAGES, TOO_MANY_REFERENCES, REFERENCE_SCOPE, REFERENCE_UNAVAILABLE, REFERENCE_TYPE,
+            MESSAGES, TOO_MANY_REFERENCES, *((DUPLICATE_REFERENCE,) if distinct else ()),
+            REFERENCE_SCOPE, REFERENCE_UNAVAILABLE, REFERENCE_TYPE,
             REFERENCE_TOO_LARGE, REFERENCES_TOO_LARGE,
             schema_rules={TOO_MANY_REFERENCES: [SchemaRule("/reference_image_ids", "maxItems")]},
         ),

@@ -60,7 +60,9 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
     from toolhost_media.specs import IMAGE_V1, IMAGE_V2, VIDEO_V1, VIDEO_V2
 
     return [
-        Tool(spec, build=builder(spec), reasons=reasons(references=spec.version == "1.1.0"),
+        Tool(spec, build=builder(spec),
+             reasons=reasons(references=spec.version == "1.1.0",
+                             distinct=spec.name == "image.generate"),
              checked_scopes=(READ_SCOPE,) if spec.version == "1.1.0" else ())
         for spec in (IMAGE_V1, IMAGE_V2, VIDEO_V1, VIDEO_V2)
     ]

@@ -25,7 +25,7 @@ from toolhost_media.messages import (
 )
 from toolhost_media.provider import ReferenceImage
 
-__all__ = ["READ_SCOPE", "image_type", "read_references"]
+__all__ = ["READ_SCOPE", "image_type", "read_references", "repeated_at"]
 
 #: Reading a reference reads an artifact: checked when references are given (not a required
 #: scope of 1.1.0, so a text-only 1.1.0 call needs exactly what 1.0.0 needs).
@@ -40,6 +40,16 @@ def image_type(head: bytes) -> str | None:
         return "image/jpeg"
     if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
+    return None
+
+
+def repeated_at(ids: Sequence[str]) -> int | None:
+    """The position of the first id in ``ids`` that an earlier one already named, or None."""
+    seen: set[str] = set()
+    for position, artifact_id in enumerate(ids):
+        if artifact_id in seen:
+            return position
+        seen.add(artifact_id)
     return None
 
 

@@ -80,8 +80,13 @@ def _text(value: str, name: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from toolhost_people.plugin import toolhost_settings
+
     try:
-        settings = Settings.from_environ()
+        # Its own [plugins.toolhost-people] table too: a key or value the host would not start
+        # with is not taken here either.
+        settings = Settings.from_environ().with_plugin_settings(DISTRIBUTION,
+                                                                toolhost_settings())
         own_dir = settings.plugin_data_dir(DISTRIBUTION)
     except ValueError as exc:  # SettingError: a toolhost.toml it cannot use, as the host's
         print(f"{PROG}: {exc}", file=sys.stderr)
