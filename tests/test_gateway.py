@@ -570,6 +570,107 @@ idempotency = "READ_ONLY"
         host.close()
 
 
+def test_a_disabled_tool_leaves_the_served_listing_and_fails_without_asking(
+        tmp_path: Path) -> None:
+    """Once ``redescribe`` changed write_note, the serving host still listed it and asked the
+    person to approve a call of it, which then failed ``mcp_schema_changed`` anyway. Now the
+    client is told (``notifications/tools/list_changed``), the tool is gone from
+    ``tools/list``, and a call of it fails at once with that reason, recorded, nobody asked."""
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.redescribe]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    asked: list[str] = []
+    told: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append("tools/list_changed")
+
+    async def main() -> None:
+        async with served(gw, elicitation_callback=approving(asked),
+                          message_handler=on_message) as s:
+            before = {t.name for t in (await s.list_tools()).tools}
+            assert "mcp.alpha__write_note" in before
+            changed = await s.call_tool("mcp.alpha__redescribe", {})
+            assert not changed.is_error and asked == []
+            assert await wait_async(lambda: bool(told), 60), "no tools/list_changed"
+            after = {t.name for t in (await s.list_tools()).tools}
+            assert after == before - {"mcp.alpha__write_note"}
+            refused = await s.call_tool("mcp.alpha__write_note", {"text": "x"})
+            assert refused.is_error and text_of(refused) == MESSAGES[SCHEMA_CHANGED]
+            assert meta(refused, "reasonCode") == SCHEMA_CHANGED
+            assert meta(refused, "retryable") is False
+            assert asked == []  # never asked to approve a call that cannot run
+            # The other tools are served as before.
+            echoed = await s.call_tool("mcp.alpha__echo", {"text": "still"})
+            assert not echoed.is_error and len(asked) == 1
+
+    try:
+        anyio.run(main)
+    finally:
+        gw.close()
+    assert "alpha write_note called" not in gw.logged()
+    (row,) = [r for r in gw.rows() if r["tool_name"] == "mcp.alpha__write_note"]
+    assert (row["state"], row["reason_code"]) == ("failed", SCHEMA_CHANGED)
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_serving_named_tools_a_disabled_one_is_refused_before_anyone_is_asked(
+        tmp_path: Path) -> None:
+    """With ``--enable`` the listing is the operator's, for the life of the process (D284): a
+    tool disabled while serving stays listed, but its call is refused at once as well."""
+    from toolhost._composition import load_host
+    from toolhost._mcp.config import ServeConfig
+    from toolhost._mcp.definitions import served_roster
+    from toolhost._mcp.server import build_server
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.redescribe]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
+    asked: list[str] = []
+    enable = ["mcp.alpha__echo", "mcp.alpha__write_note"]
+    try:
+        assert host.gateway is not None
+        roster = served_roster(host.registry, enable, {})
+        server, sessions = build_server(host, roster, ServeConfig.from_settings(host.settings,
+                                                                                roster))
+        assert host.invoke_sync("mcp.alpha__redescribe", {}).status.value == "succeeded"
+        assert wait_for(lambda: "mcp.alpha__write_note" in host.gateway.disabled_tools())  # type: ignore[union-attr]
+
+        async def main() -> tuple[set[str], types.CallToolResult]:
+            async with mcp.Client(server, mode="legacy",
+                                  elicitation_callback=approving(asked)) as client:
+                listed = {t.name for t in (await client.list_tools()).tools}
+                return listed, await client.call_tool("mcp.alpha__write_note", {"text": "x"})
+
+        try:
+            listed, refused = anyio.run(main)
+        finally:
+            sessions.close()
+        assert listed == set(enable)
+        assert refused.is_error and meta(refused, "reasonCode") == SCHEMA_CHANGED
+        assert asked == []
+        # The pipeline's own refusal (D452): a host used as a library, or `toolhost call`,
+        # never pauses such a call for an approval that could not run it either.
+        direct = host.invoke_sync("mcp.alpha__write_note", {"text": "y"})
+        assert direct.status.value == "failed" and direct.failure is not None
+        assert direct.failure.reason_code == SCHEMA_CHANGED
+        assert direct.failure.detail == {"server": "alpha", "tool": "write_note",
+                                         "why": "its description changed"}
+    finally:
+        host.close()
+        gw.close()
+    assert "alpha write_note called" not in gw.logged()
+
+
 def test_a_changed_listing_disables_the_changed_tool_and_cannot_shadow(tmp_path: Path) -> None:
     """``shadow`` makes alpha change its echo's schema and list a new tool named
     ``alpha__echo``: the changed echo is disabled, and the new tool is registered under a name

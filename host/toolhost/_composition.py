@@ -292,6 +292,10 @@ class Host:
         #: Told the new registry when the gateway added tools (``on_registry_changed``).
         self._registry_listeners: list[Callable[[Registry], None]] = []
 
+    def _withdrawn(self, name: str) -> ToolFailure | None:
+        """What a call of ``name`` fails with while the gateway has it disabled (D452)."""
+        return self.gateway.refusal_of(name) if self.gateway is not None else None
+
     @classmethod
     def from_sources(
         cls,
@@ -438,6 +442,7 @@ class Host:
             monotonic=monotonic,
             workspace_for=self.run_workspaces.for_approval,
             telemetry=Telemetry.from_settings(self.settings, monotonic),
+            withdrawn=self._withdrawn,
         )
 
     def adopt(self, stores: Stores) -> None:

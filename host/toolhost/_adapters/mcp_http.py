@@ -19,7 +19,11 @@ failed every result over 1 MiB, as a tool error) and puts this transport under t
 - a redirect's body is not read at all (the SDK follows its ``Location`` only);
 - answers are asked for unencoded (``Accept-Encoding: identity``), and a body or an event
   stream that comes encoded anyway is refused (``EncodedAnswer``, ``EncodedEvents``): the
-  bounds count what arrives, and 8 KiB of gzip decode to 8 MiB.
+  bounds count what arrives, and 8 KiB of gzip decode to 8 MiB;
+- a call's request whose connection could not be made (refused, or not made in time: nothing
+  of the request was written) is noted on the call's ``Delivery`` (``CALL_DELIVERY``), so the
+  adapter tells "never sent" (retryable) from "lost during the call": the SDK ends the session
+  either way, in the same words.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from toolhost._adapters.mcp_bounds import (
     budget_for,
     encoded_words,
 )
+from toolhost._adapters.mcp_upstream import CALL_DELIVERY
 from toolhost._model.errors import ToolhostError
 
 __all__ = ["BoundedTransport", "EncodedAnswer", "EncodedEvents", "EventTooLarge",
@@ -102,7 +107,15 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             spending = self.listed
         else:
             spending = Spending(budget_for(method, self.call))
-        response = await self.inner.handle_async_request(request)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            # Raised before a byte of the request is written (a connection reused is one
+            # already made: its failures are others). Any other failure may come after.
+            delivery = CALL_DELIVERY.get()
+            if method == "tools/call" and delivery is not None:
+                delivery.unsent = True
+            raise
         if response.is_redirect:
             # Its stream closed unread (the connection is not reused), the response left open:
             # the SDK reads the empty body before it follows the Location.

@@ -333,10 +333,13 @@ def _setpriv() -> str | None:
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, str], *,
                           errlog: IO[str], max_line_bytes: int,
-                          too_long: Callable[[LineTooLong], None]) -> AsyncIterator[Any]:
+                          too_long: Callable[[LineTooLong], None],
+                          ended: Callable[[], None] = lambda: None) -> AsyncIterator[Any]:
     """Start ``command`` and yield the SDK's transport streams to it. ``too_long`` is told of
     each line refused, past ``max_line_bytes`` or past its budget (``mcp_bounds``), before the
-    connection ends, when it does."""
+    connection ends, when it does. ``ended`` is told when the session's end of the stream is
+    closed (the server exited, closed its stdout, or cannot be written to): nothing sent from
+    then on is answered, and a caller told so need not send it."""
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
@@ -385,6 +388,7 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
                 pass  # the server ended, or the session did: the session sees the end
             finally:
                 reader_done.set()
+                ended()
                 # A server blocked writing its stdout cannot read its stdin's end: drain.
                 tasks.start_soon(_drain, process)
 
@@ -398,6 +402,7 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
                     await process.stdin.send(wire_bytes(session_message.message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()  # the server cannot hear us: the session must know
+            ended()
         finally:
             writer_done.set()
 
@@ -410,6 +415,7 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
         with anyio.move_on_after(_EXIT_GRACE_S):
             await reader_done.wait()
         await read_writer.aclose()
+        ended()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_messages)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import json
 import os
 import ssl
@@ -39,7 +40,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import attrs
 
@@ -58,8 +59,8 @@ from toolhost._model.upstream import (
     UpstreamTool,
 )
 
-__all__ = ["BACKOFF_S", "KEPT_SCHEMA_BYTES", "MAX_LISTED_TOOLS", "MAX_RESULT_BYTES",
-           "McpUpstreams", "kept_schema"]
+__all__ = ["BACKOFF_S", "CALL_DELIVERY", "KEPT_SCHEMA_BYTES", "MAX_LISTED_TOOLS",
+           "MAX_RESULT_BYTES", "Delivery", "McpUpstreams", "kept_schema"]
 
 #: Seconds between reconnection attempts: doubling from the first to the last, then steady.
 BACKOFF_S = (0.5, 30.0)
@@ -76,6 +77,20 @@ RELIST_AFTER_TAKEN = 10.0
 #: Above the host's 8 MiB output ceiling on purpose: up to here the gateway keeps a head and a
 #: tail (``_registration.gateway``), and the pipeline excerpts and keeps them as an artifact.
 MAX_RESULT_BYTES = 64 * 1024 * 1024
+
+
+@attrs.define
+class Delivery:
+    """What a transport knows of one call's request: ``unsent`` once the connection it was to
+    go on could not be made, so none of it reached the server (``mcp_http``)."""
+
+    unsent: bool = False
+
+
+#: The call under way, set in the call's own task: the SDK sends each request from a copy of
+#: its sender's context, so a transport finds the call its request belongs to.
+CALL_DELIVERY: contextvars.ContextVar[Delivery | None] = contextvars.ContextVar(
+    "toolhost_mcp_call_delivery", default=None)
 
 
 def max_line_bytes(max_result_bytes: int) -> int:
@@ -234,6 +249,7 @@ class _Connection:
                 server.command, server.args,
                 {name: value.reveal() for name, value in server.env.items()},
                 errlog=self.owner.errlog_of(self), too_long=self._too_long,
+                ended=self._output_ended,
                 max_line_bytes=max_line_bytes(self.owner.max_result_bytes))
         else:
             import httpx2
@@ -324,6 +340,13 @@ class _Connection:
             self.too_long = exc
             self.mark_dead(f"sent {exc}")
 
+    def _output_ended(self) -> None:
+        # A connected stdio server's output ended (it exited): nothing sent to it now is
+        # answered, so the calls after this are refused unsent (``unreachable``) instead of
+        # written and lost, and the supervisor starts it again without waiting for a ping.
+        if self.client is not None:
+            self.mark_dead("its output ended (the server exited)")
+
     async def _on_message(self, message: Any) -> None:
         import mcp.types as types
 
@@ -331,6 +354,16 @@ class _Connection:
         if isinstance(message, types.ToolListChangedNotification):
             self.relist = True
             self.poke()
+
+    def _lost(self, delivery: Delivery, why: str) -> NoReturn:
+        """The connection ended under a call: ``unreachable`` (retryable) when the transport
+        knows the request never left, else ``connection_lost`` (it may have taken effect)."""
+        if delivery.unsent:
+            self.mark_dead("the connection could not be made")
+            raise UpstreamError(UpstreamFailure.UNREACHABLE,
+                                "the connection could not be made; the call was not sent")
+        self.mark_dead(why)
+        raise UpstreamError(UpstreamFailure.CONNECTION_LOST, why)
 
     async def call(self, tool: str, arguments: Mapping[str, Any], timeout_s: float,
                    progress: Callable[[float, float | None], None] | None = None,
@@ -349,6 +382,10 @@ class _Connection:
                 # sees how far it got, never what the server says about it.
                 progress(done, total)
 
+        # This task's own context (each call is a task of its own): the HTTP transport notes
+        # here a request it could not send at all.
+        delivery = Delivery()
+        CALL_DELIVERY.set(delivery)
         self.in_flight += 1
         try:
             # The SDK's timeout counts from the request's write: a server that stopped reading
@@ -375,9 +412,12 @@ class _Connection:
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
                 if self.too_long is not None:
                     raise UpstreamError(UpstreamFailure.TOO_LARGE, str(self.too_long)) from None
-                self.mark_dead("the connection closed during a call")
-                raise UpstreamError(UpstreamFailure.CONNECTION_LOST,
-                                    "the connection closed during the call") from None
+                self._lost(delivery, "the connection closed during the call")
+            if exc.code == CONNECTION_CLOSED and exc.message in _STREAM_ENDED:
+                # The SDK's, for a call's event stream that ended unanswered (the server died
+                # under it, or dropped it): delivered, and its effect unknown. The session may
+                # live on; the next ping says whether it does.
+                raise UpstreamError(UpstreamFailure.CONNECTION_LOST, exc.message) from None
             if exc.code == REQUEST_TIMEOUT:
                 raise UpstreamError(UpstreamFailure.TIMED_OUT,
                                     f"no answer within {timeout_s:g} s") from None
@@ -390,8 +430,7 @@ class _Connection:
             raise UpstreamError(UpstreamFailure.PROTOCOL,
                                 _describe(exc)[:DETAIL_CHARS]) from None
         except (OSError, EOFError) as exc:
-            self.mark_dead(_describe(exc))
-            raise UpstreamError(UpstreamFailure.CONNECTION_LOST, _describe(exc)) from None
+            self._lost(delivery, _describe(exc))
         finally:
             self.in_flight -= 1
         result = result_of(raw)
@@ -405,6 +444,9 @@ class _Connection:
 #: that failed.
 _UNREADABLE = "Failed to parse JSON response: "
 _STREAM_FAILED = "SSE stream failed: "
+#: The SDK's words for a request's event stream that ended before its answer.
+_STREAM_ENDED = frozenset({"SSE stream ended without a response",
+                           "SSE stream ended and reconnection attempts were exhausted"})
 
 
 def _too_large(code: int, message: str) -> bool:

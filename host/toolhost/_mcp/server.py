@@ -102,9 +102,13 @@ def build_server(host: Host, roster: Iterable[Registered], config: ServeConfig, 
                         workspace=config.workspace, pins=config.pins,
                         run_timeout_s=config.run_timeout_s)
     calls = ToolCalls(host, {r.spec.name: r for r in roster}, config)
-    served = ServedRoster(roster, pins=config.pins, live=live, serve=calls.serve)
+    gateway = host.gateway
+    served = ServedRoster(roster, pins=config.pins, live=live, serve=calls.serve,
+                          withheld=gateway.disabled_tools if gateway is not None else frozenset)
     if live:
         host.on_registry_changed(served.changed)
+        if gateway is not None:
+            gateway.on_tools_disabled(served.withdrawn)
         # What the gateway added since the roster was computed (the stores opened, the
         # issuer's metadata fetched meanwhile): listed from the first tools/list.
         served.changed(host.registry)

@@ -143,8 +143,12 @@ class Pipeline:
         monotonic: Callable[[], float],
         workspace_for: Callable[[str], Any] | None = None,
         telemetry: Telemetry | None = None,
+        withdrawn: Callable[[str], ToolFailure | None] | None = None,
     ) -> None:
         self.registry = registry
+        #: What a registered tool taken out of service since fails every call with (a
+        #: gateway tool its upstream changed), or None while it serves (D452).
+        self._withdrawn = withdrawn
         #: Spans and metrics of its calls (``toolhost._pipeline.telemetry``); None: neither.
         self.telemetry = telemetry
         self.messages = messages
@@ -242,6 +246,7 @@ class Pipeline:
                 steps.check_enabled(run, registered)  # 2
                 log.debug("pipeline.enabled", step=2)
                 steps.check_scopes(run.principal, registered)  # 3
+                self._check_in_service(registered)  # 3
                 log.debug("pipeline.scopes", step=3)
                 prepared = steps.prepare(registered, arguments)  # 4
                 log.debug("pipeline.validate", step=4)
@@ -775,7 +780,16 @@ class Pipeline:
         registered = steps.resolve(self.registry, name, run.pins.get(name))
         steps.check_enabled(run, registered)
         steps.check_scopes(run.principal, registered)
+        self._check_in_service(registered)
         return registered
+
+    def _check_in_service(self, registered: Registered) -> None:
+        """A tool taken out of service since it was registered (``withdrawn``) fails here,
+        before the policy: nobody is asked to approve a call that cannot run (D452)."""
+        if self._withdrawn is not None:
+            failure = self._withdrawn(registered.spec.name)
+            if failure is not None:
+                raise failure
 
     def check_run_deadline(self, run: Run) -> None:
         """Step 8's check of the run's deadline alone: raises the ``ToolFailure`` (with the

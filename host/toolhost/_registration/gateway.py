@@ -27,7 +27,9 @@ What is decided here (docs/gateway.md has the operator's view):
 - **A changed listing** (``notifications/tools/list_changed``, a reconnect, a server's first
   connection after the start) is compared with what was registered: a tool whose input
   schema changed, or that is no longer listed, is disabled until an operator reviews it and
-  restarts the host (its calls fail ``mcp_schema_changed``); a tool listed only now goes
+  restarts the host (its calls fail ``mcp_schema_changed``: ``refusal_of`` says so before
+  anyone is asked to approve one, and ``on_tools_disabled`` tells a serving host, which stops
+  listing it); a tool listed only now goes
   through the same registration steps, alone, and is added to the registry (the host tells
   its MCP clients, ``notifications/tools/list_changed``), unclassified unless the operator
   classified it. Nothing a server lists can take another server's name, or one of its own
@@ -227,6 +229,7 @@ class Gateway:
         #: start's own (``contribution``), or caught up at the subscription.
         self._live = False
         self._on_added: list[Callable[[list[Tool]], None]] = []
+        self._on_disabled: list[Callable[[list[str]], None]] = []
         upstreams.on_tools_changed(self._tools_changed)
 
     # ------------------------------------------------------------------ registration
@@ -377,6 +380,28 @@ class Gateway:
         for server in self.servers:
             self._tools_changed(server)
 
+    def on_tools_disabled(self, callback: Callable[[list[str]], None]) -> None:
+        """Call ``callback(names)`` with the tools disabled by a listing from now on, on the
+        adapter's listing thread (those disabled before: ``disabled_tools``)."""
+        with self._lock:
+            self._on_disabled.append(callback)
+
+    def disabled_tools(self) -> frozenset[str]:
+        """The names of the tools disabled until reviewed, now."""
+        with self._lock:
+            return frozenset(self._disabled)
+
+    def refusal_of(self, name: str) -> ToolFailure | None:
+        """What every call of ``name`` fails with whatever its arguments, before anyone is
+        asked to approve it (the pipeline's ``withdrawn``, D452): ``mcp_schema_changed`` for a
+        tool disabled until reviewed; None for any other name."""
+        why = self._disabled.get(name)
+        if why is None:
+            return None
+        mapped = self._mapped.get(name)
+        where = {"server": mapped.server, "tool": mapped.upstream.name} if mapped else {}
+        return ToolFailure(SCHEMA_CHANGED, detail={**where, "why": why})
+
     def _tools_changed(self, server: str) -> None:
         """A server listed its tools again: a registered tool whose input schema changed, or
         that is gone, is disabled until reviewed; one listed only now is registered, through
@@ -400,6 +425,7 @@ class Gateway:
                     disabled.append((name, why))
             added = self._admit(self.servers[server], self._fresh(server, listed, len(mine)))
             listeners = list(self._on_added) if added else []
+            withdrawing = list(self._on_disabled) if disabled else []
         # Said where the operator of the running host looks: a new process (``toolhost
         # check``) lists the server anew and cannot know what changed here.
         from toolhost._pipeline.log import get_logger
@@ -408,6 +434,8 @@ class Gateway:
             get_logger(tool=name, server=server).warning("gateway.tool_disabled", why=why)
         for callback in listeners:
             callback(added)
+        for told in withdrawing:
+            told([name for name, _ in disabled])
 
     def _changed(self, server: str, was: UpstreamTool, now: UpstreamTool) -> str | None:
         """What changed of a registered tool that makes it another tool (D441: what an
