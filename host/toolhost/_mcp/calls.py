@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -142,12 +143,15 @@ class ToolCalls:
 
     # ------------------------------------------------------------------ the plain path
 
-    async def _invoke(self, run: Run, name: str, arguments: Any, *, hold: bool = False) -> (
-            Outcome):
+    async def _invoke(self, run: Run, name: str, arguments: Any, *, hold: bool = False,
+                      abandoned: Callable[[Outcome], None] | None = None) -> Outcome:
+        """The call through the pipeline with this request's cancellation. ``abandoned``: told
+        the outcome when this request was cancelled meanwhile (nobody is answered with it),
+        once the pipeline has it, however long after."""
         with _request_run(run) as call_run:
             return await _cancellable(
                 self._host.invoke(name, arguments, run=call_run, hold=hold),
-                call_run.cancellation.cancel)
+                call_run.cancellation.cancel, abandoned=abandoned)
 
     def _asked_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> InvocationRecord | None:
@@ -307,14 +311,24 @@ class ToolCalls:
             # Asked within the call, the approval is not a pause: the run keeps its workspace
             # until the person answers (or does not).
             held = self._can_ask(ctx)
-            outcome = await self._invoke(run, params.name, arguments, hold=held)
+
+            def left_waiting(outcome: Outcome) -> None:
+                # The request was cancelled before anyone was asked: its call is left
+                # waiting, as one cancelled while the person decides is (the run pauses), and
+                # the session still finds its row, never asking for the words again (D437).
+                if outcome.paused and outcome.invocation_id is not None:
+                    _remember_worded(session, worded, outcome.invocation_id)
+                    if held:
+                        self._host.pause(session.run)
+
+            outcome = await self._invoke(run, params.name, arguments, hold=held,
+                                         abandoned=left_waiting)
             if not outcome.paused:
                 return self._deliver(session, outcome)
             record = self._host.row(str(outcome.invocation_id))
             if held:
                 session.held.add(record.id)
-        if worded is not None and record.id not in session.worded.get(worded, ()):
-            session.worded.setdefault(worded, []).append(record.id)
+        _remember_worded(session, worded, record.id)
         return await self._answer_row(ctx, session, run, registered, record, params)
 
     async def _answer_row(self, ctx: ServerRequestContext[Any, Any], session: Session,
@@ -576,6 +590,13 @@ def _request_run(run: Run) -> Iterator[Run]:
         remove()
 
 
+def _remember_worded(session: Session, worded: WordedCall | None, invocation_id: str) -> None:
+    """The row recorded with the person's words, under the model's own call (``worded``),
+    so the same call repeated finds it (``ToolCalls._worded_row``)."""
+    if worded is not None and invocation_id not in session.worded.get(worded, ()):
+        session.worded.setdefault(worded, []).append(invocation_id)
+
+
 def _answer(outcome: Outcome) -> types.CallToolResult:
     """The result for an outcome; a tool not served here is the protocol's -32602 instead."""
     if outcome.failure is not None and outcome.failure.reason_code in UNSERVED_REASON_CODES:
@@ -591,9 +612,11 @@ def _approver(ctx: ServerRequestContext[Any, Any]) -> str:
 
 
 async def _cancellable(work: Awaitable[_T], cancel: Callable[[], None], *,
-                       grace: float = CANCEL_GRACE_S) -> _T:
+                       grace: float = CANCEL_GRACE_S,
+                       abandoned: Callable[[_T], None] | None = None) -> _T:
     """Await ``work`` as its own task; if this handler is cancelled, call ``cancel`` and give
-    the work ``grace`` seconds (shielded) to finish recording, then re-raise."""
+    the work ``grace`` seconds (shielded) to finish recording, then re-raise. ``abandoned``
+    gets the work's result then, or when it comes later (the work goes on past the grace)."""
     task = asyncio.ensure_future(work)
     task.add_done_callback(_retrieve)
     try:
@@ -602,7 +625,18 @@ async def _cancellable(work: Awaitable[_T], cancel: Callable[[], None], *,
         cancel()
         with anyio.CancelScope(shield=True):
             await asyncio.wait({task}, timeout=grace)
+        if abandoned is not None:
+            if task.done():
+                _finished_with(task, abandoned)
+            else:
+                task.add_done_callback(functools.partial(_finished_with, then=abandoned))
         raise
+
+
+def _finished_with(task: asyncio.Future[_T], then: Callable[[_T], None]) -> None:
+    """``then`` told the task's result, when it has one (not cancelled, not failed)."""
+    if not task.cancelled() and task.exception() is None:
+        then(task.result())
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
