@@ -308,6 +308,11 @@ def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
                                        introspection=introspector), ready=lambda: True,
                      monotonic=time.monotonic)
 
+    async def no_inbox(scope: Any, receive: Any, send: Any, caller: Any) -> None:
+        raise AssertionError("no junk token reaches the inbox")
+
+    door.inbox = no_inbox
+
     async def request(path: str, token: str | None = None) -> int:
         headers = [(b"host", b"127.0.0.1:8765")] + (
             [(b"authorization", f"Bearer {token}".encode())] if token else [])
@@ -335,6 +340,8 @@ def test_tokens_nobody_issued_never_take_the_threads_the_server_needs() -> None:
         started = time.monotonic()
         assert await request("/mcp", "one-more") == 503  # the queue is full: at once
         refused_in = time.monotonic() - started
+        # The inbox's bearer header too: it answered 500, a traceback logged per request.
+        assert await request("/ui/", "one-more") == 503
         return waited, refused_in, list(await asyncio.gather(*junk))
 
     waited, refused_in, statuses = asyncio.run(main())

@@ -322,6 +322,24 @@ def test_any_address_but_loopback_needs_authentication(tmp_path: Path, bind: str
     assert_no_traceback(result.stderr)
 
 
+def test_one_operator_workspace_is_refused_when_people_are_told_apart(tmp_path: Path) -> None:
+    # Regression (D455): with a token file, TOOLHOST_MCP_WORKSPACE gave every person's
+    # sessions the one directory: bob's workspace.read_text read what ada had just written.
+    shared = tmp_path / "project"
+    shared.mkdir()
+    people = deployment(tmp_path, TOOLHOST_MCP_WORKSPACE=str(shared))
+    result = subprocess.run(
+        [sys.executable, "-m", "toolhost._cli", "serve", "--http", f"127.0.0.1:{free_port()}"],
+        env=people.env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "toolhost: TOOLHOST_MCP_WORKSPACE gives every session one directory, so with a token "
+        "file or an issuer each person would read and write the others' files: unset it (each "
+        "run then gets a workspace of its own), or serve that directory to one person on stdio"]
+    assert_no_traceback(result.stderr)
+    assert list(shared.iterdir()) == []
+
+
 def test_with_a_token_file_the_server_listens_on_every_address(tmp_path: Path) -> None:
     people = deployment(tmp_path)
     port = free_port()

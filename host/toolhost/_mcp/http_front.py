@@ -246,8 +246,7 @@ class FrontDoor:
             try:
                 caller = await self.verify(token) if token is not None else None
             except IntrospectionBusy:
-                await _plain(send, 503, "Busy; retry in a moment.\n",
-                             extra=[(b"retry-after", b"1")])
+                await _issuer_busy(send)
                 return
             if caller is None:
                 await self._unauthorized(send, presented=token is not None)
@@ -447,7 +446,11 @@ class FrontDoor:
         caller = None
         token = bearer_token(headers)
         if token is not None:
-            caller = await self.verify(token)
+            try:
+                caller = await self.verify(token)
+            except IntrospectionBusy:  # as for MCP: never the 500 of an uncaught error
+                await _issuer_busy(send)
+                return
             if caller is None:
                 await self._unauthorized(send, presented=True)
                 return
@@ -751,6 +754,11 @@ def _stopping_reply(frame: Any) -> dict[str, Any]:
 
 #: What a ``tools/call`` past its principal's ``TOOLHOST_HTTP_MAX_CALLS`` is answered.
 BUSY_MESSAGE: Final = "Too many calls are running for this principal. Retry later."
+
+
+async def _issuer_busy(send: Any) -> None:
+    """The issuer has as many tokens waiting for its answer as it may (D331): retry."""
+    await _plain(send, 503, "Busy; retry in a moment.\n", extra=[(b"retry-after", b"1")])
 
 
 def _busy_reply(frame: Any) -> dict[str, Any]:

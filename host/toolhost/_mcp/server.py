@@ -658,6 +658,13 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
             address = parse_http_address(http, authenticated=http_settings.authenticates)
     except ValueError as exc:  # ConfigError, and the address's own
         raise ServeRefused(str(exc)) from None
+    if http_settings is not None and http_settings.authenticates and config.workspace:
+        # One directory for every session would be every person's files to every other
+        # (D455): with people told apart, each run has a workspace of its own.
+        raise ServeRefused("TOOLHOST_MCP_WORKSPACE gives every session one directory, so with "
+                           "a token file or an issuer each person would read and write the "
+                           "others' files: unset it (each run then gets a workspace of its "
+                           "own), or serve that directory to one person on stdio")
     level = host.settings.get("TOOLHOST_LOG_LEVEL") or "warning"
     _configure_stdlib_logging(level)
     host.open()  # composed now: a bad database or policy stops the start

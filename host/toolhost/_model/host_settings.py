@@ -66,7 +66,8 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
     _S(name="TOOLHOST_MCP_WORKSPACE", type="path", default="a fresh workspace per session",
        description="an existing directory every session's run uses as its workspace, neither "
                    "holding nor inside the data directory or toolhost.toml's directory, and "
-                   "holding no file the host trusts, runs or reads a secret from"),
+                   "holding no file the host trusts, runs or reads a secret from; not with "
+                   "a token file or an issuer, where each person's files are theirs alone"),
     _S(name="TOOLHOST_MCP_PINS", type="list",
        description="NAME=VERSION items: serve that version under the tool's name"),
     _S(name="TOOLHOST_MCP_RUN_TIMEOUT_S", type="number", default="none",
