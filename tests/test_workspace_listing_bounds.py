@@ -16,23 +16,24 @@ import pytest
 
 import toolhost._adapters.fs_workspace as fs_workspace
 from toolhost._adapters.fs_workspace import WorkspaceHandle, remove_tree
+from toolhost._model.workspace import MAX_PATH_BYTES
 from toolhost.testing import open_file_limit
 
 TEMP_ID = "0123456789abcdef0123456789abcdef"
 
 
-def _chain(root: Path, depth: int, files: dict[int, list[str]]) -> None:
-    """``depth`` nested directories ``d`` under ``root`` (by dir fd: no path is ever longer
+def _chain(root: Path, depth: int, files: dict[int, list[str]], name: str = "d") -> None:
+    """``depth`` nested directories ``name`` under ``root`` (by dir fd: no path is ever longer
     than a name), with ``files[level]`` made in the directory ``level`` levels down."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for level in range(depth + 1):
-            for name in files.get(level, []):
-                os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+            for file in files.get(level, []):
+                os.close(os.open(file, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
             if level == depth:
                 break
-            os.mkdir("d", dir_fd=fd)
-            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.mkdir(name, dir_fd=fd)
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = child
     finally:
@@ -68,6 +69,19 @@ def test_a_tree_deeper_than_the_fd_limit_is_listed_whole(deep_root: Path) -> Non
     assert [e.path for e in below.entries] == [p for p in expected if p.startswith("d/d/")]
 
 
+def test_a_listing_needs_a_few_spare_fds_however_deep_it_climbs(deep_root: Path) -> None:
+    """A constant, not one a level (D381): 300 levels, each with files sorting after its
+    subdirectory (measured on the way back up, by ``..``), listed with 6 fds to spare."""
+    depth = 300
+    _chain(deep_root, depth, {level: ["e.txt", "f.txt"] for level in range(depth + 1)})
+    with WorkspaceHandle(deep_root) as handle:
+        handle.listdir()  # the root fd, opened on first use, is not the listing's
+        with open_file_limit(spare=6):
+            listing = handle.listdir(recursive=True, limit=5000)
+    assert len(listing.entries) == 3 * depth + 2 and not listing.truncated
+    assert listing.entries[-1].path == "f.txt"
+
+
 def test_listing_memory_is_bounded_by_the_limit_not_the_depth(deep_root: Path) -> None:
     """Each level held up to ``limit`` + 1 entries while the walk was below it: 100 levels of
     100 files on the way down, listed with a limit of 100, held some 10,000."""
@@ -84,6 +98,32 @@ def test_listing_memory_is_bounded_by_the_limit_not_the_depth(deep_root: Path) -
     assert [e.path for e in listing.entries] == ["/".join(["d"] * n) for n in range(1, 101)]
     assert listing.truncated
     assert peak < 1 << 19, f"{peak} bytes at the peak"
+
+
+def test_listing_memory_is_bounded_when_paths_are_longer_than_a_tool_can_name(
+    deep_root: Path,
+) -> None:
+    """A path has no length bound of its own: 255-byte names 300 levels deep, listed with a
+    limit of 200, held 201 paths of up to 51 KB (5 MB, 10 MB at the peak; 1,000 such levels
+    under the tool's 1,000: 246 MiB). The kept paths total at most (limit + 1) paths as long
+    as a tool can name; the listing is the prefix that fits, and says it was cut."""
+    limit, name = 200, "n" * 255
+    _chain(deep_root, 300, {}, name)
+    budget = (limit + 1) * MAX_PATH_BYTES
+    chain, held = [], 0
+    while held + (len(chain) + 1) * 256 - 1 <= budget:
+        chain.append("/".join([name] * (len(chain) + 1)))
+        held += len(chain[-1])
+    with WorkspaceHandle(deep_root) as handle:
+        tracemalloc.start()
+        try:
+            listing = handle.listdir(recursive=True, limit=limit)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 3 * budget, f"{peak} bytes at the peak"
+    assert len(chain) == 79
+    assert [e.path for e in listing.entries] == chain and listing.truncated
 
 
 def _on_scan(monkeypatch: pytest.MonkeyPatch, marker: str, act: Any) -> None:

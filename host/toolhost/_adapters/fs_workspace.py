@@ -767,31 +767,60 @@ def _first(item: tuple[bytes, ListedEntry, _DirId | None]) -> bytes:
     return item[0]
 
 
+def _path_bytes(kept: _Kept) -> int:
+    return (kept.limit + 1) * MAX_PATH_BYTES
+
+
 @attrs.define
 class _Kept:
     """The ``limit`` + 1 smallest entries a listing has met, by key (the UTF-8 of the
     relative path): one more than it returns tells it was truncated. A directory to walk is
     kept with ``_UNENTERED``, then with its (device, inode) once entered, so every later way
-    back into it is checked (None: not to be walked)."""
+    back into it is checked (None: not to be walked).
+
+    Their keys total at most ``max_bytes``, (limit + 1) paths as long as a tool can name: a
+    path has no length bound of its own (255-byte names 1,000 levels deep), and limit+1 of
+    them held 246 MiB. The smallest keys that fit are kept, so the listing stays a prefix, cut
+    (truncated) short of ``limit`` only where some path is longer than a tool can name."""
 
     limit: int
+    max_bytes: int = attrs.field(default=attrs.Factory(_path_bytes, takes_self=True))
     items: list[tuple[bytes, ListedEntry, _DirId | None]] = attrs.field(factory=list)
     #: An entry was met and not kept. The listing is then truncated even if a kept file
     #: vanished later and fewer than ``limit`` remain: what was not kept is never met again.
     overflowed: bool = False
+    #: The smallest key met and not kept: no key from it on can be in the listing any more.
+    cut: bytes | None = None
+    #: The bytes of the keys in ``items``.
+    held: int = 0
 
     def admits(self, key: bytes) -> bool:
-        """Whether an entry of this key would be kept now (if not, no larger one would be)."""
-        return len(self.items) <= self.limit or key < self.items[-1][0]
+        """False when an entry of this key would not be kept now, nor any larger one; True
+        when it would, or when it would go before a kept one (then its own length may still
+        push it out)."""
+        if self.cut is not None and key >= self.cut:
+            return False
+        if not self.items or key < self.items[-1][0]:
+            return True  # whatever it pushes out, what sorts before it fits (``add``)
+        return len(self.items) <= self.limit and self.held + len(key) <= self.max_bytes
 
     def add(self, key: bytes, entry: ListedEntry, directory: _DirId | None = None) -> None:
         if not self.admits(key):
-            self.overflowed = True
+            self.left_out(key)
             return
         bisect.insort(self.items, (key, entry, directory), key=_first)
-        if len(self.items) > self.limit + 1:
-            self.items.pop()
-            self.overflowed = True
+        self.held += len(key)
+        # The largest go first: what remains is the prefix of what was met.
+        while len(self.items) > self.limit + 1 or self.held > self.max_bytes:
+            dropped = self.items.pop()[0]
+            self.held -= len(dropped)
+            self.left_out(dropped)
+
+    def left_out(self, key: bytes) -> None:
+        """An entry of this key was met and is not kept."""
+        self.overflowed = True
+        if self.cut is None or key < self.cut:
+            self.cut = key
 
     @property
     def truncated(self) -> bool:
@@ -818,17 +847,20 @@ class _Kept:
             return
         if size is None:
             del self.items[at]
+            self.held -= len(key)
         else:
             _, entry, _ = self.items[at]
             self.items[at] = (key, ListedEntry(entry.path, entry.kind, size), None)
 
     def next_to_visit(self, after: bytes) -> tuple[bytes, ListedEntry, _DirId | None] | None:
         """The first kept entry with a key past ``after`` that the walk must visit: a file to
-        measure, or a directory something under which could still be kept. None: done."""
+        measure, or a directory something under which could still be kept, or, while the
+        listing is not truncated, could not (its first entry then makes it so: the length of
+        the paths under it, unlike their count, does not show in ``items``). None: done."""
         for at in range(bisect.bisect_right(self.items, after, key=_first), len(self.items)):
             key, entry, directory = self.items[at]
-            if entry.byte_count == _UNSIZED or (
-                    directory is not None and self.admits(key + b"/")):
+            if entry.byte_count == _UNSIZED or (directory is not None and (
+                    not self.truncated or self.admits(key + b"/"))):
                 return self.items[at]
         return None
 
@@ -901,7 +933,7 @@ class _ListingWalk:
             path = prefix + entry.name
             key = path.encode("utf-8")
             if not self.kept.admits(key):
-                self.kept.overflowed = True
+                self.kept.left_out(key)
                 return
             if entry.is_dir(follow_symlinks=False):
                 self.kept.add(key, ListedEntry(path, "directory", 0),
@@ -1402,7 +1434,9 @@ class WorkspaceHandle:
         truncated from the tail (a truncated listing is a prefix of the full one). Symlinks are
         neither followed nor listed, nor is anything that is not a file or directory, nor the
         temp file of a write in flight. Memory is bounded by ``limit``, and open directories by
-        a constant, not by the size or depth of the tree.
+        a constant, not by the size or depth of the tree: the paths kept total at most
+        ``(limit + 1) * MAX_PATH_BYTES`` bytes, and a listing whose paths pass that is cut there
+        (truncated), which only a path longer than a tool can name can make happen.
 
         :raises WorkspaceEscape, WorkspaceNotFound, WorkspaceNotDirectory, WorkspaceUnavailable:
         """
