@@ -332,11 +332,30 @@ def test_purge_removes_only_the_expired_and_what_nothing_references(
     assert store.read(shared) == b"expired, shared"
 
     again = toolhost(data, "purge")
-    assert (again.returncode, again.stdout, again.stderr) == (
-        0, "nothing to purge: no artifact has expired and no file is left over\n", "")
+    assert (again.returncode, again.stdout, again.stderr) == (0, NOTHING_TO_PURGE, "")
     assert json.loads(toolhost(data, "purge", "--json").stdout) == {
         "artifacts": 0, "artifact_bytes": 0, "content_files": 0, "staged_uploads": 0,
         "freed_bytes": 0}
+
+
+#: ``purge``'s line when it removed nothing: true beside a staged upload it kept.
+NOTHING_TO_PURGE = ("nothing to purge: no artifact has expired, no content is unreferenced and "
+                    "no staged upload has been untouched for an hour (a younger one may still "
+                    "be an upload under way)\n")
+
+
+def test_purge_never_says_no_file_is_left_beside_a_younger_staged_upload(data: Path) -> None:
+    # Regression: a 48 MB staged upload a killed export left was kept (it is removed once
+    # untouched for STAGING_STALE_AFTER), while purge said "no file is left over".
+    from toolhost._ports.artifacts import STAGING_STALE_AFTER
+
+    assert dt.timedelta(hours=1) == STAGING_STALE_AFTER  # the hour the line names
+    assert toolhost(data, "list").returncode == 0  # the store made
+    killed = data / "artifacts" / "sha256" / ".killed-export.upload"
+    killed.write_bytes(b"half an export")
+    result = toolhost(data, "purge")
+    assert (result.returncode, result.stdout, result.stderr) == (0, NOTHING_TO_PURGE, "")
+    assert killed.exists()
 
 
 def test_purge_json_counts(data: Path, store: SQLiteArtifactStore) -> None:

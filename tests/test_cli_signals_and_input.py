@@ -59,6 +59,49 @@ def child_env(data_dir: Path, **settings: str) -> dict[str, str]:
     return env
 
 
+def slowx_env(site: Path, log: Path, data: Path) -> dict[str, str]:
+    """A child's environment with the ``slowx.wait`` plugin (SLOW) installed in ``site``,
+    each run of it a line in ``log``."""
+    install_fake_plugin(site, "fake-slowx", "fake_slowx", SLOW)
+    return child_env(data, TOOLHOST_PLUGINS="fake-slowx", SLOWX_LOG=str(log),
+                     PYTHONPATH=os.pathsep.join([str(site), *filter(None, [
+                         os.environ.get("PYTHONPATH")])]))
+
+
+def started_slowx(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``toolhost ARGS``, once ``slowx.wait`` is executing in it."""
+
+    def default_signals() -> None:  # as a terminal's process has them, whoever runs pytest
+        for each in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(each, signal.SIG_DFL)
+
+    proc = subprocess.Popen([sys.executable, "-m", "toolhost._cli", *args],
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, preexec_fn=default_signals)
+    assert proc.stderr is not None
+    before = ""  # what the command logged before the tool started (recover's warning)
+    while (line := proc.stderr.readline()) != "started\n":
+        before += line
+        if not line:  # the tool never started: the command failed before
+            proc.kill()
+            raise AssertionError(before + proc.communicate()[1])
+    return proc
+
+
+def stopped(proc: subprocess.Popen[str], signum: int | None) -> tuple[str, str]:
+    """Its stdout and stderr, once ``signum`` (None: SIGKILL) stopped it."""
+    try:
+        if signum is None:
+            proc.kill()
+        else:
+            proc.send_signal(signum)
+        return proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
     """The command's one stderr line, once its exit code is ``code`` and nothing raised."""
     assert "Traceback" not in result.stderr, result.stderr
@@ -79,27 +122,10 @@ def test_a_signal_during_call_records_it_cancelled_and_recover_does_not_run_it_a
     # idempotent call the operator had cancelled; SIGTERM and SIGHUP killed the process
     # with the row `running` too.
     site, log, data = tmp_path / "site", tmp_path / "ran.log", tmp_path / "d"
-    install_fake_plugin(site, "fake-slowx", "fake_slowx", SLOW)
-    env = child_env(data, TOOLHOST_PLUGINS="fake-slowx", SLOWX_LOG=str(log),
-                    PYTHONPATH=os.pathsep.join([str(site), *filter(None, [
-                        os.environ.get("PYTHONPATH")])]))
+    env = slowx_env(site, log, data)
 
-    def default_signals() -> None:  # as a terminal's process has them, whoever runs pytest
-        for each in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(each, signal.SIG_DFL)
-
-    proc = subprocess.Popen([sys.executable, "-m", "toolhost._cli", "call", "slowx.wait"],
-                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, preexec_fn=default_signals)
-    try:
-        assert proc.stderr is not None
-        assert proc.stderr.readline() == "started\n"  # the tool is executing now
-        proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc = started_slowx(["call", "slowx.wait"], env)
+    stdout, stderr = stopped(proc, signum)
     assert proc.returncode == 128 + signum, stderr
     assert "Traceback" not in stderr
     assert stdout == "The run was cancelled before the tool finished.\n"
@@ -111,6 +137,39 @@ def test_a_signal_during_call_records_it_cancelled_and_recover_does_not_run_it_a
                              env={"SLOWX_LOG": str(log)})
     assert recovered.stdout == "nothing to recover: no invocation is left running\n"
     assert log.read_text() == "ran\n"  # once: the cancelled call never ran again
+
+
+def _rows(data: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(data / "toolhost.sqlite3") as db:
+        rows = db.execute("SELECT state, reason_code FROM tool_invocations "
+                          "ORDER BY created_at").fetchall()
+    db.close()
+    return rows
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_recovers_rerun_records_it_cancelled_and_the_next_does_not_run_it(
+    tmp_path: Path, signum: signal.Signals,
+) -> None:
+    # Regression: Ctrl-C while `recover` re-ran an idempotent call left its row `running`,
+    # now owned by the recover process (SIGTERM and SIGHUP killed it where it stood), so the
+    # next `recover` ran the call the operator had stopped yet again.
+    site, log, data = tmp_path / "site", tmp_path / "ran.log", tmp_path / "d"
+    env = slowx_env(site, log, data)
+    for _ in range(2):
+        stopped(started_slowx(["call", "slowx.wait"], env), None)  # killed mid-call
+    assert _rows(data) == [("running", None), ("running", None)]
+    proc = started_slowx(["recover"], env)  # the first re-run is executing now
+    stdout, stderr = stopped(proc, signum)
+    assert (proc.returncode, stderr) == (128 + signum, "")
+    assert stdout.endswith(" so run again here: failed\n") and stdout.count("\n") == 1, stdout
+    # The second row is not taken once the operator stopped recover: the next one's.
+    assert _rows(data) == [("failed", "tool.cancelled.run_cancelled"), ("running", None)]
+    recovered = run_toolhost("recover", "--no-rerun", data_dir=data, plugins="fake-slowx",
+                             path=[site], env={"SLOWX_LOG": str(log)})
+    assert recovered.stdout.count("\n") == 1 and " failed: " in recovered.stdout
+    assert _rows(data)[0] == ("failed", "tool.cancelled.run_cancelled")
+    assert log.read_text() == "ran\n" * 3  # the calls, and the stopped re-run: no fourth
 
 
 # ------------------------------------------------------------------ 2: output that fails
@@ -432,4 +491,40 @@ def test_get_to_a_file_stopped_by_a_signal_leaves_no_temp_file(
 def test_the_pending_listing_still_parses_as_json(tmp_path: Path) -> None:
     # The output guard keeps a command's stdout byte for byte what it printed.
     listed = run_toolhost("pending", "--json", data_dir=tmp_path / "d", plugins="")
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
+
+
+#: ``toolhost`` whose ``artifacts upload`` is sent ``signal`` by itself once its first chunk is
+#: staged: the moment an operator's SIGTERM, or a closed terminal, could land.
+UPLOAD_SIGNALLED = textwrap.dedent("""\
+    import os, signal, sys, time
+    from toolhost._cli import artifacts
+    from toolhost._cli.main import main
+
+    class Line(artifacts.ProgressLine):
+        def update(self, *args, **kwargs):
+            os.kill(os.getpid(), int(os.environ["SEND_SIGNAL"]))
+            time.sleep(30)
+
+    artifacts.ProgressLine = Line
+    raise SystemExit(main(sys.argv[1:]))
+    """)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_an_upload_stopped_by_a_signal_leaves_no_staged_bytes_and_no_live_run(
+    tmp_path: Path, signum: signal.Signals,
+) -> None:
+    # Regression (D461): the staged bytes stayed (purge takes them after an hour only) and
+    # the upload's run was never ended; Ctrl-C already cleaned both up.
+    source, data = tmp_path / "big.bin", tmp_path / "d"
+    source.write_bytes(os.urandom(3 * 1024 * 1024))
+    stopped = run_toolhost("artifacts", "upload", str(source), "--conversation", "c1",
+                           data_dir=data, plugins="", env={"SEND_SIGNAL": str(int(signum))},
+                           command=[sys.executable, "-c", UPLOAD_SIGNALLED])
+    assert (stopped.returncode, stopped.stdout) == (128 + signum, ""), stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    staged = [p for p in data.rglob("*") if p.is_file() and p.name.endswith(".upload")]
+    assert staged == []
+    listed = run_toolhost("runs", "list", "--json", data_dir=data, plugins="")
     assert (listed.returncode, json.loads(listed.stdout)) == (0, [])

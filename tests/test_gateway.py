@@ -220,6 +220,11 @@ token = "inline-but-private"
      ":4: [mcp.servers.x] connect_timeout_s: must be a number of seconds"),
     ('[mcp.servers.x]\ncommand = "a"\n[mcp.servers.x.tools.t]\nconnect_timeout_s = 5\n',
      ":5: [mcp.servers.x.tools.t] connect_timeout_s: not a key of a tool"),
+    # A value of env is named at the line that holds it, inline or in a table of its own.
+    ('[mcp.servers.x]\ncommand = "a"\n\nenv = { MODE = "m", LOG_LEVEL = 3 }\n',
+     ":5: [mcp.servers.x] env.LOG_LEVEL: must be a string or a reference"),
+    ('[mcp.servers.x]\ncommand = "a"\n[mcp.servers.x.env]\nMODE = "m"\nLOG_LEVEL = 3\n',
+     ":6: [mcp.servers.x] env.LOG_LEVEL: must be a string or a reference"),
 ])
 def test_each_config_problem_is_one_line_naming_the_key(tmp_path: Path, body: str,
                                                         expected: str) -> None:
@@ -235,7 +240,7 @@ def test_an_inline_secret_in_a_world_readable_file_is_refused(tmp_path: Path) ->
     with pytest.raises(ConfigFileError, match=r":3: \[mcp.servers.w\] token: a secret written"):
         read_config(path, {})
     path = write(tmp_path, '[mcp.servers.s]\ncommand = "a"\nenv = { API_KEY = "k" }\n', 0o644)
-    with pytest.raises(ConfigFileError, match=r"\[mcp.servers.s\] env.API_KEY: a secret"):
+    with pytest.raises(ConfigFileError, match=r":3: \[mcp.servers.s\] env.API_KEY: a secret"):
         read_config(path, {})
     # A value whose name is not a credential's may be written anywhere.
     path = write(tmp_path, '[mcp.servers.s]\ncommand = "a"\nenv = { MODE = "fast" }\n', 0o644)

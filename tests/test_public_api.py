@@ -82,6 +82,7 @@ TOOLHOST_ALL = [
     "media_type_for",
     "provenance_of",
     "sha256_checksum",
+    "stoppable",
     "tool",
 ]
 

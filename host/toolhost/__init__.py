@@ -1,6 +1,6 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API, version 1.7: everything a plugin needs is importable from here, and
+The public plugin API, version 1.8: everything a plugin needs is importable from here, and
 everything its tests need from ``toolhost.testing``. Every other module is private. Importing
 this package loads no plugin.
 """
@@ -9,6 +9,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from toolhost._cli.common import stoppable
     from toolhost._cli.progress_line import ProgressLine
     from toolhost._model.artifacts import (
         MAX_ATTACHED_BYTES,
@@ -132,11 +133,12 @@ __all__ = [
     "media_type_for",
     "provenance_of",
     "sha256_checksum",
+    "stoppable",
     "tool",
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.7"
+PLUGIN_API_VERSION = "1.8"
 
 __version__ = "0.5.0"
 
@@ -205,6 +207,7 @@ _HOME = {
     "media_type_for": "toolhost._model.media_types",
     "provenance_of": "toolhost._model.workspace",
     "sha256_checksum": "toolhost._model.digest",
+    "stoppable": "toolhost._cli.common",
     "tool": "toolhost._model.typed",
 }
 

@@ -872,6 +872,12 @@ class Host:
 
         return run_sync(self.pipeline.recover(rerun=rerun))
 
+    async def recover_cancellable(self, cancellation: CancellationEvent, *,
+                                  rerun: bool = True) -> list[Recovered]:
+        """``recover``, on the caller's loop, a call it runs again ending cancelled once
+        ``cancellation`` is set (``toolhost recover``'s Ctrl-C, as ``approve``'s)."""
+        return await self.pipeline.recover(rerun=rerun, cancellation=cancellation)
+
     def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
         """``recover(rerun=False)`` on the calling thread, without a loop, until ``stopping``
         is set (``Recovery.recover_interrupted``): a server's periodic pass."""
@@ -1418,7 +1424,7 @@ def determinism_scan(sources: Sequence[PluginSource], settings: Settings) -> dic
     return scanned
 
 
-def mcp_server() -> Callable[..., None]:
+def mcp_server() -> Callable[..., int]:
     """The MCP server's ``serve`` (``toolhost serve``), imported: the CLI reaches the other
     front end through here. :raises ImportError: the MCP extra is not installed."""
     from toolhost._mcp import serve as serve_mcp

@@ -5,7 +5,7 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.7. Hooks are called once per process start, in this order: ``toolhost_settings``
+Plugin API 1.8. Hooks are called once per process start, in this order: ``toolhost_settings``
 (optional), ``toolhost_domains``, ``toolhost_tools``. Registration (the seven ordered refusals,
 then the reasons check) runs over the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
@@ -44,7 +44,11 @@ Every 1.4 plugin is a 1.5 plugin unchanged. 1.6 added, without changing a hook:
 person: attached, or too large to attach and how to get it). Every 1.5 plugin is a 1.6 plugin
 unchanged. 1.7 added, without changing a hook: ``Tool(always_requires_approval=True)`` (and
 the same keyword of ``tool``): every call waits for a person's approval, whatever the
-operator's policy loosened. Every 1.6 plugin is a 1.7 plugin unchanged.
+operator's policy loosened. Every 1.6 plugin is a 1.7 plugin unchanged. 1.8 added, without
+changing a hook: ``stoppable(command, stopped)``, for a plugin's own console script: Ctrl-C,
+SIGTERM and SIGHUP stop the command where it stands, so what it was doing is undone as
+Ctrl-C's KeyboardInterrupt undoes it, it prints one line and exits 128 + the signal's number
+as the host's commands do. Every 1.7 plugin is a 1.8 plugin unchanged.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class Receiver:
         """Trust its CA, and let one-click requests reach loopback (a test-only setting)."""
         return {"TOOLHOST_CA_BUNDLE": str(self.ca_bundle),
                 "TOOLHOST_EMAIL_ALLOW_PRIVATE_DESTINATIONS": "1",
-                "TOOLHOST_EMAIL_REQUEST_TIMEOUT_S": "5"}
+                "TOOLHOST_EMAIL_REQUEST_TIMEOUT_S": "10"}  # room for load
 
 
 @contextmanager

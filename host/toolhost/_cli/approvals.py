@@ -427,15 +427,22 @@ def cmd_deny(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     host = load(stores=True)
-    report = host.recover(rerun=args.rerun)
+    from toolhost._composition import CancellationEvent
+
+    cancellation = CancellationEvent()
+    # Ctrl-C (or SIGTERM, SIGHUP) cancels a call run again as approve's: its row ends failed,
+    # not running under this process for the next recover to run once more (D337).
+    report, stopped = run_cancellable(
+        lambda: host.recover_cancellable(cancellation, rerun=args.rerun), cancellation)
+    code = ExitCode.OK if stopped is None else stopped_code(stopped)
     if args.json:
         print_json([r.to_json() for r in report])
-        return ExitCode.OK
-    if not report:
+        return code
+    if not report and stopped is None:
         print("nothing to recover: no invocation is left running")
     for r in report:
         print(escaped(f"{r.invocation_id}  {r.tool}@{r.version}  {r.action.value}: {r.reason}"))
-    return ExitCode.OK
+    return code
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

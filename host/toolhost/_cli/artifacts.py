@@ -85,7 +85,8 @@ def _arguments(artifacts: argparse.ArgumentParser) -> None:
                         help="its media type (default: from the name's extension)")
 
     purge = verbs.add_parser("purge", help="remove expired artifacts, content no artifact "
-                                           "references, and abandoned staged uploads")
+                                           "references, and staged uploads untouched for an "
+                                           "hour")
     purge.add_argument("--json", action="store_true", help="print what was removed as JSON")
 
 
@@ -415,7 +416,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
         source = open(args.file, "rb")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
         raise CommandError(f"cannot read {args.file!r}: {exc.strerror}") from None
-    with source:
+    # SIGTERM and SIGHUP raise, as Ctrl-C does, so the staged bytes are removed and the
+    # upload's run ends (D461), never left for purge's hour and a run that never ends.
+    with signals_raised(), source:
         host = load(stores=True, tools=False)  # the host's runs, not the stores alone
         # The upload is a run of its own: the operator (or --principal) sending a file into
         # the conversation. The store's retention applies, as to anything a run stores.
@@ -475,7 +478,11 @@ def cmd_purge(args: argparse.Namespace) -> int:
     if args.json:
         print_json(counts)
     elif not any(counts.values()):
-        print("nothing to purge: no artifact has expired and no file is left over")
+        # Not "nothing is left": a staged upload is removed only once untouched for an hour
+        # (the store's STAGING_STALE_AFTER, D362), and a younger one may still be written.
+        print("nothing to purge: no artifact has expired, no content is unreferenced and no "
+              "staged upload has been untouched for an hour (a younger one may still be an "
+              "upload under way)")
     else:
         print(f"purged {_count(report.artifacts, 'expired artifact')} "
               f"({_count(report.artifact_bytes, 'byte')}); removed "

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
+    import signal
+
     import pluggy
 
     from toolhost._composition import (
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["CommandError", "OutputFailed", "Parser", "Stopped", "add_command", "close_loaded",
            "load", "load_stores", "positive_int", "print_attachments", "print_content",
            "print_json", "print_outcome", "refused", "run_cancellable", "signals_raised",
-           "stopped_code"]
+           "stoppable", "stopped_code"]
 
 _T = TypeVar("_T")
 
@@ -323,6 +325,25 @@ def signals_raised() -> Iterator[None]:
         yield
     finally:
         restore()
+
+
+def stoppable(command: Callable[[], int], stopped: Callable[[signal.Signals], str]) -> int:
+    """Run a console script's ``command`` as the host runs its own commands: Ctrl-C, SIGTERM
+    and SIGHUP stop it where it stands (raised there, so what it was doing is undone as a
+    KeyboardInterrupt undoes it), ``stopped(signal)`` is printed on stderr, one line and no
+    traceback, and the exit code is ``stopped_code``; a signal the process was started
+    ignoring stays ignored. Public as ``toolhost.stoppable`` (plugin API 1.8)."""
+    import signal
+
+    try:
+        with signals_raised():
+            return command()
+    except KeyboardInterrupt:
+        signum = signal.SIGINT
+    except Stopped as exc:
+        signum = signal.Signals(exc.signum)
+    print(stopped(signum), file=sys.stderr)
+    return stopped_code(signum)
 
 
 def stopped_code(signum: int) -> int:

@@ -355,8 +355,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     apply_logging()
     # A flag or setting it cannot serve with, or a transport that did not start, is a
     # ToolhostError (``_command``'s one line); Ctrl-C a KeyboardInterrupt (130).
-    serve(host, http=args.http, enable=args.enable, pins=args.pin)
-    return ExitCode.OK
+    return serve(host, http=args.http, enable=args.enable, pins=args.pin)
 
 
 def _raised_in(exc: BaseException, module: str) -> bool:

@@ -139,7 +139,15 @@ class ToolCalls:
         if registered is not None:
             return await self._gated_call(ctx, session, run, registered, params, arguments,
                                           worded=worded)
-        return _answer(await self._invoke(run, params.name, arguments))
+        return self._answer(await self._invoke(run, params.name, arguments))
+
+    def _answer(self, outcome: Outcome) -> types.CallToolResult:
+        """The result for an outcome; a tool not served here is the protocol's -32602
+        instead. A paused call's text says what becomes of the run's files: kept when every
+        run's workspace is the operator's directory (``TOOLHOST_MCP_WORKSPACE``)."""
+        if outcome.failure is not None and outcome.failure.reason_code in UNSERVED_REASON_CODES:
+            raise protocol_error_for(outcome)
+        return to_call_tool_result(outcome, workspace_kept=self._config.workspace is not None)
 
     # ------------------------------------------------------------------ the plain path
 
@@ -203,7 +211,8 @@ class ToolCalls:
         if isinstance(asked, types.InputRequiredResult):
             return asked
         if isinstance(asked, _Refused):
-            return _answer(await self._host.refuse(run, params.name, arguments, asked.reason))
+            return self._answer(await self._host.refuse(run, params.name, arguments,
+                                                        asked.reason))
         if asked is None:  # they cannot be asked here: the pipeline refuses it, needs_user
             return unchanged
         return _Worded(with_words(wordy, arguments, asked), attrs.evolve(run, user_turn=asked),
@@ -371,7 +380,7 @@ class ToolCalls:
                 session.collected(invocation_id)
         elif invocation_id is not None and outcome.status is OutcomeStatus.RUNNING:
             session.told_running(invocation_id, answered_here=approved_here)
-        return _answer(outcome)
+        return self._answer(outcome)
 
     async def _ask(self, ctx: ServerRequestContext[Any, Any], session: Session, run: Run,
                    registered: Registered, record: InvocationRecord,
@@ -595,13 +604,6 @@ def _remember_worded(session: Session, worded: WordedCall | None, invocation_id:
     so the same call repeated finds it (``ToolCalls._worded_row``)."""
     if worded is not None and invocation_id not in session.worded.get(worded, ()):
         session.worded.setdefault(worded, []).append(invocation_id)
-
-
-def _answer(outcome: Outcome) -> types.CallToolResult:
-    """The result for an outcome; a tool not served here is the protocol's -32602 instead."""
-    if outcome.failure is not None and outcome.failure.reason_code in UNSERVED_REASON_CODES:
-        raise protocol_error_for(outcome)
-    return to_call_tool_result(outcome)
 
 
 def _approver(ctx: ServerRequestContext[Any, Any]) -> str:

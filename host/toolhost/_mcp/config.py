@@ -107,7 +107,8 @@ class ServeConfig:
             scopes = frozenset(s.strip() for s in raw_scopes.split(",") if s.strip())
         switch = (settings.get("TOOLHOST_MCP_ELICITATION") or "on").strip().lower()
         if switch not in ("on", "off"):
-            raise ConfigError(f"TOOLHOST_MCP_ELICITATION must be on or off, not {switch!r}")
+            raise ConfigError(f"{settings.named('TOOLHOST_MCP_ELICITATION')} must be on or off, "
+                              f"not {switch!r}")
         raw_timeout = settings.get("TOOLHOST_MCP_ELICITATION_TIMEOUT_S")
         timeout = DEFAULT_ELICITATION_TIMEOUT_S
         if raw_timeout is not None:
@@ -117,19 +118,20 @@ class ServeConfig:
                 timeout = -1.0
             if not timeout > 0:
                 raise ConfigError(
-                    f"TOOLHOST_MCP_ELICITATION_TIMEOUT_S must be a positive number of seconds, "
-                    f"not {raw_timeout!r}")
+                    f"{settings.named('TOOLHOST_MCP_ELICITATION_TIMEOUT_S')} must be a positive "
+                    f"number of seconds, not {raw_timeout!r}")
         stdio = (settings.get("TOOLHOST_MCP_STDIO") or "auto").strip().lower()
         if stdio not in ("auto", "sdk"):
-            raise ConfigError(f"TOOLHOST_MCP_STDIO must be auto or sdk, not {stdio!r}")
+            raise ConfigError(f"{settings.named('TOOLHOST_MCP_STDIO')} must be auto or sdk, not "
+                              f"{stdio!r}")
         raw_workspace = (settings.get("TOOLHOST_MCP_WORKSPACE") or "").strip()
         workspace = Path(raw_workspace) if raw_workspace else None
         if workspace is not None:
+            named = settings.named("TOOLHOST_MCP_WORKSPACE")
             if not workspace.is_dir():
-                raise ConfigError(
-                    f"TOOLHOST_MCP_WORKSPACE {raw_workspace!r} is not an existing directory")
+                raise ConfigError(f"{named} {raw_workspace!r} is not an existing directory")
             # Every session's tools write there: never where the host keeps what it runs.
-            refusal = workspace_refusal("TOOLHOST_MCP_WORKSPACE", raw_workspace, settings)
+            refusal = workspace_refusal(named, raw_workspace, settings)
             if refusal is not None:
                 raise ConfigError(refusal)
         run_timeout = _seconds(settings, "TOOLHOST_MCP_RUN_TIMEOUT_S")
@@ -157,8 +159,8 @@ def _recover_interval(settings: Settings) -> float | None:
     except ValueError:
         interval = -1.0
     if not (interval >= 0 and interval != float("inf")):
-        raise ConfigError(f"TOOLHOST_RECOVER_INTERVAL_S must be a number of seconds (0: only at "
-                          f"the start), not {raw!r}")
+        raise ConfigError(f"{settings.named('TOOLHOST_RECOVER_INTERVAL_S')} must be a number of "
+                          f"seconds (0: only at the start), not {raw!r}")
     return interval or None
 
 
@@ -168,6 +170,7 @@ def _recover_interval(settings: Settings) -> float | None:
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CALLS = 16
 DEFAULT_DRAIN_S = 30.0
+DEFAULT_BODY_TIMEOUT_S = 30.0
 #: Sessions open at once: each may hold its workspace's descriptor, and new ones are refused
 #: earlier still when descriptors run short (``descriptors``).
 DEFAULT_MAX_SESSIONS = 1000
@@ -289,8 +292,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
                                                               jwks_setting)):
             # Keys fetched in the clear could be swapped on the way: https, but on loopback.
             if _in_the_clear(url):
-                raise ConfigError(f"{name} must be https:// (http:// only on loopback), not "
-                                  f"{url!r}")
+                raise ConfigError(f"{settings.named(name)} must be https:// (http:// only on "
+                                  f"loopback), not {url!r}")
         asks_metadata = not jwks_setting or (_introspects(settings) and not introspection_url)
         read = _issuer_metadata(issuer, fetch) if asks_metadata else None
         discovered = read or {}
@@ -315,7 +318,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         max_body_bytes=_positive(settings, "TOOLHOST_HTTP_MAX_BODY_BYTES",
                                  DEFAULT_MAX_BODY_BYTES),
         max_calls=_positive(settings, "TOOLHOST_HTTP_MAX_CALLS", DEFAULT_MAX_CALLS),
-        body_timeout_s=float(_positive(settings, "TOOLHOST_HTTP_BODY_TIMEOUT_S", 30)),
+        body_timeout_s=_seconds(settings, "TOOLHOST_HTTP_BODY_TIMEOUT_S")
+        or DEFAULT_BODY_TIMEOUT_S,
         max_sessions_per_principal=_positive(
             settings, "TOOLHOST_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
             # A tenth of the host's by default, so lowering the host's keeps one person from
@@ -323,8 +327,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
             max(1, _positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS) // 10)),
         tokens=tokens, jwt=jwt, introspection=introspection, metadata_url=metadata_url,
         metadata=metadata)
-    return HttpConfig(policy=policy, drain_s=float(_positive(
-        settings, "TOOLHOST_HTTP_DRAIN_S", int(DEFAULT_DRAIN_S))),
+    return HttpConfig(
+        policy=policy, drain_s=_seconds(settings, "TOOLHOST_HTTP_DRAIN_S") or DEFAULT_DRAIN_S,
         max_connections=_positive(settings, "TOOLHOST_HTTP_MAX_CONNECTIONS", 1000),
         head_timeout_s=_seconds(settings, "TOOLHOST_HTTP_HEAD_TIMEOUT_S") or 10.0,
         max_sessions=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
@@ -364,8 +368,8 @@ def _advertise_url(settings: Settings, bind: str, port: int) -> str | None:
     if raw:
         scheme, _, rest = raw.partition("://")
         if scheme not in ("http", "https") or not rest.partition("/")[0]:
-            raise ConfigError(f"TOOLHOST_HTTP_ADVERTISE_URL must be an http:// or https:// URL "
-                              f"of this host's MCP endpoint, not {raw!r}")
+            raise ConfigError(f"{settings.named('TOOLHOST_HTTP_ADVERTISE_URL')} must be an "
+                              f"http:// or https:// URL of this host's MCP endpoint, not {raw!r}")
         return raw
     if bind in ("0.0.0.0", "::"):
         return None
@@ -404,7 +408,8 @@ def _positive(settings: Settings, name: str, default: int, *, most: int | None =
             and 1 <= int(raw) <= (int(raw) if most is None else most)):
         return int(raw)
     wanted = "of at least 1" if most is None else f"from 1 to {most}"
-    raise ConfigError(f"{name} must be a whole number {wanted}, not {quoted_value(raw)}")
+    raise ConfigError(f"{settings.named(name)} must be a whole number {wanted}, not "
+                      f"{quoted_value(raw)}")
 
 
 def _seconds(settings: Settings, name: str) -> float | None:
@@ -422,7 +427,7 @@ def _seconds(settings: Settings, name: str) -> float | None:
     except ValueError:
         value = -1.0
     if not 0 < value <= MAX_DEADLINE_S:
-        raise ConfigError(f"{name} must be a positive number of seconds, at most "
+        raise ConfigError(f"{settings.named(name)} must be a positive number of seconds, at most "
                           f"{MAX_DEADLINE_S} (30 days), not {quoted_value(raw)}")
     return value
 
@@ -496,8 +501,8 @@ def _introspector(settings: Settings, issuer: str, audience: str, url: str,
                           "TOOLHOST_HTTP_INTROSPECTION_URL")
     if not url.startswith(("https://", "http://")) or _in_the_clear(url):
         # The token and this server's secret would cross the network in the clear.
-        raise ConfigError(f"TOOLHOST_HTTP_INTROSPECTION_URL must be https:// (http:// only on "
-                          f"loopback), not {url!r}")
+        raise ConfigError(f"{settings.named('TOOLHOST_HTTP_INTROSPECTION_URL')} must be "
+                          f"https:// (http:// only on loopback), not {url!r}")
     assert post is not None  # serve passes the host's form POST
     raw_cache = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CACHE_S") or "").strip()
     try:
@@ -505,7 +510,7 @@ def _introspector(settings: Settings, issuer: str, audience: str, url: str,
     except ValueError:
         cache_s = -1.0
     if not 0 <= cache_s <= 3600:
-        raise ConfigError(f"TOOLHOST_HTTP_INTROSPECTION_CACHE_S must be seconds from 0 to "
-                          f"3600, not {raw_cache!r}")
+        raise ConfigError(f"{settings.named('TOOLHOST_HTTP_INTROSPECTION_CACHE_S')} must be "
+                          f"seconds from 0 to 3600, not {raw_cache!r}")
     return TokenIntrospector(issuer=issuer, audience=audience, url=url, client_id=client_id,
                              client_secret=secret, post=post, now=now, cache_s=cache_s)

@@ -47,13 +47,27 @@ def approve_command(invocation_id: str) -> str:
     return f"toolhost approve {invocation_id}"
 
 
-def awaiting_text(invocation_id: str) -> str:
-    """The model-facing text of a paused call: the static sentence plus what happens next."""
+#: What a pause does to the run's files, by whether its workspace is an operator's directory
+#: (``TOOLHOST_MCP_WORKSPACE``): the run's own is discarded (D87); the operator's is kept, and
+#: the approved call runs in it (D219). Static: the model is never told the path.
+_WHILE_WAITING = {
+    False: "Meanwhile this run's workspace is discarded: the files made before this pause are "
+           "gone, the approved call starts without them, and on this host the calls after it "
+           "see what it wrote.",
+    True: "Meanwhile this run's workspace, a directory of the operator's, is kept as it is: "
+          "the approved call runs on the files it holds then, and on this host the calls "
+          "after it see what it wrote.",
+}
+
+
+def awaiting_text(invocation_id: str, *, workspace_kept: bool = False) -> str:
+    """The model-facing text of a paused call: the static sentence plus what happens next,
+    to the call and to the run's files (``workspace_kept``: the run's workspace is an
+    operator's directory)."""
     return (
         f"{core_messages.AWAITING_APPROVAL_TEXT} Invocation {invocation_id}: an operator approves "
         f"it with `{approve_command(invocation_id)}`; then call this tool again with the same "
-        "arguments to get its result. Meanwhile this run's workspace is discarded: the approved "
-        "call starts in an empty one, and on this host the calls after it see what it wrote."
+        f"arguments to get its result. {_WHILE_WAITING[workspace_kept]}"
     )
 
 
@@ -76,8 +90,10 @@ def _text(text: str) -> list[types.ContentBlock]:
     return [types.TextContent(type="text", text=text)]
 
 
-def to_call_tool_result(outcome: Outcome) -> types.CallToolResult:
-    """The ``CallToolResult`` for any outcome the pipeline returns."""
+def to_call_tool_result(outcome: Outcome, *, workspace_kept: bool = False) -> (
+        types.CallToolResult):
+    """The ``CallToolResult`` for any outcome the pipeline returns (``workspace_kept``: the
+    run's workspace is an operator's directory, which a pause keeps: ``awaiting_text``)."""
     status = outcome.status
     if status is OutcomeStatus.SUCCEEDED and not outcome.truncated:
         # Each file the call exported or generated, as a link the client reads the bytes of.
@@ -97,7 +113,8 @@ def to_call_tool_result(outcome: Outcome) -> types.CallToolResult:
     if status is OutcomeStatus.AWAITING_APPROVAL:
         invocation_id = str(outcome.invocation_id)
         return types.CallToolResult(
-            content=_text(awaiting_text(invocation_id)), is_error=True,
+            content=_text(awaiting_text(invocation_id, workspace_kept=workspace_kept)),
+            is_error=True,
             _meta=_meta(outcome, approveCommand=approve_command(invocation_id)),
         )
     if status is OutcomeStatus.RUNNING:

@@ -10,7 +10,8 @@ pipeline, not the SDK, validate arguments and render failures.
 stdout is the transport: nothing here prints to it. toolhost's structlog events, the SDK's
 stdlib logging and the operator's lines (where it serves, why it could not) all go to stderr,
 and while serving stdio fd 1 points at stderr (``transport``), so even a stray ``print`` in a
-plugin cannot corrupt a frame. SIGTERM and SIGINT (Ctrl-C) stop either transport gracefully.
+plugin cannot corrupt a frame. SIGTERM, SIGINT (Ctrl-C) and SIGHUP (the client's terminal
+closing) stop either transport gracefully.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -268,16 +269,25 @@ def _configure_stdlib_logging(level: str) -> None:
 
 
 class _Terminated(Exception):
-    """SIGTERM or SIGINT arrived: the transport has stopped (or is to stop) gracefully, and
-    ``serve`` returns 0 for SIGTERM, 130 for SIGINT (Ctrl-C, as a shell reports it)."""
+    """SIGTERM, SIGINT or SIGHUP arrived: the transport has stopped (or is to stop)
+    gracefully, and ``serve`` returns 0 for SIGTERM (a supervisor's ordinary stop), 130 for
+    SIGINT (Ctrl-C) and 129 for SIGHUP: 128 + the signal's number, as a shell reports it."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
-#: The signals that stop ``serve`` gracefully.
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: The signals that stop ``serve`` gracefully. SIGHUP is what a stdio server gets when the
+#: terminal of its client (or of ``serve --http`` in an ssh or tmux pane) closes.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _stop_signals() -> tuple[signal.Signals, ...]:
+    """``_STOP_SIGNALS``, but SIGHUP when the process was started ignoring it (``nohup``): it
+    stays ignored, as it does for ``call`` and ``approve`` (D337)."""
+    return tuple(s for s in _STOP_SIGNALS
+                 if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN)
 
 
 async def _recovering(host: Host, interval: float | None, serving: Awaitable[None]) -> None:
@@ -342,9 +352,9 @@ def _log_pass(log: Any, recovery: asyncio.Future[list[Recovered]]) -> None:
 
 async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str,
                        max_unanswered: int) -> None:
-    # SIGTERM (a client's second step after closing stdin) and SIGINT (Ctrl-C) cancel the
-    # serving task on the loop, so in-flight calls record their cancellation and the runs end,
-    # instead of the process dying mid-write.
+    # SIGTERM (a client's second step after closing stdin), SIGINT (Ctrl-C) and SIGHUP (its
+    # terminal closed) cancel the serving task on the loop, so in-flight calls record their
+    # cancellation and the runs end, instead of the process dying mid-write.
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     received: list[int] = []
@@ -354,7 +364,7 @@ async def _serve_stdio(server: Server[Any], on_loop: bool, serving: str,
         if task is not None:
             task.cancel()
 
-    for signum in _STOP_SIGNALS:
+    for signum in _stop_signals():
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signum, stop, signum)
     try:
@@ -423,10 +433,11 @@ async def _serve_http(server: Server[Any], sockets: list[socket.socket], bind: s
                             log_level=level.lower(), lifespan="on",
                             timeout_graceful_shutdown=int(CANCEL_GRACE_S) + 1,
                             limit_concurrency=http.max_connections, timeout_keep_alive=5)
-    # uvicorn shuts down gracefully on SIGTERM and SIGINT, then re-raises the signal under the
-    # handler it found, which is this one: the re-raise ends ``serve`` cleanly instead of
-    # killing the process or leaving a KeyboardInterrupt to unwind it.
-    previous = {signum: signal.signal(signum, _raise_terminated) for signum in _STOP_SIGNALS}
+    # uvicorn shuts down gracefully on SIGTERM and SIGINT (and, through ``Draining``, SIGHUP),
+    # then re-raises the signal under the handler it found, which is this one: the re-raise
+    # ends ``serve`` cleanly instead of killing the process or leaving a KeyboardInterrupt to
+    # unwind it.
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in _stop_signals()}
     heartbeat = None if router is None else asyncio.create_task(router.heartbeat())
     try:
         _operator(serving)  # the sockets listen already, and a signal now stops it gracefully
@@ -503,10 +514,10 @@ def _draining_server() -> type[Any]:
     import uvicorn
 
     class Draining(uvicorn.Server):
-        """uvicorn's server, stopping in two steps: at SIGTERM (or Ctrl-C) the front door
-        stops taking calls and sessions while the calls in flight finish, for up to the drain
-        time; then uvicorn's own shutdown, which cancels what is left (each call records its
-        cancellation: no row is left running). A second signal stops at once."""
+        """uvicorn's server, stopping in two steps: at SIGTERM (or Ctrl-C, or SIGHUP) the
+        front door stops taking calls and sessions while the calls in flight finish, for up to
+        the drain time; then uvicorn's own shutdown, which cancels what is left (each call
+        records its cancellation: no row is left running). A second signal stops at once."""
 
         def __init__(self, config: Any, front: Any, drain_s: float,
                      cancel: Callable[[], None], monotonic: Callable[[], float]) -> None:
@@ -520,6 +531,22 @@ def _draining_server() -> type[Any]:
         async def serve(self, sockets: Any = None) -> None:
             self._loop = asyncio.get_running_loop()
             await super().serve(sockets=sockets)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn captures SIGINT and SIGTERM only: SIGHUP (unless ignored) is captured
+            # here the same way, and given back before uvicorn's exit re-raises what it
+            # captured, so that the re-raise reaches ``serve``'s own handler as theirs do.
+            with super().capture_signals():
+                if threading.current_thread() is not threading.main_thread() or (
+                        signal.SIGHUP not in _stop_signals()):
+                    yield
+                    return
+                before = signal.signal(signal.SIGHUP, self.handle_exit)
+                try:
+                    yield
+                finally:
+                    signal.signal(signal.SIGHUP, before)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if self._front.draining or self._loop is None:
@@ -619,7 +646,7 @@ class TransportNotStarted(ToolhostError):
 
 
 def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None = None,
-          pins: Iterable[str] = ()) -> None:
+          pins: Iterable[str] = ()) -> int:
     """Serve ``host``'s tools until the client goes away (stdio) or the process is stopped.
 
     Once serving, one line on stderr says where (``toolhost: serving N tools on stdio``, or
@@ -629,9 +656,9 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     :param enable: serve exactly these tool names; None for the default roster.
     :param pins: ``NAME=VERSION`` items (``--pin``): serve that version under its name, over
         the pins of TOOLHOST_MCP_PINS.
-    It returns after a clean end (the client closed stdin, or SIGTERM), and raises
-    KeyboardInterrupt after Ctrl-C (SIGINT; the same graceful stop, which the CLI exits 130
-    for).
+    It returns the exit code: 0 after a clean end (the client closed stdin, or SIGTERM), 129
+    after SIGHUP (the same graceful stop); it raises KeyboardInterrupt after Ctrl-C (SIGINT;
+    the same graceful stop again, which the CLI exits 130 for).
 
     :raises UsageError: a bad flag or setting (``ServeRefused``, ``PinError``).
     :raises TransportNotStarted: the transport could not start (the port is taken, say).
@@ -706,6 +733,10 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
         if stop.signum == signal.SIGINT:
             raise KeyboardInterrupt from None  # Ctrl-C, however gracefully it stopped
+        if stop.signum == signal.SIGHUP:
+            # 128 + 1, as the CLI's other commands exit for it: the code is the caller's one
+            # way to tell a hang-up from a supervisor's SIGTERM.
+            return 128 + signal.SIGHUP
     except SystemExit as exc:  # uvicorn exits 1 when its startup fails
         if exc.code:
             raise TransportNotStarted(f"the HTTP transport did not start on {http}") from None
@@ -713,3 +744,4 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     finally:
         sessions.close()
         log.info("mcp.serve.stopped")
+    return 0

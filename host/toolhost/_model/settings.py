@@ -203,6 +203,8 @@ class Settings:
     origins: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     #: The file read, kept for its plugins' tables (``with_plugin_settings``); None: no file.
     config: ConfigFile | None = attrs.field(default=None, repr=False, eq=False)
+    #: Each name of ``origins`` as the file writes it: ``[http] drain_s``.
+    keys: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -215,12 +217,16 @@ class Settings:
         path = config_path(environ)
         if path is None:
             return cls(env=environ)
+        from toolhost._model import host_settings
         from toolhost._model.config_file import read_config
 
         config = read_config(path, environ)
         origins = {name: f"{path}:{config.lines[name]}"
                    for name in config.env if name not in environ}
-        return cls(env={**config.env, **environ}, origins=origins, config=config)
+        keys = {name: "[policy]" if name == host_settings.POLICY_SETTING else
+                f"[{host_settings.group_of(name)}] {host_settings.key_of(name)}"
+                for name in origins}
+        return cls(env={**config.env, **environ}, origins=origins, config=config, keys=keys)
 
     def with_plugin_settings(self, distribution: str,
                              specs: Iterable[SettingSpec]) -> Settings:
@@ -229,7 +235,7 @@ class Settings:
 
         :raises SettingError: a key the plugin does not declare, or a value of the wrong type.
         """
-        distribution = normalize_dist_name(distribution)
+        distribution, specs = normalize_dist_name(distribution), tuple(specs)
         if self.config is None or distribution not in self.config.plugin_tables:
             return self
         env, lines = self.config.plugin_env(distribution, specs, self.env)
@@ -237,8 +243,10 @@ class Settings:
         if not fresh:
             return self
         origins = {name: f"{self.config.path}:{lines[name]}" for name in fresh}
+        table = f"plugins.{self.config.plugin_table_names.get(distribution, distribution)}"
+        keys = {spec.name: f"[{table}] {spec.file_key}" for spec in specs if spec.name in fresh}
         return attrs.evolve(self, env={**self.env, **fresh},
-                            origins={**self.origins, **origins})
+                            origins={**self.origins, **origins}, keys={**self.keys, **keys})
 
     def source_of(self, name: str) -> str:
         """Where ``name``'s value comes from: ``PATH:LINE`` of ``toolhost.toml``,
@@ -246,6 +254,15 @@ class Settings:
         if name in self.origins:
             return self.origins[name]
         return "environment" if name in self.env else "default"
+
+    def named(self, name: str) -> str:
+        """How a one-line refusal of ``name``'s value begins: ``PATH:LINE: [table] key:`` when
+        ``toolhost.toml`` set it (as the file's own problems are named: the operator may never
+        have set the variable), else the variable's name. ``f"{named} must be ..."`` reads
+        right either way."""
+        if name in self.origins and name in self.keys:
+            return f"{self.origins[name]}: {self.keys[name]}:"
+        return name
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self.env.get(name, default)
@@ -281,8 +298,8 @@ class Settings:
         level = _LEVEL_ALIASES.get(raw.lower(), raw.lower())
         if level not in LOG_LEVELS:
             raise SettingError(
-                f"TOOLHOST_LOG_LEVEL is {raw!r}, not a log level: set it to one of "
-                f"{', '.join(LOG_LEVELS)} (or leave it unset for warning)"
+                f"{self.named('TOOLHOST_LOG_LEVEL')} is {raw!r}, not a log level: set it to one "
+                f"of {', '.join(LOG_LEVELS)} (or leave it unset for warning)"
             )
         return level
 
@@ -300,9 +317,9 @@ class Settings:
         days = _whole(raw, _MAX_RETENTION_DAYS)
         if days is None:
             raise SettingError(
-                f"TOOLHOST_ARTIFACT_RETENTION_DAYS is {quoted_value(raw)}, not a number of days: set "
-                f"it to a whole number from 1 to {_MAX_RETENTION_DAYS}, 0 to keep artifacts "
-                f"forever, or leave it unset for {ARTIFACT_RETENTION_DAYS}"
+                f"{self.named('TOOLHOST_ARTIFACT_RETENTION_DAYS')} is {quoted_value(raw)}, not a "
+                f"number of days: set it to a whole number from 1 to {_MAX_RETENTION_DAYS}, 0 to "
+                f"keep artifacts forever, or leave it unset for {ARTIFACT_RETENTION_DAYS}"
             )
         return _dt.timedelta(days=days) if days else None
 
@@ -321,8 +338,8 @@ class Settings:
         quota = _whole(raw, _MAX_WORKSPACE_QUOTA)
         if quota is None or quota < _MIN_WORKSPACE_QUOTA:
             raise SettingError(
-                f"TOOLHOST_WORKSPACE_QUOTA_BYTES is {quoted_value(raw)}, not a quota: set it to a "
-                f"whole number of bytes from {_MIN_WORKSPACE_QUOTA} (16 MiB) to "
+                f"{self.named('TOOLHOST_WORKSPACE_QUOTA_BYTES')} is {quoted_value(raw)}, not a "
+                f"quota: set it to a whole number of bytes from {_MIN_WORKSPACE_QUOTA} (16 MiB) to "
                 f"{_MAX_WORKSPACE_QUOTA} (1 TiB), or leave it unset for "
                 f"{WORKSPACE_QUOTA_BYTES} (1 GiB)")
         return quota

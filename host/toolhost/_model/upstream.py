@@ -248,15 +248,19 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
     if args and command is None:
         raise fail("args", "is for a stdio server (command); a url server takes none")
 
-    def secret(key: str, value: object, label: str, *, named_secret: bool) -> Secret:
-        here = f"{where(table, key)}: [{table}] {label}"
+    def secret(at: tuple[str, str], value: object, label: str, *,
+               named_secret: bool) -> Secret:
+        """``value``, written at key ``at[1]`` of table ``at[0]`` (``env.NAME`` is ``NAME``
+        of ``<table>.env``: its own line when ``env`` is a table of its own, else ``env``'s
+        line, where ``fail(label)`` would find no key and name the header)."""
+        here = f"{where(*at)}: [{table}] {label}"
         if isinstance(value, Mapping):
             return Secret(reference(here, value))
         if not isinstance(value, str):
-            raise fail(label, 'must be a string or a reference ({ env = "NAME" } or '
-                       '{ file = "PATH" })')
+            raise SettingError(f'{here}: must be a string or a reference ({{ env = "NAME" }} or '
+                               '{ file = "PATH" })')
         if named_secret and world_readable:
-            raise fail(label, readable_secret(path))
+            raise SettingError(f"{here}: {readable_secret(path)}")
         return Secret(value)
 
     env_table = content.get("env", {})
@@ -268,12 +272,13 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
     for var, value in env_table.items():
         if not re.fullmatch(r"^[A-Za-z_][A-Za-z0-9_]*$", var):
             raise fail("env", f"{var!r} is not an environment variable name")
-        env[var] = secret("env", value, f"env.{var}", named_secret=is_secret_name(var))
+        env[var] = secret((f"{table}.env", var), value, f"env.{var}",
+                          named_secret=is_secret_name(var))
     token = None
     if "token" in content:
         if url is None:
             raise fail("token", "is for a url server; give a stdio server its credential in env")
-        token = secret("token", content["token"], "token", named_secret=True)
+        token = secret((table, "token"), content["token"], "token", named_secret=True)
     tools_table = content.get("tools", {})
     if not isinstance(tools_table, Mapping):
         raise fail("tools", "must be a table of tools ([mcp.servers.<name>.tools.<tool>])")

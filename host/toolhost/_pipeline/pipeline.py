@@ -676,9 +676,10 @@ class Pipeline:
         """``deny``, saying whether this call acted on the row (``Approvals.denial``)."""
         return self.approvals.denial(invocation_id, approver, reason)
 
-    async def recover(self, *, rerun: bool = True) -> list[Recovered]:
+    async def recover(self, *, rerun: bool = True,
+                      cancellation: CancellationEvent | None = None) -> list[Recovered]:
         """Settle every ``running`` row whose owning process is gone (``Recovery.recover``)."""
-        return await self.recovery.recover(rerun=rerun)
+        return await self.recovery.recover(rerun=rerun, cancellation=cancellation)
 
     def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
         """``recover(rerun=False)``, synchronously, on any thread

@@ -41,6 +41,7 @@ from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.policy import PolicyAction
 
 if TYPE_CHECKING:
+    from toolhost._model.runs import CancellationEvent
     from toolhost._pipeline.pipeline import Pipeline
     from toolhost._ports.clock import Clock
     from toolhost._ports.invocations import InvocationStore
@@ -108,24 +109,30 @@ class Recovery:
         should end): the next recovery writes it, once the store takes writes again."""
         self._unsettled[interrupted.id] = interrupted
 
-    async def recover(self, *, rerun: bool = True) -> list[Recovered]:
+    async def recover(self, *, rerun: bool = True,
+                      cancellation: CancellationEvent | None = None) -> list[Recovered]:
         """Settle every ``running`` row whose owning process is gone; report every row looked
         at, oldest first (the ``running`` rows, then any left ``approved``).
 
         :param rerun: run IDEMPOTENT and READ_ONLY calls again (the default); False ends them
             failed with ``tool.internal.interrupted``, retryable, like the others but safe to
             repeat (``recover_interrupted``).
+        :param cancellation: once set (the operator's Ctrl-C), the call run again ends as a
+            cancelled one (``tool.cancelled.run_cancelled``), and no row is looked at after
+            it: the rows looked at so far are reported.
         """
         if not rerun:
             return self.recover_interrupted()
         report = self._settle_own()
         for record in self._rows(InvocationState.RUNNING):
+            if cancellation is not None and cancellation.cancelled:
+                return report  # the rows not looked at are the next recovery's, as they were
             if isinstance(record, InvocationRecordDamaged):
                 report.append(self._damaged(record))
                 continue
             looked_at = self._settle_gone(record, rerun=True)
             report.append(looked_at if isinstance(looked_at, Recovered)
-                          else await self._rerun(record, *looked_at))
+                          else await self._rerun(record, *looked_at, cancellation))
         report.extend(self._approved_left())
         return report
 
@@ -211,7 +218,7 @@ class Recovery:
         return registered, owner, log
 
     async def _rerun(self, record: InvocationRecord, registered: Registered, owner: str,
-                     log: Any) -> Recovered:
+                     log: Any, cancellation: CancellationEvent | None = None) -> Recovered:
         """Run again here a row whose owner is gone, once this process has taken it."""
         # Take the row over: compare-and-set on its dead owner, so one recoverer runs it.
         if not self._store.settle(record.id, from_owner=record.owner,
@@ -228,7 +235,7 @@ class Recovery:
             outcome = await self._pipeline.persist_failure(taken, failure, log)
         else:
             outcome = await self._pipeline.run_resumed(
-                registered, attrs.evolve(taken, arguments=bound.arguments), log, None)
+                registered, attrs.evolve(taken, arguments=bound.arguments), log, cancellation)
         return _recovered(
             record, RecoveryAction.RERUN,
             f"{owner} is gone; {registered.spec.idempotency.value}, so run again here: "

@@ -8,7 +8,9 @@ had one), ``owners clear ADDRESS`` takes the owner away (nobody reads it then); 
 --account A | --thread T | --message M | --owner PRINCIPAL`` removes exactly that source;
 ``feedback undo ID`` undoes one owner feedback record. The cache lives in toolhost-email's
 data directory under TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input is one line
-on stderr and exit status 2, never a traceback.
+on stderr and exit status 2, never a traceback. Ctrl-C, SIGTERM and SIGHUP stop it as they stop
+the host's commands: one line and exit 128 + the signal's number (130, 143, 129), what it was
+doing rolled back (an import stores all of a source or nothing of it, D153).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolhost import ProgressLine, Settings
+from toolhost import ProgressLine, Settings, stoppable
 
 __all__ = ["PROG", "main"]
 
@@ -141,6 +143,13 @@ def _owners(args: argparse.Namespace, data_dir: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # No traceback: the operator stopped it, and no change is left half made.
+    return stoppable(lambda: _main(argv), lambda signum: (
+        f"{PROG}: stopped by {signum.name}: nothing was left half-done (an import stores "
+        "all of a source or none of it: run the command again)"))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     from toolhost_email.config import SETTINGS
     from toolhost_email.importer import ImportFailed

@@ -13,7 +13,9 @@ file on its own: one it cannot refresh is a line on stderr, the others are still
 and the exit status is 1. State lives in toolhost-people's data directory under
 TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input (a value that is not UTF-8
 text, a toolhost.toml the host could not use either) is one line on stderr and exit status 2,
-never a traceback.
+never a traceback. Ctrl-C, SIGTERM and SIGHUP stop it as they stop the host's commands: one
+line and exit 128 + the signal's number (130, 143, 129), the change under way rolled back
+(each is one transaction; ``refresh``, one for each index file).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
-from toolhost import Settings
+from toolhost import Settings, stoppable
 
 __all__ = ["DISTRIBUTION", "main"]
 
@@ -79,6 +81,13 @@ def _text(value: str, name: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # No traceback: the operator stopped it, and no change is left half made.
+    return stoppable(lambda: _main(argv), lambda signum: (
+        f"{PROG}: stopped by {signum.name}: nothing was left half-done (each change is one "
+        "transaction: run the command again)"))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     from toolhost_people.plugin import toolhost_settings
 
