@@ -246,8 +246,8 @@ def _name_key(item: tuple[bytes, os.DirEntry[str]]) -> bytes:
     return item[0]
 
 
-def _smallest(entries: Iterator[os.DirEntry[str]], count: int,
-              ) -> tuple[list[os.DirEntry[str]], bool]:
+def _smallest(entries: Iterator[os.DirEntry[str]], count: int) -> (
+        tuple[list[os.DirEntry[str]], bool]):
     """The ``count`` bytewise-smallest of ``entries``, and whether there were more."""
     kept: list[tuple[bytes, os.DirEntry[str]]] = []
     more = False

@@ -409,9 +409,7 @@ class ToolCalls:
                 self._forget_question(session, record.id)
                 decision = decision_of(responses[ELICITATION_KEY])
             elif can_ask:
-                session.asked.add(record.id)
-                session.expired.discard(record.id)
-                session.decided.discard(record.id)
+                session.ask(record.id)
                 self._pause_if_unanswered(session, record.id, log)
                 return types.InputRequiredResult(
                     input_requests={ELICITATION_KEY: approval_request(record, registered)},
@@ -471,7 +469,7 @@ class ToolCalls:
         awaits approval, so it is left waiting as an undecided one is (the run pauses); the
         model reads the store's outage, retryable, and the same call again asks again (D403)."""
         log.error("mcp.approval.not_recorded", exception=type(exc).__name__, error=str(exc))
-        session.decided.discard(invocation_id)  # undecided still: the same call asks again
+        session.undecide(invocation_id)  # undecided still: the same call asks again
         self._pause_held(session, invocation_id)
         return host_failure_result(core_messages.RECORD_STORE, invocation_id, retryable=True)
 
@@ -519,10 +517,8 @@ class ToolCalls:
         the run only for a call still waiting (an operator may have decided it meanwhile)."""
         def expire() -> None:
             session.timers.pop(invocation_id, None)
-            if invocation_id not in session.asked:
+            if not session.expire(invocation_id):  # answered, or asked again, meanwhile
                 return
-            session.asked.discard(invocation_id)
-            session.expired.add(invocation_id)  # a late answer still counts (``_ask``)
             try:
                 waiting = self._host.row(invocation_id).state is InvocationState.AWAITING_APPROVAL
             except Exception:  # the record away: taken as still waiting, so the run pauses

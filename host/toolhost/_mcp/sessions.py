@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,13 +37,27 @@ from toolhost import Principal
 from toolhost._composition import Host, Run, get_logger
 from toolhost._mcp.http_front import CALLER_KEY, OPENING_KEY
 
-__all__ = ["Session", "SessionEnds", "Sessions", "WordedCall", "session_key"]
+__all__ = ["Question", "Session", "SessionEnds", "Sessions", "WordedCall", "session_key"]
 
 SESSION_HEADER = "mcp-session-id"
 
 #: A call as the model made it, before the person's words replaced its arguments: the tool,
 #: version and digest of the model's arguments as step 4 prepares them.
 WordedCall = tuple[str, str, str]
+
+
+class Question(enum.Enum):
+    """Where a 2026-07-28 approval question this session put stands."""
+
+    #: Asked; the client's retry with the answer has not come.
+    OUT = "out"
+    #: The elicitation timeout took it back (the call was left waiting, the run paused): an
+    #: answer that arrives late still decides its row, once.
+    EXPIRED = "expired"
+    #: An answer decided it (or is deciding it), or its call ended: a retry still naming it
+    #: (the answer to a second asking, an answer sent again) answers with what stands, never
+    #: a new row or a second decision.
+    DECIDED = "decided"
 
 
 @attrs.define(eq=False)
@@ -56,16 +71,9 @@ class Session:
     #: Calls recorded awaiting approval while the person is asked within the call: the run
     #: pauses only if they leave it waiting.
     held: set[str] = attrs.field(factory=set)
-    #: Calls whose approval question this session put to a 2026-07-28 client, still out:
-    #: with ``expired``, the only rows an answer riding a retry may decide.
-    asked: set[str] = attrs.field(factory=set)
-    #: Questions the elicitation timeout took back (their calls were left waiting, the run
-    #: paused): an answer that arrives late still decides its row, once.
-    expired: set[str] = attrs.field(factory=set)
-    #: Questions an answer has decided (or is deciding), and those whose call ended: a retry
-    #: still naming one (the answer to a second asking of it, an answer sent again) answers
-    #: with what stands, never a new row or a second decision.
-    decided: set[str] = attrs.field(factory=set)
+    #: The approval questions this session put to a 2026-07-28 client, by row, and where
+    #: each stands (``Question``): the only rows a retry may name.
+    questions: dict[str, Question] = attrs.field(factory=dict)
     #: Rows this session answered ``running`` ("call this tool again ... to get it"), with
     #: how many requests are owed the final outcome: each further identical call collects it
     #: once, even one already handed back.
@@ -88,16 +96,31 @@ class Session:
     def asked_about(self, invocation_id: str) -> bool:
         """Whether this session put the approval question for this row (still out, taken
         back by the timeout, or decided): the only rows a 2026-07-28 retry may name."""
-        return (invocation_id in self.asked or invocation_id in self.expired
-                or invocation_id in self.decided)
+        return invocation_id in self.questions
+
+    def ask(self, invocation_id: str) -> None:
+        """The row's question is put (again): out until an answer or the timeout."""
+        self.questions[invocation_id] = Question.OUT
+
+    def expire(self, invocation_id: str) -> bool:
+        """The elicitation timeout took the row's question back, if it was still out (then
+        True): an answer that arrives late still decides the row."""
+        if self.questions.get(invocation_id) is not Question.OUT:
+            return False
+        self.questions[invocation_id] = Question.EXPIRED
+        return True
 
     def settle(self, invocation_id: str) -> None:
         """The row's question, if this session put one, is decided: no answer riding a retry
         decides it again, and one still naming it answers with what stands."""
-        if invocation_id in self.asked or invocation_id in self.expired:
-            self.asked.discard(invocation_id)
-            self.expired.discard(invocation_id)
-            self.decided.add(invocation_id)
+        if self.questions.get(invocation_id) in (Question.OUT, Question.EXPIRED):
+            self.questions[invocation_id] = Question.DECIDED
+
+    def undecide(self, invocation_id: str) -> None:
+        """The decision of the row's question was not recorded: it is no question of this
+        session's any more, and the same call asks again (D403)."""
+        if self.questions.get(invocation_id) is Question.DECIDED:
+            del self.questions[invocation_id]
 
     def told_running(self, invocation_id: str, *, answered_here: bool) -> None:
         """A request was answered ``running`` for this row. ``answered_here``: it was asked

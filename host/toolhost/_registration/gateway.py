@@ -334,10 +334,12 @@ class Gateway:
     def _body(self, name: str, server: str, upstream: str) -> Any:
         async def call(arguments: Mapping[str, Any],
                        context: ToolExecutionContext) -> ToolOutput:
+            # A call approved before the tool was disabled reaches its body: refused here as
+            # the pipeline refuses a new one (``refusal_of``).
+            refused = self.refusal_of(name)
+            if refused is not None:
+                raise refused
             where = {"server": server, "tool": upstream}
-            why = self._disabled.get(name)
-            if why is not None:
-                raise ToolFailure(SCHEMA_CHANGED, detail={**where, "why": why})
             timeout = max(context.deadline - self._monotonic(), 0.001) + _SDK_GRACE_S
             # The server's progress is asked for only when someone watches this call (the
             # context's reporter: the host's own class, read where the host set it).
