@@ -451,20 +451,26 @@ def test_runs_list_on_a_data_directory_that_is_a_file_is_the_data_directory_line
 # ------------------------------------------------------------------ 8: get -o stopped
 
 
-#: ``toolhost`` whose ``artifacts get`` is sent ``signal`` by itself once the first chunk is
-#: written to the temp file: the moment an operator's SIGTERM could land.
-SIGNALLED = textwrap.dedent("""\
-    import os, signal, sys, time
-    from toolhost._cli import artifacts
-    from toolhost._cli.main import main
+def signalled_at(method: str) -> str:
+    """``toolhost`` whose ``method`` of ``toolhost._cli.artifacts`` sends the process the
+    signal ``SEND_SIGNAL`` names, then waits for it: the moment an operator's SIGTERM, or a
+    closed terminal, could land."""
+    return textwrap.dedent(f"""\
+        import os, sys, time
+        from toolhost._cli import artifacts
+        from toolhost._cli.main import main
 
-    def add(self, chunk):
-        os.kill(os.getpid(), int(os.environ["SEND_SIGNAL"]))
-        time.sleep(30)
+        def stop_here(self, *args, **kwargs):
+            os.kill(os.getpid(), int(os.environ["SEND_SIGNAL"]))
+            time.sleep(30)
 
-    artifacts._Shown.add = add
-    raise SystemExit(main(sys.argv[1:]))
-    """)
+        artifacts.{method} = stop_here
+        raise SystemExit(main(sys.argv[1:]))
+        """)
+
+
+#: ``artifacts get``, once the first chunk is written to the temp file.
+SIGNALLED = signalled_at("_Shown.add")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
@@ -494,21 +500,8 @@ def test_the_pending_listing_still_parses_as_json(tmp_path: Path) -> None:
     assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
 
 
-#: ``toolhost`` whose ``artifacts upload`` is sent ``signal`` by itself once its first chunk is
-#: staged: the moment an operator's SIGTERM, or a closed terminal, could land.
-UPLOAD_SIGNALLED = textwrap.dedent("""\
-    import os, signal, sys, time
-    from toolhost._cli import artifacts
-    from toolhost._cli.main import main
-
-    class Line(artifacts.ProgressLine):
-        def update(self, *args, **kwargs):
-            os.kill(os.getpid(), int(os.environ["SEND_SIGNAL"]))
-            time.sleep(30)
-
-    artifacts.ProgressLine = Line
-    raise SystemExit(main(sys.argv[1:]))
-    """)
+#: ``artifacts upload``, once its first chunk is staged.
+UPLOAD_SIGNALLED = signalled_at("ProgressLine.update")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

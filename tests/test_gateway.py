@@ -153,6 +153,26 @@ def approving(asked: list[str]) -> Any:
     return callback
 
 
+def noting_list_changes(told: list[str]) -> Any:
+    """A client's message handler noting each ``notifications/tools/list_changed`` in
+    ``told``."""
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append("tools/list_changed")
+
+    return on_message
+
+
+#: alpha's ``redescribe`` (which changes ``write_note``'s description) classified READ_ONLY,
+#: so calling it asks nobody.
+REDESCRIBE_READ_ONLY = '''
+[mcp.servers.alpha.tools.redescribe]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+'''
+
+
 # ---------------------------------------------------------------------------- configuration
 
 
@@ -552,12 +572,7 @@ def test_a_description_change_alone_disables_the_tool_in_the_serving_host(
     from toolhost._composition import load_host
     from toolhost._model.settings import Settings
 
-    gw = Gateway(tmp_path, beta=False, extra='''
-[mcp.servers.alpha.tools.redescribe]
-side_effect = "NONE"
-risk = "LOW"
-idempotency = "READ_ONLY"
-''')
+    gw = Gateway(tmp_path, beta=False, extra=REDESCRIBE_READ_ONLY)
     host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
     try:
         assert host.gateway is not None
@@ -581,22 +596,13 @@ def test_a_disabled_tool_leaves_the_served_listing_and_fails_without_asking(
     person to approve a call of it, which then failed ``mcp_schema_changed`` anyway. Now the
     client is told (``notifications/tools/list_changed``), the tool is gone from
     ``tools/list``, and a call of it fails at once with that reason, recorded, nobody asked."""
-    gw = Gateway(tmp_path, beta=False, extra='''
-[mcp.servers.alpha.tools.redescribe]
-side_effect = "NONE"
-risk = "LOW"
-idempotency = "READ_ONLY"
-''')
+    gw = Gateway(tmp_path, beta=False, extra=REDESCRIBE_READ_ONLY)
     asked: list[str] = []
     told: list[str] = []
 
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            told.append("tools/list_changed")
-
     async def main() -> None:
         async with served(gw, elicitation_callback=approving(asked),
-                          message_handler=on_message) as s:
+                          message_handler=noting_list_changes(told)) as s:
             before = {t.name for t in (await s.list_tools()).tools}
             assert "mcp.alpha__write_note" in before
             changed = await s.call_tool("mcp.alpha__redescribe", {})
@@ -633,12 +639,7 @@ def test_serving_named_tools_a_disabled_one_is_refused_before_anyone_is_asked(
     from toolhost._mcp.server import build_server
     from toolhost._model.settings import Settings
 
-    gw = Gateway(tmp_path, beta=False, extra='''
-[mcp.servers.alpha.tools.redescribe]
-side_effect = "NONE"
-risk = "LOW"
-idempotency = "READ_ONLY"
-''')
+    gw = Gateway(tmp_path, beta=False, extra=REDESCRIBE_READ_ONLY)
     host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
     asked: list[str] = []
     enable = ["mcp.alpha__echo", "mcp.alpha__write_note"]
@@ -745,13 +746,9 @@ def test_a_server_reached_after_the_start_brings_its_tools_to_connected_clients(
     asked: list[str] = []
     told: list[str] = []
 
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            told.append("tools/list_changed")
-
     async def main() -> None:
         async with served(gw, elicitation_callback=approving(asked),
-                          message_handler=on_message) as s:
+                          message_handler=noting_list_changes(told)) as s:
             names = {t.name for t in (await s.list_tools()).tools}
             assert "mcp.alpha__echo" in names and not any(n.startswith("mcp.beta__")
                                                           for n in names)
@@ -793,13 +790,9 @@ def test_over_http_too_a_client_is_told_of_tools_added_while_serving(tmp_path: P
             env={**env, **gw.env()}, stdout=subprocess.DEVNULL, stderr=errlog)
     told: list[str] = []
 
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            told.append("tools/list_changed")
-
     async def main() -> None:
         async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
-                ClientSession(read, write, message_handler=on_message) as s:
+                ClientSession(read, write, message_handler=noting_list_changes(told)) as s:
             started = await s.initialize()
             assert started.capabilities.tools is not None
             assert started.capabilities.tools.list_changed is True
