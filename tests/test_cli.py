@@ -257,6 +257,15 @@ def test_exclude_leaves_one_plugin_out_after_the_allow_list() -> None:
         0, "ok: 1 tools registered from toolhost-system\n", "")
 
 
+def test_check_of_plugins_that_registered_nothing_names_them() -> None:
+    # Loaded but inactive: "from no plugins" read as if nothing were installed.
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": "toolhost-people",
+                                    "AGENT_PEOPLE_ENABLED": ""})
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, "ok: 0 tools registered: toolhost-people registered none under these settings "
+           "(toolhost plugins says which setting activates them)\n", "")
+
+
 def test_excluding_a_plugin_that_is_not_installed_is_one_line() -> None:
     from importlib import metadata
 

@@ -107,7 +107,20 @@ def test_plugins_states_follow_the_file_as_the_environment(tmp_path: Path) -> No
     assert states(listed)["toolhost-media"] == ("enabled", MEDIA)
     result = toolhost("plugins", "--json", env={"TOOLHOST_CONFIG": str(path), "TS_KEY": "x"})
     demo = next(p for p in json.loads(result.stdout) if p["distribution"] == "toolhost-demo")
-    assert (demo["state"], demo["why"]) == ("excluded", "TOOLHOST_PLUGINS_EXCLUDE names it")
+    # Named where it was written: the operator never set the variable.
+    assert (demo["state"], demo["why"]) == (
+        "excluded", f"{path}:6: [host] plugins_exclude names it")
+
+
+def test_a_misspelt_plugin_the_file_excludes_is_named_at_its_line(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "[host]\nplugins_exclude = [\"toolhost-dmeo\"]\n")
+    result = toolhost("check", env={"TOOLHOST_CONFIG": str(path)})
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"toolhost: plugin toolhost-dmeo: {path}:2: [host] plugins_exclude names it, but no "
+        "installed distribution provides a toolhost.plugins entry point under that name "
+        "(installed: ")
+    assert_no_traceback(result)
 
 
 def test_plugins_prints_a_line_per_plugin_for_a_person() -> None:

@@ -91,6 +91,25 @@ def test_settings_turn_on_conditional_tools(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=5)
 
 
+def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
+        pytester: pytest.Pytester) -> None:
+    # Its tools are all conditional: without the setting every per-tool check would be
+    # skipped and the run would pass having checked nothing.
+    write_suite(pytester, {"fx-conditional": "fx_conditional"})
+    result = pytester.runpytest(*NO_CACHE)
+    assert _failed_ids(result) == {"test_registration"}
+    result.stdout.fnmatch_lines([
+        "*fx-conditional registers no tool under the suite's settings, so no tool of it is "
+        "checked:",
+        "*  COND_ENABLED registers cond.echo",
+        "*turn its tools on with the suite's settings = {NAME: value} (or --toolhost-setting "
+        "NAME=VALUE)",
+    ])
+    write_suite(pytester, {"fx-conditional": "fx_conditional"},
+                body='settings = {"COND_ENABLED": "1"}')
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=8)
+
+
 # ---------------------------------------------------------------------------- what it catches
 
 

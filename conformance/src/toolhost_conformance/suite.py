@@ -140,6 +140,26 @@ def _report(
         _fail([f"{who}: {what}:", *(f"  {p}" for p in problems)])
 
 
+def _require_tools(subject: Subject) -> None:
+    """Fail for a distribution that registers no tool under the suite's settings: every
+    per-tool check would be skipped and the run would pass having checked nothing (a plugin
+    whose tools are all conditional, tested without its setting)."""
+    __tracebackhide__ = True
+    host = subject.host()
+    declared = host.declared_settings if host is not None else {}
+    for dist in subject.dist_names:
+        if any(tool.distribution == dist for tool in subject.tools):
+            continue
+        activating = [spec for spec in declared.get(dist, ()) if spec.activates]
+        _fail([
+            f"{dist} registers no tool under the suite's settings, so no tool of it is "
+            "checked" + (":" if activating else ""),
+            *(f"  {spec.name} registers {', '.join(spec.activates)}" for spec in activating),
+            "turn its tools on with the suite's settings = {NAME: value} (or "
+            "--toolhost-setting NAME=VALUE)",
+        ])
+
+
 def _json(value: Any, limit: int = 600) -> str:
     try:
         text = json.dumps(value, ensure_ascii=True, sort_keys=True, default=repr)
@@ -280,6 +300,7 @@ class ConformanceSuite:
             if exc is not None and line and line.startswith("registration crashed"):
                 raise AssertionError(line) from exc  # a crash deserves its traceback
             _fail([line or "registration refused"])
+        _require_tools(toolhost_subject)
 
     # ------------------------------------------------------------------ checks: per distribution
 

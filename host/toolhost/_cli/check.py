@@ -69,7 +69,12 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
     if unusable is not None:
         raise CommandError(unusable, ExitCode.FAILED)
     dists = sorted({r.distribution for r in host.registry})
-    print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
+    idle = sorted(set(host.loaded_distributions) - set(dists))
+    if dists or not idle:
+        print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
+    else:  # loaded, all inactive: "from no plugins" sent people looking for an install problem
+        print(f"ok: 0 tools registered: {', '.join(idle)} registered none under these settings "
+              "(toolhost plugins says which setting activates them)")
     # Registered tools that fail closed on this machine (the optional toolhost_readiness
     # hook): one line each. Not a refusal, so the exit stays 0.
     try:

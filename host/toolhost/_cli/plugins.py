@@ -95,11 +95,12 @@ def _plugin(host: Host, dist: str, readiness: Mapping[str, list[str]]) -> dict[s
 
 def _state(settings: Settings, dist: str, *, loaded: bool, tools: Sequence[str],
            inactive: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    # Named as the operator wrote it: a file's key sent them looking for an unset variable.
     if dist in settings.plugin_exclude_list:
-        return "excluded", "TOOLHOST_PLUGINS_EXCLUDE names it"
+        return "excluded", f"{settings.written('TOOLHOST_PLUGINS_EXCLUDE')} names it"
     allow = settings.plugin_allow_list
     if allow is not None and dist not in allow:
-        return "not selected", "TOOLHOST_PLUGINS does not name it"
+        return "not selected", f"{settings.written('TOOLHOST_PLUGINS')} does not name it"
     if not loaded:
         return "not loaded", ""
     if tools:

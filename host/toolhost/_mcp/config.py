@@ -178,6 +178,8 @@ DEFAULT_MAX_SESSIONS = 1000
 DEFAULT_SESSION_IDLE_S = 1800.0
 #: Loopback names with any port: the Host and Origin a local client sends.
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+#: The binds that are every address, not one a client could name in its Host.
+EVERY_ADDRESS = ("0.0.0.0", "::")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 
 
@@ -259,7 +261,7 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     from toolhost._mcp.http_auth import AuthConfigError, TokenFile
     from toolhost._mcp.http_front import HttpPolicy
 
-    own = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+    own = authority(bind, port)
     # The loopback names (a client on the host itself) and the bound address; a public name
     # is the operator's to list.
     hosts = _list(settings, "TOOLHOST_HTTP_ALLOWED_HOSTS") or (*LOOPBACK_HOSTS, own)
@@ -306,8 +308,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
             # not be read says nothing: refused at the start, as without introspection.
             jwt = _jwt_verifier(issuer, audience, jwks_url, fetch, now, monotonic)
         origin, _, rest = audience.partition("://")
-        authority, slash, path = rest.partition("/")
-        metadata_url = f"{origin}://{authority}/.well-known/oauth-protected-resource" + (
+        host_port, slash, path = rest.partition("/")
+        metadata_url = f"{origin}://{host_port}/.well-known/oauth-protected-resource" + (
             f"/{path}".rstrip("/") if slash else "")
         inbox_oauth = _inbox_oauth(settings, issuer, audience, read, fetch)
         metadata = {"resource": audience, "authorization_servers": [issuer],
@@ -371,10 +373,14 @@ def _advertise_url(settings: Settings, bind: str, port: int) -> str | None:
             raise ConfigError(f"{settings.named('TOOLHOST_HTTP_ADVERTISE_URL')} must be an "
                               f"http:// or https:// URL of this host's MCP endpoint, not {raw!r}")
         return raw
-    if bind in ("0.0.0.0", "::"):
+    if bind in EVERY_ADDRESS:
         return None
-    authority = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
-    return f"http://{authority}/mcp"
+    return f"http://{authority(bind, port)}/mcp"
+
+
+def authority(bind: str, port: int) -> str:
+    """``bind:port`` as a URL and a Host header write it (an IPv6 address in brackets)."""
+    return f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
 
 
 def _loopback_url(url: str) -> bool:

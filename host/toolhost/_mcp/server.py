@@ -28,7 +28,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,14 @@ from toolhost._composition import (
     parse_pins,
 )
 from toolhost._mcp.calls import CANCEL_GRACE_S, ToolCalls
-from toolhost._mcp.config import HttpConfig, ServeConfig, http_config, pins_setting
+from toolhost._mcp.config import (
+    EVERY_ADDRESS,
+    HttpConfig,
+    ServeConfig,
+    authority,
+    http_config,
+    pins_setting,
+)
 from toolhost._mcp.definitions import UnknownServedTool, served_roster
 from toolhost._mcp.descriptors import (
     OncePerInterval,
@@ -61,7 +68,7 @@ from toolhost._mcp.descriptors import (
     raise_limit,
 )
 from toolhost._mcp.frames import FrameErrorReplies
-from toolhost._mcp.http_front import BUSY_MESSAGE, handler_slot
+from toolhost._mcp.http_front import BUSY_MESSAGE, handler_slot, host_allowed
 from toolhost._mcp.lifecycle import OneInitialize
 from toolhost._mcp.progress import request_progress
 from toolhost._mcp.resources import RunResources
@@ -634,7 +641,18 @@ def _why_not_listening(exc: OSError) -> str:
 
 
 def _http_url(bind: str, port: int) -> str:
-    return f"http://[{bind}]:{port}/mcp" if ":" in bind else f"http://{bind}:{port}/mcp"
+    return f"http://{authority(bind, port)}/mcp"
+
+
+def _serving_at(tools: str, bind: str, port: int, allowed_hosts: Sequence[str]) -> str:
+    """The start line. TOOLHOST_HTTP_ALLOWED_HOSTS replaces the defaults, the bound address
+    included (D233), so a URL its own Host check answers 421 says which names it takes."""
+    line = f"serving {tools} at {_http_url(bind, port)}"
+    own = authority(bind, port)
+    if bind not in EVERY_ADDRESS and not host_allowed(own, allowed_hosts):
+        line += (f" (for Host {', '.join(allowed_hosts)} only: TOOLHOST_HTTP_ALLOWED_HOSTS "
+                 f"does not list {own})")
+    return line
 
 
 class ServeRefused(UsageError):
@@ -727,8 +745,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
             asyncio.run(_recovering(
                 host, config.recover_interval_s,
                 _serve_http(server, sockets, address[0], level,
-                            f"serving {tools} at {_http_url(*address)}", http_settings, host,
-                            sessions)))
+                            _serving_at(tools, *address, http_settings.policy.allowed_hosts),
+                            http_settings, host, sessions)))
     except _Terminated as stop:
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)
         if stop.signum == signal.SIGINT:

@@ -260,8 +260,14 @@ class Settings:
         ``toolhost.toml`` set it (as the file's own problems are named: the operator may never
         have set the variable), else the variable's name. ``f"{named} must be ..."`` reads
         right either way."""
+        written = self.written(name)
+        return f"{written}:" if written != name else name
+
+    def written(self, name: str) -> str:
+        """Where ``name``'s value was written, for a sentence about it (``... names it``):
+        ``PATH:LINE: [table] key`` when ``toolhost.toml`` set it, else the variable's name."""
         if name in self.origins and name in self.keys:
-            return f"{self.origins[name]}: {self.keys[name]}:"
+            return f"{self.origins[name]}: {self.keys[name]}"
         return name
 
     def get(self, name: str, default: str | None = None) -> str | None:

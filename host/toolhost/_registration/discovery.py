@@ -251,8 +251,8 @@ def _select(eps: list[_EntryPoint], settings: Settings) -> list[_EntryPoint]:
         missing = [name for name in names if name not in installed]
         if missing:
             raise PluginError(
-                missing[0], f"{setting} names it, but no installed distribution provides "
-                f"a {ENTRY_POINT_GROUP} entry point under that name",
+                missing[0], f"{settings.written(setting)} names it, but no installed "
+                f"distribution provides a {ENTRY_POINT_GROUP} entry point under that name",
                 remedy=f"installed: {', '.join(sorted(installed)) or 'none'}"
                 if setting.endswith("EXCLUDE") else None,
             )
