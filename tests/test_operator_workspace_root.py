@@ -307,3 +307,60 @@ def test_the_aws_credentials_are_guarded_when_artifacts_are_on_s3(tmp_path: Path
     assert refusal is not None and " a file the artifact store is reached with " in refusal
     # Without S3 the same home is fine (the data directory and toolhost.toml are elsewhere).
     assert workspace_refusal("W", str(home), _settings(**elsewhere)) is None
+
+
+_PLUGIN = "where a tool's write could change what the plugin runs or reads"
+
+
+def test_a_workspace_may_not_hold_the_bubblewrap_the_sandbox_runs(tmp_path: Path) -> None:
+    # D464: a model's unapproved workspace.write_text replaced a bwrap kept in the workspace,
+    # and the next sandbox call (or the readiness probe of `check`) ran it outside any
+    # namespace. Set in the environment or in the plugin's table alike.
+    ws = tmp_path / "ws"
+    (ws / "bin").mkdir(parents=True)
+    bwrap = ws / "bin" / "bwrap"
+    bwrap.write_text("#!/bin/sh\n")
+    bwrap.chmod(0o755)
+    line = (f"toolhost: --workspace {str(ws)!r} holds the path toolhost-sandbox's "
+            f"TOOLHOST_SANDBOX_BWRAP names ({str(bwrap)!r}), {_PLUGIN}: name a directory that "
+            "neither holds it nor is inside it")
+    result = run_toolhost("call", "workspace.list_files", "--workspace", str(ws), "--args", "{}",
+                          data_dir=tmp_path / "data",
+                          plugins="toolhost-workspace,toolhost-sandbox",
+                          env={"TOOLHOST_SANDBOX_BWRAP": str(bwrap)})
+    assert _refused(result) == line
+    (tmp_path / "etc").mkdir()
+    config = tmp_path / "etc" / "toolhost.toml"
+    config.write_text(f'[plugins.toolhost-sandbox]\nbwrap = "{bwrap}"\n')
+    config.chmod(0o600)
+    result = run_toolhost("call", "workspace.list_files", "--workspace", str(ws), "--args", "{}",
+                          data_dir=tmp_path / "data",
+                          plugins="toolhost-workspace,toolhost-sandbox",
+                          env={"TOOLHOST_CONFIG": str(config)})
+    assert _refused(result) == line
+    # A directory beside it is a workspace; the setting's own file is the plugin's to check.
+    (tmp_path / "other").mkdir()
+    result = run_toolhost("call", "workspace.list_files", "--workspace", str(tmp_path / "other"),
+                          "--args", "{}", data_dir=tmp_path / "data",
+                          plugins="toolhost-workspace,toolhost-sandbox",
+                          env={"TOOLHOST_SANDBOX_BWRAP": str(bwrap)})
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_servers_workspace_may_not_hold_a_plugins_path_either(tmp_path: Path) -> None:
+    from toolhost import SettingSpec
+
+    (tmp_path / "ws").mkdir()
+    settings = _settings(TOOLHOST_MCP_WORKSPACE=str(tmp_path / "ws"), HOME=str(tmp_path),
+                         TOOLHOST_DATA_DIR=str(tmp_path / "data"),
+                         FX_TOOL=str(tmp_path / "ws" / "tool"))
+    declared = {"fx-plugin": (SettingSpec(name="FX_TOOL", type="path", description="a tool"),)}
+    with pytest.raises(UsageError) as caught:
+        ServeConfig.from_settings(settings, [], declared=declared)
+    assert str(caught.value) == (
+        f"TOOLHOST_MCP_WORKSPACE {str(tmp_path / 'ws')!r} holds the path fx-plugin's FX_TOOL "
+        f"names ({str(tmp_path / 'ws' / 'tool')!r}), {_PLUGIN}: name a directory that neither "
+        "holds it nor is inside it")
+    # Another type of setting names no place.
+    text = {"fx-plugin": (SettingSpec(name="FX_TOOL", type="text", description="a word"),)}
+    assert ServeConfig.from_settings(settings, [], declared=text).workspace == tmp_path / "ws"

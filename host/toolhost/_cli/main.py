@@ -240,7 +240,8 @@ def cmd_call(args: argparse.Namespace) -> int:
         if not os.path.isdir(workspace):
             raise CommandError(f"--workspace {workspace!r} is not an existing directory")
         # Its tools write there: never where the host keeps what it runs at a start.
-        refusal = workspace_refusal("--workspace", workspace, host.settings)
+        refusal = workspace_refusal("--workspace", workspace, host.settings,
+                                    host.declared_settings)
         if refusal is not None:
             raise CommandError(refusal)
     for option, value in (("--run", args.run), ("--conversation", args.conversation)):

@@ -35,13 +35,13 @@ only knobs are the command, its arguments and its environment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolhost import Principal
+from toolhost import Principal, SettingSpec
 from toolhost._composition import (
     MAX_DEADLINE_S,
     Registered,
@@ -94,9 +94,12 @@ class ServeConfig:
     @classmethod
     def from_settings(cls, settings: Settings, roster: Iterable[Registered], *,
                       pins: Mapping[str, str] | None = None,
-                      also_scopes: Iterable[str] = ()) -> ServeConfig:
+                      also_scopes: Iterable[str] = (),
+                      declared: Mapping[str, Sequence[SettingSpec]] | None = None,
+                      ) -> ServeConfig:
         """``also_scopes``: granted with the roster's when TOOLHOST_MCP_SCOPES is unset (what
         the gateway's configuration names, for tools it registers while serving).
+        ``declared``: the plugins' settings, whose paths no workspace may hold.
 
         :raises ConfigError: a malformed value (one line naming the setting)."""
         principal_id = (settings.get("TOOLHOST_MCP_PRINCIPAL") or "").strip() or DEFAULT_PRINCIPAL
@@ -131,7 +134,7 @@ class ServeConfig:
             if not workspace.is_dir():
                 raise ConfigError(f"{named} {raw_workspace!r} is not an existing directory")
             # Every session's tools write there: never where the host keeps what it runs.
-            refusal = workspace_refusal(named, raw_workspace, settings)
+            refusal = workspace_refusal(named, raw_workspace, settings, declared)
             if refusal is not None:
                 raise ConfigError(refusal)
         run_timeout = _seconds(settings, "TOOLHOST_MCP_RUN_TIMEOUT_S")

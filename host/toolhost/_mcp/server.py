@@ -693,7 +693,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     try:
         config = ServeConfig.from_settings(
             host.settings, roster, pins=pinned,
-            also_scopes=host.gateway.configured_scopes() if live and host.gateway else ())
+            also_scopes=host.gateway.configured_scopes() if live and host.gateway else (),
+            declared=host.declared_settings)
         address = None
         if http is not None:
             bind, port = parse_http_address(http, authenticated=True)

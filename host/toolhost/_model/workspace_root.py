@@ -7,9 +7,10 @@ validators' cache is code every start runs, D256; the database is the record), t
 of ``toolhost.toml``, the paths the gateway's stdio servers are started with, the token file
 (read again when it changes), the extra trust roots, the files the database and the artifact
 store are reached with (libpq's password file, keys and certificates; AWS's credentials), and
-every file a ``{ file = "PATH" }`` reference names (a secret a read would show the model). A
+every file a ``{ file = "PATH" }`` reference names (a secret a read would show the model), and
+what a plugin's ``path`` setting names (the sandbox's bubblewrap: the isolation itself). A
 directory that holds one of them, or is inside one of the directories, is refused (D411,
-D428, D436). Paths are compared as the kernel resolves them (realpath), and a link on the way
+D428, D436, D464). Paths are compared as the kernel resolves them (realpath), and a link on the way
 to one of them counts too: a tool that replaced the link would move it.
 """
 
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import CONFIG_SETTING, Settings, default_config_path
 
 __all__ = ["workspace_refusal"]
@@ -27,13 +30,16 @@ __all__ = ["workspace_refusal"]
 _RUNS = "where a tool's write could change what the host runs at its next start"
 _TRUSTS = "where a tool's write could change whom the host trusts"
 _READS = "where a tool could read or change the setting the host reads from it"
+_PLUGIN = "where a tool's write could change what the plugin runs or reads"
 
 
-def workspace_refusal(option: str, given: str, settings: Settings) -> str | None:
+def workspace_refusal(option: str, given: str, settings: Settings,
+                      declared: Mapping[str, Sequence[SettingSpec]] | None = None) -> str | None:
     """The one line that refuses ``given`` (named ``option`` in it) as a workspace root under
-    ``settings``; None when it may be one."""
+    ``settings``; None when it may be one. ``declared``: each loaded plugin's settings
+    (``Host.declared_settings``), whose ``path`` ones name places of its own."""
     root = Path(os.path.realpath(given))
-    for what, place, risk in _host_places(settings):
+    for what, place, risk in [*_host_places(settings), *_plugin_places(settings, declared)]:
         real = Path(os.path.realpath(place))
         if root == real:
             relation = "is"
@@ -79,6 +85,16 @@ def _host_places(settings: Settings) -> list[tuple[str, Path, str]]:
         places.extend(("a file toolhost.toml refers to", _absolute(f), _READS)
                       for f in config.file_references)
     return places
+
+
+def _plugin_places(settings: Settings, declared: Mapping[str, Sequence[SettingSpec]] | None,
+                   ) -> list[tuple[str, Path, str]]:
+    """What the plugins' ``path`` settings name: a plugin runs or reads it (the sandbox runs
+    its bubblewrap outside any namespace, so a model's write there escapes the sandbox)."""
+    return [(f"the path {dist}'s {spec.name} names", _absolute(value), _PLUGIN)
+            for dist, specs in sorted((declared or {}).items()) for spec in specs
+            if spec.type == "path"
+            and (value := (settings.env.get(spec.name) or "").strip()) and "\x00" not in value]
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:
