@@ -311,17 +311,16 @@ def test_arguments_cannot_imitate_the_approval_prompt() -> None:
     message.encode("utf-8")  # a lone surrogate is shown escaped, so the prompt can be sent
 
 
-def test_long_arguments_are_cut_with_a_count_of_what_is_not_shown() -> None:
-    lines = approval_prompt({"text": "a" * 5000}).split("\n")
-    shown = '{"text":"' + "a" * 3991
-    assert lines == [*PROMPT_HEAD, shown, f"[... {5011 - 4000} more characters]", "```"]
-    # An escape counts as what it shows, and is never cut: at most 4,000 characters of block.
-    lines = approval_prompt({"text": "\u200b" * 5000}).split("\n")
-    assert lines[3] == '{"text":"' + "\\u200b" * 665
-    assert lines[4] == f"[... {5011 - 9 - 665} more characters]"
-    lines = approval_prompt({"text": "a" * 3990 + "\n" * 10}).split("\n")
-    assert lines[3] == '{"text":"' + "a" * 3990  # the escape \n does not fit whole: left out
-    assert lines[4] == "[... 22 more characters]"
+def test_arguments_are_shown_whole_or_not_at_all() -> None:
+    from toolhost._mcp.approvals import ARGUMENTS_SHOWN, arguments_shown
+
+    # D466: at most ARGUMENTS_SHOWN characters of block, counting each escape as what it shows.
+    fits = {"text": "a" * (ARGUMENTS_SHOWN - 11)}
+    assert approval_prompt(fits).split("\n")[3] == '{"text":"' + "a" * (ARGUMENTS_SHOWN - 11) + '"}'
+    assert arguments_shown({"text": "a" * (ARGUMENTS_SHOWN - 10)}) is None
+    assert arguments_shown({"text": "\u200b" * (ARGUMENTS_SHOWN // 6)}) is None
+    with pytest.raises(ValueError, match="too long to ask about in a form"):
+        approval_prompt({"text": "a" * 5000 * 2})
 
 
 def test_http_addresses() -> None:

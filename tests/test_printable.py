@@ -9,7 +9,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolhost._model.printable import escaped, one_line
+from toolhost._model.printable import escaped, one_line, prints
 
 
 def test_what_does_not_print_is_its_json_escape() -> None:
@@ -24,9 +24,18 @@ def test_what_does_not_print_is_its_json_escape() -> None:
 @given(st.text())
 def test_an_escaped_text_prints_and_is_the_text_inside_a_json_string(text: str) -> None:
     shown = escaped(text)
-    assert shown.isprintable()
+    assert prints(shown)
     if '"' not in text and "\\" not in text:
         assert json.loads(f'"{shown}"') == text
+
+
+def test_what_shows_as_nothing_is_escaped_though_python_prints_it() -> None:
+    # D465: Unicode's default-ignorable characters that str.isprintable passes.
+    for ch in ("\ufe0f", "\U000e0131", "\u034f", "\u3164", "\u115f", "\uffa0", "\u17b4"):
+        assert ch.isprintable() and not prints(ch)
+    assert escaped("ok \U0001f600\ufe0f\U000e0131") == "ok \U0001f600\\ufe0f\\udb40\\udd31"
+    assert one_line("a\u034fb\u3164c", 10) == "a b c"
+    assert prints("ça va, 日本, \U0001f600")
 
 
 def test_one_line_is_prose_without_what_does_not_print() -> None:
@@ -38,4 +47,4 @@ def test_one_line_is_prose_without_what_does_not_print() -> None:
 @given(st.text(), st.integers(min_value=1, max_value=50))
 def test_one_line_is_one_printable_line_within_its_limit(text: str, limit: int) -> None:
     line = one_line(text, limit)
-    assert line.isprintable() and len(line) <= limit and "\n" not in line
+    assert prints(line) and len(line) <= limit and "\n" not in line

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
         OwnerState,
     )
     from toolhost._model.nesting import MAX_ARGUMENT_DEPTH, nests_deeper
-    from toolhost._model.printable import escaped
+    from toolhost._model.printable import escaped, prints
     from toolhost._model.routes import HEARTBEAT_S, HostAddress, RoutesUnavailable
     from toolhost._model.runs import (
         MAX_DEADLINE_S,
@@ -192,6 +192,7 @@ __all__ = [
     "nests_deeper",
     "parent_context",
     "parse_pins",
+    "prints",
     "quoted_value",
     "read_small_file",
     "readiness_probes",
@@ -1456,6 +1457,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
         "MAX_DEADLINE_S", "CancellationEvent", "Run", "RunOutcome", "ToolCall", "valid_run_id")},
     "MASK": ("toolhost._model.secrets", "MASK"),
     "escaped": ("toolhost._model.printable", "escaped"),
+    "prints": ("toolhost._model.printable", "prints"),
     **{name: ("toolhost._model.settings", name) for name in (
         "SettingError", "Settings", "StoreUnavailable", "is_secret_name", "quoted_value",
         "redact_url_password")},

@@ -31,7 +31,7 @@ from toolhost._cli.common import (
     stopped_code,
 )
 from toolhost._cli.exit_codes import ExitCode
-from toolhost._composition import escaped
+from toolhost._composition import escaped, prints
 
 if TYPE_CHECKING:
     from toolhost._composition import InvocationRecord, InvocationState, InvocationStore, Stores
@@ -268,7 +268,7 @@ def _arguments_preview(arguments_json: str) -> str:
     escape is never shorter than its character, so the first ARGUMENTS_SHOWN + 1 characters
     decide both the shown text and whether it was cut."""
     head = arguments_json[:ARGUMENTS_SHOWN + 1]
-    if len(head) <= ARGUMENTS_SHOWN and head.isprintable():  # most lines: nothing to do
+    if len(head) <= ARGUMENTS_SHOWN and prints(head):  # most lines: nothing to do
         return head
     return _cut(escaped(head), ARGUMENTS_SHOWN)
 

@@ -152,8 +152,9 @@ def print_content(content: str) -> None:
     print but a line break or a tab escaped (``\u009b``, ``\u202e``), as ``show`` shows it: a
     command's output could otherwise move the cursor or reorder the line (C1 controls and
     direction marks passed). A pipe or a file gets the content as it is."""
-    if sys.stdout.isatty() and not content.isprintable():
-        from toolhost._composition import escaped
+    from toolhost._composition import escaped, prints
+
+    if sys.stdout.isatty() and not prints(content):
 
         content = "\n".join("\t".join(escaped(part) for part in line.split("\t"))
                             for line in content.split("\n"))

@@ -11,7 +11,9 @@ When: a served tool whose policy cell requires approval is called. What:
 - ``approval_request`` is the elicitation a client shows its user: the tool, its
   classification, the invocation id and the arguments' digest in the host's own words, then
   the arguments as a fenced block of escaped canonical JSON that nothing in a value can break
-  out of (``arguments_block``); ``decision_of`` reads the answer. Accept with ``approve: true`` approves; accept with ``false``, or decline,
+  out of (``arguments_block``), whole or not asked at all (``arguments_shown``: the call then
+  waits for the operator, as for a client that cannot be asked); ``decision_of`` reads the
+  answer. Accept with ``approve: true`` approves; accept with ``false``, or decline,
   denies; cancel (dismissed without a choice), a timeout or an error leaves the call pending
   for the operator.
 
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "approval_message",
     "approval_request",
     "arguments_block",
+    "arguments_shown",
     "decision_of",
     "find_row",
     "supports_form_elicitation",
@@ -63,11 +65,9 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "required": ["approve"],
 }
 
-#: How many characters of the arguments block the form shows; the digest covers all of them.
-ARGUMENTS_SHOWN = 4000
-
-#: One token of canonical JSON: an escape it wrote (never cut in two), or one character.
-_TOKEN = re.compile(r'\\u[0-9a-fA-F]{4}|\\.|.', re.DOTALL)
+#: The longest arguments block the form shows. Longer arguments are not asked about in the
+#: client at all (D466): whatever was cut could hold the part that matters.
+ARGUMENTS_SHOWN = 8000
 
 
 class Decision(enum.Enum):
@@ -95,41 +95,40 @@ def supports_form_elicitation(capabilities: types.ClientCapabilities | None) -> 
     return elicitation.form is not None or elicitation.url is None
 
 
-def arguments_block(arguments: Any) -> str:
-    """The arguments as the form shows them: their canonical JSON on one line (what does not
-    print as its JSON escape, so it is still JSON, and equal to the arguments when whole), at most
-    ARGUMENTS_SHOWN characters, then ``[... N more characters]`` on a line of its own when cut;
-    fenced as a code block. Canonical JSON has no raw line break, so nothing in a value can end
-    the block or start a line of the host's own."""
+def arguments_shown(arguments: Any) -> str | None:
+    """The arguments as the form shows them: their canonical JSON on one line, what does not
+    print as its JSON escape (so it is still JSON, and equal to the arguments); None when that
+    is longer than ARGUMENTS_SHOWN characters. A person approves only what they could read
+    whole: a cut block once hid the destination behind a long ``content`` (D466)."""
     text = shown_text(arguments)
-    shown: list[str] = []
-    length = consumed = 0
-    for token in _TOKEN.finditer(text):
-        piece = token.group()
-        if len(piece) == 1:
-            piece = escaped(piece)
-        if length + len(piece) > ARGUMENTS_SHOWN:
-            break
-        shown.append(piece)
-        length += len(piece)
-        consumed = token.end()
-    lines = ["```json", "".join(shown)]
-    if consumed < len(text):
-        lines.append(f"[... {len(text) - consumed} more characters]")
-    lines.append("```")
-    return "\n".join(lines)
+    if len(text) > ARGUMENTS_SHOWN:  # an escape is never shorter than its character
+        return None
+    shown = escaped(text)
+    return shown if len(shown) <= ARGUMENTS_SHOWN else None
+
+
+def arguments_block(shown: str) -> str:
+    """``arguments_shown``'s text fenced as a code block. Canonical JSON has no raw line
+    break, so nothing in a value can end the block or start a line of the host's own."""
+    return "\n".join(["```json", shown, "```"])
 
 
 def approval_message(record: InvocationRecord, registered: Registered) -> str:
     """What the user reads: the host's own two lines (the tool and its classification, the ids
-    to cross-check with the operator, what approving does), then the arguments block."""
+    to cross-check with the operator, what approving does), then the arguments block.
+
+    :raises ValueError: the arguments do not fit the form (``arguments_shown`` is None): such
+        a call is never asked about in the client."""
+    shown = arguments_shown(record.arguments)
+    if shown is None:
+        raise ValueError(f"the arguments of {record.id} are too long to ask about in a form")
     spec = registered.spec
     return (
         f"toolhost asks to approve {spec.name} {spec.version} "
         f"({spec.side_effect.value}, risk {spec.risk.value}): invocation {record.id}, "
         f"argument digest {record.argument_digest}.\n"
         "Approve runs it once with exactly the arguments in the block below (canonical JSON).\n"
-        + arguments_block(record.arguments)
+        + arguments_block(shown)
     )
 
 

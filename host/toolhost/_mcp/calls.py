@@ -54,6 +54,7 @@ from toolhost._mcp.approvals import (
     ELICITATION_KEY,
     Decision,
     approval_request,
+    arguments_shown,
     decision_of,
     find_row,
     supports_form_elicitation,
@@ -392,7 +393,9 @@ class ToolCalls:
                     and ELICITATION_KEY in (params.input_responses or {}))
         if not answered and self._deadline_passed(run):
             return self._expired(session, record.id, log)
-        can_ask = self._can_ask(ctx)
+        # Arguments too long to show whole are never asked about here (D466): the person
+        # reads them with `toolhost show` or in the inbox, and approves there.
+        can_ask = self._can_ask(ctx) and arguments_shown(record.arguments) is not None
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: no server-initiated requests; the question rides the result and the
             # client retries the call with the answer. An answer counts only for a question

@@ -49,7 +49,7 @@ from toolhost._model.outcome import (
     ToolValidationError,
     failure_kind_of,
 )
-from toolhost._model.printable import escaped
+from toolhost._model.printable import escaped, prints
 from toolhost._model.runs import CancellationEvent, Run
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import WorkspaceEscape, WorkspaceUnavailable
@@ -199,7 +199,7 @@ def shown(value: Any) -> str:
     when short and printable, else its first ``SHOWN_CHARS`` characters, what does not print
     as its JSON escape (U+0000, a lone surrogate), and how long it was."""
     text = value if isinstance(value, str) else repr(value)
-    if len(text) <= SHOWN_CHARS and text.isprintable():
+    if len(text) <= SHOWN_CHARS and prints(text):
         return text
     kept = escaped(text[:SHOWN_CHARS])
     return kept if len(text) <= SHOWN_CHARS else f"{kept}… ({len(text)} characters)"

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolhost._model.printable import one_line
+from toolhost._model.printable import one_line, prints
 
 __all__ = ["MAX_DEPTH", "MAX_SCHEMA_BYTES", "MAX_TEXT", "one_line", "reviewed_schema"]
 
@@ -85,7 +85,7 @@ def _review(value: Any, depth: int) -> Any:
 
 
 def _plain(text: str, what: str) -> None:
-    if len(text) > MAX_TEXT or not text.isprintable():
+    if len(text) > MAX_TEXT or not prints(text):
         raise _Refused(f"its input schema has {what} that is not one printable line of at "
                        f"most {MAX_TEXT} characters")
 
