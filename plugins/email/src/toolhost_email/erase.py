@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from toolhost_email.store import bump_generation, checkpoint, immediate, open_writable
+from toolhost_email.store import bump_generation, immediate, open_writable, owe_checkpoint, settle
 
 __all__ = ["EraseScope", "erase"]
 
@@ -43,10 +43,13 @@ def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
                 conn.execute(f"DELETE FROM feedback WHERE {where}", values)
             if scope == "owner":
                 conn.execute("DELETE FROM account_owners WHERE owner = ?", (key,))
-            bump_generation(conn)
-        # secure_delete zeroed the pages in the new frames; the old frames still in the WAL
-        # hold the erased mail in clear until a checkpoint truncates it.
-        checkpoint(conn)
+            generation = bump_generation(conn)
+            owe_checkpoint(conn, generation)
+        # secure_delete zeroed the pages in the new frames; the database file (and old frames
+        # still in the WAL) hold the erased mail in clear until a checkpoint copies them over
+        # and truncates the WAL. Owed since the commit: killed before it is done, the next
+        # open of the cache finishes it.
+        settle(conn, generation)
     finally:
         conn.close()
     return int(removed)

@@ -17,9 +17,16 @@ that gave it, and only that principal's calls read it.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
-from toolhost_email.store import CacheUnavailable, bump_generation, cache_path, writing
+from toolhost_email.store import (
+    CacheUnavailable,
+    bump_generation,
+    cache_path,
+    open_read_only,
+    writing,
+)
 
 __all__ = [
     "OwnerConflict",
@@ -140,23 +147,22 @@ def clear_owner(data_dir: Path, account: str) -> bool:
 
 def list_owners(data_dir: Path) -> list[tuple[str, str | None]]:
     """(account, owner or None) of every account the cache holds mail of or has an owner
-    for, by account. Reads only: no cache is made, none migrated."""
+    for, by account. Reads only (but for the checkpoint a killed erase owed, see
+    ``open_read_only``): no cache is made, none migrated."""
     path = cache_path(data_dir)
     if not path.exists():
         return []
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
     try:
-        if conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] < 2:
-            rows = conn.execute("SELECT DISTINCT account, NULL FROM messages "
-                                "ORDER BY account").fetchall()
-        else:
-            rows = conn.execute(
-                "SELECT a.account, o.owner FROM (SELECT account FROM messages UNION "
-                "SELECT account FROM account_owners) a LEFT JOIN account_owners o "
-                "ON o.account = a.account ORDER BY a.account").fetchall()
+        with closing(open_read_only(data_dir)) as conn:
+            if conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] < 2:
+                rows = conn.execute("SELECT DISTINCT account, NULL FROM messages "
+                                    "ORDER BY account").fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT a.account, o.owner FROM (SELECT account FROM messages UNION "
+                    "SELECT account FROM account_owners) a LEFT JOIN account_owners o "
+                    "ON o.account = a.account ORDER BY a.account").fetchall()
     except sqlite3.Error as exc:
         raise CacheUnavailable(f"{path} cannot be read as a mail cache "
                                f"({type(exc).__name__})") from exc
-    finally:
-        conn.close()
     return [(str(a), None if o is None else str(o)) for a, o in rows]

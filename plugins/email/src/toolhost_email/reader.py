@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 from toolhost_email.cache_model import CachedMessage, MailAddress, MessageSource
 from toolhost_email.owners import accounts_of, own_feedback, readable, shared
-from toolhost_email.store import CacheUnavailable, cache_path
+from toolhost_email.store import CacheUnavailable, cache_path, open_read_only
 
 __all__ = ["MailCacheReader", "open_mail_cache"]
 
@@ -46,6 +46,7 @@ def message_from_row(row: tuple[Any, ...]) -> CachedMessage:
 
 class MailCacheReader:
     """A read-only view of the cache; a context manager, ``close`` releases the connection.
+    Opening it takes the checkpoint a killed erase owed, if any (``store.open_read_only``).
 
     A directory with no cache reads as an empty cache (generation 0, no messages).
     ``principal``: whose view it is (see the module text); None, the operator's. Each read is
@@ -58,9 +59,7 @@ class MailCacheReader:
         self._conn: sqlite3.Connection | None = None
         try:
             if path.exists():
-                self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                                             timeout=30.0, check_same_thread=False)
-                self._conn.execute("SELECT value FROM meta WHERE key = 'generation'")
+                self._conn = open_read_only(data_dir, check_same_thread=False)
         except (sqlite3.Error, OSError) as exc:  # OSError: a directory it may not search
             self.close()
             raise CacheUnavailable(f"{path} cannot be read as a mail cache "

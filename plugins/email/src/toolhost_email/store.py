@@ -1,4 +1,4 @@
-"""The mail cache's SQLite file: where it lives, its schema, and the writable connection.
+"""The mail cache's SQLite file: where it lives, its schema, and its connections.
 
 One file, ``mail.sqlite3`` in toolhost-email's data directory, in WAL mode so a reader (the
 tools, toolhost-people) never blocks the operator's import. The schema is this package's
@@ -28,8 +28,11 @@ __all__ = [
     "checkpoint",
     "immediate",
     "is_busy",
+    "open_read_only",
     "open_writable",
+    "owe_checkpoint",
     "rollback",
+    "settle",
     "writing",
 ]
 
@@ -43,6 +46,10 @@ _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 #: Primary result codes saying the file is no mail cache: no SQLite database, a damaged one, or
 #: one whose tables are not ours (SQLITE_ERROR: "table meta has no column named key").
 _NOT_OURS: Final = frozenset({1, 11, 26})
+#: ``meta``'s record that an erase's checkpoint is owed: the generation that erase committed.
+_OWED: Final = "checkpoint_owed"
+#: How long an open that finds a checkpoint owed waits for other connections to let it run.
+_SETTLE_WAIT_S: Final = 1.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -170,6 +177,7 @@ def open_writable(data_dir: Path, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Co
                 raise CacheUnavailable(
                     f"the mail cache {path} has schema {version}, this toolhost-email reads "
                     f"{SCHEMA_VERSION}: upgrade toolhost-email, or erase and re-import")
+            owed = _owed(conn)
     except CacheUnavailable:
         conn.close()
         raise
@@ -184,6 +192,29 @@ def open_writable(data_dir: Path, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Co
         raise CacheUnavailable(
             f"the mail cache {path} cannot be opened for writing ({_error_name(exc)}): check "
             "the disk and the file's permissions") from exc
+    if owed is not None:
+        _settle_owed(path, owed)
+    return conn
+
+
+def open_read_only(data_dir: Path, check_same_thread: bool = True) -> sqlite3.Connection:
+    """The cache in ``data_dir`` (which exists) opened read-only, for the readers; first, a
+    checkpoint an erase owed (its process was killed after the commit) is taken, so the
+    erased mail leaves the files at the next use of the cache, whoever it is.
+
+    :raises sqlite3.Error: the file cannot be opened, or is no mail cache (no ``meta``).
+    :raises OSError: a directory of its path may not be searched.
+    """
+    path = cache_path(data_dir)
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0,
+                           check_same_thread=check_same_thread)
+    try:
+        owed = _owed(conn)  # also the read that fails for a file that is no mail cache
+    except BaseException:
+        conn.close()
+        raise
+    if owed is not None:
+        _settle_owed(path, owed)
     return conn
 
 
@@ -279,6 +310,50 @@ def checkpoint(conn: sqlite3.Connection, attempts: int = 50) -> bool:
             return True
         time.sleep(min(0.01 * (attempt + 1), 0.1))
     return False
+
+
+def owe_checkpoint(conn: sqlite3.Connection, generation: int) -> None:
+    """Inside an erase's transaction (``generation``: the one it commits): its checkpoint is
+    owed until ``settle`` has taken it. Committed with the erase, so a process killed between
+    the commit and the checkpoint leaves the record for the next open to finish."""
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_OWED, generation))
+
+
+def settle(conn: sqlite3.Connection, owed: int, attempts: int = 50) -> bool:
+    """Take the checkpoint the erase of generation ``owed`` owes, then drop its record (and
+    truncate that write too); True when the checkpoint was taken. A later erase's record
+    stays: it may have been committed after the checkpoint, and its own is then still owed."""
+    if not checkpoint(conn, attempts):
+        return False
+    # A record left by a busy writer only costs the next open one more, empty, checkpoint.
+    with suppress(CacheBusy), immediate(conn):
+        conn.execute("DELETE FROM meta WHERE key = ? AND value = ?", (_OWED, owed))
+    checkpoint(conn, attempts)
+    return True
+
+
+def _owed(conn: sqlite3.Connection) -> int | None:
+    """The generation of an erase whose checkpoint is owed, if any (fetched whole: a
+    statement left stepping would hold a read transaction open)."""
+    rows = conn.execute("SELECT value FROM meta WHERE key = ?", (_OWED,)).fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def _settle_owed(path: Path, owed: int) -> None:
+    """An open found an erase's checkpoint owed: ``settle`` it on a connection of its own,
+    waiting at most ``_SETTLE_WAIT_S`` for others. Best effort: a file this process may not
+    write, or readers that stay in the way, leave it to the next open, and what the caller
+    reads is the same either way."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=_SETTLE_WAIT_S)
+    except sqlite3.Error:
+        return
+    try:
+        with suppress(sqlite3.Error):
+            conn.execute("PRAGMA secure_delete=ON")
+            settle(conn, owed, attempts=1)
+    finally:
+        conn.close()
 
 
 def bump_generation(conn: sqlite3.Connection) -> int:
