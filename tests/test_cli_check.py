@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from installed import install_fake_plugin
-from test_cli import toolhost
+from test_cli import idle, toolhost
 
 from toolhost import Settings
 from toolhost._adapters.sized_fs import SizedFilesystems
@@ -62,7 +62,7 @@ def not_held(problem: str | None) -> str:
 #: Asked here as the host asks it: the commands below run as this process's user, with its
 #: privileges and devices (root with loop devices: no line; elsewhere, the line).
 NOT_HELD = not_held(SizedFilesystems(Settings.from_environ().workspace_quota_bytes).problem())
-EXPECTED = ("ok: 0 tools registered from no plugins\n"
+EXPECTED = (f"{idle('fake-a, fake-b, fake-c')}\n"
             "not ready: fake-a: a one\n"
             "not ready: fake-a: a two\n"
             "not ready: fake-c: c\n" + NOT_HELD)
@@ -107,7 +107,7 @@ def test_a_plugin_left_out_keeps_its_hint(site: Path, tmp_path: Path) -> None:
     hints = tmp_path / "data" / "cache" / "readiness.json"
     assert toolhost("check", env=env, site=site).returncode == 0
     left_out = toolhost("check", env={**env, "TOOLHOST_PLUGINS_EXCLUDE": "fake-a"}, site=site)
-    assert left_out.stdout == ("ok: 0 tools registered from no plugins\n"
+    assert left_out.stdout == (f"{idle('fake-b, fake-c')}\n"
                                "not ready: fake-c: c\n" + NOT_HELD)
     assert json.loads(hints.read_text()) == ["fake-a", "fake-c"]
 
@@ -137,7 +137,7 @@ def toolhost_readiness(settings):
     raise RuntimeError("boom")
 '''))
     result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-r"}, site=site)
-    assert (result.returncode, result.stdout) == (1, "ok: 0 tools registered from no plugins\n")
+    assert (result.returncode, result.stdout) == (1, f"{idle('fake-r')}\n")
     assert result.stderr == (
         "toolhost: plugin fake-r: hook toolhost_readiness raised RuntimeError: boom (leave it "
         "out with TOOLHOST_PLUGINS, or fix and reinstall it)\n")
@@ -158,7 +158,7 @@ def toolhost_readiness(settings):
 '''))
     result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-e"}, site=tmp_path / "site")
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == ("ok: 0 tools registered from no plugins\n"
+    assert result.stdout == (f"{idle('fake-e')}\n"
                              f"not ready: fake-e: {'x' * 70000}\n"  # past a pipe's buffer
                              + NOT_HELD)
     assert marker.exists()

@@ -74,7 +74,7 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
         print(f"ok: {len(host.registry)} tools registered from {', '.join(dists) or 'no plugins'}")
     else:  # loaded, all inactive: "from no plugins" sent people looking for an install problem
         print(f"ok: 0 tools registered: {', '.join(idle)} registered none under these settings "
-              "(toolhost plugins says which setting activates them)")
+              "(toolhost plugins says why)")
     # Registered tools that fail closed on this machine (the optional toolhost_readiness
     # hook): one line each. Not a refusal, so the exit stays 0.
     try:
