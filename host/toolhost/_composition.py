@@ -86,7 +86,6 @@ if TYPE_CHECKING:
         redact_url_password,
     )
     from toolhost._model.small_file import UnreadableFile, read_small_file
-    from toolhost._model.workspace_root import workspace_refusal
     from toolhost._pipeline.approvals import (
         ApprovalNotRecorded,
         ApprovalRefused,
@@ -871,17 +870,20 @@ class Host:
         ``toolhost recover``, and a server before it serves."""
         from toolhost._pipeline.execution import run_sync
 
+        self.run_workspaces.sweep_detached()  # what killed approvers left, as their rows
         return run_sync(self.pipeline.recover(rerun=rerun))
 
     async def recover_cancellable(self, cancellation: CancellationEvent, *,
                                   rerun: bool = True) -> list[Recovered]:
         """``recover``, on the caller's loop, a call it runs again ending cancelled once
         ``cancellation`` is set (``toolhost recover``'s Ctrl-C, as ``approve``'s)."""
+        self.run_workspaces.sweep_detached()
         return await self.pipeline.recover(rerun=rerun, cancellation=cancellation)
 
     def recover_interrupted(self, stopping: threading.Event | None = None) -> list[Recovered]:
         """``recover(rerun=False)`` on the calling thread, without a loop, until ``stopping``
         is set (``Recovery.recover_interrupted``): a server's periodic pass."""
+        self.run_workspaces.sweep_detached()
         return self.pipeline.recover_interrupted(stopping)
 
     # ------------------------------------------------------------------ the front ends' record
@@ -1410,6 +1412,17 @@ def readiness_probes(settings: Settings) -> ReadinessProbes:
     return ReadinessProbes(settings)
 
 
+def workspace_refusal(option: str, given: str, settings: Settings,
+                      declared: Mapping[str, Sequence[SettingSpec]] | None = None) -> str | None:
+    """``toolhost._model.workspace_root.workspace_refusal`` against the runs live on this host
+    in an operator's directory, as the data directory's registry says now."""
+    from toolhost._adapters.run_workspaces import RunWorkspaces
+    from toolhost._model.workspace_root import workspace_refusal as refusal
+
+    live = RunWorkspaces(settings.data_dir / "workspaces").operator_directories()
+    return refusal(option, given, settings, declared, live)
+
+
 def determinism_scan(sources: Sequence[PluginSource], settings: Settings) -> dict[str, list[str]]:
     """The static determinism scan over each plugin's own files (what the conformance suite
     runs: a tool reads time only from the injected clock): each distribution's findings
@@ -1463,7 +1476,6 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
         "redact_url_password")},
     **{name: ("toolhost._model.small_file", name) for name in (
         "UnreadableFile", "read_small_file")},
-    "workspace_refusal": ("toolhost._model.workspace_root", "workspace_refusal"),
     **{name: ("toolhost._pipeline.approvals", name) for name in (
         "ApprovalNotRecorded", "ApprovalRefused", "InvocationStateError", "Resumed")},
     "ATTACHED_ORIGINS": ("toolhost._pipeline.attachments", "ATTACHED_ORIGINS"),

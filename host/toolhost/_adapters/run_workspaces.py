@@ -31,7 +31,10 @@ pause closes it and never deletes it.
 
 A call approved for a run that is not live here (it ended, or lives on another host) gets a
 workspace of its own, discarded after the call: what it wrote reaches the run only through
-its result and ``artifact.export``.
+its result and ``artifact.export``. It lives in ``workspaces/.detached/<run>-g<id>``, held by
+a shared ``flock`` as a generation is; no run's end or pause ever comes for it, so one a
+killed process left (its hold died with it) is swept when the next one is made and at each
+recovery (``sweep_detached``).
 
 A discarded generation is moved to ``workspaces/.trash`` under the lock and removed after it.
 A removal that fails is logged and left there; the next block that empties the trash (a later
@@ -76,6 +79,10 @@ _RUN_FILE = "run.json"
 _CURRENT = "current"
 #: A generation's name: what ``claim`` makes, and nothing a run id could be mistaken for.
 _GENERATION = re.compile(r"g[0-9a-f]{32}")
+#: A workspace ``make_detached`` made (``detached_path``'s own, the testing kit's, have no
+#: ``g``): held while it is used, so the sweep may remove one nobody holds.
+_DETACHED = re.compile(r".+-g[0-9a-f]{32}")
+_SWEPT_AGAIN = "left in workspaces/.detached; the next approved call or recover tries again"
 
 
 def _private_dir(path: Path) -> None:
@@ -180,14 +187,27 @@ class RunWorkspaces:
     def live(self) -> list[tuple[str, Path | None, bool]]:
         """(run id, operator directory or None, whether it has a generation now) of every
         run live on this host, by id."""
-        runs = []
         with self._locked():
-            for entry in sorted(os.listdir(self.root)):
-                if not valid_run_id(entry):  # .lock, .trash, .detached
-                    continue
-                registered = _read_run(self.run_dir(entry))
-                if registered is not None:
-                    runs.append((entry, registered.directory, self._current(entry) is not None))
+            return [(run_id, registered.directory, self._current(run_id) is not None)
+                    for run_id, registered in self._registered()]
+
+    def operator_directories(self) -> list[tuple[str, Path]]:
+        """(run id, directory) of every run live on this host in an operator's directory,
+        read without the registry's lock (``run.json`` is replaced whole) and without making
+        anything: what an operator's new workspace is checked against before its run
+        starts (``workspace_refusal``)."""
+        return [(run_id, registered.directory) for run_id, registered in self._registered()
+                if registered.directory is not None]
+
+    def _registered(self) -> list[tuple[str, _Registered]]:
+        """Every run live on this host, by id, with what its ``run.json`` says."""
+        runs = []
+        for entry in _listdir(self.root):
+            if not valid_run_id(entry):  # .lock, .trash, .detached
+                continue
+            registered = _read_run(self.run_dir(entry))
+            if registered is not None:
+                runs.append((entry, registered))
         return runs
 
     def end(self, run_id: str) -> bool:
@@ -255,19 +275,42 @@ class RunWorkspaces:
     def generation_path(self, run_id: str, generation: str) -> Path:
         return self.run_dir(run_id) / generation
 
-    def detached_path(self, run_id: str) -> Path:
+    def detached_path(self, run_id: str, *, marker: str = "") -> Path:
         """A workspace of one approved call's own (its run is not live here), apart from the
         runs' directories: what a command writes there can never look like a run's files."""
         detached = self.root / ".detached"
         _private_dir(detached)
-        return detached / f"{run_id}-{new_id()}"
+        return detached / f"{run_id}-{marker}{new_id()}"
 
-    def make_detached(self, run_id: str) -> Path:
-        """A detached workspace (``detached_path``), made now: sized as a generation is."""
-        path = self.detached_path(run_id)
-        _private_dir(path)
-        self._size(path)
-        return path
+    def make_detached(self, run_id: str) -> tuple[Path, int | None]:
+        """A detached workspace (``detached_path``), made now and sized as a generation is,
+        with a descriptor of it holding a shared lock (as ``claim``'s): taken before the
+        registry's lock is let go, so no sweep can take it for one a killed process left.
+        Those are swept first."""
+        with self._locked() as trash:
+            self._sweep_detached(trash)
+            path = self.detached_path(run_id, marker="g")
+            _private_dir(path)
+            self._size(path)
+            try:
+                # After the mount: the lock is on the filesystem's root, which a sweep opens.
+                fd = os.open(path, _O_DIR)
+            except OSError:
+                return path, None  # the handle's own open reports the failure
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            return path, fd
+
+    def sweep_detached(self) -> None:
+        """Remove every detached workspace no process holds: its process was killed (an
+        approver's SIGKILL, a host's OOM kill), and no run's end or pause will come for it.
+        A failure is logged, never raised: the next sweep tries again."""
+        if not (self.root / ".detached").is_dir():
+            return
+        try:
+            with self._locked() as trash:
+                self._sweep_detached(trash)
+        except OSError as exc:
+            _log_not_removed(self.root / ".detached", exc, _SWEPT_AGAIN)
 
     def release(self, path: Path) -> bool:
         """Unmount the workspace at ``path`` if it is a filesystem of its own, and remove its
@@ -310,11 +353,35 @@ class RunWorkspaces:
             return None
         return name if (self.run_dir(run_id) / name).is_dir() else None
 
+    def _sweep_detached(self, trash: list[Path]) -> None:
+        """Move each detached workspace no process holds to the trash (its mount released
+        and its image removed first); one still held is its holder's to remove."""
+        place = self.root / ".detached"
+        for name in _listdir(place):
+            path = place / name
+            if path.is_symlink() or not path.is_dir():
+                continue
+            # A mounted one is make_detached's too (an older one, named without the marker).
+            if _DETACHED.fullmatch(name) or is_mounted(path):
+                try:
+                    self._trash_unheld(path, f"detached-{name}", trash)
+                except OSError as exc:
+                    _log_not_removed(path, exc, _SWEPT_AGAIN)
+
     def _discard(self, run_id: str, generation: str, trash: list[Path]) -> bool:
         """Move a generation no process holds to the trash, which ``_locked`` empties once
         the lock is let go; True when it is gone (a held one is its last holder's to
         remove: False)."""
         path = self.generation_path(run_id, generation)
+        if not self._trash_unheld(path, f"{run_id}-{generation}", trash):
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(f"{generation}.stamps").unlink()
+        return True
+
+    def _trash_unheld(self, path: Path, name: str, trash: list[Path]) -> bool:
+        """Move the workspace at ``path`` to the trash as ``name`` unless a process holds it
+        (its shared ``flock``) or it stays mounted: True when it is gone."""
         # The root is the host's (0700); a command may have taken its owner's permission
         # away (``chmod 0 /workspace``), which would keep it from being opened or moved.
         open_up(path)
@@ -335,11 +402,9 @@ class RunWorkspaces:
                 return False
             bin_ = self.root / ".trash"
             _private_dir(bin_)
-            gone = bin_ / f"{run_id}-{generation}"
+            gone = bin_ / name
             os.rename(path, gone)
             trash.append(gone)
-            with contextlib.suppress(FileNotFoundError):
-                path.with_name(f"{generation}.stamps").unlink()
             return True
         finally:
             os.close(fd)
@@ -415,15 +480,15 @@ def _remove_trashed(path: Path) -> None:
         os.close(fd)
 
 
-def _log_not_removed(path: Path, exc: OSError) -> None:
-    """A discarded workspace stays in the trash for now: the operator learns why."""
+def _log_not_removed(path: Path, exc: OSError, detail: str = "left in workspaces/.trash; "
+                     "the next pause or end of a run tries again") -> None:
+    """A discarded workspace stays where it is for now: the operator learns why."""
     try:
         from toolhost._pipeline.log import get_logger
 
         get_logger().warning(
             "workspace_not_removed", path=str(path),
-            error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
-            detail="left in workspaces/.trash; the next pause or end of a run tries again")
+            error=errno.errorcode.get(exc.errno or 0, str(exc.errno)), detail=detail)
     except Exception:  # a log that fails never fails the run's end
         pass
 
@@ -463,7 +528,8 @@ class RunWorkspace:
         self._detached = detached
         self._handle: WorkspaceHandle | None = None
         self._generation: str | None = None
-        #: A shared flock on the generation's directory, held while this process has it.
+        #: A shared flock on the generation's (or detached workspace's) directory, held while
+        #: this process has it.
         self._hold: int | None = None
         self._stale = True
         #: Set by ``end``: a tool body still running after its run ended (a sync body that
@@ -489,8 +555,8 @@ class RunWorkspace:
             if self._directory is not None:
                 handle = self._handle = WorkspaceHandle(self._directory)
             elif self._detached:
-                handle = self._handle = WorkspaceHandle(
-                    self._registry.make_detached(self.run_id), owned=True)
+                path, self._hold = self._registry.make_detached(self.run_id)
+                handle = self._handle = WorkspaceHandle(path, owned=True)
             else:
                 generation, hold = self._registry.claim(self.run_id)
                 if handle is not None and generation == self._generation:
@@ -534,6 +600,10 @@ class RunWorkspace:
                 # Unmounted first: nothing is removed under a mounted filesystem.
                 if self._detached and self._registry.release(handle.root):
                     handle.discard()
+                # Let go only now: until it is removed, no sweep may take it for a leftover.
+                hold, self._hold = self._hold, None
+                if hold is not None:
+                    os.close(hold)
             self._stale = True
 
     def pause(self) -> None:

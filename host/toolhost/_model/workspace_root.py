@@ -12,6 +12,12 @@ what a plugin's ``path`` setting names (the sandbox's bubblewrap: the isolation 
 directory that holds one of them, or is inside one of the directories, is refused (D411,
 D428, D436, D464). Paths are compared as the kernel resolves them (realpath), and a link on the way
 to one of them counts too: a tool that replaced the link would move it.
+
+Nor may it nest with another live run's operator directory (inside it, or holding it; the same
+directory is shared, as a server's sessions share theirs): one run's tools (an approved
+sandboxed command) could replace the inner directory, or one on its way, with a link to any
+directory on the host, which the other run would then open as its workspace. Compared as
+given (made absolute, links kept: a link on the way inside the other counts) and resolved.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from toolhost._model.settings import CONFIG_SETTING, Settings, default_config_pa
 
 __all__ = ["workspace_refusal"]
 
+#: What a tool of either run could do where two runs' directories nest.
+_NESTED = ("where either run's tools could replace the inner directory, or one on its way, "
+           "with a link to any directory on the host")
+
 #: What a write to each kind of place could do.
 _RUNS = "where a tool's write could change what the host runs at its next start"
 _TRUSTS = "where a tool's write could change whom the host trusts"
@@ -34,10 +44,12 @@ _PLUGIN = "where a tool's write could change what the plugin runs or reads"
 
 
 def workspace_refusal(option: str, given: str, settings: Settings,
-                      declared: Mapping[str, Sequence[SettingSpec]] | None = None) -> str | None:
+                      declared: Mapping[str, Sequence[SettingSpec]] | None = None,
+                      live: Sequence[tuple[str, Path]] = ()) -> str | None:
     """The one line that refuses ``given`` (named ``option`` in it) as a workspace root under
     ``settings``; None when it may be one. ``declared``: each loaded plugin's settings
-    (``Host.declared_settings``), whose ``path`` ones name places of its own."""
+    (``Host.declared_settings``), whose ``path`` ones name places of its own. ``live``: (run
+    id, directory) of each run live on this host in an operator's directory."""
     root = Path(os.path.realpath(given))
     for what, place, risk in [*_host_places(settings), *_plugin_places(settings, declared)]:
         real = Path(os.path.realpath(place))
@@ -52,6 +64,29 @@ def workspace_refusal(option: str, given: str, settings: Settings,
             continue
         return (f"{option} {given!r} {relation} {what} ({str(place)!r}), {risk}: name a "
                 "directory that neither holds it nor is inside it")
+    nested = _nested_run(given, root, live)
+    if nested is not None:
+        relation, run_id, directory = nested
+        return (f"{option} {given!r} {relation} the workspace of run {run_id!r} "
+                f"({str(directory)!r}), live on this host, {_NESTED}: name a directory that "
+                f"neither holds it nor is inside it, or end that run (toolhost runs end "
+                f"{run_id})")
+    return None
+
+
+def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
+                ) -> tuple[str, str, Path] | None:
+    """(relation, run id, its directory) of a live run whose directory ``given`` (``root``
+    resolved) is inside, is reached through a link inside, or holds; None when none does. The
+    same directory is not nesting: no tool of either run can move the other's root."""
+    links = _links_to(_absolute(given))
+    for run_id, directory in live:
+        for other in dict.fromkeys([directory, Path(os.path.realpath(directory))]):
+            if (root != other and root.is_relative_to(other)) or any(
+                    link.is_relative_to(other) for link in links):
+                return "is inside", run_id, directory
+            if root != other and other.is_relative_to(root):
+                return "holds", run_id, directory
     return None
 
 
