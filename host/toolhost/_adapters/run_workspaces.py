@@ -10,7 +10,8 @@ named on disk, not held in one process's memory::
     workspaces/.lock               flock'd (exclusive) while any run's registration changes
     workspaces/.sized-v2-*.ext4    the quota's empty filesystem each generation's image is
                                    copied from, made once (``sized_fs``, D267)
-    workspaces/<run>/run.json      the run is live on this host: {"directory": null | "/abs"}
+    workspaces/<run>/run.json      the run is live on this host: {"directory": null | "/abs",
+                                   "command": true when it ends with its command (``own``)}
     workspaces/<run>/current       the name of the run's current generation (absent: none yet,
                                    or the run paused since)
     workspaces/<run>/<gen>/        that generation's root: what the tools and the sandbox see
@@ -28,6 +29,11 @@ unmounted before it is moved away or anything under it is removed; one that cann
 unmounted is kept, as a held one is. An operator's directory
 (``--workspace DIR``, ``TOOLHOST_MCP_WORKSPACE``) is the run's workspace whatever happens: a
 pause closes it and never deletes it.
+
+A run of one command's own (``toolhost call`` without ``--run``) is live while that command
+holds a shared ``flock`` on the run's directory (``own``): one whose command was killed is
+not live, and is ended by the next approval of one of its calls (a recovery's re-run) and at
+each recovery, as a detached workspace is swept.
 
 A call approved for a run that is not live here (it ended, or lives on another host) gets a
 workspace of its own, discarded after the call: what it wrote reaches the run only through
@@ -83,6 +89,7 @@ _GENERATION = re.compile(r"g[0-9a-f]{32}")
 #: ``g``): held while it is used, so the sweep may remove one nobody holds.
 _DETACHED = re.compile(r".+-g[0-9a-f]{32}")
 _SWEPT_AGAIN = "left in workspaces/.detached; the next approved call or recover tries again"
+_ENDED_AGAIN = "its command is gone; the next recover ends it again"
 
 
 def _private_dir(path: Path) -> None:
@@ -110,6 +117,8 @@ class RunWorkspaces:
         self._lock = threading.Lock()
         #: Whether this process has emptied the trash yet (its first block does).
         self._swept = False
+        #: The runs this process owns (``own``), by id: a descriptor holding their lock.
+        self._owned: dict[str, int] = {}
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[Path]]:
@@ -169,17 +178,44 @@ class RunWorkspaces:
                     directory = registered.directory
             _write_text(run_dir / _RUN_FILE, json.dumps({
                 "directory": None if directory is None else str(directory),
-                "deadline": None if deadline_at is None else deadline_at.isoformat()}))
+                "deadline": None if deadline_at is None else deadline_at.isoformat(),
+                **({"command": True} if registered is not None and registered.command
+                   else {})}))
         workspace = RunWorkspace(self, run_id, directory=directory)
         if directory is not None:
             workspace.current()  # the caller named it: it must exist now (OSError if not)
         return workspace, deadline_at
 
+    def own(self, run_id: str) -> None:
+        """Register ``run_id`` as this process's own run, live until its ``end`` or this
+        process's death (``toolhost call`` without ``--run``, D221): a shared ``flock`` on
+        the run's directory, held from now on, says the command is still there. Where no
+        lock can be taken the run is registered as any other (live until ended)."""
+        with self._locked():
+            run_dir = self.run_dir(run_id)
+            _private_dir(run_dir)
+            fd = os.open(run_dir, _O_DIR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            except OSError:
+                os.close(fd)
+                fd = -1
+            # Flagged only once held: under the registry's lock nobody can find it unheld.
+            _write_text(run_dir / _RUN_FILE, json.dumps(
+                {"directory": None, **({"command": True} if fd >= 0 else {})}))
+            if fd >= 0:
+                self._owned[run_id] = fd
+
     def for_approval(self, run_id: str) -> RunWorkspace:
         """The workspace an approved call of ``run_id`` runs in: the run's, if it is live on
-        this host, else one of the call's own (which ``RunWorkspace.close`` removes)."""
-        with self._locked():
+        this host, else one of the call's own (which ``RunWorkspace.close`` removes). A run
+        whose command is gone (``own``) is not live: it is ended now, so no generation is
+        made in it that nothing would ever end."""
+        with self._locked() as trash:
             registered = _read_run(self.run_dir(run_id))
+            if registered is not None and self._command_gone(run_id, registered):
+                self._end_gone(run_id, trash)
+                registered = None
         if registered is not None:
             return RunWorkspace(self, run_id, directory=registered.directory)
         return RunWorkspace(self, run_id, detached=True)
@@ -215,17 +251,7 @@ class RunWorkspaces:
         held one once its holder lets go; one a killed process held, now). False when the
         run was neither live nor had anything left here."""
         with self._locked() as trash:
-            run_dir = self.run_dir(run_id)
-            if not run_dir.is_dir():
-                return False
-            live = _read_run(run_dir) is not None
-            for name in (_CURRENT, _RUN_FILE):
-                with contextlib.suppress(FileNotFoundError):
-                    (run_dir / name).unlink()
-            left = [g for g in _generations(run_dir) if not self._discard(run_id, g, trash)]
-            if not left:
-                self._remove_run_dir_if_empty(run_id)
-        return live or bool(trash)
+            return self._end(run_id, trash)
 
     # ------------------------------------------------------------------ generations
 
@@ -301,14 +327,19 @@ class RunWorkspaces:
             return path, fd
 
     def sweep_detached(self) -> None:
-        """Remove every detached workspace no process holds: its process was killed (an
-        approver's SIGKILL, a host's OOM kill), and no run's end or pause will come for it.
-        A failure is logged, never raised: the next sweep tries again."""
-        if not (self.root / ".detached").is_dir():
+        """Remove every detached workspace no process holds, and end every run whose command
+        is gone (``own``): its process was killed (an approver's or a ``toolhost call``'s
+        SIGKILL, a host's OOM kill), and no run's end or pause will come for it. A failure
+        is logged, never raised: the next sweep tries again."""
+        if not self.root.is_dir():
             return
         try:
             with self._locked() as trash:
-                self._sweep_detached(trash)
+                for run_id, registered in self._registered():
+                    if self._command_gone(run_id, registered):
+                        self._end_gone(run_id, trash)
+                if (self.root / ".detached").is_dir():
+                    self._sweep_detached(trash)
         except OSError as exc:
             _log_not_removed(self.root / ".detached", exc, _SWEPT_AGAIN)
 
@@ -352,6 +383,48 @@ class RunWorkspaces:
         if not _GENERATION.fullmatch(name):
             return None
         return name if (self.run_dir(run_id) / name).is_dir() else None
+
+    def _end(self, run_id: str, trash: list[Path]) -> bool:
+        """``end``, under the lock."""
+        run_dir = self.run_dir(run_id)
+        if not run_dir.is_dir():
+            return False
+        live = _read_run(run_dir) is not None
+        for name in (_CURRENT, _RUN_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                (run_dir / name).unlink()
+        held = self._owned.pop(run_id, None)
+        if held is not None:
+            os.close(held)  # no longer live: nobody need tell whether this process is there
+        left = [g for g in _generations(run_dir) if not self._discard(run_id, g, trash)]
+        if not left:
+            self._remove_run_dir_if_empty(run_id)
+        return live or bool(trash)
+
+    def _end_gone(self, run_id: str, trash: list[Path]) -> None:
+        """End a run whose command is gone; a failure is logged (the run may stay listed,
+        and the next recovery tries again), never raised: nobody waits on that run."""
+        try:
+            self._end(run_id, trash)
+        except OSError as exc:
+            _log_not_removed(self.run_dir(run_id), exc, _ENDED_AGAIN)
+
+    def _command_gone(self, run_id: str, registered: _Registered) -> bool:
+        """Whether ``run_id`` is a run of one command's own (``own``) whose command is no
+        longer there: nobody holds the lock on its directory (the hold died with it)."""
+        if not registered.command:
+            return False  # a named run, a server's, or one recorded before the flag
+        try:
+            fd = os.open(self.run_dir(run_id), _O_DIR)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held (EWOULDBLOCK), or no lock to tell by: live, as before
+        finally:
+            os.close(fd)  # lets the lock go too
+        return True
 
     def _sweep_detached(self, trash: list[Path]) -> None:
         """Move each detached workspace no process holds to the trash (its mount released
@@ -425,6 +498,8 @@ class _Registered:
 
     directory: Path | None
     deadline_at: dt.datetime | None
+    #: The run ends with its command (``RunWorkspaces.own``); absent in older files: False.
+    command: bool = False
 
 
 def _read_run(run_dir: Path) -> _Registered | None:
@@ -447,7 +522,8 @@ def _read_run(run_dir: Path) -> _Registered | None:
         deadline_at = None
     if deadline_at is not None and deadline_at.utcoffset() is None:
         deadline_at = None
-    return _Registered(path if path is not None and path.is_absolute() else None, deadline_at)
+    return _Registered(path if path is not None and path.is_absolute() else None, deadline_at,
+                       data.get("command") is True)
 
 
 def _earlier(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:

@@ -248,7 +248,13 @@ def cmd_call(args: argparse.Namespace) -> int:
         if value is not None and not valid_run_id(value):
             raise CommandError(f"{option} must be 1 to 128 letters, digits, '.', '_' or '-', "
                                "starting with a letter or digit")
-    run = host.local_run(workspace=workspace, run_id=args.run,
+    run_id = args.run
+    if run_id is None:
+        # This command's own run (D221), registered as held by it before anything runs: one
+        # a SIGKILL left is then ended by the next recovery, never re-run into and left live.
+        run_id = host.new_id()
+        host.run_workspaces.own(run_id)
+    run = host.local_run(workspace=workspace, run_id=run_id,
                          conversation_id=args.conversation, user_turn=args.user_turn,
                          timeout_s=args.timeout)
     from toolhost._cli.progress_line import progress_shown
