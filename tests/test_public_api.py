@@ -79,6 +79,7 @@ TOOLHOST_ALL = [
     "WorkspaceUsage",
     "WriteResult",
     "hookimpl",
+    "make_private_dirs",
     "media_type_for",
     "provenance_of",
     "sha256_checksum",

@@ -1,6 +1,6 @@
 """toolhost: a plugin-based tool host for LLM agents.
 
-The public plugin API, version 1.8: everything a plugin needs is importable from here, and
+The public plugin API, version 1.9: everything a plugin needs is importable from here, and
 everything its tests need from ``toolhost.testing``. Every other module is private. Importing
 this package loads no plugin.
 """
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         ArtifactUnavailable,
     )
     from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
+    from toolhost._model.data_layout import make_private_dirs
     from toolhost._model.digest import sha256_checksum
     from toolhost._model.media_types import MediaType, media_type_for
     from toolhost._model.outcome import (
@@ -130,6 +131,7 @@ __all__ = [
     "WorkspaceUsage",
     "WriteResult",
     "hookimpl",
+    "make_private_dirs",
     "media_type_for",
     "provenance_of",
     "sha256_checksum",
@@ -138,7 +140,7 @@ __all__ = [
 ]
 
 #: The plugin API version this host implements (``hookspecs`` documents what changed).
-PLUGIN_API_VERSION = "1.8"
+PLUGIN_API_VERSION = "1.9"
 
 __version__ = "0.5.0"
 
@@ -204,6 +206,7 @@ _HOME = {
     "WorkspaceUsage": "toolhost._model.workspace",
     "WriteResult": "toolhost._model.workspace",
     "hookimpl": "toolhost.hookspecs",
+    "make_private_dirs": "toolhost._model.data_layout",
     "media_type_for": "toolhost._model.media_types",
     "provenance_of": "toolhost._model.workspace",
     "sha256_checksum": "toolhost._model.digest",

@@ -5,7 +5,7 @@ host loads each entry point on its own and calls each plugin's hooks one plugin 
 failure is attributed to the distribution that caused it. A hookimpl whose name matches no
 hookspec is an error at startup (``PluginManager.check_pending``), not silence.
 
-Plugin API 1.8. Hooks are called once per process start, in this order: ``toolhost_settings``
+Plugin API 1.9. Hooks are called once per process start, in this order: ``toolhost_settings``
 (optional), ``toolhost_domains``, ``toolhost_tools``. Registration (the seven ordered refusals,
 then the reasons check) runs over the union of what they return before any tool is built. ``toolhost_readiness`` is optional and
 is called by ``toolhost check`` only.
@@ -48,7 +48,11 @@ operator's policy loosened. Every 1.6 plugin is a 1.7 plugin unchanged. 1.8 adde
 changing a hook: ``stoppable(command, stopped)``, for a plugin's own console script: Ctrl-C,
 SIGTERM and SIGHUP stop the command where it stands, so what it was doing is undone as
 Ctrl-C's KeyboardInterrupt undoes it, it prints one line and exits 128 + the signal's number
-as the host's commands do. Every 1.7 plugin is a 1.8 plugin unchanged.
+as the host's commands do. Every 1.7 plugin is a 1.8 plugin unchanged. 1.9 added, without
+changing a hook: ``make_private_dirs(path)``, how a plugin's own console script makes its
+directory under the data directory: each directory it makes is 0700, as the host's are, so
+the first command of a fresh data directory does not leave it readable by others. Every 1.8
+plugin is a 1.9 plugin unchanged.
 """
 
 from __future__ import annotations

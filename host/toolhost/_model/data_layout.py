@@ -38,7 +38,9 @@ def plugin_data_dir(data_dir: Path, distribution: str) -> Path:
 def make_private_dirs(path: Path) -> None:
     """Make ``path`` and each missing directory above it 0700 (``mkdir(parents=True)`` gives
     the parents the umask's mode: the data directory was 0755 when a cache or the artifact
-    store made it first). Existing directories are left as they are.
+    store made it first). Existing directories are left as they are. Public as
+    ``toolhost.make_private_dirs`` (plugin API 1.9): a plugin's console script runs before
+    any host has made the data directory, and makes it with this.
 
     :raises OSError: as ``Path.mkdir``.
     """

@@ -15,6 +15,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from toolhost import make_private_dirs
+
 __all__ = [
     "BUSY_TIMEOUT_S",
     "CACHE_FILE",
@@ -149,7 +151,8 @@ def open_writable(data_dir: Path, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Co
     """
     path = cache_path(data_dir)
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        # The import is often a fresh data directory's first command: 0700, as the host makes it.
+        make_private_dirs(data_dir)
         conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
     except (OSError, sqlite3.Error) as exc:
         raise CacheUnavailable(

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
-from toolhost import Settings, stoppable
+from toolhost import Settings, make_private_dirs, stoppable
 
 __all__ = ["DISTRIBUTION", "main"]
 
@@ -116,7 +116,8 @@ def _run(args: argparse.Namespace, settings: Settings, own_dir: Path) -> int:
 
     # Made (or found) first, as the host's commands do: a listing of a data directory that
     # cannot be used was empty and exit 0, indistinguishable from "nothing recorded yet".
-    own_dir.mkdir(parents=True, exist_ok=True)
+    # Private (0700) as the host makes them: this may be a fresh data directory's first command.
+    make_private_dirs(own_dir)
     if args.command == "link":
         first, second = (_address(a) for a in args.addresses)
         if first == second:
@@ -157,7 +158,7 @@ def _refresh(settings: Settings, own_dir: Path) -> int:
 
     from toolhost_people.index import PRINCIPALS_DIR, remove_index
 
-    own_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(own_dir)
     cache_dir = settings.plugin_data_dir(MAIL_CACHE_DISTRIBUTION)
     try:
         with open_mail_cache(cache_dir) as probe:

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from toolhost import make_private_dirs
 from toolhost_people.common import BUSY_TIMEOUT_S
 
 __all__ = ["LINKS_FILE", "MAX_ADDRESS_LENGTH", "add_owner", "digest", "forget_principal", "link",
@@ -136,7 +137,7 @@ def record_accounts(data_dir: Path, accounts: Iterable[str], principal: str | No
     """Remember accounts seen in the cache as the owner's (``principal``'s, in a cache of
     several people; for good: see the module text). ``timeout``: how long to wait for a
     lock."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(data_dir)
     with _connect(data_dir, timeout) as conn:
         conn.executemany("INSERT OR IGNORE INTO owner VALUES (?, ?)",
                          [(a, _origin("account", principal)) for a in accounts])
@@ -145,7 +146,7 @@ def record_accounts(data_dir: Path, accounts: Iterable[str], principal: str | No
 def add_owner(data_dir: Path, address: str, principal: str | None = None) -> bool:
     """``toolhost-people me [--principal P] ADDRESS``: the normalized address is the
     owner's (``principal``'s); False if it already was."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(data_dir)
     with _connect(data_dir) as conn:
         added = conn.execute("INSERT OR IGNORE INTO owner VALUES (?, ?)",
                              (address, _origin("operator", principal))).rowcount
@@ -186,7 +187,7 @@ def _store(conn: sqlite3.Connection, members: set[str]) -> None:
 
 def link(data_dir: Path, first: str, second: str) -> tuple[str, ...]:
     """Merge the groups of two normalized addresses; the merged group's addresses, sorted."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(data_dir)
     with _connect(data_dir) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
