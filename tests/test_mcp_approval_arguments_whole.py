@@ -29,7 +29,7 @@ def test_long_arguments_are_shown_whole_or_not_asked_about(tmp_path: Path) -> No
             assert meta(whole, "status") == "succeeded"
             # Too long to show whole (each zero-width space is six characters escaped).
             hidden = await s.call_tool("demo.external_write",
-                                       {"content": "\u200b" * 2000, "destination": DESTINATION})
+                                       {"content": "\u200b" * 4000, "destination": DESTINATION})
             assert meta(hidden, "status") == "awaiting_approval"
 
     run(main)

@@ -320,7 +320,7 @@ def test_arguments_are_shown_whole_or_not_at_all() -> None:
     assert arguments_shown({"text": "a" * (ARGUMENTS_SHOWN - 10)}) is None
     assert arguments_shown({"text": "\u200b" * (ARGUMENTS_SHOWN // 6)}) is None
     with pytest.raises(ValueError, match="too long to ask about in a form"):
-        approval_prompt({"text": "a" * 5000 * 2})
+        approval_prompt({"text": "a" * (ARGUMENTS_SHOWN + 1)})
 
 
 def test_http_addresses() -> None:

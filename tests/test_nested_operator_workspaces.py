@@ -7,8 +7,11 @@ processes, real first-party plugins, one data directory per test."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from toolhost._testing.cli import run_toolhost
 
@@ -91,3 +94,29 @@ def test_serve_refuses_a_workspace_inside_a_live_runs_at_its_start(tmp_path: Pat
     assert _refused(served) == (
         f"toolhost: TOOLHOST_MCP_WORKSPACE {str(outer / 'inner')!r} is inside the workspace of "
         f"run 'OUTER' ({str(outer)!r}), " + _RISK.format(run="OUTER"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount takes root")
+def test_a_workspace_reached_through_a_bind_mount_of_another_live_runs_is_refused(
+        tmp_path: Path) -> None:
+    # realpath does not see through a bind mount: the review wrote through mnt/inner after
+    # OUTER's link swap. Directories on the way are compared by identity too.
+    data, outer, mnt, victim = (tmp_path / n for n in ("data", "outer", "mnt", "victim"))
+    (outer / "inner").mkdir(parents=True)
+    mnt.mkdir()
+    victim.mkdir()
+    subprocess.run(["mount", "--bind", str(outer), str(mnt)], check=True)
+    try:
+        assert _call(data, outer, "OUTER").returncode == 0
+        (outer / "inner").rmdir()
+        (outer / "inner").symlink_to(victim)
+        through = mnt / "inner"
+        write = {"path": "planted.txt", "content": "by the model"}
+        assert _refused(_call(data, through, "INNER", "workspace.write_text", write)) == (
+            f"toolhost: --workspace {str(through)!r} is inside the workspace of run 'OUTER' "
+            f"({str(outer)!r}), " + _RISK.format(run="OUTER"))
+        assert list(victim.iterdir()) == []
+        # The same directory through the mount is the same directory: shared, not nested.
+        assert _call(data, mnt, "OUTER2").returncode == 0
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)

@@ -22,3 +22,10 @@ def test_a_host_list_without_the_bound_address_is_named_on_the_start_line() -> N
 def test_every_address_is_no_host_a_client_names() -> None:
     assert _serving_at("5 tools", "0.0.0.0", 8766, ("mcp.example.org:443",)) == (
         "serving 5 tools at http://0.0.0.0:8766/mcp")
+
+
+def test_a_host_list_from_toolhost_toml_is_named_where_it_was_written() -> None:
+    assert _serving_at("5 tools", "127.0.0.1", 8766, ("mcp.example.org:443",),
+                       "/etc/toolhost.toml:4: [http] allowed_hosts") == (
+        "serving 5 tools at http://127.0.0.1:8766/mcp (for Host mcp.example.org:443 only: "
+        "/etc/toolhost.toml:4: [http] allowed_hosts does not list 127.0.0.1:8766)")

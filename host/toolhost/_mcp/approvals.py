@@ -65,9 +65,10 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "required": ["approve"],
 }
 
-#: The longest arguments block the form shows. Longer arguments are not asked about in the
-#: client at all (D466): whatever was cut could hold the part that matters.
-ARGUMENTS_SHOWN = 8000
+#: The longest arguments block the form shows: room for sandbox.run_command's 16,384-character
+#: command. Longer arguments are not asked about in the client at all (D466): whatever was cut
+#: could hold the part that matters.
+ARGUMENTS_SHOWN = 20_000
 
 
 class Decision(enum.Enum):

@@ -395,7 +395,10 @@ class ToolCalls:
             return self._expired(session, record.id, log)
         # Arguments too long to show whole are never asked about here (D466): the person
         # reads them with `toolhost show` or in the inbox, and approves there.
-        can_ask = self._can_ask(ctx) and arguments_shown(record.arguments) is not None
+        can_ask = self._can_ask(ctx)
+        if can_ask and arguments_shown(record.arguments) is None:
+            log.info("mcp.approval.not_asked", why="arguments_too_long_to_show")
+            can_ask = False
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: no server-initiated requests; the question rides the result and the
             # client retries the call with the answer. An answer counts only for a question

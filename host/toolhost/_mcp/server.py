@@ -644,14 +644,15 @@ def _http_url(bind: str, port: int) -> str:
     return f"http://{authority(bind, port)}/mcp"
 
 
-def _serving_at(tools: str, bind: str, port: int, allowed_hosts: Sequence[str]) -> str:
+def _serving_at(tools: str, bind: str, port: int, allowed_hosts: Sequence[str],
+                written: str = "TOOLHOST_HTTP_ALLOWED_HOSTS") -> str:
     """The start line. TOOLHOST_HTTP_ALLOWED_HOSTS replaces the defaults, the bound address
-    included (D233), so a URL its own Host check answers 421 says which names it takes."""
+    included (D233), so a URL its own Host check answers 421 says which names it takes, and
+    where the list was ``written`` (``Settings.written``)."""
     line = f"serving {tools} at {_http_url(bind, port)}"
     own = authority(bind, port)
     if bind not in EVERY_ADDRESS and not host_allowed(own, allowed_hosts):
-        line += (f" (for Host {', '.join(allowed_hosts)} only: TOOLHOST_HTTP_ALLOWED_HOSTS "
-                 f"does not list {own})")
+        line += f" (for Host {', '.join(allowed_hosts)} only: {written} does not list {own})"
     return line
 
 
@@ -746,7 +747,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
             asyncio.run(_recovering(
                 host, config.recover_interval_s,
                 _serve_http(server, sockets, address[0], level,
-                            _serving_at(tools, *address, http_settings.policy.allowed_hosts),
+                            _serving_at(tools, *address, http_settings.policy.allowed_hosts,
+                                        host.settings.written("TOOLHOST_HTTP_ALLOWED_HOSTS")),
                             http_settings, host, sessions)))
     except _Terminated as stop:
         log.info("mcp.serve.terminated", signal=signal.Signals(stop.signum).name)

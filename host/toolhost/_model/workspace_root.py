@@ -80,6 +80,7 @@ def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
     resolved) is inside, is reached through a link inside, or holds; None when none does. The
     same directory is not nesting: no tool of either run can move the other's root."""
     links = _links_to(_absolute(given))
+    root_id = _identity(root)
     for run_id, directory in live:
         for other in dict.fromkeys([directory, Path(os.path.realpath(directory))]):
             if (root != other and root.is_relative_to(other)) or any(
@@ -87,7 +88,28 @@ def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
                 return "is inside", run_id, directory
             if root != other and other.is_relative_to(root):
                 return "holds", run_id, directory
+        # A bind mount shows a directory at a second path no realpath leads back from: the
+        # directories on the way are compared by identity too (D469).
+        other_id = _identity(directory)
+        if other_id is None:
+            continue
+        ways = [root.parents, *([link.parent, *link.parent.parents] for link in links)]
+        if any(_identity(step) == other_id for way in ways for step in way):
+            return "is inside", run_id, directory
+        if root_id is not None and any(_identity(step) == root_id
+                                       for step in Path(os.path.realpath(directory)).parents):
+            return "holds", run_id, directory
     return None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The directory at ``path`` as the kernel knows it (device, inode), whatever path it is
+    reached by; None when it cannot be asked."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _host_places(settings: Settings) -> list[tuple[str, Path, str]]:
