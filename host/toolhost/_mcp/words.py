@@ -17,7 +17,11 @@ arguments (``Session.worded``) before anyone is asked (``calls``).
 
 Why a form and not the model's text: what a tool stores as the person's must be text the
 person gave. The model's proposal is only the field's starting value; the host's own sentence
-says what the person is being asked, and nothing the model wrote is in it.
+says what the person is being asked, and nothing the model wrote is in it. A proposal holding
+a character that shows as nothing (``printable.prints``, line breaks aside) is not put in the
+field: accepted as seen, its hidden part would become the person's words. What the person
+sends back is kept as they sent it: their own script's joiners, an emoji's selector (every
+display of it escapes them, D465).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 import mcp.types as types
 
-from toolhost._composition import Registered
+from toolhost._composition import Registered, prints
 
 __all__ = ["WORDS_KEY", "WORDS_STATE_PREFIX", "with_words", "words_of", "words_request"]
 
@@ -40,7 +44,8 @@ WORDS_STATE_PREFIX = "words:"
 
 
 def words_request(registered: Registered, arguments: Mapping[str, Any]) -> types.ElicitRequest:
-    """The form asking the person for their words, prefilled with the model's proposal."""
+    """The form asking the person for their words, prefilled with the model's proposal when
+    every character of it shows."""
     words = registered.tool.user_words
     assert words is not None
     spec = registered.spec
@@ -51,16 +56,23 @@ def words_request(registered: Registered, arguments: Mapping[str, Any]) -> types
         "title": "Your words",
         "description": "What you accept here is recorded as your own words.",
     }
-    if isinstance(proposed, str):
+    if not isinstance(proposed, str):
+        offer = "The field is empty: write what you mean."
+    elif prints(proposed.replace("\n", "")):  # a line break shows as one in the field
         field["default"] = proposed
+        offer = ("The field holds what the assistant proposed: accept it, or change it to say "
+                 "what you mean.")
+    else:
+        # Prefilled, what the person sees would not be what they accept (D465's promise).
+        offer = ("The assistant's proposal held characters that do not show, so the field is "
+                 "empty: write what you mean.")
     bound = spec.input_schema.get("properties", {}).get(first, {})
     for keyword in ("minLength", "maxLength"):
         if isinstance(bound.get(keyword), int):
             field[keyword] = bound[keyword]
     message = (
         f"toolhost asks for your own words for {spec.name} {spec.version}. {words.prompt}\n"
-        "The field holds what the assistant proposed: accept it, or change it to say what you "
-        "mean. Decline and nothing is recorded."
+        f"{offer} Decline and nothing is recorded."
     )
     return types.ElicitRequest(params=types.ElicitRequestFormParams(
         message=message,
