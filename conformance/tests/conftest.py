@@ -48,6 +48,11 @@ def write_suite(
     return pytester.makepyfile(**{name: source})
 
 
+def failed_ids(result: pytest.RunResult) -> set[str]:
+    """The ids of the tests that failed in a pytester run (``test_x[case]``)."""
+    return {r.nodeid.split("::")[-1] for r in result.reprec.getfailures()}  # type: ignore[attr-defined]
+
+
 def install_fake_plugin(site: Path, dist: str, module: str, source: str) -> None:
     """Install ``module.py`` as distribution ``dist`` the way pip lays it out: a dist-info
     directory with METADATA, entry_points.txt and a RECORD, on a path entry."""

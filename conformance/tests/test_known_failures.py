@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import write_suite
+from conftest import failed_ids, write_suite
 
 from toolhost_conformance import CHECKS, KnownFailureError
 from toolhost_conformance._known import lookup, parse_option, validate
@@ -27,7 +27,7 @@ def test_a_known_failure_with_a_reason_is_a_strict_xfail(pytester: pytest.Pytest
     result = pytester.runpytest(*NO_CACHE, "-rx", "--toolhost-examples", "5")
     # parallel_only_read_only passes for parallel.read: a check-wide entry is a strict xfail
     # for every case, so that one XPASSes and fails; per-case keys are the precise tool.
-    result.assert_outcomes(passed=8, xfailed=4, failed=1)
+    result.assert_outcomes(passed=9, xfailed=4, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*XFAIL*test_registration*known failure: parallel appends land in 2.0*",
@@ -52,6 +52,42 @@ def test_a_case_key_leaves_the_other_cases_alone(pytester: pytest.Pytester) -> N
     )
     result = pytester.runpytest(*NO_CACHE, "-k", "parallel_only_read_only")
     result.assert_outcomes(passed=1, xfailed=1)
+
+
+#: A plugin whose tools hook raises: the host refuses to start with it.
+CRASHING = """
+from toolhost import Domain, hookimpl
+
+
+@hookimpl
+def toolhost_domains():
+    return [Domain("crash")]
+
+
+@hookimpl
+def toolhost_tools(settings):
+    raise RuntimeError("credential store unreachable")
+"""
+
+
+def test_a_known_failure_for_a_distribution_without_tools_hides_no_other_crash(
+        pytester: pytest.Pytester) -> None:
+    # The entry a team writes for a distribution that really ships no tool covers that
+    # distribution's tools_registered alone: registration still fails for another's crash.
+    body = 'known_failures = {"tools_registered[dist=fx-conditional]": "ships its tool with a key"}'
+    write_suite(pytester, {"fx-good": "fx_good", "fx-conditional": "fx_conditional"}, body=body)
+    result = pytester.runpytest(*NO_CACHE, "-k", "registration or tools_registered")
+    result.assert_outcomes(passed=2, xfailed=1)
+    assert result.ret == 0
+    pytester.makepyfile(fx_crash=CRASHING)
+    write_suite(pytester, {"fx-conditional": "fx_conditional", "fx-crash": "fx_crash"}, body=body)
+    result = pytester.runpytest(*NO_CACHE)
+    assert failed_ids(result) == {"test_registration", "test_tools_registered[dist=fx-crash]"}
+    result.stdout.fnmatch_lines(
+        ["*plugin fx-crash: hook toolhost_tools raised RuntimeError: credential store "
+         "unreachable*"]
+    )
+    assert result.ret != 0
 
 
 def test_the_command_line_option_is_the_same(pytester: pytest.Pytester) -> None:

@@ -28,6 +28,7 @@ def test_public_names() -> None:
 def test_every_check_is_a_test_method() -> None:
     assert set(CHECKS) == {
         "registration",
+        "tools_registered",
         "reasons",
         "messages_static",
         "schemas_closed",

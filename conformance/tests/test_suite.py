@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, INSTALLABLE_GOOD, INSTALLABLE_MCP, install_fake_plugin, write_suite
+from conftest import (
+    FIXTURES,
+    INSTALLABLE_GOOD,
+    INSTALLABLE_MCP,
+    failed_ids,
+    install_fake_plugin,
+    write_suite,
+)
 
 from toolhost import (
     FailureInfo,
@@ -23,19 +30,15 @@ from toolhost_conformance.suite import _check_outcome
 NO_CACHE = ("-p", "no:cacheprovider")
 
 
-def _failed_ids(result: pytest.RunResult) -> set[str]:
-    return {r.nodeid.split("::")[-1] for r in result.reprec.getfailures()}  # type: ignore[attr-defined]
-
-
 # ---------------------------------------------------------------------------- a conforming plugin
 
 
 def test_a_conforming_plugin_passes_every_check(pytester: pytest.Pytester) -> None:
     write_suite(pytester, {"fx-good": "fx_good"})
     result = pytester.runpytest(*NO_CACHE, "-rs")
-    # 1 registration + 2 per distribution + 5 per tool x 6 tools; the sandbox tool's
+    # 1 registration + 3 per distribution + 5 per tool x 6 tools; the sandbox tool's
     # property run is skipped for its classification, with the reason.
-    result.assert_outcomes(passed=32, skipped=1)
+    result.assert_outcomes(passed=33, skipped=1)
     result.stdout.fnmatch_lines(
         ["*SKIPPED*target_kind sandbox: the property run invokes in-process tools only*"]
     )
@@ -58,6 +61,7 @@ def test_every_check_is_one_test_with_per_tool_ids(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         [
             "test_subject.py::TestConformance::test_registration",
+            "test_subject.py::TestConformance::test_tools_registered[[]dist=fx-good[]]",
             "test_subject.py::TestConformance::test_messages_static[[]dist=fx-good[]]",
             "test_subject.py::TestConformance::test_no_ambient_reads[[]dist=fx-good[]]",
             "test_subject.py::TestConformance::test_reasons[[]tool=good.echo@1.0.0[]]",
@@ -73,12 +77,12 @@ def test_every_check_is_one_test_with_per_tool_ids(pytester: pytest.Pytester) ->
 @pytest.mark.parametrize(
     ("expression", "count"),
     [("schemas_closed", 6), ("registration", 1), ("property_run and echo", 2),
-     ("no_ambient_reads", 1)],
+     ("no_ambient_reads", 1), ("tools_registered", 1)],
 )
 def test_k_selects_checks(pytester: pytest.Pytester, expression: str, count: int) -> None:
     write_suite(pytester, {"fx-good": "fx_good"})
     result = pytester.runpytest(*NO_CACHE, "-k", expression)
-    result.assert_outcomes(passed=count, deselected=33 - count)
+    result.assert_outcomes(passed=count, deselected=34 - count)
 
 
 def test_settings_turn_on_conditional_tools(pytester: pytest.Pytester) -> None:
@@ -95,9 +99,11 @@ def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
         pytester: pytest.Pytester) -> None:
     # Its tools are all conditional: without the setting every per-tool check would be
     # skipped and the run would pass having checked nothing.
+    # Its own check, per distribution: registration itself accepts what it returns.
     write_suite(pytester, {"fx-conditional": "fx_conditional"})
     result = pytester.runpytest(*NO_CACHE)
-    assert _failed_ids(result) == {"test_registration"}
+    assert failed_ids(result) == {"test_tools_registered[dist=fx-conditional]"}
+    result.assert_outcomes(passed=3, failed=1, skipped=5)
     result.stdout.fnmatch_lines([
         "*fx-conditional registers no tool under the suite's settings, so no tool of it is "
         "checked:",
@@ -107,7 +113,7 @@ def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
     ])
     write_suite(pytester, {"fx-conditional": "fx_conditional"},
                 body='settings = {"COND_ENABLED": "1"}')
-    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=8)
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=9)
 
 
 # ---------------------------------------------------------------------------- what it catches
@@ -116,8 +122,8 @@ def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
 def test_an_undeclared_reason_code_fails_the_property_run(pytester: pytest.Pytester) -> None:
     write_suite(pytester, {"fx-undeclared": "fx_undeclared"})
     result = pytester.runpytest(*NO_CACHE, "--toolhost-examples", "10")
-    assert _failed_ids(result) == {"test_property_run[tool=undeclared.find@1.0.0]"}
-    result.assert_outcomes(passed=7, failed=1)
+    assert failed_ids(result) == {"test_property_run[tool=undeclared.find@1.0.0]"}
+    result.assert_outcomes(passed=8, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*undeclared.find@1.0.0 with arguments * failed with "
@@ -132,11 +138,11 @@ def test_the_property_run_catches_what_registration_lets_through(
 ) -> None:
     write_suite(pytester, {"fx-misbehaving": "fx_misbehaving"})
     result = pytester.runpytest(*NO_CACHE, "--toolhost-examples", "10")
-    assert _failed_ids(result) == {
+    assert failed_ids(result) == {
         "test_property_run[tool=misbehaving.crash@1.0.0]",
         "test_property_run[tool=misbehaving.shape@1.0.0]",
     }
-    result.assert_outcomes(passed=16, failed=2)
+    result.assert_outcomes(passed=17, failed=2)
     output = result.stdout.str()
     assert "failed with tool.internal.unexpected: an exception escaped the tool body" in output
     assert '"exception": "KeyError"' in output
@@ -332,7 +338,7 @@ def test_distributions_from_the_option_and_only_those(pytester: pytest.Pytester)
     pytester.makepyfile(test_subject=BARE_SUITE)
     # fx-installed-mcp is installed too, and would be refused; it is not loaded.
     result = pytester.runpytest(*NO_CACHE, "--toolhost-dist", "fx-installed")
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=9)
     result = pytester.runpytest(
         *NO_CACHE, "--toolhost-dist", "fx-installed", "--toolhost-dist", "fx-installed-mcp",
         "-k", "registration",
@@ -346,7 +352,7 @@ def test_distributions_from_the_class_attribute(pytester: pytest.Pytester) -> No
     pytester.makepyfile(
         test_subject=BARE_SUITE.replace("pass", 'distributions = ("fx-installed",)')
     )
-    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=8)
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=9)
 
 
 def test_distributions_from_a_conftest_fixture(pytester: pytest.Pytester) -> None:
@@ -361,7 +367,7 @@ def test_distributions_from_a_conftest_fixture(pytester: pytest.Pytester) -> Non
         """
     )
     pytester.makepyfile(test_subject=BARE_SUITE)
-    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=8)
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=9)
 
 
 def test_a_fixture_that_needs_other_fixtures_is_an_error(pytester: pytest.Pytester) -> None:
@@ -396,11 +402,15 @@ def test_a_distribution_that_is_not_installed_fails_registration(
     result.stdout.fnmatch_lines(
         ["*plugin not-a-dist: no toolhost.plugins entry point is installed for it*"]
     )
-    # Nothing loaded, so nothing per tool to run (skipped, saying why); the distribution's
-    # modules cannot be found either. messages_static passes: it contributed none.
-    assert _failed_ids(result) == {"test_registration", "test_no_ambient_reads[dist=not-a-dist]"}
-    result.assert_outcomes(failed=2, passed=1, skipped=5)
+    # Nothing loaded, so nothing per tool to run (skipped, saying why), and whether it
+    # registers a tool is unknown (a failure, not a pass); the distribution's modules cannot
+    # be found either. messages_static passes: it contributed none.
+    assert failed_ids(result) == {"test_registration", "test_no_ambient_reads[dist=not-a-dist]",
+                                   "test_tools_registered[dist=not-a-dist]"}
+    result.assert_outcomes(failed=3, passed=1, skipped=5)
     result.stdout.fnmatch_lines(["*SKIPPED*not loaded: plugin not-a-dist*"])
+    result.stdout.fnmatch_lines(["*not-a-dist: no tool of it is checked: plugin not-a-dist: no "
+                                 "toolhost.plugins entry point*"])
 
 
 def test_a_hook_that_raises_fails_registration_in_one_line(pytester: pytest.Pytester) -> None:

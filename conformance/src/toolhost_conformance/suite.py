@@ -140,26 +140,6 @@ def _report(
         _fail([f"{who}: {what}:", *(f"  {p}" for p in problems)])
 
 
-def _require_tools(subject: Subject) -> None:
-    """Fail for a distribution that registers no tool under the suite's settings: every
-    per-tool check would be skipped and the run would pass having checked nothing (a plugin
-    whose tools are all conditional, tested without its setting)."""
-    __tracebackhide__ = True
-    host = subject.host()
-    declared = host.declared_settings if host is not None else {}
-    for dist in subject.dist_names:
-        if any(tool.distribution == dist for tool in subject.tools):
-            continue
-        activating = [spec for spec in declared.get(dist, ()) if spec.activates]
-        _fail([
-            f"{dist} registers no tool under the suite's settings, so no tool of it is "
-            "checked" + (":" if activating else ""),
-            *(f"  {spec.name} registers {', '.join(spec.activates)}" for spec in activating),
-            "turn its tools on with the suite's settings = {NAME: value} (or "
-            "--toolhost-setting NAME=VALUE)",
-        ])
-
-
 def _json(value: Any, limit: int = 600) -> str:
     try:
         text = json.dumps(value, ensure_ascii=True, sort_keys=True, default=repr)
@@ -300,9 +280,31 @@ class ConformanceSuite:
             if exc is not None and line and line.startswith("registration crashed"):
                 raise AssertionError(line) from exc  # a crash deserves its traceback
             _fail([line or "registration refused"])
-        _require_tools(toolhost_subject)
 
     # ------------------------------------------------------------------ checks: per distribution
+
+    @_check("dist")
+    def test_tools_registered(self, toolhost_subject: Subject, toolhost_dist: str) -> None:
+        """The distribution registers at least one tool under the suite's settings: else
+        every per-tool check of it is skipped and the run passes having checked nothing (a
+        plugin whose tools are all conditional, tested without its setting). Per distribution,
+        so a known failure for one that really ships no tool covers that one alone."""
+        if any(tool.distribution == toolhost_dist for tool in toolhost_subject.tools):
+            return
+        if toolhost_subject.load_error is not None:
+            # Unknown is not a pass: with ``registration`` a known failure, a plugin that
+            # does not load must still fail here.
+            _fail([f"{toolhost_dist}: no tool of it is checked: {toolhost_subject.load_error}"])
+        host = toolhost_subject.host()
+        declared = host.declared_settings if host is not None else {}
+        activating = [spec for spec in declared.get(toolhost_dist, ()) if spec.activates]
+        _fail([
+            f"{toolhost_dist} registers no tool under the suite's settings, so no tool of it "
+            "is checked" + (":" if activating else ""),
+            *(f"  {spec.name} registers {', '.join(spec.activates)}" for spec in activating),
+            "turn its tools on with the suite's settings = {NAME: value} (or "
+            "--toolhost-setting NAME=VALUE)",
+        ])
 
     @_check("dist")
     def test_messages_static(self, toolhost_subject: Subject, toolhost_dist: str) -> None:
