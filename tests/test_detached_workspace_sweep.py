@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mount_support import mounts_under
 
 from toolhost._adapters.run_workspaces import RunWorkspaces
 from toolhost._adapters.sized_fs import SizedFilesystems, is_mounted
@@ -47,22 +48,17 @@ workspace.close()
 """
 
 
-def _mounts_under(path: Path) -> list[str]:
-    return [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-            if line.split()[1].startswith(str(path))]
+def _approver(root: Path, quota: int) -> tuple[subprocess.Popen[str], Path]:
+    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, str(root), str(quota)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, Path(proc.stdout.readline().strip())
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "workspaces"
     subprocess.run(["umount", "-R", "-l", str(tmp_path)], check=False, capture_output=True)
-
-
-def _approver(root: Path, quota: int) -> tuple[subprocess.Popen[str], Path]:
-    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, str(root), str(quota)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc, Path(proc.stdout.readline().strip())
 
 
 @pytest.mark.parametrize("quota", [pytest.param(QUOTA, id="mounted", marks=needs_mount),
@@ -89,18 +85,18 @@ def test_a_killed_approvers_workspace_is_swept_and_a_live_ones_is_kept(
         # recover's sweep keeps both held ones too.
         registry.sweep_detached()
         assert mine.read("a.txt") == b"x" and (held / "out.txt").exists()
-        assert sorted(_mounts_under(root)) == (sorted([str(held), str(mine.root)])
+        assert sorted(mounts_under(root)) == (sorted([str(held), str(mine.root)])
                                                if quota else [])
         mine.close()
     finally:
         alive.communicate("")
     assert alive.returncode == 0
     assert sorted(os.listdir(root / ".detached")) == [kit.name]
-    assert not _mounts_under(root) and not list((root / ".trash").iterdir())
+    assert not mounts_under(root) and not list((root / ".trash").iterdir())
 
 
 def _detached_mounts(data: Path) -> list[str]:
-    return _mounts_under(data / "workspaces" / ".detached")
+    return mounts_under(data / "workspaces" / ".detached")
 
 
 @needs_mount

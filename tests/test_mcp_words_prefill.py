@@ -119,3 +119,13 @@ def test_the_persons_own_text_is_stored_as_they_sent_it(host: Host) -> None:
     row = host.row(invocation_id)
     assert (row.user_turn, row.arguments, SEEN) == (
         typed, {"text": typed}, [("note", typed, typed)])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_blank_proposal_is_not_prefilled(host: Host, mode: str) -> None:
+    # Accepted as is, blank words read as a decline: the field is left for the person.
+    forms, invocation_id = _ask(host, mode, "\n\n\n")
+    assert forms == [(
+        PROMPT + "The field is empty: write what you mean. Decline and nothing is recorded.",
+        _schema(FIELD))]
+    assert host.row(invocation_id).user_turn == TYPED

@@ -120,3 +120,31 @@ def test_a_workspace_reached_through_a_bind_mount_of_another_live_runs_is_refuse
         assert _call(data, mnt, "OUTER2").returncode == 0
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount takes root")
+def test_a_bind_mount_of_a_directory_below_another_live_runs_is_seen_both_ways(
+        tmp_path: Path) -> None:
+    # A bind of OUTER's inner/ at b: b/deeper is inside OUTER's directory in its filesystem
+    # though no path to it passes OUTER's; and a run on b's parent side holds nothing of it.
+    data, outer, b = tmp_path / "data", tmp_path / "x" / "outer", tmp_path / "b"
+    (outer / "inner" / "deeper").mkdir(parents=True)
+    b.mkdir()
+    subprocess.run(["mount", "--bind", str(outer / "inner"), str(b)], check=True)
+    try:
+        assert _call(data, outer, "OUTER").returncode == 0
+        assert _refused(_call(data, b / "deeper", "INNER")) == (
+            f"toolhost: --workspace {str(b / 'deeper')!r} is inside the workspace of run "
+            f"'OUTER' ({str(outer)!r}), " + _RISK.format(run="OUTER"))
+        assert _toolhost_runs_end(data, "OUTER")
+        # The other way round: a live run in the bind's subdirectory, a new one on x.
+        assert _call(data, b / "deeper", "DEEP").returncode == 0
+        assert _refused(_call(data, tmp_path / "x", "WIDE")) == (
+            f"toolhost: --workspace {str(tmp_path / 'x')!r} holds the workspace of run 'DEEP' "
+            f"({str(b / 'deeper')!r}), " + _RISK.format(run="DEEP"))
+    finally:
+        subprocess.run(["umount", "-l", str(b)], check=True)
+
+
+def _toolhost_runs_end(data: Path, run: str) -> bool:
+    return run_toolhost("runs", "end", run, data_dir=data, plugins=PLUGINS).returncode == 0

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import structlog
 from conftest import make_plugin, make_spec, make_tool
+from mount_support import mounts_under
 
 from toolhost import Settings, ToolOutput, WorkspaceUnavailable
 from toolhost._adapters import sized_fs
@@ -37,11 +38,6 @@ QUOTA = 16 * MiB
 _CANNOT_MOUNT = SizedFilesystems(QUOTA).problem()
 needs_mount = pytest.mark.skipif(_CANNOT_MOUNT is not None, reason=f"the host cannot mount "
                                  f"here ({_CANNOT_MOUNT}): generations stay directories")
-
-
-def _mounts_under(path: Path) -> list[str]:
-    return [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-            if line.split()[1].startswith(str(path))]
 
 
 @pytest.fixture
@@ -65,7 +61,7 @@ def test_a_generation_is_a_filesystem_of_the_quota_and_its_end_removes_it(root: 
     with pytest.raises(WorkspaceUnavailable):
         workspace.write("big", b"\0" * QUOTA)
     workspace.end()
-    assert not _mounts_under(root) and not image.exists() and not (root / "run-1").exists()
+    assert not mounts_under(root) and not image.exists() and not (root / "run-1").exists()
 
 
 @needs_mount
@@ -78,9 +74,9 @@ def test_a_pause_keeps_a_generation_another_process_holds_mounted_until_it_lets_
     ours.discard()  # a pause: the generation is no longer the run's, but they hold it
     assert theirs.read("a.txt") == b"x"
     theirs.write("b.txt", b"still works")
-    assert len(_mounts_under(root)) == 1
+    assert len(mounts_under(root)) == 1
     theirs.close()  # the last holder unmounts and removes it
-    assert not _mounts_under(root)
+    assert not mounts_under(root)
     assert not list((root / "run-1").glob("g*"))
     ours.end()
 
@@ -100,10 +96,10 @@ os._exit(0)  # killed: nothing let go, nothing unmounted
 def test_a_stale_generation_of_a_crashed_process_is_unmounted_before_it_is_removed(
         root: Path) -> None:
     subprocess.run([sys.executable, "-c", _CRASH, str(root), str(QUOTA)], check=True)
-    (stale,) = _mounts_under(root)
+    (stale,) = mounts_under(root)
     assert os.listdir(stale) == ["left.txt"]
     assert RunWorkspaces(root, SizedFilesystems(QUOTA)).end("run-1")
-    assert not _mounts_under(root) and not (root / "run-1").exists()
+    assert not mounts_under(root) and not (root / "run-1").exists()
 
 
 @needs_mount
@@ -113,7 +109,7 @@ def test_an_approved_calls_own_workspace_is_sized_and_released(root: Path) -> No
     path = alone.root
     assert is_mounted(path)
     alone.close()
-    assert not path.exists() and not _mounts_under(root)
+    assert not path.exists() and not mounts_under(root)
     assert not list(root.rglob("*.img"))
 
 
@@ -140,7 +136,7 @@ def test_a_call_that_never_touches_the_workspace_makes_no_filesystem(tmp_path: P
     with Harness.over({"fx-plugin": plugin}, data_dir=tmp_path / "data") as harness:
         run = harness.start_run()
         assert harness.call("fx.echo", {"x": "a"}, run=run).failure is None
-        assert not _mounts_under(tmp_path)
+        assert not mounts_under(tmp_path)
         assert not list((tmp_path / "data").rglob("*.img"))
         harness.end_run(run)
 
@@ -160,7 +156,7 @@ def test_the_cost_of_a_generation(root: Path) -> None:
     print(f"per generation: sized {costs['sized'] * 1000:.1f} ms, "
           f"plain {costs['plain'] * 1000:.1f} ms")
     assert costs["sized"] < 1.0
-    assert not _mounts_under(root)
+    assert not mounts_under(root)
 
 
 def _loop_devices_of(image: Path) -> list[str]:
@@ -226,7 +222,7 @@ def test_generations_made_in_parallel_threads_each_get_a_loop_device_of_their_ow
                   ) == [sized_fs.template_name(QUOTA), ".sized.lock"]
     for directory, image in made:
         assert filesystems.release(directory, image)
-    assert not _mounts_under(root)
+    assert not mounts_under(root)
     assert _until(lambda: not any(_loop_devices_of(image) for _, image in made))
 
 
@@ -387,7 +383,7 @@ def test_a_structural_failure_leaves_plain_directories_and_warns_once_a_process(
                 assert got == reason.replace("g0", f"g{i}")
                 assert filesystems.problem() == got  # not tried again in this process
                 assert filesystems.make(root / f"g{i}", root / f"g{i}.img") == got
-                assert not (root / f"g{i}.img").exists() and not _mounts_under(root)
+                assert not (root / f"g{i}.img").exists() and not mounts_under(root)
     finally:
         monkeypatch.setattr(libc, "mount", real_mount)
     assert logs == [{"event": "workspace_quota_not_held", "log_level": "warning",

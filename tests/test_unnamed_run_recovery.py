@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from installed import install_fake_plugin
+from mount_support import mounts_under
 
 from toolhost._adapters.run_workspaces import RunWorkspaces
 from toolhost._testing.cli import run_toolhost, toolhost_command
@@ -64,11 +65,6 @@ def toolhost_tools(settings):
     return [Tool(SPEC, call=put)]
 '''
 PLUGINS = "fake-oneshot,toolhost-workspace"
-
-
-def _mounts_under(path: Path) -> list[str]:
-    return [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-            if line.split()[1].startswith(str(path))]
 
 
 @pytest.fixture
@@ -121,14 +117,14 @@ def test_recover_of_a_killed_unnamed_call_leaves_no_mount_and_no_live_run(
     _recovered(data)
     # Before: the re-run made (or reused) a mounted generation in the dead run, listed for
     # good: "<run>  a workspace".
-    assert _mounts_under(data) == []
+    assert mounts_under(data) == []
     assert _toolhost(data, "runs", "list").stdout == ""
     workspaces = data / "workspaces"
     assert [n for n in os.listdir(workspaces) if not n.startswith(".")] == []
     assert os.listdir(workspaces / ".detached") == []
     # The calls that follow leave nothing either (nothing of the dead run is found again).
     assert _toolhost(data, "call", "oneshot.put").returncode == 0
-    assert _mounts_under(data) == [] and _toolhost(data, "runs", "list").stdout == ""
+    assert mounts_under(data) == [] and _toolhost(data, "runs", "list").stdout == ""
 
 
 def test_recover_of_a_killed_named_call_runs_it_again_in_the_runs_workspace(data: Path) -> None:
@@ -140,7 +136,23 @@ def test_recover_of_a_killed_named_call_runs_it_again_in_the_runs_workspace(data
     assert listed.returncode == 0, listed.stderr
     assert {"before.txt", "after.txt"} <= set(json.dumps(json.loads(listed.stdout)).split('"'))
     assert _toolhost(data, "runs", "end", "r1").returncode == 0
-    assert _mounts_under(data) == []
+    assert mounts_under(data) == []
+
+
+def test_a_named_run_given_a_killed_unnamed_runs_id_stays_live(data: Path) -> None:
+    # The id is shown (`runs list`, `call --json`); reused with --run, the run is the
+    # operator's: a recovery must not end it under its calls (D221), though the killed
+    # command's run.json said it was a command's own.
+    _killed_while_running(data, write_first=False)
+    (run_id,) = [line.split()[0] for line in _toolhost(data, "runs", "list").stdout.splitlines()]
+    assert _toolhost(data, "call", "workspace.write_text", "--run", run_id, "--args",
+                     json.dumps({"path": "kept.txt", "content": "mine"})).returncode == 0
+    _recovered(data)
+    assert _toolhost(data, "runs", "list").stdout == f"{run_id}  a workspace\n"
+    read = _toolhost(data, "call", "workspace.read_text", "--run", run_id, "--args",
+                     json.dumps({"path": "kept.txt"}))
+    assert read.returncode == 0, read.stderr
+    assert _toolhost(data, "runs", "end", run_id).returncode == 0
 
 
 # ---------------------------------------------------------------------------- the registry

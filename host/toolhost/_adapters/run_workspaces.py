@@ -179,8 +179,9 @@ class RunWorkspaces:
             _write_text(run_dir / _RUN_FILE, json.dumps({
                 "directory": None if directory is None else str(directory),
                 "deadline": None if deadline_at is None else deadline_at.isoformat(),
-                **({"command": True} if registered is not None and registered.command
-                   else {})}))
+                # Kept only while this process holds it: a named run given a killed
+                # one-shot run's id is the operator's, live until `runs end` (D221).
+                **({"command": True} if run_id in self._owned else {})}))
         workspace = RunWorkspace(self, run_id, directory=directory)
         if directory is not None:
             workspace.current()  # the caller named it: it must exist now (OSError if not)

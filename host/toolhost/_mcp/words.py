@@ -56,7 +56,8 @@ def words_request(registered: Registered, arguments: Mapping[str, Any]) -> types
         "title": "Your words",
         "description": "What you accept here is recorded as your own words.",
     }
-    if not isinstance(proposed, str):
+    if not isinstance(proposed, str) or not proposed.strip():
+        # A blank proposal accepted as is would read as a decline (``words_of``).
         offer = "The field is empty: write what you mean."
     elif prints(proposed.replace("\n", "")):  # a line break shows as one in the field
         field["default"] = proposed

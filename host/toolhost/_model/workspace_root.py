@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import CONFIG_SETTING, Settings, default_config_path
@@ -80,7 +81,8 @@ def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
     resolved) is inside, is reached through a link inside, or holds; None when none does. The
     same directory is not nesting: no tool of either run can move the other's root."""
     links = _links_to(_absolute(given))
-    root_id = _identity(root)
+    places = _Places()
+    root_place = places.of(root)
     for run_id, directory in live:
         for other in dict.fromkeys([directory, Path(os.path.realpath(directory))]):
             if (root != other and root.is_relative_to(other)) or any(
@@ -88,28 +90,58 @@ def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
                 return "is inside", run_id, directory
             if root != other and other.is_relative_to(root):
                 return "holds", run_id, directory
-        # A bind mount shows a directory at a second path no realpath leads back from: the
-        # directories on the way are compared by identity too (D469).
-        other_id = _identity(directory)
-        if other_id is None:
+        # A bind mount shows a directory (or one below it) at a second path no realpath
+        # leads back from: compared again as places in their filesystems (D469).
+        theirs = places.of(Path(os.path.realpath(directory)))
+        if theirs is None:
             continue
-        ways = [root.parents, *([link.parent, *link.parent.parents] for link in links)]
-        if any(_identity(step) == other_id for way in ways for step in way):
+        inside = [places.of(link.parent) for link in links]
+        if (root_place is not None and root_place != theirs
+                and root_place.is_relative_to(theirs)) or any(
+                    place is not None and place.is_relative_to(theirs) for place in inside):
             return "is inside", run_id, directory
-        if root_id is not None and any(_identity(step) == root_id
-                                       for step in Path(os.path.realpath(directory)).parents):
+        if root_place is not None and root_place != theirs and theirs.is_relative_to(root_place):
             return "holds", run_id, directory
     return None
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    """The directory at ``path`` as the kernel knows it (device, inode), whatever path it is
-    reached by; None when it cannot be asked."""
-    try:
-        found = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return found.st_dev, found.st_ino
+class _Places:
+    """Where a directory is in its filesystem, whatever path it is reached by: the mount that
+    holds it (the longest mount point on its path, the last one mounted there on top), its
+    device, and its path from that filesystem's root (``/proc/self/mountinfo``)."""
+
+    def __init__(self) -> None:
+        self._mounts: list[tuple[PurePosixPath, str, PurePosixPath]] | None = None
+
+    def of(self, resolved: Path) -> PurePosixPath | None:
+        """``resolved`` (a realpath) as ``/<device>/<path in its filesystem>``; None when
+        the mount table cannot be read."""
+        path = PurePosixPath(resolved)
+        found: tuple[PurePosixPath, str, PurePosixPath] | None = None
+        for point, device, fs_root in self._table():
+            if (path == point or path.is_relative_to(point)) and (
+                    found is None or len(point.parts) >= len(found[0].parts)):
+                found = (point, device, fs_root)
+        if found is None:
+            return None
+        point, device, fs_root = found
+        return PurePosixPath("/", device) / fs_root.relative_to("/") / path.relative_to(point)
+
+    def _table(self) -> list[tuple[PurePosixPath, str, PurePosixPath]]:
+        if self._mounts is None:
+            self._mounts = []
+            with contextlib.suppress(OSError):
+                for line in Path("/proc/self/mountinfo").read_text().splitlines():
+                    fields = line.split()
+                    if len(fields) >= 5:  # id, parent, major:minor, root, mount point, ...
+                        self._mounts.append((PurePosixPath(_unescaped(fields[4])), fields[2],
+                                             PurePosixPath(_unescaped(fields[3]))))
+        return self._mounts
+
+
+def _unescaped(field: str) -> str:
+    """A mountinfo path: the kernel writes space, tab, newline and backslash as octal."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _host_places(settings: Settings) -> list[tuple[str, Path, str]]:
