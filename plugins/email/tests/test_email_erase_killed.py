@@ -117,3 +117,12 @@ def test_settling_one_erase_keeps_the_record_of_a_later_one(data_dir: Path) -> N
         assert _owed(data_dir) == []
     finally:
         conn.close()
+
+
+def test_a_settle_after_the_cache_was_removed_makes_no_empty_cache(tmp_path: Path) -> None:
+    # Between a reader's open and its settle the cache may be removed (erase of everything,
+    # the operator): the settle's own connection must not make it again, empty.
+    from toolhost_email.store import _settle_owed
+
+    _settle_owed(tmp_path / "mail.sqlite3", 3)
+    assert list(tmp_path.iterdir()) == []

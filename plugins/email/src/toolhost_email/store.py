@@ -348,8 +348,10 @@ def _settle_owed(path: Path, owed: int) -> None:
     write, or readers that stay in the way, leave it to the next open, and what the caller
     reads is the same either way."""
     try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=_SETTLE_WAIT_S)
-    except sqlite3.Error:
+        # mode=rw: a cache removed meanwhile is not made again, empty, by this connection.
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True,
+                               isolation_level=None, timeout=_SETTLE_WAIT_S)
+    except (sqlite3.Error, OSError):
         return
     try:
         with suppress(sqlite3.Error):
