@@ -85,7 +85,7 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("command", [
-    ["pending"], ["pending", "--json"], ["show", "{paused}"], ["show", "{paused}", "--json"],
+    ["pending"], ["pending", "--json"], ["show", "{denied}"], ["show", "{denied}", "--json"],
     ["show", "{host_reason}"], ["artifacts", "list"], ["artifacts", "get", "{artifact}", "-o", "-"],
     ["artifacts", "purge"], ["approve", "nope"], ["approve", "{denied}"], ["show", "nope"],
 ])
@@ -95,6 +95,17 @@ def test_reading_the_record_loads_no_plugin_and_no_pipeline(
     assert "Traceback" not in result.stderr
     assert plugin_modules(probe["modules"]) == []
     assert sorted(set(probe["modules"]).intersection(NOT_FOR_THE_RECORD)) == []
+
+
+@pytest.mark.parametrize("command", [["show", "{paused}"], ["show", "{paused}", "--json"]])
+def test_showing_a_waiting_call_loads_the_plugins_to_say_what_it_does(
+        record: dict[str, Any], command: list[str]) -> None:
+    # A person deciding it reads what its tool says it will do (Tool(describe=...), D473),
+    # as `approve` loads them to run it; the pipeline is still not composed.
+    result, probe = run(*(word.format(**record) for word in command), data=record["data"])
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    assert "toolhost_demo" in plugin_modules(probe["modules"])
+    assert "toolhost._pipeline.pipeline" not in probe["modules"]
 
 
 @pytest.mark.parametrize("command", [["pending"], ["show", "{paused}"], ["approve", "nope"]])

@@ -46,6 +46,9 @@ class FakeHost:
     def deadline_in(self, seconds: float) -> float:
         return time.monotonic() + seconds
 
+    def describe_call(self, record: Any) -> tuple[str, list[str]] | None:
+        return None  # no tool of a fake host describes its calls
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SQLiteInvocationStore]:

@@ -240,6 +240,21 @@ def remove_tree(root: Path) -> None:
     remove(root)
 
 
+#: The most lines of ``Tool(describe=...)`` an approval shows: email.unsubscribe's largest
+#: call (25 requests, one line each) is shown whole.
+DESCRIBED_LINES: Final = 25
+#: The most characters of one such line, after escaping.
+DESCRIBED_CHARS: Final = 300
+
+
+def _described(line: str) -> str:
+    from toolhost._model.printable import escaped
+
+    # Escaped first: the bound is on what is shown, and nothing unprintable survives a cut.
+    shown = escaped(line)
+    return shown if len(shown) <= DESCRIBED_CHARS else shown[:DESCRIBED_CHARS - 1] + "…"
+
+
 class Host:
     """A registry that passed registration, its message table, and the pipeline over them.
 
@@ -588,6 +603,41 @@ class Host:
                 http_clients=self._http_clients,
             )
         return services
+
+    def describe_call(self, record: InvocationRecord) -> tuple[str, list[str]] | None:
+        """What the row's tool says its call will do (``Tool(describe=...)``): the tool's
+        distribution and its lines, each escaped and cut, for a person deciding on it; None
+        when the tool is not registered here or describes nothing. A describer that fails
+        or answers anything but lines gives one static line (and a warning in the log):
+        neither its traceback nor its words reach the person."""
+        from toolhost._model.printable import escaped
+        from toolhost._pipeline.log import get_logger
+        from toolhost._registration.registry import UnknownTool, UnknownVersion
+
+        try:
+            registered = self.registry.resolve(record.tool_name, record.tool_version)
+        except (UnknownTool, UnknownVersion):
+            return None
+        describe = registered.tool.describe
+        if describe is None:
+            return None
+        distribution = registered.distribution
+        try:
+            said = describe(record.arguments, self.services_for(distribution),
+                            record.principal_id)
+            if isinstance(said, str | bytes) or not isinstance(said, Sequence) or not all(
+                    isinstance(line, str) for line in said):
+                raise TypeError(f"describe returned {type(said).__name__}, not lines")
+        except Exception as exc:
+            get_logger(invocation_id=record.id, tool=record.tool_name).warning(
+                "tool.describe.failed", distribution=distribution, error=type(exc).__name__,
+                detail=escaped(str(exc))[:DESCRIBED_CHARS])
+            return distribution, [f"({distribution} could not describe this call; the log "
+                                  "says why)"]
+        lines = [_described(line) for line in said[:DESCRIBED_LINES]]
+        if len(said) > DESCRIBED_LINES:
+            lines.append(f"({len(said) - DESCRIBED_LINES} more lines not shown)")
+        return distribution, lines
 
     def fetch(self, url: str, *, timeout: float = 10.0, limit: int = 1024 * 1024) -> bytes:
         """GET ``url`` with the host's own HTTP client (the rules a plugin's client has: no

@@ -51,8 +51,11 @@ Ctrl-C's KeyboardInterrupt undoes it, it prints one line and exits 128 + the sig
 as the host's commands do. Every 1.7 plugin is a 1.8 plugin unchanged. 1.9 added, without
 changing a hook: ``make_private_dirs(path)``, how a plugin's own console script makes its
 directory under the data directory: each directory it makes is 0700, as the host's are, so
-the first command of a fresh data directory does not leave it readable by others. Every 1.8
-plugin is a 1.9 plugin unchanged.
+the first command of a fresh data directory does not leave it readable by others, and
+``Tool(describe=...)`` (and the same keyword of ``tool``): ``describe(arguments, services,
+principal_id) -> lines``, or a reference to it, says from the plugin's own data what a paused
+call will do, and ``toolhost show``, the MCP approval question and the inbox show those lines
+beside the arguments. Every 1.8 plugin is a 1.9 plugin unchanged.
 """
 
 from __future__ import annotations

@@ -277,11 +277,17 @@ def _arguments_preview(arguments_json: str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    # The record alone; the plugins are loaded only for a tool's failure message.
-    invocations = load_stores().invocations
+    # The record alone; the plugins are loaded only for a tool's failure message and for what
+    # a waiting call's tool says it will do.
+    stores = load_stores()
+    invocations = stores.invocations
     record = _row(invocations, args.id)
+    described = _described(stores, record)
     if args.json:
-        print_json(_row_json(invocations, record))
+        data = _row_json(invocations, record)
+        data["described"] = None if described is None else {
+            "distribution": described[0], "lines": described[1]}
+        print_json(data)
         return ExitCode.OK
     lines = [
         ("invocation", record.id),
@@ -317,7 +323,29 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{label:<13}{escaped(text)}")
     print("arguments")
     print(_json_text(record.arguments, indent=2))
+    if described is not None:
+        distribution, said = described
+        # The host escaped and bounded each line (Host.describe_call): one line each.
+        print(f"what {escaped(distribution)} says it does")
+        for line in said:
+            print(f"  {line}")
     return ExitCode.OK
+
+
+def _described(stores: Stores, record: InvocationRecord) -> tuple[str, list[str]] | None:
+    """What the tool of a call waiting for a decision says it will do (``Tool(describe=...)``),
+    for which the plugins are loaded; None for a decided call (nobody approves it now) and,
+    said on stderr, when the plugins do not load: the row itself is still shown."""
+    from toolhost._composition import InvocationState
+
+    if record.state is not InvocationState.AWAITING_APPROVAL:
+        return None
+    try:
+        host = load(tools=False, record=stores)
+    except CommandError as exc:
+        print(f"toolhost: nothing describes what this call does: {exc}", file=sys.stderr)
+        return None
+    return host.describe_call(record)
 
 
 def _policy(policy: Any) -> str:

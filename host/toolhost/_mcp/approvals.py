@@ -114,9 +114,11 @@ def arguments_block(shown: str) -> str:
     return "\n".join(["```json", shown, "```"])
 
 
-def approval_message(record: InvocationRecord, registered: Registered) -> str:
+def approval_message(record: InvocationRecord, registered: Registered,
+                     described: tuple[str, list[str]] | None = None) -> str:
     """What the user reads: the host's own two lines (the tool and its classification, the ids
-    to cross-check with the operator, what approving does), then the arguments block.
+    to cross-check with the operator, what approving does), what the tool says the call does
+    (``described``, ``Host.describe_call``'s escaped lines), then the arguments block.
 
     :raises ValueError: the arguments do not fit the form (``arguments_shown`` is None): such
         a call is never asked about in the client."""
@@ -128,16 +130,28 @@ def approval_message(record: InvocationRecord, registered: Registered) -> str:
         f"toolhost asks to approve {spec.name} {spec.version} "
         f"({spec.side_effect.value}, risk {spec.risk.value}): invocation {record.id}, "
         f"argument digest {record.argument_digest}.\n"
-        "Approve runs it once with exactly the arguments in the block below (canonical JSON).\n"
+        + _described_lines(described)
+        + "Approve runs it once with exactly the arguments in the block below (canonical JSON).\n"
         + arguments_block(shown)
     )
 
 
-def approval_request(record: InvocationRecord, registered: Registered) -> types.ElicitRequest:
+def _described_lines(described: tuple[str, list[str]] | None) -> str:
+    """The tool's lines, each one line already (the host escaped them) and each after a
+    bullet, so none starts a line of Markdown of its own (a fence, a heading)."""
+    if described is None:
+        return ""
+    distribution, lines = described
+    return (f"What {escaped(distribution)} says this call does:\n"
+            + "".join(f"\u2022 {line}\n" for line in lines))
+
+
+def approval_request(record: InvocationRecord, registered: Registered,
+                     described: tuple[str, list[str]] | None = None) -> types.ElicitRequest:
     """The form-mode elicitation for one paused invocation."""
     return types.ElicitRequest(
         params=types.ElicitRequestFormParams(
-            message=approval_message(record, registered),
+            message=approval_message(record, registered, described),
             requested_schema=copy.deepcopy(APPROVAL_SCHEMA),
         )
     )

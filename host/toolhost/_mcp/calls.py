@@ -417,8 +417,11 @@ class ToolCalls:
             elif can_ask:
                 session.ask(record.id)
                 self._pause_if_unanswered(session, record.id, log)
+                # Off the loop: a describer reads its plugin's own store.
+                described = await asyncio.to_thread(self._host.describe_call, record)
                 return types.InputRequiredResult(
-                    input_requests={ELICITATION_KEY: approval_request(record, registered)},
+                    input_requests={ELICITATION_KEY: approval_request(
+                        record, registered, described)},
                     request_state=record.id,
                 )
             else:
@@ -554,9 +557,10 @@ class ToolCalls:
         timeout = self._config.elicitation_timeout_s
         if run.deadline is not None:
             timeout = max(0.0, min(timeout, run.deadline - self._host.deadline_in(0)))
+        described = await asyncio.to_thread(self._host.describe_call, record)
         try:
             answer = await ctx.session.send_request(
-                approval_request(record, registered), types.ElicitResult,
+                approval_request(record, registered, described), types.ElicitResult,
                 request_read_timeout_seconds=timeout,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )

@@ -1,4 +1,5 @@
-"""Lazy tool bodies: ``Tool(spec, call="package.module:function")`` and ``build="...:factory"``.
+"""Lazy tool bodies: ``Tool(spec, call="package.module:function")`` and ``build="...:factory"``
+(and ``describe="...:function"``, what an approval shows a call will do).
 
 A reference is a string the plugin writes instead of a function, so that loading the plugin
 (which ``toolhost check`` does for every plugin) imports the spec and not the body. Its module
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolhost._model.errors import ToolhostError
@@ -23,14 +24,15 @@ from toolhost._model.errors import ToolhostError
 if TYPE_CHECKING:
     from toolhost._model.context import Services, ToolCallable, ToolExecutionContext
 
-__all__ = ["BuildReference", "CallReference", "Reference", "UnresolvedReference"]
+__all__ = ["BuildReference", "CallReference", "DescribeReference", "Reference",
+           "UnresolvedReference"]
 
 # Matched whole (fullmatch): ``$`` would also accept a trailing newline.
 _SHAPE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 class UnresolvedReference(ToolhostError, ImportError):
-    """A ``call=``/``build=`` reference that names no module or no attribute of it."""
+    """A ``call=``/``build=``/``describe=`` reference that names no module or no attribute of it."""
 
 
 class Reference:
@@ -101,3 +103,15 @@ class BuildReference(Reference):
     def __call__(self, services: Services) -> ToolCallable:
         body: ToolCallable = self.resolve()(services)
         return body
+
+
+class DescribeReference(Reference):
+    """A describer by reference: ``describe(arguments, services, principal_id) -> lines``,
+    imported when an approval is first shown (never at load: ``toolhost check`` runs none)."""
+
+    __slots__ = ()
+
+    def __call__(self, arguments: Mapping[str, Any], services: Services,
+                 principal_id: str) -> Sequence[str]:
+        lines: Sequence[str] = self.resolve()(arguments, services, principal_id)
+        return lines

@@ -10,13 +10,18 @@ rather than enum members.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 if TYPE_CHECKING:
     from toolhost._model.context import Services, ToolCallable
+
+#: ``Tool(describe=...)``: the arguments a call was recorded with, the tool's Services and the
+#: principal the call was made for (whose data the body would read), to the lines an approval
+#: shows of what the call will do.
+Describe = Callable[[Mapping[str, Any], "Services", str], Sequence[str]]
 
 __all__ = [
     "MISSING",
@@ -305,6 +310,10 @@ def _build_of(
     return _references().BuildReference(value) if isinstance(value, str) else value
 
 
+def _describe_of(value: Describe | str | None) -> Describe | None:
+    return _references().DescribeReference(value) if isinstance(value, str) else value
+
+
 @attrs.frozen
 class Tool:
     """What ``toolhost_tools`` returns: the spec, how to run it, and its reasons.
@@ -327,6 +336,12 @@ class Tool:
     ``always_requires_approval`` True makes every call wait for a person's approval, whatever
     the operator's policy loosened (the spec's email.unsubscribe); a denying policy still
     denies.
+    ``describe`` (or a reference to it), ``describe(arguments, services, principal_id) ->
+    lines``, says in a few lines what a call with these arguments, made for that principal,
+    will do, read from data the plugin owns (never from the model's words): every approval
+    surface shows them beside the arguments, so a person approving opaque ids
+    (email.unsubscribe's) sees what they stand for. The host escapes and bounds the lines; a
+    describer that raises shows one static line, never its exception.
     ``function`` is the function ``toolhost.tool`` decorated, as written (None for a Tool made
     by hand): call it in a unit test without a host.
     """
@@ -342,6 +357,7 @@ class Tool:
         validator=attrs.validators.deep_iterable(attrs.validators.instance_of(str)))
     user_words: UserWords | None = attrs.field(default=None, kw_only=True)
     always_requires_approval: bool = attrs.field(default=False, kw_only=True)
+    describe: Describe | None = attrs.field(default=None, kw_only=True, converter=_describe_of)
     function: Callable[..., Any] | None = attrs.field(default=None, kw_only=True, eq=False,
                                                       repr=False)
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolhost._model.spec import (
+    Describe,
     Idempotency,
     Kind,
     Reason,
@@ -97,6 +98,7 @@ def tool(
     checked_scopes: Iterable[str] = (),
     user_words: UserWords | None = None,
     always_requires_approval: bool = False,
+    describe: Describe | str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare the decorated function as the tool ``name@version``; the decorator returns the
     ``Tool`` (return it from ``toolhost_tools``).
@@ -129,7 +131,7 @@ def tool(
         extras: dict[str, Any] = {"reasons": declared, "default_enabled": default_enabled,
                                   "checked_scopes": checked, "user_words": user_words,
                                   "always_requires_approval": always_requires_approval,
-                                  "function": function}
+                                  "describe": describe, "function": function}
         if plan.services is not None:
             return Tool(spec, build=plan.factory(function), **extras)
         return Tool(spec, call=plan.body(function, None), **extras)

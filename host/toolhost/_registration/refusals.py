@@ -445,6 +445,15 @@ def _runner_problems(tool: Tool) -> Iterator[tuple[str, str]]:
         yield "the Tool's call= or build= is not callable", "pass a function"
 
 
+def _describe_problems(tool: Tool) -> Iterator[tuple[str, str]]:
+    # A string was made a reference when the Tool was made; anything else must be callable,
+    # or the first approval shown would be where it failed.
+    if tool.describe is not None and not callable(tool.describe):
+        yield ("the Tool's describe= is not callable",
+               "pass a function describe(arguments, services, principal_id) -> lines, or "
+               "'package.module:function'")
+
+
 def _user_words_problems(tool: Tool) -> Iterator[tuple[str, str]]:
     words = tool.user_words
     if words is None:
@@ -474,7 +483,7 @@ def _step_field_completeness(entries: Sequence[_Entry], _: Sequence[Contribution
                             "build the spec with toolhost.ToolSpec")
             continue
         for problem, remedy in (*_field_problems(e.spec), *_runner_problems(e.tool),
-                                *_user_words_problems(e.tool)):
+                                *_user_words_problems(e.tool), *_describe_problems(e.tool)):
             yield e.problem(Step.FIELD_COMPLETENESS, problem, remedy)
 
 

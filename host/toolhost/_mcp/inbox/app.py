@@ -237,11 +237,19 @@ class Inbox:
             if row is None:
                 await _plain(send, 404, "Not found.\n")
             else:
-                await _html(send, 200, pages.call_page(row, login, csrf))
+                await _html(send, 200, pages.call_page(row, login, csrf,
+                                                       described=await self._described(row)))
         else:
             await _plain(send, 404, "Not found.\n")
 
     # ------------------------------------------------------------------ reading
+
+    async def _described(self, row: InvocationRecord) -> tuple[str, list[str]] | None:
+        """What a waiting call's tool says it will do (``Host.describe_call``), read off the
+        loop (a plugin reads its own store); a decided call is not described: nobody decides it."""
+        if row.state is not InvocationState.AWAITING_APPROVAL:
+            return None
+        return await anyio.to_thread.run_sync(self._host.describe_call, row)
 
     async def _waiting(self, login: Login) -> tuple[Sequence[InvocationRecord], bool]:
         """This person's waiting calls (everyone's for an admin), the newest WAITING_SHOWN,
@@ -388,7 +396,8 @@ class Inbox:
             self._log.info("http.inbox.refused", reason="may_not_decide")
             await _html(send, 403, pages.call_page(row, login, self._logins.csrf(login), (
                 "This login may look, not decide: log in with a token of yours that has "
-                f"the {DECIDE_SCOPE} scope (never the one your MCP client holds).")))
+                f"the {DECIDE_SCOPE} scope (never the one your MCP client holds)."),
+                described=await self._described(row)))
             return
         approver = f"inbox:{login.principal.id}"
         message = None
@@ -423,7 +432,7 @@ class Inbox:
         if message is not None:
             fresh = await self._row(invocation_id, login) or row
             await _html(send, 409, pages.call_page(fresh, login, self._logins.csrf(login),
-                                                   message))
+                                                   message, await self._described(fresh)))
             return
         await _redirect(send, f"/ui/calls/{invocation_id}")
 

@@ -160,9 +160,11 @@ def files_of(row: InvocationRecord) -> dict[str, Mapping[str, Any]]:
     return {str(ref.get("id")): ref for ref in (*row.artifact_refs, *row.attachments)}
 
 
-def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | None = None) -> str:
-    """One call: what it is, its decision, its result or reason, its arguments; the approve
-    and deny forms while it waits."""
+def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | None = None,
+              described: tuple[str, list[str]] | None = None) -> str:
+    """One call: what it is, its decision, its result or reason, what its tool says it will do
+    (``described``, ``Host.describe_call``'s lines), its arguments; the approve and deny forms
+    while it waits."""
     pairs: list[tuple[str, str]] = [
         ("state", row.state.value), ("classification", _rule(row.policy)),
         ("asked by", row.principal_id), ("invocation", row.id), ("run", row.run_id),
@@ -174,6 +176,7 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
     ]
     said = f'<p class="message" role="status">{text(message)}</p>' if message else ""
     body = [f"<h1>{_tool(row)}</h1>", said, f"<dl>{_pairs(p for p in pairs if p[1])}</dl>",
+            _described(described),
             "<h2>Arguments</h2>", f'<pre class="arguments">{_arguments(row.arguments)}</pre>']
     if row.result_content is not None and row.state is InvocationState.SUCCEEDED:
         shown = row.result_content[:RESULT_SHOWN]
@@ -191,6 +194,15 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
     if row.state is InvocationState.AWAITING_APPROVAL:
         body.append(_decide(row, login, csrf, here=True))
     return _page(f"{row.tool_name} {row.id}", "".join(body), login, csrf)
+
+
+def _described(described: tuple[str, list[str]] | None) -> str:
+    if described is None:
+        return ""
+    distribution, lines = described
+    return (f"<h2>What {text(distribution)} says this call does</h2>"
+            '<ul class="described">' + "".join(f"<li>{text(line)}</li>" for line in lines)
+            + "</ul>")
 
 
 def _tool(row: InvocationRecord) -> str:

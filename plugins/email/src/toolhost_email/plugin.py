@@ -83,9 +83,11 @@ def toolhost_tools(settings: Settings) -> list[Tool]:
         tools += [
             Tool(SUBSCRIPTIONS_SPEC, build="toolhost_email.subscriptions_tool:build",
                  reasons=SUBSCRIPTIONS_REASONS),
-            # "It always requires approval": no loosened policy cell reaches it (D430).
+            # "It always requires approval": no loosened policy cell reaches it (D430); the
+            # person approving reads what each opaque pair stands for (describe).
             Tool(UNSUBSCRIBE_SPEC, build="toolhost_email.unsubscribe_tool:build",
-                 reasons=UNSUBSCRIBE_REASONS, always_requires_approval=True),
+                 reasons=UNSUBSCRIBE_REASONS, always_requires_approval=True,
+                 describe="toolhost_email.unsubscribe_tool:describe"),
         ]
     # By reference: each body's module is imported when the host first builds its tool.
     return tools

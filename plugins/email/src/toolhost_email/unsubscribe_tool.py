@@ -5,6 +5,10 @@ from the census, never from arguments. Each pair ends in one closed outcome code
 of the remote answer is returned. EXTERNAL_WRITE, so the default policy always asks for
 approval; IDEMPOTENT because the request is a constant whose repetition changes nothing, which
 is what lets recovery run an approved call again.
+
+``describe`` is what a person approving reads beside those opaque pairs: per pair, the list,
+its sender, the account it came to and where the request would go, from the same census the
+call reads.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from toolhost_email.specs import UNSUBSCRIBE_SPEC as SPEC
 from toolhost_email.tool_call import census_now, json_output
 
 __all__ = ["CONCURRENCY", "DESCRIPTION", "INPUT_SCHEMA", "MAX_REQUESTS", "OUTCOMES",
-           "OUTPUT_SCHEMA", "ROUNDS", "SPEC", "build"]
+           "OUTPUT_SCHEMA", "ROUNDS", "SPEC", "build", "describe"]
 
 #: At most this many requests in flight at once.
 CONCURRENCY: Final = 5
@@ -51,6 +55,46 @@ def _checked(pair: Mapping[str, str], known: Mapping[str, Subscription]) -> Outc
     if not found.one_click or found.destination is None:
         return "not_one_click"
     return None
+
+
+#: What the call does with a pair ``_checked`` decides without the network.
+_NOTHING_SENT: Final[Mapping[str, str]] = {
+    "not_one_click": "it offers no one-click unsubscribe, so the call sends nothing for it",
+    "evidence_stale": "it changed since it was listed, so the call sends nothing for it "
+                      "(list the subscriptions again)",
+}
+
+
+def describe(arguments: Mapping[str, Any], services: Services,
+             principal_id: str) -> list[str]:
+    """One line per requested pair: what the call, made for ``principal_id``, will do with
+    it, read from the census the call itself reads (its accounts, authserv-id and clock), so
+    the line and the outcome agree. Only the destination's host is shown: its path may carry
+    the list's token for the owner."""
+    known = {s.subscription_id: s for s in census_now(services, principal_id)}
+    return [_described(pair, known) for pair in arguments["requests"]]
+
+
+def _described(pair: Mapping[str, str], known: Mapping[str, Subscription]) -> str:
+    subscription_id = pair["subscription_id"]
+    decided = _checked(pair, known)
+    if decided == "unknown_subscription":
+        return f"{subscription_id}: not in the mail cache (the call will refuse it)"
+    found = known[subscription_id]
+    what = _NOTHING_SENT[decided] if decided is not None else (
+        f"one-click POST to {_site(found.destination or '')}")
+    named = f"list {found.list_id}" if found.list_id else "no List-Id"
+    return (f"{subscription_id}: {named}, from {found.sender or 'no sender'}, received on "
+            f"{found.account}: {what}")
+
+
+def _site(destination: str) -> str:
+    """``https://host[:port]/…``: the host as the request connects to it (its ASCII form, so
+    a look-alike Unicode name shows as the punycode it is)."""
+    url = httpx.URL(destination)
+    host = url.raw_host.decode("ascii")
+    host = f"[{host}]" if ":" in host else host
+    return f"https://{host}{f':{url.port}' if url.port is not None else ''}/…"
 
 
 def build(services: Services) -> ToolCallable:
