@@ -37,6 +37,8 @@ def close(arguments, context):
 def describe(arguments, services, principal_id):
     if arguments["ticket"] == "t_boom":
         raise RuntimeError("the tickets file is at /secret/path")
+    if arguments["ticket"] == "t_exit":
+        raise SystemExit(0)
     title = TICKETS.get(arguments["ticket"], "not a ticket of ours")
     return [f"closes {arguments['ticket']}: {title}", "tells \\u202eeveryone"]
 
@@ -100,4 +102,17 @@ def test_a_describer_that_fails_is_one_static_line_and_no_traceback(
         "what fake-described says it does\n"
         "  (fake-described could not describe this call; the log says why)\n")
     assert "/secret/path" not in shown.stdout
+    assert_no_traceback(shown)
+
+
+def test_a_describer_that_exits_still_shows_the_row_and_its_line(
+        env: dict[str, object]) -> None:
+    # Before: show printed nothing and exited with the describer's code (0 here).
+    invocation_id = _pause(env, "t_exit")
+    shown = toolhost("show", invocation_id, **env)
+    assert shown.returncode == 0
+    assert f"invocation   {invocation_id}\n" in shown.stdout
+    assert shown.stdout.endswith(
+        "what fake-described says it does\n"
+        "  (fake-described could not describe this call; the log says why)\n")
     assert_no_traceback(shown)

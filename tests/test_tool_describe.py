@@ -111,3 +111,37 @@ def test_a_describer_that_fails_or_answers_no_lines_shows_one_static_line(
     warned = [e for e in logs if e["event"] == "tool.describe.failed"]
     assert len(warned) == 1 and warned[0]["log_level"] == "warning"
     assert warned[0]["error"] == ("RuntimeError" if answer is None else "TypeError")
+
+
+@pytest.mark.parametrize("stop", [SystemExit(0), KeyboardInterrupt()], ids=["exit", "interrupt"])
+def test_a_describer_that_exits_is_one_static_line_and_ends_nothing(stop: BaseException) -> None:
+    # Before: SystemExit out of a describer ended `toolhost serve` (every call of the session
+    # then "Connection closed") and `toolhost show` with the describer's exit code.
+    def describe(arguments: Mapping[str, Any], services: Services, principal_id: str) -> Any:
+        raise stop
+
+    assert _described(describe) == (
+        "fx-dist", ["(fx-dist could not describe this call; the log says why)"])
+
+
+def test_a_describer_that_hangs_is_one_static_line_after_its_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import toolhost._composition as composition
+
+    monkeypatch.setattr(composition, "DESCRIBE_TIMEOUT_S", 0.2)
+    released = threading.Event()
+
+    def describe(arguments: Mapping[str, Any], services: Services, principal_id: str) -> Any:
+        released.wait(30)
+        return ["too late"]
+
+    try:
+        with structlog.testing.capture_logs() as logs:
+            assert _described(describe) == (
+                "fx-dist", ["(fx-dist could not describe this call; the log says why)"])
+        assert [e["error"] for e in logs if e["event"] == "tool.describe.failed"] == [
+            "TimeoutError"]
+    finally:
+        released.set()

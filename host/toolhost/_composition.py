@@ -245,6 +245,8 @@ def remove_tree(root: Path) -> None:
 DESCRIBED_LINES: Final = 25
 #: The most characters of one such line, after escaping.
 DESCRIBED_CHARS: Final = 300
+#: How long a describer may take: a person is waiting to read the call (D473).
+DESCRIBE_TIMEOUT_S: Final = 5.0
 
 
 def _described(line: str) -> str:
@@ -622,16 +624,31 @@ class Host:
         if describe is None:
             return None
         distribution = registered.distribution
-        try:
-            said = describe(record.arguments, self.services_for(distribution),
-                            record.principal_id)
-            if isinstance(said, str | bytes) or not isinstance(said, Sequence) or not all(
-                    isinstance(line, str) for line in said):
-                raise TypeError(f"describe returned {type(said).__name__}, not lines")
-        except Exception as exc:
+        services = self.services_for(distribution)
+        answer: list[Any] = []
+
+        def ask() -> None:
+            # Any exception, SystemExit and KeyboardInterrupt too: a describer's exit must
+            # not end a server (the pipeline keeps a body's the same way).
+            try:
+                answer.append(describe(record.arguments, services, record.principal_id))
+            except BaseException as exc:  # reported as one static line
+                answer.append(exc)
+
+        # On a thread of its own, waited for a bounded time: one that hangs leaves the person
+        # a static line, not a command or a question that never comes.
+        asking = threading.Thread(target=ask, name="toolhost-describe", daemon=True)
+        asking.start()
+        asking.join(DESCRIBE_TIMEOUT_S)
+        said = answer[0] if answer else TimeoutError(
+            f"describe took more than {DESCRIBE_TIMEOUT_S:g} s")
+        if isinstance(said, BaseException | str | bytes) or not isinstance(
+                said, Sequence) or not all(isinstance(line, str) for line in said):
+            error = said if isinstance(said, BaseException) else TypeError(
+                f"describe returned {type(said).__name__}, not lines")
             get_logger(invocation_id=record.id, tool=record.tool_name).warning(
-                "tool.describe.failed", distribution=distribution, error=type(exc).__name__,
-                detail=escaped(str(exc))[:DESCRIBED_CHARS])
+                "tool.describe.failed", distribution=distribution, error=type(error).__name__,
+                detail=escaped(str(error))[:DESCRIBED_CHARS])
             return distribution, [f"({distribution} could not describe this call; the log "
                                   "says why)"]
         lines = [_described(line) for line in said[:DESCRIBED_LINES]]

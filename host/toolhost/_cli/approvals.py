@@ -282,9 +282,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     stores = load_stores()
     invocations = stores.invocations
     record = _row(invocations, args.id)
-    described = _described(stores, record)
     if args.json:
         data = _row_json(invocations, record)
+        described = _described(stores, record)
         data["described"] = None if described is None else {
             "distribution": described[0], "lines": described[1]}
         print_json(data)
@@ -322,7 +322,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         if text:
             print(f"{label:<13}{escaped(text)}")
     print("arguments")
-    print(_json_text(record.arguments, indent=2))
+    print(_json_text(record.arguments, indent=2), flush=True)
+    # Asked only now: whatever the plugins do, the row is already on the screen.
+    described = _described(stores, record)
     if described is not None:
         distribution, said = described
         # The host escaped and bounded each line (Host.describe_call): one line each.
@@ -344,6 +346,10 @@ def _described(stores: Stores, record: InvocationRecord) -> tuple[str, list[str]
         host = load(tools=False, record=stores)
     except CommandError as exc:
         print(f"toolhost: nothing describes what this call does: {exc}", file=sys.stderr)
+        return None
+    except SystemExit:  # a plugin that exits as it is imported: the row stands without it
+        print("toolhost: nothing describes what this call does: a plugin exited as it was "
+              "loaded", file=sys.stderr)
         return None
     return host.describe_call(record)
 

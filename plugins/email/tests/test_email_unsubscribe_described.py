@@ -49,14 +49,13 @@ def test_each_request_is_described_by_its_list_sender_account_and_destination_ho
         assert paused.paused and paused.invocation_id is not None
         described = h.host.describe_call(h.host.row(paused.invocation_id))
     assert described == ("toolhost-email", [
-        f"{weekly['subscription_id']}: list weekly.lists.example.org, from "
-        f"news@lists.example.org, received on {OWNER}: one-click POST to "
-        "https://unsub.lists.example.org:8443/…",
-        f"{shop['subscription_id']}: no List-Id, from deals@shop.example.net, received on "
-        f"{OWNER}: it offers no one-click unsubscribe, so the call sends nothing for it",
-        f"{weekly['subscription_id']}: list weekly.lists.example.org, from "
-        f"news@lists.example.org, received on {OWNER}: it changed since it was listed, so "
-        "the call sends nothing for it (list the subscriptions again)",
+        f"{weekly['subscription_id']}: one-click POST to https://unsub.lists.example.org:8443/…; "
+        f"list weekly.lists.example.org, from news@lists.example.org, received on {OWNER}",
+        f"{shop['subscription_id']}: it offers no one-click unsubscribe, so the call sends "
+        f"nothing for it; no List-Id, from deals@shop.example.net, received on {OWNER}",
+        f"{weekly['subscription_id']}: it changed since it was listed, so the call sends "
+        "nothing for it (list the subscriptions again); list weekly.lists.example.org, from "
+        f"news@lists.example.org, received on {OWNER}",
         f"{UNKNOWN}: not in the mail cache (the call will refuse it)",
     ])
     assert "owner-token-123" not in repr(described)
@@ -75,7 +74,27 @@ def test_a_subscription_of_another_owners_account_is_not_in_this_callers_cache(
         assert paused.invocation_id is not None
         row = h.host.row(paused.invocation_id)
         owners = h.host.describe_call(row)
-        assert owners is not None and owners[1][0].endswith("https://lists.example.org/…")
+        assert owners is not None and "one-click POST to https://lists.example.org/…; " in \
+            owners[1][0]
         described = h.host.describe_call(attrs.evolve(row, principal_id="someone-else"))
     assert described == ("toolhost-email", [
         f"{listed['subscription_id']}: not in the mail cache (the call will refuse it)"])
+
+
+def test_a_long_list_name_cannot_push_the_destination_out_of_the_line(tmp_path: Path) -> None:
+    # A list's own words come last and short: a 250-character List-Id once filled the host's
+    # 300-character cut before the line said where the request would go.
+    long_id = "newsletter.yourbank.example." + "a" * 200 + ".example.org"
+    root = _import(tmp_path, list_mail(list_id=f"Bank <{long_id}>", message_id="<e9@x>",
+                                       unsubscribe="<https://evil.example/u/1>"))
+    with harness(root, SETTINGS) as h:
+        (listed,) = ok(h.invoke("email.subscriptions"))["subscriptions"]
+        paused = h.invoke("email.unsubscribe", requests=[
+            {"subscription_id": listed["subscription_id"],
+             "evidence_digest": listed["evidence_digest"]}])
+        assert paused.invocation_id is not None
+        described = h.host.describe_call(h.host.row(paused.invocation_id))
+    assert described is not None
+    (line,) = described[1]
+    assert line.startswith(f"{listed['subscription_id']}: one-click POST to https://evil.example/…;")
+    assert line.endswith(f"received on {OWNER}") and len(line) < 300

@@ -83,9 +83,15 @@ def _described(pair: Mapping[str, str], known: Mapping[str, Subscription]) -> st
     found = known[subscription_id]
     what = _NOTHING_SENT[decided] if decided is not None else (
         f"one-click POST to {_site(found.destination or '')}")
-    named = f"list {found.list_id}" if found.list_id else "no List-Id"
-    return (f"{subscription_id}: {named}, from {found.sender or 'no sender'}, received on "
-            f"{found.account}: {what}")
+    # What is sent and where first, the sender's own words (List-Id, From) last and short:
+    # a long list name once pushed the destination past the host's cut of the line.
+    named = f"list {_short(found.list_id)}" if found.list_id else "no List-Id"
+    return (f"{subscription_id}: {what}; {named}, from {_short(found.sender or 'no sender')}, "
+            f"received on {found.account}")
+
+
+def _short(text: str, most: int = 60) -> str:
+    return text if len(text) <= most else text[:most - 1] + "…"
 
 
 def _site(destination: str) -> str:
