@@ -4,10 +4,16 @@ what does not show as itself is escaped there (D465)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import mcp.types as types
-from test_mcp_server import Served, assert_no_traceback, meta, run, session
+from test_mcp_server import (
+    Served,
+    assert_no_traceback,
+    elicitation_answers,
+    meta,
+    run,
+    session,
+)
 
 DESTINATION = "https://attacker.example/exfil"
 
@@ -15,11 +21,8 @@ DESTINATION = "https://attacker.example/exfil"
 def test_long_arguments_are_shown_whole_or_not_asked_about(tmp_path: Path) -> None:
     served = Served(tmp_path, plugins="toolhost-demo")
     asked: list[str] = []
-
-    async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"approve": True})
+    approve = elicitation_answers(
+        types.ElicitResult(action="accept", content={"approve": True}), asked=asked)
 
     async def main() -> None:
         async with session(served, elicitation_callback=approve) as s:
@@ -45,11 +48,7 @@ def test_characters_that_show_as_nothing_are_escaped_in_the_question(tmp_path: P
     # filler show as nothing: Python's isprintable passes all three.
     served = Served(tmp_path, plugins="toolhost-demo")
     asked: list[str] = []
-
-    async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        asked.append(params.message)
-        return types.ElicitResult(action="decline")
+    decline = elicitation_answers(types.ElicitResult(action="decline"), asked=asked)
 
     async def main() -> None:
         async with session(served, elicitation_callback=decline) as s:

@@ -5,12 +5,11 @@ starts a block of its own; the arguments block stays the last thing asked about 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import mcp.types as types
 from installed import install_fake_plugin
 from test_cli_show_describes_the_call import DESCRIBED
-from test_mcp_server import Served, assert_no_traceback, run, session
+from test_mcp_server import Served, assert_no_traceback, elicitation_answers, run, session
 
 
 def _asked(tmp_path: Path, *tickets: str) -> list[str]:
@@ -18,11 +17,8 @@ def _asked(tmp_path: Path, *tickets: str) -> list[str]:
     install_fake_plugin(tmp_path / "site", "fake-described", "fake_described", DESCRIBED)
     served = Served(tmp_path, plugins="fake-described", site=tmp_path / "site")
     asked: list[str] = []
-
-    async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        asked.append(params.message)
-        return types.ElicitResult(action="decline")
+    decline = elicitation_answers(*(types.ElicitResult(action="decline") for _ in tickets),
+                                  asked=asked)
 
     async def main() -> None:
         async with session(served, elicitation_callback=decline) as s:

@@ -17,7 +17,9 @@ Nor may it nest with another live run's operator directory (inside it, or holdin
 directory is shared, as a server's sessions share theirs): one run's tools (an approved
 sandboxed command) could replace the inner directory, or one on its way, with a link to any
 directory on the host, which the other run would then open as its workspace. Compared as
-given (made absolute, links kept: a link on the way inside the other counts) and resolved.
+given (made absolute, links kept: a link on the way inside the other counts), resolved, and as
+places in their filesystems (a bind mount shows a directory at a path no realpath leads back
+from; D469).
 """
 
 from __future__ import annotations

@@ -25,6 +25,16 @@ def _import(tmp_path: Path, *messages: Any, owner: str | None = None) -> Path:
     return root
 
 
+def _paused(h: Any) -> tuple[dict[str, Any], Any]:
+    """The one subscription listed, and the row of its unsubscribe, waiting for approval."""
+    (listed,) = ok(h.invoke("email.subscriptions"))["subscriptions"]
+    paused = h.invoke("email.unsubscribe", requests=[
+        {"subscription_id": listed["subscription_id"],
+         "evidence_digest": listed["evidence_digest"]}])
+    assert paused.invocation_id is not None
+    return listed, h.host.row(paused.invocation_id)
+
+
 def test_each_request_is_described_by_its_list_sender_account_and_destination_host(
         tmp_path: Path) -> None:
     root = _import(
@@ -67,12 +77,7 @@ def test_a_subscription_of_another_owners_account_is_not_in_this_callers_cache(
     root = _import(tmp_path, list_mail(
         unsubscribe="<https://lists.example.org/u/1>", message_id="<e1@x>"), owner="operator")
     with harness(root, SETTINGS) as h:
-        (listed,) = ok(h.invoke("email.subscriptions"))["subscriptions"]
-        paused = h.invoke("email.unsubscribe", requests=[
-            {"subscription_id": listed["subscription_id"],
-             "evidence_digest": listed["evidence_digest"]}])
-        assert paused.invocation_id is not None
-        row = h.host.row(paused.invocation_id)
+        listed, row = _paused(h)
         owners = h.host.describe_call(row)
         assert owners is not None and "one-click POST to https://lists.example.org/…; " in \
             owners[1][0]
@@ -88,12 +93,8 @@ def test_a_long_list_name_cannot_push_the_destination_out_of_the_line(tmp_path: 
     root = _import(tmp_path, list_mail(list_id=f"Bank <{long_id}>", message_id="<e9@x>",
                                        unsubscribe="<https://evil.example/u/1>"))
     with harness(root, SETTINGS) as h:
-        (listed,) = ok(h.invoke("email.subscriptions"))["subscriptions"]
-        paused = h.invoke("email.unsubscribe", requests=[
-            {"subscription_id": listed["subscription_id"],
-             "evidence_digest": listed["evidence_digest"]}])
-        assert paused.invocation_id is not None
-        described = h.host.describe_call(h.host.row(paused.invocation_id))
+        listed, row = _paused(h)
+        described = h.host.describe_call(row)
     assert described is not None
     (line,) = described[1]
     assert line.startswith(f"{listed['subscription_id']}: one-click POST to https://evil.example/…;")
