@@ -68,6 +68,7 @@ for r in load().registry:
         "checked_scopes": list(t.checked_scopes),
         "default_enabled": t.default_enabled,
         "always_requires_approval": t.always_requires_approval,
+        "describes_calls": t.describe is not None,
         "user_words": None if t.user_words is None else {
             "prompt": t.user_words.prompt, "arguments": list(t.user_words.arguments)},
         "schema_reasons": sorted([p, k, c] for (p, k), c in r.schema_reasons.items()),
