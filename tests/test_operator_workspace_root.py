@@ -324,26 +324,21 @@ def test_a_workspace_may_not_hold_the_bubblewrap_the_sandbox_runs(tmp_path: Path
     line = (f"toolhost: --workspace {str(ws)!r} holds the path toolhost-sandbox's "
             f"TOOLHOST_SANDBOX_BWRAP names ({str(bwrap)!r}), {_PLUGIN}: name a directory that "
             "neither holds it nor is inside it")
-    result = run_toolhost("call", "workspace.list_files", "--workspace", str(ws), "--args", "{}",
-                          data_dir=tmp_path / "data",
-                          plugins="toolhost-workspace,toolhost-sandbox",
-                          env={"TOOLHOST_SANDBOX_BWRAP": str(bwrap)})
-    assert _refused(result) == line
+
+    def listed(workspace: Path, **env: str) -> subprocess.CompletedProcess[str]:
+        return run_toolhost("call", "workspace.list_files", "--workspace", str(workspace),
+                            "--args", "{}", data_dir=tmp_path / "data",
+                            plugins="toolhost-workspace,toolhost-sandbox", env=env)
+
+    assert _refused(listed(ws, TOOLHOST_SANDBOX_BWRAP=str(bwrap))) == line
     (tmp_path / "etc").mkdir()
     config = tmp_path / "etc" / "toolhost.toml"
     config.write_text(f'[plugins.toolhost-sandbox]\nbwrap = "{bwrap}"\n')
     config.chmod(0o600)
-    result = run_toolhost("call", "workspace.list_files", "--workspace", str(ws), "--args", "{}",
-                          data_dir=tmp_path / "data",
-                          plugins="toolhost-workspace,toolhost-sandbox",
-                          env={"TOOLHOST_CONFIG": str(config)})
-    assert _refused(result) == line
+    assert _refused(listed(ws, TOOLHOST_CONFIG=str(config))) == line
     # A directory beside it is a workspace; the setting's own file is the plugin's to check.
     (tmp_path / "other").mkdir()
-    result = run_toolhost("call", "workspace.list_files", "--workspace", str(tmp_path / "other"),
-                          "--args", "{}", data_dir=tmp_path / "data",
-                          plugins="toolhost-workspace,toolhost-sandbox",
-                          env={"TOOLHOST_SANDBOX_BWRAP": str(bwrap)})
+    result = listed(tmp_path / "other", TOOLHOST_SANDBOX_BWRAP=str(bwrap))
     assert result.returncode == 0, result.stderr
 
 
