@@ -81,28 +81,18 @@ def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
                 ) -> tuple[str, str, Path] | None:
     """(relation, run id, its directory) of a live run whose directory ``given`` (``root``
     resolved) is inside, is reached through a link inside, or holds; None when none does. The
-    same directory is not nesting: no tool of either run can move the other's root."""
-    links = _links_to(_absolute(given))
+    same directory is not nesting: no tool of either run can move the other's root. Compared
+    as places in their filesystems: a bind mount shows a directory (or one below it) at a
+    second path no realpath leads back from (D469)."""
     places = _Places()
-    root_place = places.of(root)
+    mine = places.of(root)
+    ways = [places.of(link.parent) for link in _links_to(_absolute(given))]
     for run_id, directory in live:
-        for other in dict.fromkeys([directory, Path(os.path.realpath(directory))]):
-            if (root != other and root.is_relative_to(other)) or any(
-                    link.is_relative_to(other) for link in links):
-                return "is inside", run_id, directory
-            if root != other and other.is_relative_to(root):
-                return "holds", run_id, directory
-        # A bind mount shows a directory (or one below it) at a second path no realpath
-        # leads back from: compared again as places in their filesystems (D469).
         theirs = places.of(Path(os.path.realpath(directory)))
-        if theirs is None:
-            continue
-        inside = [places.of(link.parent) for link in links]
-        if (root_place is not None and root_place != theirs
-                and root_place.is_relative_to(theirs)) or any(
-                    place is not None and place.is_relative_to(theirs) for place in inside):
+        if (mine != theirs and mine.is_relative_to(theirs)) or any(
+                way.is_relative_to(theirs) for way in ways):
             return "is inside", run_id, directory
-        if root_place is not None and root_place != theirs and theirs.is_relative_to(root_place):
+        if mine != theirs and theirs.is_relative_to(mine):
             return "holds", run_id, directory
     return None
 
@@ -110,14 +100,14 @@ def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
 class _Places:
     """Where a directory is in its filesystem, whatever path it is reached by: the mount that
     holds it (the longest mount point on its path, the last one mounted there on top), its
-    device, and its path from that filesystem's root (``/proc/self/mountinfo``)."""
+    device, and its path from that filesystem's root (``/proc/self/mountinfo``); its resolved
+    path when the mount table cannot be read."""
 
     def __init__(self) -> None:
         self._mounts: list[tuple[PurePosixPath, str, PurePosixPath]] | None = None
 
-    def of(self, resolved: Path) -> PurePosixPath | None:
-        """``resolved`` (a realpath) as ``/<device>/<path in its filesystem>``; None when
-        the mount table cannot be read."""
+    def of(self, resolved: Path) -> PurePosixPath:
+        """``resolved`` (a realpath) as ``/<device>/<path in its filesystem>``."""
         path = PurePosixPath(resolved)
         found: tuple[PurePosixPath, str, PurePosixPath] | None = None
         for point, device, fs_root in self._table():
@@ -125,7 +115,7 @@ class _Places:
                     found is None or len(point.parts) >= len(found[0].parts)):
                 found = (point, device, fs_root)
         if found is None:
-            return None
+            return path
         point, device, fs_root = found
         return PurePosixPath("/", device) / fs_root.relative_to("/") / path.relative_to(point)
 
