@@ -77,7 +77,7 @@ from toolhost._model.workspace import (
     WriteResult,
 )
 
-__all__ = ["RunWorkspace", "RunWorkspaces"]
+__all__ = ["ListedRun", "RunWorkspace", "RunWorkspaces"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
@@ -90,6 +90,24 @@ _GENERATION = re.compile(r"g[0-9a-f]{32}")
 _DETACHED = re.compile(r".+-g[0-9a-f]{32}")
 _SWEPT_AGAIN = "left in workspaces/.detached; the next approved call or recover tries again"
 _ENDED_AGAIN = "its command is gone; the next recover ends it again"
+
+
+def _held(path: Path) -> int:
+    """A descriptor of the workspace directory ``path`` holding a shared lock: a sweep or a
+    pause elsewhere removes only what nobody holds.
+
+    :raises WorkspaceUnavailable: it cannot be opened or locked (no file handles left).
+    """
+    fd = -1
+    try:
+        fd = os.open(path, _O_DIR)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        name = errno.errorcode.get(exc.errno or 0, "no errno")
+        raise WorkspaceUnavailable(f"the workspace directory cannot be opened ({name})") from None
+    return fd
 
 
 def _private_dir(path: Path) -> None:
@@ -189,11 +207,16 @@ class RunWorkspaces:
 
     def own(self, run_id: str) -> None:
         """Register ``run_id`` as this process's own run, live until its ``end`` or this
-        process's death (``toolhost call`` without ``--run``, D221): a shared ``flock`` on
-        the run's directory, held from now on, says the command is still there. Where no
-        lock can be taken the run is registered as any other (live until ended)."""
-        with self._locked():
+        process's death (``toolhost call`` without ``--run``, D221; ``toolhost demo``'s and
+        ``artifacts upload``'s runs): a shared ``flock`` on the run's directory, held from
+        now on, says the command is still there. Where no lock can be taken the run is
+        registered as any other (live until ended). A run of that id a killed command left
+        (the demo's id is always the same) is ended first: its leftovers are not this one's."""
+        with self._locked() as trash:
             run_dir = self.run_dir(run_id)
+            registered = _read_run(run_dir)
+            if registered is not None and self._command_gone(run_id, registered):
+                self._end_gone(run_id, trash)
             _private_dir(run_dir)
             fd = os.open(run_dir, _O_DIR)
             try:
@@ -224,8 +247,14 @@ class RunWorkspaces:
     def live(self) -> list[tuple[str, Path | None, bool]]:
         """(run id, operator directory or None, whether it has a generation now) of every
         run live on this host, by id."""
+        return [(run.run_id, run.directory, run.has_workspace) for run in self.listed()]
+
+    def listed(self) -> list[ListedRun]:
+        """Every run registered on this host, by id, and whether its command is gone (a
+        one-shot run the next recovery ends): only read, nothing is ended here."""
         with self._locked():
-            return [(run_id, registered.directory, self._current(run_id) is not None)
+            return [ListedRun(run_id, registered.directory, self._current(run_id) is not None,
+                              self._command_gone(run_id, registered))
                     for run_id, registered in self._registered()]
 
     def operator_directories(self) -> list[tuple[str, Path]]:
@@ -256,11 +285,16 @@ class RunWorkspaces:
 
     # ------------------------------------------------------------------ generations
 
-    def claim(self, run_id: str) -> tuple[str, int | None]:
+    def claim(self, run_id: str) -> tuple[str, int]:
         """The run's current generation (made now if it has none) and a descriptor of it
         holding a shared lock, taken before the registry's lock is let go: between the two a
         pause elsewhere could remove it. A run ended meanwhile (elsewhere) is live again: its
-        holder is still using it."""
+        holder is still using it.
+
+        :raises WorkspaceUnavailable: the lock could not be taken (no file handles left): an
+            unheld generation is one a pause elsewhere removes under the call. It stays the
+            run's, for the next call.
+        """
         with self._locked():
             run_dir = self.run_dir(run_id)
             generation = self._current(run_id)
@@ -272,12 +306,7 @@ class RunWorkspaces:
                 _private_dir(run_dir / generation)
                 self._size(run_dir / generation)
                 _write_text(run_dir / _CURRENT, generation)
-            try:
-                fd = os.open(run_dir / generation, _O_DIR)
-            except OSError:
-                return generation, None  # the handle's own open reports the failure
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return generation, fd
+            return generation, _held(run_dir / generation)
 
     def drop(self, run_id: str, generation: str | None = None) -> None:
         """Pause: the run's current generation (``generation``, when it is still the current
@@ -309,11 +338,16 @@ class RunWorkspaces:
         _private_dir(detached)
         return detached / f"{run_id}-{marker}{new_id()}"
 
-    def make_detached(self, run_id: str) -> tuple[Path, int | None]:
+    def make_detached(self, run_id: str) -> tuple[Path, int]:
         """A detached workspace (``detached_path``), made now and sized as a generation is,
         with a descriptor of it holding a shared lock (as ``claim``'s): taken before the
         registry's lock is let go, so no sweep can take it for one a killed process left.
-        Those are swept first."""
+        Those are swept first.
+
+        :raises WorkspaceUnavailable: the lock could not be taken (no file handles left):
+            what was made is removed, never handed out unheld for a sweep to remove under
+            the call.
+        """
         with self._locked() as trash:
             self._sweep_detached(trash)
             path = self.detached_path(run_id, marker="g")
@@ -321,11 +355,20 @@ class RunWorkspaces:
             self._size(path)
             try:
                 # After the mount: the lock is on the filesystem's root, which a sweep opens.
-                fd = os.open(path, _O_DIR)
-            except OSError:
-                return path, None  # the handle's own open reports the failure
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return path, fd
+                return path, _held(path)
+            except WorkspaceUnavailable:
+                self._unmake_detached(path)
+                raise
+
+    def _unmake_detached(self, path: Path) -> None:
+        """Remove a detached workspace just made, under the lock, that nobody could hold: it
+        is new and empty, so nothing needs opening (no handle may be left). One that stays
+        (still mounted, or not removable) is the next sweep's: it finds it unheld."""
+        try:
+            if self.release(path):
+                os.rmdir(path)
+        except OSError as exc:
+            _log_not_removed(path, exc, _SWEPT_AGAIN)
 
     def sweep_detached(self) -> None:
         """Remove every detached workspace no process holds, and end every run whose command
@@ -494,6 +537,20 @@ class RunWorkspaces:
 
 
 @attrs.frozen
+class ListedRun:
+    """A run registered on this host, as ``toolhost runs list`` shows it."""
+
+    run_id: str
+    #: The operator's directory it runs in, or None (generations made here).
+    directory: Path | None
+    #: Whether it has a generation now.
+    has_workspace: bool
+    #: A run of one command's own (``RunWorkspaces.own``) whose command is gone: not live,
+    #: though still registered until the next recovery (or ``runs end``) ends it.
+    command_gone: bool
+
+
+@attrs.frozen
 class _Registered:
     """What ``run.json`` says of a live run."""
 
@@ -637,8 +694,7 @@ class RunWorkspace:
             else:
                 generation, hold = self._registry.claim(self.run_id)
                 if handle is not None and generation == self._generation:
-                    if hold is not None:
-                        os.close(hold)  # this process holds it already
+                    os.close(hold)  # this process holds it already
                 else:
                     self._let_go()
                     handle = self._open_generation(generation, hold)

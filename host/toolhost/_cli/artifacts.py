@@ -421,9 +421,13 @@ def cmd_upload(args: argparse.Namespace) -> int:
     with signals_raised(), source:
         host = load(stores=True, tools=False)  # the host's runs, not the stores alone
         # The upload is a run of its own: the operator (or --principal) sending a file into
-        # the conversation. The store's retention applies, as to anything a run stores.
+        # the conversation. The store's retention applies, as to anything a run stores. Held
+        # by this command, as `toolhost call`'s own run is (D470): one a SIGKILL leaves is
+        # ended by the next recovery.
+        run_id = host.new_id()
+        host.run_workspaces.own(run_id)
         run = host.start_run(principal=Principal(args.principal, frozenset()),
-                             conversation_id=args.conversation)
+                             conversation_id=args.conversation, run_id=run_id)
         writer = host.artifact_writer(run)
         try:
             # Claimed (the writer's default): the operator's upload is the user sending it.

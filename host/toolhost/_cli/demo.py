@@ -73,6 +73,9 @@ def run_demo(
     transcript: list[dict[str, Any]] = [{"role": "user", "content": question}]
     emit(f"user: {question}")
     outcomes: list[Outcome] = []
+    # Held by this command, as `toolhost call`'s own run is (D470): one a SIGKILL leaves is
+    # ended by the next recovery, never listed as live for good.
+    host.run_workspaces.own(run_id)
     run = host.start_run(run_id=run_id, user_turn=question)
     try:
         last = ""

@@ -4,6 +4,8 @@ A run named with ``toolhost call --run ID`` stays live after the command, so the
 of the run (and a call of it approved with ``toolhost approve``) finds its workspace; an MCP
 session's run is live while the session lasts. ``runs list`` shows them; ``runs end ID`` ends
 one: its workspace is removed (an operator's directory is kept) and its attachments listed.
+A command's own run (``toolhost call`` without ``--run``, ``demo``, ``artifacts upload``) whose
+command was killed is listed as not live until the next ``toolhost recover`` ends it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from toolhost._cli.exit_codes import ExitCode
 
 __all__ = ["COMMANDS", "add_parsers"]
 
+#: Before the workspace of a run whose command was killed: it is not live.
+_GONE = "not live, its command is gone (toolhost recover ends it): "
+
 
 def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
     add_command(sub, run, "runs", _arguments, help="the runs live on this host (list, end)")
@@ -30,7 +35,8 @@ def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> Non
 
 def _arguments(runs: argparse.ArgumentParser) -> None:
     commands = runs.add_subparsers(dest="runs_command", metavar="COMMAND", required=True)
-    listing = commands.add_parser("list", help="every live run: its id and its workspace")
+    listing = commands.add_parser("list", help="every live run: its id and its workspace "
+                                  "(a killed command's own run marked not live)")
     listing.add_argument("--json", action="store_true", help="print them as JSON")
     end = commands.add_parser("end", help="end a live run: remove its workspace")
     end.add_argument("id", help="the run id (toolhost call --run ID)")
@@ -41,21 +47,26 @@ def cmd_runs(args: argparse.Namespace) -> int:
     host = load(stores=args.runs_command == "end", tools=False)
     if args.runs_command == "list":
         try:
-            live = host.run_workspaces.live()
+            listed = host.run_workspaces.listed()
         except OSError as exc:
             # The data directory's own line, as `pending` says it, where the stores say why
             # it cannot be used (a file, not writable); else the path that failed.
             load_stores()
             raise CommandError(f"cannot read the live runs: {exc.filename}: {exc.strerror}",
                                ExitCode.FAILED) from None
+        # A one-shot run whose command is gone is shown as such, not as live, and left for
+        # recovery to end: a listing never removes a workspace the operator may look into.
         if args.json:
-            print_json([{"run_id": run_id, "directory": str(d) if d else None,
-                         "workspace": has or d is not None} for run_id, d, has in live])
+            print_json([{"run_id": run.run_id,
+                         "directory": str(run.directory) if run.directory else None,
+                         "workspace": run.has_workspace or run.directory is not None,
+                         **({"command_gone": True} if run.command_gone else {})}
+                        for run in listed])
             return ExitCode.OK
-        for run_id, directory, has in live:
-            where = (str(directory) if directory is not None
-                     else "a workspace" if has else "no workspace yet")
-            print(f"{run_id}  {where}")
+        for run in listed:
+            where = (str(run.directory) if run.directory is not None
+                     else "a workspace" if run.has_workspace else "no workspace yet")
+            print(f"{run.run_id}  {_GONE if run.command_gone else ''}{where}")
         return ExitCode.OK
     from toolhost._composition import valid_run_id
 
