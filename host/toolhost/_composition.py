@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from toolhost._model.invocations import (
         InvocationNotFound,
         InvocationRecord,
+        InvocationRecordDamaged,
         InvocationState,
         OwnerState,
     )
@@ -100,6 +101,7 @@ if TYPE_CHECKING:
     from toolhost._pipeline.policy import PolicyAction, PolicyConfigError
     from toolhost._pipeline.progress import Progress, reporting
     from toolhost._pipeline.recovery import Recovered, RecoveryAction
+    from toolhost._pipeline.rows import rows_in
     from toolhost._pipeline.tracing import continued_trace, parent_context
     from toolhost._pipeline.tracing import step as trace_step
     from toolhost._ports.artifacts import ArtifactStore, DamagedArtifact
@@ -143,6 +145,7 @@ __all__ = [
     "HostAddress",
     "InvocationNotFound",
     "InvocationRecord",
+    "InvocationRecordDamaged",
     "InvocationState",
     "InvocationStateError",
     "InvocationStore",
@@ -198,6 +201,7 @@ __all__ = [
     "redact_url_password",
     "remove_tree",
     "reporting",
+    "rows_in",
     "run_sync",
     "shown_text",
     "spec_to_json",
@@ -1526,11 +1530,13 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     "canonical_text": ("toolhost._model.digest", "canonical_text"),
     "shown_text": ("toolhost._model.digest", "shown_text"),
     "run_sync": ("toolhost._pipeline.execution", "run_sync"),
+    "rows_in": ("toolhost._pipeline.rows", "rows_in"),
     **{name: ("toolhost._model.nesting", name) for name in ("MAX_ARGUMENT_DEPTH",
                                                             "nests_deeper")},
     **{name: ("toolhost._model.errors", name) for name in ("ToolhostError", "UsageError")},
     **{name: ("toolhost._model.invocations", name) for name in (
-        "InvocationNotFound", "InvocationRecord", "InvocationState", "OwnerState")},
+        "InvocationNotFound", "InvocationRecord", "InvocationRecordDamaged", "InvocationState",
+        "OwnerState")},
     **{name: ("toolhost._model.routes", name) for name in (
         "HEARTBEAT_S", "HostAddress", "RoutesUnavailable")},
     **{name: ("toolhost._model.runs", name) for name in (

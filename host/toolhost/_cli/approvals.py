@@ -31,10 +31,10 @@ from toolhost._cli.common import (
     stopped_code,
 )
 from toolhost._cli.exit_codes import ExitCode
-from toolhost._composition import escaped, prints
+from toolhost._composition import escaped, prints, rows_in
 
 if TYPE_CHECKING:
-    from toolhost._composition import InvocationRecord, InvocationState, InvocationStore, Stores
+    from toolhost._composition import InvocationRecord, InvocationStore, Stores
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -211,7 +211,7 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
         which = f"the oldest {limit} are" if after is None else f"{limit} are"
         err.write(f"toolhost: {which} listed; more await approval (the next page: "
                   f"toolhost pending --after {escaped(listed[-1].id)}{also})\n")
-    running = _rows(invocations, InvocationState.RUNNING)
+    running = rows_in(invocations, InvocationState.RUNNING)
     stranded = [r for r in running if isinstance(r, InvocationRecord)
                 and invocations.owner_state(r.owner) is OwnerState.GONE]
     if stranded:
@@ -249,17 +249,6 @@ def _parses(text: str) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
-
-
-def _rows(invocations: InvocationStore, state: InvocationState) -> Sequence[Any]:
-    """The rows in ``state``: records, and in a damaged row's place what is damaged in it
-    (its ``id`` and ``field``), from a store that lists them so (``list_rows``: both
-    adapters); else its records alone."""
-    list_rows = getattr(invocations, "list_rows", None)
-    if list_rows is None:
-        return invocations.list(state=state)
-    rows: Sequence[Any] = list_rows(state=state)
-    return rows
 
 
 def _arguments_preview(arguments_json: str) -> str:

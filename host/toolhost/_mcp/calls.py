@@ -40,6 +40,7 @@ from toolhost._composition import (
     Host,
     InvocationNotFound,
     InvocationRecord,
+    InvocationRecordDamaged,
     InvocationState,
     InvocationStateError,
     PolicyAction,
@@ -60,6 +61,7 @@ from toolhost._mcp.approvals import (
     supports_form_elicitation,
 )
 from toolhost._mcp.config import ServeConfig
+from toolhost._mcp.resources import RESOURCE_NOT_FOUND
 from toolhost._mcp.results import (
     UNSERVED_REASON_CODES,
     approve_command,
@@ -104,17 +106,21 @@ class ToolCalls:
 
     async def call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                    params: types.CallToolRequestParams) -> Answer:
-        """Answer one ``tools/call``. Raises MCPError (-32602) for a tool not served here.
+        """Answer one ``tools/call``. Raises MCPError (-32602) for a tool not served here,
+        and ``_damaged_row_error`` for a row the call names or decides that holds no record.
 
         The whole request is the invocation's span (an approval asked within the call is
         its child), continuing the caller's trace (``_meta.traceparent``, else the HTTP
         request's ``traceparent`` header)."""
         tracing = self._telemetry.tracing if self._telemetry is not None else None
-        if tracing is None or tracing.tracer() is None:
-            return await self._call(ctx, session, params)
-        headers = getattr(ctx.request, "headers", None)
-        with tracing.request(params.name, parent_context(ctx.meta, headers)):
-            return await self._call(ctx, session, params)
+        try:
+            if tracing is None or tracing.tracer() is None:
+                return await self._call(ctx, session, params)
+            headers = getattr(ctx.request, "headers", None)
+            with tracing.request(params.name, parent_context(ctx.meta, headers)):
+                return await self._call(ctx, session, params)
+        except InvocationRecordDamaged as damaged:
+            raise _damaged_row_error(damaged) from None
 
     async def _call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                     params: types.CallToolRequestParams) -> Answer:
@@ -290,7 +296,9 @@ class ToolCalls:
         for invocation_id in ids:
             try:
                 record = self._host.row(invocation_id)
-            except InvocationNotFound:  # pruned from the record meanwhile
+            except (InvocationNotFound, InvocationRecordDamaged):
+                # Pruned, or changed behind the store's back (D415), meanwhile: passed over,
+                # as the other calls' lookup (``rows_for``: ``list``) passes it over.
                 continue
             if record.run_id == session.run.id:
                 rows.append(record)
@@ -455,8 +463,8 @@ class ToolCalls:
                 log.info("mcp.approval.declined", approver=approver)
                 try:
                     denied = self._host.deny(record.id, approver, "declined in the MCP client")
-                except InvocationStateError:
-                    raise
+                except (InvocationStateError, InvocationRecordDamaged):
+                    raise  # the row, not the store refusing a write: no retry ends it
                 except Exception as exc:  # the store refused the denial: nothing changed
                     return self._decision_not_recorded(session, record.id, exc, log)
                 return self._deliver(session, denied)
@@ -610,6 +618,16 @@ def _remember_worded(session: Session, worded: WordedCall | None, invocation_id:
     so the same call repeated finds it (``ToolCalls._worded_row``)."""
     if worded is not None and invocation_id not in session.worded.get(worded, ()):
         session.worded.setdefault(worded, []).append(invocation_id)
+
+
+def _damaged_row_error(damaged: InvocationRecordDamaged) -> MCPError:
+    """The answer to a call whose row was changed behind the store's back (D415): the line
+    the CLI prints for it (toolhost's own words, the id escaped: never the reader's error),
+    with the code for a record not found, as the CLI exits with it. The row holds no record
+    to answer from; one line in the log says which, and no traceback."""
+    get_logger(invocation_id=damaged.id).warning("mcp.call.record_damaged", field=damaged.field)
+    return MCPError(code=RESOURCE_NOT_FOUND, message=str(damaged),
+                    data={"invocationId": damaged.id, "field": damaged.field})
 
 
 def _approver(ctx: ServerRequestContext[Any, Any]) -> str:

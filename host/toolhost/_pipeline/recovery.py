@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,6 +39,7 @@ from toolhost._model.spec import Idempotency
 from toolhost._pipeline import steps
 from toolhost._pipeline.log import get_logger
 from toolhost._pipeline.policy import PolicyAction
+from toolhost._pipeline.rows import rows_in
 
 if TYPE_CHECKING:
     from toolhost._model.runs import CancellationEvent
@@ -169,14 +170,7 @@ class Recovery:
                 for record in self._rows(InvocationState.APPROVED)]
 
     def _rows(self, state: InvocationState) -> Sequence[InvocationRecord | InvocationRecordDamaged]:
-        """The rows in ``state``, oldest first, a damaged one as what is damaged in it: the
-        store's ``list_rows`` (both adapters have it), else its ``list``, whose records are
-        all a backend written against the port before ``list_rows`` can give."""
-        list_rows: Callable[..., Sequence[InvocationRecord | InvocationRecordDamaged]] | None = (
-            getattr(self._store, "list_rows", None))
-        if list_rows is None:
-            return self._store.list(state=state)
-        return list_rows(state=state)
+        return rows_in(self._store, state)
 
     def _damaged(self, damaged: InvocationRecordDamaged) -> Recovered:
         """A damaged row, reported and left as it is (logged once by this recovery)."""

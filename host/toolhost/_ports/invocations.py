@@ -7,12 +7,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from toolhost._model.invocations import InvocationRecord, InvocationState, OwnerState
+from toolhost._model.invocations import (
+    InvocationRecord,
+    InvocationRecordDamaged,
+    InvocationState,
+    OwnerState,
+)
 
 __all__ = [
     "GroupCommitStore",
     "InvocationStore",
     "PendingCall",
+    "RowListingStore",
 ]
 
 
@@ -163,3 +169,30 @@ class GroupCommitStore(InvocationStore, Protocol):
         since the caller makes every write again alone after an exception. A failed
         ROLLBACK never leaves the store inside the transaction. Not nested; other threads'
         calls wait or use other connections, never join it."""
+
+
+class RowListingStore(InvocationStore, Protocol):
+    """A store that lists a damaged row as what is damaged in it (both first-party adapters).
+
+    Optional, as ``GroupCommitStore`` is: a method added to ``InvocationStore`` itself would
+    leave a backend written against the port before it (a structural one: nothing subclasses
+    the port) failing its type check and, once called, raising AttributeError; so a caller
+    asks whether the store has ``list_rows`` and otherwise reads ``list``, whose records are
+    all such a backend can give (its damaged rows are its own to report)."""
+
+    def list_rows(
+        self,
+        *,
+        state: InvocationState | None = None,
+        run_id: str | None = None,
+        tool_name: str | None = None,
+        tool_version: str | None = None,
+        argument_digest: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Sequence[InvocationRecord | InvocationRecordDamaged]:
+        """``list``'s page with an ``InvocationRecordDamaged`` in each damaged row's place
+        (made, not raised; ``list`` is this page without them, and ``limit`` counts rows
+        either way): what recovery and the operator's listings read, so one row changed
+        behind the store's back is reported, never fatal, and strands no other."""
+

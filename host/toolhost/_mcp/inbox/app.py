@@ -53,6 +53,7 @@ from toolhost._composition import (
     Host,
     InvocationNotFound,
     InvocationRecord,
+    InvocationRecordDamaged,
     InvocationState,
     InvocationStateError,
     ToolhostError,
@@ -264,6 +265,12 @@ class Inbox:
         try:
             row = await anyio.to_thread.run_sync(self._host.row, invocation_id)
         except InvocationNotFound:
+            return None
+        except InvocationRecordDamaged as damaged:
+            # Changed behind the store's back (D415): whose it is cannot be read, so it is
+            # answered as a call not this login's (as a damaged file record is, D252).
+            self._log.warning("http.inbox.record_damaged", invocation_id=damaged.id,
+                              field=damaged.field)
             return None
         return row if login.may_see(row.principal_id) else None
 
