@@ -19,11 +19,10 @@ BOUND_S = 5.0
 
 #: The header pattern before the fix: a reference for what a header is, on short lines only.
 _OLD_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-_OLD_KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
 
 
 def _old_key_lines(text: str) -> dict[tuple[str, str], int]:
-    from toolhost._model.config_file import _split_dotted, _unquote
+    from toolhost._model.config_file import _note_keys, _split_dotted, _unquote
 
     found: dict[tuple[str, str], int] = {}
     table = ""
@@ -33,9 +32,7 @@ def _old_key_lines(text: str) -> dict[tuple[str, str], int]:
             table = ".".join(_unquote(part.strip()) for part in _split_dotted(header.group(1)))
             found.setdefault((table, ""), number)
             continue
-        key = _OLD_KEY_LINE.match(line)
-        if key:
-            found.setdefault((table, _unquote(key.group(1))), number)
+        _note_keys(found, table, line, number)  # keys as the scan reads them: headers differ
     return found
 
 

@@ -1135,11 +1135,12 @@ def _open_invocation_store(settings: Settings, data_dir: Callable[[], Path]) -> 
             )
         except ImportError as exc:
             raise StoreUnavailable(
-                data_dir(), f"TOOLHOST_DATABASE_URL needs the PostgreSQL client, which "
-                f"is not installed ({exc.name}): pip install 'toolhost-core[postgres]'",
+                data_dir(), f"{settings.written('TOOLHOST_DATABASE_URL')} needs the PostgreSQL "
+                f"client, which is not installed ({exc.name}): pip install "
+                "'toolhost-core[postgres]'",
             ) from None
         try:
-            checked_conninfo(url, 1)
+            checked_conninfo(url, 1, named=settings.named("TOOLHOST_DATABASE_URL"))
         except StoreUnavailable as exc:
             # A value libpq cannot parse is a wrong setting (exit 2, D253), not a database
             # that cannot be used (the store's own StoreUnavailable, exit 1).
@@ -1172,23 +1173,25 @@ def _open_artifact_store(settings: Settings, data_dir: Callable[[], Path],
 
     url = (settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
     database = (settings.get("TOOLHOST_DATABASE_URL") or "").strip()
-    from toolhost._model.settings import SettingError
+    if url:
+        from toolhost._adapters.http import check_ca_bundle
+        from toolhost._adapters.s3_artifacts import S3Location
 
-    try:
-        if url and database:
+        # Checked here, where the settings know where each value was written, so a refusal
+        # names that (the stores read the environment's form), and shows no credential.
+        S3Location.parse(url, named=settings.named_value("TOOLHOST_ARTIFACT_STORE",
+                                                         _shown_store_url(url)))
+        check_ca_bundle(settings)
+        if database:
             # The invocation store opened first, so the PostgreSQL client is installed.
             from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
 
             return open_pg_s3_artifact_store(url, database, settings.env, clock,
                                              retention=settings.artifact_retention)
-        if url:
-            from toolhost._adapters.s3_artifacts import open_s3_artifact_store
+        from toolhost._adapters.s3_artifacts import open_s3_artifact_store
 
-            return open_s3_artifact_store(url, settings.env, data_dir(), clock,
-                                          retention=settings.artifact_retention)
-    except SettingError as exc:
-        # The adapter quotes the value as given: shown here without a credential written in it.
-        raise SettingError(str(exc).replace(repr(url), repr(_shown_store_url(url)))) from None
+        return open_s3_artifact_store(url, settings.env, data_dir(), clock,
+                                      retention=settings.artifact_retention)
     try:
         return open_artifact_store(data_dir(), clock, retention=settings.artifact_retention)
     except OSError as exc:  # the artifacts' directory under the data directory

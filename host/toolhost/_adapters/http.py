@@ -34,7 +34,8 @@ import httpx
 from toolhost._model.errors import UsageError
 from toolhost._model.settings import Settings
 
-__all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError", "trust_roots_file"]
+__all__ = ["CA_BUNDLE_SETTING", "HttpClients", "HttpConfigError", "check_ca_bundle",
+           "trust_roots_file"]
 
 CA_BUNDLE_SETTING: Final = "TOOLHOST_CA_BUNDLE"
 
@@ -85,28 +86,41 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
             ctx.load_verify_locations(cafile=cafile)
     bundle = (settings.get(CA_BUNDLE_SETTING) or "").strip()
     if bundle:
-        _load_bundle(ctx, bundle)
+        _load_bundle(ctx, bundle, settings.named_value(CA_BUNDLE_SETTING, bundle))
     # What PROTOCOL_TLS_CLIENT sets, stated: verification is never off.
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
-def _load_bundle(ctx: ssl.SSLContext, bundle: str) -> None:
-    """``TOOLHOST_CA_BUNDLE``'s certificates into ``ctx``.
+def check_ca_bundle(settings: Settings) -> None:
+    """Refuse a ``TOOLHOST_CA_BUNDLE`` the clients would refuse, named where it was written:
+    for a reader that gets only the environment's form (the S3 client's ``trust_roots_file``),
+    called before it.
+
+    :raises HttpConfigError: the bundle is not a readable PEM file.
+    """
+    bundle = (settings.get(CA_BUNDLE_SETTING) or "").strip()
+    if bundle:
+        _load_bundle(_client_context(), bundle, settings.named_value(CA_BUNDLE_SETTING, bundle))
+
+
+def _load_bundle(ctx: ssl.SSLContext, bundle: str, named: str) -> None:
+    """``TOOLHOST_CA_BUNDLE``'s certificates into ``ctx``; ``named``: how a refusal begins
+    (``Settings.named_value``).
 
     :raises HttpConfigError: the bundle is not a readable PEM file.
     """
     if not os.path.isfile(bundle):
         raise HttpConfigError(
-            f"{CA_BUNDLE_SETTING}={bundle!r} is not a file: point it at a PEM file of extra "
-            "CA certificates, or unset it"
+            f"{named} is not a file: point it at a PEM file of extra CA certificates, or "
+            "unset it"
         )
     try:
         ctx.load_verify_locations(cafile=bundle)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise HttpConfigError(
-            f"{CA_BUNDLE_SETTING}={bundle!r} could not be loaded as a PEM CA bundle "
+            f"{named} could not be loaded as a PEM CA bundle "
             f"({type(exc).__name__}): point it at a file of PEM 'BEGIN CERTIFICATE' blocks, "
             "or unset it"
         ) from exc
@@ -126,7 +140,7 @@ def trust_roots_file(env: Mapping[str, str]) -> str:
     cafiles, _ = _default_roots()  # (a capath's hashed directory is no file to copy)
     bundle = (env.get(CA_BUNDLE_SETTING) or "").strip()
     if bundle:  # a bundle the clients would refuse is refused here (on a context of its own)
-        _load_bundle(_client_context(), bundle)
+        _load_bundle(_client_context(), bundle, f"{CA_BUNDLE_SETTING}={bundle!r}")
     blocks: list[bytes] = []
     for name in [*cafiles, *([bundle] if bundle else [])]:
         try:

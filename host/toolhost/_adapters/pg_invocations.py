@@ -915,9 +915,11 @@ class PostgresInvocationStore:
         self._lease.close()
 
 
-def checked_conninfo(conninfo: str, connect_timeout: int) -> tuple[str, str]:
+def checked_conninfo(conninfo: str, connect_timeout: int, *,
+                     named: str = "TOOLHOST_DATABASE_URL") -> tuple[str, str]:
     """``conninfo`` with every connection's client settings (``connection_string``), and as a
-    message may show it (``shown_conninfo``).
+    message may show it (``shown_conninfo``). ``named``: how its refusal begins
+    (``Settings.named``).
 
     :raises StoreUnavailable: it is neither a URL nor a libpq conninfo string.
     """
@@ -925,8 +927,8 @@ def checked_conninfo(conninfo: str, connect_timeout: int) -> tuple[str, str]:
     try:
         conninfo_to_dict(conninfo)
     except psycopg.Error:
-        raise StoreUnavailable(Path(shown), "TOOLHOST_DATABASE_URL is neither a "
-                               "postgresql:// URL nor a libpq conninfo string") from None
+        raise StoreUnavailable(Path(shown), f"{named} is neither a postgresql:// URL nor a "
+                               "libpq conninfo string") from None
     return connection_string(conninfo, connect_timeout), shown
 
 

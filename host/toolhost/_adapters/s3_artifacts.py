@@ -108,15 +108,20 @@ class S3Location:
     prefix: str
 
     @classmethod
-    def parse(cls, url: str) -> S3Location:
-        """:raises SettingError: for anything but ``s3://bucket`` or ``s3://bucket/prefix``."""
+    def parse(cls, url: str, *, named: str | None = None) -> S3Location:
+        """``named``: how a refusal begins (``Settings.named_value``), else the variable and
+        ``url`` as given.
+
+        :raises SettingError: for anything but ``s3://bucket`` or ``s3://bucket/prefix``.
+        """
         rest = url.strip().removeprefix("s3://")
         bucket, _, prefix = rest.partition("/")
         prefix = prefix.strip("/")
         if (not url.strip().startswith("s3://") or not _BUCKET.fullmatch(bucket) or ".." in bucket
                 or any(part in ("", ".", "..") for part in prefix.split("/") if prefix)):
+            named = named or f"TOOLHOST_ARTIFACT_STORE={url!r}"
             raise SettingError(
-                f"TOOLHOST_ARTIFACT_STORE={url!r} is not s3://bucket or s3://bucket/prefix "
+                f"{named} is not s3://bucket or s3://bucket/prefix "
                 "(a bucket name is 3 to 63 lower-case letters, digits, '.' or '-')")
         return cls(bucket, prefix)
 

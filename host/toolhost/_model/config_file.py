@@ -77,16 +77,17 @@ class ConfigFile:
 
     def where(self, table: str, key: str | None = None) -> str:
         """``PATH:LINE`` of ``key`` in ``table`` (of the table's header without a key). A key
-        the scan did not see (in an inline table, a dotted key) is named at the nearest line
-        it did: its table's header, else the key that holds the table in its parent."""
+        the scan did not see (in an inline table, a value's later lines) is named at the
+        nearest line it did: its table's header, else the key that holds the table in its
+        parent (``env = {...}``, ``env.X = 3``)."""
         return f"{self.path}:{self.line_of(table, key)}"
 
     def line_of(self, table: str, key: str | None = None) -> int:
         for place in (table, key or ""), (table, ""):
             if place in self.key_lines:
                 return self.key_lines[place]
-        parent, dot, last = table.rpartition(".")
-        return self.line_of(parent, last) if dot else self.key_lines.get((table, ""), 1)
+        parent, _, last = table.rpartition(".")
+        return self.line_of(parent, last) if table else 1
 
     def plugin_env(self, distribution: str, specs: Iterable[SettingSpec],
                    environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, int]]:
@@ -151,7 +152,8 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
         raise ConfigFileError(f"{path}: not a configuration: an integer has more than "
                               f"{sys.get_int_max_str_digits()} digits") from None
     config = ConfigFile(path=path, env={}, lines={}, plugin_tables={},
-                        key_lines=_key_lines(text), world_readable=bool(st.st_mode & stat.S_IROTH))
+                        key_lines=_key_lines(text),
+                        world_readable=bool(st.st_mode & stat.S_IROTH))
     env: dict[str, str] = {}
     lines: dict[str, int] = {}
     plugins: dict[str, Mapping[str, Any]] = {}
@@ -167,7 +169,7 @@ def read_config(path: Path, environ: Mapping[str, str]) -> ConfigFile:
         elif table == "policy":
             policy = _table(config, table, content)
             env[host_settings.POLICY_SETTING] = _policy_json(config, policy)
-            lines[host_settings.POLICY_SETTING] = config.key_lines.get(("policy", ""), 1)
+            lines[host_settings.POLICY_SETTING] = config.line_of("policy")
         elif table == "plugins":
             for distribution, section in _table(config, table, content).items():
                 # Spelt as TOOLHOST_PLUGINS may spell it: toolhost_people is toolhost-people.
@@ -469,13 +471,17 @@ def _shown(value: object) -> str:
 #: A table's header: its name is stripped after the match, not by the pattern (whitespace
 #: on both sides of a lazy group backtracked cubically on a "[" and a run of spaces).
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
-_KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
+#: One part of a key: quoted, literal or bare.
+_KEY_PART = r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)"""
+_KEY_LINE = re.compile(rf"^\s*({_KEY_PART})\s*=")
+#: ``env.X = 3``: a key of parts joined by dots (spaces allowed around each dot).
+_DOTTED_KEY_LINE = re.compile(rf"^\s*({_KEY_PART}(?:\s*\.\s*{_KEY_PART})+)\s*=")
 
 
 def _key_lines(text: str) -> dict[tuple[str, str], int]:
     """Where each table header and each key of a table is, by line. TOML's parser keeps no
     positions; this scan reads only headers and ``key =`` lines, enough to name the line of a
-    key the host refuses (a dotted key or a multi-line value is found at its table)."""
+    key the host refuses (a multi-line value is found at its table)."""
     found: dict[tuple[str, str], int] = {}
     table = ""
     for number, line in enumerate(text.splitlines(), start=1):
@@ -484,10 +490,22 @@ def _key_lines(text: str) -> dict[tuple[str, str], int]:
             table = ".".join(_unquote(part.strip()) for part in _split_dotted(header[1]))
             found.setdefault((table, ""), number)
             continue
-        key = _KEY_LINE.match(line)
-        if key:
-            found.setdefault((table, _unquote(key.group(1))), number)
+        _note_keys(found, table, line, number)
     return found
+
+
+def _note_keys(found: dict[tuple[str, str], int], table: str, line: str, number: int) -> None:
+    """The key ``line`` (of ``table``) begins, at ``number`` unless found before: a dotted
+    one part by part (``env.X = 3`` in ``[t]`` is ``X`` of ``t.env`` and ``env`` of ``t``),
+    so a refusal of ``X`` names its own line, not its table's header."""
+    key = _KEY_LINE.match(line)
+    if key:
+        found.setdefault((table, _unquote(key.group(1))), number)
+    elif key := _DOTTED_KEY_LINE.match(line):
+        tables = [table] if table else []
+        for part in _split_dotted(key.group(1)):
+            found.setdefault((".".join(tables), _unquote(part.strip())), number)
+            tables.append(_unquote(part.strip()))
 
 
 def _split_dotted(header: str) -> list[str]:

@@ -263,6 +263,13 @@ class Settings:
         written = self.written(name)
         return f"{written}:" if written != name else name
 
+    def named_value(self, name: str, shown: str) -> str:
+        """How a one-line refusal that quotes ``name``'s value (``shown``, as the refusal may
+        show it) begins: ``PATH:LINE: [table] key: 'VALUE'`` when ``toolhost.toml`` set it,
+        else ``NAME='VALUE'``, as the environment sets it. ``f"{named} is not ..."``."""
+        written = self.written(name)
+        return f"{written}: {shown!r}" if written != name else f"{name}={shown!r}"
+
     def written(self, name: str) -> str:
         """Where ``name``'s value was written, for a sentence about it (``... names it``):
         ``PATH:LINE: [table] key`` when ``toolhost.toml`` set it, else the variable's name."""

@@ -270,10 +270,11 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
         raise fail("env", "is for a stdio server (command); a url server takes a token")
     env = {}
     for var, value in env_table.items():
+        at = (f"{table}.env", var)  # the name's own line when the scan saw it (see secret)
         if not re.fullmatch(r"^[A-Za-z_][A-Za-z0-9_]*$", var):
-            raise fail("env", f"{var!r} is not an environment variable name")
-        env[var] = secret((f"{table}.env", var), value, f"env.{var}",
-                          named_secret=is_secret_name(var))
+            raise SettingError(f"{where(*at)}: [{table}] env: {var!r} is not an environment "
+                               "variable name")
+        env[var] = secret(at, value, f"env.{var}", named_secret=is_secret_name(var))
     token = None
     if "token" in content:
         if url is None:

@@ -1,0 +1,99 @@
+"""A refusal of ``[host] ca_bundle``, ``artifact_store`` or ``database_url`` names the value where
+the operator wrote it (D460): ``PATH:LINE: [host] key: ...`` when toolhost.toml set it, the
+variable when the environment did, the same exit code and one line either way. Through the real
+``toolhost`` command: ``pending`` opens the stores, ``check`` a gateway server's TLS context."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from pg_server import pg_database, pg_server  # noqa: F401 - fixtures
+from test_config_file import write
+
+from toolhost._testing.cli import run_toolhost
+
+NOT_A_FILE = "is not a file: point it at a PEM file of extra CA certificates, or unset it"
+NOT_A_BUCKET = ("is not s3://bucket or s3://bucket/prefix (a bucket name is 3 to 63 lower-case "
+                "letters, digits, '.' or '-')")
+NOT_A_DATABASE = "is neither a postgresql:// URL nor a libpq conninfo string"
+needs_psycopg = pytest.mark.skipif(importlib.util.find_spec("psycopg") is None,
+                                   reason="the PostgreSQL client is not installed")
+
+
+def _toolhost(tmp_path: Path, command: str, body: str, **env: str) -> tuple[int, str, Path]:
+    """``toolhost COMMAND`` with ``body`` as its toolhost.toml (after one line of comment, so
+    its first key is on line 3): (exit code, stderr, the file)."""
+    path = write(tmp_path, f"# shared by the team\n{body}")
+    result = run_toolhost(command, data_dir=tmp_path / "data", plugins="", drop=("AWS_", "PG"),
+                          env={"TOOLHOST_CONFIG": str(path), **env}, timeout=60)
+    assert result.stdout == "", result.stdout
+    return result.returncode, result.stderr, path
+
+
+def test_a_missing_trust_bundle_is_named_at_its_line_before_the_s3_store_reads_it(
+        tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such.pem")
+    body = f'[host]\nca_bundle = "{missing}"\nartifact_store = "s3://toolhost-artifacts/x"\n'
+    code, stderr, path = _toolhost(tmp_path, "pending", body)
+    assert (code, stderr) == (
+        2, f"toolhost: {path}:3: [host] ca_bundle: {missing!r} {NOT_A_FILE}\n")
+    # Set in the environment (which wins), it is named by its variable, as before.
+    code, stderr, _ = _toolhost(tmp_path, "pending", body, TOOLHOST_CA_BUNDLE=missing)
+    assert (code, stderr) == (2, f"toolhost: TOOLHOST_CA_BUNDLE={missing!r} {NOT_A_FILE}\n")
+
+
+def test_a_trust_bundle_that_is_not_pem_is_named_at_its_line_for_a_gateway_server(
+        tmp_path: Path) -> None:
+    pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra is not installed")
+    bundle = tmp_path / "der.crt"
+    bundle.write_bytes(b"0\x82\x01\x0a not a PEM file")
+    body = (f'[host]\nca_bundle = "{bundle}"\n'
+            '[mcp.servers.tracker]\nurl = "https://127.0.0.1:1/mcp"\n')
+    code, stderr, path = _toolhost(tmp_path, "check", body)
+    assert (code, stderr) == (
+        2, f"toolhost: {path}:3: [host] ca_bundle: {str(bundle)!r} could not be loaded as a "
+           "PEM CA bundle (SSLError): point it at a file of PEM 'BEGIN CERTIFICATE' blocks, or "
+           "unset it\n")
+
+
+def test_an_artifact_store_that_is_not_a_bucket_is_named_at_its_line_without_its_secret(
+        tmp_path: Path) -> None:
+    body = '[host]\nartifact_store = "s3://AKIAEXAMPLE:wJalr/XUtnFEMIsecret@Bad_Bucket/x"\n'
+    code, stderr, path = _toolhost(tmp_path, "pending", body)
+    assert (code, stderr) == (
+        2, f"toolhost: {path}:3: [host] artifact_store: 's3://***@Bad_Bucket/x' "
+           f"{NOT_A_BUCKET}\n")
+
+
+@needs_psycopg
+def test_a_database_url_that_is_not_one_is_named_at_its_line(tmp_path: Path) -> None:
+    code, stderr, path = _toolhost(tmp_path, "pending",
+                                   '[host]\ndatabase_url = "not a url at all ==="\n')
+    assert (code, stderr) == (2, f"toolhost: {path}:3: [host] database_url: {NOT_A_DATABASE}\n")
+
+
+@needs_psycopg
+def test_an_artifact_store_beside_a_database_is_named_at_its_line_too(
+        tmp_path: Path, pg_database: str) -> None:  # noqa: F811 - the fixture
+    """With a database URL the bucket's metadata goes there (another adapter): the same line."""
+    body = f'[host]\nartifact_store = "s3://x"\ndatabase_url = "{pg_database}"\n'
+    code, stderr, path = _toolhost(tmp_path, "pending", body)
+    assert (code, stderr) == (
+        2, f"toolhost: {path}:3: [host] artifact_store: 's3://x' {NOT_A_BUCKET}\n")
+
+
+def test_a_database_url_without_the_postgresql_client_is_named_as_written(
+        tmp_path: Path) -> None:
+    # A psycopg that cannot be imported, first on the path: the client as not installed.
+    blocked = tmp_path / "site"
+    blocked.mkdir()
+    (blocked / "psycopg.py").write_text(
+        'raise ImportError("not installed, for the test", name="psycopg")\n')
+    path = write(tmp_path, '# shared by the team\n[host]\ndatabase_url = "postgresql://h/db"\n')
+    result = run_toolhost("pending", data_dir=tmp_path / "data", plugins="", path=[blocked],
+                          env={"TOOLHOST_CONFIG": str(path)}, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"toolhost: {path}:3: [host] database_url needs the PostgreSQL client, which is "
+               "not installed (psycopg): pip install 'toolhost-core[postgres]'\n")
