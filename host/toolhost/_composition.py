@@ -178,6 +178,7 @@ __all__ = [
     "UsageError",
     "apply_logging",
     "canonical_text",
+    "claim_served",
     "continued_trace",
     "declared_settings",
     "default_data_dir",
@@ -1491,10 +1492,25 @@ def workspace_refusal(option: str, given: str, settings: Settings,
     """``toolhost._model.workspace_root.workspace_refusal`` against the runs live on this host
     in an operator's directory, as the data directory's registry says now."""
     from toolhost._adapters.run_workspaces import RunWorkspaces
+    from toolhost._adapters.served_claims import SERVED_CLAIMS, served_directories
     from toolhost._model.workspace_root import workspace_refusal as refusal
 
-    live = RunWorkspaces(settings.data_dir / "workspaces").operator_directories()
-    return refusal(option, given, settings, declared, live)
+    registry = settings.data_dir / "workspaces"
+    return refusal(option, given, settings, declared,
+                   RunWorkspaces(registry).operator_directories(),
+                   served_directories(registry / SERVED_CLAIMS))
+
+
+def claim_served(settings: Settings, directory: Path, claim_id: str) -> Callable[[], None]:
+    """Claim the operator's ``directory`` a server serves, which makes it live for
+    ``workspace_refusal`` until the function returned (the claim's release) is called.
+
+    :raises OSError: it cannot be taken (no lock to hold, the data directory unwritable).
+    """
+    from toolhost._adapters.served_claims import SERVED_CLAIMS, ServedClaim
+
+    return ServedClaim.take(settings.data_dir / "workspaces" / SERVED_CLAIMS, directory,
+                            claim_id).close
 
 
 def determinism_scan(sources: Sequence[PluginSource], settings: Settings) -> dict[str, list[str]]:

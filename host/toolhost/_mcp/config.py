@@ -14,8 +14,11 @@
     TOOLHOST_MCP_WORKSPACE            an existing directory every session's run uses as its
                                       workspace root (as ``toolhost call --workspace`` does),
                                       neither holding nor inside the data directory or
-                                      toolhost.toml's; unset: each session gets a fresh
-                                      workspace, discarded when the server stops
+                                      toolhost.toml's; pinned and claimed while the server
+                                      runs (``served_directory``): a session whose run would
+                                      start elsewhere is refused, and no run starts on a
+                                      directory holding it or inside it; unset: each session
+                                      gets a fresh workspace, discarded when the server stops
     TOOLHOST_MCP_PINS                 ``name=version,name=version``: serve these versions under
                                       their names (``toolhost serve --pin`` adds to them), for a
                                       client pinned to an older contract

@@ -17,6 +17,12 @@ When an HTTP session ends: the client's DELETE, the SDK's idle timeout
 requests in flight (each call records its cancellation, ``calls``) and unwinds the
 connection's exit stack, where ``SessionEnds`` put ``Sessions.ended``: the run ends, its
 workspace is discarded and its descriptor closed, and the server forgets the session.
+
+An operator's directory is opened again by name for each session's run: it is pinned and
+claimed for the server's life (``served_directory``), and a session whose run would start
+somewhere else than the directory the server started with is refused with
+``WORKSPACE_REFUSED`` (a JSON-RPC error: nothing ran, nothing was recorded), the server and
+its other sessions going on.
 """
 
 from __future__ import annotations
@@ -31,15 +37,25 @@ from typing import Any
 
 import attrs
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolhost import Principal
 from toolhost._composition import Host, Run, get_logger
 from toolhost._mcp.http_front import CALLER_KEY, OPENING_KEY
+from toolhost._mcp.served_directory import ServedDirectory
 
-__all__ = ["Question", "Session", "SessionEnds", "Sessions", "WordedCall", "session_key"]
+__all__ = ["WORKSPACE_REFUSED", "Question", "Session", "SessionEnds", "Sessions", "WordedCall",
+           "session_key"]
 
 SESSION_HEADER = "mcp-session-id"
+
+#: What the client reads when its session's run cannot start in the server's directory
+#: (``ServedDirectory.refusal``): static; the operator's log says what changed, once.
+WORKSPACE_REFUSED = ("The directory this server serves as the workspace is no longer the one "
+                     "it was started with, or can no longer be used safely, so no run starts "
+                     "in this session. Ask the server's operator: its log says what changed.")
 
 #: A call as the model made it, before the person's words replaced its arguments: the tool,
 #: version and digest of the model's arguments as step 4 prepares them.
@@ -164,6 +180,11 @@ class Sessions:
                  run_timeout_s: float | None = None) -> None:
         self._host = host
         self._principal = principal
+        #: The operator's directory, pinned and claimed until ``close`` (ConfigError now if
+        #: it no longer passes the start's check).
+        self._served = ServedDirectory(host, workspace) if workspace is not None else None
+        #: Each refusal of the served directory the operator was told (once each).
+        self._refusals_said: set[str] = set()
         #: The served roster's names; None: the default roster, as the registry has it at
         #: each call (a server whose roster follows the gateway, ``roster.ServedRoster``).
         self._enabled = frozenset(enabled) if enabled is not None else None
@@ -214,6 +235,7 @@ class Sessions:
             self._ending.submit(self._end, session.run)
             session = None
         if session is None:
+            self._check_served()
             # The run's enabled tools are exactly the served roster, so step 2 of the pipeline
             # and tools/list agree by construction.
             run = self._host.start_run(principal=principal, enabled_tools=self._enabled,
@@ -223,6 +245,19 @@ class Sessions:
             get_logger(run_id=run.id).info("mcp.session.started", session=key,
                                            principal=principal.id)
         return session
+
+    def _check_served(self) -> None:
+        """A new run may start in the operator's directory: its name still leads to the
+        directory the server started with, which still passes the start's check.
+
+        :raises MCPError: it does not (``WORKSPACE_REFUSED``); the operator is told why once."""
+        refusal = self._served.refusal() if self._served is not None else None
+        if refusal is None:
+            return
+        if refusal not in self._refusals_said:
+            self._refusals_said.add(refusal)
+            get_logger().warning("mcp.session.workspace_refused", problem=refusal)
+        raise MCPError(code=INTERNAL_ERROR, message=WORKSPACE_REFUSED)
 
     def _expired(self, run: Run) -> bool:
         return run.deadline is not None and self._host.deadline_in(0) >= run.deadline
@@ -300,6 +335,8 @@ class Sessions:
         for session in sessions.values():
             session.run.cancellation.cancel()
             self._end(session.run)
+        if self._served is not None:
+            self._served.close()  # no run of this server is live any more
 
 
 class SessionEnds:

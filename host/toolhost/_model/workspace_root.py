@@ -19,7 +19,10 @@ sandboxed command) could replace the inner directory, or one on its way, with a 
 directory on the host, which the other run would then open as its workspace. Compared as
 given (made absolute, links kept: a link on the way inside the other counts), resolved, and as
 places in their filesystems (a bind mount shows a directory at a path no realpath leads back
-from; D469).
+from; D469). A server's directory (``TOOLHOST_MCP_WORKSPACE``) counts as live for as long as
+the server runs, with or without a session: it opens that directory again for each session,
+so a run on its parent could otherwise swap it between two sessions (its claim:
+``_adapters/served_claims.py``).
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ _PLUGIN = "where a tool's write could change what the plugin runs or reads"
 
 def workspace_refusal(option: str, given: str, settings: Settings,
                       declared: Mapping[str, Sequence[SettingSpec]] | None = None,
-                      live: Sequence[tuple[str, Path]] = ()) -> str | None:
+                      live: Sequence[tuple[str, Path]] = (),
+                      served: Sequence[tuple[int, Path]] = ()) -> str | None:
     """The one line that refuses ``given`` (named ``option`` in it) as a workspace root under
     ``settings``; None when it may be one. ``declared``: each loaded plugin's settings
     (``Host.declared_settings``), whose ``path`` ones name places of its own. ``live``: (run
-    id, directory) of each run live on this host in an operator's directory."""
+    id, directory) of each run live on this host in an operator's directory; ``served``:
+    (pid, directory) of each server serving one (``served_directories``)."""
     root = Path(os.path.realpath(given))
     for what, place, risk in [*_host_places(settings), *_plugin_places(settings, declared)]:
         real = Path(os.path.realpath(place))
@@ -67,33 +72,40 @@ def workspace_refusal(option: str, given: str, settings: Settings,
             continue
         return (f"{option} {given!r} {relation} {what} ({str(place)!r}), {risk}: name a "
                 "directory that neither holds it nor is inside it")
-    nested = _nested_run(given, root, live)
+    # Each live directory: whose it is, and how the operator makes it not live.
+    holders = [(f"the workspace of run {run_id!r}", directory,
+                f"end that run (toolhost runs end {run_id})") for run_id, directory in live]
+    holders += [(f"the directory a toolhost serve (pid {pid}) serves", directory,
+                 "stop that server") for pid, directory in served]
+    nested = _nested_run(given, root, holders)
     if nested is not None:
-        relation, run_id, directory = nested
-        return (f"{option} {given!r} {relation} the workspace of run {run_id!r} "
-                f"({str(directory)!r}), live on this host, {_NESTED}: name a directory that "
-                f"neither holds it nor is inside it, or end that run (toolhost runs end "
-                f"{run_id})")
+        relation, (whose, directory, remedy) = nested
+        return (f"{option} {given!r} {relation} {whose} ({str(directory)!r}), live on this "
+                f"host, {_NESTED}: name a directory that neither holds it nor is inside it, or "
+                f"{remedy}")
     return None
 
 
-def _nested_run(given: str, root: Path, live: Sequence[tuple[str, Path]],
-                ) -> tuple[str, str, Path] | None:
-    """(relation, run id, its directory) of a live run whose directory ``given`` (``root``
-    resolved) is inside, is reached through a link inside, or holds; None when none does. The
-    same directory is not nesting: no tool of either run can move the other's root. Compared
-    as places in their filesystems: a bind mount shows a directory (or one below it) at a
-    second path no realpath leads back from (D469)."""
+_Holder = tuple[str, Path, str]
+
+
+def _nested_run(given: str, root: Path, live: Sequence[_Holder],
+                ) -> tuple[str, _Holder] | None:
+    """(relation, holder) of a live directory (a run's, a server's: ``(whose, directory,
+    remedy)``) that ``given`` (``root`` resolved) is inside, is reached through a link inside,
+    or holds; None when none does. The same directory is not nesting: no tool of either run can
+    move the other's root. Compared as places in their filesystems: a bind mount shows a
+    directory (or one below it) at a second path no realpath leads back from (D469)."""
     places = _Places()
     mine = places.of(root)
     ways = [places.of(link.parent) for link in _links_to(_absolute(given))]
-    for run_id, directory in live:
-        theirs = places.of(Path(os.path.realpath(directory)))
+    for holder in live:
+        theirs = places.of(Path(os.path.realpath(holder[1])))
         if (mine != theirs and mine.is_relative_to(theirs)) or any(
                 way.is_relative_to(theirs) for way in ways):
-            return "is inside", run_id, directory
+            return "is inside", holder
         if mine != theirs and theirs.is_relative_to(mine):
-            return "holds", run_id, directory
+            return "holds", holder
     return None
 
 
