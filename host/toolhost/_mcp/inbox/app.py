@@ -21,8 +21,10 @@ Every POST of a cookie's login carries that login's CSRF token (``csrf`` form fi
 login POST carries an ``Origin`` (a browser's form always does). A person sees only their own
 principal's calls and decides them with a browser login that has ``approvals.decide``;
 ``approvals.admin`` sees and decides everyone's. A call that is not theirs is answered exactly
-as one that does not exist. Every answer carries a strict
-Content-Security-Policy (no inline script or style, no framing), ``nosniff``,
+as one that does not exist. When the record's store fails, a page or a decision is one
+static 503 ("The record did not answer"), a denial it does not take is "could not be recorded"
+as an approval's is, and a row damaged behind its back is as a missing one. Every answer
+carries a strict Content-Security-Policy (no inline script or style, no framing), ``nosniff``,
 ``same-origin`` referrers (a browser then still sends ``Origin`` on our own forms) and
 ``no-store``.
 """
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import enum
 import functools
 import importlib.resources
 import json
@@ -111,20 +112,22 @@ _NO_EXPIRY: Final = ("That token does not say when it expires, so it cannot make
                      "here; use one that does.")
 #: A file's answer: never rendered in the inbox's origin, whatever it holds.
 _FILE_CSP: Final = "default-src 'none'; sandbox"
+#: Any page or decision while the record's store fails (D324's words for a login's check).
+_NO_ANSWER: Final = "The record did not answer; try again in a moment.\n"
 _LOGOUT_NOT_KEPT: Final = ("You are logged out in this browser, but the record did not answer: "
                            "a copy of this login stays valid until it expires. Log in and out "
                            "again later to end it everywhere.\n")
-_A = TypeVar("_A")
 _R = TypeVar("_R")
 
 
-class _Unanswered(enum.Enum):
-    """The record did not answer a question about a login (the request was refused)."""
+class _RecordSilent(Exception):
+    """The record's store failed to answer a read or a write (``Inbox._ask``): the request
+    is answered the static 503 (``_NO_ANSWER``)."""
 
-    UNANSWERED = enum.auto()
-
-
-_UNANSWERED: Final = _Unanswered.UNANSWERED
+    def __init__(self, error: Exception) -> None:
+        super().__init__(type(error).__name__)
+        #: What failed, by its type's name only (its words may name the database's URL).
+        self.error = type(error).__name__
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Verify = Callable[[str], Awaitable[Caller | None]]
@@ -181,16 +184,32 @@ class Inbox:
             else:
                 await self._end_flow(scope, send, self._oauth)
             return
+        try:
+            await self._routed(scope, receive, send, caller)
+        except _RecordSilent as silent:
+            # The record's store failed (PostgreSQL away, a write lock held past the wait):
+            # one static answer and one log line, never a traceback (D307); the request is
+            # refused, never let through, and a logout still clears this browser's cookie.
+            self._log.warning("http.inbox.record_unavailable", error=silent.error)
+            if method == "POST" and path == "/ui/logout":
+                await _logged_out_here_only(send)
+            else:
+                await _plain(send, 503, _NO_ANSWER)
+
+    async def _routed(self, scope: dict[str, Any], receive: Any, send: Send,
+                      caller: Caller | None) -> None:
+        """A page or a decision, for the bearer token's caller or else the cookie's login.
+
+        :raises _RecordSilent: the record's store failed, before anything was answered.
+        """
+        method, path = scope.get("method", ""), scope.get("path", "")
+        login: Login | None
         if caller is not None:
-            login: Login | None = Login(caller.principal)
+            login = Login(caller.principal)
         else:
             # A cookie's login asks the record whether it was logged out of (D324).
-            read = await self._asking_the_record(
-                send, self._logins.read, _cookie(scope, COOKIE),
-                logging_out=method == "POST" and path == "/ui/logout")
-            if read is _UNANSWERED:
-                return
-            login = read
+            login = await self._ask(functools.partial(self._logins.read,
+                                                      _cookie(scope, COOKIE)))
         if login is None:
             if method == "GET":
                 await _redirect(send, "/ui/login")
@@ -208,10 +227,7 @@ class Inbox:
                 return
             # Logged out of while its form was arriving (a sender decides how slowly): asked
             # again, so a decision never outlives the logout.
-            current = await self._asking_the_record(send, self._logins.current, login)
-            if current is _UNANSWERED:
-                return
-            if not current:
+            if not await self._ask(functools.partial(self._logins.current, login)):
                 await _plain(send, 401, "Log in first.\n")
                 return
             await self._post(path, login, form, send)
@@ -229,7 +245,7 @@ class Inbox:
         elif path == "/ui/history":
             await self._history(scope, login, csrf, send)
         elif path == "/ui/overview":
-            overview = await anyio.to_thread.run_sync(self._overview, login)
+            overview = await self._overview(login)
             await _html(send, 200, pages.overview_page(overview, login, csrf))
         elif found_file := _FILE.fullmatch(path):
             await self._file(found_file.group(1), found_file.group(2), login, send)
@@ -256,14 +272,15 @@ class Inbox:
         """This person's waiting calls (everyone's for an admin), the newest WAITING_SHOWN,
         newest first, and whether older ones wait beyond them: one read of the record per
         poll, whatever the number waiting (through the open-state index)."""
-        rows = await anyio.to_thread.run_sync(functools.partial(
+        rows = await self._ask(functools.partial(
             self._host.invocations.history, limit=WAITING_SHOWN + 1, principal_id=login.whose,
             state=InvocationState.AWAITING_APPROVAL))
         return rows[:WAITING_SHOWN], len(rows) > WAITING_SHOWN
 
     async def _row(self, invocation_id: str, login: Login) -> InvocationRecord | None:
         try:
-            row = await anyio.to_thread.run_sync(self._host.row, invocation_id)
+            row = await self._ask(functools.partial(self._host.row, invocation_id),
+                                  InvocationNotFound, InvocationRecordDamaged)
         except InvocationNotFound:
             return None
         except InvocationRecordDamaged as damaged:
@@ -303,7 +320,7 @@ class Inbox:
                 reason_code=chosen.reason or None, since=since)
 
         try:
-            rows = await anyio.to_thread.run_sync(read)
+            rows = await self._ask(read, InvocationNotFound)
         except InvocationNotFound:  # a page anchored on a row that is gone: start again
             await _redirect(send, f"/ui/history?{chosen.query()}")
             return
@@ -311,17 +328,18 @@ class Inbox:
         await _html(send, 200, pages.history_page(rows[:pages.HISTORY_SHOWN], login, csrf,
                                                   chosen, more))
 
-    def _overview(self, login: Login) -> Overview:
-        """The last OVERVIEW_ROWS calls this person may see, summed up: read again at most
-        every OVERVIEW_FRESH_S for each principal (everyone's, for an admin), so a page
-        reloaded in a loop costs one read of the record, not one each."""
+    async def _overview(self, login: Login) -> Overview:
+        """The last OVERVIEW_ROWS calls this person may see, summed up (off the loop): read
+        again at most every OVERVIEW_FRESH_S for each principal (everyone's, for an admin), so
+        a page reloaded in a loop costs one read of the record, not one each."""
         whose = login.whose
         now = self._host.deadline_in(0)
         kept = self._overviews.get(whose)
         if kept is not None and now - kept[0] < OVERVIEW_FRESH_S:
             return kept[1]
-        rows = self._host.invocations.history(limit=OVERVIEW_ROWS, principal_id=whose)
-        overview = summarize(rows, self._host.clock.now())
+        rows = await self._ask(functools.partial(self._host.invocations.history,
+                                                 limit=OVERVIEW_ROWS, principal_id=whose))
+        overview = await anyio.to_thread.run_sync(summarize, rows, self._host.clock.now())
         if len(self._overviews) >= OVERVIEWS_KEPT:
             self._overviews.clear()
         self._overviews[whose] = (now, overview)
@@ -365,29 +383,27 @@ class Inbox:
         except (ArtifactCorrupted, ArtifactNotFound):
             raise ArtifactUnavailable(artifact_id, "corrupted") from None
 
-    async def _asking_the_record(self, send: Send, ask: Callable[[_A], _R], arg: _A, *,
-                                 logging_out: bool = False) -> _R | _Unanswered:
-        """``ask(arg)`` off the loop (it reads or writes the record's ended logins); when the
-        record does not answer, a static 503 is sent (the request refused, never let through) and
-        ``_UNANSWERED`` returned. A logout's answer still clears the browser's cookie."""
+    async def _ask(self, ask: Callable[[], _R], *answers: type[Exception]) -> _R:
+        """``ask()`` off the loop, a read or write of the record (or of the logins it keeps),
+        always before the request is answered: an exception in ``answers`` is the record's
+        answer, raised as it is; any other is its store's failure, raised as ``_RecordSilent``
+        for ``__call__`` to answer.
+
+        :raises _RecordSilent: the store failed (an outage, a lock held past the wait, ...).
+        """
         try:
-            return await anyio.to_thread.run_sync(ask, arg)
+            return await anyio.to_thread.run_sync(ask)
+        except answers:
+            raise
         except Exception as exc:
-            self._log.warning("http.inbox.logins_unavailable", error=type(exc).__name__)
-            if logging_out:
-                await _logged_out_here_only(send)
-            else:
-                await _plain(send, 503, "The record did not answer; try again in a moment.\n")
-            return _UNANSWERED
+            raise _RecordSilent(exc) from exc
 
     # ------------------------------------------------------------------ deciding
 
     async def _post(self, path: str, login: Login, form: dict[str, str], send: Send) -> None:
         if path == "/ui/logout":
-            # The record away, this browser is logged out anyway (the answer says so).
-            if await self._asking_the_record(send, self._logins.end, login,
-                                             logging_out=True) is _UNANSWERED:
-                return
+            # The record away, this browser is logged out anyway (``__call__`` says so).
+            await self._ask(functools.partial(self._logins.end, login))
             await _redirect(send, "/ui/login", cookie=_clear_cookie())
             return
         found = _CALL.fullmatch(path)
@@ -424,17 +440,20 @@ class Inbox:
                 if not reason or len(reason) > pages.REASON_CHARS:
                     await _plain(send, 400, "A reason of 1 to 1000 characters is required.\n")
                     return
-                denied = await anyio.to_thread.run_sync(self._host.denial, invocation_id,
-                                                        approver, reason)
+                denied = await self._ask(functools.partial(
+                    self._host.denial, invocation_id, approver, reason), ToolhostError)
                 if not denied.acted:  # another denial came first; its reason stands
                     message = "The call was decided already."
         except ApprovalRefused:
             message = "This host cannot run that tool; approve it where the tool is installed."
         except InvocationStateError:
             message = "The call was decided already."
-        except ToolhostError as exc:
+        except (ToolhostError, _RecordSilent) as exc:
+            # The store did not take the decision (an approval's failure is wrapped as
+            # ApprovalNotRecorded, a denial's is the store's own): the call still waits.
             self._log.warning("http.inbox.decision_failed", invocation_id=invocation_id,
-                              error=type(exc).__name__)
+                              error=exc.error if isinstance(exc, _RecordSilent)
+                              else type(exc).__name__)
             message = "The decision could not be recorded; try again."
         if message is not None:
             fresh = await self._row(invocation_id, login) or row
@@ -607,9 +626,13 @@ class Inbox:
         return _set_cookie(COOKIE, value, "/ui", LOGIN_S, self._secure(scope))
 
     def _secure(self, scope: dict[str, Any]) -> bool:
-        """Whether cookies are ``Secure``: the request came over TLS, or the server's public
-        URL is https (TLS ends at a proxy the ASGI scheme does not show)."""
-        return scope.get("scheme") == "https" or self._public_https
+        """Whether cookies are ``Secure``: the request came over TLS, the server's public
+        URL is https, or the page that sent it is (its ``Origin``, which the front door
+        allowed and a login POST must carry): TLS ending at a proxy on another machine is
+        neither in the ASGI scheme nor, with a token file, in any URL of ours."""
+        origin = first_header(scope.get("headers", ()), b"origin") or ""
+        return (scope.get("scheme") == "https" or self._public_https
+                or origin.lower().startswith("https://"))
 
     async def _static(self, method: str, name: str, send: Send) -> None:
         kind = _STATIC.get(name)
