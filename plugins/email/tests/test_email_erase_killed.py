@@ -47,15 +47,28 @@ KILLED_AT_CHECKPOINT = textwrap.dedent("""\
     """)
 
 
-def _cli(data_root: Path, *args: str, script: tuple[str, ...] = ("-m", "toolhost_email.cli"),
-         ) -> subprocess.CompletedProcess[str]:
+def run_cli(data_root: Path, *args: str,
+            script: tuple[str, ...] = ("-m", "toolhost_email.cli"),
+            ) -> subprocess.CompletedProcess[str]:
+    """``toolhost-email ARGS`` (or ``script``) in a process of its own over the host data
+    directory ``data_root``."""
     return subprocess.run(
         [sys.executable, *script, *args],
         env={**os.environ, "TOOLHOST_DATA_DIR": str(data_root), "TOOLHOST_CONFIG": ""},
         capture_output=True, text=True, timeout=60, check=False)
 
 
-def _residue(data_dir: Path) -> list[str]:
+def import_marked(tmp_path: Path) -> Path:
+    """A host data directory under ``tmp_path`` whose cache holds 30 messages of ``OWNER``,
+    every body carrying ``MARKER``."""
+    root = tmp_path / "data"
+    import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "in.mbox", [
+        mail(message_id=f"<m{n}@example.org>", subject=f"message {n}",
+             body=f"The body says {MARKER} {n}.\n" * 40) for n in range(30)]))
+    return root
+
+
+def residue(data_dir: Path) -> list[str]:
     """The cache files that still hold the erased mail's text."""
     return [p.name for p in sorted(data_dir.iterdir())
             if p.name.startswith("mail.sqlite3") and MARKER.encode() in p.read_bytes()]
@@ -67,7 +80,7 @@ def _read(data_root: Path, tmp_path: Path) -> None:
 
 
 def _list_owners(data_root: Path, tmp_path: Path) -> None:
-    listed = _cli(data_root, "owners")
+    listed = run_cli(data_root, "owners")
     assert (listed.returncode, listed.stdout, listed.stderr) == (0, "", "")
 
 
@@ -83,23 +96,21 @@ def test_the_next_open_finishes_the_checkpoint_of_an_erase_killed_after_its_comm
 ) -> None:
     # Regression: the killed erase left the erased bodies in clear in mail.sqlite3 for good:
     # readers (email.context, people, `owners`) open read-only and never checkpointed.
-    root = tmp_path / "data"
-    import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "in.mbox", [
-        mail(message_id=f"<m{n}@example.org>", subject=f"message {n}",
-             body=f"The body says {MARKER} {n}.\n" * 40) for n in range(30)]))
-    killed = _cli(root, "erase", "--account", OWNER, script=("-c", KILLED_AT_CHECKPOINT))
+    root = import_marked(tmp_path)
+    killed = run_cli(root, "erase", "--account", OWNER, script=("-c", KILLED_AT_CHECKPOINT))
     assert killed.returncode == -9, killed.stderr
-    assert "mail.sqlite3" in _residue(cache_dir(root))  # the crash window is real
+    assert "mail.sqlite3" in residue(cache_dir(root))  # the crash window is real
     with sqlite3.connect(f"{cache_dir(root).joinpath('mail.sqlite3').as_uri()}?mode=ro",
                          uri=True) as peek:  # committed: every interface says it is gone
         assert peek.execute("SELECT count(*) FROM messages").fetchone() == (0,)
 
     next_use(root, tmp_path)
 
-    assert _residue(cache_dir(root)) == []
+    assert residue(cache_dir(root)) == []
 
 
-def _owed(data_dir: Path) -> list[tuple[int]]:
+def owed(data_dir: Path) -> list[tuple[int]]:
+    """The checkpoint_owed record of the cache in ``data_dir``, read without settling it."""
     with sqlite3.connect(f"{(data_dir / 'mail.sqlite3').as_uri()}?mode=ro", uri=True) as conn:
         return conn.execute("SELECT value FROM meta WHERE key = 'checkpoint_owed'").fetchall()
 
@@ -112,9 +123,9 @@ def test_settling_one_erase_keeps_the_record_of_a_later_one(data_dir: Path) -> N
         with store.immediate(conn):
             store.owe_checkpoint(conn, 7)
         assert store.settle(conn, 6)
-        assert _owed(data_dir) == [(7,)]
+        assert owed(data_dir) == [(7,)]
         assert store.settle(conn, 7)
-        assert _owed(data_dir) == []
+        assert owed(data_dir) == []
     finally:
         conn.close()
 

@@ -5,7 +5,9 @@
 every account's owner, ``owners set ADDRESS PRINCIPAL`` gives one account an owner, ``owners
 set --unowned PRINCIPAL`` every account without one (and the feedback recorded before any
 had one), ``owners clear ADDRESS`` takes the owner away (nobody reads it then); ``erase
---account A | --thread T | --message M | --owner PRINCIPAL`` removes exactly that source;
+--account A | --thread T | --message M | --owner PRINCIPAL`` removes exactly that source
+(its line says so when another connection held back the checkpoint that overwrites the old
+pages, still exit 0: the rows are gone, and a later open finishes it, D467);
 ``feedback undo ID`` undoes one owner feedback record. The cache lives in toolhost-email's
 data directory under TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input is one line
 on stderr and exit status 2, never a traceback. Ctrl-C, SIGTERM and SIGHUP stop it as they stop
@@ -25,6 +27,11 @@ from toolhost import ProgressLine, Settings, stoppable
 __all__ = ["PROG", "main"]
 
 PROG = "toolhost-email"
+#: The end of erase's line when another connection held its checkpoint back past the wait:
+#: the rows are gone, their old pages are not yet (D467's record finishes it later).
+_CHECKPOINT_HELD = ("; their old pages may stay in mail.sqlite3 or its write-ahead log "
+                    "until a later open of the mail cache finishes the checkpoint another "
+                    "connection held back (a running host's reader, an import)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,7 +86,7 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
     if args.command == "owners":
         return _owners(args, data_dir)
     if args.command == "erase":
-        from toolhost_email.erase import EraseScope, erase
+        from toolhost_email.erase import EraseScope, erase_source
 
         scope: EraseScope
         if args.account is not None:
@@ -90,8 +97,9 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
             scope, value = "message", args.message
         else:
             scope, value = "owner", _principal(args.owner)
-        removed = erase(data_dir, scope, value)
-        print(f"erased {scope} {value.strip()}: {removed} messages removed")
+        erased = erase_source(data_dir, scope, value)
+        print(f"erased {scope} {value.strip()}: {erased.removed} messages removed"
+              f"{'' if erased.settled else _CHECKPOINT_HELD}")
         return 0
     from toolhost_email.feedback import UnknownFeedback, undo_feedback
 

@@ -8,12 +8,13 @@ another account's copy. Feedback about an erased thread or account goes with it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from toolhost_email.store import bump_generation, immediate, open_writable, owe_checkpoint, settle
 
-__all__ = ["EraseScope", "erase"]
+__all__ = ["EraseScope", "Erasure", "erase", "erase_source"]
 
 EraseScope = Literal["account", "thread", "message", "owner"]
 
@@ -21,9 +22,24 @@ _WHERE = {"account": "account = ?", "thread": "thread_id = ?", "message": "messa
           "owner": "account IN (SELECT account FROM account_owners WHERE owner = ?)"}
 
 
+@dataclass(frozen=True)
+class Erasure:
+    """What an erase did: ``removed`` messages; ``settled``, whether its checkpoint was taken
+    (False: another connection held it back past the wait, and the erased mail's old pages
+    stay in the cache's files until a later open finishes it, D467)."""
+
+    removed: int
+    settled: bool
+
+
 def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
-    """Remove every stored message of that source (an account is matched lower-cased); the
-    number of messages removed. The generation advances even when nothing matched."""
+    """``erase_source``'s number of messages removed."""
+    return erase_source(data_dir, scope, value).removed
+
+
+def erase_source(data_dir: Path, scope: EraseScope, value: str) -> Erasure:
+    """Remove every stored message of that source (an account is matched lower-cased). The
+    generation advances even when nothing matched."""
     if scope not in _WHERE:
         raise ValueError(f"scope must be one of {sorted(_WHERE)}")
     key = value.strip().lower() if scope == "account" else value.strip()
@@ -49,7 +65,7 @@ def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
         # still in the WAL) hold the erased mail in clear until a checkpoint copies them over
         # and truncates the WAL. Owed since the commit: killed before it is done, the next
         # open of the cache finishes it.
-        settle(conn, generation)
+        settled = settle(conn, generation)
     finally:
         conn.close()
-    return int(removed)
+    return Erasure(int(removed), settled)

@@ -52,6 +52,9 @@ _NOT_OURS: Final = frozenset({1, 11, 26})
 _OWED: Final = "checkpoint_owed"
 #: How long an open that finds a checkpoint owed waits for other connections to let it run.
 _SETTLE_WAIT_S: Final = 1.0
+#: How long an erase retries its checkpoint while other connections hold it back (about 4 s,
+#: as the README says); past it the record finishes the job (D467).
+_CHECKPOINT_WAIT_S: Final = 4.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -225,21 +228,42 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
     """Put the cache in WAL mode. Turning a fresh file to WAL needs it alone, and SQLite
     answers "locked" at once, without waiting, when two connections reach for it together:
     so wait here, as long as for any other writer."""
-    # SQLite's own wait off meanwhile, so that the pauses here, counted rather than read
-    # from a clock, are the whole wait.
+    # SQLite's own wait off meanwhile, so that the pauses of ``_tries`` are the whole wait.
     conn.execute("PRAGMA busy_timeout = 0")
-    waited, pause = 0.0, 0.005
-    while True:
+    for last in _tries(timeout):
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             break
         except sqlite3.OperationalError as exc:
-            if not is_busy(exc) or waited >= timeout:
+            if not is_busy(exc) or last:
                 raise
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+
+
+def _tries(wait: float) -> Iterator[bool]:
+    """One item per try at a step other connections may hold up, True for the last: the
+    first at once, each next after a pause (5 ms doubling to 100 ms) until the pauses add up
+    to ``wait`` seconds. Counted rather than read from a clock, so a loaded machine slows
+    the tries down but does not cut them short."""
+    waited, pause = 0.0, 0.005
+    while waited < wait:
+        yield False
         time.sleep(pause)
         waited += pause
         pause = min(pause * 2, 0.1)
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    yield True
+
+
+@contextmanager
+def _without_busy_wait(conn: sqlite3.Connection) -> Iterator[None]:
+    """SQLite's own wait (the connection's busy timeout) off for the block, then back: a
+    step that would wait it out at every try waits only for the pauses of its ``_tries``."""
+    (before,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(before)}")
 
 
 def begin(conn: sqlite3.Connection) -> None:
@@ -303,15 +327,18 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE meta SET value = 2 WHERE key = 'schema'")
 
 
-def checkpoint(conn: sqlite3.Connection, attempts: int = 50) -> bool:
+def checkpoint(conn: sqlite3.Connection, wait: float = _CHECKPOINT_WAIT_S) -> bool:
     """Copy the WAL into the database file and truncate it to nothing, so no frame of erased
-    mail survives there. A reader inside a transaction holds frames back, so retry briefly;
-    True when the WAL was emptied."""
-    for attempt in range(attempts):
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy:
-            return True
-        time.sleep(min(0.01 * (attempt + 1), 0.1))
+    mail survives there; True when that is done. A reader inside a transaction (or a writer)
+    holds it back: tried again for ``wait`` seconds, never waiting out the connection's own
+    busy timeout (30 s for a writer) at each try."""
+    with _without_busy_wait(conn):
+        for _ in _tries(wait):
+            # (busy, frames in the WAL, frames copied): done only when nothing held it back
+            # and every frame is in the file; TRUNCATE then leaves (0, 0, 0).
+            busy, log, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy and log == copied:
+                return True
     return False
 
 
@@ -322,16 +349,19 @@ def owe_checkpoint(conn: sqlite3.Connection, generation: int) -> None:
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_OWED, generation))
 
 
-def settle(conn: sqlite3.Connection, owed: int, attempts: int = 50) -> bool:
-    """Take the checkpoint the erase of generation ``owed`` owes, then drop its record (and
-    truncate that write too); True when the checkpoint was taken. A later erase's record
+def settle(conn: sqlite3.Connection, owed: int, wait: float = _CHECKPOINT_WAIT_S) -> bool:
+    """Take the checkpoint the erase of generation ``owed`` owes (trying for ``wait``
+    seconds), then drop its record (and truncate that write too); True when the checkpoint
+    was taken, False when it is still owed and its record stays. A later erase's record
     stays: it may have been committed after the checkpoint, and its own is then still owed."""
-    if not checkpoint(conn, attempts):
+    if not checkpoint(conn, wait):
         return False
-    # A record left by a busy writer only costs the next open one more, empty, checkpoint.
-    with suppress(CacheBusy), immediate(conn):
-        conn.execute("DELETE FROM meta WHERE key = ? AND value = ?", (_OWED, owed))
-    checkpoint(conn, attempts)
+    # Neither step waits: a record left by a busy writer only costs the next open one more,
+    # empty, checkpoint, and the frame of this delete holds no mail.
+    with _without_busy_wait(conn):
+        with suppress(CacheBusy), immediate(conn):
+            conn.execute("DELETE FROM meta WHERE key = ? AND value = ?", (_OWED, owed))
+        checkpoint(conn, wait=0)
     return True
 
 
@@ -356,7 +386,7 @@ def _settle_owed(path: Path, owed: int) -> None:
     try:
         with suppress(sqlite3.Error):
             conn.execute("PRAGMA secure_delete=ON")
-            settle(conn, owed, attempts=1)
+            settle(conn, owed, _SETTLE_WAIT_S)
     finally:
         conn.close()
 
