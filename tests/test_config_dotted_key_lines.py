@@ -62,3 +62,23 @@ def test_the_scan_of_dotted_keys_is_linear() -> None:
         started = time.monotonic()
         _key_lines(line)
         assert time.monotonic() - started < 5.0, line[:8]
+
+
+@pytest.mark.parametrize("quotes", ['"""', "'''"])
+def test_a_table_and_a_key_inside_a_multi_line_string_are_not_taken_for_real_ones(
+        tmp_path: Path, quotes: str) -> None:
+    # A plugin's text holding "[host]" and "ca_bundle = ..." lines named the real ca_bundle
+    # at the line inside the string (the scan kept the first it met).
+    missing = str(tmp_path / "nope.pem")
+    path = write(tmp_path, f'# c\n[plugins.notes]\ntext = {quotes}\n[host]\nca_bundle = "/fake"\n'
+                           f'{quotes}\n[host]\nartifact_store = "s3://bucket/x"\n'
+                           f'ca_bundle = "{missing}"\n')
+    result = run_toolhost("pending", data_dir=tmp_path / "data", plugins="", drop=("AWS_",),
+                          env={"TOOLHOST_CONFIG": str(path)}, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", f"toolhost: {path}:9: [host] ca_bundle: {missing!r} is not a file: point it at "
+                "a PEM file of extra CA certificates, or unset it\n")
+    assert _key_lines(path.read_text())[("host", "ca_bundle")] == 9
+    # One string closing and the next opening on a line, and one written on a line of its own.
+    text = 'a = """x""" \nb = """\n[t]\n"""\n[u]\nc = 1\n'
+    assert _key_lines(text) == {("", "a"): 1, ("", "b"): 2, ("u", ""): 5, ("u", "c"): 6}

@@ -124,3 +124,23 @@ def test_a_run_generation_whose_lock_cannot_be_taken_is_not_handed_out(
     workspace.close()
     registry.end("run-1")
     assert nothing_left(root)
+
+
+def test_a_commands_own_run_that_cannot_be_registered_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `toolhost call` (demo, upload) registers its run first: out of file handles, that was a
+    # raw OSError (a traceback) and an empty run directory left behind.
+    root = tmp_path / "workspaces"
+    registry = RunWorkspaces(root)
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags == run_workspaces._O_DIR and Path(os.fsdecode(path)).name == "run-1":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with pytest.raises(WorkspaceUnavailable) as raised:
+        registry.own("run-1")
+    assert raised.value.reason == "the run cannot be registered (EMFILE)"
+    assert registry.live() == [] and not (root / "run-1").exists()

@@ -22,17 +22,22 @@ _OLD_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 
 
 def _old_key_lines(text: str) -> dict[tuple[str, str], int]:
-    from toolhost._model.config_file import _note_keys, _split_dotted, _unquote
+    from toolhost._model.config_file import (
+        _lines_outside_strings,
+        _note_keys,
+        _split_dotted,
+        _unquote,
+    )
 
     found: dict[tuple[str, str], int] = {}
     table = ""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in _lines_outside_strings(text):  # as the scan reads them: headers differ
         header = _OLD_HEADER.match(line)
         if header:
             table = ".".join(_unquote(part.strip()) for part in _split_dotted(header.group(1)))
             found.setdefault((table, ""), number)
             continue
-        _note_keys(found, table, line, number)  # keys as the scan reads them: headers differ
+        _note_keys(found, table, line, number)
     return found
 
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,38 @@ def test_a_sigkilled_servers_claim_blocks_nothing(tmp_path: Path) -> None:
         server.send_signal(signal.SIGTERM)
         assert server.wait(30) == 0
     assert os.listdir(claims) == []
+
+
+def test_a_claim_taken_between_a_calls_check_and_its_run_refuses_the_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A server claims P/proj just after `call --workspace P` checked and found nothing: the
+    # call registers its run, checks again, and sees the claim (each side registers, then
+    # checks). Before, the run went on live on P beside the server's directory.
+    import toolhost._composition as composition
+    from toolhost._cli.main import main
+
+    deployment, parent, proj = _project(tmp_path)
+    for name, value in deployment.settings.items():
+        monkeypatch.setenv(name, value)
+    real = composition.workspace_refusal
+    releases: list[Any] = []
+
+    def checked_then_claimed(*args: Any, **kwargs: Any) -> str | None:
+        answer = real(*args, **kwargs)
+        if not releases:  # the server starts here, between the check and the run
+            releases.append(composition.claim_served(args[2], proj, "claim-1"))
+        return answer
+
+    monkeypatch.setattr(composition, "workspace_refusal", checked_then_claimed)
+    try:
+        code = main(["call", "workspace.list_files", "--args", '{"path": ""}',
+                     "--workspace", str(parent), "--run", "OUTER"])
+        served = (f"the directory a toolhost serve (pid {os.getpid()}) serves "
+                  f"({os.path.realpath(proj)!r})")
+        assert (code, capsys.readouterr()) == (2, (
+            "", f"toolhost: --workspace {str(parent)!r} holds {served}, {_NESTED}\n"))
+    finally:
+        releases[0]()
+    listed = deployment.toolhost("runs", "list", "--json")
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, [])

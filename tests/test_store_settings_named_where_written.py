@@ -67,6 +67,19 @@ def test_an_artifact_store_that_is_not_a_bucket_is_named_at_its_line_without_its
            f"{NOT_A_BUCKET}\n")
 
 
+
+@pytest.mark.parametrize("value", ["s3:/AKIAEXAMPLE:wJalr/XUtnFEMIsecret@bucket",
+                                   "AKIAEXAMPLE:wJalr/XUtnFEMIsecret@bucket/x"])
+def test_an_artifact_store_that_is_no_url_shows_no_secret_either(
+        tmp_path: Path, value: str) -> None:
+    # Only a secret after a literal "://" was masked: one without it was shown whole.
+    shown = "***@bucket" if value.startswith("s3:/") else "***@bucket/x"
+    code, stderr, path = _toolhost(tmp_path, "pending", f'[host]\nartifact_store = "{value}"\n')
+    assert (code, stderr) == (2, f"toolhost: {path}:3: [host] artifact_store: {shown!r} "
+                                 f"{NOT_A_BUCKET}\n")
+    code, stderr, _ = _toolhost(tmp_path, "pending", "", TOOLHOST_ARTIFACT_STORE=value)
+    assert (code, stderr) == (2, f"toolhost: TOOLHOST_ARTIFACT_STORE={shown!r} {NOT_A_BUCKET}\n")
+
 @needs_psycopg
 def test_a_database_url_that_is_not_one_is_named_at_its_line(tmp_path: Path) -> None:
     code, stderr, path = _toolhost(tmp_path, "pending",

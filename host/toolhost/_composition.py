@@ -1207,8 +1207,10 @@ def _shown_store_url(url: str) -> str:
 
     shown = redact_url_password(url)
     scheme, separator, rest = shown.partition("://")
-    if separator and "@" in rest:
-        shown = f"{scheme}://***@{rest.rpartition('@')[2]}"
+    if not separator:  # `s3:/KEY:SECRET@bucket`, `KEY:SECRET@bucket`: not a URL, still masked
+        scheme, rest = "", shown
+    if "@" in rest:
+        shown = f"{scheme}{separator}***@{rest.rpartition('@')[2]}"
     return shown
 
 

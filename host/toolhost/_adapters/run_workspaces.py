@@ -211,22 +211,33 @@ class RunWorkspaces:
         ``artifacts upload``'s runs): a shared ``flock`` on the run's directory, held from
         now on, says the command is still there. Where no lock can be taken the run is
         registered as any other (live until ended). A run of that id a killed command left
-        (the demo's id is always the same) is ended first: its leftovers are not this one's."""
+        (the demo's id is always the same) is ended first: its leftovers are not this one's.
+
+        :raises WorkspaceUnavailable: it cannot be registered (no file handles or space left).
+        """
         with self._locked() as trash:
             run_dir = self.run_dir(run_id)
             registered = _read_run(run_dir)
             if registered is not None and self._command_gone(run_id, registered):
                 self._end_gone(run_id, trash)
-            _private_dir(run_dir)
-            fd = os.open(run_dir, _O_DIR)
+            fd = -1
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH)
-            except OSError:
-                os.close(fd)
-                fd = -1
-            # Flagged only once held: under the registry's lock nobody can find it unheld.
-            _write_text(run_dir / _RUN_FILE, json.dumps(
-                {"directory": None, **({"command": True} if fd >= 0 else {})}))
+                _private_dir(run_dir)
+                fd = os.open(run_dir, _O_DIR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                except OSError:
+                    os.close(fd)
+                    fd = -1
+                # Flagged only once held: under the registry's lock nobody can find it unheld.
+                _write_text(run_dir / _RUN_FILE, json.dumps(
+                    {"directory": None, **({"command": True} if fd >= 0 else {})}))
+            except OSError as exc:  # no file handles, no space: nothing registered
+                if fd >= 0:
+                    os.close(fd)
+                self._remove_run_dir_if_empty(run_id)
+                name = errno.errorcode.get(exc.errno or 0, "no errno")
+                raise WorkspaceUnavailable(f"the run cannot be registered ({name})") from None
             if fd >= 0:
                 self._owned[run_id] = fd
 

@@ -257,6 +257,15 @@ def cmd_call(args: argparse.Namespace) -> int:
     run = host.local_run(workspace=workspace, run_id=run_id,
                          conversation_id=args.conversation, user_turn=args.user_turn,
                          timeout_s=args.timeout)
+    if workspace is not None:
+        # Again now that the run is registered: a server claiming (or a run registering) a
+        # directory nested with it after the check above checked before this run was there,
+        # and found nothing. Each registers, then checks: one of the two sees the other.
+        refusal = workspace_refusal("--workspace", workspace, host.settings,
+                                    host.declared_settings)
+        if refusal is not None:
+            host.end_run(run)
+            raise CommandError(refusal)
     from toolhost._cli.progress_line import progress_shown
     from toolhost._composition import continued_trace
 

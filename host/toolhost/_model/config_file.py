@@ -22,7 +22,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -484,7 +484,7 @@ def _key_lines(text: str) -> dict[tuple[str, str], int]:
     key the host refuses (a multi-line value is found at its table)."""
     found: dict[tuple[str, str], int] = {}
     table = ""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in _lines_outside_strings(text):
         header = _HEADER.match(line)
         if header:
             table = ".".join(_unquote(part.strip()) for part in _split_dotted(header[1]))
@@ -492,6 +492,23 @@ def _key_lines(text: str) -> dict[tuple[str, str], int]:
             continue
         _note_keys(found, table, line, number)
     return found
+
+
+def _lines_outside_strings(text: str) -> Iterator[tuple[int, str]]:
+    """(number, line) of each line that does not begin inside a multi-line string: a
+    ``[host]`` or ``key =`` line of a value's text is no header and no key. A line opens (or
+    closes) one when it holds an odd number of its delimiters, the first of them opening."""
+    inside = ""  # the delimiter of the multi-line string a line begins in
+    for number, line in enumerate(text.splitlines(), start=1):
+        if inside:
+            if line.count(inside) % 2:
+                inside = ""
+            continue
+        yield number, line
+        odd = [(line.index(quotes), quotes) for quotes in ('"""', "'''")
+               if line.count(quotes) % 2]
+        if odd:
+            inside = min(odd)[1]
 
 
 def _note_keys(found: dict[tuple[str, str], int], table: str, line: str, number: int) -> None:
