@@ -187,6 +187,14 @@ LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 #: The binds that are every address, not one a client could name in its Host.
 EVERY_ADDRESS = ("0.0.0.0", "::")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+#: The settings of an issuer's tokens (JWTs, and opaque ones asked of it: RFC 7662), named
+#: in the refusals of the ones that need others.
+_ISSUER, _AUDIENCE = "TOOLHOST_HTTP_ISSUER", "TOOLHOST_HTTP_AUDIENCE"
+_JWKS_URL, _UI_CLIENT_ID = "TOOLHOST_HTTP_JWKS_URL", "TOOLHOST_HTTP_UI_CLIENT_ID"
+_INTROSPECTION_URL = "TOOLHOST_HTTP_INTROSPECTION_URL"
+_CLIENT_ID = "TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID"
+_CLIENT_SECRET = "TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET"
+_INTROSPECTION = (_INTROSPECTION_URL, _CLIENT_ID, _CLIENT_SECRET)
 
 
 @attrs.frozen
@@ -276,28 +284,36 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
     raw_tokens = (settings.get("TOOLHOST_HTTP_TOKENS_FILE") or "").strip()
     if raw_tokens:
         try:
-            tokens = TokenFile(Path(raw_tokens))
+            tokens = TokenFile(Path(raw_tokens),
+                               named=settings.named("TOOLHOST_HTTP_TOKENS_FILE"))
         except AuthConfigError as exc:
             raise ConfigError(str(exc)) from None
-    issuer = (settings.get("TOOLHOST_HTTP_ISSUER") or "").strip()
-    audience = (settings.get("TOOLHOST_HTTP_AUDIENCE") or "").strip()
+    issuer = (settings.get(_ISSUER) or "").strip()
+    audience = (settings.get(_AUDIENCE) or "").strip()
     jwt = introspection = metadata = metadata_url = None
-    introspection_url = (settings.get("TOOLHOST_HTTP_INTROSPECTION_URL") or "").strip()
+    introspection_url = (settings.get(_INTROSPECTION_URL) or "").strip()
     inbox_oauth = None
-    if not issuer and (settings.get("TOOLHOST_HTTP_UI_CLIENT_ID") or "").strip():
-        raise ConfigError("TOOLHOST_HTTP_UI_CLIENT_ID needs TOOLHOST_HTTP_ISSUER and "
-                          "TOOLHOST_HTTP_AUDIENCE (the issuer the inbox's login goes through)")
+    if not issuer and (settings.get(_UI_CLIENT_ID) or "").strip():
+        raise ConfigError(f"{settings.written(_UI_CLIENT_ID)} needs "
+                          f"{_issuer_and_audience(settings, _UI_CLIENT_ID)} (the issuer the "
+                          "inbox's login goes through)")
     if not (issuer or audience) and (_introspects(settings) or introspection_url):
-        raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_* settings need TOOLHOST_HTTP_ISSUER "
-                          "and TOOLHOST_HTTP_AUDIENCE (whose tokens, for which server)")
+        # Named by the first one toolhost.toml set, else (the environment) all together.
+        in_file = [name for name in _INTROSPECTION if (settings.get(name) or "").strip()
+                   and settings.written(name) != name]
+        beside = in_file[0] if in_file else _INTROSPECTION_URL
+        needing = (f"{settings.written(beside)} needs" if in_file
+                   else "TOOLHOST_HTTP_INTROSPECTION_* settings need")
+        raise ConfigError(f"{needing} {_issuer_and_audience(settings, beside)} (whose tokens, "
+                          "for which server)")
     if issuer or audience:
         if not (issuer.startswith("https://") or issuer.startswith("http://")) or not (
                 audience.startswith("https://") or audience.startswith("http://")):
-            raise ConfigError("TOOLHOST_HTTP_ISSUER and TOOLHOST_HTTP_AUDIENCE go together, each "
+            raise ConfigError(f"{settings.written_beside(_ISSUER, _AUDIENCE)} and "
+                              f"{settings.written_beside(_AUDIENCE, _ISSUER)} go together, each "
                               "a URL (the issuer's, and this server's as its tokens name it)")
-        jwks_setting = (settings.get("TOOLHOST_HTTP_JWKS_URL") or "").strip()
-        for name, url in (("TOOLHOST_HTTP_ISSUER", issuer), ("TOOLHOST_HTTP_JWKS_URL",
-                                                              jwks_setting)):
+        jwks_setting = (settings.get(_JWKS_URL) or "").strip()
+        for name, url in ((_ISSUER, issuer), (_JWKS_URL, jwks_setting)):
             # Keys fetched in the clear could be swapped on the way: https, but on loopback.
             if _in_the_clear(url):
                 raise ConfigError(f"{settings.named(name)} must be https:// (http:// only on "
@@ -312,7 +328,7 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
             # An issuer of opaque tokens only, whose metadata says so by naming no keys:
             # its tokens are all asked of its introspection endpoint. Metadata that could
             # not be read says nothing: refused at the start, as without introspection.
-            jwt = _jwt_verifier(issuer, audience, jwks_url, fetch, now, monotonic)
+            jwt = _jwt_verifier(settings, issuer, audience, jwks_url, fetch, now, monotonic)
         origin, _, rest = audience.partition("://")
         host_port, slash, path = rest.partition("/")
         metadata_url = f"{origin}://{host_port}/.well-known/oauth-protected-resource" + (
@@ -345,18 +361,24 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         advertise_url=_advertise_url(settings, bind, port), inbox_oauth=inbox_oauth)
 
 
+def _issuer_and_audience(settings: Settings, beside: str) -> str:
+    """The issuer's two settings, in a refusal of ``beside`` that needs them."""
+    return (f"{settings.written_beside(_ISSUER, beside)} and "
+            f"{settings.written_beside(_AUDIENCE, beside)}")
+
+
 def _inbox_oauth(settings: Settings, issuer: str, audience: str,
                  read: Mapping[str, Any] | None,
                  fetch: Callable[[str], bytes]) -> InboxOAuth | None:
     """The inbox's login through the issuer, from its metadata; None without a client id."""
-    client_id = (settings.get("TOOLHOST_HTTP_UI_CLIENT_ID") or "").strip()
+    client_id = (settings.get(_UI_CLIENT_ID) or "").strip()
     if not client_id:
         return None
     metadata = read if read is not None else (_issuer_metadata(issuer, fetch) or {})
     authorize, token = _uri(metadata, "authorization_endpoint"), _uri(metadata, "token_endpoint")
     if not (authorize and token):
-        raise ConfigError(f"TOOLHOST_HTTP_UI_CLIENT_ID: the metadata of {issuer!r} names no "
-                          "authorization_endpoint and token_endpoint")
+        raise ConfigError(f"{settings.written(_UI_CLIENT_ID)}: the metadata of {issuer!r} names "
+                          "no authorization_endpoint and token_endpoint")
     for url in (authorize, token):
         if _in_the_clear(url):
             raise ConfigError(f"the issuer's endpoints must be https://, not {url!r}")
@@ -466,27 +488,29 @@ def _uri(metadata: Mapping[str, Any], name: str) -> str:
     return uri if isinstance(uri, str) and uri.startswith(("https://", "http://")) else ""
 
 
-def _jwt_verifier(issuer: str, audience: str, jwks_url: str, fetch: Callable[[str], bytes],
-                  now: Callable[[], float], monotonic: Callable[[], float]) -> Any:
+def _jwt_verifier(settings: Settings, issuer: str, audience: str, jwks_url: str,
+                  fetch: Callable[[str], bytes], now: Callable[[], float],
+                  monotonic: Callable[[], float]) -> Any:
     import importlib.util
 
     from toolhost._mcp.http_auth import JwtVerifier
 
     if not jwks_url:
-        raise ConfigError(f"cannot find the keys of TOOLHOST_HTTP_ISSUER {issuer!r} (no jwks_uri "
-                          "in its metadata): set TOOLHOST_HTTP_JWKS_URL")
+        raise ConfigError(f"cannot find the keys of {settings.named(_ISSUER)} {issuer!r} (no "
+                          "jwks_uri in its metadata): set "
+                          f"{settings.written_beside(_JWKS_URL, _ISSUER)}")
     if _in_the_clear(jwks_url):
         raise ConfigError(f"the issuer's jwks_uri must be https://, not {jwks_url!r}")
     if importlib.util.find_spec("jwt") is None:  # the extra, checked at the start
-        raise ConfigError("TOOLHOST_HTTP_ISSUER needs the JWT library: pip install "
+        raise ConfigError(f"{settings.written(_ISSUER)} needs the JWT library: pip install "
                           "'toolhost-core[oauth]'")
     return JwtVerifier(issuer=issuer, audience=audience, jwks_url=jwks_url, fetch=fetch,
                        now=now, monotonic=monotonic)
 
 
 def _introspects(settings: Settings) -> bool:
-    return bool((settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID") or "").strip()
-                or (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or "").strip())
+    return bool((settings.get(_CLIENT_ID) or "").strip()
+                or (settings.get(_CLIENT_SECRET) or "").strip())
 
 
 def _introspector(settings: Settings, issuer: str, audience: str, url: str,
@@ -496,24 +520,27 @@ def _introspector(settings: Settings, issuer: str, audience: str, url: str,
     the issuer's ``metadata`` names it); None when the settings name none."""
     from toolhost._mcp.http_introspection import DEFAULT_CACHE_S, TokenIntrospector
 
-    client_id = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID") or "").strip()
-    secret = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET") or "").strip()
+    client_id = (settings.get(_CLIENT_ID) or "").strip()
+    secret = (settings.get(_CLIENT_SECRET) or "").strip()
     if not (client_id or secret):
         if url:
-            raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_URL needs "
-                              "TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID and _CLIENT_SECRET")
+            pair = settings.written_beside(_CLIENT_SECRET, _INTROSPECTION_URL)
+            # From the environment, the second variable shortened as it always was.
+            raise ConfigError(f"{settings.written(_INTROSPECTION_URL)} needs "
+                              f"{settings.written_beside(_CLIENT_ID, _INTROSPECTION_URL)} and "
+                              f"{'_CLIENT_SECRET' if pair == _CLIENT_SECRET else pair}")
         return None
     if not client_id or not secret:
-        raise ConfigError("TOOLHOST_HTTP_INTROSPECTION_CLIENT_ID and "
-                          "TOOLHOST_HTTP_INTROSPECTION_CLIENT_SECRET go together")
+        raise ConfigError(f"{settings.written_beside(_CLIENT_ID, _CLIENT_SECRET)} and "
+                          f"{settings.written_beside(_CLIENT_SECRET, _CLIENT_ID)} go together")
     url = url or _uri(metadata, "introspection_endpoint")
     if not url:
-        raise ConfigError(f"cannot find the introspection endpoint of TOOLHOST_HTTP_ISSUER "
+        raise ConfigError(f"cannot find the introspection endpoint of {settings.named(_ISSUER)} "
                           f"{issuer!r} (none in its metadata): set "
-                          "TOOLHOST_HTTP_INTROSPECTION_URL")
+                          f"{settings.written_beside(_INTROSPECTION_URL, _CLIENT_ID)}")
     if not url.startswith(("https://", "http://")) or _in_the_clear(url):
         # The token and this server's secret would cross the network in the clear.
-        raise ConfigError(f"{settings.named('TOOLHOST_HTTP_INTROSPECTION_URL')} must be "
+        raise ConfigError(f"{settings.named(_INTROSPECTION_URL)} must be "
                           f"https:// (http:// only on loopback), not {url!r}")
     assert post is not None  # serve passes the host's form POST
     raw_cache = (settings.get("TOOLHOST_HTTP_INTROSPECTION_CACHE_S") or "").strip()

@@ -99,9 +99,10 @@ class _Entry:
     scopes: frozenset[str]
 
 
-def _entries(path: Path) -> tuple[_Entry, ...]:
-    """The file's tokens. :raises AuthConfigError: one line naming the file and what is wrong."""
-    text = _read_small_file(path)
+def _entries(path: Path, setting: str) -> tuple[_Entry, ...]:
+    """The file's tokens. :raises AuthConfigError: one line naming the file and what is wrong
+    (``setting``: how its setting is named, when the file itself cannot be read)."""
+    text = _read_small_file(path, setting)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -138,10 +139,10 @@ def _entries(path: Path) -> tuple[_Entry, ...]:
 _TOKENS_MAX_BYTES = 1024 * 1024
 
 
-def _read_small_file(path: Path) -> str:
+def _read_small_file(path: Path, setting: str) -> str:
     """A regular file's text, at most _TOKENS_MAX_BYTES: never a FIFO (opening one would
     block), a device (``/dev/zero`` is endless) or a directory, whatever a link points at."""
-    named = f"TOOLHOST_HTTP_TOKENS_FILE {str(path)!r}"
+    named = f"{setting} {str(path)!r}"
     try:
         data = read_small_file(path, _TOKENS_MAX_BYTES)
     except UnreadableFile as exc:
@@ -159,12 +160,16 @@ def _read_small_file(path: Path) -> str:
 class TokenFile:
     """The static tokens of ``TOOLHOST_HTTP_TOKENS_FILE``, read again when the file changes.
 
+    ``named``: how a refusal of the file begins, ``Settings.named`` of its setting (the
+    variable, or ``PATH:LINE: [http] tokens_file:`` when toolhost.toml set it).
+
     :raises AuthConfigError: at construction, for a file that cannot be used.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, named: str = "TOOLHOST_HTTP_TOKENS_FILE") -> None:
         self.path = path
-        self._entries = _entries(path)
+        self._named = named
+        self._entries = _entries(path, named)
         self._seen = self._stat()
         self._lock = threading.Lock()
 
@@ -187,7 +192,7 @@ class TokenFile:
                 if seen != self._seen:
                     self._seen = seen
                     try:
-                        self._entries = _entries(self.path)
+                        self._entries = _entries(self.path, self._named)
                         get_logger().info("http.auth.tokens_reloaded", tokens=len(self._entries))
                     except AuthConfigError as exc:
                         # The last good tokens stay in force: a half-written file must not

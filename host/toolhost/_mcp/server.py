@@ -683,7 +683,8 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     :raises TransportNotStarted: the transport could not start (the port is taken, say).
     """
     try:
-        pinned = {**parse_pins(pins_setting(host.settings), source="TOOLHOST_MCP_PINS"),
+        pinned = {**parse_pins(pins_setting(host.settings),
+                               source=host.settings.written("TOOLHOST_MCP_PINS")),
                   **parse_pins(pins, source="--pin")}
         roster = served_roster(host.registry, enable, pinned)
         live = _follows_gateway(host, enable, roster)
@@ -708,18 +709,21 @@ def serve(host: Host, *, http: str | None = None, enable: Iterable[str] | None =
     if http_settings is not None and http_settings.authenticates and config.workspace:
         # One directory for every session would be every person's files to every other
         # (D455): with people told apart, each run has a workspace of its own.
-        raise ServeRefused("TOOLHOST_MCP_WORKSPACE gives every session one directory, so with "
-                           "a token file or an issuer each person would read and write the "
-                           "others' files: unset it (each run then gets a workspace of its "
-                           "own), or serve that directory to one person on stdio")
+        raise ServeRefused(f"{host.settings.written('TOOLHOST_MCP_WORKSPACE')} gives every "
+                           "session one directory, so with a token file or an issuer each "
+                           "person would read and write the others' files: unset it (each run "
+                           "then gets a workspace of its own), or serve that directory to one "
+                           "person on stdio")
     level = host.settings.get("TOOLHOST_LOG_LEVEL") or "warning"
     _configure_stdlib_logging(level)
     host.open()  # composed now: a bad database or policy stops the start
     if http_settings is not None and http_settings.advertise_url is None and (
             host.route_table() is not None):
-        raise ServeRefused("serving on every address with a shared database: set "
-                           "TOOLHOST_HTTP_ADVERTISE_URL to the URL the other hosts reach this "
-                           "one's MCP endpoint at (http://10.0.0.5:8000/mcp)")
+        advertise = host.settings.written_beside("TOOLHOST_HTTP_ADVERTISE_URL",
+                                                 "TOOLHOST_DATABASE_URL")
+        raise ServeRefused(f"serving on every address with a shared database: set {advertise} "
+                           "to the URL the other hosts reach this one's MCP endpoint at "
+                           "(http://10.0.0.5:8000/mcp)")
     # Rows left `running` by a dead process are settled once, before the first session can
     # start a call. Idempotent ones are not re-run here: nobody is waiting for them (D85).
     host.recover(rerun=False)

@@ -217,15 +217,12 @@ class Settings:
         path = config_path(environ)
         if path is None:
             return cls(env=environ)
-        from toolhost._model import host_settings
         from toolhost._model.config_file import read_config
 
         config = read_config(path, environ)
         origins = {name: f"{path}:{config.lines[name]}"
                    for name in config.env if name not in environ}
-        keys = {name: "[policy]" if name == host_settings.POLICY_SETTING else
-                f"[{host_settings.group_of(name)}] {host_settings.key_of(name)}"
-                for name in origins}
+        keys = {name: _host_key(name) for name in origins}
         return cls(env={**config.env, **environ}, origins=origins, config=config, keys=keys)
 
     def with_plugin_settings(self, distribution: str,
@@ -276,6 +273,17 @@ class Settings:
         if name in self.origins and name in self.keys:
             return f"{self.origins[name]}: {self.keys[name]}"
         return name
+
+    def written_beside(self, name: str, beside: str) -> str:
+        """``name`` in a refusal of ``beside``'s value that asks for it too (``beside needs
+        name``): where it was written when set (``written``); unset, as the operator would
+        write it where ``beside`` was: its key (``[http] issuer``) when toolhost.toml set
+        ``beside``, else the variable."""
+        if name in self.env or beside not in self.keys:
+            return self.written(name)
+        from toolhost._model import host_settings
+
+        return _host_key(name) if host_settings.by_name(name) else name
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self.env.get(name, default)
@@ -371,6 +379,15 @@ class Settings:
         TOOLHOST_PLUGINS (applied first) names them."""
         raw = self.env.get("TOOLHOST_PLUGINS_EXCLUDE", "")
         return tuple(normalize_dist_name(n) for n in raw.split(",") if n.strip())
+
+
+def _host_key(name: str) -> str:
+    """A host setting's key as toolhost.toml writes it: ``[http] drain_s`` (``[policy]``)."""
+    from toolhost._model import host_settings
+
+    if name == host_settings.POLICY_SETTING:
+        return "[policy]"
+    return f"[{host_settings.group_of(name)}] {host_settings.key_of(name)}"
 
 
 def normalize_dist_name(name: str) -> str:
