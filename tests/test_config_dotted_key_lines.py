@@ -82,3 +82,19 @@ def test_a_table_and_a_key_inside_a_multi_line_string_are_not_taken_for_real_one
     # One string closing and the next opening on a line, and one written on a line of its own.
     text = 'a = """x""" \nb = """\n[t]\n"""\n[u]\nc = 1\n'
     assert _key_lines(text) == {("", "a"): 1, ("", "b"): 2, ("u", ""): 5, ("u", "c"): 6}
+
+
+def test_a_delimiter_in_a_comment_or_a_one_line_string_opens_no_multi_line_string() -> None:
+    # Counted as opening one that never closed, it hid every later header and key: their
+    # refusals named line 1.
+    text = '# notes use """\n[host]\nx = 1\nm = \'"""\'\nn = "\\""""\ny = 2\n'
+    assert _key_lines(text) == {("host", ""): 2, ("host", "x"): 3, ("host", "m"): 4,
+                                ("host", "n"): 5, ("host", "y"): 6}
+    # A one-line string left open runs to its line's end: the search never starts inside it
+    # again, so a line of them costs its length, not its square.
+    n = MAX_CONFIG_BYTES
+    for line in ('"""x"""' + '"\\"\\' * (n // 4), '"""x"""' + "'a" * (n // 2),
+                 '"""x""" "' + "\\" * n):
+        started = time.monotonic()
+        _key_lines(line)
+        assert time.monotonic() - started < 5.0, line[:12]

@@ -171,9 +171,10 @@ def test_a_sigkilled_servers_claim_blocks_nothing(tmp_path: Path) -> None:
     assert os.listdir(claims) == []
 
 
+@pytest.mark.parametrize("existing", [False, True], ids=["new run", "existing run"])
 def test_a_claim_taken_between_a_calls_check_and_its_run_refuses_the_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:
+        existing: bool) -> None:
     # A server claims P/proj just after `call --workspace P` checked and found nothing: the
     # call registers its run, checks again, and sees the claim (each side registers, then
     # checks). Before, the run went on live on P beside the server's directory.
@@ -192,6 +193,8 @@ def test_a_claim_taken_between_a_calls_check_and_its_run_refuses_the_call(
             releases.append(composition.claim_served(args[2], proj, "claim-1"))
         return answer
 
+    if existing:  # the operator's run, live on P before: refused, never ended here
+        assert _list_files(deployment, parent, "OUTER").returncode == 0
     monkeypatch.setattr(composition, "workspace_refusal", checked_then_claimed)
     try:
         code = main(["call", "workspace.list_files", "--args", '{"path": ""}',
@@ -203,4 +206,5 @@ def test_a_claim_taken_between_a_calls_check_and_its_run_refuses_the_call(
     finally:
         releases[0]()
     listed = deployment.toolhost("runs", "list", "--json")
-    assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, [
+        {"run_id": "OUTER", "directory": str(parent), "workspace": True}] if existing else [])

@@ -249,6 +249,9 @@ def cmd_call(args: argparse.Namespace) -> int:
             raise CommandError(f"{option} must be 1 to 128 letters, digits, '.', '_' or '-', "
                                "starting with a letter or digit")
     run_id = args.run
+    # A named run live before this command is the operator's: never ended here (below).
+    existed = run_id is not None and workspace is not None and any(
+        listed[0] == run_id for listed in host.run_workspaces.live())
     if run_id is None:
         # This command's own run (D221), registered as held by it before anything runs: one
         # a SIGKILL left is then ended by the next recovery, never re-run into and left live.
@@ -264,7 +267,8 @@ def cmd_call(args: argparse.Namespace) -> int:
         refusal = workspace_refusal("--workspace", workspace, host.settings,
                                     host.declared_settings)
         if refusal is not None:
-            host.end_run(run)
+            if not existed:  # registered by this command alone
+                host.end_run(run)
             raise CommandError(refusal)
     from toolhost._cli.progress_line import progress_shown
     from toolhost._composition import continued_trace

@@ -496,19 +496,42 @@ def _key_lines(text: str) -> dict[tuple[str, str], int]:
 
 def _lines_outside_strings(text: str) -> Iterator[tuple[int, str]]:
     """(number, line) of each line that does not begin inside a multi-line string: a
-    ``[host]`` or ``key =`` line of a value's text is no header and no key. A line opens (or
-    closes) one when it holds an odd number of its delimiters, the first of them opening."""
+    ``[host]`` or ``key =`` line of a value's text is no header and no key."""
     inside = ""  # the delimiter of the multi-line string a line begins in
     for number, line in enumerate(text.splitlines(), start=1):
+        rest = line
         if inside:
-            if line.count(inside) % 2:
-                inside = ""
+            end = line.find(inside)
+            if end < 0:
+                continue
+            rest, inside = line[end + 3:], ""
+        else:
+            yield number, line
+        inside = _left_open(rest)
+
+
+#: What a line holds outside a multi-line string, in order: a comment (to its end), a
+#: multi-line string's delimiter, a one-line string (one left open runs to the line's end, so
+#: a search never starts again inside it: linear on any line).
+_TOKEN = re.compile(r"""#.*|\"\"\"|'''|"(?:[^"\\]|\\.?)*"?|'[^']*'?""")
+_DELIMITERS = ('"""', "'''")
+
+
+def _left_open(line: str) -> str:
+    """The delimiter of the multi-line string ``line`` (outside one) opens and leaves open,
+    else "": a delimiter in a comment or in a one-line string opens nothing."""
+    if not any(delimiter in line for delimiter in _DELIMITERS):
+        return ""  # nearly every line: no pattern at all
+    position = 0
+    while (token := _TOKEN.search(line, position)) is not None:
+        if token.group() not in _DELIMITERS:
+            position = token.end()
             continue
-        yield number, line
-        odd = [(line.index(quotes), quotes) for quotes in ('"""', "'''")
-               if line.count(quotes) % 2]
-        if odd:
-            inside = min(odd)[1]
+        end = line.find(token.group(), token.end())
+        if end < 0:
+            return token.group()
+        position = end + 3
+    return ""
 
 
 def _note_keys(found: dict[tuple[str, str], int], table: str, line: str, number: int) -> None:

@@ -19,7 +19,7 @@ import attrs
 
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.errors import ToolhostError
-from toolhost._model.invocations import InvocationRecord, InvocationState
+from toolhost._model.invocations import InvocationRecord, InvocationRecordDamaged, InvocationState
 from toolhost._model.outcome import Outcome, ToolFailure
 from toolhost._pipeline import steps
 from toolhost._pipeline.log import get_logger
@@ -86,7 +86,8 @@ class Approvals:
         :raises InvocationStateError: the row was denied.
         :raises ApprovalRefused: the tool is not registered in this process.
         :raises ApprovalNotRecorded: the record store failed to take the approval.
-        :raises ValueError: ``run`` is not the row's run.
+        :raises InvocationRecordDamaged: ``run`` is not the row's run (nor its principal the
+            row's): the row was changed since the caller found it as its run's.
         """
         with self._pipeline.in_flight():
             return await self._resume(invocation_id, approver, cancellation, run)
@@ -97,7 +98,10 @@ class Approvals:
         record = pipeline.invocations.get(invocation_id)
         if run is not None and (run.id, run.principal.id) != (record.run_id,
                                                                record.principal_id):
-            raise ValueError(f"invocation {invocation_id} is not a call of run {run.id}")
+            # The caller found the row as its run's: changed behind the store's back since.
+            raise InvocationRecordDamaged(
+                invocation_id, "run_id" if run.id != record.run_id else "principal_id",
+                record.tool_name, record.tool_version)
         if record.state is InvocationState.DENIED:
             raise InvocationStateError(f"invocation {invocation_id} was denied")
         if record.state not in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
