@@ -33,22 +33,27 @@ from toolhost._model import host_reasons as core_messages
 from toolhost.testing import host_for
 
 
-@pytest.fixture
-def lock_open_fails(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The first open of a detached workspace's directory with the registry's flags (its
+def open_fails(monkeypatch: pytest.MonkeyPatch, parent: str) -> list[str]:
+    """The first open of a directory in one named ``parent`` with the registry's flags (its
     lock's) fails with EMFILE; the paths it failed for."""
     real_open = os.open
     failed: list[str] = []
 
     def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
         if (not failed and flags == run_workspaces._O_DIR
-                and Path(os.fsdecode(path)).parent.name == ".detached"):
+                and Path(os.fsdecode(path)).parent.name == parent):
             failed.append(os.fsdecode(path))
             raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", open_)
     return failed
+
+
+@pytest.fixture
+def lock_open_fails(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A detached workspace's lock cannot be taken (``open_fails``)."""
+    return open_fails(monkeypatch, ".detached")
 
 
 @pytest.fixture
@@ -103,17 +108,7 @@ def test_a_run_generation_whose_lock_cannot_be_taken_is_not_handed_out(
     root = tmp_path / "workspaces"
     registry = RunWorkspaces(root)
     workspace = registry.start("run-1")[0]
-    real_open = os.open
-    failed: list[str] = []
-
-    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if (not failed and flags == run_workspaces._O_DIR
-                and Path(os.fsdecode(path)).parent.name == "run-1"):
-            failed.append(os.fsdecode(path))
-            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
+    failed = open_fails(monkeypatch, "run-1")
     with pytest.raises(WorkspaceUnavailable) as raised:
         workspace.write("out.txt", b"x")
     assert raised.value.reason == "the workspace directory cannot be opened (EMFILE)"
@@ -132,14 +127,7 @@ def test_a_commands_own_run_that_cannot_be_registered_leaves_nothing(
     # raw OSError (a traceback) and an empty run directory left behind.
     root = tmp_path / "workspaces"
     registry = RunWorkspaces(root)
-    real_open = os.open
-
-    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if flags == run_workspaces._O_DIR and Path(os.fsdecode(path)).name == "run-1":
-            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
+    open_fails(monkeypatch, "workspaces")  # the run's own directory, in the registry
     with pytest.raises(WorkspaceUnavailable) as raised:
         registry.own("run-1")
     assert raised.value.reason == "the run cannot be registered (EMFILE)"

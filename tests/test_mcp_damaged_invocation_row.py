@@ -136,11 +136,29 @@ def test_an_answer_to_a_pushed_question_whose_row_was_damaged_meanwhile_is_its_d
         answer: types.ElicitResult) -> None:
     # Before: an approval was the catch-all; a denial read as the store's outage ("could not
     # record this call... Try again later", retryable), which no retry would end.
+    _answered_while_damaged(host, logged, column, value, field, answer)
+    # Nothing was decided on it: the row is as the edit left it.
+    assert [value] == [r[1 if column == "state" else 2] for r in _ids(host)]
+
+
+@pytest.mark.parametrize(("column", "value"), [("principal_id", "mallory"),
+                                              ("run_id", "another-run")])
+def test_an_approval_of_a_row_whose_owner_was_edited_meanwhile_is_its_damage(
+        host: Host, logged: io.StringIO, column: str, value: str) -> None:  # noqa: F811
+    # The approving session's run no longer matches the row's: before, a ValueError and the
+    # catch-all "The tool failed unexpectedly.", the row left waiting.
+    _answered_while_damaged(host, logged, column, value, column, APPROVE)
+    assert [InvocationState.AWAITING_APPROVAL.value] == [r[1] for r in _ids(host)]
+
+
+def _answered_while_damaged(host: Host, logged: io.StringIO, column: str,  # noqa: F811
+                            value: str, field: str, answer: types.ElicitResult) -> None:
+    """A pushed question answered ``answer`` while the waiting row's ``column`` is edited to
+    ``value`` behind the store's back: refused as the damage of ``field``, nothing run."""
     server, _ = serve(host)
     answered = person(answer)
 
     async def deciding(context: Any, params: Any) -> types.ElicitResult:
-        # While the person decides, the waiting row is edited behind the store's back.
         damage(host, column, value, "state = ?", InvocationState.AWAITING_APPROVAL.value)
         return await answered(context, params)
 
@@ -153,33 +171,6 @@ def test_an_answer_to_a_pushed_question_whose_row_was_damaged_meanwhile_is_its_d
 
     asyncio.run(journey())
     assert SEEN == []
-    # Nothing was decided on it: the row is as the edit left it.
-    assert [value] == [r[1 if column == "state" else 2] for r in _ids(host)]
-
-
-@pytest.mark.parametrize(("column", "value"), [("principal_id", "mallory"),
-                                              ("run_id", "another-run")])
-def test_an_approval_of_a_row_whose_owner_was_edited_meanwhile_is_its_damage(
-        host: Host, logged: io.StringIO, column: str, value: str) -> None:  # noqa: F811
-    # The approving session's run no longer matches the row's: before, a ValueError and the
-    # catch-all "The tool failed unexpectedly.", the row left waiting.
-    server, _ = serve(host)
-    answered = person(APPROVE)
-
-    async def deciding(context: Any, params: Any) -> types.ElicitResult:
-        damage(host, column, value, "state = ?", InvocationState.AWAITING_APPROVAL.value)
-        return await answered(context, params)
-
-    async def journey() -> None:
-        async with mcp.Client(server, mode="legacy", elicitation_callback=deciding) as client:
-            with pytest.raises(MCPError) as refused:
-                await client.call_tool("fx.gated", {"path": "g.txt"})
-            (invocation_id,) = [r[0] for r in _ids(host)]
-            assert_refused(refused, invocation_id, column, logged)
-
-    asyncio.run(journey())
-    assert SEEN == []
-    assert [InvocationState.AWAITING_APPROVAL.value] == [r[1] for r in _ids(host)]
 
 
 def _ids(host: Host) -> list[tuple[str, str, str]]:  # noqa: F811
