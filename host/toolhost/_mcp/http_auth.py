@@ -113,7 +113,8 @@ def _entries(path: Path, setting: str) -> tuple[_Entry, ...]:
     tables = data.get("token", [])
     if not isinstance(tables, list):
         raise AuthConfigError(f"{path}: token must be an array of tables ([[token]])")
-    entries = []
+    entries: list[_Entry] = []
+    numbers: dict[str, int] = {}  # each digest's entry number, for a duplicate's refusal
     for number, table in enumerate(tables, start=1):
         where = f"{path}: token {number}"
         if not isinstance(table, dict):
@@ -131,6 +132,17 @@ def _entries(path: Path, setting: str) -> tuple[_Entry, ...]:
             raise AuthConfigError(f"{where}: principal must be a non-empty string")
         if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
             raise AuthConfigError(f"{where}: scopes must be a list of strings")
+        # One token, one holder: a copied entry renamed but left with another's digest would
+        # otherwise silently make that person's token someone else's (the first one wins).
+        # Named by position and principal, never by digest: no log shows one (a short
+        # token could be guessed back from it). "tokens 2 and 3": the log's redaction takes
+        # "token 3" for a credential.
+        twin = numbers.setdefault(digest, number)
+        if twin != number:
+            raise AuthConfigError(
+                f"{path}: tokens {twin} (principal {entries[twin - 1].principal!r}) and {number} "
+                f"(principal {principal!r}) have the same sha256 (each token may be in the "
+                "file once)")
         entries.append(_Entry(digest, principal, frozenset(scopes)))
     return tuple(entries)
 

@@ -77,6 +77,11 @@ INTROSPECTION_WAIT_S = 10.0
 #: (D331): unknown tokens, sent by anyone, otherwise each held a connection for the wait.
 INTROSPECTION_QUEUE = 32
 
+#: Seconds between two checks of an open GET's token (an event stream lasts as long as its
+#: client keeps it: checked only when it opened, a revoked token's stream never ended, and
+#: kept its session from idling out).
+STREAM_RECHECK_S: Final = 5.0
+
 #: Where the verified caller rides in the ASGI scope.
 CALLER_KEY = "toolhost.caller"
 #: Where an authenticated ``initialize`` carries its ``Opening`` to the SDK's handler.
@@ -241,6 +246,7 @@ class FrontDoor:
             await self._inbox(scope, headers, receive, send)
             return
         caller: Caller | None = None
+        token = None
         if self._policy.authenticates:
             token = bearer_token(headers)
             try:
@@ -261,12 +267,72 @@ class FrontDoor:
                 await _plain(send, 405, "Method not allowed.\n", extra=[(b"allow", b"GET")])
             return
         if method != "POST":
-            if not await self._routed(scope, headers, caller, b"", receive, send):
-                await self._app(scope, receive, self._noting(headers, send, method))
+            served = functools.partial(self._served, scope, headers, caller, receive, method)
+            if method == "GET" and token is not None and caller is not None:
+                await self._while_valid(token, caller, served, send)
+            else:
+                await served(send)
             return
         principal = caller.principal.id if caller is not None else ""
         with self._budget(principal) as take:
             await self._post(scope, headers, caller, principal, take, receive, send)
+
+    async def _served(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],
+                      caller: Caller | None, receive: Any, method: str, send: Any) -> None:
+        """A request without a body, on the host its session lives on."""
+        if not await self._routed(scope, headers, caller, b"", receive, send):
+            await self._app(scope, receive, self._noting(headers, send, method))
+
+    async def _while_valid(self, token: str, caller: Caller,
+                           serve: Callable[[Any], Awaitable[None]], send: Any) -> None:
+        """``serve(send)`` (a GET: an event stream) while ``token`` is still ``caller``'s,
+        checked again every STREAM_RECHECK_S as a new request would be; ended when it is not
+        (removed from the file, scopes changed, expired), so its session, no longer in
+        flight, idles out."""
+        started = ended = revoked = False
+
+        async def tracking(message: dict[str, Any]) -> None:
+            nonlocal started, ended
+            started = started or message.get("type") == "http.response.start"
+            ended = ended or (message.get("type") == "http.response.body"
+                              and not message.get("more_body", False))
+            await send(message)
+
+        async def serving(stop: anyio.CancelScope) -> None:
+            await serve(tracking)
+            stop.cancel()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(serving, group.cancel_scope)
+                while True:
+                    await anyio.sleep(STREAM_RECHECK_S)
+                    if not await self._still(token, caller):
+                        break
+                revoked = True
+                group.cancel_scope.cancel()
+        except BaseExceptionGroup as failed:
+            # The stream's own failure, as it would have come without the watch beside it.
+            if len(failed.exceptions) == 1:
+                raise failed.exceptions[0] from None
+            raise
+        if not revoked:
+            return
+        self._log.info("http.stream.revoked", principal=caller.principal.id)
+        if not started:
+            await self._unauthorized(send, presented=True)
+        elif not ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _still(self, token: str, caller: Caller) -> bool:
+        """Whether ``token`` authenticates as ``caller`` still (principal and scopes: the
+        session it opened is bound to both)."""
+        try:
+            now = await self.verify(token)
+        except IntrospectionBusy:  # the issuer's answer is asked for again next time
+            return True
+        return now is not None and (now.principal.id, now.fingerprint) == (
+            caller.principal.id, caller.fingerprint)
 
     @contextlib.contextmanager
     def _budget(self, principal: str) -> Iterator[Callable[[int], bool]]:
@@ -544,18 +610,20 @@ class FrontDoor:
         await _plain(send, status, text)
 
 
-#: Seconds one answer of the stores stands for ``/readyz``, and how long a request waits for
-#: a check under way before it is told "not ready" (D328).
+#: Seconds one answer of the stores stands for ``/readyz``, and how long after a check started
+#: every request is told "not ready" while it is still under way (D328): no longer than the
+#: second its answer would stand for, so a balancer's probe (Kubernetes waits 1 s by default)
+#: reads a record that does not answer (the pool waits 5 s for a connection) as not ready.
 READY_FOR_S: Final = 1.0
-READY_WAIT_S: Final = 5.0
+READY_WAIT_S: Final = 1.0
 
 
 class _Readiness:
     """``/readyz``'s answer: the stores asked at most once every READY_FOR_S, one check at a
-    time, the requests meanwhile given its answer, or "not ready" after READY_WAIT_S while it
-    is still under way (D328). The route takes no token: asked per request, it put two
-    queries on the record for anyone (on PostgreSQL, every host's record), and a record that
-    hangs held a worker thread, and the request, for each."""
+    time, the requests meanwhile given its answer, or "not ready" once it has been under way
+    READY_WAIT_S (D328). The route takes no token: asked per request, it put two queries on
+    the record for anyone (on PostgreSQL, every host's record), and a record that hangs held
+    a worker thread, and the request, for each."""
 
     def __init__(self, check: Callable[[], bool], monotonic: Callable[[], float]) -> None:
         self._check = check
@@ -563,14 +631,22 @@ class _Readiness:
         self._checking: asyncio.Future[bool] | None = None
         self._answer = False
         self._until: float | None = None
+        #: When the check under way is given up on: a request arriving later is answered at
+        #: once, so probes against a record that hangs never wait one after another.
+        self._deadline = 0.0
 
     async def answer(self) -> bool:
-        if self._until is not None and self._monotonic() < self._until:
+        now = self._monotonic()
+        if self._until is not None and now < self._until:
             return self._answer
         if self._checking is None:
             self._checking = asyncio.ensure_future(self._ask())
+            self._deadline = now + READY_WAIT_S
+        wait = self._deadline - now
+        if wait <= 0:
+            return False
         try:
-            return await asyncio.wait_for(asyncio.shield(self._checking), READY_WAIT_S)
+            return await asyncio.wait_for(asyncio.shield(self._checking), wait)
         except TimeoutError:
             return False
 
