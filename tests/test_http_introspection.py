@@ -380,3 +380,32 @@ def test_the_inbox_client_id_needs_an_issuer_with_both_endpoints_over_https() ->
         _config(_metadata(introspection_endpoint=URL,
                           authorization_endpoint="http://evil.example/authorize",
                           token_endpoint=f"{ISSUER}/token"), TOOLHOST_HTTP_UI_CLIENT_ID="inbox")
+
+
+def test_an_issuer_away_refuses_a_new_request_but_revokes_no_open_stream() -> None:
+    # D491 re-checks an open stream's token: an issuer that did not answer (an error, a
+    # timeout) read as a refusal, and ended the streams of valid tokens for good.
+    import asyncio
+
+    from toolhost._mcp.http_front import FrontDoor, HttpPolicy
+    from toolhost._mcp.http_introspection import IntrospectionUnavailable
+
+    issuer = Issuer(opaque=_active())
+    introspector = _introspector(issuer, cache_s=0)
+    accepted = introspector.verify("opaque")
+    assert accepted is not None
+    issuer.answers["opaque"] = TimeoutError("the issuer is away")
+    assert introspector.verify("opaque") is None  # a new request: fail closed, as before
+    with pytest.raises(IntrospectionUnavailable):
+        introspector.recheck("opaque")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not asked")
+
+    door = FrontDoor(app, HttpPolicy(allowed_hosts=("127.0.0.1:*",), allowed_origins=(),
+                                     max_body_bytes=1000, max_calls=10,
+                                     introspection=introspector), ready=lambda: True,
+                     monotonic=time.monotonic)
+    assert asyncio.run(door._still("opaque", accepted)) is True  # away: the stream goes on
+    issuer.answers["opaque"] = {"active": False}
+    assert asyncio.run(door._still("opaque", accepted)) is False  # revoked: it ends

@@ -52,7 +52,11 @@ from toolhost._composition import METRICS_CONTENT_TYPE, RoutesUnavailable, get_l
 from toolhost._mcp.descriptors import OncePerInterval, running_short
 from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
-from toolhost._mcp.http_introspection import IntrospectionBusy, TokenIntrospector
+from toolhost._mcp.http_introspection import (
+    IntrospectionBusy,
+    IntrospectionUnavailable,
+    TokenIntrospector,
+)
 from toolhost._mcp.http_routes import NotServedHere, Router, route_key
 
 __all__ = [
@@ -328,8 +332,10 @@ class FrontDoor:
         """Whether ``token`` authenticates as ``caller`` still (principal and scopes: the
         session it opened is bound to both)."""
         try:
-            now = await self.verify(token)
-        except IntrospectionBusy:  # the issuer's answer is asked for again next time
+            now = await self.verify(token, rechecking=True)
+        except (IntrospectionBusy, IntrospectionUnavailable):
+            # The issuer said nothing of it (busy, away): asked again next time. Only an
+            # answer ends a stream; a new request is still refused while it is away.
             return True
         return now is not None and (now.principal.id, now.fingerprint) == (
             caller.principal.id, caller.fingerprint)
@@ -553,8 +559,12 @@ class FrontDoor:
         """One of ``principal``'s calls in flight while entered (``calls_in_flight``)."""
         return _counted(self._calls, principal)
 
-    async def verify(self, token: str) -> Caller | None:
-        """The caller ``token`` authenticates, or None (as for every MCP request)."""
+    async def verify(self, token: str, *, rechecking: bool = False) -> Caller | None:
+        """The caller ``token`` authenticates, or None (as for every MCP request).
+
+        :raises IntrospectionUnavailable: ``rechecking`` (a token already accepted) and the
+            issuer did not answer about it, or no thread was free to ask it in time.
+        """
         tokens = self._policy.tokens
         if tokens is not None:
             # A file that changed is read again, off the loop; otherwise this is a stat.
@@ -581,11 +591,14 @@ class FrontDoor:
                     raise IntrospectionBusy("too many tokens wait for the issuer's answer")
                 self._introspection_waiting += 1
                 try:
-                    with anyio.move_on_after(INTROSPECTION_WAIT_S):
+                    with anyio.move_on_after(INTROSPECTION_WAIT_S) as waited:
                         caller = await anyio.to_thread.run_sync(
-                            introspection.verify, token, limiter=self._introspecting)
+                            introspection.recheck if rechecking else introspection.verify,
+                            token, limiter=self._introspecting)
                 finally:
                     self._introspection_waiting -= 1
+                if rechecking and waited.cancelled_caught:
+                    raise IntrospectionUnavailable("no thread to ask the issuer in time")
             return caller
         return None
 

@@ -31,12 +31,18 @@ from toolhost._mcp.http_auth import (
     refused,
 )
 
-__all__ = ["DEFAULT_CACHE_S", "IntrospectionBusy", "TokenIntrospector"]
+__all__ = ["DEFAULT_CACHE_S", "IntrospectionBusy", "IntrospectionUnavailable", "TokenIntrospector"]
 
 
 class IntrospectionBusy(ToolhostError):
     """Too many requests already wait for the issuer's answer about their token: this one is
     to retry (503), not refused as if its token were bad (D331)."""
+
+
+class IntrospectionUnavailable(ToolhostError):
+    """The issuer did not answer about a token (an error, a timeout, an answer that is not
+    JSON): no caller for a new request (fail closed), but no revocation of a stream either
+    (``TokenIntrospector.recheck``, D491)."""
 
 
 #: How long a token the issuer said is active is used without asking again.
@@ -75,7 +81,18 @@ class TokenIntrospector:
         return self._active.get(token, self._now())
 
     def verify(self, token: str) -> Caller | None:
-        """The caller an active token names, or None (the reason is logged)."""
+        """The caller an active token names, or None (the reason is logged): an issuer that
+        does not answer is no caller (fail closed)."""
+        try:
+            return self.recheck(token)
+        except IntrospectionUnavailable:
+            return None
+
+    def recheck(self, token: str) -> Caller | None:
+        """``verify``, for a token already accepted (an open stream's): an issuer that does
+        not answer says nothing of it.
+
+        :raises IntrospectionUnavailable: the issuer did not answer (logged)."""
         caller = self.remembered(token)
         if caller is None:
             caller = self._introspect(token)
@@ -88,10 +105,10 @@ class TokenIntrospector:
             claims = json.loads(answer)
             if not isinstance(claims, dict):
                 raise ValueError("not a JSON object")
-        except Exception as exc:  # fail closed: no answer is no caller
+        except Exception as exc:
             get_logger().warning("http.auth.introspection_unavailable", url=self.url,
                                  error=type(exc).__name__)
-            return None
+            raise IntrospectionUnavailable(type(exc).__name__) from None
         try:
             return self._caller(token, claims)
         except Exception as exc:  # an answer of a shape no check foresaw: refused, not a 500
