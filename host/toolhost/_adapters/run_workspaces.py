@@ -268,6 +268,11 @@ class RunWorkspaces:
                               self._command_gone(run_id, registered))
                     for run_id, registered in self._registered()]
 
+    def registered(self, run_id: str) -> bool:
+        """Whether ``run_id`` is registered on this host now, read without the registry's lock
+        (``run.json`` is replaced whole), as ``operator_directories`` reads."""
+        return _read_run(self.run_dir(run_id)) is not None
+
     def operator_directories(self) -> list[tuple[str, Path]]:
         """(run id, directory) of every run live on this host in an operator's directory,
         read without the registry's lock (``run.json`` is replaced whole) and without making

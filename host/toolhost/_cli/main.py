@@ -250,8 +250,8 @@ def cmd_call(args: argparse.Namespace) -> int:
                                "starting with a letter or digit")
     run_id = args.run
     # A named run live before this command is the operator's: never ended here (below).
-    existed = run_id is not None and workspace is not None and any(
-        listed[0] == run_id for listed in host.run_workspaces.live())
+    existed = (run_id is not None and workspace is not None
+               and host.run_workspaces.registered(run_id))
     if run_id is None:
         # This command's own run (D221), registered as held by it before anything runs: one
         # a SIGKILL left is then ended by the next recovery, never re-run into and left live.

@@ -61,7 +61,6 @@ class ServedDirectory:
     def refusal(self) -> str | None:
         """Why no session's run may start in the directory now: one line naming the setting
         where it was written and what changed; None when one may."""
-        shown = self._settings.named_value(SETTING, str(self.given))
         try:
             now = _identity(self.given)
         except OSError as exc:
@@ -71,6 +70,7 @@ class ServedDirectory:
                 return workspace_refusal(self._settings.named(SETTING), str(self.given),
                                          self._settings, self._declared)
             change = f"leads to {os.path.realpath(self.given)!r} now"
+        shown = self._settings.named_value(SETTING, str(self.given))
         return (f"{shown} no longer leads to the directory this server started with: it "
                 f"{change}, so no session's run starts there (restart the server to serve "
                 "where it leads now, once checked)")
