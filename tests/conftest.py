@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sqlite3
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 import pytest
+import structlog
 import unclosed_databases
 
 from toolhost import (
@@ -31,6 +33,8 @@ from toolhost import (
     hookimpl,
 )
 from toolhost._composition import Host
+from toolhost._pipeline.log import configure_logging
+from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock
 
 # The suite reads no operator's toolhost.toml (~/.config/toolhost): every host, and every
 # command a test runs, sees only the settings the test gives it.
@@ -96,6 +100,16 @@ class Closes(Protocol):
     """The ``closes`` fixture's type, for a test's signature."""
 
     def __call__(self, thing: C, /) -> C: ...
+
+
+@pytest.fixture
+def logged() -> Iterator[io.StringIO]:
+    """The host's log, as JSON lines at info and above, written to a string while the test
+    runs (structlog's defaults back after it)."""
+    out = io.StringIO()
+    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True)
+    yield out
+    structlog.reset_defaults()
 
 
 @pytest.fixture

@@ -14,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import nothing_left
 from mount_support import mounts_under
-from test_detached_workspace_sweep import QUOTA, needs_mount
+from test_detached_workspace_sweep import QUOTA, needs_mount, root  # noqa: F401 - a fixture
 from test_run_workspace import PLUGIN
 
 from toolhost import OutcomeStatus, WorkspaceUnavailable
@@ -56,16 +54,10 @@ def lock_open_fails(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return open_fails(monkeypatch, ".detached")
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path / "workspaces"
-    subprocess.run(["umount", "-R", "-l", str(tmp_path)], check=False, capture_output=True)
-
-
 @pytest.mark.parametrize("quota", [pytest.param(QUOTA, id="mounted", marks=needs_mount),
                                    pytest.param(0, id="plain")])
 def test_a_detached_workspace_whose_lock_cannot_be_taken_is_not_made(
-        root: Path, quota: int, lock_open_fails: list[str]) -> None:
+        root: Path, quota: int, lock_open_fails: list[str]) -> None:  # noqa: F811
     registry = RunWorkspaces(root, SizedFilesystems(quota) if quota else None)
     workspace = registry.for_approval("gone-run")
     # Before: the write succeeded in a workspace nobody held, which a sweep (recover, the
@@ -102,10 +94,9 @@ def test_an_approved_call_whose_workspace_lock_cannot_be_taken_fails_retryable(
 
 
 def test_a_run_generation_whose_lock_cannot_be_taken_is_not_handed_out(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     # The same for a run's own generation (``claim``): unheld, a pause elsewhere (``drop``)
     # would remove it under the call. The generation stays the run's, for the next call.
-    root = tmp_path / "workspaces"
     registry = RunWorkspaces(root)
     workspace = registry.start("run-1")[0]
     failed = open_fails(monkeypatch, "run-1")
@@ -122,10 +113,9 @@ def test_a_run_generation_whose_lock_cannot_be_taken_is_not_handed_out(
 
 
 def test_a_commands_own_run_that_cannot_be_registered_leaves_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     # `toolhost call` (demo, upload) registers its run first: out of file handles, that was a
     # raw OSError (a traceback) and an empty run directory left behind.
-    root = tmp_path / "workspaces"
     registry = RunWorkspaces(root)
     open_fails(monkeypatch, "workspaces")  # the run's own directory, in the registry
     with pytest.raises(WorkspaceUnavailable) as raised:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
@@ -23,8 +21,6 @@ from journeys.journey_support import write_tokens
 from test_http_setting_pairs_named_where_written import serve_http
 
 from toolhost._mcp.http_auth import TokenFile
-from toolhost._pipeline.log import configure_logging
-from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock
 
 ADA, CAROL = "ada-token-7f3e", "carol-token-55aa"
 
@@ -38,14 +34,6 @@ def bob_copied_from_ada(path: Path) -> Path:
 def refusal_of(path: Path) -> str:
     return (f"{path}: tokens 2 (principal 'bob') and 3 (principal 'ada') have the same sha256 "
             "(each token may be in the file once)")
-
-
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True)
-    yield out
-    structlog.reset_defaults()
 
 
 def test_a_duplicate_digest_refuses_the_server_at_its_start(tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import pytest
-import structlog
 
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
@@ -41,8 +40,7 @@ from toolhost._mcp.http_auth import Caller, TokenFile
 from toolhost._mcp.inbox.app import COOKIE, Inbox
 from toolhost._mcp.inbox.login import DECIDE_SCOPE, Logins
 from toolhost._model.invocations import InvocationState
-from toolhost._pipeline.log import configure_logging
-from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock
+from toolhost._testing.clocks import DEFAULT_INSTANT
 from toolhost.testing import host_for
 
 NO_ANSWER = b"The record did not answer; try again in a moment.\n"
@@ -51,14 +49,6 @@ ADA_INBOX = "ada-inbox-token"
 FIRST, SECOND = "a" * 32, "b" * 32
 
 __all__ = ["pg_database", "pg_server"]  # the fixtures, used by name
-
-
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True)
-    yield out
-    structlog.reset_defaults()
 
 
 def warnings_of(logged: io.StringIO) -> list[dict[str, Any]]:

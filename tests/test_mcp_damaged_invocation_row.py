@@ -18,14 +18,12 @@ import inspect
 import io
 import json
 import sqlite3
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import structlog
 
 mcp = pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
@@ -49,11 +47,10 @@ from toolhost._adapters.sqlite_invocations import SQLiteInvocationStore  # noqa:
 from toolhost._composition import Host  # noqa: E402
 from toolhost._mcp.resources import RESOURCE_NOT_FOUND  # noqa: E402
 from toolhost._model.invocations import InvocationRecordDamaged, InvocationState  # noqa: E402
-from toolhost._pipeline.log import configure_logging  # noqa: E402
 from toolhost._pipeline.recovery import RecoveryAction  # noqa: E402
 from toolhost._pipeline.rows import lists_rows  # noqa: E402
 from toolhost._ports.invocations import RowListingStore  # noqa: E402
-from toolhost._testing.clocks import DEFAULT_INSTANT, FixedClock  # noqa: E402
+from toolhost._testing.clocks import DEFAULT_INSTANT  # noqa: E402
 
 APPROVAL = "toolhost.approval"
 WORDS = types.ElicitResult(action="accept", content={"text": "my own words"})
@@ -62,14 +59,6 @@ MODEL = {"text": "the model's words"}
 
 #: (column, the value a hand edit wrote, the field reported): two readers that refuse it.
 DAMAGES = [("state", "bogus", "state"), ("created_at", "yesterday", "created_at")]
-
-
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True)
-    yield out
-    structlog.reset_defaults()
 
 
 def damage(host: Host, column: str, value: Any, where: str,  # noqa: F811

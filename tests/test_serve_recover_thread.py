@@ -26,16 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from conftest import make_plugin, make_tool
 
 from toolhost._composition import Host
 from toolhost._model.invocations import InvocationRecord, InvocationState
 from toolhost._model.settings import Settings
-from toolhost._pipeline.log import configure_logging
 from toolhost._pipeline.recovery import RecoveryAction
-from toolhost._testing.clocks import FixedClock
-from toolhost.testing import DEFAULT_INSTANT, host_for
+from toolhost.testing import host_for
 
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 
@@ -113,14 +110,6 @@ def host(data: Path) -> Iterator[Host]:
     yield h
     h.pipeline.invocations = store  # closed as it was opened, not through a wrapper
     h.close()
-
-
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True)
-    yield out
-    structlog.reset_defaults()
 
 
 def events(out: io.StringIO, name: str) -> list[dict[str, Any]]:
