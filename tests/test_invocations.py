@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ LINUX = Path("/proc/self/stat").exists()
 class TestSQLiteInvocationStore(InvocationStoreContract):
     def make_store(self, tmp_path: Path) -> SQLiteInvocationStore:
         return SQLiteInvocationStore(connect(tmp_path / DATABASE_NAME))
+
+    def damage_state(self, tmp_path: Path, store: object, invocation_id: str) -> None:
+        with closing(sqlite3.connect(tmp_path / DATABASE_NAME)) as conn, conn:
+            conn.execute("UPDATE tool_invocations SET state = 'bogus' WHERE id = ?",
+                         (invocation_id,))
 
 
 def test_wal_mode_and_versioned_migrations(tmp_path: Path, closes: Closes) -> None:

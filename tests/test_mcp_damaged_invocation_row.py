@@ -162,6 +162,42 @@ def _answered_while_damaged(host: Host, logged: io.StringIO, column: str,  # noq
     assert SEEN == []
 
 
+@pytest.mark.parametrize("answer", [APPROVE, DECLINE], ids=["approve", "decline"])
+def test_an_answer_to_a_question_whose_row_was_deleted_meanwhile_is_a_record_not_found(
+        host: Host, logged: io.StringIO, answer: types.ElicitResult) -> None:  # noqa: F811
+    # A row deleted by hand (or a backup restored) while the person decided. Before: an
+    # approval was the catch-all "The tool failed unexpectedly."; a denial read as the
+    # store's outage, retryable, which no retry would end.
+    server, _ = serve(host)
+    answered = person(answer)
+    gone: list[str] = []
+
+    async def deciding(context: Any, params: Any) -> types.ElicitResult:
+        (row,) = _ids(host)
+        gone.append(row[0])
+        with closing(sqlite3.connect(host.data_dir / DATABASE_NAME)) as db, db:
+            db.execute("DELETE FROM tool_invocations")
+        return await answered(context, params)
+
+    async def journey() -> None:
+        async with mcp.Client(server, mode="legacy", elicitation_callback=deciding) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("fx.gated", {"path": "g.txt"})
+            (invocation_id,) = gone
+            assert (refused.value.error.code, refused.value.error.message) == (
+                RESOURCE_NOT_FOUND, f"invocation {invocation_id} is not in the record: its "
+                "row was removed outside toolhost")
+            assert refused.value.error.data == {"invocationId": invocation_id}
+            lines = [json.loads(line) for line in logged.getvalue().splitlines()]
+            assert [(e["event"], e.get("invocation_id")) for e in lines
+                    if e["level"] in ("warning", "error")] == [
+                ("mcp.call.record_gone", invocation_id)]
+            assert "Traceback" not in logged.getvalue()
+
+    asyncio.run(journey())
+    assert SEEN == [] and _ids(host) == []
+
+
 def _ids(host: Host) -> list[tuple[str, str, str]]:  # noqa: F811
     with closing(sqlite3.connect(host.data_dir / DATABASE_NAME)) as db:
         return db.execute("SELECT id, state, created_at FROM tool_invocations").fetchall()

@@ -66,11 +66,18 @@ def stores(pg_database: str) -> Iterator[Callable[[], PostgresInvocationStore]]:
 
 class TestPostgresInvocationStore(InvocationStoreContract):
     @pytest.fixture(autouse=True)
-    def _database(self, stores: Callable[[], PostgresInvocationStore]) -> None:
+    def _database(self, stores: Callable[[], PostgresInvocationStore],
+                  pg_database: str) -> None:
         self._stores = stores
+        self._url = pg_database
 
     def make_store(self, tmp_path: Path) -> InvocationStore:
         return self._stores()
+
+    def damage_state(self, tmp_path: Path, store: object, invocation_id: str) -> None:
+        with psycopg.connect(self._url) as conn:
+            conn.execute("UPDATE tool_invocations SET state = 'bogus' WHERE id = %s",
+                         (invocation_id,))
 
 
 def record(**changes: Any) -> InvocationRecord:

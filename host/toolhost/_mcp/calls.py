@@ -46,6 +46,7 @@ from toolhost._composition import (
     PolicyAction,
     Registered,
     Run,
+    escaped,
     get_logger,
     parent_context,
     trace_step,
@@ -121,6 +122,8 @@ class ToolCalls:
                 return await self._call(ctx, session, params)
         except InvocationRecordDamaged as damaged:
             raise _damaged_row_error(damaged) from None
+        except InvocationNotFound as gone:
+            raise _gone_row_error(str(gone.args[0]) if gone.args else "") from None
 
     async def _call(self, ctx: ServerRequestContext[Any, Any], session: Session,
                     params: types.CallToolRequestParams) -> Answer:
@@ -463,7 +466,7 @@ class ToolCalls:
                 log.info("mcp.approval.declined", approver=approver)
                 try:
                     denied = self._host.deny(record.id, approver, "declined in the MCP client")
-                except (InvocationStateError, InvocationRecordDamaged):
+                except (InvocationStateError, InvocationRecordDamaged, InvocationNotFound):
                     raise  # the row, not the store refusing a write: no retry ends it
                 except Exception as exc:  # the store refused the denial: nothing changed
                     return self._decision_not_recorded(session, record.id, exc, log)
@@ -628,6 +631,17 @@ def _damaged_row_error(damaged: InvocationRecordDamaged) -> MCPError:
     get_logger(invocation_id=damaged.id).warning("mcp.call.record_damaged", field=damaged.field)
     return MCPError(code=RESOURCE_NOT_FOUND, message=str(damaged),
                     data={"invocationId": damaged.id, "field": damaged.field})
+
+
+def _gone_row_error(invocation_id: str) -> MCPError:
+    """The answer to a call whose row left the record while it was asked (deleted by hand,
+    an older backup restored): toolhost never deletes one, so it is the record's state, not
+    an outage a retry ends; the damaged row's code (D476), one log line, no traceback."""
+    get_logger(invocation_id=invocation_id).warning("mcp.call.record_gone")
+    return MCPError(code=RESOURCE_NOT_FOUND,
+                    message=f"invocation {escaped(invocation_id)} is not in the record: its "
+                    "row was removed outside toolhost",
+                    data={"invocationId": invocation_id})
 
 
 def _approver(ctx: ServerRequestContext[Any, Any]) -> str:

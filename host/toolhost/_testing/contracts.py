@@ -15,9 +15,11 @@ import pytest
 from toolhost._model.invocations import (
     InvocationNotFound,
     InvocationRecord,
+    InvocationRecordDamaged,
     InvocationState,
     OwnerState,
 )
+from toolhost._pipeline.rows import lists_rows
 from toolhost._ports.clock import Clock
 from toolhost._ports.invocations import InvocationStore
 from toolhost._testing.clocks import DEFAULT_INSTANT
@@ -46,11 +48,20 @@ class ClockContract:
 class InvocationStoreContract(ClosesItsStores):
     """The InvocationStore port's contract suite. Subclass with ``make_store(tmp_path)``.
 
-    Any backend that replaces SQLite (a server database, say) must pass it unchanged.
+    Any backend that replaces SQLite (a server database, say) must pass it unchanged. A
+    backend that lists damaged rows (``RowListingStore.list_rows``) also defines
+    ``damage_state`` to run the tests of them.
     """
 
     def make_store(self, tmp_path: Path) -> InvocationStore:
         raise NotImplementedError
+
+    def damage_state(self, tmp_path: Path, store: InvocationStore, invocation_id: str) -> None:
+        """Write a state no toolhost writes into ``invocation_id``'s row, behind ``store``'s
+        back, as a hand edit of its database would. The suite cannot know where a backend
+        keeps its rows, so by default those tests are skipped (D211's rule: the contract is
+        public, and a third party's subclass must not start failing)."""
+        pytest.skip(f"{type(self).__name__} does not define damage_state")
 
     @staticmethod
     def record(**changes: Any) -> InvocationRecord:
@@ -420,3 +431,48 @@ class InvocationStoreContract(ClosesItsStores):
             ("inv-3", InvocationState.AWAITING_APPROVAL, None)]
         with pytest.raises(ValueError):
             store.settle("inv-3", from_owner=None, to=failed, colour="red")
+
+    # -- list_rows (RowListingStore): optional, as the port is ---------------------------------
+
+    def _listing_store(self, tmp_path: Path) -> Any:
+        store = self.make_store(tmp_path)
+        if not lists_rows(store):
+            pytest.skip(f"{type(store).__name__} does not list rows (RowListingStore)")
+        return store
+
+    def test_list_rows_of_sound_rows_is_list(self, tmp_path: Path) -> None:
+        store = self._listing_store(tmp_path)
+        later = DEFAULT_INSTANT + dt.timedelta(seconds=1)
+        for id, created in (("b", later), ("a", later), ("c", DEFAULT_INSTANT)):
+            store.insert(self.record(id=id, created_at=created))
+        store.insert(self.record(id="d", run_id="run-2", state=InvocationState.SUCCEEDED))
+        for given in ({}, {"state": InvocationState.AWAITING_APPROVAL}, {"run_id": "run-2"},
+                      {"tool_name": "fx.echo", "tool_version": "1.0.0",
+                       "argument_digest": "sha256:00"}, {"limit": 2}, {"after": "a"},
+                      {"state": InvocationState.AWAITING_APPROVAL, "limit": 1, "after": "c"}):
+            assert list(store.list_rows(**given)) == store.list(**given), given
+
+    def test_list_rows_puts_a_damaged_row_in_its_place(self, tmp_path: Path) -> None:
+        store = self._listing_store(tmp_path)
+        made = [self.record(id=f"r{i}", created_at=DEFAULT_INSTANT + dt.timedelta(seconds=i))
+                for i in range(4)]
+        for row in made:
+            store.insert(row)
+        self.damage_state(tmp_path, store, "r1")
+        r0, _, r2, r3 = made
+
+        assert store.list() == [r0, r2, r3]
+        rows = list(store.list_rows())
+        assert [r.id for r in rows] == ["r0", "r1", "r2", "r3"]
+        damaged = rows[1]
+        assert isinstance(damaged, InvocationRecordDamaged)
+        assert (damaged.field, damaged.tool_name, damaged.tool_version) == (
+            "state", "fx.echo", "1.0.0")
+        assert rows[::2] == [r0, r2] and rows[3] == r3
+        # ``limit`` counts rows either way, and a damaged row still marks a page's place.
+        assert [r.id for r in store.list_rows(limit=2)] == ["r0", "r1"]
+        assert store.list(limit=2) == [r0]
+        assert list(store.list_rows(after="r1")) == [r2, r3]
+        with pytest.raises(InvocationRecordDamaged) as refused:
+            store.get("r1")
+        assert (refused.value.id, refused.value.field) == ("r1", "state")
