@@ -1095,6 +1095,80 @@ idempotency = "READ_ONLY"
     assert "[mcp.servers.alpha.tools.echo] close_schema: must be true or false" in checked.stderr
 
 
+def test_a_tool_table_naming_no_listed_tool_is_said_where_operators_look(
+        tmp_path: Path) -> None:
+    """A misspelt ``[mcp.servers.alpha.tools.write_notes]`` with ``enabled = false`` left
+    ``write_note`` registered and nothing said so; so did a table keyed by the toolhost name.
+    ``check`` and ``plugins`` name each table and the one likely meant, and the log says it;
+    the exit stays 0, as for every line of a server's listing (it may list the tool later)."""
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.write_notes]
+enabled = false
+
+[mcp.servers.alpha.tools.weird_name_v2_50e8464f]
+risk = "LOW"
+
+[mcp.servers.alpha.tools.not_listed_at_all]
+risk = "LOW"
+''')
+    checked = gw.toolhost("check")
+    assert checked.returncode == 0, checked.stderr
+    said = " names no tool the server lists, so it applies to none"
+    assert [x for x in checked.stdout.splitlines() if said in x] == [
+        f"not ready: mcp gateway: alpha: [mcp.servers.alpha.tools.write_notes]{said} (did you "
+        "mean [mcp.servers.alpha.tools.write_note]?)",
+        f"not ready: mcp gateway: alpha: [mcp.servers.alpha.tools.weird_name_v2_50e8464f]"
+        f'{said} (did you mean [mcp.servers.alpha.tools."Weird-Name.v2"]?)',
+        f"not ready: mcp gateway: alpha: [mcp.servers.alpha.tools.not_listed_at_all]{said}",
+    ], checked.stdout
+    # Not logged before the log is configured: structlog's default writes to stdout.
+    assert "gateway.tool_table_unmatched" not in checked.stdout + checked.stderr
+    plugins = gw.toolhost("plugins")
+    assert f"  not ready: alpha: [mcp.servers.alpha.tools.write_notes]{said}" in plugins.stdout
+    # A one-shot call's log (configured with its stores) says it, once a table.
+    called = gw.toolhost("call", "mcp.alpha__lookup", "--args", '{"word": "x"}')
+    assert called.returncode == 0, called.stderr
+    assert called.stderr.count('"event": "gateway.tool_table_unmatched"') == 3, called.stderr
+    assert '"table": "[mcp.servers.alpha.tools.write_notes]"' in called.stderr
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
+def test_a_tool_table_written_ahead_of_its_tool_applies_once_the_server_lists_it(
+        tmp_path: Path, logged: Any) -> None:
+    """A table may name a tool the server lists only later (``list_changed``): its line goes
+    once the tool is listed, and the tool registers as the table classifies it. The log says
+    it once for the listings that leave it unchanged."""
+    from toolhost._composition import load_host
+    from toolhost._model.settings import Settings
+
+    gw = Gateway(tmp_path, beta=False, extra='''
+[mcp.servers.alpha.tools.shadow]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+
+[mcp.servers.alpha.tools.alpha__echo]
+side_effect = "NONE"
+risk = "LOW"
+idempotency = "READ_ONLY"
+''')
+    host = load_host(Settings.from_environ({**gw.env(), "HOME": str(tmp_path)}))
+    try:
+        assert host.gateway is not None
+        ahead = "alpha: [mcp.servers.alpha.tools.alpha__echo] names no tool the server lists"
+        assert any(line.startswith(ahead) for line in host.gateway.readiness())
+        assert logged.getvalue().count('"event": "gateway.tool_table_unmatched"') == 1
+        assert host.invoke_sync("mcp.alpha__shadow", {}).status.value == "succeeded"
+        assert wait_for(lambda: "mcp.alpha__alpha__echo" in host.registry.names())
+        assert not any(line.startswith(ahead) for line in host.gateway.readiness())
+        added = host.registry.resolve("mcp.alpha__alpha__echo").spec
+        assert (added.side_effect, added.risk) == (SideEffect.NONE, Risk.LOW)
+        assert logged.getvalue().count('"event": "gateway.tool_table_unmatched"') == 1
+    finally:
+        host.close()
+    assert wait_for(lambda: not processes_with(gw.marker)), processes_with(gw.marker)
+
+
 def test_closing_a_schema_closes_every_object_level_and_only_those() -> None:
     from toolhost._registration.schema import closed, schema_problems
 

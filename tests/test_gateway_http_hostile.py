@@ -22,7 +22,7 @@ from toolhost._model.upstream import ServerState, UpstreamError, UpstreamFailure
 
 MAX_RESULT = 128 * 1024
 BOUND = 2 * MAX_RESULT + (1 << 20)  # max_line_bytes(MAX_RESULT): 1,310,720
-TOOLS = ("echo", "slow", "bomb", "big_json", "redirect_json", "redirect_text")
+TOOLS = ("echo", "slow", "bomb", "big_json", "redirect_json", "redirect_text", "cut_short")
 
 
 class Hostile:
@@ -123,6 +123,8 @@ class Hostile:
                 + packer.compress(tail) + packer.flush()
             self.events.append(f"bomb: {len(wire)} bytes on the wire")
             await self.send(writer, "200 OK", {**js, "Content-Encoding": "gzip"}, wire)
+        elif name == "cut_short":  # JSON that ends before its last brace
+            await self.send(writer, "200 OK", js, self.result(rid, "cut")[:-1])
         elif name == "big_json":
             await self.send(writer, "200 OK", js, length=BOUND + 1, fill=b" ")
         elif name == "redirect_json":  # a same-origin 307 whose JSON body is past the bound
@@ -215,6 +217,22 @@ def test_an_answer_past_the_bound_leaves_no_traceback_in_the_logs(
     assert noisy == [], [(r.name, r.getMessage(), r.exc_info[1]) for r in noisy if r.exc_info]
     assert "an MCP server's answer was refused: a message of more than 1310720 bytes" in [
         r.getMessage() for r in caplog.records]
+
+
+def test_an_answer_that_is_not_json_rpc_is_one_escaped_log_line(
+        hostile: Hostile, caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK logged the pydantic error of an unreadable JSON answer with its traceback, a
+    repr of the server's bytes in it, on the operator's stderr for every such call: one
+    escaped line now, and the call still fails ``protocol`` with the parser's words."""
+    with caplog.at_level(logging.WARNING), connected(hostile) as upstreams:
+        refused = asyncio.run(call(upstreams, "cut_short"))
+    assert isinstance(refused, UpstreamError) and refused.failure is UpstreamFailure.PROTOCOL
+    assert "EOF while parsing" in refused.detail, refused.detail
+    noisy = [r for r in caplog.records if r.exc_info is not None]
+    assert noisy == [], [(r.name, r.getMessage(), r.exc_info[1]) for r in noisy if r.exc_info]
+    (said,) = [r.getMessage() for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    assert said.startswith("an MCP server's answer was not JSON-RPC: ValidationError: "), said
+    assert "\n" not in said and "EOF while parsing" in said, said
 
 
 def test_a_normal_call_through_the_bounded_transport(hostile: Hostile) -> None:

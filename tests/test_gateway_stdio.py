@@ -31,6 +31,7 @@ from gateway_support import processes_with, wait_for
 
 UPSTREAM = Path(__file__).with_name("gateway_upstream.py")
 RAW = Path(__file__).with_name("gateway_raw_upstream.py")
+UNREADABLE = Path(__file__).with_name("gateway_unreadable_upstream.py")
 
 
 def framed(chunks: list[bytes], bound: int = 1 << 20) -> list[bytes | LineTooLong]:
@@ -131,16 +132,17 @@ def test_an_answer_past_the_bound_fails_its_own_call_only(tmp_path: Path) -> Non
 
 
 @contextlib.contextmanager
-def raw_upstream(tmp_path: Path, *, stay: bool = False,
-                 max_result_bytes: int = 1 << 20) -> Iterator[tuple[Any, str]]:
-    """McpUpstreams over gateway_raw_upstream.py; the marker its processes' command lines
-    carry. Whatever of them outlives the test is killed (and the test has failed then)."""
+def raw_upstream(tmp_path: Path, *, stay: bool = False, max_result_bytes: int = 1 << 20,
+                 script: Path = RAW) -> Iterator[tuple[Any, str]]:
+    """McpUpstreams over ``script`` (gateway_raw_upstream.py); the marker its processes'
+    command lines carry. Whatever of them outlives the test is killed (and the test has failed
+    then)."""
     from toolhost._adapters.mcp_upstream import McpUpstreams
 
     mark = f"rawmark-{os.getpid()}-{time.monotonic_ns()}"
     env = {"RAW_MARK": Secret(mark), **({"RAW_STAY": Secret("1")} if stay else {})}
     upstreams = McpUpstreams((UpstreamServer(name="raw", command=sys.executable,
-                                             args=(str(RAW), mark), env=env),),
+                                             args=(str(script), mark), env=env),),
                              max_result_bytes=max_result_bytes)
     upstreams.start(30)
     try:
@@ -182,6 +184,30 @@ def test_an_answer_past_the_bound_that_names_no_request_ends_the_connection(
         assert (refused.failure, refused.detail) == (
             UpstreamFailure.TOO_LARGE, "a message of more than 3145728 bytes")
         assert came_back(upstreams) == "6f 6b"
+
+
+@pytest.mark.parametrize(("line", "parser_said"), [
+    ('{"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"a"}]',
+     "EOF while parsing an object"),
+    (r'{"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"a\ud800b"}]}}',
+     "end of hex escape"),
+    ('{"jsonrpc":"2.0","id":{id},"result":5}', "JSONRPCResponse.result"),
+])
+def test_an_unreadable_answer_that_names_its_request_fails_it_at_once(
+        tmp_path: Path, line: str, parser_said: str) -> None:
+    """Such a line was dropped: its call waited out its whole deadline and was recorded as the
+    host's own timeout (retryable), though the server had answered. It fails ``protocol`` now,
+    as over HTTP, with the parser's words for operators; the connection stays."""
+    with raw_upstream(tmp_path, script=UNREADABLE) as (upstreams, _):
+        began = time.monotonic()
+        refused = called(upstreams, "say", {"line": line}, timeout_s=30)
+        assert isinstance(refused, UpstreamError), refused
+        assert refused.failure is UpstreamFailure.PROTOCOL, refused
+        assert refused.detail.startswith("Failed to parse JSON response: "), refused.detail
+        assert parser_said in refused.detail, refused.detail
+        assert time.monotonic() - began < 10
+        assert called(upstreams, "echo", {"text": "after"}) == "after"
+        assert upstreams.status()[0].state is ServerState.CONNECTED
 
 
 def test_a_lone_surrogate_reaches_the_server_as_sent(tmp_path: Path) -> None:

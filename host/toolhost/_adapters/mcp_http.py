@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
+from pydantic import ValidationError
 
 from toolhost._adapters.mcp_bounds import (
     MAX_CALL_VALUES,
@@ -43,7 +44,7 @@ from toolhost._adapters.mcp_bounds import (
     budget_for,
     encoded_words,
 )
-from toolhost._adapters.mcp_upstream import CALL_DELIVERY
+from toolhost._adapters.mcp_upstream import CALL_DELIVERY, _describe
 from toolhost._model.errors import ToolhostError
 
 __all__ = ["BoundedTransport", "EncodedAnswer", "EncodedEvents", "EventTooLarge",
@@ -202,15 +203,19 @@ class _BoundedEvents(httpx2.AsyncByteStream):
 
 
 class _QuietRefusals(logging.Filter):
-    """The SDK logs a JSON answer it could not read with its traceback; a refusal of ours is
-    expected (its call fails ``too_large`` or ``protocol``): one line instead."""
+    """The SDK logs a JSON answer it could not read with its traceback. A refusal of ours, or an
+    answer that is not JSON-RPC (pydantic's error, quoting the server's bytes), is expected of
+    a broken or hostile server (its call fails ``too_large`` or ``protocol``): one line
+    instead, the server's words in it escaped (D313)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1],
-                                          ResponseTooLarge | EncodedAnswer | EventTooLarge
-                                          | EncodedEvents):
+        found = record.exc_info[1] if record.exc_info else None
+        if isinstance(found, ResponseTooLarge | EncodedAnswer | EventTooLarge | EncodedEvents):
             record.msg, record.args, record.exc_info = (
-                "an MCP server's answer was refused: %s", (record.exc_info[1],), None)
+                "an MCP server's answer was refused: %s", (found,), None)
+        elif isinstance(found, ValidationError):
+            record.msg, record.args, record.exc_info = (
+                "an MCP server's answer was not JSON-RPC: %s", (_describe(found),), None)
         return True
 
 

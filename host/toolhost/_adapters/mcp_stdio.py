@@ -48,12 +48,15 @@ from toolhost._model.upstream import too_long_words
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
-__all__ = ["TOO_LONG_CODE", "Line", "LineFramer", "LineTooLong", "stdio_transport",
-           "wire_bytes"]
+__all__ = ["TOO_LONG_CODE", "UNREADABLE", "Line", "LineFramer", "LineTooLong",
+           "stdio_transport", "wire_bytes"]
 
 #: The JSON-RPC error this transport answers in a server's stead when the server's answer to
 #: a request was too long to read (a code of the implementation-defined range).
 TOO_LONG_CODE = -32099
+#: How the SDK's error for an answer it could not read begins (its HTTP transport's words, a
+#: PARSE_ERROR): this transport answers a request whose answer it could not parse the same way.
+UNREADABLE = "Failed to parse JSON response: "
 #: How long a server has to exit on its own once its stdin closed, and then its process group
 #: once sent SIGTERM, before SIGKILL (the SDK's figures).
 _EXIT_GRACE_S = 2.0
@@ -292,6 +295,16 @@ def message_of(line: bytes | bytearray) -> SessionMessage | ValueError:
         return exc
 
 
+def _in_stead(request_id: int | str, code: int, why: str) -> SessionMessage:
+    """The JSON-RPC error this transport answers ``request_id`` with in the server's stead,
+    when the server's own answer could not be taken (too long, or not readable)."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import ErrorData, JSONRPCError
+
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
+                                       error=ErrorData(code=code, message=why)))
+
+
 def wire_bytes(message: Any) -> bytes:
     """A JSON-RPC message (the SDK's model) as a line of UTF-8 JSON. A lone surrogate (what
     JSON's ``"\\ud800"`` decodes to) has no UTF-8, so the SDK's serializer refuses it: the
@@ -342,6 +355,7 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
     then on is answered, and a caller told so need not send it."""
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
+    from mcp_types import PARSE_ERROR
 
     # The SDK's small default environment (PATH, HOME, ...) plus the server's own: never the
     # host's, so no TOOLHOST_* setting or other credential reaches it.
@@ -371,6 +385,12 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
                             message = requests.settle(admitted, message_of(admitted))
                             if message is None:
                                 return  # it answers another request than it said: it ends
+                            if isinstance(message, ValueError) and admitted.answers is not None:
+                                # Its head named the request: that request fails now, with the
+                                # parser's words, rather than waiting out its deadline.
+                                await read_writer.send(_in_stead(
+                                    admitted.answers, PARSE_ERROR, f"{UNREADABLE}{message}"))
+                                continue
                             if not isinstance(message, LineTooLong):
                                 await read_writer.send(message)
                                 continue
@@ -379,10 +399,7 @@ async def stdio_transport(command: str, args: Sequence[str], env: Mapping[str, s
                         if (request_id := refused.request_id) is None:
                             return  # whose answer it was is unknown: the connection ends
                         # The server's answer is dropped; its request fails in its stead.
-                        await read_writer.send(message_of(json.dumps(
-                            {"jsonrpc": "2.0", "id": request_id,
-                             "error": {"code": TOO_LONG_CODE, "message": str(refused)}}
-                        ).encode()))
+                        await read_writer.send(_in_stead(request_id, TOO_LONG_CODE, str(refused)))
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError,
                     OSError):
                 pass  # the server ended, or the session did: the session sees the end

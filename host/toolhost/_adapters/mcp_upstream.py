@@ -45,7 +45,12 @@ from typing import IO, Any, NoReturn
 import attrs
 
 from toolhost._adapters.mcp_bounds import ENCODED_WORDS
-from toolhost._adapters.mcp_stdio import TOO_LONG_CODE, LineTooLong, stdio_transport
+from toolhost._adapters.mcp_stdio import (
+    TOO_LONG_CODE,
+    UNREADABLE,
+    LineTooLong,
+    stdio_transport,
+)
 from toolhost._adapters.system_clock import monotonic
 from toolhost._model.printable import escaped
 from toolhost._model.upstream import (
@@ -403,10 +408,11 @@ class _Connection:
                 # itself only gets the same failure).
                 raise UpstreamError(UpstreamFailure.TOO_LARGE,
                                     exc.message[:DETAIL_CHARS]) from None
-            if (exc.code == PARSE_ERROR and exc.message.startswith(_UNREADABLE)) or (
+            if (exc.code == PARSE_ERROR and exc.message.startswith(UNREADABLE)) or (
                     exc.code == CONNECTION_CLOSED
                     and exc.message.startswith(f"{_STREAM_FAILED}{ENCODED_WORDS}")):
-                # The SDK's, for an answer it could not read (not JSON-RPC, or encoded).
+                # The SDK's, or the stdio transport's, for an answer it could not read (not
+                # JSON-RPC, or encoded).
                 raise UpstreamError(UpstreamFailure.PROTOCOL,
                                     exc.message[:DETAIL_CHARS]) from None
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
@@ -440,9 +446,8 @@ class _Connection:
         return result
 
 
-#: How the SDK's error for a JSON answer it could not read begins, and for an event stream
-#: that failed.
-_UNREADABLE = "Failed to parse JSON response: "
+#: How the SDK's error for an event stream that failed begins (for a JSON answer it could not
+#: read: ``UNREADABLE``, which the stdio transport answers in too).
 _STREAM_FAILED = "SSE stream failed: "
 #: The SDK's words for a request's event stream that ended before its answer.
 _STREAM_ENDED = frozenset({"SSE stream ended without a response",
@@ -457,7 +462,7 @@ def _too_large(code: int, message: str) -> bool:
     if code == TOO_LONG_CODE:
         return message.startswith(TOO_LONG_WORDS)
     if code == PARSE_ERROR:
-        return message.startswith(f"{_UNREADABLE}{TOO_LONG_WORDS}")
+        return message.startswith(f"{UNREADABLE}{TOO_LONG_WORDS}")
     return code == CONNECTION_CLOSED and message.startswith(
         (f"{_STREAM_FAILED}Server-sent event exceeded the ", f"{_STREAM_FAILED}{TOO_LONG_WORDS}"))
 

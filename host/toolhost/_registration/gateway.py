@@ -38,6 +38,7 @@ What is decided here (docs/gateway.md has the operator's view):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -164,6 +165,9 @@ MAX_TOOLS_PER_SERVER = 256
 #: The most upstream names of one server the gateway considers in a process's life (those
 #: registered and those left out); past them a server's new names wait for a restart.
 MAX_CONSIDERED = 2 * MAX_TOOLS_PER_SERVER
+#: The longest listed name a tool table naming no listed tool is compared with for a likely
+#: spelling: difflib's ratio is quadratic, and a name is the upstream's to make long.
+_MEANT_CHARS = 128
 
 
 def tool_name(server: str, upstream: str) -> str:
@@ -230,6 +234,12 @@ class Gateway:
         self._live = False
         self._on_added: list[Callable[[list[Tool]], None]] = []
         self._on_disabled: list[Callable[[list[str]], None]] = []
+        #: Per server, the tool tables naming no tool of its last listing that the log was
+        #: told of: said again only when a listing changes them, not at every list_changed.
+        self._unmatched_said: dict[str, frozenset[str]] = {}
+        #: Servers whose listing came before the host's log was configured (structlog's
+        #: default writes to stdout, ``toolhost serve``'s transport): said at their next call.
+        self._unsaid: set[str] = set()
         upstreams.on_tools_changed(self._tools_changed)
 
     # ------------------------------------------------------------------ registration
@@ -339,6 +349,8 @@ class Gateway:
             refused = self.refusal_of(name)
             if refused is not None:
                 raise refused
+            if server in self._unsaid:
+                self._say_unmatched(server)
             where = {"server": server, "tool": upstream}
             timeout = max(context.deadline - self._monotonic(), 0.001) + _SDK_GRACE_S
             # The server's progress is asked for only when someone watches this call (the
@@ -413,8 +425,9 @@ class Gateway:
                 return  # the start's own listing: ``contribution`` takes it
             # Read under the lock: two threads (the subscription's catch-up and the adapter's)
             # never judge a listing older than the one the other just admitted from.
-            listed = {t.name: t for s in self.upstreams.status() if s.name == server
-                      for t in s.tools}
+            status = self._status_of(server)
+            listed = {t.name: t for t in status.tools} if status is not None else {}
+            unmatched = self._newly_unmatched(status) if status is not None else []
             mine = {m.upstream.name: name for name, m in self._mapped.items()
                     if m.server == server}
             disabled = []
@@ -434,6 +447,7 @@ class Gateway:
 
         for name, why in disabled:
             get_logger(tool=name, server=server).warning("gateway.tool_disabled", why=why)
+        _log_unmatched(server, unmatched)
         for callback in listeners:
             callback(added)
         for told in withdrawing:
@@ -470,17 +484,61 @@ class Gateway:
     # ------------------------------------------------------------------ operators
 
     def readiness(self) -> list[str]:
-        """One line per server not connected, per tool left out, disabled or waiting."""
+        """One line per server not connected, per tool left out, disabled or waiting, and per
+        tool table naming no tool its server lists now."""
         lines = []
         for status in self.upstreams.status():
             if status.state is not ServerState.CONNECTED:
                 lines.append(self._absent(status))
+            for table, meant in self._unmatched(status):
+                lines.append(f"{status.name}: {_unmatched_words(table, meant)}")
         with self._lock:
             lines += self._left_out.values()
             for name, why in sorted(self._disabled.items()):
                 lines.append(f"{self._mapped[name].server}: {name} is disabled until reviewed: "
                              f"{why} (restart the host to register it as listed now)")
         return lines
+
+    def _unmatched(self, status: UpstreamStatus) -> list[tuple[str, str | None]]:
+        """Each tool table of ``status``'s server naming no tool of its listing (as written:
+        ``[mcp.servers.S.tools.NAME]``), with the table it likely meant, if any. A misspelt
+        ``enabled = false`` leaves the tool it meant registered. Only a connected server's
+        listing is known; and a table may be written ahead of a tool the server lists later."""
+        if status.state is not ServerState.CONNECTED:
+            return []
+        server = self.servers[status.name]
+        listed = {t.name for t in status.tools}
+        return [(_table_of(server.name, written), _meant(server.name, written, listed))
+                for written in server.tools if written not in listed]
+
+    def _newly_unmatched(self, status: UpstreamStatus) -> list[tuple[str, str | None]]:
+        """``_unmatched``, when this listing changed it since the log was last told (then
+        what is new of it); else nothing. Nothing either before the host's log is configured:
+        the server's next call says it (``_say_unmatched``). Under ``_lock``."""
+        from toolhost._pipeline.log import logging_configured
+
+        if not logging_configured():
+            self._unsaid.add(status.name)
+            return []
+        self._unsaid.discard(status.name)
+        found = self._unmatched(status)
+        tables = frozenset(table for table, _ in found)
+        said = self._unmatched_said.get(status.name, frozenset())
+        if status.state is not ServerState.CONNECTED or tables == said:
+            return []
+        self._unmatched_said[status.name] = tables
+        return [(table, meant) for table, meant in found if table not in said]
+
+    def _say_unmatched(self, server: str) -> None:
+        """Log what a listing that came before the log was configured left unsaid."""
+        with self._lock:
+            status = self._status_of(server)
+            unmatched = self._newly_unmatched(status) if status is not None else []
+        _log_unmatched(server, unmatched)
+
+    def _status_of(self, server: str) -> UpstreamStatus | None:
+        """``server``'s status now; None for one the adapter does not hold (disabled)."""
+        return next((s for s in self.upstreams.status() if s.name == server), None)
 
     def unconnected_server_of(self, name: str) -> str | None:
         """For a tool name of a configured server that is not connected now: that server's
@@ -526,6 +584,38 @@ def _table_key(name: str) -> str:
     if re.fullmatch(r"[A-Za-z0-9_-]+", name):
         return name
     return json.dumps(name[:80])
+
+
+def _table_of(server: str, tool: str) -> str:
+    """The operator's table for ``tool`` of ``server``, as a TOML header."""
+    return f"[mcp.servers.{server}.tools.{_table_key(tool)}]"
+
+
+def _meant(server: str, written: str, listed: set[str]) -> str | None:
+    """The table a tool table naming no listed tool was likely meant as: the listed tool whose
+    toolhost name it wrote (tables take the server's own name), else the closest spelling."""
+    prefix = f"mcp.{server}__"
+    meant = [u for u in sorted(listed) if tool_name(server, u).removeprefix(prefix) == written]
+    meant = meant or difflib.get_close_matches(
+        written[:_MEANT_CHARS], sorted(u for u in listed if len(u) <= _MEANT_CHARS), n=1)
+    return _table_of(server, meant[0]) if meant else None
+
+
+def _unmatched_words(table: str, meant: str | None) -> str:
+    said = f"{table} names no tool the server lists, so it applies to none"
+    return f"{said} (did you mean {meant}?)" if meant is not None else said
+
+
+def _log_unmatched(server: str, tables: Sequence[tuple[str, str | None]]) -> None:
+    """Said in the log of the host that listed the server: a serving host's operator reads no
+    ``toolhost check`` of it."""
+    if not tables:
+        return
+    from toolhost._pipeline.log import get_logger
+
+    for table, meant in tables:
+        get_logger(server=server).warning("gateway.tool_table_unmatched", table=table,
+                                          meant=meant)
 
 
 def _shown(name: str) -> str:
