@@ -205,6 +205,26 @@ def test_config_prints_each_setting_with_its_source(tmp_path: Path) -> None:
     assert (key["table"], key["value"]) == ("plugins.toolhost-media", "***")
 
 
+def test_config_shows_an_empty_number_as_its_default_which_reads_back(tmp_path: Path) -> None:
+    """A number set empty in the environment is its default to every reader: printed as ""
+    it was a line the file refuses, so the printout did not read back as toolhost.toml."""
+    env = {"TOOLHOST_CONFIG": "", "TOOLHOST_ARTIFACT_RETENTION_DAYS": "",
+           "TOOLHOST_HTTP_MAX_CALLS": " ", "TOOLHOST_MCP_RUN_TIMEOUT_S": ""}
+    result = toolhost("config", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert ("# artifact_retention_days: default: 30".ljust(43)
+            + " # environment TOOLHOST_ARTIFACT_RETENTION_DAYS (empty)") in lines
+    assert ("# max_calls: default: 16".ljust(43)
+            + " # environment TOOLHOST_HTTP_MAX_CALLS (empty)") in lines
+    path = write_config(tmp_path, result.stdout)
+    again = toolhost("config", env={"TOOLHOST_CONFIG": str(path)})
+    assert again.returncode == 0, again.stderr
+    as_json = json.loads(toolhost("config", "--json", env=env).stdout)
+    days = next(e for e in as_json if e["name"] == "TOOLHOST_ARTIFACT_RETENTION_DAYS")
+    assert (days["value"], days["source"], days["default"]) == (None, "environment", "30")
+
+
 def test_config_help_lists_every_plugins_settings() -> None:
     result = toolhost("config", "--help")
     assert result.returncode == 0, result.stderr

@@ -53,6 +53,8 @@ def test_every_host_setting_has_its_key_in_its_group(tmp_path: Path) -> None:
         if spec.name == host_settings.POLICY_SETTING:
             continue
         toml, env = _value_for(spec)
+        if spec.type == "path":  # relative to the file's directory (a relative one here)
+            env = str(tmp_path / env)
         lines[host_settings.group_of(spec.name)].append(f"{host_settings.key_of(spec.name)} = {toml}")
         expected[spec.name] = env
     text = "\n".join(line for group in host_settings.GROUPS for line in lines[group]) + "\n"

@@ -23,13 +23,22 @@ def test_a_whole_number_setting_is_ascii_digits_or_one_line(value: str) -> None:
     assert "\n" not in line and len(line) < 200
 
 
-@pytest.mark.parametrize("value", ["1e12", "2592001", "inf", "nan", "0"])
-def test_a_seconds_setting_is_at_most_thirty_days(value: str) -> None:
-    with pytest.raises(ConfigError, match=r"^TOOLHOST_MCP_RUN_TIMEOUT_S must be a positive "
+@pytest.mark.parametrize("name", ["TOOLHOST_MCP_RUN_TIMEOUT_S",
+                                  "TOOLHOST_MCP_ELICITATION_TIMEOUT_S"])
+@pytest.mark.parametrize("value", ["1e12", "2592001", "inf", "1e400", "nan", "0"])
+def test_a_seconds_setting_is_at_most_thirty_days(name: str, value: str) -> None:
+    """The elicitation's wait too: "inf" or 1e400 waited for a user's answer forever."""
+    with pytest.raises(ConfigError, match=rf"^{name} must be a positive "
                                           r"number of seconds, at most 2592000 \(30 days\)"):
-        ServeConfig.from_settings(Settings({"TOOLHOST_MCP_RUN_TIMEOUT_S": value}), [])
-    assert ServeConfig.from_settings(
-        Settings({"TOOLHOST_MCP_RUN_TIMEOUT_S": "2592000"}), []) is not None
+        ServeConfig.from_settings(Settings({name: value}), [])
+    assert ServeConfig.from_settings(Settings({name: "2592000"}), []) is not None
+
+
+def test_an_empty_elicitation_timeout_is_its_default() -> None:
+    """Set empty, as every other seconds setting of serve's: the default, not a refusal."""
+    config = ServeConfig.from_settings(
+        Settings({"TOOLHOST_MCP_ELICITATION_TIMEOUT_S": " "}), [])
+    assert config.elicitation_timeout_s == 300.0
 
 
 @pytest.mark.parametrize("value", ["127.0.0.1:٣٣٣٣", "127.0.0.1:²", "127.0.0.1:000008765"])

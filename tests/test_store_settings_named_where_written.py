@@ -110,3 +110,45 @@ def test_a_database_url_without_the_postgresql_client_is_named_as_written(
     assert (result.returncode, result.stdout, result.stderr) == (
         1, "", f"toolhost: {path}:3: [host] database_url needs the PostgreSQL client, which is "
                "not installed (psycopg): pip install 'toolhost-core[postgres]'\n")
+
+
+NOT_AN_ENDPOINT = "is not an endpoint: set it to http(s)://host[:port], or unset it for AWS itself"
+
+
+@pytest.mark.parametrize("endpoint", ["http://[::1", "notaurl", "ftp://x", "http://h:99999",
+                                      "http://h/?x=1"])
+@pytest.mark.parametrize("command", ["pending", "check"])
+def test_an_s3_endpoint_that_is_not_one_is_named_at_its_line(
+        tmp_path: Path, endpoint: str, command: str) -> None:
+    """``http://[::1`` was urllib's traceback from inside boto3 at the first command that
+    opened the stores (exit 1), and ``check`` said ok."""
+    body = f'[host]\nartifact_store = "s3://toolhost-artifacts/x"\ns3_endpoint_url = "{endpoint}"\n'
+    code, stderr, path = _toolhost(tmp_path, command, body)
+    assert (code, stderr) == (
+        2, f"toolhost: {path}:4: [host] s3_endpoint_url: {endpoint!r} {NOT_AN_ENDPOINT}\n")
+    # From the environment, by its variable; boto3's own variable is checked alike.
+    for name in ("TOOLHOST_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL"):
+        code, stderr, _ = _toolhost(tmp_path, command, "",
+                                    TOOLHOST_ARTIFACT_STORE="s3://toolhost-artifacts/x",
+                                    **{name: endpoint})
+        assert (code, stderr) == (2, f"toolhost: {name}={endpoint!r} {NOT_AN_ENDPOINT}\n")
+
+
+def test_an_s3_endpoint_refused_shows_no_credential(tmp_path: Path) -> None:
+    code, stderr, _ = _toolhost(tmp_path, "pending", "",
+                                TOOLHOST_ARTIFACT_STORE="s3://toolhost-artifacts/x",
+                                TOOLHOST_S3_ENDPOINT_URL="http://KEY:se/cret@[::1")
+    assert (code, stderr) == (
+        2, f"toolhost: TOOLHOST_S3_ENDPOINT_URL='http://***@[::1' {NOT_AN_ENDPOINT}\n")
+
+
+def test_an_s3_client_built_without_the_composition_refuses_the_endpoint_in_one_line() -> None:
+    pytest.importorskip("boto3", reason="the toolhost-core[s3] extra is not installed")
+    from toolhost._adapters.s3_artifacts import check_endpoint_url, s3_client
+    from toolhost._model.settings import SettingError
+
+    with pytest.raises(SettingError, match=r"^TOOLHOST_S3_ENDPOINT_URL='http://\[::1' is not "):
+        s3_client({"TOOLHOST_S3_ENDPOINT_URL": "http://[::1"})
+    for usable in ("http://[::1]:9000", "https://s3.example.org/base/", "http://127.0.0.1:9000"):
+        check_endpoint_url(usable, named="X")
+        assert s3_client({"AWS_ENDPOINT_URL": usable}) is not None

@@ -178,6 +178,7 @@ __all__ = [
     "UsageError",
     "apply_logging",
     "canonical_text",
+    "check_artifact_store_settings",
     "claim_served",
     "continued_trace",
     "declared_settings",
@@ -1175,14 +1176,7 @@ def _open_artifact_store(settings: Settings, data_dir: Callable[[], Path],
     url = (settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
     database = (settings.get("TOOLHOST_DATABASE_URL") or "").strip()
     if url:
-        from toolhost._adapters.http import check_ca_bundle
-        from toolhost._adapters.s3_artifacts import S3Location
-
-        # Checked here, where the settings know where each value was written, so a refusal
-        # names that (the stores read the environment's form), and shows no credential.
-        S3Location.parse(url, named=settings.named_value("TOOLHOST_ARTIFACT_STORE",
-                                                         _shown_store_url(url)))
-        check_ca_bundle(settings)
+        check_artifact_store_settings(settings)
         if database:
             # The invocation store opened first, so the PostgreSQL client is installed.
             from toolhost._adapters.pg_artifacts import open_pg_s3_artifact_store
@@ -1199,10 +1193,34 @@ def _open_artifact_store(settings: Settings, data_dir: Callable[[], Path],
         raise unusable_directory(exc) from None
 
 
+def check_artifact_store_settings(settings: Settings) -> None:
+    """Refuse a bucket's settings its store would refuse: the S3 URL, its endpoint and the
+    trust bundle. Checked here, where the settings know where each value was written, so a
+    refusal names that (the stores read the environment's form) and shows no credential;
+    ``toolhost check`` runs it too, as every command that opens the stores does.
+
+    :raises SettingError, HttpConfigError: one line naming the setting.
+    """
+    url = (settings.get("TOOLHOST_ARTIFACT_STORE") or "").strip()
+    if not url:
+        return
+    from toolhost._adapters.http import check_ca_bundle
+    from toolhost._adapters.s3_artifacts import S3Location, check_endpoint_url, endpoint_setting
+
+    S3Location.parse(url, named=settings.named_value("TOOLHOST_ARTIFACT_STORE",
+                                                     _shown_store_url(url)))
+    endpoint = endpoint_setting(settings.env)
+    if endpoint is not None:
+        name, value = endpoint
+        check_endpoint_url(value, named=settings.named_value(name, _shown_store_url(value)))
+    check_ca_bundle(settings)
+
+
 def _shown_store_url(url: str) -> str:
-    """TOOLHOST_ARTIFACT_STORE as an error may quote it: a credential parameter's value masked
-    (``redact_url_password``), and any userinfo all of it, up to its last ``@``: an S3 secret key
-    often holds a ``/``, which ends the userinfo ``redact_url_password`` knows."""
+    """An S3 setting's URL (the store, its endpoint) as an error may quote it: a credential
+    parameter's value masked (``redact_url_password``), and any userinfo all of it, up to its
+    last ``@``: an S3 secret key often holds a ``/``, which ends the userinfo
+    ``redact_url_password`` knows."""
     from toolhost._model.settings import redact_url_password
 
     shown = redact_url_password(url)

@@ -56,7 +56,7 @@ from toolhost._model.artifacts import (
     ArtifactStoreUnavailable,
     NewArtifact,
 )
-from toolhost._model.settings import SettingError, StoreUnavailable
+from toolhost._model.settings import SettingError, StoreUnavailable, redact_url_password
 from toolhost._ports.artifacts import STAGING_STALE_AFTER
 from toolhost._ports.clock import Clock
 
@@ -68,6 +68,8 @@ __all__ = [
     "S3Content",
     "S3Location",
     "S3Unavailable",
+    "check_endpoint_url",
+    "endpoint_setting",
     "open_s3_artifact_store",
     "s3_client",
 ]
@@ -132,6 +134,40 @@ class S3Location:
         return "/".join((self.prefix, *parts) if self.prefix else parts)
 
 
+#: The variables that name the S3 endpoint, the first one set winning.
+ENDPOINT_SETTINGS = ("TOOLHOST_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL")
+
+
+def endpoint_setting(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(the variable, its value) that names the endpoint; None: AWS itself."""
+    return next(((name, value.strip()) for name in ENDPOINT_SETTINGS
+                 if (value := env.get(name, "")).strip()), None)
+
+
+def check_endpoint_url(url: str, *, named: str) -> None:
+    """Refuse an endpoint botocore could not use (``http://[::1`` raised urllib's ValueError
+    from inside the client's construction: a traceback). ``named``: how a refusal begins
+    (``Settings.named_value``, no credential in it).
+
+    :raises SettingError: not ``http(s)://host[:port][/path]``.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        # urlsplit drops tabs and newlines (botocore refuses them); .port raises for a port
+        # that is not a number from 0 to 65535; a query or fragment names no endpoint.
+        usable = (parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+                  and (parts.port is None or parts.port > 0) and not parts.query
+                  and not parts.fragment and url.isprintable()
+                  and not any(c.isspace() for c in url))
+    except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+        usable = False
+    if not usable:
+        raise SettingError(f"{named} is not an endpoint: set it to http(s)://host[:port], or "
+                           "unset it for AWS itself")
+
+
 def s3_client(env: Mapping[str, str]) -> Any:
     """A boto3 S3 client configured from the settings' environment.
 
@@ -145,6 +181,7 @@ def s3_client(env: Mapping[str, str]) -> Any:
     ``AWS_CA_BUNDLE``.
 
     :raises ImportError: boto3 is not installed (the ``s3`` extra).
+    :raises SettingError: the endpoint is not a URL botocore could use.
     """
     import boto3  # type: ignore[import-untyped, unused-ignore]
     from botocore.config import Config  # type: ignore[import-untyped, unused-ignore]
@@ -152,7 +189,13 @@ def s3_client(env: Mapping[str, str]) -> Any:
     def setting(*names: str) -> str | None:
         return next((v.strip() for n in names if (v := env.get(n, "")).strip()), None)
 
-    endpoint = setting("TOOLHOST_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL")
+    named_endpoint = endpoint_setting(env)
+    endpoint = None
+    if named_endpoint is not None:
+        # The composition checked it where it was written; a store opened without it (a
+        # script, a test) still gets one line, naming the variable.
+        name, endpoint = named_endpoint
+        check_endpoint_url(endpoint, named=f"{name}={redact_url_password(endpoint)!r}")
     session = boto3.session.Session(
         aws_access_key_id=setting("AWS_ACCESS_KEY_ID"),
         aws_secret_access_key=setting("AWS_SECRET_ACCESS_KEY"),

@@ -13,7 +13,7 @@ import gc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from toolhost._cli.common import CommandError, load
+from toolhost._cli.common import CommandError, load, refused
 from toolhost._cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -68,6 +68,13 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
     unusable = host.data_directory_problem()
     if unusable is not None:
         raise CommandError(unusable, ExitCode.FAILED)
+    # And would refuse a bucket's settings (exit 2): checked as they check them, nothing opened.
+    from toolhost._composition import ToolhostError, check_artifact_store_settings
+
+    try:
+        check_artifact_store_settings(settings)
+    except ToolhostError as exc:
+        raise refused(exc) from None
     dists = sorted({r.distribution for r in host.registry})
     idle = sorted(set(host.loaded_distributions) - set(dists))
     if dists or not idle:

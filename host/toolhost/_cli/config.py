@@ -153,8 +153,11 @@ def _entries(settings: Settings,
 
 def _entry(settings: Settings, spec: SettingSpec, table: str, key: str) -> dict[str, Any]:
     raw = settings.get(spec.name)
+    # Set empty, a number is its default to every reader; shown as "" it would not read back
+    # (the file takes no "" for a number), so it is shown as the default, with its source.
+    empty = raw is not None and not raw.strip() and spec.type in ("integer", "number")
     return {"table": table, "key": key, "name": spec.name,
-            "value": None if raw is None else _shown(spec, raw),
+            "value": None if raw is None or empty else _shown(spec, raw),
             "source": settings.source_of(spec.name), "default": spec.default, "spec": spec}
 
 
@@ -204,14 +207,16 @@ def _line(entry: Mapping[str, Any]) -> str:
     key = entry["key"]
     if key is not None and not key.replace("_", "").isalnum():
         key = json.dumps(key)  # a policy cell: "CODE_EXECUTION/HIGH"
-    if entry["value"] is None:
-        default = f"default: {entry['default']}" if entry["default"] is not None else "unset"
-        return f"# {key or '(cells)'}: {default}" if key is not None else f"# {default}"
-    value = json.dumps(entry["value"], ensure_ascii=False)
-    if isinstance(entry["value"], bool):
-        value = "true" if entry["value"] else "false"
     source = entry["source"]
     if source == "environment":
         source = f"environment {entry['name']}"
+    if entry["value"] is None:
+        default = f"default: {entry['default']}" if entry["default"] is not None else "unset"
+        text = f"# {key or '(cells)'}: {default}" if key is not None else f"# {default}"
+        # Set, but empty: the default, and which variable made it so.
+        return text if source == "default" else f"{text.ljust(_COLUMN - 1)} # {source} (empty)"
+    value = json.dumps(entry["value"], ensure_ascii=False)
+    if isinstance(entry["value"], bool):
+        value = "true" if entry["value"] else "false"
     text = f"{key} = {value}" if key is not None else f"# TOOLHOST_POLICY = {value}"
     return f"{text.ljust(_COLUMN - 1)} # {source}"

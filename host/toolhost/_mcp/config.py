@@ -9,8 +9,9 @@
     TOOLHOST_MCP_ELICITATION          ``on`` (default) or ``off``: whether a client that supports
                                       elicitation may approve a paused call by asking its user.
                                       ``off`` leaves every approval to ``toolhost approve``
-    TOOLHOST_MCP_ELICITATION_TIMEOUT_S seconds to wait for the user's answer (default 300);
-                                      unanswered, the call stays pending for the operator
+    TOOLHOST_MCP_ELICITATION_TIMEOUT_S seconds to wait for the user's answer (default 300, at
+                                      most 30 days); unanswered, the call stays pending for
+                                      the operator
     TOOLHOST_MCP_WORKSPACE            an existing directory every session's run uses as its
                                       workspace root (as ``toolhost call --workspace`` does),
                                       neither holding nor inside the data directory or
@@ -115,17 +116,9 @@ class ServeConfig:
         if switch not in ("on", "off"):
             raise ConfigError(f"{settings.named('TOOLHOST_MCP_ELICITATION')} must be on or off, "
                               f"not {switch!r}")
-        raw_timeout = settings.get("TOOLHOST_MCP_ELICITATION_TIMEOUT_S")
-        timeout = DEFAULT_ELICITATION_TIMEOUT_S
-        if raw_timeout is not None:
-            try:
-                timeout = float(raw_timeout)
-            except ValueError:
-                timeout = -1.0
-            if not timeout > 0:
-                raise ConfigError(
-                    f"{settings.named('TOOLHOST_MCP_ELICITATION_TIMEOUT_S')} must be a positive "
-                    f"number of seconds, not {raw_timeout!r}")
+        # Bounded as the other waits are: "inf" or 1e400 waited for an answer forever.
+        timeout = (_seconds(settings, "TOOLHOST_MCP_ELICITATION_TIMEOUT_S")
+                   or DEFAULT_ELICITATION_TIMEOUT_S)
         stdio = (settings.get("TOOLHOST_MCP_STDIO") or "auto").strip().lower()
         if stdio not in ("auto", "sdk"):
             raise ConfigError(f"{settings.named('TOOLHOST_MCP_STDIO')} must be auto or sdk, not "

@@ -6,7 +6,9 @@ host's ``TOOLHOST_*`` settings under their keys (``toolhost._model.host_settings
 the policy's cells (``"CODE_EXECUTION/HIGH" = "approval"``); ``[plugins.<distribution>]`` what
 that plugin declares through ``toolhost_settings``. Each value becomes the text its environment
 variable would hold, so every reader of ``Settings`` (host and plugins) works unchanged, and a
-variable set in the environment overrides the file's value (D268).
+variable set in the environment overrides the file's value (D268). A path setting written
+relative is relative to the file's directory, as a ``{ file = "PATH" }`` reference is: one
+shared file names one data directory from any working directory.
 
 A secret is a reference, ``{ env = "NAME" }`` or ``{ file = "PATH" }``; written inline it is
 accepted only from a file no other user can read (D269). Every problem is one line naming the
@@ -371,7 +373,22 @@ def _as_env(config: ConfigFile, table: str, key: str, spec: SettingSpec, value: 
     inline_secret = secret or (spec.type == "url" and url_has_password(value))
     if inline_secret and config.world_readable:
         raise ConfigFileError(f"{where}: {readable_secret(config.path)}")
-    return value
+    return _written_path(config, where, value) if spec.type == "path" else value
+
+
+def _written_path(config: ConfigFile, where: str, value: str) -> str:
+    """A path setting written in the file, as the file's ``{ file = "PATH" }`` references are
+    read: relative to the file's directory, ``~`` expanded, so one shared file names one
+    place whatever directory a command starts in (D268's rule for the environment's form
+    stays: a variable's relative path is the process's)."""
+    named = value.strip()  # as every reader of a path setting takes it
+    if not named or Path(named).is_absolute():
+        return value  # empty: the default, as from the environment
+    try:
+        return str(_referenced_file(config.path, named).absolute())
+    except RuntimeError:  # ~user of no such user
+        raise ConfigFileError(f"{where}: names {value!r}, whose home directory does not exist"
+                              ) from None
 
 
 def _reference(config: ConfigFile, where: str, ref: Mapping[str, Any],

@@ -62,7 +62,7 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
     _S(name="TOOLHOST_MCP_ELICITATION", type="text", default="on",
        description="on or off: whether a client's user may approve a paused call"),
     _S(name="TOOLHOST_MCP_ELICITATION_TIMEOUT_S", type="number", default="300",
-       description="seconds to wait for the user's answer"),
+       description="seconds to wait for the user's answer (at most 30 days)"),
     _S(name="TOOLHOST_MCP_WORKSPACE", type="path", default="a fresh workspace per session",
        description="an existing directory every session's run uses as its workspace, neither "
                    "holding nor inside the data directory or toolhost.toml's directory, and "
