@@ -553,7 +553,8 @@ class Host:
 
         :raises PluginError: a hook raised or returned something else than lines.
         """
-        from toolhost._registration.discovery import PluginError, call_each
+        from toolhost._registration.discovery import call_each
+        from toolhost._registration.readiness import readiness_lines
 
         if self._plugin_manager is None:
             return {}
@@ -561,9 +562,7 @@ class Host:
         for name, lines in call_each(self._plugin_manager, "toolhost_readiness",
                                      {"settings": self.settings}).items():
             dist = name.split(":", 1)[0]
-            if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
-                raise PluginError(dist, "hook toolhost_readiness must return a list of str")
-            found.setdefault(dist, []).extend(lines)
+            found.setdefault(dist, []).extend(readiness_lines(dist, lines))
         return found
 
     def workspace_quota_problem(self) -> str | None:

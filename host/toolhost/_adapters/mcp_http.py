@@ -44,7 +44,7 @@ from toolhost._adapters.mcp_bounds import (
     budget_for,
     encoded_words,
 )
-from toolhost._adapters.mcp_upstream import CALL_DELIVERY, _describe
+from toolhost._adapters.mcp_upstream import CALL_DELIVERY, described
 from toolhost._model.errors import ToolhostError
 
 __all__ = ["BoundedTransport", "EncodedAnswer", "EncodedEvents", "EventTooLarge",
@@ -215,7 +215,7 @@ class _QuietRefusals(logging.Filter):
                 "an MCP server's answer was refused: %s", (found,), None)
         elif isinstance(found, ValidationError):
             record.msg, record.args, record.exc_info = (
-                "an MCP server's answer was not JSON-RPC: %s", (_describe(found),), None)
+                "an MCP server's answer was not JSON-RPC: %s", (described(found),), None)
         return True
 
 

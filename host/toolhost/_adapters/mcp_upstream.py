@@ -65,7 +65,7 @@ from toolhost._model.upstream import (
 )
 
 __all__ = ["BACKOFF_S", "CALL_DELIVERY", "KEPT_SCHEMA_BYTES", "MAX_LISTED_TOOLS",
-           "MAX_RESULT_BYTES", "Delivery", "McpUpstreams", "kept_schema"]
+           "MAX_RESULT_BYTES", "Delivery", "McpUpstreams", "described", "kept_schema"]
 
 #: Seconds between reconnection attempts: doubling from the first to the last, then steady.
 BACKOFF_S = (0.5, 30.0)
@@ -226,7 +226,7 @@ class _Connection:
                     attempt = 0
                     await self._watch(client)
             except Exception as exc:  # whatever the SDK or the transport raised: one line
-                self.problem = _describe(exc)
+                self.problem = described(exc)
             finally:
                 self.client = None
             if self.closing:
@@ -336,7 +336,7 @@ class _Connection:
                         warnings.simplefilter("ignore")
                         await client.send_ping()
                 except Exception as exc:
-                    self.mark_dead(f"stopped answering ({_describe(exc)})")
+                    self.mark_dead(f"stopped answering ({described(exc)})")
 
     def _too_long(self, exc: LineTooLong) -> None:
         # An answer too long to read fails its own request (the transport answers it in the
@@ -434,9 +434,9 @@ class _Connection:
             # The SDK refused the answer (not a CallToolResult, or structured content that
             # does not match the tool's own output schema).
             raise UpstreamError(UpstreamFailure.PROTOCOL,
-                                _describe(exc)[:DETAIL_CHARS]) from None
+                                described(exc)[:DETAIL_CHARS]) from None
         except (OSError, EOFError) as exc:
-            self._lost(delivery, _describe(exc))
+            self._lost(delivery, described(exc))
         finally:
             self.in_flight -= 1
         result = result_of(raw)
@@ -508,13 +508,13 @@ def _relay_stderr(read_fd: int, server: str) -> None:
                 stream.flush()
 
 
-def _describe(exc: BaseException) -> str:
+def described(exc: BaseException) -> str:
     """One line for operators: the exception's type, and its message cut short, with every
     character that is not printable escaped (an upstream's error message is its own words,
     and an escape sequence in it would move the operator's terminal)."""
     inner = getattr(exc, "exceptions", None)  # an ExceptionGroup from a task group
     if inner:
-        return _describe(inner[0])
+        return described(inner[0])
     text = escaped(" ".join(str(exc).split())[:300])
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -88,9 +88,13 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
         ready = readiness.results(pm, host.settings)
     except PluginError as exc:
         raise CommandError(str(exc), ExitCode.FAILED) from None
+    from toolhost._composition import escaped
+
+    # A probe's line often quotes outside text (a subprocess's stderr, a setting's path): as
+    # the not-private lines below, it can neither move the terminal nor forge another line.
     for dist, lines in ready:
-        for line in lines or ():
-            print(f"not ready: {dist}: {line}")
+        for line in lines:
+            print(f"not ready: {dist}: {escaped(line)}")
     # The MCP gateway's servers not connected, and upstream tools left out or disabled.
     for line in host.gateway.readiness() if host.gateway is not None else ():
         print(f"not ready: mcp gateway: {line}")
@@ -102,8 +106,6 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
               "bound it, and parallel writers can pass them (the sandbox's, every 0.2 s)")
     # Data others may read (made before toolhost made it private, or opened up by hand): said,
     # not changed, since an operator may share it on purpose. Not a refusal either.
-    from toolhost._composition import escaped
-
     for path, mode, fix in host.readable_by_others():
         print(f"not private: {escaped(str(path))} is {mode:o}, readable by other users "
               f"({escaped(fix)})")

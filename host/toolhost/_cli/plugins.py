@@ -33,7 +33,7 @@ def _arguments(plugins: argparse.ArgumentParser) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from toolhost._composition import PluginError, installed_distributions
+    from toolhost._composition import PluginError, escaped, installed_distributions
 
     host = load()
     try:
@@ -54,7 +54,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             print(f"  inactive: {', '.join(inactive['tools'])}: {inactive['how']}")
         if plugin["readiness"] is not None:
             problems = plugin["readiness"]
-            print("  ready" if not problems else "\n".join(f"  not ready: {p}" for p in problems))
+            print("  ready" if not problems
+                  else "\n".join(f"  not ready: {escaped(p)}" for p in problems))
     if gateway is not None:
         # The host's own contribution: one line per configured upstream server, its state.
         print("mcp gateway (toolhost.toml [mcp.servers]):")

@@ -193,11 +193,17 @@ class _Plan:
             if p.name not in hints:
                 raise TypeError(f"{where}: parameter {p.name!r} has no annotation")
             hint = hints[p.name]
-            if hint is ToolExecutionContext:
-                context = p.name
-                continue
-            if hint is Services:
-                services = p.name
+            if hint is ToolExecutionContext or hint is Services:
+                # The host gives each to one parameter: a second would never be passed.
+                given: str | None = context if hint is ToolExecutionContext else services
+                if given is not None:
+                    raise TypeError(f"{where}: parameters {given!r} and {p.name!r} are both "
+                                    f"{hint.__name__}, which the host gives to one parameter; "
+                                    "keep one")
+                if hint is ToolExecutionContext:
+                    context = p.name
+                else:
+                    services = p.name
                 continue
             schema = schema_of(hint, f"{where}({p.name})")
             if p.default is p.empty:

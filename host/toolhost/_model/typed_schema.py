@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 import sys
 import types
@@ -80,9 +81,13 @@ class MaxLen:
 
 
 def _bound(_: object, attribute: attrs.Attribute[float | None], value: float | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                              or value != value):
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{attribute.name}: a bound is a number, not {value!r}")
+    why = _not_json_number(value)
+    if why is not None:  # the schema could not carry it: registration would refuse the tool
+        raise ValueError(f"{attribute.name}: a bound is a number JSON can hold, not {why}")
 
 
 @attrs.frozen
@@ -95,10 +100,18 @@ class Range:
     exclusive_maximum: float | None = attrs.field(default=None, kw_only=True, validator=_bound)
 
     def __attrs_post_init__(self) -> None:
-        lows = [b for b in (self.minimum, self.exclusive_minimum) if b is not None]
-        highs = [b for b in (self.maximum, self.exclusive_maximum) if b is not None]
-        if lows and highs and max(lows) > min(highs):
+        # (bound, excludes it): at equal bounds the exclusive one is the tighter.
+        low = max(((b, x) for b, x in ((self.minimum, False), (self.exclusive_minimum, True))
+                   if b is not None), default=None)
+        high = min(((b, not x) for b, x in ((self.maximum, False), (self.exclusive_maximum, True))
+                    if b is not None), default=None)
+        if low is None or high is None:
+            return
+        if low[0] > high[0]:
             raise ValueError(f"{self!r} admits no number: its lower bound is above its upper")
+        if low[0] == high[0] and (low[1] or not high[1]):
+            raise ValueError(f"{self!r} admits no number: its bounds are equal and one of them "
+                             "is exclusive")
 
 
 @attrs.frozen
@@ -111,6 +124,12 @@ class Pattern:
     @regex.validator
     def _compiles(self, _: attrs.Attribute[str], value: str) -> None:
         re.compile(value)
+        try:  # as the host's validator will: else registration refuses the tool, pointing at /
+            re.compile(_validator_pattern(value))
+        except re.error:
+            raise ValueError(f"{value!r}: the host's validator reads every unescaped $ as the end "
+                             "of the string, inside [...] too, where that is no regex; escape "
+                             "it there (\\$)") from None
 
 
 @attrs.frozen
@@ -192,6 +211,7 @@ def schema_of(hint: Any, where: str, *, output: bool = False, in_union: bool = F
                            as_written=False)
         for marker in markers:
             _apply(schema, marker, where)
+        _admits_a_value(_target(schema), where)
         return schema
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
@@ -244,12 +264,14 @@ def closed_object(cls: type, where: str, *, output: bool, in_union: bool = False
         default = field.default
         if default is attrs.NOTHING or output:
             required.append(name)
-        elif not in_union:
+        else:
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 # takes_self: made from the instance, so no value the schema could hold
                 default = attrs.NOTHING if default.takes_self else default.factory()
             if default is not attrs.NOTHING:
-                with_default(schema, default, f"{where}.{name}")
+                # Checked in a union's branch too, where the body gets it all the same; only
+                # written outside one (``schema_of``: no default inside a branch).
+                with_default(dict(schema) if in_union else schema, default, f"{where}.{name}")
         properties[name] = schema
     return object_schema(properties, required)
 
@@ -294,7 +316,22 @@ def json_default(value: Any, where: str) -> Any:
     if not isinstance(value, _JSON_TYPES):
         raise TypeError(f"{where}: the default {value!r} is not JSON data (str, int, float, "
                         "bool, None, or a list of them)")
+    why = _not_json_number(value) if isinstance(value, int | float) else None
+    if why is not None:
+        raise TypeError(f"{where}: the default is {why}, which JSON has no form for")
     return value
+
+
+def _not_json_number(value: float) -> str | None:
+    """What a number JSON text cannot hold is (NaN, an infinity, an integer of more digits than
+    Python writes out), for a message that does not print it; None for any other number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    try:
+        str(value)
+    except ValueError:  # past sys.get_int_max_str_digits(): no text, so no JSON either
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return None
 
 
 def fits(value: Any, schema: Mapping[str, Any]) -> bool:
@@ -311,7 +348,8 @@ def fits(value: Any, schema: Mapping[str, Any]) -> bool:
         return False
     if isinstance(value, str):
         return (schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
-                and ("pattern" not in schema or re.search(schema["pattern"], value) is not None))
+                and ("pattern" not in schema
+                     or re.search(_validator_pattern(schema["pattern"]), value) is not None))
     if isinstance(value, list):
         return (schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value))
                 and all(fits(item, schema.get("items", {})) for item in value))
@@ -320,6 +358,16 @@ def fits(value: Any, schema: Mapping[str, Any]) -> bool:
                 and ("exclusiveMinimum" not in schema or value > schema["exclusiveMinimum"])
                 and ("exclusiveMaximum" not in schema or value < schema["exclusiveMaximum"]))
     return True
+
+
+#: An unescaped ``$``, which fastjsonschema (the host's validator) rewrites to ``\Z``: for it
+#: ``$`` is the end of the string, not also before a final newline as for Python's ``re``.
+_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
+def _validator_pattern(regex: str) -> str:
+    """``regex`` as the host's validator compiles a schema's ``pattern``."""
+    return _DOLLAR.sub(r"\\Z", regex)
 
 
 def _is(value: Any, kind: str) -> bool:
@@ -449,6 +497,23 @@ def _kinds(schema: Mapping[str, Any]) -> set[str]:
         return set()  # a choice of values: a length or a bound has nothing to add
     declared = schema.get("type")
     return set(declared if isinstance(declared, list) else [declared]) - {"null"}
+
+
+def _admits_a_value(schema: Mapping[str, Any], where: str) -> None:
+    """A TypeError when markers that are each sound admit nothing together (each alone is
+    checked when made): a schema no argument can match makes a tool no call reaches."""
+    for kind in ("Length", "Items"):
+        low, high = schema.get(f"min{kind}"), schema.get(f"max{kind}")
+        if low is not None and high is not None and low > high:
+            raise TypeError(f"{where}: MinLen({low}) and MaxLen({high}) admit no value: the "
+                            "minimum is above the maximum")
+    if _kinds(schema) == {"integer"}:
+        lows = [math.ceil(schema["minimum"])] if "minimum" in schema else []
+        lows += [math.floor(schema["exclusiveMinimum"]) + 1] if "exclusiveMinimum" in schema else []
+        highs = [math.floor(schema["maximum"])] if "maximum" in schema else []
+        highs += [math.ceil(schema["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in schema else []
+        if lows and highs and max(lows) > min(highs):
+            raise TypeError(f"{where}: its Range admits no integer; widen it, or annotate float")
 
 
 def _apply(schema: dict[str, Any], marker: Any, where: str) -> None:

@@ -341,8 +341,10 @@ def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager
             name = f"{source.distribution}:{source.name}"
         try:
             pm.register(source.plugin, name=name)
-        except ValueError as exc:  # pluggy: already registered, or a hookimpl it refuses
+        except ValueError as exc:  # pluggy: already registered
             raise PluginError(source.distribution, f"cannot be registered: {exc}") from None
+        except pluggy.PluginValidationError as exc:  # a hookimpl its hookspec does not fit
+            raise PluginError(source.distribution, _unfit_hook(pm, source.plugin, exc)) from None
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -354,6 +356,28 @@ def make_plugin_manager(sources: Sequence[PluginSource]) -> pluggy.PluginManager
             dist, f"implements a hook no hookspec declares ({exc}); check the hook's name",
         ) from None
     return pm
+
+
+def _unfit_hook(pm: pluggy.PluginManager, plugin: object,
+                exc: pluggy.PluginValidationError) -> str:
+    """Why pluggy refused one of ``plugin``'s hookimpls, in one line: the parameters a hook
+    takes that its hookspec does not give (the usual mistake), else pluggy's own words."""
+    for attribute in dir(plugin):
+        opts = pm.parse_hookimpl_opts(plugin, attribute)
+        if opts is None:
+            continue
+        hook = opts.get("specname") or attribute
+        caller = getattr(pm.hook, hook, None)
+        if caller is None or caller.spec is None:
+            continue
+        impl = pluggy.HookImpl(plugin, "", getattr(plugin, attribute), opts)
+        spec = caller.spec
+        extra = sorted(set(impl.argnames) - set(spec.argnames) - set(spec.kwargnames))
+        if extra:
+            return (f"hook {hook} takes {', '.join(extra)}, which its hookspec "
+                    f"{hook}({', '.join(spec.argnames)}) does not give; take only the "
+                    "hookspec's parameters (or fewer)")
+    return f"cannot be registered: {' '.join(str(exc).split())}"
 
 
 def installed_distributions() -> list[str]:

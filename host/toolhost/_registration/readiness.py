@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from toolhost._model.errors import ToolhostError
 from toolhost._registration.cache_file import read_json, write_json
 from toolhost._registration.discovery import (
+    PluginError,
     PluginSource,
     call_each,
     call_one,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from toolhost._model.settings import Settings
 
-__all__ = ["ReadinessProbes"]
+__all__ = ["ReadinessProbes", "readiness_lines"]
 
 #: The GIL's switch interval while the probes run beside registration. A probe mostly waits
 #: (on the kernel, or on bwrap's child on another core), but each time its thread wakes it
@@ -91,17 +92,27 @@ class ReadinessProbes:
         self._started[id(source.plugin)] = _Background(
             lambda: call_each(pm, "toolhost_readiness", {"settings": settings}))
 
-    def results(self, pm: pluggy.PluginManager, settings: Settings) -> list[tuple[str, Any]]:
+    def results(self, pm: pluggy.PluginManager,
+                settings: Settings) -> list[tuple[str, list[str]]]:
         """``(distribution, lines)`` of every implementation registration's ``pm`` holds, in
-        its order; a hook that raised raises its PluginError. ``settings``: the host's, for a
-        probe not started early."""
+        its order; a hook that raised, or returned something else than a list of str, raises
+        its PluginError. ``settings``: the host's, for a probe not started early."""
         found = []
         for impl in pm.hook.toolhost_readiness.get_hookimpls():
             probe = self._started.get(id(impl.plugin))
             value = (next(iter(probe.result().values()), None) if probe is not None
                      else call_one(impl, "toolhost_readiness", {"settings": settings}))
-            found.append((distribution_of(impl.plugin_name), value))
+            dist = distribution_of(impl.plugin_name)
+            found.append((dist, readiness_lines(dist, value)))
         return found
+
+
+def readiness_lines(dist: str, value: Any) -> list[str]:
+    """A ``toolhost_readiness`` hook's value, checked: a list of str (one line per problem).
+    A str would print a character a line, and ``True`` is no line at all."""
+    if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
+        raise PluginError(dist, "hook toolhost_readiness must return a list of str")
+    return value
 
 
 def _read_hints(path: Path) -> list[str]:
