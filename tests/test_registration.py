@@ -162,15 +162,32 @@ OPEN_NESTED = {
         # Not JSON: fastjsonschema wrote the bound as the name ``nan``, and every call raised
         # NameError out of the pipeline, with no row (D401).
         ("input_schema", {**CLOSED_IN, "properties": {"x": {
-            "type": "number", "maximum": float("nan")}}}, "/: is not JSON: it holds NaN"),
+            "type": "number", "maximum": float("nan")}}},
+         "/properties/x/maximum: is not JSON: it holds NaN"),
         ("output_schema", {**CLOSED_OUT, "properties": {"x": {
-            "type": "number", "minimum": float("-inf")}}}, "/: is not JSON: it holds NaN"),
+            "type": "number", "minimum": float("-inf")}}},
+         "/properties/x/minimum: is not JSON: it holds NaN"),
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {
+            "type": "integer", "default": 10**5000}}},
+         "/properties/x/default: is not JSON: it holds NaN"),
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {
+            "type": "string", "enum": ["a", b"b"]}}},
+         "/properties/x/enum/1: is not JSON: it holds NaN"),
     ],
 )
 def test_step_5_schema_validity(which: str, schema: dict[str, Any], fragment: str) -> None:
     exc = refusal(one(**{which: schema}))
     assert exc.step is Step.SCHEMA_VALIDITY
     assert which in str(exc) and fragment in str(exc)
+
+
+def test_step_5_a_value_json_cannot_carry_is_pointed_at_with_its_own_remedy() -> None:
+    # Before: pointed at "/", with the remedy for open objects and remote $refs.
+    exc = refusal(one(input_schema={**CLOSED_IN, "properties": {"x": {
+        "type": "array", "items": {"type": "number", "maximum": float("inf")}}}}))
+    assert "input_schema: /properties/x/items/maximum: is not JSON" in str(exc)
+    assert "To fix: write the value at the pointer shown as JSON can carry it" in str(exc)
+    assert "additionalProperties" not in str(exc)
 
 
 def test_step_5_local_ref_and_2020_12_dialect_are_accepted() -> None:

@@ -45,6 +45,7 @@ from toolhost._registration.schema import (
     defaults_below_top,
     integer_positions,
     is_json,
+    not_json_at,
     schema_problems,
     subschema_at,
 )
@@ -305,6 +306,12 @@ _SCHEMA_REMEDY = (
 )
 
 
+_NOT_JSON_REMEDY = (
+    "write the value at the pointer shown as JSON can carry it: a finite number, an integer short "
+    "enough to write out, text keys (or leave the keyword out)"
+)
+
+
 def _schema_problems(e: _Entry, which: str, schema: Any) -> list[RegistrationProblem]:
     def problem(text: str) -> RegistrationProblem:
         return e.problem(Step.SCHEMA_VALIDITY, f"{which}: {text}", _SCHEMA_REMEDY)
@@ -316,8 +323,12 @@ def _schema_problems(e: _Entry, which: str, schema: Any) -> list[RegistrationPro
     found = [problem(str(p)) for p in schema_problems(schema)]
     if not found and not is_json(schema):
         # fastjsonschema writes a NaN bound as the name ``nan``: every call would raise (D401).
-        found.append(problem(str(SchemaProblem("", "is not JSON: it holds NaN, an infinity, "
-                                               "or a value JSON has no form for"))))
+        # Pointed at, with a remedy of its own: closing objects has nothing to do with it.
+        found.append(e.problem(
+            Step.SCHEMA_VALIDITY,
+            f"{which}: " + str(SchemaProblem(not_json_at(schema), "is not JSON: it holds NaN, "
+                                             "an infinity, or a value JSON has no form for")),
+            _NOT_JSON_REMEDY))
     return found
 
 

@@ -9,6 +9,7 @@ use a keyword whose meaning differs between the two (``prefixItems``, array-form
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from types import CodeType
@@ -32,6 +33,7 @@ __all__ = [
     "defaults_below_top",
     "integer_positions",
     "is_json",
+    "not_json_at",
     "schema_problems",
     "subschema_at",
 ]
@@ -411,6 +413,39 @@ def is_json(schema: Mapping[str, Any]) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+def not_json_at(schema: Mapping[str, Any]) -> str:
+    """The pointer of the first value in ``schema`` JSON has no form for (NaN, an infinity, an
+    integer too long to write out, a key or value of no JSON type), for a schema ``is_json``
+    refused; ``""`` (the top) where none is found within the depth a walk can take."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        value, pointer = stack.pop()
+        if isinstance(value, Mapping):
+            items = list(value.items())
+            if any(not isinstance(key, str) for key, _ in items):
+                return pointer
+            stack.extend((sub, f"{pointer}/{key}") for key, sub in reversed(items))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((sub, f"{pointer}/{i}") for i, sub in reversed(list(enumerate(value))))
+        elif not _json_scalar(value):
+            return pointer
+    return ""
+
+
+def _json_scalar(value: Any) -> bool:
+    if value is None or isinstance(value, (str, bool)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int):
+        try:
+            str(value)  # past the interpreter's digit limit, no JSON text can be written
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def compile_schema(schema: Mapping[str, Any], *, apply_defaults: bool = True,
