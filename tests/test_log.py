@@ -48,6 +48,14 @@ def test_debug_is_filtered_at_info_and_output_is_json(stream: io.StringIO) -> No
                      "timestamp": "2026-07-25T13:03:11.482913+00:00"}
 
 
+def test_cookie_headers_are_redacted_as_authorization_is() -> None:
+    # A session cookie (the inbox's login) is the credential itself.
+    event = {"headers": {"Cookie": "toolhost_inbox_login=abc", "set-cookie": "sid=x; Path=/",
+                         "Accept": "*/*"}}
+    assert redact_secrets(None, "debug", event) == {
+        "headers": {"Cookie": REDACTED, "set-cookie": REDACTED, "Accept": "*/*"}}
+
+
 def test_the_processor_leaves_other_values_alone() -> None:
     assert redact_secrets(None, "info", {"a": 1, "b": ["x"]}) == {"a": 1, "b": ["x"]}
 
@@ -94,6 +102,24 @@ GITHUB = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
     ("the key was sk-proj-4f9Q2a7Rb1Xc8Zt6Yw3Vq0 all along", f"the key was {REDACTED} all along"),
     ("gh token ghp_16C7e42F292c6912E7710c838347Ae178B4a", f"gh token {REDACTED}"),
     ("aws AKIAIOSFODNN7EXAMPLE", f"aws {REDACTED}"),
+    # Headers as a bytes repr (botocore's, urllib3's and requests'
+    # dicts), a quoted value read to its closing quote (SigV4's holds spaces), cookies, a
+    # request's signature, a session's temporary AWS key id.
+    ("headers={'X-Amz-Security-Token': b'SESSIONTOKENabc999', 'x-api-key': B\"K-42\"}",
+     f"headers={{'X-Amz-Security-Token': b'{REDACTED}', 'x-api-key': B\"{REDACTED}\"}}"),
+    ("{'Authorization': b'AWS4-HMAC-SHA256 Credential=ASIAIOSFODNN7EXAMPLE/20261207/us-east-1"
+     "/s3/aws4_request, SignedHeaders=host, Signature=fede0dcc94c4', 'Accept': b'*/*'}",
+     f"{{'Authorization': b'AWS4-HMAC-SHA256 {REDACTED}', 'Accept': b'*/*'}}"),
+    ('{"password": "two words", "user": "bob"}', f'{{"password": "{REDACTED}", "user": "bob"}}'),
+    ("{'password': 'it\\'s'}", f"{{'password': '{REDACTED}'}}"),
+    ("password: 'never closed\nthe next line", f"password: '{REDACTED}\nthe next line"),
+    ("{'Cookie': b'toolhost_inbox_login=abc; theme=dark'}", f"{{'Cookie': b'{REDACTED}'}}"),
+    ("sent Cookie: sid=abc; theme=dark upstream", f"sent Cookie: {REDACTED} upstream"),
+    ("Set-Cookie: sid=abc; Path=/; HttpOnly", f"Set-Cookie: {REDACTED}"),
+    ("Signature:\nabc0704be59fb89bac4e6c9f5ee6e05", f"Signature:\n{REDACTED}"),
+    ("GET /k?X-Amz-Signature=deadbeef&X-Amz-Date=20261207T1",
+     f"GET /k?X-Amz-Signature={REDACTED}&X-Amz-Date=20261207T1"),
+    ("temporary key ASIAIOSFODNN7EXAMPLE", f"temporary key {REDACTED}"),
 ])
 def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> None:
     assert redact_secrets(None, "info", {"note": text}) == {"note": expected}
@@ -111,6 +137,8 @@ def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> No
     "reading notes.md (1048576 bytes): sha256:2c26b46b68ffc68ff99b453c1d304134",
     "GET https://example.invalid/search?q=token&page=2",
     "Tokenization of the api key docs, the x-api-key header and access tokens",
+    "the signature was checked; the cookie jar is empty; a bytes value b'abc'",
+    "{'Authorization': '', 'X-Amz-Date': b'20261207T132346Z'}",
     "",
 ])
 def test_ordinary_text_is_untouched(text: str) -> None:

@@ -382,6 +382,35 @@ def test_the_password_is_never_shown() -> None:
         "postgresql:///th?host=%2Frun%2Fpg")
 
 
+def test_a_parameter_named_like_a_credential_is_never_shown() -> None:
+    # sslpassword, the client key's passphrase, which ``toolhost
+    # config`` masks, was shown in full.
+    assert shown_conninfo("postgresql://ops@db/th?sslmode=require&sslpassword=KEYPW9") == (
+        "postgresql://ops@db/th?sslmode=require")
+    assert sorted(shown_conninfo("host=db user=ops sslpassword='KEY PW' dbname=th").split()) == [
+        "dbname=th", "host=db", "user=ops"]
+
+
+def test_a_database_that_refuses_the_connection_is_named_without_the_key_passphrase(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "toolhost._cli.main", "pending"], capture_output=True,
+        text=True, timeout=60,
+        env={**os.environ, "TOOLHOST_CONFIG": "", "TOOLHOST_PLUGINS": "",
+             "TOOLHOST_DATA_DIR": str(tmp_path / "data"),
+             "TOOLHOST_DATABASE_URL":
+                 f"postgresql://ops@127.0.0.1:{port}/th?sslmode=prefer&sslpassword=KEYPW9"})
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(
+        f"toolhost: cannot reach the database postgresql://ops@127.0.0.1:{port}/th"
+        "?sslmode=prefer (")
+    assert "KEYPW9" not in result.stderr
+
+
 def test_a_url_that_is_neither_form_is_refused_in_one_line() -> None:
     with pytest.raises(StoreUnavailable) as refused:
         PostgresInvocationStore("nonsense password=s3cret")

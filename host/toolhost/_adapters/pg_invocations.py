@@ -86,7 +86,7 @@ from toolhost._model.invocations import (
     InvocationState,
     OwnerState,
 )
-from toolhost._model.settings import StoreUnavailable
+from toolhost._model.settings import StoreUnavailable, is_secret_name
 
 __all__ = ["MIGRATIONS", "QUIET_S", "LendingCheck", "PostgresInvocationStore",
            "checked_conninfo", "checked_pool", "connection_string", "first_line",
@@ -195,16 +195,18 @@ _UNPARSED = "(TOOLHOST_DATABASE_URL, which cannot be parsed)"
 
 
 def shown_conninfo(conninfo: str) -> str:
-    """The database as a message may name it: the URL or conninfo without its password.
+    """The database as a message may name it: the URL or conninfo without its password, nor
+    any parameter named like a credential (``sslpassword``, the client key's passphrase):
+    what ``toolhost config`` masks, by the same rule (``is_secret_name``).
 
     Parsed as libpq parses it (a URL's userinfo ends at its last '@', so a password holding
-    '#' or '?' is still the password), then written back without it.
+    '#' or '?' is still the password), then written back without them.
     """
     try:
         params = conninfo_to_dict(conninfo)
     except (psycopg.Error, ValueError):
         return _UNPARSED
-    params.pop("password", None)
+    params = {name: value for name, value in params.items() if not is_secret_name(name)}
     if "://" not in conninfo:
         return make_conninfo("", **params)
     return _as_url({name: str(value) for name, value in params.items()})

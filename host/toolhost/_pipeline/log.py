@@ -2,15 +2,16 @@
 
 Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when stderr is not a
 TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
-key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` key, any
-``Secret`` value, however deeply nested, and credentials inside strings: after an auth scheme
-(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as the
-whole value of an ``Authorization`` header (any scheme, also in a dict's repr), as the value
-of a secret-named header or parameter (``x-api-key: ...``, ``?access_token=...``,
-``OPENAI_API_KEY=...``, ``password: ...``), and bare, by a provider key's published shape
-(``sk-...``, ``ghp_...``, ``AKIA...``). A name is a secret's in ``snake_case``, ``kebab-case``
-and ``camelCase`` alike (``accessToken``, ``clientSecret``). The same redaction, with its own
-marker, is what a span's arguments get (``redact_value``).
+key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` or ``cookie``
+key, any ``Secret`` value, however deeply nested, and credentials inside strings: after an auth
+scheme (``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as
+the whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header (any scheme, also
+in a dict's repr), as the value of a secret-named header or parameter (``x-api-key: ...``,
+``?access_token=...``, ``OPENAI_API_KEY=...``, ``password: ...``, ``Signature=...``), a quoted
+value to its closing quote, a bytes repr's too (``b'...'``), and bare, by a provider key's
+published shape (``sk-...``, ``ghp_...``, ``AKIA...``, ``ASIA...``). A name is a secret's in
+``snake_case``, ``kebab-case`` and ``camelCase`` alike (``accessToken``, ``clientSecret``). The
+same redaction, with its own marker, is what a span's arguments get (``redact_value``).
 
 Logging never decides a call's outcome: a line that cannot be rendered or written (stderr's
 reader gone, a value the renderer rejects) is dropped and counted (``lost_lines``), and the
@@ -63,18 +64,34 @@ _CREDENTIAL = _CHARACTER + "+"
 #: ``Bearer+x``. The credential runs to the next space, quote or separator, not only over
 #: RFC 6750's characters: a malformed one (``Bearer tok!x``) is still somebody's secret.
 _SCHEME = _Pattern(r"""(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)([^\s"'&,;]+)""")
+#: A named value's opening quote, a bytes repr's too (``b'...'``: botocore, urllib3 and
+#: requests print headers so), remembered so that the value runs to its closing quote.
+_OPENING = r"""(?:[bB]?(?:(?P<single>')|(?P<double>")))?"""
+
+
+def _value(bare: str) -> str:
+    """The credential after ``_OPENING``: a quoted one to its closing quote or the line's end
+    (SigV4's ``Credential=..., Signature=...`` holds spaces), a ``bare`` one as given."""
+    return (rf"""((?(single)(?:[^'\\\n]|\\.)+|(?(double)(?:[^"\\\n]|\\.)+|{bare})))""")
+
+
 #: The credential of an ``Authorization`` header, whatever its scheme (``Token x``, a scheme
 #: of a provider's own, none), also as a dict's repr shows it: ``'Authorization': '...'``.
-#: The scheme stays, for the reader of the log.
+#: The scheme stays, for the reader of the log. A ``Cookie``/``Set-Cookie`` header's value is
+#: all credential (a session): no scheme, and a bare one runs over its ``; name=value`` pairs.
+#: The first letters' lookahead lets the engine skip ahead to them: without it the two names
+#: are tried at every word of a line (nearly twice the scan).
 _AUTHORIZATION = _Pattern(
-    r"""(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization)(["']?\s*[:=]\s*["']?"""
-    r"""(?:[A-Za-z][A-Za-z0-9_-]*(?::\s*|%20|\+|\s+)(?=[^\s"']))?)([^\s"']+)""")
+    r"""(?i)(?=[apsc])(?<![A-Za-z0-9_-])((?:proxy-)?authorization|(?P<cookie>(?:set-)?cookie))"""
+    rf"""(["']?\s*[:=]\s*{_OPENING}"""
+    r"""(?(cookie)|(?:[A-Za-z][A-Za-z0-9_-]*(?::\s*|%20|\+|\s+)(?=[^\s"']))?))"""
+    + _value(r"""(?(cookie)[^\s"';]+(?:;\s*[^\s"';]+)*|[^\s"']+)"""))
 #: Provider keys by their published shapes, wherever they appear, named or not: OpenAI's and
 #: Anthropic's ``sk-...``, GitHub's ``ghp_...``/``github_pat_...``, Slack's ``xoxb-...``,
-#: AWS access key ids, Google API keys.
+#: AWS access key ids (``AKIA...``, and a session's temporary ``ASIA...``), Google API keys.
 _KEY_SHAPES = _Pattern(
     r"\b(?:sk-[A-Za-z0-9_-]{20,}|(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})")
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|A[KS]IA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})")
 #: ``Token x`` (GitHub's and Django REST framework's scheme). "token" is also this host's
 #: everyday word ("Token limit exceeded"), so after a plain space only a credential-shaped
 #: word goes: one with a digit or one of ``_./+=~``, or 24 characters or more. With a colon
@@ -84,11 +101,13 @@ _TOKEN_SCHEME = _Pattern(
 )
 #: The value of a secret-named header, parameter or setting in a string: ``x-api-key: x``,
 #: ``?access_token=x``, ``&client_secret=x``, ``OPENAI_API_KEY=x``, ``"api_key": "x"``,
-#: ``password: x``. The name is a whole word (``max_tokens=5`` is not ``token=``).
+#: ``password: x``, and a request's signature (SigV4's ``Signature=...``, botocore's
+#: ``Signature:\n...``, ``X-Amz-Signature=...``): each replays the request it signs. The name
+#: is a whole word (``max_tokens=5`` is not ``token=``).
 _NAMED = _Pattern(
     r"""(?i)(?<![A-Za-z0-9_-])((?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
-    r"""(?:api[_-]?key|token|secret|password))(["']?\s*[:=]\s*["']?)([^\s"'&#,;]+)"""
-)
+    rf"""(?:api[_-]?key|token|secret|password|signature))(["']?\s*[:=]\s*{_OPENING})"""
+    + _value(r"""[^\s"'&#,;]+"""))
 #: Where a camelCase name's words meet: ``accessToken`` is ``access_Token``, ``APIKey``
 #: ``API_Key``.
 _CAMEL = _Pattern(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -100,7 +119,7 @@ _REBUILT = (list, tuple, set, frozenset)
 def _is_secret_key(key: str) -> bool:
     return (is_secret_name(key)
             or key.lower() in {"authorization", "proxy-authorization", "x-api-key", "api_key",
-                               "apikey"}
+                               "apikey", "cookie", "set-cookie"}
             or (not key.islower() and not key.isupper()
                 and is_secret_name(_CAMEL.sub("_", key))))
 
@@ -134,8 +153,13 @@ def _redact_text(text: str, marker: str = REDACTED) -> str:
     if "://" in text or "=" in text:
         text = redact_url_password(text)
     for pattern in (_AUTHORIZATION, _SCHEME, _TOKEN_SCHEME, _NAMED):
-        text = pattern.sub(lambda m: f"{m[1]}{m[2]}{marker}", text)
+        text = pattern.sub(lambda m: _kept(m) + marker, text)
     return _KEY_SHAPES.sub(marker, text)
+
+
+def _kept(match: re.Match[str]) -> str:
+    """What a match keeps: all before its credential, which each pattern's last group is."""
+    return match.string[match.start():match.start(match.re.groups)]
 
 
 def redact_secrets(
