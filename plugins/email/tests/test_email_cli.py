@@ -14,6 +14,7 @@ from email_support import cache_dir
 from mail_support import MALFORMED, OTHER, OWNER, mail, write_mbox
 from toolhost.testing import run_toolhost
 from toolhost_email import open_mail_cache
+from toolhost_email.importer import import_path
 
 
 def _cli(data_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -60,6 +61,51 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path, args: tuple[str, ...
     assert result.returncode == 2
     assert result.stderr.startswith("toolhost-email: ") and says in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+#: Accounts no From header carries: the owner's own mail would never match one and count as
+#: received. The zero-width space prints as nothing, so ``owners`` showed two alike lines.
+NOT_ADDRESSES = {
+    "zero-width space": ("owner\u200b@example.com", "U+200B"),
+    "backslash in the domain": ("a@b\\n", "domain"),
+    "hyphen labels": ("x@-.-", "domain"),
+    "empty label": ("x@example..com", "domain"),
+    "quote in the local part": ('a"b@example.com', "local part"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_ADDRESSES))
+@pytest.mark.parametrize("command", ["import", "owners set"])
+def test_an_account_no_from_header_carries_is_refused(tmp_path: Path, case: str,
+                                                      command: str) -> None:
+    account, says = NOT_ADDRESSES[case]
+    src = write_mbox(tmp_path / "in.mbox", [mail()])
+    args = (("import", "--account", account, str(src)) if command == "import"
+            else ("owners", "set", account, "alice"))
+    result = _cli(tmp_path / "data", *args)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("toolhost-email: ") and result.stderr.count("\n") == 1
+    assert "must be one mail address" in result.stderr and says in result.stderr
+    assert not cache_dir(tmp_path / "data").exists()
+
+
+def test_an_internationalized_or_one_label_account_is_taken(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    src = write_mbox(tmp_path / "in.mbox", [mail()])
+    for account in ("jösé@exämple.org", "me@localhost", "o+tag@xn--bcher-kva.example"):
+        assert _cli(root, "import", "--account", account, str(src)).returncode == 0
+    assert _accounts(root) == ["jösé@exämple.org", "me@localhost",
+                               "o+tag@xn--bcher-kva.example"]
+
+
+def test_an_odd_account_cached_before_can_still_be_cleared_and_erased(tmp_path: Path) -> None:
+    # Refused for import and owners set only: what an earlier import cached stays removable.
+    root = tmp_path / "data"
+    odd = "x@-.-"
+    import_path(cache_dir(root), odd, write_mbox(tmp_path / "in.mbox", [mail()]))
+    assert _cli(root, "owners", "clear", odd).stderr == f"toolhost-email: {odd} has no owner\n"
+    erased = _cli(root, "erase", "--account", odd)
+    assert (erased.returncode, erased.stdout) == (0, f"erased account {odd}: 1 messages removed\n")
 
 
 def test_erase_needs_exactly_one_source(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ their source wrappers, bounded, and nothing of another account when one is named
 
 from __future__ import annotations
 
+import datetime as _dt
+from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from email_support import MODE, cache_dir, harness, ok
 from mail_support import OTHER, OWNER, mail, write_mbox
 from toolhost import Trust
+from toolhost.testing import DEFAULT_INSTANT, FixedClock
 from toolhost_email import open_mail_cache
 from toolhost_email.context_tool import TEXT_CHARS
 from toolhost_email.importer import import_path
@@ -106,3 +109,43 @@ def test_a_damaged_cache_is_a_static_failure_not_a_traceback(tmp_path: Path) -> 
     assert outcome.failure is not None
     assert (outcome.failure.reason_code, outcome.failure.message) == (
         CACHE_UNAVAILABLE, MESSAGES[CACHE_UNAVAILABLE])
+
+
+def _at(hours: float) -> str:
+    """A Date header ``hours`` after the harness's clock."""
+    return format_datetime(DEFAULT_INSTANT + _dt.timedelta(hours=hours))
+
+
+FORGED = "Fri, 31 Dec 9999 23:59:59 +0000"
+
+
+def test_a_date_more_than_a_day_past_the_clock_ranks_below_every_plausible_one(
+    tmp_path: Path,
+) -> None:
+    # D160: fifty forged far-future messages held every inbox row above any new mail.
+    me = f"Me <{OWNER}>"
+    src = write_mbox(tmp_path / "in.mbox", [
+        mail(message_id="<forged@x.example>", subject="forged", date=FORGED),
+        mail(message_id="<ahead@x.example>", subject="two days ahead", date=_at(48)),
+        mail(message_id="<undated@x.example>", subject="undated", date=None),
+        mail(message_id="<skew@x.example>", subject="within a day", date=_at(23)),
+        mail(message_id="<real@x.example>", subject="an hour ago", date=_at(-1)),
+        mail(message_id="<re@x.example>", subject="forged reply",
+             date="Thu, 30 Dec 9999 23:59:59 +0000", headers={"References": "<real@x.example>"}),
+        mail(message_id="<s1@x.example>", subject="sent forged", sender=me, date=FORGED),
+        mail(message_id="<s2@x.example>", subject="sent yesterday", sender=me, date=_at(-24)),
+    ])
+    root = tmp_path / "data"
+    import_path(cache_dir(root), OWNER, src)
+    with harness(root, MODE, clock=FixedClock(DEFAULT_INSTANT)) as h:
+        every = ok(h.invoke("email.context", inbox_limit=50))
+        latest = ok(h.invoke("email.context", inbox_limit=2, examples_limit=1))
+        thread = ok(h.invoke("email.context", thread_id=_thread_of(root, OWNER, "real@x.example")))
+    assert [r["subject"] for r in every["inbox"]] == [
+        "within a day", "an hour ago", "forged", "forged reply", "two days ahead", "undated"]
+    # Oldest first in a thread: the forged reply counts as older than the real message.
+    assert [m["subject"] for m in thread["thread"]] == ["forged reply", "an hour ago"]
+    assert [e["subject"] for e in every["writing_examples"]] == [
+        "sent yesterday", "sent forged"]
+    assert [r["subject"] for r in latest["inbox"]] == ["within a day", "an hour ago"]
+    assert [e["subject"] for e in latest["writing_examples"]] == ["sent yesterday"]

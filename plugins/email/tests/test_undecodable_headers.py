@@ -165,3 +165,24 @@ def test_a_display_name_ending_in_a_dot_keeps_the_message_and_its_address(
     sender, kept = DOTTED[case]
     message, _ = _import_one(tmp_path, data_dir, _message(sender=sender), line_end)
     assert message.sender[-1] == kept
+
+
+#: An encoded display name that decodes to a line break: every Python's address header raises
+#: ValueError ("address parts cannot contain CR or LF"), and the message was skipped as
+#: ``undecodable``. The break is kept as a space, so it starts no header of its own.
+BROKEN_NAME = {"lf": "=?utf-8?q?Team=0Alead?=", "crlf": "=?utf-8?q?Team=0D=0Alead?="}
+LEAD = MailAddress(name="Team lead", address="lead@example.org")
+
+
+@LINE_ENDS
+@pytest.mark.parametrize("name", sorted(BROKEN_NAME))
+def test_an_encoded_display_name_with_a_line_break_keeps_the_message(
+    tmp_path: Path, data_dir: Path, line_end: str, name: str,
+) -> None:
+    lead = f"{BROKEN_NAME[name]} <lead@example.org>"
+    message, source = _import_one(
+        tmp_path, data_dir,
+        _message(f"Cc: {OWNER}, {lead}\nReply-To: {lead}\n", sender=lead), line_end)
+    assert message.sender == message.reply_to == (LEAD,)
+    assert message.cc[-1] == LEAD
+    assert _text(source) == BODY

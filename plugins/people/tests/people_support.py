@@ -40,6 +40,7 @@ class Mail(NamedTuple):
     reply_to: str = ""
     in_reply_to: str = ""
     body: str = "Hello.\n"
+    date: str = ""  # a Date header as written, in place of ``day``'s
 
 
 def _date(day: int, minute: int = 0) -> _dt.datetime:
@@ -58,7 +59,9 @@ def write_mbox(path: Path, mails: Sequence[Mail]) -> Path:
             if mail.reply_to:
                 message["Reply-To"] = mail.reply_to
             message["Subject"] = mail.subject
-            if mail.day is not None:
+            if mail.date:
+                message["Date"] = mail.date
+            elif mail.day is not None:
                 message["Date"] = format_datetime(_date(mail.day))
             message["Message-ID"] = f"<{mail.message_id}>"
             if mail.in_reply_to:

@@ -7,14 +7,18 @@ mail would still push over maximum_output_bytes leaves out its last inbox rows, 
 writing examples, then its oldest thread messages, rather than lose the whole result.
 A sent message is a writing example only when the owner's own server (the configured
 authserv-id) did not record that its From was spoofed (dmarc=fail, or spf failing without a
-DKIM pass for the account's domain): the From header alone is the sender's claim."""
+DKIM pass for the account's domain): the From header alone is the sender's claim.
+"Latest" is D160's: a Date more than a day past the clock ranks below every plausible one
+(undated mail stays last), so mail with a forged future date cannot hold the inbox."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import sqlite3
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from itertools import islice
+from typing import Any, Final
 
 from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
 from toolhost_email import wire
@@ -35,25 +39,40 @@ __all__ = ["DESCRIPTION", "FEEDBACK_MAX", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SNIP
 
 _COLUMNS = ("message_key, account, thread_id, message_id, date_ts, subject, sender, to_addrs, "
             "cc_addrs, reply_to, direction, body, auth_results")
+#: The clock skew D160 tolerates before a Date counts as forged (the census's too).
+_SKEW_S: Final = 86400
+#: Latest first (the module text), one query per rank, each with or without the horizon as
+#: its parameter: one sort key over an expression read every row, a rank reads the date
+#: index in order and stops at the rows asked for.
+_RANKS: Final = (("date_ts <= ?", True), ("date_ts > ?", True), ("date_ts IS NULL", False))
+
+
+def _horizon(now: _dt.datetime) -> int:
+    """The latest ``date_ts`` (epoch seconds) that still ranks as plausible at ``now``."""
+    return int(now.timestamp()) + _SKEW_S
+
+
+def _latest(conn: sqlite3.Connection, where: str, params: tuple[object, ...],
+            horizon: int) -> Iterator[tuple[Any, ...]]:
+    """The rows ``where`` keeps, latest first, read only as far as the caller reads."""
+    for rank, dated in _RANKS:
+        yield from conn.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE {where} AND {rank} "
+            "ORDER BY date_ts DESC, message_key DESC", (*params, horizon) if dated else params)
 
 
 def _rows(conn: sqlite3.Connection, where: str, params: tuple[object, ...],
-          limit: int) -> list[tuple[Any, ...]]:
-    if limit <= 0:
-        return []
-    return conn.execute(
-        f"SELECT {_COLUMNS} FROM messages WHERE {where} "
-        "ORDER BY date_ts DESC, message_key DESC LIMIT ?", (*params, limit)).fetchall()
+          limit: int, horizon: int) -> list[tuple[Any, ...]]:
+    return list(islice(_latest(conn, where, params, horizon), max(limit, 0)))
 
 
 def _own_mail(conn: sqlite3.Connection, where: str, params: tuple[object, ...], limit: int,
-              authserv_id: str | None) -> list[tuple[Any, ...]]:
+              horizon: int, authserv_id: str | None) -> list[tuple[Any, ...]]:
     """The latest ``limit`` sent rows the owner's server did not record as spoofed."""
     found: list[tuple[Any, ...]] = []
     if limit <= 0:
         return found
-    for row in conn.execute(f"SELECT {_COLUMNS} FROM messages WHERE {where} "
-                            "ORDER BY date_ts DESC, message_key DESC", params):
+    for row in _latest(conn, where, params, horizon):
         if not spoofed_from(json.loads(row[12] or "[]"), authserv_id,
                             str(row[1]).rpartition("@")[2]):
             found.append(row)
@@ -87,8 +106,9 @@ def _scoped(reader: MailCacheReader, where: str,
 
 
 def _context(reader: MailCacheReader, arguments: Mapping[str, Any],
-             authserv_id: str | None) -> dict[str, Any]:
+             authserv_id: str | None, now: _dt.datetime) -> dict[str, Any]:
     account = account_argument(arguments)
+    horizon = _horizon(now)
     thread_id = arguments.get("thread_id")
     out: dict[str, Any] = {"thread": [], "inbox": [], "writing_examples": [], "feedback": []}
     conn = connection_of(reader)
@@ -98,7 +118,7 @@ def _context(reader: MailCacheReader, arguments: Mapping[str, Any],
         return out
     if thread_id is not None:
         where, params = _scoped(reader, "thread_id = ?", account)
-        rows = _rows(conn, where, (thread_id, *params), THREAD_MAX)
+        rows = _rows(conn, where, (thread_id, *params), THREAD_MAX, horizon)
         if not rows:
             raise ToolFailure(UNKNOWN_THREAD)
         for row in reversed(rows):
@@ -110,7 +130,7 @@ def _context(reader: MailCacheReader, arguments: Mapping[str, Any],
                 "from": wire.addresses(m.sender), "to": wire.addresses(m.to),
                 "text": text, "text_truncated": cut})
     where, params = _scoped(reader, "direction = 'received'", account)
-    for row in _rows(conn, where, params, arguments.get("inbox_limit", 10)):
+    for row in _rows(conn, where, params, arguments.get("inbox_limit", 10), horizon):
         m = message_from_row(row)
         out["inbox"].append({
             "source": wire.source(m.account, m.thread_id, m.message_key),
@@ -118,7 +138,8 @@ def _context(reader: MailCacheReader, arguments: Mapping[str, Any],
             "from": wire.addresses(m.sender),
             "snippet": " ".join(row[11].split())[:SNIPPET_CHARS]})
     where, params = _scoped(reader, "direction = 'sent'", account)
-    for row in _own_mail(conn, where, params, arguments.get("examples_limit", 3), authserv_id):
+    for row in _own_mail(conn, where, params, arguments.get("examples_limit", 3), horizon,
+                         authserv_id):
         m = message_from_row(row)
         text, cut = wire.bounded(row[11], TEXT_CHARS)
         out["writing_examples"].append({
@@ -139,7 +160,7 @@ def build(services: Services) -> ToolCallable:
 
     def context(arguments: Mapping[str, Any], call: ToolExecutionContext) -> ToolOutput:
         with cache_reader(services, call.principal.id) as reader:
-            structured = _context(reader, arguments, authserv_id)
+            structured = _context(reader, arguments, authserv_id, services.clock.now())
         return json_output(structured)
 
     return context

@@ -115,14 +115,17 @@ class _SharedHeaderPolicy(EmailPolicy):
     def _parse(self, name: str, value: str) -> str:
         """The policy's reading; for a value whose charset text it cannot hold (it raises
         UnicodeError), the reading of ``_holdable(value)``: one such word costs its own
-        characters, not the message."""
+        characters, not the message. An address list the policy raises on is read again
+        quoted (``_requoted``)."""
         try:
             return super().header_fetch_parse(name, value)  # type: ignore[no-any-return]
-        except UnicodeError:
+        except UnicodeError:  # a ValueError too: caught first
             return super().header_fetch_parse(  # type: ignore[no-any-return]
                 name, _holdable(value, parameters=issubclass(_HEADER_CLASSES[name],
                                                              ParameterizedMIMEHeader)))
-        except (AttributeError, TypeError, IndexError):
+        # ValueError: an encoded display name that decodes to CR or LF ("address parts
+        # cannot contain CR or LF"); _quoted makes its line breaks spaces.
+        except (AttributeError, TypeError, IndexError, ValueError):
             if not issubclass(_HEADER_CLASSES[name], AddressHeader):
                 raise
             return super().header_fetch_parse(  # type: ignore[no-any-return]
@@ -132,8 +135,9 @@ class _SharedHeaderPolicy(EmailPolicy):
 def _requoted(value: str) -> str:
     """An address list whose parsing raised, written again with each display name quoted.
     Python before 3.13 raises reading a display name that ends in a dot right before ``<``
-    (``J.<j@x>``, ``. <j@x>``): ``email.utils.getaddresses`` reads such a list, and the
-    message is kept with its addresses rather than skipped as ``undecodable``."""
+    (``J.<j@x>``, ``. <j@x>``), and every version on an encoded name that decodes to a line
+    break (``=?utf-8?q?A=0AB?= <j@x>``): ``email.utils.getaddresses`` reads such a list, and
+    the message is kept with its addresses rather than skipped as ``undecodable``."""
     return ", ".join(_quoted(_decoded_words(display_name), addr_spec)
                      for display_name, addr_spec in getaddresses([value]))
 

@@ -21,6 +21,13 @@ message that names the person, counted once however many of its headers name the
 when any From address is the owner's (the owner's mail copied to their other account is
 still sent), else ``received``. Names and subjects are stored as shown (``bounds.shown``).
 
+"Newest" is D160's: a Date more than a day past the clock of the rebuild ranks below every
+real date (above no date), so mail with a forged future date cannot hold a person's history,
+last interaction or most recently used name. Such an index is rebuilt once the clock reaches
+the first of those dates less a day, when it ranks by its date again. A rebuild with no clock
+(the operator's ``refresh`` command has none) trusts every date, and the next one with a
+clock makes the index again.
+
 A person's id is ``p_`` and 64 bits of the sha256 of the address naming it (``person_id_for``),
 so it survives every rebuild. Two addresses whose ids collide (an outsider can find a pair in
 about 2^32 hashes and name both in one mail) must not fail the rebuild: the one that sorts
@@ -92,6 +99,13 @@ SCHEMA_VERSION = "2"
 
 #: The sort key of a message with no date: below every real one, so it is the oldest.
 NO_DATE = -(2**62)
+#: D160's clock skew: a date further than this past the rebuild's clock is taken as forged.
+_SKEW = _dt.timedelta(days=1)
+#: How far below its timestamp a forged date's sort key lies: below every real date (year 1
+#: is -6.2e16 µs), above NO_DATE (year 9999 ends at 2.6e17 µs), forged dates in their order.
+_FORGED_SHIFT = 2**61
+#: The meta row of an index built with a clock, when no date was forged: past every clock.
+_NONE_FORGED = 2**63 - 1
 
 #: SQLite's primary result codes for a malformed file and for one that is not a database.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
@@ -205,6 +219,12 @@ def person_ids(canonicals: Iterable[str]) -> dict[str, str]:
 def timestamp(date: _dt.datetime | None) -> int:
     """Microseconds since the epoch (exact, unlike a float), ``NO_DATE`` for no date."""
     return NO_DATE if date is None else (date - _EPOCH) // _MICROSECOND
+
+
+def _horizon(now: _dt.datetime | None) -> int | None:
+    """The latest timestamp that ranks as a real date at ``now``; None, with no clock: every
+    date does."""
+    return None if now is None else timestamp(now + _SKEW)
 
 
 def date_text(date: _dt.datetime | None) -> str | None:
@@ -391,37 +411,60 @@ def _cache_state(reader: CacheView) -> tuple[str, int]:
 # ------------------------------------------------------------------------------ building
 
 
+def _current(conn: sqlite3.Connection, tag: str, horizon: int | None) -> bool:
+    """Built from ``tag``; and for a caller with a clock (``horizon``), built with one too,
+    no date it ranked as forged being a real one by ``horizon``."""
+    if _built_from(conn) != tag:
+        return False
+    if horizon is None:
+        return True
+    row = conn.execute("SELECT value FROM meta WHERE key = 'forged'").fetchone()
+    return row is not None and int(row[0]) > horizon
+
+
 def is_current(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],
-               owners: frozenset[str] = frozenset()) -> bool:
+               owners: frozenset[str] = frozenset(), *,
+               now: _dt.datetime | None = None) -> bool:
     """Whether the index was built from the cache as it is now (the same cache, at its
-    generation now), these links and these owner's addresses: ``refresh`` would not rebuild
-    it. Inside the caller's read transaction, what the caller queries next is the index this
+    generation now), these links and these owner's addresses, and ranks the dates as at
+    ``now`` (the caller's clock; None: any ranking will do): ``refresh`` would not rebuild it.
+    Inside the caller's read transaction, what the caller queries next is the index this
     answered for."""
-    return _built_from(conn) == _tag(_cache_state(reader), links, owners)
+    return _current(conn, _tag(_cache_state(reader), links, owners), _horizon(now))
 
 
 def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str],
             owners: frozenset[str] = frozenset(),
-            record: Callable[[set[str]], None] | None = None) -> bool:
+            record: Callable[[set[str]], None] | None = None, *,
+            now: _dt.datetime | None = None) -> bool:
     """Rebuild the index if the cache, the links or the owner's addresses changed since it
-    was built; True if it rebuilt. Concurrent callers wait for one rebuild rather than each
-    doing their own. Accounts the rebuild sees for the first time go to ``record`` (kept as
-    the owner's) before the index commits, so the tag it records is the next call's."""
+    was built, or it ranks the dates otherwise than at ``now`` (the caller's clock; None:
+    none, every date is trusted, and any ranking will do); True if it rebuilt. Concurrent
+    callers wait for one rebuild rather than each doing their own. Accounts the rebuild sees
+    for the first time go to ``record`` (kept as the owner's) before the index commits, so
+    the tag it records is the next call's."""
     cache = _cache_state(reader)
-    if _built_from(conn) == _tag(cache, links, owners):
+    horizon = _horizon(now)
+    if _current(conn, _tag(cache, links, owners), horizon):
         return False
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if _built_from(conn) == _tag(cache, links, owners):
+        if _current(conn, _tag(cache, links, owners), horizon):
             conn.execute("COMMIT")  # another caller rebuilt it while this one waited
             return False
-        accounts = _fill(conn, reader.messages(), links, owners)
+        accounts, forged = _fill(conn, reader.messages(), links, owners, horizon)
         known = owners
         if record is not None and (new := accounts - owners):
             record(new)
             known = owners | new  # what the next call reads back
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('source', ?)",
                      (_tag(cache, links, known),))
+        # The first forged date (the index is stale once it is a real one); no row: built
+        # with no clock.
+        conn.execute("DELETE FROM meta WHERE key = 'forged'")
+        if horizon is not None:
+            conn.execute("INSERT INTO meta VALUES ('forged', ?)",
+                         (str(_NONE_FORGED if forged is None else forged),))
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -432,7 +475,8 @@ def refresh(conn: sqlite3.Connection, reader: CacheView, links: Mapping[str, str
 
 
 class _Message(NamedTuple):
-    """What the index keeps of one message (one object, shared by every address it names)."""
+    """What the index keeps of one message (one object, shared by every address it names):
+    ``ts`` is its sort key, ``forged`` whether that ranks it below every real date."""
 
     ts: int
     key: str
@@ -441,6 +485,7 @@ class _Message(NamedTuple):
     thread_id: str
     message_id: str
     senders: frozenset[str]
+    forged: bool
 
 
 class _Address:
@@ -452,21 +497,28 @@ class _Address:
 
 
 def _fill(conn: sqlite3.Connection, messages: Iterable[CachedMessage],
-          links: Mapping[str, str], owners: frozenset[str]) -> set[str]:
+          links: Mapping[str, str], owners: frozenset[str],
+          horizon: int | None) -> tuple[set[str], int | None]:
     """Fill the emptied tables from ``messages`` (streamed: what is kept per message is its
-    row, not the message); the accounts seen."""
+    row, not the message); the accounts seen, and the first timestamp past ``horizon`` (a
+    date ranked as forged), if any."""
     accounts: set[str] = set()
     by_address: dict[str, _Address] = {}
+    first_forged: int | None = None
     for message in messages:
         account = normalize_address(message.account)
         if account is not None:
             accounts.add(account)
         ts = timestamp(message.date)
+        forged = horizon is not None and ts > horizon
+        if forged and (first_forged is None or ts < first_forged):
+            first_forged = ts
         kept = _Message(
-            ts, message.message_key, date_text(message.date),
-            shown(message.subject, MAX_SUBJECT)[0], message.thread_id,
-            _message_id(message.message_id),
+            ts - _FORGED_SHIFT if forged else ts, message.message_key,
+            date_text(message.date), shown(message.subject, MAX_SUBJECT)[0],
+            message.thread_id, _message_id(message.message_id),
             frozenset(a for a in (normalize_address(m.address) for m in message.sender) if a),
+            forged,
         )
         for mailbox in (*message.sender, *message.to, *message.cc, *message.reply_to):
             address = normalize_address(mailbox.address)
@@ -478,9 +530,9 @@ def _fill(conn: sqlite3.Connection, messages: Iterable[CachedMessage],
             entry.messages[kept.key] = kept
             name = " ".join(shown(mailbox.name, MAX_NAME)[0].split())
             if name:
-                seen = entry.names.setdefault(name, [0, ts])
+                seen = entry.names.setdefault(name, [0, kept.ts])
                 seen[0] += 1
-                seen[1] = max(seen[1], ts)
+                seen[1] = max(seen[1], kept.ts)
     # Only now are all the owner's accounts known (messages come in date order).
     owner = owners | accounts
     groups: dict[str, list[str]] = {}
@@ -492,7 +544,7 @@ def _fill(conn: sqlite3.Connection, messages: Iterable[CachedMessage],
     ids = person_ids(groups)
     for canonical, members in groups.items():
         _insert(conn, ids[canonical], {a: by_address[a] for a in members}, owner)
-    return accounts
+    return accounts, first_forged
 
 
 def _insert(conn: sqlite3.Connection, pid: str, members: Mapping[str, _Address],
@@ -509,7 +561,8 @@ def _insert(conn: sqlite3.Connection, pid: str, members: Mapping[str, _Address],
             seen[1] = max(seen[1], used)
     sent = sum(1 for m in interactions.values() if m.senders & owner)
     dated = [m for m in interactions.values() if m.ts != NO_DATE]
-    first = min(dated, key=lambda m: m.ts) if dated else None
+    # A forged date is never the first either: it is first only among forged ones.
+    first = min(dated, key=lambda m: (m.forged, m.ts)) if dated else None
     last = max(dated, key=lambda m: m.ts) if dated else None
     ranked = _ranked_names(names)
     search = SEPARATOR.join(dict.fromkeys(
@@ -597,8 +650,9 @@ def names_of(conn: sqlite3.Connection, person_id: str, limit: int) -> list[str]:
 
 def history_page(conn: sqlite3.Connection, person_id: str, limit: int,
                  after: tuple[int, str] | None) -> list[Interaction]:
-    """Up to ``limit`` interactions newest first (no date last; ties by message key, so
-    the order is total), strictly after the position ``after`` (a previous page's last)."""
+    """Up to ``limit`` interactions newest first (a forged date below every real one, no date
+    last: the module text; ties by message key, so the order is total), strictly after the
+    position ``after`` (a previous page's last)."""
     if after is None:
         rows = conn.execute(
             "SELECT ts, message_key, date, direction, subject, thread_id, message_id"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from toolhost_email import MAIL_CACHE_DISTRIBUTION, CacheUnavailable
 
-from toolhost import Services, ToolFailure
+from toolhost import Clock, Services, ToolFailure
 from toolhost_people.common import CALL_BUSY_TIMEOUT_S
 from toolhost_people.index import (
     empty_index,
@@ -152,14 +152,17 @@ class _Damaged(Exception):
 class PeopleStore:
     """The two directories a people tool reads: its own (index and links) and the cache's."""
 
-    def __init__(self, own_dir: Path, cache_dir: Path) -> None:
+    def __init__(self, own_dir: Path, cache_dir: Path, clock: Clock | None = None) -> None:
         self.own_dir = own_dir
         self.cache_dir = cache_dir
+        #: Ranks the index's dates (D160); None trusts every date.
+        self.clock = clock
         self._sessions = sessions_for(own_dir)
 
     @classmethod
     def of(cls, services: Services) -> PeopleStore:
-        return cls(services.data_dir, services.data_dir_of(MAIL_CACHE_DISTRIBUTION))
+        return cls(services.data_dir, services.data_dir_of(MAIL_CACHE_DISTRIBUTION),
+                   services.clock)
 
     def read(self, body: Callable[[Opened], T], principal: str) -> T:
         """``body`` over ``principal``'s index, current with the cache, the links and the
@@ -235,11 +238,13 @@ class PeopleStore:
         """``body`` over ``index``, rebuilt first if it is not current, in one read
         transaction (WAL: readers never block) that the currency check opens: a current index
         costs no second one."""
+        now = None if self.clock is None else self.clock.now()
         index.execute("BEGIN")
         try:
-            if not is_current(index, cache, links, owners):
+            if not is_current(index, cache, links, owners, now=now):
                 index.execute("ROLLBACK")
-                refresh(index, cache, links, owners, record=lambda new: self._record(new, whose))
+                refresh(index, cache, links, owners, record=lambda new: self._record(new, whose),
+                        now=now)
                 index.execute("BEGIN")
             return body(Opened(index, cache))
         finally:
