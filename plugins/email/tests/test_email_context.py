@@ -149,3 +149,20 @@ def test_a_date_more_than_a_day_past_the_clock_ranks_below_every_plausible_one(
         "sent yesterday", "sent forged"]
     assert [r["subject"] for r in latest["inbox"]] == ["within a day", "an hour ago"]
     assert [e["subject"] for e in latest["writing_examples"]] == ["sent yesterday"]
+
+
+
+@pytest.mark.parametrize("emptied", ["inbox", "writing_examples"])
+def test_a_result_over_its_budget_by_less_than_a_separator_still_fits(emptied: str) -> None:
+    # The last item of a list has no ", " after it: counting one anyway stopped trimming 1
+    # byte over the output limit, and the host then withheld the whole result as an excerpt.
+    from toolhost_email.context_tool import _fit, _size
+
+    item = {"subject": "x" * 40}
+    out: dict[str, list[object]] = {"thread": [item, item], "inbox": [],
+                                     "writing_examples": [], "feedback": []}
+    out[emptied] = [item]
+    budget = _size(out) - _size(item) - 1
+    _fit(out, budget)
+    assert _size(out) <= budget
+    assert (out[emptied], len(out["thread"])) == ([], 1)

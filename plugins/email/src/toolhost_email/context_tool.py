@@ -92,7 +92,9 @@ def _fit(out: dict[str, Any], budget: int) -> None:
     for field, index in (("inbox", -1), ("writing_examples", -1), ("thread", 0)):
         items: list[Any] = out[field]
         while excess > 0 and items:
-            excess -= _size(items.pop(index)) + 2
+            # With its ", ", but a list's last item has none: counted anyway, the result
+            # stayed a byte over and the host withheld all of it.
+            excess -= _size(items.pop(index)) + (2 if items else 0)
 
 
 def _scoped(reader: MailCacheReader, where: str,
