@@ -216,8 +216,12 @@ class ToolCalls:
             found = self._worded_row(session, model_call)
             if found is not None:
                 return await self._answer_row(ctx, session, run, registered, found, params)
-        asked = await self._ask_words(ctx, run, wordy, params, prepared.arguments,
-                                      prepared.digest)
+        try:
+            asked = await self._ask_words(ctx, run, wordy, params, prepared.arguments,
+                                          prepared.digest)
+        except asyncio.CancelledError:
+            await self._words_cancelled(run, params.name, arguments)
+            raise
         if isinstance(asked, types.InputRequiredResult):
             return asked
         if isinstance(asked, _Refused):
@@ -234,8 +238,9 @@ class ToolCalls:
             str | _Refused | types.InputRequiredResult | None):
         """The person's text for a call of a tool that needs their words (``proposed``, and
         its ``digest``: the model's arguments, as step 4 prepares them); ``_Refused`` when
-        they gave none, or when the run's deadline has passed; None when they cannot be
-        asked. Still asked: a call its tool refuses (an unknown thread: only the body knows)."""
+        they gave none, when the client went away, or when the run's deadline has passed;
+        None when they cannot be asked. Still asked: a call its tool refuses (an unknown
+        thread: only the body knows)."""
         try:
             # Step 8's check, ahead: the pipeline checks the words (step 4) before it.
             self._host.check_run_deadline(run)
@@ -261,12 +266,24 @@ class ToolCalls:
                     metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
             except (MCPError, ValidationError) as exc:
                 log.info("mcp.words.unanswered", error=type(exc).__name__)
-                return _DECLINED
+                # The client gone (its stdio closed) is no answer from the person: the call
+                # ends as one its client cancelled (``_words_cancelled``), not declined.
+                return _CANCELLED if _connection_closed(exc) else _DECLINED
         else:
             return None
         text = words_of(answer)
         log.info("mcp.words.answered", given=text is not None)
         return _DECLINED if text is None else text
+
+    async def _words_cancelled(self, run: Run, name: str, arguments: Any) -> None:
+        """A words call whose request was cancelled, or whose client went, while the person
+        had the form open: no row exists yet, so it is recorded here, unrun, as any cancelled
+        call is (``run_cancelled``: nobody declined), with the model's arguments and no user
+        turn. Shielded, so the cancellation goes on once the row is written; bounded by the
+        grace, so a store that hangs never holds the cancelled request."""
+        get_logger(tool=name).info("mcp.words.unanswered", error="CancelledError")
+        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
+            await self._host.refuse(run, name, arguments, _CANCELLED.reason)
 
     def _admitted(self, run: Run, name: str) -> Registered | None:
         """The registration the pipeline runs this call with, or None when it refuses the
@@ -602,6 +619,16 @@ class _Refused:
 
 #: The person was asked for their words and gave none.
 _DECLINED = _Refused(core_messages.USER_DECLINED)
+#: The request ended (cancelled, or its client gone) while the person had the form open:
+#: nobody declined, so it ends as any cancelled call does.
+_CANCELLED = _Refused(core_messages.RUN_CANCELLED)
+
+
+def _connection_closed(exc: Exception) -> bool:
+    """Whether the question failed because the client's connection closed (the SDK's
+    ``CONNECTION_CLOSED``, which it answers every request still out with)."""
+    return (isinstance(exc, MCPError) and exc.error.code == types.CONNECTION_CLOSED
+            and exc.error.message == "Connection closed")
 
 
 @contextlib.contextmanager

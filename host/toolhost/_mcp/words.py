@@ -8,8 +8,9 @@ server only the model's calls. What: the server asks the client's user in a form
 named argument; the person accepts it or edits it, and the text they accept becomes every
 named argument and the call's user turn: the one input at USER trust, and what the tool
 stores. Decline, cancel, no answer in time or an error: the call ends ``user_declined``
-without running. A client that cannot show a form: ``needs_user`` (the pipeline's own refusal),
-never a loop that tells the model to ask again. Nobody is asked for a call refused whatever
+without running; the request cancelled, or the client gone, meanwhile: ``run_cancelled``, as
+any cancelled call (``calls``). A client that cannot show a form: ``needs_user`` (the
+pipeline's own refusal), never a loop that tells the model to ask again. Nobody is asked for a call refused whatever
 they say (steps 1-4, the run's deadline passed), nor for one its policy cell denies (denied as
 any such call is, the model's arguments on the row); and a call that also needs approval, repeated
 after the approval was left waiting, finds the row its words went on by the model's own
