@@ -151,6 +151,7 @@ def test_an_invocation_row_on_exact_text() -> None:
         "run_deadline": None,
         "attachments": "[]",
         "user_turn": None,
+        "operator_directory": None,
     }
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
     from toolhost._adapters.pg_routes import PostgresRouteTable
-    from toolhost._adapters.run_workspaces import RunWorkspaces
+    from toolhost._adapters.run_workspaces import RunWorkspace, RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.context import Principal, Services, ToolCallable
     from toolhost._model.outcome import Outcome, ToolFailure
@@ -463,7 +463,7 @@ class Host:
             clock=self.clock,
             new_id=new_invocation_id,
             monotonic=monotonic,
-            workspace_for=self.run_workspaces.for_approval,
+            workspace_for=self._approval_workspace,
             telemetry=Telemetry.from_settings(self.settings, monotonic),
             withdrawn=self._withdrawn,
         )
@@ -587,6 +587,26 @@ class Host:
         # The line the stores' own start gives (NotADirectoryError: a file in the way).
         return str(unusable_directory(
             NotADirectoryError(errno.ENOTDIR, "Not a directory"), directory))
+
+    def _approval_workspace(self, record: InvocationRecord) -> RunWorkspace:
+        """The workspace a call approved (or run again by recovery) outside its run runs in
+        (``RunWorkspaces.for_approval``): the operator's directory its row recorded is checked
+        again by every rule ``call --workspace`` is checked by."""
+        return self.run_workspaces.for_approval(record.run_id, record.operator_directory,
+                                                self._kept_directory_refusal)
+
+    def approval_refusal(self, record: InvocationRecord) -> str | None:
+        """Why an approval of ``record`` now would be refused, its run having ended here and
+        the operator's directory it paused in no longer passing; None when it would run
+        (``toolhost approve`` asks first: a refused call is then left awaiting approval)."""
+        return self.run_workspaces.approval_refusal(record.run_id, record.operator_directory,
+                                                    self._kept_directory_refusal)
+
+    def _kept_directory_refusal(self, directory: Path) -> str | None:
+        # The rules an operator's directory is held to where it is named (D411, D469, D478):
+        # none of the host's places, no nesting with a live run or a served directory.
+        return workspace_refusal("the operator's directory the call paused in",
+                                 str(directory), self.settings, self.declared_settings)
 
     def fresh_workspace(self, run_id: str) -> WorkspaceHandle:
         """An empty workspace of its own, under the data directory, removed by ``discard``

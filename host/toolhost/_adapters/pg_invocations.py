@@ -164,6 +164,8 @@ MIGRATIONS: Sequence[tuple[str, int, Step]] = (
                                    expires DOUBLE PRECISION NOT NULL);
         CREATE INDEX ended_logins_expires ON ended_logins (expires)
         """),
+    # As SQLite's migration 9: the operator's directory a paused call's run had.
+    ("invocations", 6, "ALTER TABLE tool_invocations ADD COLUMN operator_directory TEXT"),
 )
 
 #: Held (per transaction) while migrating, so hosts starting together migrate one at a time:

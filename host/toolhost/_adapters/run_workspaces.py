@@ -35,8 +35,14 @@ holds a shared ``flock`` on the run's directory (``own``): one whose command was
 not live, and is ended by the next approval of one of its calls (a recovery's re-run) and at
 each recovery, as a detached workspace is swept.
 
-A call approved for a run that is not live here (it ended, or lives on another host) gets a
-workspace of its own, discarded after the call: what it wrote reaches the run only through
+A call that paused in an operator's directory has it on its row (``recorded_directory``). Its
+approval after the run ended here (its command, or its session, is gone) runs in that
+directory again, as a run of the approval's own registered for the call (``for_approval``),
+once the directory still is what the row names and passes an operator's workspace's checks;
+else the approval is refused and the call does not run.
+
+Any other call approved for a run that is not live here (it ended, or lives on another host)
+gets a workspace of its own, discarded after the call: what it wrote reaches the run only through
 its result and ``artifact.export``. It lives in ``workspaces/.detached/<run>-g<id>``, held by
 a shared ``flock`` as a generation is; no run's end or pause ever comes for it, so one a
 killed process left (its hold died with it) is swept when the next one is made and at each
@@ -57,8 +63,9 @@ import fcntl
 import json
 import os
 import re
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +84,8 @@ from toolhost._model.workspace import (
     WriteResult,
 )
 
-__all__ = ["ListedRun", "RunWorkspace", "RunWorkspaces"]
+__all__ = ["ListedRun", "RunWorkspace", "RunWorkspaces", "directory_refusal",
+           "kept_directory"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
@@ -216,44 +224,86 @@ class RunWorkspaces:
         :raises WorkspaceUnavailable: it cannot be registered (no file handles or space left).
         """
         with self._locked() as trash:
-            run_dir = self.run_dir(run_id)
-            registered = _read_run(run_dir)
+            registered = _read_run(self.run_dir(run_id))
             if registered is not None and self._command_gone(run_id, registered):
                 self._end_gone(run_id, trash)
-            fd = -1
-            try:
-                _private_dir(run_dir)
-                fd = os.open(run_dir, _O_DIR)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH)
-                except OSError:
-                    os.close(fd)
-                    fd = -1
-                # Flagged only once held: under the registry's lock nobody can find it unheld.
-                _write_text(run_dir / _RUN_FILE, json.dumps(
-                    {"directory": None, **({"command": True} if fd >= 0 else {})}))
-            except OSError as exc:  # no file handles, no space: nothing registered
-                if fd >= 0:
-                    os.close(fd)
-                self._remove_run_dir_if_empty(run_id)
-                name = errno.errorcode.get(exc.errno or 0, "no errno")
-                raise WorkspaceUnavailable(f"the run cannot be registered ({name})") from None
-            if fd >= 0:
-                self._owned[run_id] = fd
+            self._register_own(run_id, None)
 
-    def for_approval(self, run_id: str) -> RunWorkspace:
+    def _register_own(self, run_id: str, directory: Path | None) -> None:
+        """``own``'s registration, under the lock: the run's ``run.json`` (in ``directory``
+        when given) and this process's hold on it.
+
+        :raises WorkspaceUnavailable: it cannot be registered (no file handles or space left).
+        """
+        run_dir = self.run_dir(run_id)
+        fd = -1
+        try:
+            _private_dir(run_dir)
+            fd = os.open(run_dir, _O_DIR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            except OSError:
+                os.close(fd)
+                fd = -1
+            # Flagged only once held: under the registry's lock nobody can find it unheld.
+            _write_text(run_dir / _RUN_FILE, json.dumps(
+                {"directory": None if directory is None else str(directory),
+                 **({"command": True} if fd >= 0 else {})}))
+        except OSError as exc:  # no file handles, no space: nothing registered
+            if fd >= 0:
+                os.close(fd)
+            self._remove_run_dir_if_empty(run_id)
+            name = errno.errorcode.get(exc.errno or 0, "no errno")
+            raise WorkspaceUnavailable(f"the run cannot be registered ({name})") from None
+        if fd >= 0:
+            self._owned[run_id] = fd
+
+    def for_approval(self, run_id: str, recorded: Mapping[str, str] | None = None,
+                     check: Callable[[Path], str | None] | None = None) -> RunWorkspace:
         """The workspace an approved call of ``run_id`` runs in: the run's, if it is live on
-        this host, else one of the call's own (which ``RunWorkspace.close`` removes). A run
+        this host; else the operator's directory the call paused in (``recorded``, the row's
+        ``operator_directory``, when it names this host), registered as a run of this
+        process's own until the call's workspace is closed, once it passes
+        ``directory_refusal`` and then ``check`` (an operator's workspace's rules: the
+        caller's, which knows the settings); else one of the call's own (which ``RunWorkspace.close`` removes). A run
         whose command is gone (``own``) is not live: it is ended now, so no generation is
-        made in it that nothing would ever end."""
+        made in it that nothing would ever end.
+
+        :raises WorkspaceUnavailable: the recorded directory is refused (the line says why):
+            the call must not run, neither there nor anywhere else.
+        """
+        directory = kept_directory(recorded)
         with self._locked() as trash:
             registered = _read_run(self.run_dir(run_id))
             if registered is not None and self._command_gone(run_id, registered):
                 self._end_gone(run_id, trash)
                 registered = None
+            if registered is None and directory is not None:
+                refused = directory_refusal(directory)
+                if refused is not None:
+                    raise WorkspaceUnavailable(refused)
+                self._register_own(run_id, directory)
         if registered is not None:
             return RunWorkspace(self, run_id, directory=registered.directory)
-        return RunWorkspace(self, run_id, detached=True)
+        if directory is None:
+            return RunWorkspace(self, run_id, detached=True)
+        # Checked again once registered (as ``call --workspace`` is, D482): a run or a
+        # server that took a directory nested with it meanwhile checked before it was here.
+        refused = check(directory) if check is not None else None
+        if refused is not None:
+            self.end(run_id)
+            raise WorkspaceUnavailable(refused)
+        return RunWorkspace(self, run_id, directory=directory, ends_on_close=True)
+
+    def approval_refusal(self, run_id: str, recorded: Mapping[str, str] | None,
+                         check: Callable[[Path], str | None]) -> str | None:
+        """The line ``for_approval`` would refuse the recorded directory with now, checked
+        without registering anything (``toolhost approve`` asks before it takes the row, so
+        a refused call stays awaiting approval); None when it would not refuse it."""
+        directory = kept_directory(recorded)
+        if directory is None or self.registered(run_id):
+            return None
+        return directory_refusal(directory) or check(directory)
 
     def live(self) -> list[tuple[str, Path | None, bool]]:
         """(run id, operator directory or None, whether it has a generation now) of every
@@ -576,6 +626,30 @@ class _Registered:
     command: bool = False
 
 
+def kept_directory(recorded: Mapping[str, str] | None) -> Path | None:
+    """The operator's directory a row's ``operator_directory`` names on this host; None when
+    it names none, or one on another host (an approval there runs in a workspace of its
+    own, D219)."""
+    if not recorded or recorded.get("host") != socket.gethostname():
+        return None
+    path = recorded.get("path")
+    return Path(path) if isinstance(path, str) and os.path.isabs(path) else None
+
+
+def directory_refusal(directory: Path) -> str | None:
+    """Why ``directory``, recorded resolved when its call paused, is no longer that
+    directory: gone, not a directory, or reached through a link now (which a tool could
+    have swapped in to move the approved call elsewhere); None when it still is."""
+    shown = str(directory)
+    if not directory.is_dir():
+        return (f"the operator's directory {shown!r} the call paused in no longer exists "
+                "(or is no longer a directory)")
+    if os.path.realpath(directory) != shown:
+        return (f"the operator's directory {shown!r} the call paused in now leads to "
+                f"{os.path.realpath(directory)!r}")
+    return None
+
+
 def _read_run(run_dir: Path) -> _Registered | None:
     """The run's registration, or None when it is not live here."""
     try:
@@ -671,11 +745,15 @@ class RunWorkspace:
     """
 
     def __init__(self, registry: RunWorkspaces, run_id: str, *,
-                 directory: Path | None = None, detached: bool = False) -> None:
+                 directory: Path | None = None, detached: bool = False,
+                 ends_on_close: bool = False) -> None:
         self._registry = registry
         self.run_id = run_id
         self._directory = directory
         self._detached = detached
+        #: An approved call's run registered in the operator's directory its row recorded
+        #: (``for_approval``): it is live only while the call runs.
+        self._ends_on_close = ends_on_close
         self._handle: WorkspaceHandle | None = None
         self._generation: str | None = None
         #: A shared flock on the generation's (or detached workspace's) directory, held while
@@ -754,6 +832,22 @@ class RunWorkspace:
                 if hold is not None:
                     os.close(hold)
             self._stale = True
+            if self._ends_on_close:
+                self._registry.end(self.run_id)
+
+    def recorded_directory(self) -> Mapping[str, str] | None:
+        """What a call pausing in this workspace records of it on its row: the operator's
+        directory and the host it is on (a path on another machine names another
+        directory); None for a workspace the host made, and for a path the record cannot
+        hold as text."""
+        if self._directory is None:
+            return None
+        path = str(self._directory)
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:  # a name that is no UTF-8: a detached workspace, as before
+            return None
+        return {"host": socket.gethostname(), "path": path}
 
     def pause(self) -> None:
         """The run pauses: its generation stops being the run's at once (whatever runs next

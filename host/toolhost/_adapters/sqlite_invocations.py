@@ -176,6 +176,10 @@ MIGRATIONS: Sequence[Migration] = (
         CREATE TABLE ended_logins (nonce TEXT PRIMARY KEY, expires REAL NOT NULL);
         CREATE INDEX ended_logins_expires ON ended_logins (expires)
         """),
+    # The operator's directory a paused call's run had, which its approval runs in after the
+    # run has ended (``InvocationRecord.operator_directory``).
+    Migration("invocations", 9,
+              "ALTER TABLE tool_invocations ADD COLUMN operator_directory TEXT"),
 )
 
 # The names tests and bench/bench_record.py read the schema by.

@@ -370,11 +370,19 @@ def _row(invocations: InvocationStore, invocation_id: str) -> InvocationRecord:
 def cmd_approve(args: argparse.Namespace) -> int:
     stores = _approvable(args.id)
     from toolhost import OutcomeStatus
-    from toolhost._composition import InvocationNotFound, InvocationStateError
+    from toolhost._composition import InvocationNotFound, InvocationState, InvocationStateError
 
     host = load(stores=True, record=stores, settings=stores.settings)
     from toolhost._composition import CancellationEvent
 
+    # Asked before the row is taken: the operator's directory the call paused in, no longer
+    # passing, leaves the call awaiting approval, for the operator to set right and approve.
+    record = host.row(args.id)
+    refused = (host.approval_refusal(record) if record.state in (
+        InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED) else None)
+    if refused is not None:
+        raise CommandError(f"invocation {args.id} was not run and still awaits approval: "
+                           f"{refused}")
     cancellation = CancellationEvent()
     try:
         # Ctrl-C (or SIGTERM, SIGHUP) cancels the call as ``serve`` cancels one in flight.

@@ -121,4 +121,9 @@ class InvocationRecord:
     #: The user's own words a call of a ``UserWords`` tool ran (or will run, once approved)
     #: with: the one input at USER trust, kept so an approval elsewhere runs with it too.
     user_turn: str | None = None
+    #: The operator's directory the call's run had when the call paused (``--workspace DIR``,
+    #: ``TOOLHOST_MCP_WORKSPACE``): ``{"host": hostname, "path": absolute resolved path}``. An
+    #: approval on that host after the run ended runs the call there, once the directory
+    #: passes an operator's workspace's checks again; None for every other row.
+    operator_directory: Mapping[str, str] | None = None
 

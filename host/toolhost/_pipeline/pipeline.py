@@ -141,7 +141,7 @@ class Pipeline:
         clock: Clock,
         new_id: Callable[[], str],
         monotonic: Callable[[], float],
-        workspace_for: Callable[[str], Any] | None = None,
+        workspace_for: Callable[[InvocationRecord], Any] | None = None,
         telemetry: Telemetry | None = None,
         withdrawn: Callable[[str], ToolFailure | None] | None = None,
     ) -> None:
@@ -321,7 +321,11 @@ class Pipeline:
         Unless the caller ``hold``s it (it asks within the call), the run pauses here
         (``pause``).
         """
-        paused = attrs.evolve(record, state=InvocationState.AWAITING_APPROVAL, started_at=None)
+        # The operator's directory goes on the row: an approval after the run has ended
+        # (its command, or its session, is gone) runs the call there, not in an empty one.
+        recorded = getattr(run.workspace, "recorded_directory", None)
+        paused = attrs.evolve(record, state=InvocationState.AWAITING_APPROVAL, started_at=None,
+                              operator_directory=recorded() if recorded is not None else None)
         try:
             await self._write(functools.partial(self.invocations.insert, paused))
         except Exception as exc:
@@ -716,7 +720,7 @@ class Pipeline:
                 run = attrs.evolve(run, cancellation=_joined(run.cancellation, cancellation))
         else:
             try:
-                workspace = self._workspace_for(record.run_id) if self._workspace_for else None
+                workspace = self._workspace_for(record) if self._workspace_for else None
             except Exception as exc:
                 # The row is running already (approved, or taken over by recovery): it ends
                 # failed, never left running under this live process.
@@ -910,6 +914,7 @@ def _finished(record: InvocationRecord, state: InvocationState, finished_at: Any
         created_at=record.created_at, started_at=record.started_at, finished_at=finished_at,
         decided_at=record.decided_at, owner=record.owner, run_deadline=record.run_deadline,
         attachments=get("attachments", record.attachments), user_turn=record.user_turn,
+        operator_directory=record.operator_directory,
     )
 
 

@@ -88,6 +88,7 @@ class InvocationStoreContract(ClosesItsStores):
             attachments=({"id": "a2", "name": "r.csv", "media_type": "text/csv",
                           "byte_count": 3, "checksum": "sha256:ee"},),
             user_turn="keep it short, \x00 and \u202e",
+            operator_directory={"host": "h", "path": "/srv/projet é"},
         )
         store.insert(full)
         assert store.get("inv-1") == full
