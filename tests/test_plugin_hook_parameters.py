@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from installed import install_fake_plugin
-from test_cli import toolhost
+from test_cli import idle, toolhost
 
 from toolhost import hookimpl
 from toolhost._registration.discovery import PluginError, PluginSource, make_plugin_manager
@@ -74,3 +74,25 @@ def toolhost_tools(settings, env):
         "toolhost: plugin fake-sig: hook toolhost_tools takes env, which its hookspec "
         "toolhost_tools(settings) does not give; take only the hookspec's parameters (or "
         f"fewer) {REMEDY}\n")
+
+
+def test_a_positional_only_parameter_is_passed_as_pluggy_passes_it(tmp_path: Path) -> None:
+    # pluggy calls a hookimpl positionally, so ``(settings, /)`` takes exactly its hookspec's.
+    install_fake_plugin(tmp_path / "site", "fake-pos", "fake_pos", '''
+from toolhost import Domain, hookimpl
+
+@hookimpl
+def toolhost_domains():
+    return [Domain("pos")]
+
+@hookimpl
+def toolhost_tools(settings, /):
+    return []
+
+@hookimpl
+def toolhost_readiness(settings, /):
+    return ["seen " + type(settings).__name__]
+''')
+    result = toolhost("check", env={"TOOLHOST_PLUGINS": "fake-pos"}, site=tmp_path / "site")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith(f"{idle('fake-pos')}\nnot ready: fake-pos: seen Settings\n")

@@ -173,6 +173,20 @@ OPEN_NESTED = {
         ("input_schema", {**CLOSED_IN, "properties": {"x": {
             "type": "string", "enum": ["a", b"b"]}}},
          "/properties/x/enum/1: is not JSON: it holds NaN"),
+        # Text with no UTF-8 form (a default read from os.environ): every command died with
+        # UnicodeEncodeError from the validator cache's key, not this refusal.
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {
+            "type": "string", "default": "/srv/caf\udce9"}}},
+         "/properties/x/default: is not JSON: it holds NaN"),
+        ("output_schema", {**CLOSED_OUT, "properties": {"x": {
+            "type": "string", "description": "caf\udce9"}}},
+         "/properties/x/description: is not JSON"),
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {
+            "type": "string", "enum": ["a", "\ud800"]}}},
+         "/properties/x/enum/1: is not JSON"),
+        ("input_schema", {**CLOSED_IN, "properties": {"x": {"type": "object", "properties": {
+            "k\udce9": {"type": "string"}}, "additionalProperties": False}}},
+         "/properties/x/properties: is not JSON"),
     ],
 )
 def test_step_5_schema_validity(which: str, schema: dict[str, Any], fragment: str) -> None:

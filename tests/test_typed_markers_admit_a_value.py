@@ -100,3 +100,22 @@ def test_a_dollar_the_validator_cannot_read_fails_when_the_pattern_is_made() -> 
     with pytest.raises(ValueError, match=r"reads every unescaped \$ as the end of the string"):
         Pattern(r"^[$a-z]+$")
     assert Pattern(r"^[\$a-z]+$").regex == r"^[\$a-z]+$"  # escaped: the same set for both
+
+
+@pytest.mark.parametrize(("hint", "expected"), [
+    (Annotated[float, Range(minimum=5), Range(maximum=1)], "its lower bound is above its upper"),
+    (Annotated[float, Range(exclusive_minimum=1), Range(maximum=1)],
+     "its bounds are equal and one of them is exclusive"),
+    (Annotated[float | None, Range(minimum=1), Range(exclusive_maximum=1)], "its bounds are equal"),
+])
+def test_separate_ranges_that_admit_no_number_together_are_a_type_error(
+        hint: Any, expected: str) -> None:
+    # Each Range alone is sound; as on an int, together they refuse every call.
+    with pytest.raises(TypeError, match=r"probe\(x\): its Range markers admit no number: "
+                                        + expected):
+        _made(hint)
+
+
+def test_separate_ranges_that_admit_a_number_together_are_kept() -> None:
+    schema = _made(Annotated[float, Range(minimum=1), Range(maximum=1)]).spec.input_schema
+    assert schema["properties"]["x"] == {"type": "number", "minimum": 1, "maximum": 1}

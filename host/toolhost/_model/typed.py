@@ -10,13 +10,14 @@ registration refusal and the conformance suite apply to it unchanged.
 
 At a call the arguments reach the body already structured (cattrs, imported at the first call
 that needs it, D296): attrs fields by their aliases, a whole-number float where an ``int`` is
-annotated as an ``int``, a union's member picked as ``typed_schema.union_tag`` says. A value
-the schema admitted but that does not structure (an attrs validator refuses it, a number too
-large for a float) fails as ``tool.invalid_arguments.value_refused``, cattrs' account of it in
-the operator detail. A parameter annotated ``ToolExecutionContext`` receives the call's
-context, and one annotated ``Services`` the host services (the Tool is then built with them,
-once, like any ``build=`` factory). The decorated function stays reachable as
-``Tool.function``, to unit-test the body without a host.
+annotated as an ``int``, a union's member picked as ``typed_schema.union_tag`` says, a field
+left out of a union's branch given its default's JSON form as the validator fills one in
+outside a union. A value the schema admitted but that does not structure (an attrs validator
+refuses it, a number too large for a float) fails as ``tool.invalid_arguments.value_refused``,
+cattrs' account of it in the operator detail. A parameter annotated ``ToolExecutionContext``
+receives the call's context, and one annotated ``Services`` the host services (the Tool is
+then built with them, once, like any ``build=`` factory). The decorated function stays
+reachable as ``Tool.function``, to unit-test the body without a host.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ from toolhost._model.spec import (
     UserWords,
 )
 from toolhost._model.typed_schema import (
+    argument_default,
     closed_object,
     field_hints,
     hints_of,
+    json_default,
     object_schema,
     schema_of,
     strip_annotated,
@@ -457,6 +460,28 @@ def _union_structure(union: Any, converter: cattrs.Converter) -> Callable[[Any, 
     return structure
 
 
+def _with_defaults(cls: type, structure: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``structure``, each field the object leaves out given first as its default's JSON form,
+    as the validator fills in a schema's defaults. Only a union's branch leaves one out (no
+    default is written there): attrs would put in the default as written, and an ``int``
+    field's ``2.0`` or an Enum field's ``"red"`` would reach the body as a float or a str,
+    where outside a union it is ``2`` or the member."""
+    where = cls.__qualname__
+    defaults = {wire_name(f): json_default(d, where) for f in attrs.fields(cls) if f.init
+                and (d := argument_default(f)) is not attrs.NOTHING}
+    if not defaults:
+        return structure
+
+    def filled(value: Any, to: Any) -> Any:
+        if isinstance(value, Mapping):
+            missing = {name: d for name, d in defaults.items() if name not in value}
+            if missing:
+                value = {**value, **missing}
+        return structure(value, to)
+
+    return filled
+
+
 @functools.cache
 def _converter() -> cattrs.Converter:
     # Made at the first call that needs it (D296): loading a plugin never imports cattrs.
@@ -469,8 +494,8 @@ def _converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, lambda value, _: _boolean(value))
     # Fields by their aliases, as the schema names them (cattrs >= 23.2); a result's
     # init=False fields are output too, as its schema says.
-    converter.register_structure_hook_factory(attrs.has, lambda cls: make_dict_structure_fn(
-        cls, converter, _cattrs_use_alias=True))
+    converter.register_structure_hook_factory(attrs.has, lambda cls: _with_defaults(
+        cls, make_dict_structure_fn(cls, converter, _cattrs_use_alias=True)))
     converter.register_unstructure_hook_factory(attrs.has, lambda cls: make_dict_unstructure_fn(
         cls, converter, _cattrs_use_alias=True, _cattrs_include_init_false=True))
     converter.register_structure_hook_factory(

@@ -46,9 +46,11 @@ __all__ = [
     "MinLen",
     "Pattern",
     "Range",
+    "argument_default",
     "closed_object",
     "field_hints",
     "fits",
+    "has_utf8",
     "hints_of",
     "json_default",
     "object_schema",
@@ -64,6 +66,11 @@ __all__ = [
 def _length(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{attribute.name}: a length is a whole number, 0 or more, not {value!r}")
+
+
+def _utf8(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if isinstance(value, str) and not has_utf8(value):  # else registration refuses the schema
+        raise ValueError(f"{attribute.name}: {value!r} {_NO_UTF8}")
 
 
 @attrs.frozen
@@ -100,18 +107,28 @@ class Range:
     exclusive_maximum: float | None = attrs.field(default=None, kw_only=True, validator=_bound)
 
     def __attrs_post_init__(self) -> None:
-        # (bound, excludes it): at equal bounds the exclusive one is the tighter.
-        low = max(((b, x) for b, x in ((self.minimum, False), (self.exclusive_minimum, True))
-                   if b is not None), default=None)
-        high = min(((b, not x) for b, x in ((self.maximum, False), (self.exclusive_maximum, True))
-                    if b is not None), default=None)
-        if low is None or high is None:
-            return
-        if low[0] > high[0]:
-            raise ValueError(f"{self!r} admits no number: its lower bound is above its upper")
-        if low[0] == high[0] and (low[1] or not high[1]):
-            raise ValueError(f"{self!r} admits no number: its bounds are equal and one of them "
-                             "is exclusive")
+        why = _no_number_between(self.minimum, self.maximum, self.exclusive_minimum,
+                                 self.exclusive_maximum)
+        if why is not None:
+            raise ValueError(f"{self!r} admits no number: {why}")
+
+
+def _no_number_between(minimum: float | None, maximum: float | None,
+                       exclusive_minimum: float | None,
+                       exclusive_maximum: float | None) -> str | None:
+    """Why no number lies within these bounds, or None when one does."""
+    # (bound, excludes it): at equal bounds the exclusive one is the tighter.
+    low = max(((b, x) for b, x in ((minimum, False), (exclusive_minimum, True))
+               if b is not None), default=None)
+    high = min(((b, not x) for b, x in ((maximum, False), (exclusive_maximum, True))
+                if b is not None), default=None)
+    if low is None or high is None:
+        return None
+    if low[0] > high[0]:
+        return "its lower bound is above its upper"
+    if low[0] == high[0] and (low[1] or not high[1]):
+        return "its bounds are equal and one of them is exclusive"
+    return None
 
 
 @attrs.frozen
@@ -119,7 +136,7 @@ class Pattern:
     """A regular expression the string must match somewhere (``pattern``; anchor it with
     ``^...$`` to match the whole). Compiled here, so a bad one fails at decoration."""
 
-    regex: str = attrs.field()
+    regex: str = attrs.field(validator=_utf8)
 
     @regex.validator
     def _compiles(self, _: attrs.Attribute[str], value: str) -> None:
@@ -136,7 +153,7 @@ class Pattern:
 class Doc:
     """The property's ``description``: what the model reads about this one argument."""
 
-    text: str
+    text: str = attrs.field(validator=_utf8)
 
 
 _SCALARS: Mapping[type, str] = {str: "string", bool: "boolean", int: "integer", float: "number"}
@@ -261,19 +278,25 @@ def closed_object(cls: type, where: str, *, output: bool, in_union: bool = False
         name = wire_name(field)
         schema = schema_of(hints[field.name], f"{where}.{name}", output=output,
                            in_union=in_union, seen=(*seen, cls))
-        default = field.default
-        if default is attrs.NOTHING or output:
+        if field.default is attrs.NOTHING or output:
             required.append(name)
         else:
-            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                # takes_self: made from the instance, so no value the schema could hold
-                default = attrs.NOTHING if default.takes_self else default.factory()
+            default = argument_default(field)
             if default is not attrs.NOTHING:
                 # Checked in a union's branch too, where the body gets it all the same; only
                 # written outside one (``schema_of``: no default inside a branch).
                 with_default(dict(schema) if in_union else schema, default, f"{where}.{name}")
         properties[name] = schema
     return object_schema(properties, required)
+
+
+def argument_default(field: attrs.Attribute[Any]) -> Any:
+    """The value an argument leaves out gets: a ``Factory``'s made anew, ``attrs.NOTHING`` for
+    none or for one made from the instance (``takes_self``: no value a schema could hold)."""
+    default: Any = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return attrs.NOTHING if default.takes_self else default.factory()
+    return default
 
 
 def _not_given(cls: type, where: str, *, output: bool) -> None:
@@ -316,10 +339,27 @@ def json_default(value: Any, where: str) -> Any:
     if not isinstance(value, _JSON_TYPES):
         raise TypeError(f"{where}: the default {value!r} is not JSON data (str, int, float, "
                         "bool, None, or a list of them)")
+    if isinstance(value, str) and not has_utf8(value):
+        raise TypeError(f"{where}: the default {value!r} {_NO_UTF8}")
     why = _not_json_number(value) if isinstance(value, int | float) else None
     if why is not None:
         raise TypeError(f"{where}: the default is {why}, which JSON has no form for")
     return value
+
+
+#: Why text with a lone surrogate is refused: what ``os.environ`` and ``os.listdir`` give for a
+#: byte that is not UTF-8 has no UTF-8 form, so no JSON text holds it (D393).
+_NO_UTF8 = ("has no UTF-8 form (a lone surrogate, as os.environ gives for a byte that is not "
+            "UTF-8), so JSON cannot carry it")
+
+
+def has_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _not_json_number(value: float) -> str | None:
@@ -396,6 +436,9 @@ def _enum_schema(values: list[Any], where: str, *, canonical: bool = False) -> d
     kinds = {_SCALARS.get(type(v)) for v in values}
     if None in kinds or not values:
         raise TypeError(f"{where}: an enum's values must be str, int, float or bool")
+    for value in values:
+        if isinstance(value, str) and not has_utf8(value):
+            raise TypeError(f"{where}: the value {value!r} {_NO_UTF8}")
     if canonical:
         values = sorted(values, key=lambda v: (_SCALARS[type(v)], v))
     schema: dict[str, Any] = {"enum": values}
@@ -514,6 +557,13 @@ def _admits_a_value(schema: Mapping[str, Any], where: str) -> None:
         highs += [math.ceil(schema["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in schema else []
         if lows and highs and max(lows) > min(highs):
             raise TypeError(f"{where}: its Range admits no integer; widen it, or annotate float")
+    elif _kinds(schema) == {"number"}:
+        # Each Range was checked when made, but two of them each set a bound of their own
+        # (``Range(minimum=5)`` with ``Range(maximum=1)``): only together do they admit nothing.
+        why = _no_number_between(schema.get("minimum"), schema.get("maximum"),
+                                 schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum"))
+        if why is not None:
+            raise TypeError(f"{where}: its Range markers admit no number: {why}; widen them")
 
 
 def _apply(schema: dict[str, Any], marker: Any, where: str) -> None:

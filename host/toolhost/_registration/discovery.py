@@ -31,6 +31,7 @@ import pluggy
 
 from toolhost import hookspecs
 from toolhost._model.errors import ToolhostError
+from toolhost._model.printable import escaped
 from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import Settings, normalize_dist_name
 from toolhost._model.spec import Domain, Tool
@@ -59,7 +60,9 @@ class PluginError(ToolhostError):
 
     def __init__(self, distribution: str, problem: str, *, remedy: str | None = None) -> None:
         remedy = remedy or "leave it out with TOOLHOST_PLUGINS, or fix and reinstall it"
-        super().__init__(f"plugin {distribution}: {problem} ({remedy})")
+        # A problem often quotes a plugin's exception (a subprocess's stderr, a path): escaped,
+        # as D500 does a readiness line, it can neither forge a line nor move the terminal.
+        super().__init__(escaped(f"plugin {distribution}: {problem} ({remedy})"))
         self.distribution = distribution
         self.problem = problem
 
@@ -394,9 +397,10 @@ def call_each(pm: pluggy.PluginManager, hook: str, kwargs: Mapping[str, Any]) ->
 
 def call_one(impl: pluggy.HookImpl, hook: str, kwargs: Mapping[str, Any]) -> Any:
     """Call one plugin's implementation of a hook; a failure is that distribution's."""
-    args = {name: kwargs[name] for name in impl.argnames}
+    # Positionally, as pluggy calls a hookimpl: a positional-only parameter is taken too.
+    args = [kwargs[name] for name in impl.argnames]
     try:
-        return impl.function(**args)
+        return impl.function(*args)
     except Exception as exc:
         raise PluginError(
             distribution_of(impl.plugin_name), f"hook {hook} raised {type(exc).__name__}: {exc}"

@@ -308,7 +308,7 @@ _SCHEMA_REMEDY = (
 
 _NOT_JSON_REMEDY = (
     "write the value at the pointer shown as JSON can carry it: a finite number, an integer short "
-    "enough to write out, text keys (or leave the keyword out)"
+    "enough to write out, text keys, text with no lone surrogate (or leave the keyword out)"
 )
 
 
@@ -327,7 +327,8 @@ def _schema_problems(e: _Entry, which: str, schema: Any) -> list[RegistrationPro
         found.append(e.problem(
             Step.SCHEMA_VALIDITY,
             f"{which}: " + str(SchemaProblem(not_json_at(schema), "is not JSON: it holds NaN, "
-                                             "an infinity, or a value JSON has no form for")),
+                                             "an infinity, text with no UTF-8 form, or a value "
+                                             "JSON has no form for")),
             _NOT_JSON_REMEDY))
     return found
 

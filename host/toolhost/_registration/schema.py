@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolhost._model.digest import canonical_text
 from toolhost._model.errors import ToolhostError
+from toolhost._model.typed_schema import has_utf8
 
 if TYPE_CHECKING:
     from toolhost._registration.validator_cache import ValidatorCache
@@ -404,10 +405,11 @@ def _names(node: Any, keys: tuple[str, ...]) -> bool:
 
 def is_json(schema: Mapping[str, Any]) -> bool:
     """Whether the schema is a JSON value: no NaN or infinity (which Python's and pydantic's
-    parsers accept), no value JSON has no form for. Nesting is for ``schema_problems`` and the
-    compiler to judge, so a value too deep to encode here is not counted against it."""
+    parsers accept), no text with no UTF-8 form, no value JSON has no form for. Nesting is for
+    ``schema_problems`` and the compiler to judge, so a value too deep to encode here is not
+    counted against it."""
     try:
-        canonical_text(schema)
+        canonical_text(schema).encode("utf-8")  # a lone surrogate has no UTF-8 form (D393)
     except RecursionError:
         return True
     except (TypeError, ValueError):
@@ -417,14 +419,15 @@ def is_json(schema: Mapping[str, Any]) -> bool:
 
 def not_json_at(schema: Mapping[str, Any]) -> str:
     """The pointer of the first value in ``schema`` JSON has no form for (NaN, an infinity, an
-    integer too long to write out, a key or value of no JSON type), for a schema ``is_json``
-    refused; ``""`` (the top) where none is found within the depth a walk can take."""
+    integer too long to write out, text with no UTF-8 form, a key or value of no JSON type),
+    for a schema ``is_json`` refused; ``""`` (the top) where none is found within the depth a
+    walk can take."""
     stack: list[tuple[Any, str]] = [(schema, "")]
     while stack:
         value, pointer = stack.pop()
         if isinstance(value, Mapping):
             items = list(value.items())
-            if any(not isinstance(key, str) for key, _ in items):
+            if any(not isinstance(key, str) or not has_utf8(key) for key, _ in items):
                 return pointer
             stack.extend((sub, f"{pointer}/{key}") for key, sub in reversed(items))
         elif isinstance(value, (list, tuple)):
@@ -435,7 +438,9 @@ def not_json_at(schema: Mapping[str, Any]) -> str:
 
 
 def _json_scalar(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool)):
+    if isinstance(value, str):
+        return has_utf8(value)
+    if value is None or isinstance(value, bool):
         return True
     if isinstance(value, float):
         return math.isfinite(value)
