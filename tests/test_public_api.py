@@ -78,6 +78,7 @@ TOOLHOST_ALL = [
     "WorkspaceUnavailable",
     "WorkspaceUsage",
     "WriteResult",
+    "escaped",
     "hookimpl",
     "make_private_dirs",
     "media_type_for",

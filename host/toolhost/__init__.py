@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
     from toolhost._model.data_layout import make_private_dirs
     from toolhost._model.digest import sha256_checksum
+    from toolhost._model.printable import escaped
     from toolhost._model.media_types import MediaType, media_type_for
     from toolhost._model.outcome import (
         HARD_OUTPUT_CEILING,
@@ -130,6 +131,7 @@ __all__ = [
     "WorkspaceUnavailable",
     "WorkspaceUsage",
     "WriteResult",
+    "escaped",
     "hookimpl",
     "make_private_dirs",
     "media_type_for",
@@ -205,6 +207,7 @@ _HOME = {
     "WorkspaceUnavailable": "toolhost._model.workspace",
     "WorkspaceUsage": "toolhost._model.workspace",
     "WriteResult": "toolhost._model.workspace",
+    "escaped": "toolhost._model.printable",
     "hookimpl": "toolhost.hookspecs",
     "make_private_dirs": "toolhost._model.data_layout",
     "media_type_for": "toolhost._model.media_types",

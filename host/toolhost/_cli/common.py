@@ -231,15 +231,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: Seconds after a signal in which the same signal again is the same request, not a second.
+SAME_REQUEST_S = 0.5
+
+
 def run_cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
                     cancellation: CancellationEvent) -> tuple[_T, int | None]:
     """``run_sync(work())`` (the host's ``asyncio.run``), with Ctrl-C (SIGINT), SIGTERM and SIGHUP setting
     ``cancellation`` instead of stopping the process: the call in flight then ends as
     ``serve`` ends a cancelled one, its row ``failed`` (``tool.cancelled.run_cancelled``),
     rather than ``running`` for ``recover`` to settle (or run again). Returns the work's
-    result and the signal that cancelled it (None: none did). The first signal restores
-    every handler as it was, so a second one stops at once. A signal the process was
-    started ignoring (``nohup``, a background job) stays ignored."""
+    result and the signal that cancelled it (None: none did). The same signal again within
+    ``SAME_REQUEST_S`` is the same request (``timeout(1)`` signals its child, then the
+    child's group, microseconds apart); a later one, or another signal, restores every
+    handler as it was and goes to it, so an operator's second one stops at once. A signal
+    the process was started ignoring (``nohup``, a background job) stays ignored."""
     from toolhost._composition import run_sync
 
     return run_sync(_cancellable(work, cancellation))
@@ -253,6 +259,7 @@ async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
 
     loop = asyncio.get_running_loop()
     received: list[int] = []
+    first_at: list[float] = []  # the loop's clock at the first signal
     handled: dict[int, Any] = {}  # signal -> its handler before this
 
     def restore() -> None:
@@ -261,10 +268,22 @@ async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
             signal.signal(signum, before)
         handled.clear()
 
-    def on_signal(signum: int) -> None:
-        received.append(signum)
-        cancellation.cancel()
+    def again(signum: int, frame: Any) -> None:
+        # Python's own handler, not the loop's: it runs at once in the main thread, even
+        # while the loop is busy ending the call, so the time is the signal's own.
+        if signum == received[0] and loop.time() - first_at[0] < SAME_REQUEST_S:
+            return
         restore()
+        signal.raise_signal(signum)  # to the handler before this: it stops at once
+
+    def on_signal(signum: int) -> None:
+        if received:
+            return  # queued before ``again`` took over, so it came at once: the same request
+        received.append(signum)
+        first_at.append(loop.time())
+        for each in handled:
+            signal.signal(each, again)  # the loop still wakes for one: on_signal returns
+        cancellation.cancel()
 
     if threading.current_thread() is threading.main_thread():  # else no signal reaches it
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -3,6 +3,7 @@ message byte for byte, the description's promises, and registration step 7."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -89,6 +90,14 @@ def test_the_commands_own_timeout_fires_before_the_calls_deadline() -> None:
     longest = run_command.INPUT_SCHEMA["properties"]["timeout_s"]["maximum"]
     assert longest + 20 <= SPEC.timeout_s == 300
     assert f"timeout_s (1 to {longest}, default 60)" in SPEC.description
+
+
+def test_the_readme_gives_the_timeout_the_schema_takes() -> None:
+    # Regression: the README still said 1 to 300 after D374; an operator writing 300 got a
+    # schema failure.
+    longest = run_command.INPUT_SCHEMA["properties"]["timeout_s"]["maximum"]
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"`timeout_s` (1 to {longest}, default 60)" in readme
 
 
 @pytest.mark.parametrize("arguments", [

@@ -23,6 +23,7 @@ from toolhost import (
     ToolOutput,
     Trust,
     WorkspaceUsage,
+    escaped,
 )
 from toolhost_sandbox import quota
 from toolhost_sandbox.isolation import IsolationUnavailable, find_bwrap
@@ -61,38 +62,106 @@ def output_message(output_bytes: int) -> str:
     return f"{output_bytes // 1024} KiB of output"
 
 
+#: Bytes of the tool's maximum_output_bytes the text leaves to the host's elision marker
+#: (about 170 of them): when the structured result passes the limit, step 12 then keeps the
+#: text whole with its marker after it, and never starts a line with what the command printed.
+MARKER_ROOM = 1024
+
+
+def _quota(quota_bytes: int) -> str:
+    return f"{quota_bytes // 2**20} MiB, {QUOTA_ENTRIES} entries, {QUOTA_DEPTH} levels deep"
+
+
+_UNMEASURED = (
+    "could not be measured against its quota (most often a directory in it that may not be "
+    "listed or searched, after chmod 0 or chmod 300 on it)")
+_KEEP_MEASURABLE = (
+    "Keep every directory in the workspace readable and searchable by its owner (chmod u+rx), "
+    "and do not keep moving directories in it while the command runs.")
+
+
 def _status_line(completed: Completed, timeout_s: int, quota_bytes: int) -> str:
+    if not completed.started:
+        # Measured before the start (D297): the command never ran, nothing of it was killed.
+        if completed.killed == UNMEASURABLE:
+            return f"Nothing was run: the workspace {_UNMEASURED}. {_KEEP_MEASURABLE}"
+        return (f"Nothing was run: the workspace is already over its quota "
+                f"({_quota(quota_bytes)}), so the command was not started.")
     if completed.killed == "timeout":
         return f"Timed out after {timeout_s} s; every process of the command was killed."
     if completed.killed == "output_limit":
         return (f"Output reached {OUTPUT_LIMIT} bytes; every process of the command was "
                 "killed and the output is cut there.")
     if completed.killed == "workspace_quota":
-        return (f"The workspace passed its quota ({quota_bytes // 2**20} MiB, {QUOTA_ENTRIES} "
-                f"entries, {QUOTA_DEPTH} levels deep); every process of the command was killed.")
+        return (f"The workspace passed its quota ({_quota(quota_bytes)}); every process of "
+                "the command was killed.")
     if completed.killed == UNMEASURABLE:
-        return ("The workspace could not be measured against its quota (most often a "
-                "directory in it that may not be listed or searched, after chmod 0 or chmod "
-                "300 on it); every process of the command was killed. Keep every directory "
-                "in the workspace readable and searchable by its owner (chmod u+rx), and do "
-                "not keep moving directories in it while the command runs.")
+        return (f"The workspace {_UNMEASURED}; every process of the command was killed. "
+                f"{_KEEP_MEASURABLE}")
     if completed.killed is not None:
         return "Cancelled; every process of the command was killed."
     signal = completed.signal
     return f"Exit code {completed.exit_code}" + (f" ({signal})." if signal else ".")
 
 
-def _stream(name: str, data: bytes) -> str:
-    # One JSON string a stream, on one line: a newline or quote the command prints is escaped,
-    # so nothing it prints can pass for a header or end its stream early.
-    text = json.dumps(data.decode("utf-8", errors="replace"), ensure_ascii=False)
-    unit = "byte" if len(data) == 1 else "bytes"
-    return f"{name} ({len(data)} {unit}): {text}\n"
+def _literal(text: str) -> str:
+    """``text`` as one JSON string on one line. ``json.dumps`` escapes only C0 controls, the
+    quote and the backslash; every other character that does not print (DEL, C1 controls
+    such as CSI, U+0085, U+2028, U+2029, direction overrides, invisible ones) is its JSON
+    escape too (the host's one rule, ``toolhost.escaped``), since each would start a line of
+    the command's choosing or drive the reader's terminal."""
+    return escaped(json.dumps(text, ensure_ascii=False))
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _header(name: str, size: int, shown: int | None) -> str:
+    unit = "byte" if size == 1 else "bytes"
+    if shown is None:
+        return f"{name} ({size} {unit}): "
+    return (f"{name} ({size} {unit}, cut to its first {shown} characters here; the "
+            "structured result holds them all): ")
+
+
+#: The most bytes a stream's header and line end take, the room its JSON string has not.
+_HEADER_ROOM = len(_header("stdout", OUTPUT_LIMIT, OUTPUT_LIMIT)) + 1
+
+
+def _stream(name: str, size: int, text: str, literal: str, room: int) -> str:
+    """One stream's line (``literal``: ``text`` as a JSON string, ``size`` its bytes), the
+    string at most ``room`` bytes: cut at a character where escaping made it longer, and
+    its header says so."""
+    if _size(literal) <= room:
+        return f"{_header(name, size, None)}{literal}\n"
+    # Escaping is per character and each takes a byte at least: cutting as many characters
+    # as the string is over brings it within ``room`` from any first guess.
+    kept = len(text) * room // _size(literal)
+    literal = _literal(text[:kept])
+    if (over := _size(literal) - room) > 0:
+        kept = max(kept - over, 0)
+        literal = _literal(text[:kept])
+    return f"{_header(name, size, kept)}{literal}\n"
+
+
+def _streams(completed: Completed, stdout: str, stderr: str, room: int) -> str:
+    """Both streams' lines within ``room`` bytes: a stream whose string needs less than half
+    of the room is whole, and the other has the rest."""
+    room -= 2 * _HEADER_ROOM
+    out, err = _literal(stdout), _literal(stderr)
+    out_room = min(_size(out), max(room // 2, room - _size(err)))
+    return (_stream("stdout", len(completed.stdout), stdout, out, out_room)
+            + _stream("stderr", len(completed.stderr), stderr, err, room - out_room))
 
 
 def render(completed: Completed, timeout_s: int, quota_bytes: int = QUOTA_BYTES) -> ToolOutput:
     """The result: structured fields, and the text the model reads, byte-stable
-    (``quota_bytes``: the byte quota the host set, which a quota kill names)."""
+    (``quota_bytes``: the byte quota the host set, which a quota kill names). The text stays
+    within the tool's maximum_output_bytes less ``MARKER_ROOM``; the structured result keeps
+    both streams whole."""
+    stdout = completed.stdout.decode("utf-8", errors="replace")
+    stderr = completed.stderr.decode("utf-8", errors="replace")
     structured = {
         "exit_code": completed.exit_code,
         "signal": completed.signal,
@@ -100,11 +169,12 @@ def render(completed: Completed, timeout_s: int, quota_bytes: int = QUOTA_BYTES)
         "truncated": completed.killed == "output_limit",
         # A workspace that cannot be measured is held to its quota by the same kill.
         "quota_exceeded": completed.killed in ("workspace_quota", UNMEASURABLE),
-        "stdout": completed.stdout.decode("utf-8", errors="replace"),
-        "stderr": completed.stderr.decode("utf-8", errors="replace"),
+        "stdout": stdout,
+        "stderr": stderr,
     }
-    content = "\n".join((_status_line(completed, timeout_s, quota_bytes),
-                         _stream("stdout", completed.stdout) + _stream("stderr", completed.stderr)))
+    status = _status_line(completed, timeout_s, quota_bytes)
+    room = SPEC.maximum_output_bytes - MARKER_ROOM - _size(status) - 1
+    content = f"{status}\n{_streams(completed, stdout, stderr, room)}"
     return ToolOutput(structured=structured, content=content.rstrip("\n"),
                       output_trust=Trust.EXTERNAL_UNTRUSTED)
 

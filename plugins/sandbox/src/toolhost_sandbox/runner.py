@@ -92,15 +92,19 @@ class Completed:
     """How the command ended. ``exit_code`` is the shell's status (128+N when a signal N
     ended it) and None when the host killed the sandbox; ``killed`` says why then
     (``timeout``, ``output_limit``, ``workspace_quota``, ``workspace_unmeasurable``,
-    ``cancelled``)."""
+    ``cancelled``). ``started`` is False when the workspace failed its quota (``killed``:
+    which way) before the start: nothing ran, so nothing was killed either."""
 
     exit_code: int | None
     killed: str | None
     stdout: bytes
     stderr: bytes
+    started: bool = True
 
     @property
     def signal(self) -> str | None:
+        if not self.started:
+            return None
         if self.killed is not None:
             return "SIGKILL"
         if self.exit_code is not None and self.exit_code > 128:
@@ -613,7 +617,7 @@ def run_sandboxed(
     """
     first = _first_measurement(measure, quota_bytes)
     if isinstance(first, str):
-        return Completed(exit_code=None, killed=first, stdout=b"", stderr=b"")
+        return Completed(exit_code=None, killed=first, stdout=b"", stderr=b"", started=False)
     ticker = _ticker()  # the timeout counts from here: after the first measurement
     try:
         sandbox, status_fd, gate = _start(bwrap, workspace_fd, command, timeout_s, limits)
