@@ -141,6 +141,46 @@ def test_a_requests_head_names_no_answer() -> None:
     assert LineTooLong(10, b'{"jsonrpc":"2.0","id":3,"result":{').request_id == 3
 
 
+@pytest.mark.parametrize(("head", "answers"), [
+    (b'{"jsonrpc":"2.0","id":3,"params":{},"method":"ping"', None),
+    (b'{"id":3,"params":{"_meta":{"a":[1,{"b":"}"}]}},"jsonrpc":"2.0","method":"x"', None),
+    # A "method" that is no member of the line itself names nothing: an answer's own.
+    (b'{"jsonrpc":"2.0","id":3,"result":{"structuredContent":{"method":"GET"', 3),
+    (b'{"jsonrpc":"2.0","id":3,"result":{"content":[{"text":"\\"method\\": 1', 3),
+    (b'{"jsonrpc":"2.0","id":3,"result":{"content":[{"text":"a \\"}, \\"method\\":', 3),
+])
+def test_a_requests_head_names_no_answer_wherever_its_method_sits(
+        head: bytes, answers: int | None) -> None:
+    """JSON's members have no order: a server's request written ``id, params, method`` was
+    taken for the answer to the host's request of the same id, and the connection ended."""
+    assert LineTooLong(10, head).request_id == answers
+
+
+def test_a_request_taken_by_its_head_for_a_listings_page_gives_the_listing_back() -> None:
+    """Its "method" past the head, a server's request named the pending listing's id: once
+    parsed it is no answer, so the listing is still awaited and the request not counted in it."""
+    from types import SimpleNamespace
+
+    from toolhost._adapters.mcp_stdio import _Requests, message_of
+
+    requests = _Requests(Budget(2 * LISTING.bytes, MAX_CALL_VALUES))
+    requests.sent(SimpleNamespace(method="tools/list", id=5, params=None))
+    (asking,) = LineFramer(LISTING.bytes).feed(
+        b'{"jsonrpc":"2.0","id":5,"params":{"_meta":{"pad":"%s"}},"method":"ping"}\n'
+        % (b"x" * (OTHER.bytes - 100)))
+    admitted = requests.admit(asking)
+    assert not isinstance(admitted, LineTooLong) and admitted.answers == 5
+    settled = requests.settle(admitted, message_of(admitted))
+    assert not isinstance(settled, LineTooLong | ValueError) and settled is not None
+    assert type(settled.message).__name__ == "JSONRPCRequest"
+    (page,) = LineFramer(LISTING.bytes).feed(
+        b'{"jsonrpc":"2.0","id":5,"result":{"tools":[],"pad":"%s"}}\n'
+        % (b"x" * (LISTING.bytes - OTHER.bytes)))
+    # Counted alone: with the request's bytes, the page would be past the listing's budget.
+    listed = requests.admit(page)
+    assert not isinstance(listed, LineTooLong) and listed.answers == 5
+
+
 # ------------------------------------------------------------------- an event stream's data
 
 #: What may stand in an event stream's lines: JSON's openers, a quote, the SSE field separator.

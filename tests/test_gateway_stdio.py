@@ -210,6 +210,29 @@ def test_an_unreadable_answer_that_names_its_request_fails_it_at_once(
         assert upstreams.status()[0].state is ServerState.CONNECTED
 
 
+#: The call's own answer, after the line a test makes the server write before it.
+_REAL_ANSWER = '\n{"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"real"}]}}'
+
+
+@pytest.mark.parametrize("request_line", [
+    '{"jsonrpc":"2.0","id":{id},"params":{},"method":"ping"}',
+    '{"id":{id},"params":{"_meta":{}},"jsonrpc":"2.0","method":"ping"}',
+    # "method" past the head the transport reads before parsing: told apart once parsed.
+    '{"jsonrpc":"2.0","id":{id},"params":{"_meta":{"pad":"' + "x" * 400 + '"}},"method":"ping"}',
+    # Unreadable, "method" in its head: it names no answer, so no call fails for it.
+    '{"jsonrpc":"2.0","id":{id},"params":{},"method":"ping"',
+], ids=["params-first", "id-first", "method-past-the-head", "unreadable"])
+def test_a_servers_request_with_the_id_of_a_pending_call_is_not_taken_for_its_answer(
+        tmp_path: Path, request_line: str) -> None:
+    """A server's request ids are its own. One whose "method" came after "params" was taken,
+    by its head, for the answer to the call of the same id: the connection ended and the
+    call was lost (``connection_lost``); unreadable, it failed the call as a protocol error."""
+    with raw_upstream(tmp_path, script=UNREADABLE) as (upstreams, _):
+        assert called(upstreams, "say", {"line": request_line + _REAL_ANSWER}) == "real"
+        assert called(upstreams, "echo", {"text": "after"}) == "after"
+        assert upstreams.status()[0].state is ServerState.CONNECTED
+
+
 def test_a_lone_surrogate_reaches_the_server_as_sent(tmp_path: Path) -> None:
     """It ended the connection (UTF-8 has no lone surrogate) and failed every call in flight."""
     with raw_upstream(tmp_path) as (upstreams, _):

@@ -142,6 +142,55 @@ def test_an_s3_endpoint_refused_shows_no_credential(tmp_path: Path) -> None:
         2, f"toolhost: TOOLHOST_S3_ENDPOINT_URL='http://***@[::1' {NOT_AN_ENDPOINT}\n")
 
 
+NOT_BOTOCORES = ("is not an endpoint botocore accepts: its host must be an IP address or a DNS "
+                 "name (letters, digits and '-', labels of up to 63 characters; no '_')")
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://my_minio:9000", "http://m\u00fcnchen.example:9000",
+    f"http://{'a' * 64}.example:9000", f"http://{'a.' * 127}aa:9000"],
+    ids=["underscore", "idn", "label-over-63", "host-over-255"])
+@pytest.mark.parametrize("command", ["pending", "check"])
+def test_an_s3_endpoint_whose_host_botocore_refuses_is_one_line_at_check_too(
+        tmp_path: Path, endpoint: str, command: str) -> None:
+    """These passed ``check`` (exit 0), then every command that opened the stores died with
+    botocore's ``ValueError: Invalid endpoint: <the URL as written>`` traceback (exit 1)."""
+    pytest.importorskip("botocore", reason="the toolhost-core[s3] extra is not installed")
+    body = f'[host]\nartifact_store = "s3://toolhost-artifacts/x"\ns3_endpoint_url = "{endpoint}"\n'
+    code, stderr, path = _toolhost(tmp_path, command, body)
+    assert (code, stderr) == (
+        2, f"toolhost: {path}:4: [host] s3_endpoint_url: {endpoint!r} {NOT_BOTOCORES}\n")
+
+
+def test_an_s3_endpoint_botocore_refuses_shows_no_credential(tmp_path: Path) -> None:
+    pytest.importorskip("botocore", reason="the toolhost-core[s3] extra is not installed")
+    code, stderr, _ = _toolhost(tmp_path, "pending", "",
+                                TOOLHOST_ARTIFACT_STORE="s3://toolhost-artifacts/x",
+                                AWS_ENDPOINT_URL="http://minio:hunter2secret@minio_server:9000")
+    assert (code, stderr) == (
+        2, f"toolhost: AWS_ENDPOINT_URL='http://***@minio_server:9000' {NOT_BOTOCORES}\n")
+
+
+def test_an_s3_client_botocore_refuses_to_build_is_one_line_with_the_url_masked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever botocore refuses at construction (a region; an endpoint its installed version
+    refuses and the check let through) is a SettingError, never its ValueError quoting the URL."""
+    pytest.importorskip("boto3", reason="the toolhost-core[s3] extra is not installed")
+    from toolhost._adapters import s3_artifacts
+    from toolhost._model.settings import SettingError
+
+    with pytest.raises(SettingError, match=r"^boto3 refused the S3 settings: Provided region_name "
+                                           r"'bad region' doesn't match a supported format\.$"):
+        s3_artifacts.s3_client({"AWS_REGION": "bad region"})
+    # A botocore stricter than the check: its refusal passes through, its password masked.
+    monkeypatch.setattr(s3_artifacts, "check_endpoint_url", lambda url, named: None)
+    with pytest.raises(SettingError) as refused:
+        s3_artifacts.s3_client({"AWS_ENDPOINT_URL": "http://KEY:secret@my_minio:9000"})
+    assert str(refused.value) == (
+        "boto3 refused the S3 settings: Invalid endpoint: http://***@my_minio:9000")
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
 def test_an_s3_client_built_without_the_composition_refuses_the_endpoint_in_one_line() -> None:
     pytest.importorskip("boto3", reason="the toolhost-core[s3] extra is not installed")
     from toolhost._adapters.s3_artifacts import check_endpoint_url, s3_client
@@ -149,6 +198,7 @@ def test_an_s3_client_built_without_the_composition_refuses_the_endpoint_in_one_
 
     with pytest.raises(SettingError, match=r"^TOOLHOST_S3_ENDPOINT_URL='http://\[::1' is not "):
         s3_client({"TOOLHOST_S3_ENDPOINT_URL": "http://[::1"})
-    for usable in ("http://[::1]:9000", "https://s3.example.org/base/", "http://127.0.0.1:9000"):
+    for usable in ("http://[::1]:9000", "https://s3.example.org/base/", "http://127.0.0.1:9000",
+                   "HTTP://minio:9000/", "http://[fe80::1%25eth0]:9000", "http://minio.:9000"):
         check_endpoint_url(usable, named="X")
         assert s3_client({"AWS_ENDPOINT_URL": usable}) is not None

@@ -1224,31 +1224,19 @@ def check_artifact_store_settings(settings: Settings) -> None:
     if not url:
         return
     from toolhost._adapters.http import check_ca_bundle
-    from toolhost._adapters.s3_artifacts import S3Location, check_endpoint_url, endpoint_setting
+    from toolhost._adapters.s3_artifacts import (
+        S3Location,
+        check_endpoint_url,
+        endpoint_setting,
+        shown_url,
+    )
 
-    S3Location.parse(url, named=settings.named_value("TOOLHOST_ARTIFACT_STORE",
-                                                     _shown_store_url(url)))
+    S3Location.parse(url, named=settings.named_value("TOOLHOST_ARTIFACT_STORE", shown_url(url)))
     endpoint = endpoint_setting(settings.env)
     if endpoint is not None:
         name, value = endpoint
-        check_endpoint_url(value, named=settings.named_value(name, _shown_store_url(value)))
+        check_endpoint_url(value, named=settings.named_value(name, shown_url(value)))
     check_ca_bundle(settings)
-
-
-def _shown_store_url(url: str) -> str:
-    """An S3 setting's URL (the store, its endpoint) as an error may quote it: a credential
-    parameter's value masked (``redact_url_password``), and any userinfo all of it, up to its
-    last ``@``: an S3 secret key often holds a ``/``, which ends the userinfo
-    ``redact_url_password`` knows."""
-    from toolhost._model.settings import redact_url_password
-
-    shown = redact_url_password(url)
-    scheme, separator, rest = shown.partition("://")
-    if not separator:  # `s3:/KEY:SECRET@bucket`, `KEY:SECRET@bucket`: not a URL, still masked
-        scheme, rest = "", shown
-    if "@" in rest:
-        shown = f"{scheme}{separator}***@{rest.rpartition('@')[2]}"
-    return shown
 
 
 class Stores:

@@ -12,9 +12,11 @@ line's head or tail, matched as the SDK matches ids) fails ``too_large`` alone. 
 that names no id ends the connection, and the supervisor starts the server again. Once parsed,
 a line must answer the request whose budget it was held to: the SDK routes an answer by the id
 its parser kept (the last of duplicate "id" members, or one spelled with escapes), and a line
-that answers another ends the connection too. The rest follows the SDK's transport
-and the MCP lifecycle's shutdown: the server gets a session of its own (process group), and
-leaving closes its stdin, waits, then terminates and kills the group (D312).
+that answers another ends the connection too. A line with a "method" member is the server's own
+request or notification, wherever its members sit: it answers nothing, whatever its id. The rest
+follows the SDK's transport and the MCP lifecycle's shutdown: the server gets a session of
+its own (process group), and leaving closes its stdin, waits, then terminates and kills the
+group (D312).
 """
 
 from __future__ import annotations
@@ -76,11 +78,10 @@ _ID_AT_HEAD = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID)
 #: A response's id at the end of its line, as the TypeScript SDK writes it (``result`` first,
 #: then "jsonrpc" and "id"), or with "jsonrpc" after it.
 _ID_AT_TAIL = re.compile(_ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*\Z')
-#: A request's or a notification's head: one of its first members is "method". It answers
-#: nothing, whatever id it has (a server's request has an id of its own).
-_METHOD_AT_HEAD = re.compile(
-    rb'\A\s*\{\s*(?:"(?:jsonrpc|id)"\s*:\s*(?:-?\d{1,18}|"(?:[^"\\]|\\.){0,128}")\s*,\s*)'
-    rb'{0,2}"method"\s*:')
+#: What tells a head's top-level members: a bracket, or a string and whether a colon follows
+#: it (a member's name). A string the head cuts short matches nothing, and no quote after its
+#: own can then be read as a name's.
+_TOKEN = re.compile(rb'[{}\[\]]|"((?:[^"\\]|\\.)*)"(\s*:)?')
 #: How many requests sent and not answered yet are remembered (a cancelled call's answer may
 #: still come, or never).
 _REMEMBERED = 4096
@@ -99,9 +100,22 @@ class LineTooLong(ToolhostError):
         self.request_id = request_id if request_id is not None else _request_id(head)
 
 
+def _names_method(head: bytes) -> bool:
+    """Whether a line's head has a top-level "method" member, wherever it sits among the
+    others (JSON's members have no order): a request or a notification, which answers nothing
+    whatever id it has (a server's request has an id of its own)."""
+    depth = 0
+    for token in _TOKEN.finditer(head):
+        if token[1] is None:
+            depth += 1 if token[0] in b"{[" else -1
+        elif depth == 1 and token[2] and token[1] == b"method":
+            return True
+    return False
+
+
 def _request_id(head: bytes, tail: bytes = b"") -> int | str | None:
     """The id of the request a line with this head (and tail) answers, if it names one."""
-    if _METHOD_AT_HEAD.match(head):
+    if _names_method(head):
         return None
     found = _ID_AT_HEAD.match(head) or (_ID_AT_TAIL.search(tail) if tail else None)
     if found is None:
@@ -115,6 +129,13 @@ def _matched(request_id: int | str) -> int | str:
     from mcp.shared.dispatcher import coerce_request_id
 
     return coerce_request_id(request_id)
+
+
+def _is_request(message: SessionMessage) -> bool:
+    """Whether a parsed line is the server's own request or a notification: no answer."""
+    from mcp_types import JSONRPCNotification, JSONRPCRequest
+
+    return isinstance(message.message, JSONRPCRequest | JSONRPCNotification)
 
 
 def _answer_to(message: SessionMessage) -> int | str | None:
@@ -133,6 +154,8 @@ class Line(bytearray):
 
     values: int = 0
     answers: int | str | None = None
+    #: What was asked of ``answers`` (the method), given back if the line turns out no answer.
+    asked: str | None = None
 
 
 class LineFramer:
@@ -227,7 +250,7 @@ class _Requests:
         method = self.answered(request_id)
         if (refused := self._over(line, method, request_id)) is not None:
             return refused
-        line.answers = request_id if method is not None else None
+        line.answers, line.asked = (request_id, method) if method is not None else (None, None)
         return line
 
     def settle(self, line: Line, message: SessionMessage | ValueError
@@ -237,14 +260,32 @@ class _Requests:
         answers another request than its head or tail said (a duplicate or escaped "id": it
         was held to another's budget, and that request was forgotten): refused, and the
         connection ends. A line whose id neither its head nor its tail shows was held to the
-        least budget, and is counted now with its listing, if it is a page of one."""
+        least budget, and is counted now with its listing, if it is a page of one. A request
+        or notification whose "method" came past its head is no answer: what it was taken to
+        answer is given back, and it is held to the least budget."""
         if isinstance(message, ValueError):
             return message  # routed nowhere: the session is told it could not be read
+        if _is_request(message):
+            if line.answers is not None:
+                self._give_back(line)
+            refused = self._over(line, None, None)
+            if refused is not None:
+                refused.request_id = None  # the id its head shows is its own: no call fails
+            return refused or message
         answered = _answer_to(message)
         if line.answers is not None:
             return message if answered == line.answers else None
         method = self.answered(answered)
         return self._over(line, method, answered) or message
+
+    def _give_back(self, line: Line) -> None:
+        """Undo ``admit``'s taking ``line`` for the answer its head or tail named."""
+        assert line.answers is not None and line.asked is not None
+        self._asked[line.answers] = line.asked
+        if line.asked == "tools/list":
+            self._listed_bytes -= len(line)
+            self._listed_values -= line.values
+        line.answers = line.asked = None
 
     def _over(self, line: Line, method: str | None,
               request_id: int | str | None) -> LineTooLong | None:

@@ -72,6 +72,7 @@ __all__ = [
     "endpoint_setting",
     "open_s3_artifact_store",
     "s3_client",
+    "shown_url",
 ]
 
 #: How much of a stream is buffered before it becomes a multipart upload, and the size of each
@@ -121,7 +122,7 @@ class S3Location:
         prefix = prefix.strip("/")
         if (not url.strip().startswith("s3://") or not _BUCKET.fullmatch(bucket) or ".." in bucket
                 or any(part in ("", ".", "..") for part in prefix.split("/") if prefix)):
-            named = named or f"TOOLHOST_ARTIFACT_STORE={url!r}"
+            named = named or f"TOOLHOST_ARTIFACT_STORE={shown_url(url)!r}"
             raise SettingError(
                 f"{named} is not s3://bucket or s3://bucket/prefix "
                 "(a bucket name is 3 to 63 lower-case letters, digits, '.' or '-')")
@@ -144,12 +145,26 @@ def endpoint_setting(env: Mapping[str, str]) -> tuple[str, str] | None:
                  if (value := env.get(name, "")).strip()), None)
 
 
-def check_endpoint_url(url: str, *, named: str) -> None:
-    """Refuse an endpoint botocore could not use (``http://[::1`` raised urllib's ValueError
-    from inside the client's construction: a traceback). ``named``: how a refusal begins
-    (``Settings.named_value``, no credential in it).
+def shown_url(url: str) -> str:
+    """An S3 setting's URL (the store, its endpoint) as an error may quote it: a credential
+    parameter's value masked (``redact_url_password``), and any userinfo all of it, up to its
+    last ``@``: an S3 secret key often holds a ``/``, which ends the userinfo
+    ``redact_url_password`` knows."""
+    shown = redact_url_password(url)
+    scheme, separator, rest = shown.partition("://")
+    if not separator:  # `s3:/KEY:SECRET@bucket`, `KEY:SECRET@bucket`: not a URL, still masked
+        scheme, rest = "", shown
+    if "@" in rest:
+        shown = f"{scheme}{separator}***@{rest.rpartition('@')[2]}"
+    return shown
 
-    :raises SettingError: not ``http(s)://host[:port][/path]``.
+
+def check_endpoint_url(url: str, *, named: str) -> None:
+    """Refuse an endpoint botocore could not use: its client's construction raises
+    ``ValueError`` quoting the URL as written (``http://[::1``, ``http://my_minio:9000``), a
+    traceback. ``named``: how a refusal begins (``Settings.named_value``, no credential in it).
+
+    :raises SettingError: not ``http(s)://host[:port][/path]``, or a host botocore refuses.
     """
     from urllib.parse import urlsplit
 
@@ -166,6 +181,23 @@ def check_endpoint_url(url: str, *, named: str) -> None:
     if not usable:
         raise SettingError(f"{named} is not an endpoint: set it to http(s)://host[:port], or "
                            "unset it for AWS itself")
+    if not _botocore_takes_host(url):
+        raise SettingError(f"{named} is not an endpoint botocore accepts: its host must be an "
+                           "IP address or a DNS name (letters, digits and '-', labels of up to "
+                           "63 characters; no '_')")
+
+
+def _botocore_takes_host(url: str) -> bool:
+    """Whether botocore's own test (``endpoint.create_endpoint``) passes the URL: asked of
+    botocore itself, so the rule is the installed version's, not a copy."""
+    try:
+        from botocore.utils import (  # type: ignore[import-untyped, unused-ignore]
+            is_valid_endpoint_url,
+            is_valid_ipv6_endpoint_url,
+        )
+    except ImportError:  # no S3 client to refuse it: opening the store names the extra
+        return True
+    return bool(is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url))
 
 
 def s3_client(env: Mapping[str, str]) -> Any:
@@ -181,7 +213,8 @@ def s3_client(env: Mapping[str, str]) -> Any:
     ``AWS_CA_BUNDLE``.
 
     :raises ImportError: boto3 is not installed (the ``s3`` extra).
-    :raises SettingError: the endpoint is not a URL botocore could use.
+    :raises SettingError: the endpoint is not a URL botocore could use, or botocore refused
+        another setting (the region).
     """
     import boto3  # type: ignore[import-untyped, unused-ignore]
     from botocore.config import Config  # type: ignore[import-untyped, unused-ignore]
@@ -195,13 +228,7 @@ def s3_client(env: Mapping[str, str]) -> Any:
         # The composition checked it where it was written; a store opened without it (a
         # script, a test) still gets one line, naming the variable.
         name, endpoint = named_endpoint
-        check_endpoint_url(endpoint, named=f"{name}={redact_url_password(endpoint)!r}")
-    session = boto3.session.Session(
-        aws_access_key_id=setting("AWS_ACCESS_KEY_ID"),
-        aws_secret_access_key=setting("AWS_SECRET_ACCESS_KEY"),
-        aws_session_token=setting("AWS_SESSION_TOKEN"),
-        region_name=setting("AWS_REGION", "AWS_DEFAULT_REGION") or "us-east-1",
-    )
+        check_endpoint_url(endpoint, named=f"{name}={shown_url(endpoint)!r}")
     config = Config(
         # Path-style for a named endpoint: S3-compatible servers rarely have wildcard DNS.
         s3={"addressing_style": "path" if endpoint else "auto"},
@@ -217,8 +244,21 @@ def s3_client(env: Mapping[str, str]) -> Any:
         proxies={},
         ignore_configured_endpoint_urls=True,
     )
-    return session.client("s3", endpoint_url=endpoint, config=config,
-                          verify=trust_roots_file(env))
+    verify = trust_roots_file(env)  # its own one-line HttpConfigError, a ValueError too
+    try:
+        session = boto3.session.Session(
+            aws_access_key_id=setting("AWS_ACCESS_KEY_ID"),
+            aws_secret_access_key=setting("AWS_SECRET_ACCESS_KEY"),
+            aws_session_token=setting("AWS_SESSION_TOKEN"),
+            region_name=setting("AWS_REGION", "AWS_DEFAULT_REGION") or "us-east-1",
+        )
+        return session.client("s3", endpoint_url=endpoint, config=config, verify=verify)
+    except ValueError as exc:
+        # botocore's words quote the endpoint as written, password and all (a region it
+        # refuses is a ValueError too): one line, the URL masked, no traceback.
+        words = str(exc).replace(endpoint, shown_url(endpoint)) if endpoint else str(exc)
+        raise SettingError(f"boto3 refused the S3 settings: {redact_url_password(words)}"
+                           ) from None
 
 
 def _error_code(exc: BaseException) -> str | None:

@@ -38,8 +38,10 @@ What is decided here (docs/gateway.md has the operator's view):
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import hashlib
+import heapq
 import json
 import re
 import threading
@@ -166,8 +168,13 @@ MAX_TOOLS_PER_SERVER = 256
 #: registered and those left out); past them a server's new names wait for a restart.
 MAX_CONSIDERED = 2 * MAX_TOOLS_PER_SERVER
 #: The longest listed name a tool table naming no listed tool is compared with for a likely
-#: spelling: difflib's ratio is quadratic, and a name is the upstream's to make long.
-_MEANT_CHARS = 128
+#: spelling, and how many names get difflib's full ratio (quadratic in a name's length): both
+#: how long and how many the names are is the upstream's to make, and a table's hint must cost
+#: milliseconds, not seconds, whatever it lists (1,024 names of 128 characters took 2.5 s).
+_MEANT_CHARS = 64
+_MEANT_COMPARED = 16
+#: difflib's ``get_close_matches`` cutoff: a spelling less alike is no hint.
+_MEANT_CUTOFF = 0.6
 
 
 def tool_name(server: str, upstream: str) -> str:
@@ -350,7 +357,8 @@ class Gateway:
             if refused is not None:
                 raise refused
             if server in self._unsaid:
-                self._say_unmatched(server)
+                # Off the event loop: every other request of a serving host waits on it.
+                await asyncio.to_thread(self._say_unmatched, server)
             where = {"server": server, "tool": upstream}
             timeout = max(context.deadline - self._monotonic(), 0.001) + _SDK_GRACE_S
             # The server's progress is asked for only when someone watches this call (the
@@ -427,7 +435,7 @@ class Gateway:
             # never judge a listing older than the one the other just admitted from.
             status = self._status_of(server)
             listed = {t.name: t for t in status.tools} if status is not None else {}
-            unmatched = self._newly_unmatched(status) if status is not None else []
+            unmatched = self._newly_unmatched(status)
             mine = {m.upstream.name: name for name, m in self._mapped.items()
                     if m.server == server}
             disabled = []
@@ -447,7 +455,7 @@ class Gateway:
 
         for name, why in disabled:
             get_logger(tool=name, server=server).warning("gateway.tool_disabled", why=why)
-        _log_unmatched(server, unmatched)
+        self._log_unmatched(status, unmatched)
         for callback in listeners:
             callback(added)
         for told in withdrawing:
@@ -502,39 +510,61 @@ class Gateway:
     def _unmatched(self, status: UpstreamStatus) -> list[tuple[str, str | None]]:
         """Each tool table of ``status``'s server naming no tool of its listing (as written:
         ``[mcp.servers.S.tools.NAME]``), with the table it likely meant, if any. A misspelt
-        ``enabled = false`` leaves the tool it meant registered. Only a connected server's
-        listing is known; and a table may be written ahead of a tool the server lists later."""
+        ``enabled = false`` leaves the tool it meant registered."""
+        return self._hinted(status, self._unmatched_names(status))
+
+    def _unmatched_names(self, status: UpstreamStatus) -> list[str]:
+        """The names of ``status``'s server's tool tables its listing lacks. Only a connected
+        server's listing is known; and a table may be written ahead of a tool it lists later."""
         if status.state is not ServerState.CONNECTED:
             return []
-        server = self.servers[status.name]
         listed = {t.name for t in status.tools}
-        return [(_table_of(server.name, written), _meant(server.name, written, listed))
-                for written in server.tools if written not in listed]
+        return [written for written in self.servers[status.name].tools if written not in listed]
 
-    def _newly_unmatched(self, status: UpstreamStatus) -> list[tuple[str, str | None]]:
-        """``_unmatched``, when this listing changed it since the log was last told (then
-        what is new of it); else nothing. Nothing either before the host's log is configured:
-        the server's next call says it (``_say_unmatched``). Under ``_lock``."""
+    def _hinted(self, status: UpstreamStatus, names: Sequence[str]
+                ) -> list[tuple[str, str | None]]:
+        """Each of ``names`` as its table, with the one it likely meant (``_meant``): outside
+        ``_lock``, so no other thread waits on the comparison."""
+        listed = {t.name for t in status.tools} if names else set()
+        return [(_table_of(status.name, written), _meant(status.name, written, listed))
+                for written in names]
+
+    def _newly_unmatched(self, status: UpstreamStatus | None) -> list[str]:
+        """``_unmatched_names``, when this listing changed them since the log was last told
+        (then what is new of them); else nothing. Nothing either before the host's log is
+        configured: the server's next call says it (``_say_unmatched``). Under ``_lock``."""
         from toolhost._pipeline.log import logging_configured
 
+        if status is None:
+            return []
         if not logging_configured():
             self._unsaid.add(status.name)
             return []
         self._unsaid.discard(status.name)
-        found = self._unmatched(status)
-        tables = frozenset(table for table, _ in found)
+        names = self._unmatched_names(status)
         said = self._unmatched_said.get(status.name, frozenset())
-        if status.state is not ServerState.CONNECTED or tables == said:
+        if status.state is not ServerState.CONNECTED or frozenset(names) == said:
             return []
-        self._unmatched_said[status.name] = tables
-        return [(table, meant) for table, meant in found if table not in said]
+        self._unmatched_said[status.name] = frozenset(names)
+        return [written for written in names if written not in said]
 
     def _say_unmatched(self, server: str) -> None:
         """Log what a listing that came before the log was configured left unsaid."""
         with self._lock:
             status = self._status_of(server)
-            unmatched = self._newly_unmatched(status) if status is not None else []
-        _log_unmatched(server, unmatched)
+            unmatched = self._newly_unmatched(status)
+        self._log_unmatched(status, unmatched)
+
+    def _log_unmatched(self, status: UpstreamStatus | None, names: Sequence[str]) -> None:
+        """Said in the log of the host that listed the server: a serving host's operator reads
+        no ``toolhost check`` of it. Outside ``_lock`` (the hints' comparison)."""
+        if status is None or not names:
+            return
+        from toolhost._pipeline.log import get_logger
+
+        for table, meant in self._hinted(status, names):
+            get_logger(server=status.name).warning("gateway.tool_table_unmatched", table=table,
+                                                   meant=meant)
 
     def _status_of(self, server: str) -> UpstreamStatus | None:
         """``server``'s status now; None for one the adapter does not hold (disabled)."""
@@ -596,26 +626,35 @@ def _meant(server: str, written: str, listed: set[str]) -> str | None:
     toolhost name it wrote (tables take the server's own name), else the closest spelling."""
     prefix = f"mcp.{server}__"
     meant = [u for u in sorted(listed) if tool_name(server, u).removeprefix(prefix) == written]
-    meant = meant or difflib.get_close_matches(
-        written[:_MEANT_CHARS], sorted(u for u in listed if len(u) <= _MEANT_CHARS), n=1)
-    return _table_of(server, meant[0]) if meant else None
+    closest = meant[0] if meant else _closest(written, listed)
+    return _table_of(server, closest) if closest is not None else None
+
+
+def _closest(written: str, listed: set[str]) -> str | None:
+    """The listed name spelt most like ``written`` by difflib's ratio, as ``get_close_matches``
+    finds it, at a bounded cost: of the names up to ``_MEANT_CHARS`` long, only the
+    ``_MEANT_COMPARED`` sharing the most characters with it (difflib's linear
+    ``quick_ratio``) get the full comparison."""
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(written[:_MEANT_CHARS])  # difflib caches the second sequence's index
+    alike = []
+    for name in listed:
+        if len(name) <= _MEANT_CHARS:
+            matcher.set_seq1(name)
+            if matcher.real_quick_ratio() >= _MEANT_CUTOFF:
+                alike.append((matcher.quick_ratio(), name))
+    scored = []
+    for quick, name in heapq.nlargest(_MEANT_COMPARED, alike):
+        if quick >= _MEANT_CUTOFF:
+            matcher.set_seq1(name)
+            scored.append((matcher.ratio(), name))
+    best = max(scored, default=None)
+    return best[1] if best is not None and best[0] >= _MEANT_CUTOFF else None
 
 
 def _unmatched_words(table: str, meant: str | None) -> str:
     said = f"{table} names no tool the server lists, so it applies to none"
     return f"{said} (did you mean {meant}?)" if meant is not None else said
-
-
-def _log_unmatched(server: str, tables: Sequence[tuple[str, str | None]]) -> None:
-    """Said in the log of the host that listed the server: a serving host's operator reads no
-    ``toolhost check`` of it."""
-    if not tables:
-        return
-    from toolhost._pipeline.log import get_logger
-
-    for table, meant in tables:
-        get_logger(server=server).warning("gateway.tool_table_unmatched", table=table,
-                                          meant=meant)
 
 
 def _shown(name: str) -> str:
