@@ -82,8 +82,9 @@ def test_a_servers_first_call_leaves_the_serving_host_answering_while_the_hint_i
             assert not result.is_error and text_of(result) == "answered"
 
     anyio.run(main)
-    # Loose bounds: it was 19 s; the hints now cost milliseconds.
-    assert waited["ping"] < 2 and waited["call"] < 4, waited
+    # A loose bound on what matters, the loop answering meanwhile: the ping waited out the
+    # hints (5 to 19 s) before. The call's own time is the machine's load, not asserted.
+    assert waited["ping"] < 2, waited
     logged = (tmp_path / "serve.err").read_text()
     assert logged.count('"event": "gateway.tool_table_unmatched"') == 5, logged[-2000:]
 
@@ -102,7 +103,7 @@ def test_the_hints_for_a_listing_of_long_alike_names_cost_milliseconds(tmp_path:
     finally:
         host.close()
     assert sum(UNMATCHED in line for line in lines) == 5, lines
-    assert took < 1.0, took  # 5 tables took 7 s
+    assert took < 3.0, took  # a loose bound: 5 tables took 7 s, now milliseconds
 
 
 class _Listing:
