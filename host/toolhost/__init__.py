@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
     from toolhost._model.data_layout import make_private_dirs
     from toolhost._model.digest import sha256_checksum
-    from toolhost._model.printable import escaped
     from toolhost._model.media_types import MediaType, media_type_for
     from toolhost._model.outcome import (
         HARD_OUTPUT_CEILING,
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
         ToolOutput,
         ToolValidationError,
     )
+    from toolhost._model.printable import escaped
     from toolhost._model.secrets import Secret
     from toolhost._model.setting_spec import SettingSpec
     from toolhost._model.settings import Settings
