@@ -64,6 +64,13 @@ DAMAGES: list[tuple[str, Any, str]] = [
     # Bytes that are not UTF-8: a BLOB in SQLite, bytea PostgreSQL cannot decode.
     ("approver", b"\xff\xfe", "approver"),
     ("output_refs", "{not json", "output_refs"),
+    # An operator's directory names one only as an absolute path with its host: anything
+    # else would have an approval run the call in a workspace of its own (D509).
+    ("operator_directory", '{"host":"h","path":"proj"}', "operator_directory"),
+    ("operator_directory", '{"host":"h","path":42}', "operator_directory"),
+    ("operator_directory", '{"path":"/srv/proj"}', "operator_directory"),
+    ("operator_directory", '{"host":"h","path":"/srv/proj","inode":"7"}', "operator_directory"),
+    ("operator_directory", '["h","/srv/proj"]', "operator_directory"),
 ]
 
 Damage = Callable[[str, str, Any], None]
@@ -205,7 +212,8 @@ def toolhost(backend: Backend, *args: str, input: str | None = None
 
 #: The damages the commands are shown, by the reader that refused each before.
 COMMAND_DAMAGES = [("state", "bogus"), ("arguments", "{not json"),
-                   ("created_at", "yesterday"), ("owner", '"x"')]
+                   ("created_at", "yesterday"), ("owner", '"x"'),
+                   ("operator_directory", '{"host":"h","path":"proj"}')]
 
 
 @pytest.mark.parametrize(("column", "value"), COMMAND_DAMAGES, ids=[d[0] for d in COMMAND_DAMAGES])

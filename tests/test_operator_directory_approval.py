@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from conftest import nothing_left
-from test_cli import toolhost
+from test_cli import assert_no_traceback, toolhost
 from test_cli_runs import call
 
 from toolhost._adapters.run_workspaces import RunWorkspaces
+from toolhost._adapters.sqlite_db import DATABASE_NAME
 from toolhost._composition import claim_served
 from toolhost._model.settings import Settings
 
@@ -144,3 +148,96 @@ def test_a_directory_recorded_on_another_machine_is_not_opened_here(
         assert not registry.registered("r-elsewhere")
     finally:
         workspace.close()
+
+
+def recorded(env: dict[str, str], invocation_id: str, **changes: object) -> None:
+    """The row's ``operator_directory`` edited as an operator or a damaged backup would."""
+    with closing(sqlite3.connect(Path(env["TOOLHOST_DATA_DIR"]) / DATABASE_NAME)) as conn, conn:
+        (text,) = conn.execute("SELECT operator_directory FROM tool_invocations WHERE id = ?",
+                               (invocation_id,)).fetchone()
+        value = {k: v for k, v in {**json.loads(text), **changes}.items() if v is not None}
+        conn.execute("UPDATE tool_invocations SET operator_directory = ? WHERE id = ?",
+                     (json.dumps(value), invocation_id))
+
+
+def test_a_directory_the_system_cannot_reach_is_one_cut_line_and_the_call_still_waits(
+    env: dict[str, str], project: Path,
+) -> None:
+    invocation_id = paused(env, project)
+    recorded(env, invocation_id, path="/" + "a" * 300)  # past NAME_MAX: ENAMETOOLONG
+    refused = toolhost("approve", invocation_id, env=env)
+    assert_no_traceback(refused)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"toolhost: invocation {invocation_id} was not run and still awaits approval: the "
+        f"operator's directory '/{'a' * 198}…' the call paused in cannot be reached "
+        "(ENAMETOOLONG)\n")
+    assert row(env, invocation_id)["state"] == "awaiting_approval"
+
+
+def test_a_row_that_names_this_host_with_a_relative_path_is_damaged_and_runs_nowhere(
+    env: dict[str, str], project: Path,
+) -> None:
+    invocation_id = paused(env, project)
+    recorded(env, invocation_id, path="project")
+    refused = toolhost("approve", invocation_id, env=env)
+    assert (refused.returncode, refused.stderr) == (1, (
+        f"toolhost: invocation {invocation_id} is damaged (operator_directory): its row was "
+        "changed outside toolhost; restore it from a backup\n"))
+    assert not (project / "out.txt").exists()
+
+
+def test_another_directory_at_the_recorded_path_is_refused_and_the_call_still_waits(
+    env: dict[str, str], project: Path, tmp_path: Path,
+) -> None:
+    invocation_id = paused(env, project)
+    # The one it paused in moved away, another made at its path (recreated, or mounted over
+    # it: a container with the host's name sees its own directory there).
+    project.rename(tmp_path / "moved")
+    project.mkdir()
+    refused = toolhost("approve", invocation_id, env=env)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"toolhost: invocation {invocation_id} was not run and still awaits approval: the "
+        f"operator's directory {str(project)!r} the call paused in cannot be told to be the "
+        "one it paused in: it is another directory now, at the same path (deny the call, and "
+        "make it again)\n")
+    assert list(project.iterdir()) == []
+    assert row(env, invocation_id)["state"] == "awaiting_approval"
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"device": None, "inode": None}, "its row does not say which directory it was"),
+    ({"boot": "another-boot"}, "was on this machine before it restarted"),
+], ids=["recorded-without-identity", "another-boot"])
+def test_a_directory_not_known_to_be_the_one_it_paused_in_is_refused(
+    env: dict[str, str], project: Path, changes: dict[str, object], why: str,
+) -> None:
+    invocation_id = paused(env, project)
+    recorded(env, invocation_id, **changes)
+    refused = toolhost("approve", invocation_id, env=env)
+    assert refused.returncode == 2 and why in refused.stderr, refused.stderr
+    assert not (project / "out.txt").exists()
+
+
+def test_show_and_approve_name_the_directory_the_approved_call_runs_in(
+    env: dict[str, str], project: Path,
+) -> None:
+    invocation_id = paused(env, project)
+    shown = toolhost("show", invocation_id, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert (f"directory    {project} on {socket.gethostname()} (an approval runs the call "
+            "there, checked again first)\n") in shown.stdout
+    approved = toolhost("approve", invocation_id, env=env)
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stderr == (f"toolhost: invocation {invocation_id} runs in the operator's "
+                               f"directory {project}\n")
+    # Once decided it says where it ran; on another machine's row, that an approval here
+    # runs the call in a workspace of its own.
+    assert f"directory    {project} on {socket.gethostname()}\n" in toolhost(
+        "show", invocation_id, env=env).stdout
+    elsewhere = paused(env, project)
+    recorded(env, elsewhere, host="not-" + socket.gethostname())
+    assert (f"directory    {project} on not-{socket.gethostname()} (another machine: approved "
+            "here, it runs in a workspace of its own)\n") in toolhost(
+        "show", elsewhere, env=env).stdout

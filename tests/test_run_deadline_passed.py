@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import socket
-import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -21,8 +19,7 @@ from conftest import make_plugin, make_spec, make_tool
 
 from toolhost import Idempotency, OutcomeStatus, Risk, SideEffect, ToolExecutionContext, ToolOutput
 from toolhost._model import host_reasons as core_messages
-from toolhost._model.invocations import InvocationRecord, InvocationState
-from toolhost._pipeline.recovery import RecoveryAction
+from toolhost._model.invocations import InvocationState
 from toolhost._testing.cli import run_toolhost
 from toolhost.testing import DEFAULT_INSTANT, Harness
 
@@ -158,20 +155,22 @@ def test_a_call_that_needs_an_approval_after_the_runs_deadline_is_not_paused(
     harness.end_run(run)
 
 
-@pytest.mark.parametrize(("name", "code", "retryable"), [
-    ("fx.waits_read_only", core_messages.DEADLINE, True),
-    ("fx.waits_once", core_messages.DEADLINE_MAY_HAVE_TAKEN_EFFECT, False),
+@pytest.mark.parametrize(("name", "code"), [
+    ("fx.waits_read_only", core_messages.DEADLINE),
+    ("fx.waits_once", core_messages.DEADLINE_MAY_HAVE_TAKEN_EFFECT),
 ])
 def test_a_run_deadline_reached_while_the_body_runs_is_still_a_timeout(
-    harness: Harness, name: str, code: str, retryable: bool,
+    harness: Harness, name: str, code: str,
 ) -> None:
+    # Not retryable: a retry in the run would end run_deadline_passed
+    # (test_body_cut_off_by_run_deadline.py).
     run = harness.start_run(timeout_s=0.5)
     started = time.monotonic()
     outcome = harness.call(name, {"path": "slow"}, run=run)
     assert time.monotonic() - started < 25  # stopped at the run's deadline, not the body's wait
     assert RAN == ["slow"]
     assert outcome.failure is not None
-    assert (outcome.failure.reason_code, outcome.failure.retryable) == (code, retryable)
+    assert (outcome.failure.reason_code, outcome.failure.retryable) == (code, False)
     harness.end_run(run)
 
 
@@ -202,27 +201,3 @@ def test_the_cli_ends_a_call_after_the_named_runs_deadline_unrun(tmp_path: Path)
                          plugins=plugins)
     assert json.loads(shown.stdout)["state"] == "failed"
     assert run_toolhost("runs", "end", "r1", data_dir=data, plugins=plugins).returncode == 0
-
-
-def test_a_killed_call_recovery_would_run_again_after_its_runs_deadline_ends_unrun(
-    harness: Harness, clock: SettableClock,
-) -> None:
-    # An IDEMPOTENT call left running by a process that is gone, in a run whose deadline has
-    # passed: recovery would run it again (step 8), and finds the run's deadline passed.
-    pipeline = harness.host.pipeline
-    registered = harness.host.registry.resolve("fx.idempotent", None)
-    prepared = pipeline.prepare(registered, {"path": "again.txt"})
-    dead = subprocess.Popen(["true"])  # a pid no process has once it is reaped
-    dead.wait()
-    pipeline.invocations.insert(InvocationRecord(
-        id="a" * 32, run_id="r9", principal_id="tester", scopes=(),
-        tool_name=prepared.tool, tool_version=prepared.version, arguments=prepared.arguments,
-        argument_digest=prepared.digest, state=InvocationState.RUNNING,
-        policy=pipeline.decide(registered).to_json(), created_at=DEFAULT_INSTANT,
-        started_at=DEFAULT_INSTANT, owner={"host": socket.gethostname(), "pid": dead.pid},
-        run_deadline=DEADLINE_AT))
-    clock.at = DEADLINE_AT + dt.timedelta(seconds=1)
-    (recovered,) = harness.host.recover()
-    assert recovered.action is RecoveryAction.RERUN, recovered
-    assert recovered.outcome is not None
-    _assert_ended_unrun(harness, recovered.outcome)

@@ -812,6 +812,7 @@ class Host:
         conversation_id: str | None = None,
         user_turn: str | None = None,
         workspace: Path | str | None = None,
+        timeout_from: float | None = None,
     ) -> Run:
         """A run for the pipeline, live on this host until ``end_run``. Without a principal:
         the local operator, granted every scope a registered tool requires (the CLI's trust
@@ -819,7 +820,8 @@ class Host:
         directory, or is the existing directory ``workspace``; a run id already live here
         (``toolhost call --run``) goes on in the workspace it has. ``timeout_s`` is the run's
         deadline (a run live already keeps the earlier one), which also bounds a call of the
-        run approved later, anywhere."""
+        run approved later, anywhere; it counts from ``timeout_from`` (an ``instant``, such as
+        a command's start, before the host was loaded), or from now."""
         from toolhost._adapters.system_clock import monotonic, new_id
         from toolhost._model.context import Principal
         from toolhost._model.runs import Run, valid_run_id
@@ -839,7 +841,10 @@ class Host:
         if timeout_s is not None:
             import datetime as dt
 
-            deadline_at = self.clock.now() + dt.timedelta(seconds=timeout_s)
+            # The time since timeout_from (loading plugins, a gateway's connect) is spent
+            # already: "from now" is when the caller gave the timeout, not after start-up.
+            spent = 0.0 if timeout_from is None else max(0.0, monotonic() - timeout_from)
+            deadline_at = self.clock.now() + dt.timedelta(seconds=timeout_s - spent)
         # A run already live (a named run's earlier command) keeps its earlier deadline.
         handle, deadline_at = self.run_workspaces.start(
             run_id, directory=Path(workspace) if workspace is not None else None,
@@ -864,6 +869,14 @@ class Host:
         from toolhost._adapters.system_clock import new_id
 
         return new_id()
+
+    @staticmethod
+    def instant() -> float:
+        """The monotonic instant now, readable before a host is loaded: where a command's
+        run deadline counts from (``start_run``'s ``timeout_from``)."""
+        from toolhost._adapters.system_clock import monotonic
+
+        return monotonic()
 
     def deadline_in(self, seconds: float) -> float:
         """A monotonic instant ``seconds`` from now (a run's or a hand-made context's deadline)."""
@@ -910,12 +923,13 @@ class Host:
 
     def local_run(self, workspace: Path | str | None = None, *, run_id: str | None = None,
                   conversation_id: str | None = None, user_turn: str | None = None,
-                  timeout_s: float | None = None) -> Run:
+                  timeout_s: float | None = None, timeout_from: float | None = None) -> Run:
         """The CLI's run: every registered tool enabled (an operator naming a tool has chosen
         it) and every scope granted."""
         return self.start_run(enabled_tools=self.registry.names(), workspace=workspace,
                               run_id=run_id, conversation_id=conversation_id,
-                              user_turn=user_turn, timeout_s=timeout_s)
+                              user_turn=user_turn, timeout_s=timeout_s,
+                              timeout_from=timeout_from)
 
     # ------------------------------------------------------------------ calls
 
@@ -1237,6 +1251,7 @@ def check_artifact_store_settings(settings: Settings) -> None:
         name, value = endpoint
         check_endpoint_url(value, named=settings.named_value(name, shown_url(value)))
     check_ca_bundle(settings)
+
 
 
 class Stores:

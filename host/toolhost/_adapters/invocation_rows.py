@@ -20,7 +20,12 @@ import attrs
 
 from toolhost._adapters.stored_output import completed
 from toolhost._model.convert import column_values
-from toolhost._model.invocations import InvocationRecord, InvocationRecordDamaged, InvocationState
+from toolhost._model.invocations import (
+    InvocationRecord,
+    InvocationRecordDamaged,
+    InvocationState,
+    valid_operator_directory,
+)
 
 __all__ = ["COLUMNS", "OPEN", "OPEN_STATES", "SELECT_PENDING", "STORED", "PendingCall",
            "damaged", "entry", "filter_terms", "principal_term", "record", "records"]
@@ -84,6 +89,8 @@ def _reading(name: str, tp: Any) -> tuple[str, dict[str, Any]]:
     ``pending`` cost 11 µs a row that way; tests/test_invocations.py holds the two equal),
     and refusing (``_REFUSED``) a value no store writes for that type: the row is damaged.
     The checks are inline where a call per value would cost more than the check."""
+    if name in _SHAPED:  # a column whose JSON must be more than its type says
+        return f"shaped_{name}(json({name}))", {f"shaped_{name}": _SHAPED[name], "json": _json}
     args = typing.get_args(tp)
     if type(None) in args:
         (tp,) = (a for a in args if a is not type(None))
@@ -111,6 +118,11 @@ def _reading(name: str, tp: Any) -> tuple[str, dict[str, Any]]:
         return (f"(v if (v := json({name})).__class__ is dict else refuse({name}))",
                 {"json": _json, "refuse": _refuse})
     return f"json({name})", {"json": _json}  # Any: canonical JSON text
+
+
+#: The columns whose value a store writes in one shape only, and the function refusing any
+#: other (a TypeError): a directory that is not absolute would run an approved call elsewhere.
+_SHAPED: dict[str, Callable[[Any], Any]] = {"operator_directory": valid_operator_directory}
 
 
 def _json(text: str) -> Any:

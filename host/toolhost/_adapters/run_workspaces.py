@@ -64,6 +64,7 @@ import json
 import os
 import re
 import socket
+import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -74,6 +75,8 @@ import attrs
 from toolhost._adapters.fs_workspace import WorkspaceHandle, open_up, remove_tree
 from toolhost._adapters.sized_fs import IMAGE_SUFFIX, SizedFilesystems, is_mounted
 from toolhost._adapters.system_clock import new_id
+from toolhost._model.invocations import valid_operator_directory
+from toolhost._model.printable import escaped
 from toolhost._model.runs import valid_run_id
 from toolhost._model.workspace import (
     READ_CHUNK,
@@ -84,7 +87,7 @@ from toolhost._model.workspace import (
     WriteResult,
 )
 
-__all__ = ["ListedRun", "RunWorkspace", "RunWorkspaces", "directory_refusal",
+__all__ = ["KeptDirectory", "ListedRun", "RunWorkspace", "RunWorkspaces", "directory_refusal",
            "kept_directory"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -98,6 +101,9 @@ _GENERATION = re.compile(r"g[0-9a-f]{32}")
 _DETACHED = re.compile(r".+-g[0-9a-f]{32}")
 _SWEPT_AGAIN = "left in workspaces/.detached; the next approved call or recover tries again"
 _ENDED_AGAIN = "its command is gone; the next recover ends it again"
+#: How many characters of a recorded directory a refusal shows: a hand-edited value may be
+#: any length, and the line must stay one a terminal shows.
+_PATH_SHOWN = 200
 
 
 def _held(path: Path) -> int:
@@ -258,7 +264,7 @@ class RunWorkspaces:
         if fd >= 0:
             self._owned[run_id] = fd
 
-    def for_approval(self, run_id: str, recorded: Mapping[str, str] | None = None,
+    def for_approval(self, run_id: str, recorded: Mapping[str, Any] | None = None,
                      check: Callable[[Path], str | None] | None = None) -> RunWorkspace:
         """The workspace an approved call of ``run_id`` runs in: the run's, if it is live on
         this host; else the operator's directory the call paused in (``recorded``, the row's
@@ -272,17 +278,18 @@ class RunWorkspaces:
         :raises WorkspaceUnavailable: the recorded directory is refused (the line says why):
             the call must not run, neither there nor anywhere else.
         """
-        directory = kept_directory(recorded)
+        kept = kept_directory(recorded)
+        directory = None if kept is None else kept.path
         with self._locked() as trash:
             registered = _read_run(self.run_dir(run_id))
             if registered is not None and self._command_gone(run_id, registered):
                 self._end_gone(run_id, trash)
                 registered = None
-            if registered is None and directory is not None:
-                refused = directory_refusal(directory)
+            if registered is None and kept is not None:
+                refused = directory_refusal(kept)
                 if refused is not None:
                     raise WorkspaceUnavailable(refused)
-                self._register_own(run_id, directory)
+                self._register_own(run_id, kept.path)
         if registered is not None:
             return RunWorkspace(self, run_id, directory=registered.directory)
         if directory is None:
@@ -295,15 +302,33 @@ class RunWorkspaces:
             raise WorkspaceUnavailable(refused)
         return RunWorkspace(self, run_id, directory=directory, ends_on_close=True)
 
-    def approval_refusal(self, run_id: str, recorded: Mapping[str, str] | None,
+    def approval_refusal(self, run_id: str, recorded: Mapping[str, Any] | None,
                          check: Callable[[Path], str | None]) -> str | None:
         """The line ``for_approval`` would refuse the recorded directory with now, checked
         without registering anything (``toolhost approve`` asks before it takes the row, so
         a refused call stays awaiting approval); None when it would not refuse it."""
-        directory = kept_directory(recorded)
-        if directory is None or self.registered(run_id):
+        try:
+            kept = kept_directory(recorded)
+        except WorkspaceUnavailable as exc:
+            return str(exc)
+        if kept is None or self.registered(run_id):
             return None
-        return directory_refusal(directory) or check(directory)
+        return directory_refusal(kept) or check(kept.path)
+
+    def approval_directory(self, run_id: str, recorded: Mapping[str, Any] | None
+                           ) -> Path | None:
+        """The operator's directory an approval of a call of ``run_id`` (whose row recorded
+        ``recorded``) runs it in, as ``for_approval`` chooses now: the live run's, else the
+        recorded one on this host; None for a workspace the host makes. What the approver is
+        told before the call runs (only once ``approval_refusal`` passed it).
+
+        :raises WorkspaceUnavailable: ``recorded`` names this host but no directory.
+        """
+        registered = _read_run(self.run_dir(run_id))
+        if registered is not None:
+            return registered.directory
+        kept = kept_directory(recorded)
+        return None if kept is None else kept.path
 
     def live(self) -> list[tuple[str, Path | None, bool]]:
         """(run id, operator directory or None, whether it has a generation now) of every
@@ -626,28 +651,86 @@ class _Registered:
     command: bool = False
 
 
-def kept_directory(recorded: Mapping[str, str] | None) -> Path | None:
+@attrs.frozen
+class KeptDirectory:
+    """An operator's directory a row recorded on this host (``kept_directory``)."""
+
+    path: Path
+    #: (st_dev, st_ino) when the call paused; None on a row recorded without them.
+    identity: tuple[int, int] | None
+    #: The boot id of the machine it paused on, if it could be read there.
+    boot: str | None
+
+
+def kept_directory(recorded: Mapping[str, Any] | None) -> KeptDirectory | None:
     """The operator's directory a row's ``operator_directory`` names on this host; None when
     it names none, or one on another host (an approval there runs in a workspace of its
-    own, D219)."""
+    own, D219).
+
+    :raises WorkspaceUnavailable: it names this host but no directory (the store's reader
+        refuses such a row as damaged; a caller passing one runs the call nowhere).
+    """
     if not recorded or recorded.get("host") != socket.gethostname():
         return None
-    path = recorded.get("path")
-    return Path(path) if isinstance(path, str) and os.path.isabs(path) else None
+    try:
+        valid_operator_directory(recorded)
+    except TypeError:
+        raise WorkspaceUnavailable(
+            "the operator's directory the call paused in is recorded as "
+            f"{_quoted(str(recorded.get('path')))}, which is not a directory's path") from None
+    device, inode = recorded.get("device"), recorded.get("inode")
+    return KeptDirectory(Path(recorded["path"]),
+                         None if device is None or inode is None else (device, inode),
+                         recorded.get("boot"))
 
 
-def directory_refusal(directory: Path) -> str | None:
-    """Why ``directory``, recorded resolved when its call paused, is no longer that
-    directory: gone, not a directory, or reached through a link now (which a tool could
-    have swapped in to move the approved call elsewhere); None when it still is."""
-    shown = str(directory)
-    if not directory.is_dir():
-        return (f"the operator's directory {shown!r} the call paused in no longer exists "
+def directory_refusal(kept: KeptDirectory) -> str | None:
+    """Why ``kept``, recorded resolved when its call paused, is no longer that directory:
+    gone, not a directory, unreachable, reached through a link now (which a tool could have
+    swapped in to move the approved call elsewhere), or another directory at that path (one
+    recreated or mounted over it, another mount namespace's, or another machine's by the same
+    name: D469 tells directories apart by (st_dev, st_ino)); None when it still is."""
+    shown = _quoted(str(kept.path))
+    try:
+        found = os.stat(kept.path)
+        real = os.path.realpath(kept.path)
+    except (FileNotFoundError, NotADirectoryError):
+        found = None
+    except (OSError, ValueError) as exc:  # too long, a parent not searchable, a failed mount
+        name = errno.errorcode.get(getattr(exc, "errno", None) or 0, "no errno")
+        return f"the operator's directory {shown} the call paused in cannot be reached ({name})"
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        return (f"the operator's directory {shown} the call paused in no longer exists "
                 "(or is no longer a directory)")
-    if os.path.realpath(directory) != shown:
-        return (f"the operator's directory {shown!r} the call paused in now leads to "
-                f"{os.path.realpath(directory)!r}")
+    if real != str(kept.path):
+        return (f"the operator's directory {shown} the call paused in now leads to "
+                f"{_quoted(real)}")
+    boot = _boot()
+    if kept.boot is not None and boot is not None and kept.boot != boot:
+        return (f"the operator's directory {shown} the call paused in was on this machine "
+                "before it restarted (or on another machine by this name): the directory "
+                "there now cannot be told to be that one (deny the call, and make it again)")
+    if kept.identity != (found.st_dev, found.st_ino):
+        why = ("its row does not say which directory it was" if kept.identity is None
+               else "it is another directory now, at the same path")
+        return (f"the operator's directory {shown} the call paused in cannot be told to be "
+                f"the one it paused in: {why} (deny the call, and make it again)")
     return None
+
+
+def _quoted(path: str) -> str:
+    """A recorded path as a refusal shows it: quoted, escaped, and cut to ``_PATH_SHOWN``."""
+    cut = path if len(path) <= _PATH_SHOWN else path[:_PATH_SHOWN - 1] + "…"
+    return escaped(repr(cut))
+
+
+def _boot() -> str | None:
+    """This machine's boot id, as a row's owner records it; None where ``/proc`` has none."""
+    # Imported here: only an operator's directory needs it, and the SQLite store may be unused.
+    from toolhost._adapters.sqlite_invocations import this_process
+
+    boot = this_process().get("boot")
+    return boot if isinstance(boot, str) else None
 
 
 def _read_run(run_dir: Path) -> _Registered | None:
@@ -835,11 +918,12 @@ class RunWorkspace:
             if self._ends_on_close:
                 self._registry.end(self.run_id)
 
-    def recorded_directory(self) -> Mapping[str, str] | None:
+    def recorded_directory(self) -> Mapping[str, Any] | None:
         """What a call pausing in this workspace records of it on its row: the operator's
-        directory and the host it is on (a path on another machine names another
-        directory); None for a workspace the host made, and for a path the record cannot
-        hold as text."""
+        directory, the host it is on (a path on another machine names another directory),
+        and which directory it is (st_dev, st_ino, the boot id: a directory at that path
+        later, or seen elsewhere by the same host name, may be another one); None for a
+        workspace the host made, and for a path the record cannot hold as text."""
         if self._directory is None:
             return None
         path = str(self._directory)
@@ -847,7 +931,16 @@ class RunWorkspace:
             path.encode("utf-8")
         except UnicodeEncodeError:  # a name that is no UTF-8: a detached workspace, as before
             return None
-        return {"host": socket.gethostname(), "path": path}
+        recorded: dict[str, Any] = {"host": socket.gethostname(), "path": path}
+        try:
+            found = os.stat(path)
+        except OSError:  # gone already: recorded without its identity, an approval refuses it
+            return recorded
+        recorded.update(device=found.st_dev, inode=found.st_ino)
+        boot = _boot()
+        if boot is not None:
+            recorded["boot"] = boot
+        return recorded
 
     def pause(self) -> None:
         """The run pauses: its generation stops being the run's at once (whatever runs next

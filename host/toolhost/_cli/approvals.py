@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -284,6 +285,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("state", record.state.value),
         ("policy", _policy(record.policy)),
         ("run", record.run_id),
+        ("directory", _directory(record)),
         ("principal", f"{record.principal_id} (scopes: {', '.join(record.scopes) or 'none'})"),
         ("conversation", record.conversation_id or ""),
         ("created", _instant(record.created_at)),
@@ -343,6 +345,22 @@ def _described(stores: Stores, record: InvocationRecord) -> tuple[str, list[str]
     return host.describe_call(record)
 
 
+def _directory(record: InvocationRecord) -> str:
+    """Where the call runs once approved, when that is the operator's directory it paused in
+    (D509): its own files, not a workspace the host makes, so the approver is told first."""
+    from toolhost._composition import InvocationState
+
+    recorded = record.operator_directory
+    if not recorded:
+        return ""
+    text = f"{recorded.get('path')} on {recorded.get('host')}"
+    if recorded.get("host") != socket.gethostname():
+        return text + " (another machine: approved here, it runs in a workspace of its own)"
+    if record.state in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
+        return text + " (an approval runs the call there, checked again first)"
+    return text
+
+
 def _policy(policy: Any) -> str:
     if not policy:
         return ""
@@ -378,11 +396,17 @@ def cmd_approve(args: argparse.Namespace) -> int:
     # Asked before the row is taken: the operator's directory the call paused in, no longer
     # passing, leaves the call awaiting approval, for the operator to set right and approve.
     record = host.row(args.id)
-    refused = (host.approval_refusal(record) if record.state in (
-        InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED) else None)
-    if refused is not None:
-        raise CommandError(f"invocation {args.id} was not run and still awaits approval: "
-                           f"{refused}")
+    if record.state in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
+        refused = host.approval_refusal(record)
+        if refused is not None:
+            raise CommandError(f"invocation {args.id} was not run and still awaits approval: "
+                               f"{refused}")
+        # Said before it runs: the approved command changes the operator's own files there.
+        directory = host.run_workspaces.approval_directory(record.run_id,
+                                                           record.operator_directory)
+        if directory is not None:
+            print(f"toolhost: invocation {args.id} runs in the operator's directory "
+                  f"{escaped(str(directory))}", file=sys.stderr, flush=True)
     cancellation = CancellationEvent()
     try:
         # Ctrl-C (or SIGTERM, SIGHUP) cancels the call as ``serve`` cancels one in flight.

@@ -225,8 +225,11 @@ def _arguments(text: str) -> Any:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    from toolhost._composition import MAX_DEADLINE_S
+    from toolhost._composition import MAX_DEADLINE_S, Host
 
+    # --timeout is "from now": from the command's start, before loading the host (a gateway
+    # server's connect may take minutes) spends any of it.
+    began = Host.instant()
     arguments = _arguments(args.args)
     if args.timeout is not None and not 0 < args.timeout <= MAX_DEADLINE_S:
         raise CommandError(f"--timeout must be a positive number of seconds, at most "
@@ -259,7 +262,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         host.run_workspaces.own(run_id)
     run = host.local_run(workspace=workspace, run_id=run_id,
                          conversation_id=args.conversation, user_turn=args.user_turn,
-                         timeout_s=args.timeout)
+                         timeout_s=args.timeout, timeout_from=began)
     if workspace is not None:
         # Again now that the run is registered: a server claiming (or a run registering) a
         # directory nested with it after the check above checked before this run was there,

@@ -24,6 +24,7 @@ __all__ = [
     "InvocationRecordDamaged",
     "InvocationState",
     "OwnerState",
+    "valid_operator_directory",
 ]
 
 
@@ -122,8 +123,35 @@ class InvocationRecord:
     #: with: the one input at USER trust, kept so an approval elsewhere runs with it too.
     user_turn: str | None = None
     #: The operator's directory the call's run had when the call paused (``--workspace DIR``,
-    #: ``TOOLHOST_MCP_WORKSPACE``): ``{"host": hostname, "path": absolute resolved path}``. An
-    #: approval on that host after the run ended runs the call there, once the directory
-    #: passes an operator's workspace's checks again; None for every other row.
-    operator_directory: Mapping[str, str] | None = None
+    #: ``TOOLHOST_MCP_WORKSPACE``): ``{"host": hostname, "path": absolute resolved path,
+    #: "device": st_dev, "inode": st_ino, "boot": boot id}`` (the last three when they could
+    #: be read; ``valid_operator_directory``). An approval on that host after the run ended
+    #: runs the call there, once the directory is still that one and passes an operator's
+    #: workspace's checks again; None for every other row.
+    operator_directory: Mapping[str, Any] | None = None
+
+
+#: ``operator_directory``'s optional members and the type each holds.
+_DIRECTORY_IDENTITY = {"device": int, "inode": int, "boot": str}
+
+
+def valid_operator_directory(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is what a store writes for ``InvocationRecord.operator_directory``: an
+    object with ``host`` (text) and ``path`` (absolute text, no NUL), and ``device``/``inode``
+    (integers) and ``boot`` (text) where given. Anything else names no directory an approval
+    could run the call in, so the row is damaged, not a row without a directory (D415).
+
+    :raises TypeError: it is not.
+    """
+    if type(value) is not dict:
+        raise TypeError("not a JSON object")
+    host, path = value.get("host"), value.get("path")
+    if type(host) is not str or type(path) is not str:
+        raise TypeError("host and path are not text")
+    if not path.startswith("/") or "\0" in path:
+        raise TypeError("path is not absolute")
+    for name, kind in _DIRECTORY_IDENTITY.items():
+        if name in value and type(value[name]) is not kind:
+            raise TypeError(f"{name} is not {kind.__name__}")
+    return value
 

@@ -4,7 +4,8 @@ A NON_IDEMPOTENT or CONDITIONALLY_IDEMPOTENT call is never run again: it ends fa
 ``tool.internal.interrupted`` (it may or may not have taken effect). An IDEMPOTENT or READ_ONLY
 one is run again here, as an approved call resumes (``Pipeline.run_resumed``), unless its tool
 is not registered, the policy cell now denies it or now wants an approval it never had, or the
-caller says not to (then it ends failed with the same code, retryable). A row whose owner is
+caller says not to (then it ends failed with the same code, retryable), or its run's deadline
+has passed (the same code, not retryable: its body did start). A row whose owner is
 alive, or cannot be checked from here, is left alone. ``recover_interrupted`` is that recovery
 without re-running anything: synchronous, writing to the store directly, so a server runs it
 on a worker thread while its loop serves calls.
@@ -207,7 +208,9 @@ class Recovery:
             registered = None
         why_not = self._why_not_rerun(record, registered, rerun)
         if why_not is not None or registered is None:
-            safe = registered is not None and registered.spec.idempotency in _RERUNNABLE
+            # Retryable only where a retry could run: never in a run past its deadline (D433).
+            safe = (registered is not None and registered.spec.idempotency in _RERUNNABLE
+                    and not self._past_run_deadline(record))
             return self._settle_interrupted(record, owner, why_not or "", safe, log, stopping)
         return registered, owner, log
 
@@ -243,6 +246,10 @@ class Recovery:
         idempotency = registered.spec.idempotency
         if idempotency not in _RERUNNABLE:
             return f"{idempotency.value}, never run again"
+        if self._past_run_deadline(record):
+            # Decided before the row is taken: step 8 would refuse the rerun as "did not run"
+            # over the dead owner's started_at and owner, though its body had started (D85).
+            return "its run's deadline passed"
         if not rerun:
             return f"{idempotency.value}, not run again here (safe to repeat)"
         decision = steps.decide_policy(self._pipeline.policy, registered)
@@ -251,6 +258,10 @@ class Recovery:
         if decision.action is PolicyAction.REQUIRE_APPROVAL and record.approver is None:
             return f"policy now requires approval for {decision.rule}"
         return None
+
+    def _past_run_deadline(self, record: InvocationRecord) -> bool:
+        """Whether the row's run deadline (on the row, so any process can tell) has passed."""
+        return record.run_deadline is not None and self._clock.now() >= record.run_deadline
 
     def _settle_interrupted(self, record: InvocationRecord, owner: str, why: str,
                             retryable: bool, log: Any,

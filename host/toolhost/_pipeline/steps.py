@@ -402,13 +402,29 @@ def check_run_deadline(run: Run, now: float) -> None:
     or "may already have taken effect". A cancelled run's call is left to end as cancelled,
     as it did before this check."""
     if run.past_deadline(now):
-        raise ToolFailure(core_messages.RUN_DEADLINE_PASSED, detail={
-            "run_deadline": run.deadline_at.isoformat() if run.deadline_at else None})
+        raise ToolFailure(core_messages.RUN_DEADLINE_PASSED, detail=_run_deadline_detail(run))
+
+
+def _run_deadline_detail(run: Run) -> dict[str, Any]:
+    return {"run_deadline": run.deadline_at.isoformat() if run.deadline_at else None}
 
 
 def _timeout_retryable(registered: Registered) -> bool:
     # A timed-out call may have done its work; repeating it is safe only when repetition is.
     return registered.spec.idempotency in (Idempotency.READ_ONLY, Idempotency.IDEMPOTENT)
+
+
+def _timed_out(registered: Registered, run: Run, deadline: float) -> ToolFailure:
+    """Step 8's failure for a body its deadline (``call_deadline``, a monotonic instant) cut
+    off. The code is the call's timeout either way (D433). When that deadline was the run's,
+    a retry in this run is refused ``run_deadline_passed``, so the failure is not retryable
+    and its detail is the run's deadline, the limit that fired, not the tool's timeout_s."""
+    repeatable = _timeout_retryable(registered)
+    code = core_messages.DEADLINE if repeatable else core_messages.DEADLINE_MAY_HAVE_TAKEN_EFFECT
+    if run.deadline is not None and deadline >= run.deadline:
+        return ToolFailure(code, detail=_run_deadline_detail(run))
+    return ToolFailure(code, detail={"timeout_s": registered.spec.timeout_s},
+                       retryable=repeatable)
 
 
 def build_tool(build: Callable[[Registered], ToolCallable], registered: Registered) -> (
@@ -453,10 +469,7 @@ async def execute(
             timeout=timeout, call=call, run=run.cancellation,
         )
     except DeadlineExceeded:
-        retryable = _timeout_retryable(registered)
-        code = core_messages.DEADLINE if retryable else core_messages.DEADLINE_MAY_HAVE_TAKEN_EFFECT
-        raise ToolFailure(code, detail={"timeout_s": registered.spec.timeout_s},
-                          retryable=retryable) from None
+        raise _timed_out(registered, run, context.deadline) from None
     except Cancelled:
         raise ToolFailure(core_messages.RUN_CANCELLED) from None
     except (WorkspaceEscape, WorkspaceUnavailable):

@@ -168,6 +168,7 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
     pairs: list[tuple[str, str]] = [
         ("state", row.state.value), ("classification", _rule(row.policy)),
         ("asked by", row.principal_id), ("invocation", row.id), ("run", row.run_id),
+        ("directory", _directory(row, login)),
         ("created", _when(row.created_at)), ("decided", _when(row.decided_at)),
         ("approver", row.approver or ""), ("denial reason", row.denial_reason or ""),
         ("started", _when(row.started_at)), ("finished", _when(row.finished_at)),
@@ -203,6 +204,18 @@ def _described(described: tuple[str, list[str]] | None) -> str:
     return (f"<h2>What {text(distribution)} says this call does</h2>"
             '<ul class="described">' + "".join(f"<li>{text(line)}</li>" for line in lines)
             + "</ul>")
+
+
+def _directory(row: InvocationRecord, login: Login) -> str:
+    """Where the call runs once approved, when that is the operator's directory it paused in
+    (D509): the path for an admin only, since a bearer token of the call's own principal (an
+    agent's client) may read this page too and the path is kept from the model (D458)."""
+    recorded = row.operator_directory
+    if not recorded:
+        return ""
+    if not login.admin:
+        return "the operator's own, kept as it is (its path shows to approvals.admin)"
+    return f"{recorded.get('path')} on {recorded.get('host')}"
 
 
 def _tool(row: InvocationRecord) -> str:
