@@ -279,8 +279,9 @@ class ToolCalls:
         """A words call whose request was cancelled, or whose client went, while the person
         had the form open: no row exists yet, so it is recorded here, unrun, as any cancelled
         call is (``run_cancelled``: nobody declined), with the model's arguments and no user
-        turn. Shielded, so the cancellation goes on once the row is written; bounded by the
-        grace, so a store that hangs never holds the cancelled request."""
+        turn. Shielded, so the cancellation goes on once the row is written; the grace bounds
+        the waits the write awaits (a thread, the group commit), not a write that blocks the
+        loop itself, as every row write of ``serve`` does under another process's lock."""
         get_logger(tool=name).info("mcp.words.unanswered", error="CancelledError")
         with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
             await self._host.refuse(run, name, arguments, _CANCELLED.reason)
