@@ -9,11 +9,15 @@ from __future__ import annotations
 import datetime as dt
 import socket
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from test_run_deadline_passed import DEADLINE_AT, PLUGIN, RAN, SettableClock
+from test_run_deadline_passed import (  # noqa: F401 - clock and harness: fixtures, by name
+    DEADLINE_AT,
+    RAN,
+    SettableClock,
+    clock,
+    harness,
+)
 
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.invocations import InvocationRecord, InvocationState
@@ -21,18 +25,6 @@ from toolhost._pipeline.recovery import RecoveryAction
 from toolhost.testing import DEFAULT_INSTANT, Harness
 
 STARTED_AT = DEFAULT_INSTANT + dt.timedelta(seconds=5)
-
-
-@pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(DEFAULT_INSTANT)
-
-
-@pytest.fixture
-def harness(tmp_path: Path, clock: SettableClock) -> Iterator[Harness]:
-    RAN.clear()
-    with Harness.over({"toolhost-fx": PLUGIN}, clock=clock, data_dir=tmp_path / "data") as h:
-        yield h
 
 
 def _left_running(h: Harness, name: str) -> InvocationRecord:
@@ -57,7 +49,7 @@ def _left_running(h: Harness, name: str) -> InvocationRecord:
 @pytest.mark.parametrize("rerun", [True, False], ids=["recover", "no-rerun"])
 @pytest.mark.parametrize("name", ["fx.idempotent", "fx.read_only"])
 def test_a_killed_call_recovered_after_its_runs_deadline_ends_interrupted_as_it_ran(
-    harness: Harness, clock: SettableClock, name: str, rerun: bool,
+    harness: Harness, clock: SettableClock, name: str, rerun: bool,  # noqa: F811
 ) -> None:
     left = _left_running(harness, name)
     clock.at = DEADLINE_AT + dt.timedelta(seconds=1)
@@ -80,7 +72,7 @@ def test_a_killed_call_recovered_after_its_runs_deadline_ends_interrupted_as_it_
 
 
 def test_a_killed_call_recovered_before_its_runs_deadline_still_runs_again(
-    harness: Harness, clock: SettableClock,
+    harness: Harness, clock: SettableClock,  # noqa: F811
 ) -> None:
     left = _left_running(harness, "fx.idempotent")
     clock.at = DEADLINE_AT - dt.timedelta(seconds=1)
