@@ -35,6 +35,8 @@ from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import escaped, prints, rows_in
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from toolhost._composition import InvocationRecord, InvocationStore, Stores
 
 __all__ = ["COMMANDS", "add_parsers"]
@@ -45,6 +47,8 @@ PENDING_LIMIT = 50
 ARGUMENTS_SHOWN = 80
 #: How many characters of a result ``show`` prints (``show --json`` has it whole).
 RESULT_SHOWN = 2000
+#: How ``pending`` ends the line of a call whose run's deadline has passed (D222).
+PAST_RUN_DEADLINE = "  (its run's deadline passed: approving runs nothing)"
 
 
 def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> None:
@@ -171,16 +175,19 @@ def _message(reason_code: str) -> str | None:
 
 def cmd_pending(args: argparse.Namespace) -> int:
     # The record alone: the lines show what the rows hold, so no plugin is loaded.
-    return list_pending(load_stores().invocations, limit=args.limit, after=args.after,
+    stores = load_stores()
+    return list_pending(stores.invocations, limit=args.limit, after=args.after,
                         as_json=args.json, out=sys.stdout, err=sys.stderr,
-                        principal=args.principal)
+                        principal=args.principal, now=stores.clock.now())
 
 
 def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
-                 as_json: bool, out: TextIO, err: TextIO, principal: str | None = None) -> int:
+                 as_json: bool, out: TextIO, err: TextIO, now: dt.datetime,
+                 principal: str | None = None) -> int:
     """``pending``'s page: the oldest ``limit`` invocations awaiting approval (after the one
     ``after`` names), each page one indexed range read however many rows wait, of the
-    columns a line shows, printed from their stored text (``InvocationStore.pending``)."""
+    columns a line shows, printed from their stored text (``InvocationStore.pending``); a
+    line whose call's run's deadline is at or before ``now`` ends ``PAST_RUN_DEADLINE``."""
     from toolhost._composition import (
         InvocationNotFound,
         InvocationRecord,
@@ -201,10 +208,13 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
     elif not listed:
         out.write(f"no invocations await approval after {after}\n")
     else:
-        # The stored text, escaped: a row edited outside toolhost may hold anything.
+        # The stored text, escaped: a row edited outside toolhost may hold anything. The mark
+        # comes last, after a preview that ends in '}' or '…', so no argument can forge it.
+        past = _past_run_deadline(invocations, listed, now)
         out.write("".join(
             f"{escaped(f'{r.id}  {r.tool_name}@{r.tool_version}  {r.created}')}  "
-            f"{_arguments_preview(r.arguments_json)}\n" for r in listed))
+            f"{_arguments_preview(r.arguments_json)}"
+            f"{PAST_RUN_DEADLINE if r.id in past else ''}\n" for r in listed))
     if more:
         also = f" --limit {limit}" if limit != PENDING_LIMIT else ""
         if principal is not None:
@@ -224,6 +234,24 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
                       f"({damaged.field}): it is running, or was left running, and toolhost "
                       "recover leaves it as it is\n")
     return ExitCode.OK
+
+
+def _past_run_deadline(invocations: InvocationStore, listed: Sequence[Any],
+                       now: dt.datetime) -> set[str]:
+    """The ids of the listed calls whose run's deadline is at or before ``now``: an approval
+    of one ends it failed, unrun (D222), as ``show`` says. Read from each row, as a pending
+    line's columns do not hold the deadline; a row gone or damaged since is left unmarked."""
+    from toolhost._composition import InvocationNotFound, InvocationRecordDamaged
+
+    past = set()
+    for r in listed:
+        try:
+            deadline = invocations.get(r.id).run_deadline
+        except (InvocationNotFound, InvocationRecordDamaged):
+            continue
+        if deadline is not None and now >= deadline:
+            past.add(r.id)
+    return past
 
 
 def _pending_json(listed: Sequence[Any], err: TextIO) -> list[dict[str, Any]]:
@@ -285,6 +313,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("state", record.state.value),
         ("policy", _policy(record.policy)),
         ("run", record.run_id),
+        ("run deadline", _run_deadline(record, stores.clock.now())),
         ("directory", _directory(record)),
         ("principal", f"{record.principal_id} (scopes: {', '.join(record.scopes) or 'none'})"),
         ("conversation", record.conversation_id or ""),
@@ -343,6 +372,23 @@ def _described(stores: Stores, record: InvocationRecord) -> tuple[str, list[str]
               "loaded", file=sys.stderr)
         return None
     return host.describe_call(record)
+
+
+def _run_deadline(record: InvocationRecord, now: dt.datetime) -> str:
+    """The run's deadline on the row (D222) and, for a call still to be decided, what an
+    approval does with it: at or past it, the approval runs nothing and ends the call failed
+    (D440: the approver learns this before deciding, not from the outcome)."""
+    from toolhost._composition import InvocationState
+
+    if record.run_deadline is None:
+        return ""
+    text = _instant(record.run_deadline)
+    if record.state not in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
+        return text
+    if now >= record.run_deadline:
+        return text + (" (passed: an approval runs nothing and ends the call failed, "
+                       "tool.timeout.run_deadline_passed)")
+    return text + " (an approval after it runs nothing)"
 
 
 def _directory(record: InvocationRecord) -> str:

@@ -238,10 +238,12 @@ class Inbox:
         csrf = self._logins.csrf(login)
         if path == "/ui/":
             rows, more = await self._waiting(login)
-            await _html(send, 200, pages.inbox_page(rows, login, csrf, more=more))
+            await _html(send, 200, pages.inbox_page(rows, login, csrf, more=more,
+                                                    now=self._host.clock.now()))
         elif path == "/ui/inbox.part":
             rows, more = await self._waiting(login)
-            await _html(send, 200, pages.inbox_part(rows, login, csrf, more=more))
+            await _html(send, 200, pages.inbox_part(rows, login, csrf, more=more,
+                                                    now=self._host.clock.now()))
         elif path == "/ui/history":
             await self._history(scope, login, csrf, send)
         elif path == "/ui/overview":
@@ -255,7 +257,8 @@ class Inbox:
                 await _plain(send, 404, "Not found.\n")
             else:
                 await _html(send, 200, pages.call_page(row, login, csrf,
-                                                       described=await self._described(row)))
+                                                       described=await self._described(row),
+                                                       now=self._host.clock.now()))
         else:
             await _plain(send, 404, "Not found.\n")
 
@@ -420,7 +423,7 @@ class Inbox:
             await _html(send, 403, pages.call_page(row, login, self._logins.csrf(login), (
                 "This login may look, not decide: log in with a token of yours that has "
                 f"the {DECIDE_SCOPE} scope (never the one your MCP client holds)."),
-                described=await self._described(row)))
+                described=await self._described(row), now=self._host.clock.now()))
             return
         approver = f"inbox:{login.principal.id}"
         message = None
@@ -458,7 +461,8 @@ class Inbox:
         if message is not None:
             fresh = await self._row(invocation_id, login) or row
             await _html(send, 409, pages.call_page(fresh, login, self._logins.csrf(login),
-                                                   message, await self._described(fresh)))
+                                                   message, await self._described(fresh),
+                                                   now=self._host.clock.now()))
             return
         await _redirect(send, f"/ui/calls/{invocation_id}")
 

@@ -11,6 +11,7 @@ inbox's list from ``inbox.part``, which this module also writes.
 
 from __future__ import annotations
 
+import datetime as dt
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -36,6 +37,9 @@ _LOOK_ONLY: Final = ("This login may look, not decide: deciding takes a browser 
                      "the approvals.decide scope.")
 _NAV: Final = ('<a href="/ui/history">History</a><a href="/ui/overview">Overview</a>')
 _STATES: Final = ("", "awaiting_approval", "running", "succeeded", "failed", "denied")
+_PAST_DEADLINE: Final = ("Its run's deadline has passed: no approval can run this call now (an "
+                         "approval would only end it failed, tool.timeout.run_deadline_passed). "
+                         "Deny it to close it with your reason.")
 
 
 @attrs.frozen
@@ -100,20 +104,21 @@ def logged_in_page() -> str:
 
 
 def inbox_page(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
-               more: bool = False) -> str:
+               now: dt.datetime, more: bool = False) -> str:
     return _page("Inbox", (
         "<h1>Waiting for a decision</h1>"
-        + inbox_part(rows, login, csrf, more=more)), login, csrf)
+        + inbox_part(rows, login, csrf, now=now, more=more)), login, csrf)
 
 
 def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
-               more: bool = False) -> str:
+               now: dt.datetime, more: bool = False) -> str:
     """The list of waiting calls (what ``ui.js`` fetches again): newest first; ``more`` when
-    older ones wait beyond it, which the history lists."""
+    older ones wait beyond it, which the history lists. ``now`` is the host's clock, which an
+    approval compares the run's deadline with (D222)."""
     if not rows:
         items = '<p class="empty">Nothing is waiting for you.</p>'
     else:
-        items = "".join(_waiting(row, login, csrf) for row in rows)
+        items = "".join(_waiting(row, login, csrf, now) for row in rows)
     if more and rows:
         older = HistoryFilter(status="awaiting_approval").query(rows[-1].id)
         items = (f'<p class="note">These are the newest {len(rows)} waiting; older calls wait '
@@ -122,29 +127,40 @@ def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
     return f'<section id="inbox" aria-live="polite" data-refresh="/ui/inbox.part">{items}</section>'
 
 
-def _waiting(row: InvocationRecord, login: Login, csrf: str) -> str:
+def _waiting(row: InvocationRecord, login: Login, csrf: str, now: dt.datetime) -> str:
+    deadline = _run_deadline(row, now)
     pairs = _pairs([("classification", _rule(row.policy)), ("asked by", row.principal_id),
-                    ("asked at", _when(row.created_at)), ("invocation", row.id),
-                    ("digest", row.argument_digest or "")])
+                    ("asked at", _when(row.created_at)),
+                    *([("run deadline", deadline)] if deadline else []),
+                    ("invocation", row.id), ("digest", row.argument_digest or "")])
+    past = " past-deadline" if _past_deadline(row, now) else ""
     return (
-        f'<article class="call" data-id="{text(row.id)}">'
+        f'<article class="call{past}" data-id="{text(row.id)}">'
         f'<h2><a href="/ui/calls/{text(row.id)}">{_tool(row)}</a></h2>'
         f"<dl>{pairs}</dl>"
         '<pre class="arguments">'
         f"{_arguments(row.arguments)}</pre>"
-        f"{_decide(row, login, csrf, here=False)}</article>")
+        f"{_decide(row, login, csrf, now, here=False)}</article>")
 
 
-def _decide(row: InvocationRecord, login: Login, csrf: str, *, here: bool) -> str:
+def _decide(row: InvocationRecord, login: Login, csrf: str, now: dt.datetime, *,
+            here: bool) -> str:
     """Approve and deny, for a login that may decide the call (else why not): on the call's
-    own page (``here``) the deny form with its reason, in the inbox a link to it."""
+    own page (``here``) the deny form with its reason, in the inbox a link to it. Past the
+    run's deadline there is no Approve: it could not run the call (D222), and the person is
+    asked only what their answer can still act on (D440); Deny still closes it."""
     if not login.may_decide(row.principal_id):
         return f'<p class="note">{_LOOK_ONLY}</p>'
-    approve = (f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
-               f'{_csrf_field(csrf)}<button type="submit" class="approve">Approve</button>')
+    deny = "" if here else f' <a href="/ui/calls/{text(row.id)}#deny">Deny…</a>'
+    if _past_deadline(row, now):
+        offer = f'<p class="note past-deadline" role="status">{_PAST_DEADLINE}{deny}</p>'
+    else:
+        offer = (f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
+                 f'{_csrf_field(csrf)}<button type="submit" class="approve">Approve</button>'
+                 f"{deny}</form>")
     if not here:
-        return f'{approve} <a href="/ui/calls/{text(row.id)}#deny">Deny…</a></form>'
-    return (f'{approve}</form>'
+        return offer
+    return (f'{offer}'
             f'<form method="post" action="/ui/calls/{text(row.id)}/deny" id="deny">'
             f'{_csrf_field(csrf)}<label for="reason">Reason for denying</label>'
             f'<textarea id="reason" name="reason" maxlength="{REASON_CHARS}" required>'
@@ -161,13 +177,14 @@ def files_of(row: InvocationRecord) -> dict[str, Mapping[str, Any]]:
 
 
 def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | None = None,
-              described: tuple[str, list[str]] | None = None) -> str:
+              described: tuple[str, list[str]] | None = None, *, now: dt.datetime) -> str:
     """One call: what it is, its decision, its result or reason, what its tool says it will do
     (``described``, ``Host.describe_call``'s lines), its arguments; the approve and deny forms
-    while it waits."""
+    while it waits (only deny once its run's deadline is at or before ``now``)."""
     pairs: list[tuple[str, str]] = [
         ("state", row.state.value), ("classification", _rule(row.policy)),
         ("asked by", row.principal_id), ("invocation", row.id), ("run", row.run_id),
+        ("run deadline", _run_deadline(row, now)),
         ("directory", _directory(row, login)),
         ("created", _when(row.created_at)), ("decided", _when(row.decided_at)),
         ("approver", row.approver or ""), ("denial reason", row.denial_reason or ""),
@@ -193,7 +210,7 @@ def call_page(row: InvocationRecord, login: Login, csrf: str, message: str | Non
             f'{text(str(ref.get("byte_count", "")))} bytes)</li>'
             for i, ref in files.items()) + "</ul>"]
     if row.state is InvocationState.AWAITING_APPROVAL:
-        body.append(_decide(row, login, csrf, here=True))
+        body.append(_decide(row, login, csrf, now, here=True))
     return _page(f"{row.tool_name} {row.id}", "".join(body), login, csrf)
 
 
@@ -204,6 +221,20 @@ def _described(described: tuple[str, list[str]] | None) -> str:
     return (f"<h2>What {text(distribution)} says this call does</h2>"
             '<ul class="described">' + "".join(f"<li>{text(line)}</li>" for line in lines)
             + "</ul>")
+
+
+def _past_deadline(row: InvocationRecord, now: dt.datetime) -> bool:
+    """Whether the call still waits though its run's deadline is at or before ``now``, which
+    an approval refuses to run it past (``Approvals`` compares the same two)."""
+    return (row.state is InvocationState.AWAITING_APPROVAL and row.run_deadline is not None
+            and now >= row.run_deadline)
+
+
+def _run_deadline(row: InvocationRecord, now: dt.datetime) -> str:
+    """The run's deadline on the row (D222), said passed while the call still waits."""
+    if row.run_deadline is None:
+        return ""
+    return _when(row.run_deadline) + (" (passed)" if _past_deadline(row, now) else "")
 
 
 def _directory(row: InvocationRecord, login: Login) -> str:
