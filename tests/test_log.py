@@ -56,6 +56,24 @@ def test_cookie_headers_are_redacted_as_authorization_is() -> None:
         "headers": {"Cookie": REDACTED, "set-cookie": REDACTED, "Accept": "*/*"}}
 
 
+def test_signatures_and_header_pairs_are_redacted_as_fields() -> None:
+    # A request's signature replays it, as in text; a header list's pairs are named by their
+    # first item; bytes are read as their repr shows them.
+    event = {"query": {"X-Amz-Signature": "fede0dcc", "Signature": "abc", "amzSignature": "d"},
+             "headers": [("Cookie", "sid=abc"), ("Accept", "*/*")],
+             "raw": [[b"set-cookie", b"sid=abc"]], "sent": b"Cookie: sid=abc"}
+    assert redact_secrets(None, "debug", event) == {
+        "query": {"X-Amz-Signature": REDACTED, "Signature": REDACTED, "amzSignature": REDACTED},
+        "headers": [("Cookie", REDACTED), ("Accept", "*/*")],
+        "raw": [[b"set-cookie", REDACTED]], "sent": f"Cookie: {REDACTED}".encode()}
+
+
+def test_fields_that_name_no_secret_are_kept() -> None:
+    event = {"signature_ok": True, "xsignature": "a", "pair": ("name", "sid=abc"),
+             "three": ("cookie", "a", "b"), "bytes": b"\xff plain"}
+    assert redact_secrets(None, "debug", event) == event
+
+
 def test_the_processor_leaves_other_values_alone() -> None:
     assert redact_secrets(None, "info", {"a": 1, "b": ["x"]}) == {"a": 1, "b": ["x"]}
 
@@ -120,6 +138,22 @@ GITHUB = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
     ("GET /k?X-Amz-Signature=deadbeef&X-Amz-Date=20261207T1",
      f"GET /k?X-Amz-Signature={REDACTED}&X-Amz-Date=20261207T1"),
     ("temporary key ASIAIOSFODNN7EXAMPLE", f"temporary key {REDACTED}"),
+    # Headers as (name, value) pairs (httpcore's list of bytes tuples, a list of str tuples,
+    # JSON's lists), and a header with a list of values: the marker replaces the values.
+    ("receive_response_headers.complete return_value=(b'HTTP/1.1', 200, b'OK', [(b'Server', "
+     "b'uvicorn'), (b'set-cookie', b'session=abc; Path=/; HttpOnly'), (b'X-Api-Key', b'k-42')])",
+     "receive_response_headers.complete return_value=(b'HTTP/1.1', 200, b'OK', [(b'Server', "
+     f"b'uvicorn'), (b'set-cookie', b'{REDACTED}'), (b'X-Api-Key', b'{REDACTED}')])"),
+    ("headers=[(b'Authorization', b'Bearer zzz'), (b'Cookie', b'sid=abc')]",
+     f"headers=[(b'Authorization', b'Bearer {REDACTED}'), (b'Cookie', b'{REDACTED}')]"),
+    ("[('authorization', 'Token zzz'), ('cookie', 'sid=abc; theme=dark')]",
+     f"[('authorization', 'Token {REDACTED}'), ('cookie', '{REDACTED}')]"),
+    ('[["Set-Cookie", "sid=abc"], ["x-amz-security-token","SESSIONtok9"]]',
+     f'[["Set-Cookie", "{REDACTED}"], ["x-amz-security-token","{REDACTED}"]]'),
+    ("{'Cookie': ['sid=abc', 'theme=dark'], 'Accept': ['*/*']}",
+     f"{{'Cookie': [{REDACTED}], 'Accept': ['*/*']}}"),
+    ('"x-amz-security-token": ["SESSIONtok9"]', f'"x-amz-security-token": [{REDACTED}]'),
+    ("{'set-cookie': [b'a=1', b'b=\\'2]']}", f"{{'set-cookie': [{REDACTED}]}}"),
 ])
 def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> None:
     assert redact_secrets(None, "info", {"note": text}) == {"note": expected}
@@ -139,6 +173,9 @@ def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> No
     "Tokenization of the api key docs, the x-api-key header and access tokens",
     "the signature was checked; the cookie jar is empty; a bytes value b'abc'",
     "{'Authorization': '', 'X-Amz-Date': b'20261207T132346Z'}",
+    # A comma after a secret's name is a pair's only where the name opens a tuple or list.
+    "the fields 'password', 'user' and 'token', 'name' were missing",
+    "[(b'content-type', b'text/plain'), (b'x-request-id', b'r-1')]",
     "",
 ])
 def test_ordinary_text_is_untouched(text: str) -> None:

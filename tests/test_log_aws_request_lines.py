@@ -9,28 +9,22 @@ HTTP server for an object's head.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("mcp", reason="the toolhost-core[mcp] extra (the MCP SDK) is not installed")
 pytest.importorskip("boto3", reason="the toolhost-core[s3] extra (boto3) is not installed")
 
+from test_log_http_response_headers import logged_at_debug
+
 KEY_ID, SECRET_KEY, SESSION_TOKEN = "ASIAQXAMPLEKEYID0001", "SECRETACCESSKEYxyz1", "SESSIONtok9"
 
-#: A process configured as ``serve`` configures it, then boto3 asks for an object's head.
+#: boto3 asks a loopback server for an object's head.
 REQUEST = f"""
 import http.server, threading
 import boto3
 from botocore.config import Config
-from toolhost._mcp.server import _configure_stdlib_logging
-from toolhost._pipeline.log import configure_logging
-from toolhost._testing.clocks import FixedClock
-from toolhost.testing import DEFAULT_INSTANT
 
 class Found(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self):
@@ -38,8 +32,6 @@ class Found(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-configure_logging(FixedClock(DEFAULT_INSTANT), level="debug", json=True)
-_configure_stdlib_logging("debug")
 server = http.server.HTTPServer(("127.0.0.1", 0), Found)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 client = boto3.session.Session(
@@ -55,11 +47,7 @@ server.shutdown()
 def test_botocores_request_lines_carry_no_credential() -> None:
     # Regression: 'X-Amz-Security-Token': [redacted]'SESSIONtok9' and 'Authorization':
     # [redacted]'AWS4-HMAC-SHA256 Credential=..., Signature=<hex>' (the marker took the b).
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TOOLHOST_", "AWS_"))}
-    done = subprocess.run([sys.executable, "-c", REQUEST], env=env, capture_output=True,
-                          text=True, timeout=120, check=True)
-    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    lines = logged_at_debug(REQUEST)
     said = "\n".join(line["event"] for line in lines)
     for secret in (KEY_ID, SECRET_KEY, SESSION_TOKEN):
         assert secret not in said

@@ -2,16 +2,19 @@
 
 Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when stderr is not a
 TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
-key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization`` or ``cookie``
-key, any ``Secret`` value, however deeply nested, and credentials inside strings: after an auth
-scheme (``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as
-the whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header (any scheme, also
-in a dict's repr), as the value of a secret-named header or parameter (``x-api-key: ...``,
+key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization``, ``cookie`` or
+``signature`` key, the value of a ``(name, value)`` pair so named, any ``Secret`` value,
+however deeply nested, and credentials inside strings and bytes: after an auth scheme
+(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as the
+whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header (any scheme, also in a
+dict's repr), as the value of a secret-named header or parameter (``x-api-key: ...``,
 ``?access_token=...``, ``OPENAI_API_KEY=...``, ``password: ...``, ``Signature=...``), a quoted
-value to its closing quote, a bytes repr's too (``b'...'``), and bare, by a provider key's
-published shape (``sk-...``, ``ghp_...``, ``AKIA...``, ``ASIA...``). A name is a secret's in
-``snake_case``, ``kebab-case`` and ``camelCase`` alike (``accessToken``, ``clientSecret``). The
-same redaction, with its own marker, is what a span's arguments get (``redact_value``).
+value to its closing quote, a bytes repr's too (``b'...'``), a header as a pair's repr
+(httpcore's ``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie': [...]}``),
+and bare, by a provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``,
+``ASIA...``). A name is a secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike
+(``accessToken``, ``clientSecret``). The same redaction, with its own marker, is what a span's
+arguments get (``redact_value``).
 
 Logging never decides a call's outcome: a line that cannot be rendered or written (stderr's
 reader gone, a value the renderer rejects) is dropped and counted (``lost_lines``), and the
@@ -64,15 +67,40 @@ _CREDENTIAL = _CHARACTER + "+"
 #: ``Bearer+x``. The credential runs to the next space, quote or separator, not only over
 #: RFC 6750's characters: a malformed one (``Bearer tok!x``) is still somebody's secret.
 _SCHEME = _Pattern(r"""(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)([^\s"'&,;]+)""")
-#: A named value's opening quote, a bytes repr's too (``b'...'``: botocore, urllib3 and
-#: requests print headers so), remembered so that the value runs to its closing quote.
-_OPENING = r"""(?:[bB]?(?:(?P<single>')|(?P<double>")))?"""
+#: A name that is the first of a quoted pair, a tuple's or a list's: httpcore prints headers
+#: as ``[(b'set-cookie', b'...')]``. Matched empty, before the name, so that the separator
+#: takes the comma after it only there: a comma after a secret name elsewhere is prose. The
+#: quote is looked at first: most words have none before them.
+_PAIR = r"""(?:(?<=['"])(?P<pair>(?<=[(\[].)|(?<=[(\[][bB].))|)"""
+#: What comes after the separator: a list of quoted values (``{'Cookie': ['sid=...']}``), or
+#: a value's opening quote, a bytes repr's too (``b'...'``: botocore, urllib3 and requests
+#: print headers so), remembered so that the value runs to its closing quote.
+_OPENING = r"""(?:(?P<list>\[)(?=\s*[bB]?["'])|[bB]?(?:(?P<single>')|(?P<double>"))|)"""
+#: A list's values to its closing bracket, each quoted one to its closing quote: the values
+#: are all one header's (a cookie per item), so the marker replaces them all.
+_LIST = r"""(?:[^'"\]\\\n]|\\.|'(?:[^'\\\n]|\\.)*'?|"(?:[^"\\\n]|\\.)*"?)+"""
 
 
 def _value(bare: str) -> str:
-    """The credential after ``_OPENING``: a quoted one to its closing quote or the line's end
-    (SigV4's ``Credential=..., Signature=...`` holds spaces), a ``bare`` one as given."""
-    return (rf"""((?(single)(?:[^'\\\n]|\\.)+|(?(double)(?:[^"\\\n]|\\.)+|{bare})))""")
+    """The credential after ``_OPENING``: a list's values, a quoted one to its closing quote
+    or the line's end (SigV4's ``Credential=..., Signature=...`` holds spaces), a ``bare`` one
+    as given."""
+    return (rf"""((?(list){_LIST}|(?(single)(?:[^'\\\n]|\\.)+"""
+            rf"""|(?(double)(?:[^"\\\n]|\\.)+|{bare}))))""")
+
+
+def _named(start: str, name: str, bare: str, after: str = "") -> tuple[_Pattern, _Pattern]:
+    """The pattern of a credential after ``name`` and ``:`` or ``=`` (a dict's repr, a header,
+    a parameter), and the same also after a pair's comma (``_PAIR``): that one is used only
+    on a line that holds a quote and a comma (``_redact_text``), since looking behind every
+    word made each pattern about 8% slower on an ordinary line."""
+    separator = r"""["']?\s*[:=]\s*"""
+    paired = rf"""(?:{separator}|(?(pair)["'],\s*(?=[bB]?["'\[])|(?!)))"""
+
+    def source(pair: str, between: str) -> str:
+        return rf"""{start}{pair}({name})({between}{_OPENING}{after}){_value(bare)}"""
+
+    return _Pattern(source("", separator)), _Pattern(source(_PAIR, paired))
 
 
 #: The credential of an ``Authorization`` header, whatever its scheme (``Token x``, a scheme
@@ -81,11 +109,11 @@ def _value(bare: str) -> str:
 #: all credential (a session): no scheme, and a bare one runs over its ``; name=value`` pairs.
 #: The first letters' lookahead lets the engine skip ahead to them: without it the two names
 #: are tried at every word of a line (nearly twice the scan).
-_AUTHORIZATION = _Pattern(
-    r"""(?i)(?=[apsc])(?<![A-Za-z0-9_-])((?:proxy-)?authorization|(?P<cookie>(?:set-)?cookie))"""
-    rf"""(["']?\s*[:=]\s*{_OPENING}"""
-    r"""(?(cookie)|(?:[A-Za-z][A-Za-z0-9_-]*(?::\s*|%20|\+|\s+)(?=[^\s"']))?))"""
-    + _value(r"""(?(cookie)[^\s"';]+(?:;\s*[^\s"';]+)*|[^\s"']+)"""))
+_AUTHORIZATION, _PAIRED_AUTHORIZATION = _named(
+    r"""(?i)(?=[apsc])(?<![A-Za-z0-9_-])""",
+    r"""(?:proxy-)?authorization|(?P<cookie>(?:set-)?cookie)""",
+    r"""(?(cookie)[^\s"';]+(?:;\s*[^\s"';]+)*|[^\s"']+)""",
+    after=r"""(?(cookie)|(?:[A-Za-z][A-Za-z0-9_-]*(?::\s*|%20|\+|\s+)(?=[^\s"']))?)""")
 #: Provider keys by their published shapes, wherever they appear, named or not: OpenAI's and
 #: Anthropic's ``sk-...``, GitHub's ``ghp_...``/``github_pat_...``, Slack's ``xoxb-...``,
 #: AWS access key ids (``AKIA...``, and a session's temporary ``ASIA...``), Google API keys.
@@ -104,10 +132,11 @@ _TOKEN_SCHEME = _Pattern(
 #: ``password: x``, and a request's signature (SigV4's ``Signature=...``, botocore's
 #: ``Signature:\n...``, ``X-Amz-Signature=...``): each replays the request it signs. The name
 #: is a whole word (``max_tokens=5`` is not ``token=``).
-_NAMED = _Pattern(
-    r"""(?i)(?<![A-Za-z0-9_-])((?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
-    rf"""(?:api[_-]?key|token|secret|password|signature))(["']?\s*[:=]\s*{_OPENING})"""
-    + _value(r"""[^\s"'&#,;]+"""))
+_NAMED, _PAIRED_NAMED = _named(
+    r"""(?i)(?<![A-Za-z0-9_-])""",
+    r"""(?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
+    r"""(?:api[_-]?key|token|secret|password|signature)""",
+    r"""[^\s"'&#,;]+""")
 #: Where a camelCase name's words meet: ``accessToken`` is ``access_Token``, ``APIKey``
 #: ``API_Key``.
 _CAMEL = _Pattern(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -116,12 +145,34 @@ _CAMEL = _Pattern(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _REBUILT = (list, tuple, set, frozenset)
 
 
+#: Names that are a secret's whatever ``is_secret_name`` says: headers' and parameters'.
+_SECRET_KEYS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api_key",
+                          "apikey", "cookie", "set-cookie"})
+
+
 def _is_secret_key(key: str) -> bool:
+    lowered = key.lower()
     return (is_secret_name(key)
-            or key.lower() in {"authorization", "proxy-authorization", "x-api-key", "api_key",
-                               "apikey", "cookie", "set-cookie"}
+            or lowered in _SECRET_KEYS
+            or ("signature" in lowered and _names_a_signature(key))  # `in`: cheapest, first
             or (not key.islower() and not key.isupper()
                 and is_secret_name(_CAMEL.sub("_", key))))
+
+
+def _names_a_signature(key: str) -> bool:
+    """Whether ``key``'s last word is "signature" (``Signature``, ``x-amz-signature``,
+    ``requestSignature``; not ``xsignature``): a request's signature replays it, as the text
+    rule (``_NAMED``) says. Only the last word and what precedes it are looked at."""
+    end = _CAMEL.sub("_", key[-10:]).replace("-", "_")
+    return end.lower().rsplit("_", 1)[-1] == "signature"
+
+
+def _names_secret(name: object) -> bool:
+    """Whether ``name``, a mapping's key or a pair's first item, text or bytes, names a
+    secret."""
+    if isinstance(name, bytes):
+        name = name.decode("latin-1")
+    return isinstance(name, str) and _is_secret_key(name)
 
 
 def redact_value(value: Any, marker: str = REDACTED) -> Any:
@@ -130,10 +181,16 @@ def redact_value(value: Any, marker: str = REDACTED) -> Any:
     if isinstance(value, Secret):
         return marker
     if isinstance(value, Mapping):
-        return {k: marker if isinstance(k, str) and _is_secret_key(k)
-                else redact_value(v, marker) for k, v in value.items()}
+        return {k: marker if _names_secret(k) else redact_value(v, marker)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        items = [redact_value(v, marker) for v in value]
+        # A (name, value) pair whose name is a secret's: how a header list is given
+        # (``[("Cookie", "sid=...")]``, httpx's and httpcore's own form).
+        if (len(value) == 2 and isinstance(value, (list, tuple))
+                and _names_secret(value[0])):
+            items = [value[0], marker]
+        else:
+            items = [redact_value(v, marker) for v in value]
         kind = type(value)
         if kind not in _REBUILT:
             return items
@@ -143,6 +200,10 @@ def redact_value(value: Any, marker: str = REDACTED) -> Any:
             return items
     if isinstance(value, str):
         return _redact_text(value, marker)
+    if isinstance(value, bytes):  # shown as its repr, which the patterns read as text does
+        text = value.decode("latin-1")
+        redacted = _redact_text(text, marker)
+        return value if redacted == text else redacted.encode("latin-1", "replace")
     return value
 
 
@@ -152,7 +213,9 @@ def _redact_text(text: str, marker: str = REDACTED) -> str:
     the line-oriented patterns below would cut at its first space)."""
     if "://" in text or "=" in text:
         text = redact_url_password(text)
-    for pattern in (_AUTHORIZATION, _SCHEME, _TOKEN_SCHEME, _NAMED):
+    paired = "'," in text or '",' in text  # a pair's name ends so (``_named``)
+    for pattern in ((_PAIRED_AUTHORIZATION if paired else _AUTHORIZATION), _SCHEME,
+                    _TOKEN_SCHEME, (_PAIRED_NAMED if paired else _NAMED)):
         text = pattern.sub(lambda m: _kept(m) + marker, text)
     return _KEY_SHAPES.sub(marker, text)
 
