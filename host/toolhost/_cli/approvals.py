@@ -448,9 +448,11 @@ def cmd_approve(args: argparse.Namespace) -> int:
             raise CommandError(f"invocation {args.id} was not run and still awaits approval: "
                                f"{refused}")
         # Said before it runs: the approved command changes the operator's own files there.
+        # Past the run's deadline nothing runs (D222), and the outcome says so instead.
         directory = host.run_workspaces.approval_directory(record.run_id,
                                                            record.operator_directory)
-        if directory is not None:
+        runs = record.run_deadline is None or host.clock.now() < record.run_deadline
+        if directory is not None and runs:
             print(f"toolhost: invocation {args.id} runs in the operator's directory "
                   f"{escaped(str(directory))}", file=sys.stderr, flush=True)
     cancellation = CancellationEvent()

@@ -117,6 +117,13 @@ _NO_ANSWER: Final = "The record did not answer; try again in a moment.\n"
 _LOGOUT_NOT_KEPT: Final = ("You are logged out in this browser, but the record did not answer: "
                            "a copy of this login stays valid until it expires. Log in and out "
                            "again later to end it everywhere.\n")
+#: An Approve refused before the call was taken (``Inbox._not_run``), as ``toolhost approve``
+#: words it; the refusal itself names the path, so a login not an admin reads the second.
+_NOT_RUN: Final = "The call was not run and still awaits approval"
+_DIRECTORY_REFUSED: Final = ("the operator's directory it paused in does not pass the checks "
+                             "an approval makes before it runs (an approvals.admin login, and "
+                             "toolhost approve on the host, say which). Deny it and make the "
+                             "call again, unless that directory can be set right.")
 _R = TypeVar("_R")
 
 
@@ -431,12 +438,14 @@ class Inbox:
             if row.state is not InvocationState.AWAITING_APPROVAL:
                 message = "The call was decided already."
             elif action == "approve":
-                with self._admit(login.principal.id) as refused:
-                    if refused is not None:  # the server stops, or too many calls
-                        await _plain(send, *refused)
-                        return
-                    if not await self._run_approved(invocation_id, approver):
-                        message = "The call was decided already."
+                message = await self._not_run(row, login)
+                if message is None:
+                    with self._admit(login.principal.id) as refused:
+                        if refused is not None:  # the server stops, or too many calls
+                            await _plain(send, *refused)
+                            return
+                        if not await self._run_approved(invocation_id, approver):
+                            message = "The call was decided already."
             else:
                 # A browser sends a line break as CRLF: counted as the person typed it.
                 reason = form.get("reason", "").replace("\r\n", "\n").strip()
@@ -465,6 +474,21 @@ class Inbox:
                                                    now=self._host.clock.now()))
             return
         await _redirect(send, f"/ui/calls/{invocation_id}")
+
+    async def _not_run(self, row: InvocationRecord, login: Login) -> str | None:
+        """Why an Approve sent now would not run the call, asked before the row is taken (as
+        ``toolhost approve`` asks), so the call stays waiting for a Deny or a later approval:
+        past the run's deadline (a page loaded before it, D519), or the operator's directory it
+        paused in no longer passing (D516; the path only to an admin, D458). None: it runs.
+
+        :raises _RecordSilent: the run's registry did not answer.
+        """
+        if pages.past_deadline(row, self._host.clock.now()):
+            return pages.PAST_DEADLINE
+        refused = await self._ask(functools.partial(self._host.approval_refusal, row))
+        if refused is None:
+            return None
+        return f"{_NOT_RUN}: {refused}." if login.admin else f"{_NOT_RUN}: {_DIRECTORY_REFUSED}"
 
     async def _run_approved(self, invocation_id: str, approver: str) -> bool:
         """Run the approved call here, cancelled (and its row ended so) when a stopping

@@ -23,9 +23,9 @@ from toolhost._mcp.inbox.charts import Overview, overview_body
 from toolhost._mcp.inbox.inert import text
 from toolhost._mcp.inbox.login import Login
 
-__all__ = ["HISTORY_SHOWN", "RESULT_SHOWN", "HistoryFilter", "call_page", "files_of",
-           "history_page", "inbox_page", "inbox_part", "logged_in_page", "login_page",
-           "overview_page"]
+__all__ = ["HISTORY_SHOWN", "PAST_DEADLINE", "RESULT_SHOWN", "HistoryFilter", "call_page",
+           "files_of", "history_page", "inbox_page", "inbox_part", "logged_in_page",
+           "login_page", "overview_page", "past_deadline"]
 
 #: Characters of a result a call's page shows.
 RESULT_SHOWN: Final = 20_000
@@ -37,7 +37,8 @@ _LOOK_ONLY: Final = ("This login may look, not decide: deciding takes a browser 
                      "the approvals.decide scope.")
 _NAV: Final = ('<a href="/ui/history">History</a><a href="/ui/overview">Overview</a>')
 _STATES: Final = ("", "awaiting_approval", "running", "succeeded", "failed", "denied")
-_PAST_DEADLINE: Final = ("Its run's deadline has passed: no approval can run this call now (an "
+#: Said in place of Approve once the run's deadline has passed, and to an Approve sent then.
+PAST_DEADLINE: Final = ("Its run's deadline has passed: no approval can run this call now (an "
                          "approval would only end it failed, tool.timeout.run_deadline_passed). "
                          "Deny it to close it with your reason.")
 
@@ -128,12 +129,15 @@ def inbox_part(rows: Sequence[InvocationRecord], login: Login, csrf: str, *,
 
 
 def _waiting(row: InvocationRecord, login: Login, csrf: str, now: dt.datetime) -> str:
-    deadline = _run_deadline(row, now)
+    # The list's Approve runs the call without a visit to its page, so the list names the
+    # operator's directory it would run in as that page does (D516: nobody approves blind).
+    deadline, directory = _run_deadline(row, now), _directory(row, login)
     pairs = _pairs([("classification", _rule(row.policy)), ("asked by", row.principal_id),
                     ("asked at", _when(row.created_at)),
                     *([("run deadline", deadline)] if deadline else []),
+                    *([("directory", directory)] if directory else []),
                     ("invocation", row.id), ("digest", row.argument_digest or "")])
-    past = " past-deadline" if _past_deadline(row, now) else ""
+    past = " past-deadline" if past_deadline(row, now) else ""
     return (
         f'<article class="call{past}" data-id="{text(row.id)}">'
         f'<h2><a href="/ui/calls/{text(row.id)}">{_tool(row)}</a></h2>'
@@ -152,8 +156,8 @@ def _decide(row: InvocationRecord, login: Login, csrf: str, now: dt.datetime, *,
     if not login.may_decide(row.principal_id):
         return f'<p class="note">{_LOOK_ONLY}</p>'
     deny = "" if here else f' <a href="/ui/calls/{text(row.id)}#deny">Deny…</a>'
-    if _past_deadline(row, now):
-        offer = f'<p class="note past-deadline" role="status">{_PAST_DEADLINE}{deny}</p>'
+    if past_deadline(row, now):
+        offer = f'<p class="note past-deadline" role="status">{PAST_DEADLINE}{deny}</p>'
     else:
         offer = (f'<form method="post" action="/ui/calls/{text(row.id)}/approve">'
                  f'{_csrf_field(csrf)}<button type="submit" class="approve">Approve</button>'
@@ -223,7 +227,7 @@ def _described(described: tuple[str, list[str]] | None) -> str:
             + "</ul>")
 
 
-def _past_deadline(row: InvocationRecord, now: dt.datetime) -> bool:
+def past_deadline(row: InvocationRecord, now: dt.datetime) -> bool:
     """Whether the call still waits though its run's deadline is at or before ``now``, which
     an approval refuses to run it past (``Approvals`` compares the same two)."""
     return (row.state is InvocationState.AWAITING_APPROVAL and row.run_deadline is not None
@@ -234,7 +238,7 @@ def _run_deadline(row: InvocationRecord, now: dt.datetime) -> str:
     """The run's deadline on the row (D222), said passed while the call still waits."""
     if row.run_deadline is None:
         return ""
-    return _when(row.run_deadline) + (" (passed)" if _past_deadline(row, now) else "")
+    return _when(row.run_deadline) + (" (passed)" if past_deadline(row, now) else "")
 
 
 def _directory(row: InvocationRecord, login: Login) -> str:
