@@ -6,6 +6,7 @@ plugins, real processes, one data directory per test."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -19,6 +20,12 @@ from test_cli import assert_no_traceback, toolhost
 def env(tmp_path: Path) -> dict[str, str]:
     return {"TOOLHOST_DATA_DIR": str(tmp_path / "d"),
             "TOOLHOST_PLUGINS": "toolhost-workspace,toolhost-sandbox,toolhost-artifact"}
+
+
+def sleep_past(deadline: str) -> None:
+    """Sleep until a run's deadline (ISO 8601, as ``show --json`` gives it) has passed."""
+    left = dt.datetime.fromisoformat(deadline) - dt.datetime.now(dt.UTC)
+    time.sleep(max(left.total_seconds(), 0) + 0.2)
 
 
 def call(env: dict[str, str], name: str, arguments: dict[str, object], *extra: str) -> (
@@ -71,10 +78,12 @@ def test_an_approved_command_becomes_the_named_runs_workspace(env: dict[str, str
 
 
 def test_a_call_approved_after_the_runs_deadline_does_not_run(env: dict[str, str]) -> None:
+    # Room for the command's start-up, which the deadline counts (D518); then past it.
     code, out, _ = call(env, "sandbox.run_command", {"command": "touch ran"},
-                        "--run", "r3", "--timeout", "1")
+                        "--run", "r3", "--timeout", "5")
     assert code == 3
-    time.sleep(1.2)
+    asked = json.loads(toolhost("show", out.strip(), "--json", env=env).stdout)
+    sleep_past(asked["run_deadline"])
     late = toolhost("approve", out.strip(), "--json", env=env)
     assert late.returncode == 1, late.stderr
     outcome = json.loads(late.stdout)

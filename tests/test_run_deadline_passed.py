@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, make_spec, make_tool
+from test_cli_runs import sleep_past
 
 from toolhost import Idempotency, OutcomeStatus, Risk, SideEffect, ToolExecutionContext, ToolOutput
 from toolhost._model import host_reasons as core_messages
@@ -182,9 +183,12 @@ def test_the_cli_ends_a_call_after_the_named_runs_deadline_unrun(tmp_path: Path)
         return run_toolhost("call", name, "--args", json.dumps(arguments), "--run", "r1",
                             "--json", *extra, data_dir=data, plugins=plugins)
 
-    first = call("math.calculate", {"expression": "1+1"}, "--timeout", "1")
+    # Room for the command's start-up, which the deadline counts (D518); then past it.
+    first = call("math.calculate", {"expression": "1+1"}, "--timeout", "5")
     assert first.returncode == 0, first.stderr
-    time.sleep(1.2)
+    shown = run_toolhost("show", json.loads(first.stdout)["invocation_id"], "--json",
+                         data_dir=data, plugins=plugins)
+    sleep_past(json.loads(shown.stdout)["run_deadline"])
     for _ in range(2):  # the same answer each time: a retry is useless
         late = call("math.calculate", {"expression": "1+1"})
         assert late.returncode == 1, late.stderr
