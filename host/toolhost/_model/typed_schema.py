@@ -53,6 +53,7 @@ __all__ = [
     "has_utf8",
     "hints_of",
     "json_default",
+    "not_json_number",
     "object_schema",
     "schema_of",
     "strip_annotated",
@@ -92,7 +93,7 @@ def _bound(_: object, attribute: attrs.Attribute[float | None], value: float | N
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{attribute.name}: a bound is a number, not {value!r}")
-    why = _not_json_number(value)
+    why = not_json_number(value)
     if why is not None:  # the schema could not carry it: registration would refuse the tool
         raise ValueError(f"{attribute.name}: a bound is a number JSON can hold, not {why}")
 
@@ -341,7 +342,7 @@ def json_default(value: Any, where: str) -> Any:
                         "bool, None, or a list of them)")
     if isinstance(value, str) and not has_utf8(value):
         raise TypeError(f"{where}: the default {value!r} {_NO_UTF8}")
-    why = _not_json_number(value) if isinstance(value, int | float) else None
+    why = not_json_number(value) if isinstance(value, int | float) else None
     if why is not None:
         raise TypeError(f"{where}: the default is {why}, which JSON has no form for")
     return value
@@ -362,7 +363,7 @@ def has_utf8(text: str) -> bool:
     return True
 
 
-def _not_json_number(value: float) -> str | None:
+def not_json_number(value: float) -> str | None:
     """What a number JSON text cannot hold is (NaN, an infinity, an integer of more digits than
     Python writes out), for a message that does not print it; None for any other number."""
     if isinstance(value, float) and not math.isfinite(value):

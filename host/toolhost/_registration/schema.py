@@ -9,7 +9,6 @@ use a keyword whose meaning differs between the two (``prefixItems``, array-form
 from __future__ import annotations
 
 import copy
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from types import CodeType
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolhost._model.digest import canonical_text
 from toolhost._model.errors import ToolhostError
-from toolhost._model.typed_schema import has_utf8
+from toolhost._model.typed_schema import has_utf8, not_json_number
 
 if TYPE_CHECKING:
     from toolhost._registration.validator_cache import ValidatorCache
@@ -442,14 +441,8 @@ def _json_scalar(value: Any) -> bool:
         return has_utf8(value)
     if value is None or isinstance(value, bool):
         return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, int):
-        try:
-            str(value)  # past the interpreter's digit limit, no JSON text can be written
-        except ValueError:
-            return False
-        return True
+    if isinstance(value, int | float):
+        return not_json_number(value) is None
     return False
 
 
