@@ -47,7 +47,7 @@ def list_mail(
     auth: tuple[str, ...] = (f"{AUTHSERV}; dkim=pass header.d=lists.example.org "
                              "header.s=s1; spf=pass",),
     message_id: str = "<l1@lists.example.org>",
-    date: str = "Tue, 01 Dec 2026 10:00:00 +0000",
+    date: str | None = "Tue, 01 Dec 2026 10:00:00 +0000",
 ) -> EmailMessage:
     headers: list[tuple[str, str]] = [("Authentication-Results", a) for a in auth]
     if list_id is not None:

@@ -4,8 +4,10 @@ console script in a subprocess, the cache found through TOOLHOST_DATA_DIR)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from email_support import cache_dir
 from mail_support import MALFORMED, OTHER, OWNER, mail, write_mbox
 from toolhost.testing import run_toolhost
 from toolhost_email import open_mail_cache
-from toolhost_email.importer import import_path
+from toolhost_email.importer import ImportFailed, import_path
 
 
 def _cli(data_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -89,6 +91,28 @@ def test_an_account_no_from_header_carries_is_refused(tmp_path: Path, case: str,
     assert not cache_dir(tmp_path / "data").exists()
 
 
+#: NOT_ADDRESSES and more, for import_path called directly: what the caller passed no CLI.
+NOT_ONE_ADDRESS = {
+    **NOT_ADDRESSES,
+    "two addresses": ("owner,boss@example.com", "local part"),
+    "a display name in a comment": ("owner@example.com(Owner)", "domain"),
+    "a display name before the address": ("Owner<owner@example.com>", "must be"),
+    "a line break": ("owner@example.com\r\nBcc: x@attacker.example", "must be"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_ONE_ADDRESS))
+def test_import_path_itself_refuses_an_account_no_from_header_carries(
+        tmp_path: Path, case: str) -> None:
+    # D506 checked the account in the CLI only: any other caller of import_path cached it.
+    account, says = NOT_ONE_ADDRESS[case]
+    src = write_mbox(tmp_path / "in.mbox", [mail()])
+    with pytest.raises(ImportFailed, match=r"^--account must be one mail address") as refused:
+        import_path(cache_dir(tmp_path / "data"), account, src)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    assert not cache_dir(tmp_path / "data").exists()  # nothing written, not even a cache
+
+
 def test_an_internationalized_or_one_label_account_is_taken(tmp_path: Path) -> None:
     root = tmp_path / "data"
     src = write_mbox(tmp_path / "in.mbox", [mail()])
@@ -99,10 +123,13 @@ def test_an_internationalized_or_one_label_account_is_taken(tmp_path: Path) -> N
 
 
 def test_an_odd_account_cached_before_can_still_be_cleared_and_erased(tmp_path: Path) -> None:
-    # Refused for import and owners set only: what an earlier import cached stays removable.
+    # Refused for import and owners set only: what an import before D506 cached stays
+    # removable (made here as it cached it: the account's rows under that name).
     root = tmp_path / "data"
     odd = "x@-.-"
-    import_path(cache_dir(root), odd, write_mbox(tmp_path / "in.mbox", [mail()]))
+    import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "in.mbox", [mail()]))
+    with closing(sqlite3.connect(cache_dir(root) / "mail.sqlite3")) as conn, conn:
+        conn.execute("UPDATE messages SET account = ?", (odd,))
     assert _cli(root, "owners", "clear", odd).stderr == f"toolhost-email: {odd} has no owner\n"
     erased = _cli(root, "erase", "--account", odd)
     assert (erased.returncode, erased.stdout) == (0, f"erased account {odd}: 1 messages removed\n")

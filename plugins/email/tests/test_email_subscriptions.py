@@ -4,7 +4,9 @@ never an unsubscribe address in the result."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from email_support import AUTHSERV, UNSUBSCRIBE, cache_dir, harness, list_mail, ok
 from mail_support import OWNER, mail, write_mbox
 from toolhost import Trust
+from toolhost.testing import DEFAULT_INSTANT, FixedClock
 from toolhost_email.importer import import_path
 
 URL = "https://unsub.lists.example.org/u/SECRET-TOKEN?list=weekly"
@@ -20,12 +23,12 @@ HEADER = f"<mailto:leave-SECRET@lists.example.org>, <{URL}>"
 
 
 def _census(tmp_path: Path, messages: list[Any], settings: dict[str, str] | None = None,
-            ) -> tuple[list[dict[str, Any]], str]:
+            **kwargs: Any) -> tuple[list[dict[str, Any]], str]:
     root = tmp_path / "data"
     import_path(cache_dir(root), OWNER, write_mbox(tmp_path / "in.mbox", messages))
     env = {**UNSUBSCRIBE, "TOOLHOST_EMAIL_AUTHSERV_ID": AUTHSERV} if settings is None \
         else settings
-    with harness(root, env) as h:
+    with harness(root, env, **kwargs) as h:
         outcome = h.invoke("email.subscriptions")
     assert outcome.output_trust is Trust.EXTERNAL_UNTRUSTED
     return ok(outcome)["subscriptions"], outcome.content
@@ -102,3 +105,22 @@ def test_lists_group_by_list_id_else_sender_and_accounts_stay_apart(tmp_path: Pa
     assert len({s["subscription_id"] for s in found["subscriptions"]}) == 6
     assert (len(mine["subscriptions"]), mine["total"], mine["truncated"]) == (2, 3, True)
     assert {s["account"] for s in mine["subscriptions"]} == {OWNER}
+
+
+def test_a_list_with_a_forged_future_date_does_not_head_the_list(tmp_path: Path) -> None:
+    # D160's "latest" orders the list as it picks each entry's evidence: one forged Date
+    # dated 9999 put its sender first for good.
+    def at(hours: float) -> str:  # a Date ``hours`` after the host's clock
+        return format_datetime(DEFAULT_INSTANT + _dt.timedelta(hours=hours))
+
+    found, _ = _census(tmp_path, [
+        list_mail(unsubscribe=HEADER, sender=f"news@{name}.example", list_id=None,
+                  message_id=f"<{name}@x>", date=date)
+        for name, date in [("forged", "Fri, 31 Dec 9999 23:59:59 +0000"),
+                           ("ahead", at(48)), ("undated", None), ("skew", at(23)),
+                           ("real", at(-1))]
+    ], clock=FixedClock(DEFAULT_INSTANT))
+    assert [s["sender"].split("@")[1] for s in found] == [
+        "skew.example", "real.example", "forged.example", "ahead.example", "undated.example"]
+    # What each entry says it last saw is still the message's own Date.
+    assert found[2]["last_seen"] == "9999-12-31T23:59:59+00:00"

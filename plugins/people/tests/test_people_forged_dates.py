@@ -68,7 +68,7 @@ def test_a_forged_future_date_ranks_below_every_real_one(tmp_path: Path) -> None
 
 
 def test_with_no_clock_every_date_is_trusted_until_a_caller_with_one(tmp_path: Path) -> None:
-    # The operator's refresh command has no clock; the tools' next call ranks again.
+    # A caller with no clock trusts every date; the tools' next call ranks again.
     with _cache(tmp_path, MAIL) as (cache, conn):
         assert index.refresh(conn, cache, {})
         assert _history(conn, 50) == ["Forged", "Real B", "Real A", "Undated"]

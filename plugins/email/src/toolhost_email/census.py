@@ -6,9 +6,10 @@ never its free description) together with the From domain, else by its sender's 
 List-Id is not authenticated, so a stranger naming a bank's List-Id forms a subscription of
 its own and never becomes the bank list's evidence. The evidence is the latest message carrying
 List-Unsubscribe whose sender domain the owner's receiving server recorded a dkim=pass for
-(``authres``), else (not one-click) the latest carrying List-Unsubscribe; a Date more than a
-day in the future counts as older than any plausible one, so a forged date cannot stay
-"latest". That message's first ``https`` URI (as
+(``authres``), else (not one-click) the latest carrying List-Unsubscribe. "Latest" is D160's
+(``latest``), for the evidence and for the order of the list alike: a Date more than a day in
+the future counts as older than any plausible one, so a forged date cannot stay "latest" nor
+hold the top of the list. That message's first ``https`` URI (as
 httpx parses it: the request is sent with httpx) is the destination, and one-click applies
 only when the same message says ``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` exactly.
 The evidence digest binds a request to exactly that evidence, so a newer message that changes
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import httpx
 
+from toolhost_email import latest
 from toolhost_email.authres import dkim_pass_for
 from toolhost_email.reader import connection_of, mail_where
 from toolhost_email.wire import MAX_LIST_ID, list_identifier
@@ -39,8 +41,6 @@ __all__ = ["MAX_LIST_ID", "ONE_CLICK", "Subscription", "census", "list_identifie
 #: RFC 8058's List-Unsubscribe-Post value, and the POST body, byte for byte.
 ONE_CLICK: Final = "List-Unsubscribe=One-Click"
 _MAX_URI: Final = 2048
-#: Clock skew tolerated before a Date counts as forged.
-_SKEW_S: Final = 86400.0
 _BRACKETED = re.compile(r"<([^<>]*)>")
 
 
@@ -129,44 +129,40 @@ def census(reader: MailCacheReader, authserv_id: str | None,
     groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
     for row in rows:
         groups.setdefault((row[0], _group_key(row)), []).append(row)
-    horizon = None if now is None else now.timestamp() + _SKEW_S
+    horizon = None if now is None else latest.horizon(now)
 
     def recency(row: tuple[Any, ...]) -> tuple[int, int, str]:
-        # Undated first, then dated beyond now (a forged Date cannot make a message the
-        # latest), then the plausible dates in order.
-        if row[3] is None:
-            return (0, 0, row[2])
-        return (1 if horizon is not None and row[3] > horizon else 2, int(row[3]), row[2])
+        return (*latest.rank(row[3], horizon), row[2])
 
-    found: list[Subscription] = []
+    # Each with the rank of its latest message: the list's order, latest seen first.
+    found: list[tuple[tuple[int, int, str], Subscription]] = []
     for (owner, key), group in groups.items():
         group.sort(key=recency)
-        latest = group[-1]
+        last = group[-1]
         carrying = [r for r in group if r[6] is not None]
         evidence = next(
             (r for r in reversed(carrying)
              if dkim_pass_for(json.loads(r[8] or "[]"), authserv_id, _domain_of(r))),
             carrying[-1] if carrying else None)
         subscription_id = "s_" + _digest(owner, key)[:24]
-        senders = json.loads(latest[4])
+        senders = json.loads(last[4])
         destination = None
         if evidence is not None:
             destination = one_click_destination(
                 evidence[6], evidence[7], json.loads(evidence[8] or "[]"), _domain_of(evidence),
                 authserv_id)
-        found.append(Subscription(
+        found.append((recency(last), Subscription(
             subscription_id=subscription_id,
             account=owner,
             sender=senders[0][1] if senders else "",
-            list_id=list_identifier(latest[5]),
+            list_id=list_identifier(last[5]),
             message_count=len(group),
-            last_seen=None if latest[3] is None else _dt.datetime.fromtimestamp(
-                latest[3], _dt.UTC),
+            last_seen=None if last[3] is None else _dt.datetime.fromtimestamp(
+                last[3], _dt.UTC),
             one_click=destination is not None,
             evidence_digest="sha256:" + _digest(
                 subscription_id, None if evidence is None else evidence[2], destination),
             destination=destination,
-        ))
-    found.sort(key=lambda s: (-(s.last_seen.timestamp() if s.last_seen else 0),
-                              s.subscription_id))
-    return found
+        )))
+    found.sort(key=lambda ranked: (-ranked[0][0], -ranked[0][1], ranked[1].subscription_id))
+    return [subscription for _, subscription in found]

@@ -18,12 +18,9 @@ doing rolled back (an import stores all of a source or nothing of it, D153).
 from __future__ import annotations
 
 import argparse
-import string
 import sys
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
 
 from toolhost import ProgressLine, Settings, stoppable
 
@@ -35,10 +32,6 @@ PROG = "toolhost-email"
 _CHECKPOINT_HELD = ("; their old pages may stay in mail.sqlite3 or its write-ahead log "
                     "until a later open of the mail cache finishes the checkpoint another "
                     "connection held back (a running host's reader, an import)")
-#: RFC 5322's specials, which no unquoted local part holds (``@`` is counted apart).
-_SPECIALS: Final = frozenset('\\"(),:;<>[]')
-#: What an ASCII character of a domain label may be (the account is lower-cased already).
-_LETTERS_DIGITS_HYPHEN: Final = frozenset(string.ascii_lowercase + string.digits + "-")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,11 +72,10 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
     if args.command == "import":
         from toolhost_email.importer import import_path
 
-        account = _account(args.account, "--account")
         # Messages read so far, as one line on stderr when it is a terminal (a script or a
-        # log sees nothing of it).
+        # log sees nothing of it). import_path checks the account (checked_account) first.
         with ProgressLine(f"{PROG} import", unit="messages read") as line:
-            report = import_path(data_dir, account, args.path, workers=None,
+            report = import_path(data_dir, args.account, args.path, workers=None,
                                  owner=args.owner, on_read=line.update if line.active else None)
         skipped = ", ".join(f"{n} {reason}" for reason, n in report.skipped.items())
         owned = f" (owner {args.owner.strip()})" if args.owner is not None else ""
@@ -133,40 +125,9 @@ def _principal(text: str) -> str:
     return principal
 
 
-def _label(label: str) -> bool:
-    """A DNS label: letters, digits and inner hyphens, 63 at most (IDN letters and marks
-    too, as a From header of RFC 6532 carries them)."""
-    return 0 < len(label) <= 63 and label[0] != "-" and label[-1] != "-" and all(
-        c in _LETTERS_DIGITS_HYPHEN if c.isascii() else unicodedata.category(c)[0] in "LMN"
-        for c in label)
-
-
-def _account(text: str, what: str) -> str:
-    """An account to import mail as or to give an owner: ``normalize_account``'s, and one
-    address a From header can carry, or the owner's own mail never matches it and counts as
-    received. Refused: a control or invisible format character (U+200B prints as nothing, so
-    two accounts would look alike), a special in the local part, a domain that is not DNS
-    labels. ``owners clear`` and ``erase`` take any account already cached."""
-    from toolhost_email.importer import normalize_account
-
-    account = normalize_account(text)
-    local, _, domain = account.partition("@")
-    hidden = next((c for c in account if unicodedata.category(c)[0] == "C"), None)
-    if hidden is not None:
-        why = f"it holds the invisible or control character U+{ord(hidden):04X}"
-    elif any(c in _SPECIALS for c in local):
-        why = "its local part holds one of " + " ".join(sorted(_SPECIALS))
-    elif len(domain) > 253 or not all(_label(label) for label in domain.split(".")):
-        why = "its domain is not DNS labels (letters, digits, inner hyphens, 63 at most each)"
-    else:
-        return account
-    raise _Usage(f"{what} must be one mail address like owner@example.org: {why} "
-                 f"({account!r})")
-
-
 def _owners(args: argparse.Namespace, data_dir: Path) -> int:
     from toolhost_email import owners
-    from toolhost_email.importer import normalize_account
+    from toolhost_email.importer import checked_account, normalize_account
 
     if args.action is None:
         for account, owner in owners.list_owners(data_dir):
@@ -178,12 +139,14 @@ def _owners(args: argparse.Namespace, data_dir: Path) -> int:
         print(f"{count} accounts without an owner are {principal}'s")
         return 0
     if args.action == "set":
-        account = _account(args.account, "ADDRESS")
+        # Only an address a From header carries (D506); ``owners clear`` below takes any
+        # account already cached.
+        account = checked_account(args.account, "ADDRESS")
         principal = _principal(args.principal)
         owners.set_owner(data_dir, account, principal)
         print(f"{account} is {principal}'s")
         return 0
-    account = normalize_account(args.account)
+    account = normalize_account(args.account, "ADDRESS")
     if owners.clear_owner(data_dir, account):
         print(f"{account} has no owner: nobody reads it until it is given one")
     else:

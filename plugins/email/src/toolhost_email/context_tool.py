@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any, Final
 
 from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
-from toolhost_email import wire
+from toolhost_email import latest, wire
 from toolhost_email.authres import spoofed_from
 from toolhost_email.config import AUTHSERV_SETTING
 from toolhost_email.feedback import applied_feedback
@@ -39,17 +39,10 @@ __all__ = ["DESCRIPTION", "FEEDBACK_MAX", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "SNIP
 
 _COLUMNS = ("message_key, account, thread_id, message_id, date_ts, subject, sender, to_addrs, "
             "cc_addrs, reply_to, direction, body, auth_results")
-#: The clock skew D160 tolerates before a Date counts as forged (the census's too).
-_SKEW_S: Final = 86400
-#: Latest first (the module text), one query per rank, each with or without the horizon as
-#: its parameter: one sort key over an expression read every row, a rank reads the date
-#: index in order and stops at the rows asked for.
+#: Latest first (``latest.rank``'s order, reversed), one query per rank, each with or without
+#: the horizon as its parameter: one sort key over an expression read every row, a rank reads
+#: the date index in order and stops at the rows asked for.
 _RANKS: Final = (("date_ts <= ?", True), ("date_ts > ?", True), ("date_ts IS NULL", False))
-
-
-def _horizon(now: _dt.datetime) -> int:
-    """The latest ``date_ts`` (epoch seconds) that still ranks as plausible at ``now``."""
-    return int(now.timestamp()) + _SKEW_S
 
 
 def _latest(conn: sqlite3.Connection, where: str, params: tuple[object, ...],
@@ -110,7 +103,7 @@ def _scoped(reader: MailCacheReader, where: str,
 def _context(reader: MailCacheReader, arguments: Mapping[str, Any],
              authserv_id: str | None, now: _dt.datetime) -> dict[str, Any]:
     account = account_argument(arguments)
-    horizon = _horizon(now)
+    horizon = latest.horizon(now)
     thread_id = arguments.get("thread_id")
     out: dict[str, Any] = {"thread": [], "inbox": [], "writing_examples": [], "feedback": []}
     conn = connection_of(reader)

@@ -1,6 +1,7 @@
 """Import one mbox file or one Maildir into the cache: idempotent, one transaction per source.
 
-``import_path(data_dir, account, path)`` is what ``toolhost-email import`` runs. A message that
+``import_path(data_dir, account, path)`` is what ``toolhost-email import`` runs; it takes only
+an account a From header can carry (``checked_account``, D506), whoever calls it. A message that
 cannot be parsed is skipped and counted with its reason; a source that cannot be read to its
 end (an I/O error, a file that is neither an mbox nor a Maildir) imports nothing at all. A
 source with no message in it (a file whose first line that is not blank is no "From " line,
@@ -25,8 +26,10 @@ import os
 import re
 import sqlite3
 import stat
+import string
 import sys
 import threading
+import unicodedata
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
@@ -42,10 +45,14 @@ from toolhost_email.parse import MAX_MESSAGE_BYTES, message_keys
 from toolhost_email.rows import Parsed, parse_batch, row_bound, rows_weight
 from toolhost_email.store import begin, bump_generation, open_writable, rollback
 
-__all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "import_path",
+__all__ = ["NOT_REGULAR_FILE", "ImportFailed", "ImportReport", "checked_account", "import_path",
            "normalize_account"]
 
 _MAX_ACCOUNT: Final = 320  # RFC 5321's longest path
+#: RFC 5322's specials, which no unquoted local part holds (``@`` is counted apart).
+_SPECIALS: Final = frozenset('\\"(),:;<>[]')
+#: What an ASCII character of a domain label may be (the account is lower-cased already).
+_LETTERS_DIGITS_HYPHEN: Final = frozenset(string.ascii_lowercase + string.digits + "-")
 #: Messages per existence check and insert batch (under SQLite's 999 bound variables).
 _CHUNK: Final = 500
 #: A batch also ends once its messages weigh this much (``_message_weight``): 500 messages of
@@ -106,15 +113,49 @@ class ImportReport:
         return sum(self.skipped.values())
 
 
-def normalize_account(account: str) -> str:
-    """The account address as stored: trimmed, lower-cased; refused when it is no address."""
+def normalize_account(account: str, what: str = "--account") -> str:
+    """The account address as stored: trimmed, lower-cased; refused when it is no address
+    (``what``: how the operator named it, for the message). Any account already cached passes:
+    ``owners clear`` and ``erase`` take it so."""
     value = account.strip().lower()
     if (not value or len(value) > _MAX_ACCOUNT or value.count("@") != 1
             or any(c.isspace() or c in "<>" for c in value) or value.startswith("@")
             or value.endswith("@")):
-        raise ImportFailed(f"--account must be one mail address like owner@example.org, "
+        raise ImportFailed(f"{what} must be one mail address like owner@example.org, "
                            f"at most {_MAX_ACCOUNT} characters")
     return value
+
+
+def _label(label: str) -> bool:
+    """A DNS label: letters, digits and inner hyphens, 63 at most (IDN letters and marks
+    too, as a From header of RFC 6532 carries them)."""
+    return 0 < len(label) <= 63 and label[0] != "-" and label[-1] != "-" and all(
+        c in _LETTERS_DIGITS_HYPHEN if c.isascii() else unicodedata.category(c)[0] in "LMN"
+        for c in label)
+
+
+def checked_account(account: str, what: str = "--account") -> str:
+    """An account to import mail as or to give an owner (D506): ``normalize_account``'s, and
+    one address a From header can carry, or the owner's own mail never matches it and counts
+    as received. Refused: a control or invisible format character (U+200B prints as nothing,
+    so two accounts would look alike), a special in the local part, a domain that is not DNS
+    labels.
+
+    :raises ImportFailed: one line naming the account as ``what`` and why it is refused.
+    """
+    value = normalize_account(account, what)
+    local, _, domain = value.partition("@")
+    hidden = next((c for c in value if unicodedata.category(c)[0] == "C"), None)
+    if hidden is not None:
+        why = f"it holds the invisible or control character U+{ord(hidden):04X}"
+    elif any(c in _SPECIALS for c in local):
+        why = "its local part holds one of " + " ".join(sorted(_SPECIALS))
+    elif len(domain) > 253 or not all(_label(label) for label in domain.split(".")):
+        why = "its domain is not DNS labels (letters, digits, inner hyphens, 63 at most each)"
+    else:
+        return value
+    raise ImportFailed(f"{what} must be one mail address like owner@example.org: {why} "
+                       f"({value!r})")
 
 
 @attrs.frozen
@@ -320,10 +361,11 @@ def import_path(data_dir: Path, account: str, path: Path, *,
     ``on_read(n)``: called as each message is read, with how many were read so far (the
     console script's progress line).
 
-    :raises ImportFailed: the source cannot be read, or the account is another principal's;
-        nothing of it was stored.
+    :raises ImportFailed: the account is no address a From header carries
+        (``checked_account``), the source cannot be read, or the account is another
+        principal's; nothing of it was stored.
     """
-    account = normalize_account(account)
+    account = checked_account(account)
     if owner is not None and not owner.strip():
         raise ImportFailed("--owner must name a principal (as its token or the issuer names it)")
     if workers is None:

@@ -10,7 +10,9 @@ files at once). Once toolhost-email's accounts have owners, ``me --principal P``
 principal's alias, and ``refresh`` brings every principal's index up to date (deleting those of
 principals that own no account any more, with what people kept of their addresses), each
 file on its own: one it cannot refresh is a line on stderr, the others are still refreshed,
-and the exit status is 1. State lives in toolhost-people's data directory under
+and the exit status is 1. ``refresh`` ranks dates as the tools do (D160): a Date more than a
+day past the wall clock ranks below every real one, so the next call finds the index current.
+State lives in toolhost-people's data directory under
 TOOLHOST_DATA_DIR, the one a host gives the plugin. Bad input (a value that is not UTF-8
 text, a toolhost.toml the host could not use either) is one line on stderr and exit status 2,
 never a traceback. Ctrl-C, SIGTERM and SIGHUP stop it as they stop the host's commands: one
@@ -21,9 +23,11 @@ line and exit 128 + the signal's number (130, 143, 129), the change under way ro
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import os
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
@@ -34,6 +38,7 @@ __all__ = ["DISTRIBUTION", "main"]
 
 DISTRIBUTION = "toolhost-people"
 PROG = "toolhost-people"
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 class _Usage(Exception):
@@ -166,15 +171,16 @@ def _refresh(settings: Settings, own_dir: Path) -> int:
     except CacheUnavailable as exc:
         print(f"{PROG}: cannot read the mail cache in {cache_dir}: {exc}", file=sys.stderr)
         return 1
+    now = _wall_clock(own_dir)  # one instant for every index this command brings up to date
     if not shared:
-        print(_refresh_one(own_dir, cache_dir, None))
+        print(_refresh_one(own_dir, cache_dir, None, now))
         return 0
     remove_index(own_dir)  # the one-person index: nobody reads it once accounts have owners
     failed = False
     for file in sorted((own_dir / PRINCIPALS_DIR).glob("*.sqlite3")):
         # Each file on its own (D245): one that cannot be refreshed stops none of the others.
         try:
-            done = _refresh_principal(own_dir, cache_dir, file)
+            done = _refresh_principal(own_dir, cache_dir, file, now)
         except (OSError, sqlite3.Error, CacheUnavailable) as exc:
             if not os.path.lexists(file):
                 continue  # deleted since the listing (a host's call of a principal owning none)
@@ -186,7 +192,16 @@ def _refresh(settings: Settings, own_dir: Path) -> int:
     return 1 if failed else 0
 
 
-def _refresh_principal(own_dir: Path, cache_dir: Path, file: Path) -> str:
+def _wall_clock(own_dir: Path) -> _dt.datetime:
+    """Now, as the file system stamps a file made in ``own_dir`` (D445's clock): this command
+    runs outside a host, so no Clock is handed to it, and a plugin reads no ambient time
+    (D13). The file has no name (or loses it at once): nothing is left behind."""
+    with tempfile.TemporaryFile(dir=own_dir) as probe:
+        made = os.fstat(probe.fileno()).st_mtime_ns
+    return _EPOCH + _dt.timedelta(microseconds=made // 1000)
+
+
+def _refresh_principal(own_dir: Path, cache_dir: Path, file: Path, now: _dt.datetime) -> str:
     """Bring one principal's index up to date, or delete it (and what people kept for the
     principal) when it owns nothing any more; a file that is no index of a principal is
     deleted too (derived data, as the tools would), but for a database with no tables of
@@ -215,11 +230,13 @@ def _refresh_principal(own_dir: Path, cache_dir: Path, file: Path) -> str:
         remove_index_file(file)
         forget_principal(own_dir, principal)
         return f"{principal}: owns no account, index and addresses deleted"
-    return f"{principal}: {_refresh_one(own_dir, cache_dir, principal)}"
+    return f"{principal}: {_refresh_one(own_dir, cache_dir, principal, now)}"
 
 
-def _refresh_one(own_dir: Path, cache_dir: Path, principal: str | None) -> str:
-    """Bring one index up to date: the one-person cache's, or ``principal``'s."""
+def _refresh_one(own_dir: Path, cache_dir: Path, principal: str | None,
+                 now: _dt.datetime) -> str:
+    """Bring one index up to date: the one-person cache's, or ``principal``'s, its dates
+    ranked at ``now`` as a tool's call ranks them at its clock's."""
     from toolhost_email import open_mail_cache
 
     from toolhost_people.index import open_index, refresh
@@ -229,7 +246,8 @@ def _refresh_one(own_dir: Path, cache_dir: Path, principal: str | None) -> str:
             closing(open_index(own_dir, principal)) as index:
         links, owners = read_state(own_dir, principal)
         rebuilt = refresh(index, reader, links, owners | (reader.accounts() or frozenset()),
-                          record=lambda found: record_accounts(own_dir, found, principal))
+                          record=lambda found: record_accounts(own_dir, found, principal),
+                          now=now)
         (count,) = index.execute("SELECT count(*) FROM person").fetchone()
     return f"{'rebuilt' if rebuilt else 'already current'}: {count} people"
 

@@ -25,8 +25,8 @@ still sent), else ``received``. Names and subjects are stored as shown (``bounds
 real date (above no date), so mail with a forged future date cannot hold a person's history,
 last interaction or most recently used name. Such an index is rebuilt once the clock reaches
 the first of those dates less a day, when it ranks by its date again. A rebuild with no clock
-(the operator's ``refresh`` command has none) trusts every date, and the next one with a
-clock makes the index again.
+trusts every date, and the next one with a clock makes the index again (the operator's
+``refresh`` command has one: the file system's, ``cli``).
 
 A person's id is ``p_`` and 64 bits of the sha256 of the address naming it (``person_id_for``),
 so it survives every rebuild. Two addresses whose ids collide (an outsider can find a pair in
