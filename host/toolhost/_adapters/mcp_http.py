@@ -203,10 +203,10 @@ class _BoundedEvents(httpx2.AsyncByteStream):
 
 
 class _QuietRefusals(logging.Filter):
-    """The SDK logs a JSON answer it could not read with its traceback. A refusal of ours, or an
-    answer that is not JSON-RPC (pydantic's error, quoting the server's bytes), is expected of
-    a broken or hostile server (its call fails ``too_large`` or ``protocol``): one line
-    instead, the server's words in it escaped (D313)."""
+    """The SDK logs a JSON answer or an event it could not read with its traceback. A refusal of
+    ours, or an answer or event that is not JSON-RPC (pydantic's error, quoting the server's
+    bytes), is expected of a broken or hostile server (its call fails ``too_large`` or
+    ``protocol``: D313, D494): one line instead, the server's words in it escaped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         found = record.exc_info[1] if record.exc_info else None

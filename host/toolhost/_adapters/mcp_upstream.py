@@ -374,7 +374,7 @@ class _Connection:
                    progress: Callable[[float, float | None], None] | None = None,
                    ) -> UpstreamResult:
         from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
         from pydantic import ValidationError
 
         client = self.client
@@ -408,11 +408,7 @@ class _Connection:
                 # itself only gets the same failure).
                 raise UpstreamError(UpstreamFailure.TOO_LARGE,
                                     exc.message[:DETAIL_CHARS]) from None
-            if (exc.code == PARSE_ERROR and exc.message.startswith(UNREADABLE)) or (
-                    exc.code == CONNECTION_CLOSED
-                    and exc.message.startswith(f"{_STREAM_FAILED}{ENCODED_WORDS}")):
-                # The SDK's, or the stdio transport's, for an answer it could not read (not
-                # JSON-RPC, or encoded).
+            if _unreadable(exc.code, exc.message):
                 raise UpstreamError(UpstreamFailure.PROTOCOL,
                                     exc.message[:DETAIL_CHARS]) from None
             if exc.code == CONNECTION_CLOSED and exc.message == "Connection closed":
@@ -449,6 +445,9 @@ class _Connection:
 #: How the SDK's error for an event stream that failed begins (for a JSON answer it could not
 #: read: ``UNREADABLE``, which the stdio transport answers in too).
 _STREAM_FAILED = "SSE stream failed: "
+#: How the SDK's error begins for an event of a request's stream that is not JSON-RPC (no
+#: JSON, or JSON of another shape): its words for an event, where ``UNREADABLE`` is a body's.
+_EVENT_UNREADABLE = "Failed to parse SSE message: "
 #: The SDK's words for a request's event stream that ended before its answer.
 _STREAM_ENDED = frozenset({"SSE stream ended without a response",
                            "SSE stream ended and reconnection attempts were exhausted"})
@@ -465,6 +464,18 @@ def _too_large(code: int, message: str) -> bool:
         return message.startswith(f"{UNREADABLE}{TOO_LONG_WORDS}")
     return code == CONNECTION_CLOSED and message.startswith(
         (f"{_STREAM_FAILED}Server-sent event exceeded the ", f"{_STREAM_FAILED}{TOO_LONG_WORDS}"))
+
+
+def _unreadable(code: int, message: str) -> bool:
+    """Whether a JSON-RPC error is a transport's, for an answer it could not read: the stdio
+    transport's or the SDK's for a line or a JSON body that is not JSON-RPC (D494), the SDK's
+    for such an event of an event stream, or for an encoded stream (D313). The server did
+    answer: a protocol error, not the server's own error, nor retryable."""
+    from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
+
+    if code == PARSE_ERROR:
+        return message.startswith((UNREADABLE, _EVENT_UNREADABLE))
+    return code == CONNECTION_CLOSED and message.startswith(f"{_STREAM_FAILED}{ENCODED_WORDS}")
 
 
 def _settle(answer: asyncio.Future[UpstreamResult], task: asyncio.Task[UpstreamResult]) -> None:

@@ -205,7 +205,7 @@ def _file_references(path: Path, data: Mapping[str, Any]) -> list[Path]:
                 # A NUL is refused where the reference is read: no file has such a name.
                 if "\x00" not in named:
                     with contextlib.suppress(RuntimeError):  # ~user of no such user
-                        found.append(_referenced_file(path, named))
+                        found.append(referenced_file(path, named))
                 continue
             pending.extend(value.values())
         elif isinstance(value, list):
@@ -213,7 +213,7 @@ def _file_references(path: Path, data: Mapping[str, Any]) -> list[Path]:
     return found
 
 
-def _referenced_file(config_path: Path, named: str) -> Path:
+def referenced_file(config_path: Path, named: str) -> Path:
     """The file ``{ file = named }`` in ``config_path`` reads: a relative path is relative to
     the file that names it, not to where the host started.
 
@@ -385,7 +385,7 @@ def _written_path(config: ConfigFile, where: str, value: str) -> str:
     if not named or Path(named).is_absolute():
         return value  # empty: the default, as from the environment
     try:
-        return str(_referenced_file(config.path, named).absolute())
+        return str(referenced_file(config.path, named).absolute())
     except RuntimeError:  # ~user of no such user
         raise ConfigFileError(f"{where}: names {value!r}, whose home directory does not exist"
                               ) from None
@@ -402,7 +402,7 @@ def _reference(config: ConfigFile, where: str, ref: Mapping[str, Any],
         return value
     if set(ref) == {"file"} and isinstance(ref["file"], str):
         try:
-            target = _referenced_file(config.path, _text(where, ref["file"]))
+            target = referenced_file(config.path, _text(where, ref["file"]))
         except RuntimeError:  # ~user of no such user
             raise ConfigFileError(f"{where}: refers to the file {ref['file']!r}, whose home "
                                   "directory does not exist") from None

@@ -6,19 +6,23 @@ and ``args`` (stdio) or ``url`` (Streamable HTTP; with a password in it, a refer
 other users cannot read, as ``token``), ``env``, ``token``; its tools' classification is
 the operator's, per server (the same keys on the server's table, as defaults) and per tool
 (``[mcp.servers.<name>.tools.<tool>]``). ``parse_servers`` checks them; every problem is one line
-``PATH:LINE: [mcp.servers.x] key: problem``.
+``PATH:LINE: [mcp.servers.x] key: problem``. A ``command`` given by a relative path (``./server``)
+names the file beside ``toolhost.toml``, as the file's path settings do (D497); a bare name is
+looked up on the server's ``PATH``.
 """
 
 from __future__ import annotations
 
 import enum
+import os
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from toolhost._model.config_file import readable_secret, url_has_password
+from toolhost._model.config_file import referenced_file, readable_secret, url_has_password
 from toolhost._model.errors import ToolhostError
 from toolhost._model.secrets import Secret
 from toolhost._model.settings import SettingError, is_secret_name
@@ -238,8 +242,8 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
     command, url = content.get("command"), content.get("url")
     if (command is None) == (url is None):
         raise fail(None, "set exactly one of command (a stdio server) and url (Streamable HTTP)")
-    if command is not None and (not isinstance(command, str) or not command.strip()):
-        raise fail("command", "must be a non-empty string")
+    if command is not None:
+        command = _command(command, path, fail)
     if url is not None:
         url = _url(url, table, fail, where, reference, world_readable, path)
     args = content.get("args", [])
@@ -308,6 +312,22 @@ def _server(name: str, content: Mapping[str, Any], table: str, fail: Fail, where
         tools=tools, enabled=enabled,
         connect_timeout_s=_seconds(content, "connect_timeout_s", _MAX_CONNECT_TIMEOUT_S, fail,
                                    DEFAULT_CONNECT_TIMEOUT_S))
+
+
+def _command(written: object, path: str, fail: Fail) -> str:
+    """A server's ``command``: a bare name as written (the server's ``PATH`` finds it), an
+    absolute path as written, and a relative path (``./server``, ``bin/server``, ``~/server``)
+    relative to the file's directory, ``~`` expanded, as a path setting written in the file is
+    (D497): one shared file starts one program whatever directory a command starts in."""
+    if not isinstance(written, str) or not written.strip():
+        raise fail("command", "must be a non-empty string")
+    if "/" not in written or os.path.isabs(written):
+        return written
+    try:
+        return str(referenced_file(Path(path), written).absolute())
+    except RuntimeError:  # ~user of no such user
+        raise fail("command", f"names {written!r}, whose home directory does not exist"
+                   ) from None
 
 
 def _url(value: object, table: str, fail: Fail, where: Where, reference: Reference,
