@@ -275,7 +275,8 @@ def test_pending_prints_the_row_as_show_does_and_escapes_what_does_not_print(
         "id": invocation_id, "tool": "fxw.external_write", "version": "1.0.0",
         "argument_digest": data["argument_digest"], "created": data["created_at"],
         "run_id": data["run_id"], "arguments": {"destination": destination},
-        "policy": data["policy"]}
+        "policy": data["policy"], "run_deadline": data["run_deadline"],
+        "operator_directory": data["operator_directory"]}
     assert data["policy"]["rule"] == "EXTERNAL_WRITE/HIGH"
 
 

@@ -56,10 +56,10 @@ def test_show_and_pending_say_a_waiting_calls_run_deadline_has_passed(
                                 "approving runs nothing)")
     assert lines[timely].endswith('{"destination":"timely"}')
     assert lines[unbounded].endswith('{"destination":"open"}')
-    # pending --json keeps its shape; show --json has the deadline.
+    # pending --json has the deadline too, as show --json has it.
     assert {frozenset(p) for p in json.loads(toolhost("pending", "--json", **env).stdout)} == {
         frozenset({"id", "tool", "version", "argument_digest", "created", "run_id",
-                   "arguments", "policy"})}
+                   "arguments", "policy", "run_deadline", "operator_directory"})}
 
     # What it said holds: the approval runs nothing, and the decided row's line is the bare time.
     approved = toolhost("approve", late, **env)

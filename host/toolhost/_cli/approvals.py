@@ -17,16 +17,18 @@ import argparse
 import json
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolhost._cli.common import (
     CommandError,
     Parser,
     add_command,
+    json_text,
     load,
     load_stores,
     positive_int,
+    print_json,
     print_outcome,
     run_cancellable,
     stopped_code,
@@ -37,7 +39,12 @@ from toolhost._composition import escaped, prints, rows_in
 if TYPE_CHECKING:
     import datetime as dt
 
-    from toolhost._composition import InvocationRecord, InvocationStore, Stores
+    from toolhost._composition import (
+        InvocationRecord,
+        InvocationRecordDamaged,
+        InvocationStore,
+        Stores,
+    )
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -101,18 +108,6 @@ def _recover_arguments(recover: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------------- rendering
-
-
-def _json_text(value: Any, *, indent: int | None = None) -> str:
-    separators = (",", ": ") if indent is not None else (",", ":")
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent,
-                      separators=separators, default=str)
-    return escaped(text, one_line=indent is None)
-
-
-def print_json(data: Any) -> None:
-    """``common.print_json``, with the characters that do not print escaped (still JSON)."""
-    sys.stdout.write(_json_text(data, indent=2) + "\n")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -186,8 +181,11 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
                  principal: str | None = None) -> int:
     """``pending``'s page: the oldest ``limit`` invocations awaiting approval (after the one
     ``after`` names), each page one indexed range read however many rows wait, of the
-    columns a line shows, printed from their stored text (``InvocationStore.pending``); a
-    line whose call's run's deadline is at or before ``now`` ends ``PAST_RUN_DEADLINE``."""
+    columns a line shows, printed from their stored text (``InvocationStore.pending``). A
+    line whose call's run's deadline is at or before ``now`` ends ``PAST_RUN_DEADLINE``;
+    one whose call would run in the operator's directory names it (D509, D516), as ``show``
+    does. ``--json`` has each call's ``run_deadline`` and ``operator_directory`` as ``show
+    --json`` has them."""
     from toolhost._composition import (
         InvocationNotFound,
         InvocationRecord,
@@ -201,8 +199,9 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
         raise CommandError(f"no invocation {after!r} (toolhost pending lists them)",
                            ExitCode.FAILED) from None
     more, listed = len(listed) > limit, listed[:limit]
+    whole = _whole_rows(invocations, listed)
     if as_json:
-        out.write(_json_text(_pending_json(listed, err), indent=2) + "\n")
+        out.write(json_text(_pending_json(listed, whole, err), indent=2) + "\n")
     elif not listed and after is None:
         out.write("no invocations await approval\n")
     elif not listed:
@@ -210,11 +209,10 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
     else:
         # The stored text, escaped: a row edited outside toolhost may hold anything. The mark
         # comes last, after a preview that ends in '}' or '…', so no argument can forge it.
-        past = _past_run_deadline(invocations, listed, now)
         out.write("".join(
             f"{escaped(f'{r.id}  {r.tool_name}@{r.tool_version}  {r.created}')}  "
-            f"{_arguments_preview(r.arguments_json)}"
-            f"{PAST_RUN_DEADLINE if r.id in past else ''}\n" for r in listed))
+            f"{_arguments_preview(r.arguments_json)}{_line_end(whole.get(r.id), now)}\n"
+            for r in listed))
     if more:
         also = f" --limit {limit}" if limit != PENDING_LIMIT else ""
         if principal is not None:
@@ -236,39 +234,74 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
     return ExitCode.OK
 
 
-def _past_run_deadline(invocations: InvocationStore, listed: Sequence[Any],
-                       now: dt.datetime) -> set[str]:
-    """The ids of the listed calls whose run's deadline is at or before ``now``: an approval
-    of one ends it failed, unrun (D222), as ``show`` says. Read from each row, as a pending
-    line's columns do not hold the deadline; a row gone or damaged since is left unmarked."""
+def _whole_rows(invocations: InvocationStore, listed: Sequence[Any],
+                ) -> dict[str, InvocationRecord | InvocationRecordDamaged]:
+    """Each listed call's whole row, read once by its id (at most ``--limit`` reads): the
+    run's deadline and the operator's directory are not among a pending line's columns. A row
+    gone since is left out; a damaged one is there as the store's refusal."""
     from toolhost._composition import InvocationNotFound, InvocationRecordDamaged
 
-    past = set()
+    whole: dict[str, InvocationRecord | InvocationRecordDamaged] = {}
     for r in listed:
         try:
-            deadline = invocations.get(r.id).run_deadline
-        except (InvocationNotFound, InvocationRecordDamaged):
+            whole[r.id] = invocations.get(r.id)
+        except InvocationNotFound:
             continue
-        if deadline is not None and now >= deadline:
-            past.add(r.id)
-    return past
+        except InvocationRecordDamaged as exc:
+            whole[r.id] = exc
+    return whole
 
 
-def _pending_json(listed: Sequence[Any], err: TextIO) -> list[dict[str, Any]]:
-    """``pending --json``'s rows, their JSON columns parsed; a row whose column is not JSON
-    (edited outside toolhost) is skipped, said on ``err``."""
+def _line_end(record: InvocationRecord | InvocationRecordDamaged | None,
+              now: dt.datetime) -> str:
+    """What a pending line ends with: ``PAST_RUN_DEADLINE`` once the call's run's deadline is
+    at or before ``now`` (an approval ends it failed, unrun: D222, as ``show`` says, so its
+    directory is not named: D521); else where an approval runs it, when that is the operator's
+    directory it paused in (``show``'s ``directory`` line). Nothing for a row gone or
+    damaged since."""
+    from toolhost._composition import InvocationRecord
+
+    if not isinstance(record, InvocationRecord):
+        return ""
+    if record.run_deadline is not None and now >= record.run_deadline:
+        return PAST_RUN_DEADLINE
+    where = _operator_directory(record)
+    if where is None:
+        return ""
+    place, said = where
+    return f"  (directory {escaped(place)}{f': {said}' if said else ''})"
+
+
+def _pending_json(listed: Sequence[Any],
+                  whole: Mapping[str, InvocationRecord | InvocationRecordDamaged],
+                  err: TextIO) -> list[dict[str, Any]]:
+    """``pending --json``'s rows, their JSON columns parsed, with the run's deadline and the
+    operator's directory from the whole row (``show --json``'s forms); a row whose column is
+    not JSON, or whose whole row is damaged (edited outside toolhost), is skipped, said on
+    ``err``; one gone since is left out."""
+    from toolhost._composition import InvocationRecordDamaged
+
     rows = []
     for r in listed:
+        record = whole.get(r.id)
         try:
             arguments = json.loads(r.arguments_json)
             policy = None if r.policy_json is None else json.loads(r.policy_json)
         except (ValueError, RecursionError):
-            field = "policy" if _parses(r.arguments_json) else "arguments"
-            err.write(f"toolhost: invocation {escaped(r.id)} is damaged ({field}): skipped\n")
+            record = InvocationRecordDamaged(
+                r.id, "policy" if _parses(r.arguments_json) else "arguments")
+        if isinstance(record, InvocationRecordDamaged):
+            err.write(f"toolhost: invocation {escaped(r.id)} is damaged ({record.field}): "
+                      "skipped\n")
             continue
+        if record is None:  # gone since the page was read
+            continue
+        directory = record.operator_directory
         rows.append({"id": r.id, "tool": r.tool_name, "version": r.tool_version,
                      "argument_digest": r.argument_digest, "created": r.created,
-                     "run_id": r.run_id, "arguments": arguments, "policy": policy})
+                     "run_id": r.run_id, "arguments": arguments, "policy": policy,
+                     "run_deadline": _instant(record.run_deadline) or None,
+                     "operator_directory": None if directory is None else dict(directory)})
     return rows
 
 
@@ -281,7 +314,7 @@ def _parses(text: str) -> bool:
 
 
 def _arguments_preview(arguments_json: str) -> str:
-    """``_cut(_json_text(arguments), ARGUMENTS_SHOWN)`` from the canonical JSON text (the
+    """``_cut(json_text(arguments), ARGUMENTS_SHOWN)`` from the canonical JSON text (the
     same text: json.dumps's options, one encoder), without escaping all of a large value: an
     escape is never shorter than its character, so the first ARGUMENTS_SHOWN + 1 characters
     decide both the shown text and whether it was cut."""
@@ -314,7 +347,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("policy", _policy(record.policy)),
         ("run", record.run_id),
         ("run deadline", _run_deadline(record, stores.clock.now())),
-        ("directory", _directory(record)),
+        ("directory", _directory(record, stores.clock.now())),
         ("principal", f"{record.principal_id} (scopes: {', '.join(record.scopes) or 'none'})"),
         ("conversation", record.conversation_id or ""),
         ("created", _instant(record.created_at)),
@@ -331,7 +364,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         lines.append(("failure", f"{record.reason_code} ({retryable}): "
                                  f"{_message(record.reason_code) or ''}"))
         if record.failure_detail:
-            lines.append(("detail", _json_text(dict(record.failure_detail))))
+            lines.append(("detail", json_text(dict(record.failure_detail))))
     if record.result_content is not None:
         content = record.result_content
         shown = _cut(content, RESULT_SHOWN)
@@ -342,7 +375,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if text:
             print(f"{label:<13}{escaped(text)}")
     print("arguments")
-    print(_json_text(record.arguments, indent=2), flush=True)
+    print(json_text(record.arguments, indent=2), flush=True)
     # Asked only now: whatever the plugins do, the row is already on the screen.
     described = _described(stores, record)
     if described is not None:
@@ -391,20 +424,35 @@ def _run_deadline(record: InvocationRecord, now: dt.datetime) -> str:
     return text + " (an approval after it runs nothing)"
 
 
-def _directory(record: InvocationRecord) -> str:
+def _directory(record: InvocationRecord, now: dt.datetime) -> str:
+    """``show``'s ``directory`` line: the ``_operator_directory``, what an approval does there
+    in parentheses; nothing said of an approval once the run's deadline has passed (it runs
+    nothing there: the ``run deadline`` line says so, as ``pending`` does, D521)."""
+    where = _operator_directory(record)
+    if where is None:
+        return ""
+    place, said = where
+    if record.run_deadline is not None and now >= record.run_deadline:
+        return place
+    return f"{place} ({said})" if said else place
+
+
+def _operator_directory(record: InvocationRecord) -> tuple[str, str] | None:
     """Where the call runs once approved, when that is the operator's directory it paused in
-    (D509): its own files, not a workspace the host makes, so the approver is told first."""
+    (D509): its own files, not a workspace the host makes, so the approver is told first.
+    ``(path on host, what an approval does there)``, the second empty once decided; None
+    when the call paused in no such directory."""
     from toolhost._composition import InvocationState
 
     recorded = record.operator_directory
     if not recorded:
-        return ""
-    text = f"{recorded.get('path')} on {recorded.get('host')}"
+        return None
+    place = f"{recorded.get('path')} on {recorded.get('host')}"
     if recorded.get("host") != socket.gethostname():
-        return text + " (another machine: approved here, it runs in a workspace of its own)"
+        return place, "another machine: approved here, it runs in a workspace of its own"
     if record.state in (InvocationState.AWAITING_APPROVAL, InvocationState.APPROVED):
-        return text + " (an approval runs the call there, checked again first)"
-    return text
+        return place, "an approval runs the call there, checked again first"
+    return place, ""
 
 
 def _policy(policy: Any) -> str:

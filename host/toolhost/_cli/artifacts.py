@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from toolhost._cli.approvals import print_json
 from toolhost._cli.common import (
     CommandError,
     OutputFailed,
@@ -27,6 +26,7 @@ from toolhost._cli.common import (
     load,
     load_stores,
     positive_int,
+    print_json,
     signals_raised,
 )
 from toolhost._cli.exit_codes import ExitCode

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolhost._cli.exit_codes import ExitCode
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["CommandError", "OutputFailed", "Parser", "Stopped", "add_command", "close_loaded",
-           "load", "load_stores", "positive_int", "print_attachments", "print_content",
-           "print_json", "print_outcome", "refused", "run_cancellable", "signals_raised",
-           "stoppable", "stopped_code"]
+           "json_text", "load", "load_stores", "positive_int", "print_attachments",
+           "print_content", "print_json", "print_outcome", "refused", "run_cancellable",
+           "signals_raised", "stoppable", "stopped_code"]
 
 _T = TypeVar("_T")
 
@@ -124,8 +124,22 @@ def close_loaded() -> None:
         _loaded.pop().close()
 
 
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON, keys sorted, with every character that does not print (a C1 control,
+    a direction override, a lone surrogate) as its JSON escape: still JSON, read back to the
+    same value, and nothing a plugin or a model wrote can move a terminal's cursor or reorder
+    its line. One line unless ``indent`` (then line breaks between members are kept)."""
+    from toolhost._composition import escaped
+
+    separators = (",", ": ") if indent is not None else (",", ":")
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent,
+                      separators=separators, default=str)
+    return escaped(text, one_line=indent is None)
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """Every ``--json`` output: ``data`` as ``json_text``, indented, on standard output."""
+    sys.stdout.write(json_text(data, indent=2) + "\n")
 
 
 def print_attachments(refs: Sequence[Any]) -> None:
@@ -259,7 +273,6 @@ async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
 
     loop = asyncio.get_running_loop()
     received: list[int] = []
-    first_at: list[float] = []  # the loop's clock at the first signal
     handled: dict[int, Any] = {}  # signal -> its handler before this
 
     def restore() -> None:
@@ -268,21 +281,13 @@ async def _cancellable(work: Callable[[], Coroutine[Any, Any, _T]],
             signal.signal(signum, before)
         handled.clear()
 
-    def again(signum: int, frame: Any) -> None:
-        # Python's own handler, not the loop's: it runs at once in the main thread, even
-        # while the loop is busy ending the call, so the time is the signal's own.
-        if signum == received[0] and loop.time() - first_at[0] < SAME_REQUEST_S:
-            return
-        restore()
-        signal.raise_signal(signum)  # to the handler before this: it stops at once
-
     def on_signal(signum: int) -> None:
         if received:
-            return  # queued before ``again`` took over, so it came at once: the same request
+            return  # queued before ``repeated`` took over, so it came at once: the same request
         received.append(signum)
-        first_at.append(loop.time())
-        for each in handled:
-            signal.signal(each, again)  # the loop still wakes for one: on_signal returns
+        # The next ones go to Python's own handler, not the loop's: it runs at once in the main
+        # thread, even while the loop is busy ending the call, so the time is the signal's own.
+        _after_the_first(signum, handled, restore)
         cancellation.cancel()
 
     if threading.current_thread() is threading.main_thread():  # else no signal reaches it
@@ -314,12 +319,35 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+def _after_the_first(first: int, handled: Mapping[int, Any],
+                     restore: Callable[[], None]) -> None:
+    """Every signal in ``handled`` handled, once ``first`` arrived, as ``run_cancellable`` and
+    ``signals_raised`` say: ``first`` again within ``SAME_REQUEST_S`` is the same request and
+    does nothing; a later one, or another signal, calls ``restore`` (every handler as it was)
+    and goes to the handler before, so an operator's second one stops at once."""
+    import signal
+    import time
+
+    at = time.monotonic()
+
+    def repeated(signum: int, frame: Any) -> None:
+        if signum == first and time.monotonic() - at < SAME_REQUEST_S:
+            return
+        restore()
+        signal.raise_signal(signum)  # to the handler before this: it stops at once
+
+    for each in handled:
+        signal.signal(each, repeated)
+
+
 @contextlib.contextmanager
 def signals_raised() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise ``Stopped`` rather than end the process
-    where it stands (``artifacts get -o FILE`` then removes its partial temp file). The first
-    restores the handlers as they were, so a second stops at once; a signal the process was
-    started ignoring stays ignored."""
+    where it stands (``artifacts get -o FILE`` then removes its partial temp file). The same
+    signal again within ``SAME_REQUEST_S`` is the same request (``timeout(1)``'s second, to
+    the group), so it cannot cut that cleanup short; a later one, or another signal, restores
+    every handler as it was and goes to it, so an operator's second one stops at once. A
+    signal the process was started ignoring stays ignored."""
     import signal
     import threading
 
@@ -331,7 +359,7 @@ def signals_raised() -> Iterator[None]:
         handled.clear()
 
     def on_signal(signum: int, frame: Any) -> None:
-        restore()
+        _after_the_first(signum, handled, restore)
         raise Stopped(signum)
 
     if threading.current_thread() is threading.main_thread():  # else no signal reaches it
