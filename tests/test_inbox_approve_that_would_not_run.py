@@ -48,7 +48,7 @@ def browser_logins(host: Host, *people: Principal) -> tuple[Inbox, list[tuple[st
     for an hour): each one's ``Cookie`` header and CSRF token."""
     nonces = iter(range(1, 1 << 30))
     logins = Logins(b"s" * 32, None, lambda: DEFAULT_INSTANT.timestamp(),
-                    lambda: f"{next(nonces):032x}")
+                    lambda: f"{next(nonces):032x}", issuer="https://issuer.example")
     made = []
     for person in people:
         value = logins.issue(Caller(person, "https://issuer.example",

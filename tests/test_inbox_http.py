@@ -192,7 +192,7 @@ def test_a_logout_ends_every_copy_of_the_login_on_every_host_of_the_record(
     # Regression (D324): a logout cleared the browser's cookie only, and a copy of it (a
     # shared machine, a proxy's log) stayed a login for up to 8 hours. The second server is
     # another host of the same record (the same data directory and inbox secret).
-    people = inbox_deployment(tmp_path, TOOLHOST_HTTP_UI_SECRET="one-secret-for-both-hosts")
+    people = inbox_deployment(tmp_path, TOOLHOST_HTTP_UI_SECRET="one-secret-for-both-hosts-" * 2)
 
     async def journey() -> None:
         async with people.http_server() as url, people.http_server() as other_url:

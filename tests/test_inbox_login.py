@@ -30,7 +30,8 @@ def _logins(tmp_path: Path, clock: Clock, secret: bytes = b"s" * 32) -> Logins:
     tokens.write_text(f'[[token]]\nsha256 = "{digest}"\nprincipal = "ada"\n'
                       'scopes = ["approvals.decide"]\n')
     ids = count()
-    return Logins(secret, TokenFile(tokens), clock, lambda: f"{next(ids):032x}")
+    return Logins(secret, TokenFile(tokens), clock, lambda: f"{next(ids):032x}",
+                  issuer="https://issuer.example")
 
 
 def test_a_login_opens_until_it_expires_and_never_once_altered(tmp_path: Path) -> None:

@@ -44,8 +44,10 @@ async def log_in(inbox: Inbox, origin: str | None) -> tuple[int, str]:
             else:
                 got["body"] = got["body"] + message.get("body", b"")  # type: ignore[operator]
 
+        # The Host the page's origin names (a login comes from the server's own page).
+        host = origin.partition("://")[2] if origin else "mcp.example.org"
         scope = {"type": "http", "method": method, "path": "/ui/login", "scheme": "http",
-                 "query_string": b"", "headers": [(b"host", b"mcp.example.org"), *headers]}
+                 "query_string": b"", "headers": [(b"host", host.encode()), *headers]}
         await inbox(scope, receive, send, None)
         answers.append((got["status"], got["headers"], got["body"]))  # type: ignore[arg-type]
 

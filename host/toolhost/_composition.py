@@ -212,6 +212,8 @@ __all__ = [
     "valid_run_id",
     "version_key",
     "workspace_refusal",
+    "UI_SECRET_BYTES",
+    "ui_secret",
 ]
 
 
@@ -1224,6 +1226,30 @@ def _open_artifact_store(settings: Settings, data_dir: Callable[[], Path],
         return open_artifact_store(data_dir(), clock, retention=settings.artifact_retention)
     except OSError as exc:  # the artifacts' directory under the data directory
         raise unusable_directory(exc) from None
+
+
+#: The shortest TOOLHOST_HTTP_UI_SECRET taken (D526): anyone may get a cookie signed with a
+#: key derived from it (the login form's), so a short one can be found offline and every
+#: login forged with it.
+UI_SECRET_BYTES = 32
+
+
+def ui_secret(settings: Settings) -> bytes | None:
+    """TOOLHOST_HTTP_UI_SECRET's bytes; None when unset (the server makes one of its own).
+    Here, not in the server's config, so ``toolhost check`` refuses what ``serve --http``
+    refuses without importing the MCP SDK.
+
+    :raises SettingError: it is shorter than UI_SECRET_BYTES (one line naming where it was
+        written, never its value)."""
+    from toolhost._model.settings import SettingError
+
+    name = "TOOLHOST_HTTP_UI_SECRET"
+    configured = (settings.get(name) or "").strip().encode("utf-8", "surrogatepass")
+    if configured and len(configured) < UI_SECRET_BYTES:
+        raise SettingError(f"{settings.named(name)} must be at least {UI_SECRET_BYTES} "
+                           f"bytes of a random string, not {len(configured)} (python3 -c "
+                           "'import secrets; print(secrets.token_urlsafe(32))' makes one)")
+    return configured or None
 
 
 def check_artifact_store_settings(settings: Settings) -> None:

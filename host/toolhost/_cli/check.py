@@ -69,10 +69,11 @@ def _check_loaded(settings: Settings, sources: Sequence[PluginSource],
     if unusable is not None:
         raise CommandError(unusable, ExitCode.FAILED)
     # And would refuse a bucket's settings (exit 2): checked as they check them, nothing opened.
-    from toolhost._composition import ToolhostError, check_artifact_store_settings
+    from toolhost._composition import ToolhostError, check_artifact_store_settings, ui_secret
 
     try:
         check_artifact_store_settings(settings)
+        ui_secret(settings)  # what serve --http refuses (D526)
     except ToolhostError as exc:
         raise refused(exc) from None
     dists = sorted({r.distribution for r in host.registry})

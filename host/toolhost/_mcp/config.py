@@ -52,6 +52,7 @@ from toolhost._composition import (
     Settings,
     UsageError,
     quoted_value,
+    ui_secret,
     workspace_refusal,
 )
 
@@ -231,7 +232,8 @@ class HttpConfig:
         TOOLHOST_HTTP_SESSION_IDLE_S   a session with no request for this long ends: its run
                                        ends and its workspace is discarded (default 1800)
         TOOLHOST_HTTP_UI_SECRET        signs the approvals inbox's logins (/ui/; hosts that
-                                       share it share logins; default: one per process)
+                                       share it share logins; at least 32 bytes; default:
+                                       one per process)
         TOOLHOST_HTTP_UI_CLIENT_ID     the inbox's client id at the issuer: a browser logs
                                        in there (authorization code with PKCE)
         TOOLHOST_HTTP_ADVERTISE_URL    where the other hosts of the record reach this one's MCP
@@ -254,6 +256,10 @@ class HttpConfig:
     advertise_url: str | None = None
     #: The inbox's login through the issuer (TOOLHOST_HTTP_UI_CLIENT_ID); None: by token.
     inbox_oauth: InboxOAuth | None = None
+    #: The issuer whose tokens are accepted (TOOLHOST_HTTP_ISSUER); None: a token file only.
+    issuer: str | None = None
+    #: What signs the inbox's logins (TOOLHOST_HTTP_UI_SECRET); None: one of the process's.
+    ui_secret: bytes | None = None
 
     @property
     def authenticates(self) -> bool:
@@ -351,7 +357,8 @@ def http_config(settings: Settings, bind: str, port: int, roster: Iterable[Regis
         max_sessions=_positive(settings, "TOOLHOST_HTTP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
         session_idle_s=_seconds(settings, "TOOLHOST_HTTP_SESSION_IDLE_S")
         or DEFAULT_SESSION_IDLE_S,
-        advertise_url=_advertise_url(settings, bind, port), inbox_oauth=inbox_oauth)
+        advertise_url=_advertise_url(settings, bind, port), inbox_oauth=inbox_oauth,
+        issuer=issuer or None, ui_secret=ui_secret(settings))
 
 
 def _issuer_and_audience(settings: Settings, beside: str) -> str:

@@ -469,12 +469,11 @@ def _inbox(host: Host, http: HttpConfig, front: Any) -> Any:
     from toolhost._mcp.inbox.app import Inbox
     from toolhost._mcp.inbox.login import Logins
 
-    configured = (host.settings.get("TOOLHOST_HTTP_UI_SECRET") or "").strip()
-    # Unset: two of the host's random ids (uuid4-like, 122 random bits each).
-    secret = (configured.encode("utf-8") if configured
-              else bytes.fromhex(host.new_id() + host.new_id()))
+    # Unset: two of the host's random ids (uuid4-like, 122 random bits each). Set, it is at
+    # least UI_SECRET_BYTES long: ``http_config`` refused a shorter one at the start.
+    secret = http.ui_secret or bytes.fromhex(host.new_id() + host.new_id())
     logins = Logins(secret, http.policy.tokens, lambda: host.clock.now().timestamp(),
-                    host.new_id, ended=host.ended_logins)
+                    host.new_id, ended=host.ended_logins, issuer=http.issuer)
     return Inbox(host, logins, front.verify, admit=front.call_slot,
                  body_timeout_s=http.policy.body_timeout_s, oauth=http.inbox_oauth,
                  public_https=any((host.settings.get(name) or "").strip().startswith(

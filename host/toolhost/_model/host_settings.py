@@ -99,7 +99,8 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
     _S(name="TOOLHOST_HTTP_ALLOWED_ORIGINS", type="list", default="loopback origins",
        description="Origin values accepted from browsers"),
     _S(name="TOOLHOST_HTTP_UI_SECRET", type="secret", default="one of the process's own",
-       description="signs the approvals inbox's logins (hosts that share it share logins)"),
+       description="signs the approvals inbox's logins, at least 32 bytes of a random string "
+                   "(hosts that share it share logins)"),
     _S(name="TOOLHOST_HTTP_UI_CLIENT_ID", type="text",
        description="the inbox's client id at the issuer: its login then goes through the "
                    "issuer (authorization code with PKCE)"),

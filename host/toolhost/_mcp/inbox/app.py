@@ -18,7 +18,10 @@ Routes (every one under ``/ui/``; the front door has checked Host and Origin alr
 A request acts for the bearer token it sends (verified by the front door, as for MCP) or else
 for its login cookie (``login``); a page asked for without either is sent to the login form.
 Every POST of a cookie's login carries that login's CSRF token (``csrf`` form field), and a
-login POST carries an ``Origin`` (a browser's form always does). A person sees only their own
+login POST comes from this server's own page: its ``Origin`` (or, without one, its ``Referer``)
+is the request's own scheme and Host, whatever else the allowed origins let through. A request
+carrying one of the inbox's cookies twice is refused (another page of this machine set one:
+cookies are not kept apart by port). A person sees only their own
 principal's calls and decides them with a browser login that has ``approvals.decide``;
 ``approvals.admin`` sees and decides everyone's. A call that is not theirs is answered exactly
 as one that does not exist. When the record's store fails, a page or a decision is one
@@ -110,6 +113,11 @@ _TOO_MANY_LOGINS: Final = ("Too many logins as this person in the last hour. Try
                            "or use a login you have.")
 _NO_EXPIRY: Final = ("That token does not say when it expires, so it cannot make a login "
                      "here; use one that does.")
+#: A request with one of the inbox's cookies twice: which is this browser's own and which
+#: another page of the machine planted cannot be told.
+_COOKIE_TWICE: Final = ("This browser sent one of the inbox's cookies twice, and one may have "
+                        "been set by another page on this machine. Clear this site's cookies "
+                        "in the browser, then log in again.\n")
 #: A file's answer: never rendered in the inbox's origin, whatever it holds.
 _FILE_CSP: Final = "default-src 'none'; sandbox"
 #: Any page or decision while the record's store fails (D324's words for a login's check).
@@ -176,6 +184,11 @@ class Inbox:
             return
         if path.startswith("/ui/static/"):
             await self._static(method, path.removeprefix("/ui/static/"), send)
+            return
+        if any(len(_cookie_values(scope, name)) > 1
+               for name in (COOKIE, BEFORE_COOKIE, FLOW_COOKIE)):
+            self._log.info("http.inbox.refused", reason="cookie_twice")
+            await _plain(send, 400, _COOKIE_TWICE)
             return
         if path == "/ui/login":
             if method == "POST":
@@ -524,10 +537,12 @@ class Inbox:
     # ------------------------------------------------------------------ logging in
 
     async def _log_in(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
-        if first_header(scope.get("headers", ()), b"origin") is None:
-            # A browser's form POST always says where it comes from; the front door has
-            # checked that it is an allowed origin.
-            await _plain(send, 403, "Log in from the login page.\n")
+        if not _from_own_page(scope):
+            # A browser's form POST always says where it comes from. An allowed origin is not
+            # enough: the default allows every loopback port, and a page on another port can
+            # set the login form's cookie for this one (cookies are not kept apart by port).
+            self._log.info("http.inbox.refused", reason="login_origin")
+            await _plain(send, 403, "Log in from this server's own login page.\n")
             return
         form = await self._form(receive, send)
         if form is None:
@@ -658,9 +673,8 @@ class Inbox:
         URL is https, or the page that sent it is (its ``Origin``, which the front door
         allowed and a login POST must carry): TLS ending at a proxy on another machine is
         neither in the ASGI scheme nor, with a token file, in any URL of ours."""
-        origin = first_header(scope.get("headers", ()), b"origin") or ""
         return (scope.get("scheme") == "https" or self._public_https
-                or origin.lower().startswith("https://"))
+                or _page_origin(scope).startswith("https://"))
 
     async def _static(self, method: str, name: str, send: Send) -> None:
         kind = _STATIC.get(name)
@@ -685,14 +699,40 @@ def _set_cookie(name: str, value: str, path: str, max_age: int, secure: bool, *,
 
 
 def _cookie(scope: dict[str, Any], wanted: str) -> str | None:
-    raw = first_header(scope.get("headers", ()), b"cookie")
-    if raw is None:
-        return None
-    for part in raw.split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == wanted:
-            return value
-    return None
+    """Cookie ``wanted``'s value (``__call__`` refused a request carrying it twice)."""
+    values = _cookie_values(scope, wanted)
+    return values[0] if values else None
+
+
+def _cookie_values(scope: dict[str, Any], wanted: str) -> list[str]:
+    """Every value of cookie ``wanted`` the request carries, in every Cookie header."""
+    return [value for key, raw in scope.get("headers", ()) if key.lower() == b"cookie"
+            for name, _, value in (part.strip().partition("=")
+                                   for part in raw.decode("latin-1").split(";"))
+            if name == wanted]
+
+
+def _from_own_page(scope: dict[str, Any]) -> bool:
+    """Whether a POST came from a page of this server: its ``Origin`` (else its ``Referer``'s
+    origin) has the request's Host, and its scheme, or https (TLS ended by a proxy in front,
+    which a page of another port on the machine cannot be)."""
+    scheme, separator, authority = _page_origin(scope).partition("://")
+    host = (first_header(scope.get("headers", ()), b"host") or "").lower()
+    if not (separator and host) or scheme not in (scope.get("scheme", "http"), "https"):
+        return False
+    default = ":443" if scheme == "https" else ":80"
+    return authority.removesuffix(default) == host.removesuffix(default)
+
+
+def _page_origin(scope: dict[str, Any]) -> str:
+    """The origin of the page a request came from, lower case: its ``Origin``, else its
+    ``Referer``'s scheme and authority; "" when it says neither."""
+    headers = scope.get("headers", ())
+    origin = first_header(headers, b"origin")
+    if origin is None:
+        referer = urllib.parse.urlsplit(first_header(headers, b"referer") or "")
+        origin = f"{referer.scheme}://{referer.netloc}" if referer.netloc else ""
+    return origin.lower()
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:

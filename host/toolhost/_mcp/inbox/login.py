@@ -9,10 +9,13 @@ login, so a login made on one host of a record is good on every host that shares
 (and any copy of it) is refused by every host of the record (D324). A token-file login is
 looked up in the file again at each request (by the token's SHA-256, which the cookie holds
 and the file stores): a token revoked or given other scopes ends or changes its logins at
-once. An issuer's login lasts at most as long as its token did.
+once. An issuer's login lasts at most as long as its token did. A cookie is only ever a login
+this host's settings could have made: a token-file one needs the token file, an issuer's the
+same issuer configured now.
 
-The CSRF token of a login is an HMAC of its nonce under the same secret: a page that can read
-it is one the host served to that login, and it changes with every login.
+The CSRF token of a login is an HMAC of its nonce: a page that can read it is one the host
+served to that login, and it changes with every login. Each kind of value is signed with a key
+of its own, derived from the secret (``HMAC(secret, purpose)``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ ADMIN_SCOPE: Final = "approvals.admin"
 #: =off exists to prevent); a person logs in to the inbox with a token of their own for it.
 DECIDE_SCOPE: Final = "approvals.decide"
 _TOKEN_FILE: Final = "token-file"
+#: What each key derived from the secret signs: the login cookie, its forms' CSRF tokens, the
+#: issuer flow's cookie, and the login form's cookie and CSRF token.
+_PURPOSES: Final = (b"login", b"csrf", b"flow", b"before", b"login-csrf")
 
 
 @attrs.frozen
@@ -94,9 +100,14 @@ class Logins:
 
     def __init__(self, secret: bytes, tokens: TokenFile | None,
                  now: Callable[[], float], new_nonce: Callable[[], str],
-                 ended: EndedLogins | None = None) -> None:
-        self._secret = secret
+                 ended: EndedLogins | None = None, *, issuer: str | None = None) -> None:
+        # One key per purpose: the cookies anyone gets (the login form's, a flow's) are then
+        # no sample of the key that signs logins.
+        self._keys = {purpose: hmac.new(secret, b"toolhost inbox " + purpose,
+                                        hashlib.sha256).digest() for purpose in _PURPOSES}
         self._tokens = tokens
+        #: The issuer configured (``Caller.by`` of its logins); None: none is.
+        self._issuer = issuer
         self._now = now
         #: The logins logged out of, kept with the record (D324); None: logging out clears
         #: the browser's cookie only.
@@ -136,24 +147,31 @@ class Logins:
 
     def read(self, value: str | None) -> Login | None:
         """The login a cookie's value carries, if its signature holds, it has not expired and
-        (a token-file login) its token is still in the file."""
+        it is one these settings could make: a token-file login whose token is still in the
+        file, or a login through the issuer configured now."""
         payload = self._opened(b"login", value)
         if payload is None:
             return None
         try:
             principal, scopes = str(payload["p"]), frozenset(map(str, payload["s"]))
-            nonce, digest = str(payload["n"]), payload["d"]
+            nonce, digest, by = str(payload["n"]), payload["d"], payload["b"]
         except (KeyError, TypeError):  # not what issue wrote
+            return None
+        # Checked before the record is asked: a login of no configured issuer (one removed or
+        # changed since) or of no token file is none, whatever its signature says.
+        if by == _TOKEN_FILE:
+            held = (self._tokens.holder_of(str(digest))
+                    if self._tokens is not None and digest is not None else None)
+            if held is None or held.principal.id != principal:
+                return None
+            principal_now = held.principal
+        elif self._issuer is not None and by == self._issuer and digest is None:
+            principal_now = Principal(principal, scopes)
+        else:
             return None
         if self._was_ended(nonce):
             return None  # logged out of: a copy of the cookie is no login either
-        expires = float(payload["e"])
-        if digest is not None:
-            held = self._tokens.holder_of(str(digest)) if self._tokens is not None else None
-            if held is None or held.principal.id != principal:
-                return None
-            return Login(held.principal, nonce, expires)
-        return Login(Principal(principal, scopes), nonce, expires)
+        return Login(principal_now, nonce, float(payload["e"]))
 
     def end(self, login: Login) -> None:
         """Log ``login`` out: its cookie, wherever it is copied, is refused from now on, on
@@ -236,8 +254,7 @@ class Logins:
         return presented is not None and _same(presented, self.csrf(login))
 
     def _mac(self, purpose: bytes, text: str) -> str:
-        return _b64(hmac.new(self._secret, purpose + b"\0" + text.encode(),
-                             hashlib.sha256).digest())
+        return _b64(hmac.new(self._keys[purpose], text.encode(), hashlib.sha256).digest())
 
 
 def _same(presented: str, expected: str) -> bool:
