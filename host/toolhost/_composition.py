@@ -130,6 +130,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "MAX_DEADLINE_S",
     "METRICS_CONTENT_TYPE",
+    "UI_SECRET_BYTES",
     "ApprovalNotRecorded",
     "ApprovalRefused",
     "ArtifactCorrupted",
@@ -209,11 +210,10 @@ __all__ = [
     "spec_to_json",
     "start_gateway",
     "trace_step",
+    "ui_secret",
     "valid_run_id",
     "version_key",
     "workspace_refusal",
-    "UI_SECRET_BYTES",
-    "ui_secret",
 ]
 
 
