@@ -74,6 +74,19 @@ def test_fields_that_name_no_secret_are_kept() -> None:
     assert redact_secrets(None, "debug", event) == event
 
 
+def test_a_list_of_field_names_is_not_a_pair() -> None:
+    # Regression: fields=["password", "username"] was logged ["password", "[redacted]"]. A
+    # (name, value) pair is a tuple, a list that is an item of a list (a header list as JSON
+    # gives it) or a list of bytes (a header as the wire has it); a list on its own is names.
+    names = {"fields": ["password", "username"], "schema": {"required": ["api_key", "model"]}}
+    assert redact_secrets(None, "debug", names) == names
+    pairs = {"header": ("Cookie", "sid=abc"), "json": [["Set-Cookie", "sid=abc"]],
+             "wire": [b"cookie", b"sid=abc"], "items": {"h": [("x-api-key", "k")]}}
+    assert redact_secrets(None, "debug", pairs) == {
+        "header": ("Cookie", REDACTED), "json": [["Set-Cookie", REDACTED]],
+        "wire": [b"cookie", REDACTED], "items": {"h": [("x-api-key", REDACTED)]}}
+
+
 def test_the_processor_leaves_other_values_alone() -> None:
     assert redact_secrets(None, "info", {"a": 1, "b": ["x"]}) == {"a": 1, "b": ["x"]}
 
@@ -176,6 +189,10 @@ def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> No
     # A comma after a secret's name is a pair's only where the name opens a tuple or list.
     "the fields 'password', 'user' and 'token', 'name' were missing",
     "[(b'content-type', b'text/plain'), (b'x-request-id', b'r-1')]",
+    # A list of names is not a pair, nor a tuple of more than two.
+    "missing fields ['password', 'username']",
+    'required: ["api_key", "model", "prompt"]',
+    "fields=('password', 'username', 'email')",
     "",
 ])
 def test_ordinary_text_is_untouched(text: str) -> None:
