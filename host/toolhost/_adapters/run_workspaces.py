@@ -11,7 +11,9 @@ named on disk, not held in one process's memory::
     workspaces/.sized-v2-*.ext4    the quota's empty filesystem each generation's image is
                                    copied from, made once (``sized_fs``, D267)
     workspaces/<run>/run.json      the run is live on this host: {"directory": null | "/abs",
-                                   "command": true when it ends with its command (``own``)}
+                                   "command": true when it ends with its command (``own``),
+                                   "registration": a random id, new each time the run is
+                                   registered while not live}
     workspaces/<run>/current       the name of the run's current generation (absent: none yet,
                                    or the run paused since)
     workspaces/<run>/<gen>/        that generation's root: what the tools and the sandbox see
@@ -21,8 +23,12 @@ named on disk, not held in one process's memory::
                                    host can mount (``sized_fs``: the quota held, D265)
 
 A generation is made by the first use after the run started or paused; every process of the
-host that uses the run's workspace then uses that one. A process holds a shared ``flock`` on
-the generation's directory while it has it open; a pause or end removes the ``current`` name
+host that uses the run's workspace then uses that one, but only under the registration it
+started in. A call that started before the run's end (``toolhost runs end``) and first reaches
+for the workspace after it is refused ("the run has ended"), and the run stays ended: the end
+removed ``run.json``, and its registration with it, which is the tombstone. A command naming
+the run afresh registers it under a new one, which is not the late call's. A process holds a
+shared ``flock`` on the generation's directory while it has it open; a pause or end removes the ``current`` name
 at once and the directory only when no other process holds it (else the last holder, finding
 its generation no longer current, removes it when it lets go). A mounted generation is
 unmounted before it is moved away or anything under it is removed; one that cannot be
@@ -82,6 +88,7 @@ from toolhost._model.workspace import (
     READ_CHUNK,
     Listing,
     Provenance,
+    RunEnded,
     WorkspaceUnavailable,
     WorkspaceUsage,
     WriteResult,
@@ -100,6 +107,8 @@ _GENERATION = re.compile(r"g[0-9a-f]{32}")
 #: ``g``): held while it is used, so the sweep may remove one nobody holds.
 _DETACHED = re.compile(r".+-g[0-9a-f]{32}")
 _SWEPT_AGAIN = "left in workspaces/.detached; the next approved call or recover tries again"
+#: Why a workspace whose run has ended is refused (the operator's detail of the failure).
+_RUN_ENDED = "the run has ended"
 _ENDED_AGAIN = "its command is gone; the next recover ends it again"
 #: How many characters of a recorded directory a refusal shows: a hand-edited value may be
 #: any length, and the line must stay one a terminal shows.
@@ -191,9 +200,9 @@ class RunWorkspaces:
     def start(self, run_id: str, directory: Path | None = None,
               deadline_at: dt.datetime | None = None) -> tuple[RunWorkspace, dt.datetime | None]:
         """The live run's workspace, and the run's deadline: registered now (a run already
-        live keeps its generation), in ``directory`` when given (the operator's, never
-        deleted; kept as an absolute path), else in the directory the run was registered
-        with, else in generations made here. A run live already keeps the earlier of its
+        live keeps its generation and its registration), in ``directory`` when given (the
+        operator's, never deleted; kept as an absolute path), else in the directory the run
+        was registered with, else in generations made here. A run live already keeps the earlier of its
         deadline and ``deadline_at``: a later command cannot extend it.
 
         :raises OSError: ``directory`` does not exist.
@@ -204,17 +213,21 @@ class RunWorkspaces:
             run_dir = self.run_dir(run_id)
             _private_dir(run_dir)
             registered = _read_run(run_dir)
+            registration = None
             if registered is not None:
                 deadline_at = _earlier(registered.deadline_at, deadline_at)
                 if directory is None:
                     directory = registered.directory
+                registration = registered.registration
+            registration = registration or new_id()  # a run not live: registered afresh
             _write_text(run_dir / _RUN_FILE, json.dumps({
                 "directory": None if directory is None else str(directory),
                 "deadline": None if deadline_at is None else deadline_at.isoformat(),
+                "registration": registration,
                 # Kept only while this process holds it: a named run given a killed
                 # one-shot run's id is the operator's, live until `runs end` (D221).
                 **({"command": True} if run_id in self._owned else {})}))
-        workspace = RunWorkspace(self, run_id, directory=directory)
+        workspace = RunWorkspace(self, run_id, directory=directory, registration=registration)
         if directory is not None:
             workspace.current()  # the caller named it: it must exist now (OSError if not)
         return workspace, deadline_at
@@ -254,6 +267,7 @@ class RunWorkspaces:
             # Flagged only once held: under the registry's lock nobody can find it unheld.
             _write_text(run_dir / _RUN_FILE, json.dumps(
                 {"directory": None if directory is None else str(directory),
+                 "registration": new_id(),
                  **({"command": True} if fd >= 0 else {})}))
         except OSError as exc:  # no file handles, no space: nothing registered
             if fd >= 0:
@@ -291,7 +305,8 @@ class RunWorkspaces:
                     raise WorkspaceUnavailable(refused)
                 self._register_own(run_id, kept.path)
         if registered is not None:
-            return RunWorkspace(self, run_id, directory=registered.directory)
+            return RunWorkspace(self, run_id, directory=registered.directory,
+                                registration=registered.registration)
         if directory is None:
             return RunWorkspace(self, run_id, detached=True)
         # Checked again once registered (as ``call --workspace`` is, D482): a run or a
@@ -376,23 +391,23 @@ class RunWorkspaces:
 
     # ------------------------------------------------------------------ generations
 
-    def claim(self, run_id: str) -> tuple[str, int]:
+    def claim(self, run_id: str, registration: str | None = None) -> tuple[str, int]:
         """The run's current generation (made now if it has none) and a descriptor of it
         holding a shared lock, taken before the registry's lock is let go: between the two a
-        pause elsewhere could remove it. A run ended meanwhile (elsewhere) is live again: its
-        holder is still using it.
+        pause elsewhere could remove it. Only for a run live under ``registration`` (the one
+        its workspace was started in; None: any): a run ended meanwhile stays ended, and one
+        registered again since is another run, never one a late call of the ended one uses.
 
-        :raises WorkspaceUnavailable: the lock could not be taken (no file handles left): an
-            unheld generation is one a pause elsewhere removes under the call. It stays the
-            run's, for the next call.
+        :raises WorkspaceUnavailable: the run has ended (nothing is made or registered); or
+            the lock could not be taken (no file handles left): an unheld generation is one a
+            pause elsewhere removes under the call. It stays the run's, for the next call.
         """
         with self._locked():
             run_dir = self.run_dir(run_id)
+            if not _live_under(_read_run(run_dir), registration):
+                raise RunEnded(_RUN_ENDED)
             generation = self._current(run_id)
             if generation is None:
-                _private_dir(run_dir)
-                if not (run_dir / _RUN_FILE).exists():
-                    _write_text(run_dir / _RUN_FILE, json.dumps({"directory": None}))
                 generation = f"g{new_id()}"
                 _private_dir(run_dir / generation)
                 self._size(run_dir / generation)
@@ -649,6 +664,8 @@ class _Registered:
     deadline_at: dt.datetime | None
     #: The run ends with its command (``RunWorkspaces.own``); absent in older files: False.
     command: bool = False
+    #: Which registration of the run this is (``RunWorkspaces.claim``); absent in older files.
+    registration: str | None = None
 
 
 @attrs.frozen
@@ -753,8 +770,20 @@ def _read_run(run_dir: Path) -> _Registered | None:
         deadline_at = None
     if deadline_at is not None and deadline_at.utcoffset() is None:
         deadline_at = None
+    registration = data.get("registration")
     return _Registered(path if path is not None and path.is_absolute() else None, deadline_at,
-                       data.get("command") is True)
+                       data.get("command") is True,
+                       registration if isinstance(registration, str) and registration else None)
+
+
+def _live_under(registered: _Registered | None, registration: str | None) -> bool:
+    """Whether the run is live (``registered``) under ``registration``: not ended since, nor
+    registered afresh. One not known (None: a caller naming none, a damaged or older
+    ``run.json``) is taken as the run's, as a damaged file is taken as live."""
+    if registered is None:
+        return False
+    known = registered.registration
+    return registration is None or known is None or known == registration
 
 
 def _earlier(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
@@ -829,10 +858,12 @@ class RunWorkspace:
 
     def __init__(self, registry: RunWorkspaces, run_id: str, *,
                  directory: Path | None = None, detached: bool = False,
-                 ends_on_close: bool = False) -> None:
+                 ends_on_close: bool = False, registration: str | None = None) -> None:
         self._registry = registry
         self.run_id = run_id
         self._directory = directory
+        #: The run's registration this workspace was started in (``RunWorkspaces.claim``).
+        self._registration = registration
         self._detached = detached
         #: An approved call's run registered in the operator's directory its row recorded
         #: (``for_approval``): it is live only while the call runs.
@@ -858,7 +889,7 @@ class RunWorkspace:
         """The handle of the run's workspace for this call (made on first use)."""
         with self._lock:
             if self._ended:
-                raise WorkspaceUnavailable("the run has ended")
+                raise RunEnded(_RUN_ENDED)
             handle = self._handle
             if handle is not None and (not self._stale or self._directory is not None
                                        or self._detached):
@@ -869,7 +900,7 @@ class RunWorkspace:
                 path, self._hold = self._registry.make_detached(self.run_id)
                 handle = self._handle = WorkspaceHandle(path, owned=True)
             else:
-                generation, hold = self._registry.claim(self.run_id)
+                generation, hold = self._registry.claim(self.run_id, self._registration)
                 if handle is not None and generation == self._generation:
                     os.close(hold)  # this process holds it already
                 else:

@@ -18,6 +18,7 @@ __all__ = [
     "ListedEntry",
     "Listing",
     "Provenance",
+    "RunEnded",
     "WorkspaceEscape",
     "WorkspaceIsDirectory",
     "WorkspaceNotDirectory",
@@ -52,6 +53,12 @@ class WorkspaceUnavailable(ToolhostError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class RunEnded(WorkspaceUnavailable):
+    """The run was ended (``toolhost runs end``, D529) after this call started and before it
+    reached for the workspace: the run stays ended, so no retry of the call can use it. The
+    pipeline ends the call as cancelled with the run, not as a workspace to try again."""
 
 
 class WorkspaceIsDirectory(ToolhostError):

@@ -52,7 +52,7 @@ from toolhost._model.outcome import (
 from toolhost._model.printable import escaped, prints
 from toolhost._model.runs import CancellationEvent, Run
 from toolhost._model.spec import Idempotency, Trust
-from toolhost._model.workspace import WorkspaceEscape, WorkspaceUnavailable
+from toolhost._model.workspace import RunEnded, WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline.excerpt import excerpt
 from toolhost._pipeline.execution import BodyAborted, Cancelled, DeadlineExceeded, run_tool
 from toolhost._pipeline.policy import Policy, PolicyAction, PolicyDecision
@@ -495,7 +495,10 @@ def workspace_escape(escape: WorkspaceEscape) -> ToolFailure:
 
 def workspace_unavailable(problem: WorkspaceUnavailable) -> ToolFailure:
     """Step 9: one retryable failure for a workspace the filesystem cannot serve, whichever
-    tool met it; the handle's static reason is operator detail."""
+    tool met it; the handle's static reason is operator detail. A run ended under the call
+    (``RunEnded``) is the run's cancellation, not retryable: it stays ended (D529)."""
+    if isinstance(problem, RunEnded):
+        return ToolFailure(core_messages.RUN_CANCELLED, detail={"problem": problem.reason})
     return ToolFailure(core_messages.WORKSPACE_UNAVAILABLE, detail={"problem": problem.reason},
                        retryable=True)
 
