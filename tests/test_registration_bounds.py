@@ -174,8 +174,9 @@ NARROWING = {
         {"n": {"type": "integer", "oneOf": [{"minimum": 10}, {"maximum": 0}]}}),
     "enum, description branches": closed(
         {"k": {"enum": ["x", "y"], "anyOf": [{"description": "x"}, {"description": "y"}]}}),
-    "$ref, narrowing branch": closed(
-        {"a": {"$ref": "#/$defs/short", "allOf": [{"minLength": 1}]}},
+    # Not {"$ref": ..., "allOf": [...]}: the validator ignores a $ref's siblings (D530).
+    "$ref in allOf, narrowing branch": closed(
+        {"a": {"allOf": [{"$ref": "#/$defs/short"}, {"type": "string", "minLength": 1}]}},
         **{"$defs": {"short": STRING}}),
     "allOf of if/then": closed(
         {"kind": STRING, "n": {"type": "integer"}},

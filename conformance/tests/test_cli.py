@@ -42,7 +42,7 @@ def _run(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_conforming_distribution_passes(site: Path, tmp_path: Path) -> None:
     done = _run(site, "fx-cli-good", "--", "--toolhost-examples", "10", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "9 passed" in done.stdout
+    assert "10 passed" in done.stdout
     assert "test_property_run[tool=hello.greet@1.0.0]" not in done.stdout  # pytest's usual dots
     assert not (tmp_path / ".pytest_cache").exists()
 
@@ -57,7 +57,7 @@ def test_only_the_named_distributions_are_loaded(site: Path, tmp_path: Path) -> 
     # fx-cli-mcp is installed beside it and would be refused: it is not loaded.
     done = _run(site, "fx-cli-good", "--", "-k", "registration", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed, 8 deselected" in done.stdout
+    assert "1 passed, 9 deselected" in done.stdout
 
 
 def test_a_setting_reaches_a_conditional_plugin(site: Path, tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_pytest_arguments_pass_through(site: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test_schemas_closed[tool=hello.greet@1.0.0] PASSED" in done.stdout
-    assert "2 passed, 7 deselected" in done.stdout
+    assert "2 passed, 8 deselected" in done.stdout
     assert "PytestAssertRewriteWarning" not in done.stdout
 
 

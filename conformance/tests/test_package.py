@@ -34,6 +34,7 @@ def test_every_check_is_a_test_method() -> None:
         "schemas_closed",
         "parallel_only_read_only",
         "forced_trust",
+        "references_resolve",
         "property_run",
         "no_ambient_reads",
     }

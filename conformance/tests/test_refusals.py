@@ -96,6 +96,31 @@ REFUSALS = {
         ["step 5", "branch.echo@1.0.0", "distribution fx-open-branch", "output_schema",
          "/properties/text/anyOf/0", "accepts any value; give the branch a type"],
     ),
+    "ref-to-unchecked": (
+        {"fx-ref-hidden": "fx_ref_hidden"},
+        Step.SCHEMA_VALIDITY,
+        ["step 5", "hidden.echo@1.0.0", "distribution fx-ref-hidden", "input_schema",
+         "/properties/options/$ref", "names a part of the schema step 5 does not check"],
+    ),
+    "keyword-beside-ref": (
+        {"fx-ref-sibling": "fx_ref_sibling"},
+        Step.SCHEMA_VALIDITY,
+        ["step 5", "sibling.echo@1.0.0", "distribution fx-ref-sibling", "input_schema",
+         "/properties/text: maxLength beside a $ref is never applied"],
+    ),
+    "control-writer": (
+        {"fx-control-writer": "fx_control_writer"},
+        Step.FIELD_COMPLETENESS,
+        ["step 6", "steer.send@1.0.0", "distribution fx-control-writer",
+         "a CONTROL tool has side_effect NONE and target_kind in_process",
+         "To fix: set side_effect=SideEffect.NONE"],
+    ),
+    "description-control": (
+        {"fx-description-control": "fx_description_control"},
+        Step.FIELD_COMPLETENESS,
+        ["step 6", "ctl.echo@1.0.0", "distribution fx-description-control",
+         "description has a control character", "To fix: write the description as printable"],
+    ),
 }
 
 
@@ -151,6 +176,10 @@ REPORTED_BY = {
         "test_reasons[tool=boom.echo@1.0.0]",
     ],
     "open-branch": ["test_schemas_closed[tool=branch.echo@1.0.0]"],
+    "ref-to-unchecked": ["test_schemas_closed[tool=hidden.echo@1.0.0]"],
+    "keyword-beside-ref": ["test_schemas_closed[tool=sibling.echo@1.0.0]"],
+    "control-writer": None,
+    "description-control": None,
 }
 #: Every check that reports a share of registration's problems, besides registration.
 SHARE_CHECKS = (

@@ -36,9 +36,9 @@ NO_CACHE = ("-p", "no:cacheprovider")
 def test_a_conforming_plugin_passes_every_check(pytester: pytest.Pytester) -> None:
     write_suite(pytester, {"fx-good": "fx_good"})
     result = pytester.runpytest(*NO_CACHE, "-rs")
-    # 1 registration + 3 per distribution + 5 per tool x 6 tools; the sandbox tool's
+    # 1 registration + 3 per distribution + 6 per tool x 6 tools; the sandbox tool's
     # property run is skipped for its classification, with the reason.
-    result.assert_outcomes(passed=33, skipped=1)
+    result.assert_outcomes(passed=39, skipped=1)
     result.stdout.fnmatch_lines(
         ["*SKIPPED*target_kind sandbox: the property run invokes in-process tools only*"]
     )
@@ -82,7 +82,7 @@ def test_every_check_is_one_test_with_per_tool_ids(pytester: pytest.Pytester) ->
 def test_k_selects_checks(pytester: pytest.Pytester, expression: str, count: int) -> None:
     write_suite(pytester, {"fx-good": "fx_good"})
     result = pytester.runpytest(*NO_CACHE, "-k", expression)
-    result.assert_outcomes(passed=count, deselected=34 - count)
+    result.assert_outcomes(passed=count, deselected=40 - count)
 
 
 def test_settings_turn_on_conditional_tools(pytester: pytest.Pytester) -> None:
@@ -92,7 +92,7 @@ def test_settings_turn_on_conditional_tools(pytester: pytest.Pytester) -> None:
     write_suite(pytester, {"fx-good": "fx_good"})
     result = pytester.runpytest(*NO_CACHE, "-k", "extra", "--toolhost-setting",
                                 "GOOD_EXTRA_ENABLED=yes")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
@@ -103,7 +103,7 @@ def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
     write_suite(pytester, {"fx-conditional": "fx_conditional"})
     result = pytester.runpytest(*NO_CACHE)
     assert failed_ids(result) == {"test_tools_registered[dist=fx-conditional]"}
-    result.assert_outcomes(passed=3, failed=1, skipped=5)
+    result.assert_outcomes(passed=3, failed=1, skipped=6)
     result.stdout.fnmatch_lines([
         "*fx-conditional registers no tool under the suite's settings, so no tool of it is "
         "checked:",
@@ -113,7 +113,7 @@ def test_a_plugin_that_registers_no_tool_under_the_suites_settings_fails(
     ])
     write_suite(pytester, {"fx-conditional": "fx_conditional"},
                 body='settings = {"COND_ENABLED": "1"}')
-    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=9)
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=10)
 
 
 # ---------------------------------------------------------------------------- what it catches
@@ -123,7 +123,7 @@ def test_an_undeclared_reason_code_fails_the_property_run(pytester: pytest.Pytes
     write_suite(pytester, {"fx-undeclared": "fx_undeclared"})
     result = pytester.runpytest(*NO_CACHE, "--toolhost-examples", "10")
     assert failed_ids(result) == {"test_property_run[tool=undeclared.find@1.0.0]"}
-    result.assert_outcomes(passed=8, failed=1)
+    result.assert_outcomes(passed=9, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*undeclared.find@1.0.0 with arguments * failed with "
@@ -142,7 +142,7 @@ def test_the_property_run_catches_what_registration_lets_through(
         "test_property_run[tool=misbehaving.crash@1.0.0]",
         "test_property_run[tool=misbehaving.shape@1.0.0]",
     }
-    result.assert_outcomes(passed=17, failed=2)
+    result.assert_outcomes(passed=20, failed=2)
     output = result.stdout.str()
     assert "failed with tool.internal.unexpected: an exception escaped the tool body" in output
     assert '"exception": "KeyError"' in output
@@ -338,7 +338,7 @@ def test_distributions_from_the_option_and_only_those(pytester: pytest.Pytester)
     pytester.makepyfile(test_subject=BARE_SUITE)
     # fx-installed-mcp is installed too, and would be refused; it is not loaded.
     result = pytester.runpytest(*NO_CACHE, "--toolhost-dist", "fx-installed")
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)
     result = pytester.runpytest(
         *NO_CACHE, "--toolhost-dist", "fx-installed", "--toolhost-dist", "fx-installed-mcp",
         "-k", "registration",
@@ -352,7 +352,7 @@ def test_distributions_from_the_class_attribute(pytester: pytest.Pytester) -> No
     pytester.makepyfile(
         test_subject=BARE_SUITE.replace("pass", 'distributions = ("fx-installed",)')
     )
-    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=9)
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=10)
 
 
 def test_distributions_from_a_conftest_fixture(pytester: pytest.Pytester) -> None:
@@ -367,7 +367,7 @@ def test_distributions_from_a_conftest_fixture(pytester: pytest.Pytester) -> Non
         """
     )
     pytester.makepyfile(test_subject=BARE_SUITE)
-    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=9)
+    pytester.runpytest(*NO_CACHE).assert_outcomes(passed=10)
 
 
 def test_a_fixture_that_needs_other_fixtures_is_an_error(pytester: pytest.Pytester) -> None:
@@ -407,7 +407,7 @@ def test_a_distribution_that_is_not_installed_fails_registration(
     # be found either. messages_static passes: it contributed none.
     assert failed_ids(result) == {"test_registration", "test_no_ambient_reads[dist=not-a-dist]",
                                    "test_tools_registered[dist=not-a-dist]"}
-    result.assert_outcomes(failed=3, passed=1, skipped=5)
+    result.assert_outcomes(failed=3, passed=1, skipped=6)
     result.stdout.fnmatch_lines(["*SKIPPED*not loaded: plugin not-a-dist*"])
     result.stdout.fnmatch_lines(["*not-a-dist: no tool of it is checked: plugin not-a-dist: no "
                                  "toolhost.plugins entry point*"])

@@ -382,6 +382,21 @@ class ConformanceSuite:
             toolhost_subject.problems_at(RegistrationStep.FORCED_TRUST, tool=toolhost_tool),
         )
 
+    @_check("tool")
+    def test_references_resolve(self, toolhost_subject: Subject,
+                                toolhost_tool: ToolUnderTest) -> None:
+        """Every ``call=``, ``build=`` and ``describe=`` given as ``"package.module:name"``
+        names a callable. The host imports it only when it first builds the tool, or (a
+        describer) first shows an approval: a name that resolves to nothing would fail there,
+        or show the approver the fallback line, not here. So this check imports each one."""
+        lines = [
+            f"{toolhost_tool.identity} from {toolhost_tool.distribution}: {which}= {problem}"
+            for which, problem in _unresolved_references(toolhost_tool.tool)
+        ]
+        if lines:
+            _fail([*lines, "  define that name in that module, or name the one that exists "
+                           "('package.module:function')"])
+
     @_check("tool", applies=_property_run_target)
     def test_property_run(
         self, toolhost_subject: Subject, toolhost_tool: ToolUnderTest, pytestconfig: pytest.Config
@@ -480,6 +495,28 @@ class ConformanceSuite:
             # Each example's run ends, so its workspace (a fresh one by default) is discarded.
             host.end_run(run)
         return outcome
+
+
+# ---------------------------------------------------------------------------- references
+
+
+def _unresolved_references(tool: Any) -> list[tuple[str, str]]:
+    """(keyword, why) for each reference of the tool that names nothing.
+    A reference is told by its shape (its text and ``resolve``): the host's type for it is
+    not part of the kit the suite runs on, and a function has neither."""
+    found = []
+    for which in ("call", "build", "describe"):
+        value = getattr(tool, which, None)
+        text, resolve = getattr(value, "text", None), getattr(value, "resolve", None)
+        if not isinstance(text, str) or not callable(resolve):
+            continue
+        try:
+            resolve()
+        except Exception as exc:  # the module's own import error too: the host would meet it
+            said = str(exc)  # the host's own error names the reference already
+            found.append((which, said if text in said else
+                          f"{text!r} does not resolve: {type(exc).__name__}: {said}"))
+    return found
 
 
 # ---------------------------------------------------------------------------- outcome check

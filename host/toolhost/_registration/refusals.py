@@ -398,6 +398,24 @@ def _field_problems(spec: ToolSpec) -> Iterator[tuple[str, str]]:
         not isinstance(spec.description, str) or not spec.description.strip()
     ):
         yield "description is empty", "describe what the tool does for the model"
+    elif isinstance(spec.description, str) and not all(
+            line.isprintable() for line in spec.description.split("\n")):
+        # Every tools/list carries it to the model, and `toolhost tools` to a terminal: an
+        # escape, a carriage return or a direction mark there is a redrawn screen or a second
+        # voice, as in a reason's message. Paragraphs (a docstring's) stay.
+        yield ("description has a control character (a carriage return, tab or escape), a "
+               "direction mark or other unprintable text",
+               "write the description as printable text, its paragraphs separated by newlines")
+    if spec.kind is Kind.CONTROL and (
+        (isinstance(spec.side_effect, SideEffect) and spec.side_effect is not SideEffect.NONE)
+        or (isinstance(spec.target_kind, TargetKind)
+            and spec.target_kind is not TargetKind.IN_PROCESS)
+    ):
+        # The spec's registration constraint on the kind (control tools "inherit side_effect:
+        # NONE and target_kind: in_process"); a field left out or no member is named above.
+        yield ("a CONTROL tool has side_effect NONE and target_kind in_process",
+               "set side_effect=SideEffect.NONE and target_kind=TargetKind.IN_PROCESS, or "
+               "make it kind=Kind.CAPABILITY")
     scopes = spec.required_scopes
     if scopes is not MISSING and (
         not isinstance(scopes, tuple) or not all(isinstance(s, str) and s for s in scopes)

@@ -3,7 +3,9 @@
 Schemas compile once, at registration, with fastjsonschema. fastjsonschema implements drafts
 4, 6 and 7, not 2020-12, so a schema may name draft-07 or 2020-12 as its ``$schema`` but may not
 use a keyword whose meaning differs between the two (``prefixItems``, array-form ``items``,
-``$dynamicRef``, ``unevaluated*`` ...): a closed schema then means the same under either.
+``$dynamicRef``, ``unevaluated*``, a validation keyword beside a ``$ref`` ...): a closed schema
+then means the same under either. A ``$ref`` resolves as fastjsonschema resolves it, and only
+to a subschema step 5 checked as a value's schema.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from types import CodeType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from toolhost._model.digest import canonical_text
 from toolhost._model.errors import ToolhostError
@@ -103,6 +106,19 @@ _DESCRIBES = {
     "definitions": "the definition",
 }
 
+# Keywords fastjsonschema (draft-07) applies to a value, every one of which it skips beside a
+# ``$ref`` ("a $ref replaces its siblings"), while 2020-12, the dialect a client and the model
+# read the schema by, applies them: each shows a constraint no call is held to. ``default``
+# has a line of its own; annotations (``description``, ``title``, ``examples``) and
+# ``$defs`` mean the same beside a ``$ref`` under either.
+_SKIPPED_BESIDE_REF = frozenset({
+    "additionalProperties", "allOf", "anyOf", "const", "contains", "contentEncoding",
+    "contentMediaType", "dependencies", "enum", "exclusiveMaximum", "exclusiveMinimum",
+    "format", "if", "items", "maxItems", "maxLength", "maxProperties", "maximum", "minItems",
+    "minLength", "minProperties", "minimum", "multipleOf", "not", "oneOf", "pattern",
+    "patternProperties", "properties", "propertyNames", "required", "type", "uniqueItems",
+})
+
 #: Subschemas nested deeper than this are refused before fastjsonschema generates code: its
 #: generator recurses once a level, and the code it generates nests an indented block or more
 #: a level, which Python refuses to compile past a few dozen (D353). A ``$ref`` to a ``$defs``
@@ -165,11 +181,34 @@ class _References:
     """Whether each local ``$ref`` of one schema names a subschema that constrains, worked out
     once a reference. Following the chain again from every place that names it cost a hostile
     upstream's 63 KB schema (440 links, named 1,500 times) 17 s of every start; followed by a
-    loop, not by recursion, a chain of any length is linear and never hits the stack limit."""
+    loop, not by recursion, a chain of any length is linear and never hits the stack limit.
+
+    It also keeps what the walk saw: the subschemas it checked as describing a value (by
+    identity) and every ``$ref`` with its pointer, so that each target is known to be one of
+    them once the walk is done (``unchecked``)."""
 
     def __init__(self, root: Any) -> None:
         self.root = root
         self.known: dict[str, bool] = {}
+        #: What fastjsonschema joins each ``$ref`` to: the root's ``$id``, or nothing.
+        self.base = (_schema_id(root) or "") if isinstance(root, Mapping) else ""
+        self.walked: set[int] = set()
+        self.describing: set[int] = set()
+        self.named: list[tuple[str, str]] = []
+
+    def fragment(self, ref: str) -> str:
+        """The fragment fastjsonschema resolves for ``ref``: joined to the root's ``$id`` as a
+        URI, which drops tabs and line breaks, before it is split off."""
+        return urldefrag(urljoin(self.base, ref)).fragment
+
+    def unchecked(self) -> Iterator[SchemaProblem]:
+        """A problem for each ``$ref`` whose target the walk did not check as a value's schema:
+        one inside an ``examples`` entry, under a keyword it does not know, or that only
+        narrows its own parent may be an open object, and the validator would use it as is."""
+        for pointer, ref in self.named:
+            target = _target(self.root, self.fragment(ref))
+            if isinstance(target, Mapping) and id(target) not in self.describing:
+                yield SchemaProblem(f"{pointer}/$ref", _UNCHECKED_TARGET)
 
     def constrain(self, ref: str) -> bool:
         # (reference, whether its target has a union) for each reference followed, in order.
@@ -185,7 +224,8 @@ class _References:
                 verdict = any(union for _, union in cycle)
                 self.known.update((name, verdict) for name, _ in cycle)
                 break
-            target = _target(self.root, current)
+            target = (_target(self.root, self.fragment(current))
+                      if current.startswith("#") else None)
             following = target.get("$ref") if isinstance(target, Mapping) else None
             if target is None:
                 self.known[current] = True  # remote, or naming nothing: refused as such
@@ -204,20 +244,64 @@ class _References:
         return self.known[ref]
 
 
-def _target(root: Any, ref: str) -> Any:
-    """The subschema a local ``$ref`` names (a JSON pointer after ``#``), or None."""
-    if not ref.startswith("#"):
+_UNCHECKED_TARGET = ("names a part of the schema step 5 does not check as a value's schema (an "
+                     "examples entry, an unknown keyword, a branch that only narrows its "
+                     "parent); define the subschema under $defs and refer to #/$defs/<name>")
+
+
+def _schema_id(node: Mapping[str, Any]) -> str | None:
+    """The ``$id`` (or draft-04 ``id``) fastjsonschema files ``node`` under, as its
+    ``get_id`` reads it; None if it has none it would use."""
+    found = node.get("$id", node.get("id", ""))
+    return found if ("$id" in node or "id" in node) and isinstance(found, str) else None
+
+
+def _target(root: Any, fragment: str) -> Any:
+    """The subschema a local ``$ref``'s fragment names, found as fastjsonschema's
+    ``resolve_path`` finds it (percent-decoded, leading slashes dropped, a list step read by
+    ``int``), or None where it names nothing. A fragment that is no pointer (``#name``) is
+    refused as such, so it names nothing here."""
+    if fragment and not fragment.startswith("/"):
         return None
+    path = fragment.lstrip("/")
     node = root
-    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+    for raw in unquote(path).split("/") if path else []:
         part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
+        if isinstance(node, list):
+            try:
+                node = node[int(part)]
+            except (ValueError, IndexError):
+                return None
+        elif isinstance(node, Mapping) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
         else:
             return None
     return node
+
+
+def _shadowing_ids(root: Mapping[str, Any], walked: set[int]) -> Iterator[str]:
+    """The pointer of each object, anywhere in the schema (a default or an example too), whose
+    ``$id`` fastjsonschema's walk files under the schema's own address: it then resolves the
+    schema's ``$ref``s in that object instead of in the schema (its ``RefResolver.walk``, which
+    skips an object with a ``$ref`` and does not enter lists). A subschema step 5 walked is
+    left out: its $id is refused as such."""
+    own = _schema_id(root) or ""
+    document = urlsplit(urldefrag(urljoin(own, "#")).url).geturl()
+    if not document:
+        return  # every `#...` resolves in the schema itself, whatever is filed
+    stack = [(value, f"/{key}", urljoin(own, own)) for key, value in root.items()
+             if isinstance(value, Mapping)]
+    while stack:
+        node, pointer, scope = stack.pop()
+        if isinstance(node.get("$ref"), str):
+            continue
+        ident = _schema_id(node)
+        if ident is not None:
+            scope = urljoin(scope, ident)
+            if urlsplit(scope).geturl() == document and id(node) not in walked:
+                yield pointer
+        stack.extend((value, f"{pointer}/{key}", scope) for key, value in node.items()
+                     if isinstance(value, Mapping))
 
 
 def _is_object_level(schema: Mapping[str, Any]) -> bool:
@@ -268,6 +352,8 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
     under ``not``, ``if`` ..., or is a union branch of a parent that constrains or narrows).
     ``root``: the whole schema, which its ``$ref``s name subschemas of (default: ``schema``)."""
     root = schema if root is None else root
+    # The outermost call checks, once the walk is done, what only the whole walk knows.
+    outermost = refs is None
     refs = _References(root) if refs is None else refs
     if depth > MAX_SCHEMA_DEPTH:
         yield SchemaProblem(pointer, f"subschemas nest more than {MAX_SCHEMA_DEPTH} deep, too "
@@ -284,9 +370,24 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
         return
     if pointer == "" and "$schema" in schema and schema["$schema"] not in SUPPORTED_DIALECTS:
         yield SchemaProblem("/$schema", f"unsupported dialect {schema['$schema']!r}")
+    refs.walked.add(id(schema))
+    if not narrows:
+        refs.describing.add(id(schema))
     ref = schema.get("$ref")
     if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
         yield SchemaProblem(f"{pointer}/$ref", "remote $ref is not allowed; use a local #/$defs")
+    elif ref is not None and refs.fragment(ref)[:1] not in ("", "/"):
+        # fastjsonschema looks `#name` up among the $ids it filed, a 2020-12 validator among
+        # the $anchors: the two can name different subschemas.
+        yield SchemaProblem(f"{pointer}/$ref", "a $ref names a JSON pointer (#/$defs/<name>), "
+                            "not a plain-name fragment")
+    elif ref is not None:
+        refs.named.append((pointer, ref))
+    if schema is not root and _schema_id(schema) is not None:
+        # fastjsonschema resolves the $refs inside such a subschema against its $id, not
+        # against the schema step 5 walked.
+        yield SchemaProblem(pointer, "an $id below the top level changes what the $refs "
+                            "inside it name; remove it")
     for key in sorted(_DIALECT_SENSITIVE & schema.keys()):
         yield SchemaProblem(f"{pointer}/{key}", f"{key} differs between draft-07 and 2020-12")
     for key in sorted(_OPENING.keys() & schema.keys()):
@@ -313,6 +414,13 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
         # arguments change though another branch matched: default the property itself.
         yield SchemaProblem(pointer, "a default inside anyOf or oneOf is filled in even when "
                             "its branch fails; put the default on the property itself")
+    beside = sorted(_SKIPPED_BESIDE_REF & schema.keys()) if "$ref" in schema else []
+    if beside:
+        them = "it" if len(beside) == 1 else "them"
+        yield SchemaProblem(pointer, f"{', '.join(beside)} beside a $ref "
+                            f"{'is' if len(beside) == 1 else 'are'} never applied: the validator "
+                            f"reads the $ref alone (draft-07); put {them} in the definition it "
+                            f"names, or write allOf: [{{$ref}}, {{a type and {them}}}]")
     if _is_object_level(schema) and schema.get("additionalProperties") is not False:
         yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
     for sub, sub_pointer, key in _subschemas(schema, pointer):
@@ -324,6 +432,11 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
             continue
         yield from schema_problems(sub, sub_pointer, depth + 1, narrows=sub_narrows, root=root,
                                    refs=refs)
+    if outermost:
+        yield from refs.unchecked()
+        for shadowing in _shadowing_ids(root, refs.walked):
+            yield SchemaProblem(shadowing, "an $id naming the schema's own address makes the "
+                                "validator resolve its $refs here; remove it")
 
 
 def subschema_at(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] | None:
