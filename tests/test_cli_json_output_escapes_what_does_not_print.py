@@ -51,3 +51,20 @@ def test_artifacts_list_json_escapes_a_name_and_reads_back_the_same(tmp_path: Pa
     listed = run_toolhost("artifacts", "list", "--json", data_dir=data, plugins="")
     assert listed.returncode == 0, listed.stderr
     assert [r["name"] for r in assert_escaped_json(listed.stdout)] == [f"{HOSTILE}.txt"]
+
+
+def test_artifacts_list_json_on_a_stream_that_is_not_utf8_is_still_json(tmp_path: Path) -> None:
+    # Regression (D532): on PYTHONIOENCODING=ascii the stdout wrapper wrote é as Python's
+    # `\xe9` (not a JSON escape), and on latin-1 as the byte 0xE9: no JSON reader took either.
+    source, data = tmp_path / "a.txt", tmp_path / "d"
+    source.write_bytes(b"x")
+    name = "caf\u00e9 \U0001f600.txt"
+    uploaded = run_toolhost("artifacts", "upload", str(source), "--conversation", "c1",
+                            "--name", name, data_dir=data, plugins="")
+    assert uploaded.returncode == 0, uploaded.stderr
+    for encoding in ("ascii", "latin-1"):
+        listed = run_toolhost("artifacts", "list", "--json", data_dir=data, plugins="",
+                              env={"PYTHONIOENCODING": encoding}, text=False)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.isascii(), listed.stdout
+        assert [r["name"] for r in json.loads(listed.stdout)] == [name]

@@ -82,6 +82,7 @@ TOOLHOST_ALL = [
     "hookimpl",
     "make_private_dirs",
     "media_type_for",
+    "not_utf8",
     "provenance_of",
     "sha256_checksum",
     "stoppable",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         ToolOutput,
         ToolValidationError,
     )
-    from toolhost._model.printable import escaped
+    from toolhost._model.printable import escaped, not_utf8
     from toolhost._model.secrets import Secret
     from toolhost._model.setting_spec import SettingSpec
     from toolhost._model.settings import Settings
@@ -135,6 +135,7 @@ __all__ = [
     "hookimpl",
     "make_private_dirs",
     "media_type_for",
+    "not_utf8",
     "provenance_of",
     "sha256_checksum",
     "stoppable",
@@ -211,6 +212,7 @@ _HOME = {
     "hookimpl": "toolhost.hookspecs",
     "make_private_dirs": "toolhost._model.data_layout",
     "media_type_for": "toolhost._model.media_types",
+    "not_utf8": "toolhost._model.printable",
     "provenance_of": "toolhost._model.workspace",
     "sha256_checksum": "toolhost._model.digest",
     "stoppable": "toolhost._cli.common",

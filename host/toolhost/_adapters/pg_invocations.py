@@ -925,11 +925,18 @@ def checked_conninfo(conninfo: str, connect_timeout: int, *,
     message may show it (``shown_conninfo``). ``named``: how its refusal begins
     (``Settings.named``).
 
-    :raises StoreUnavailable: it is neither a URL nor a libpq conninfo string.
+    :raises StoreUnavailable: it is not UTF-8 text, or neither a URL nor a libpq conninfo
+        string.
     """
     shown = shown_conninfo(conninfo)
     try:
         conninfo_to_dict(conninfo)
+    except UnicodeError:
+        # Bytes that are not UTF-8 (a Latin-1 password) arrive as lone surrogates, and a URL's
+        # %-escape of one decodes to none: psycopg takes UTF-8 only. Not quoted: the password.
+        raise StoreUnavailable(Path(shown), f"{named} is not UTF-8 text (nor are the bytes "
+                               "its %-escapes stand for): write every value in it, the "
+                               "password too, as UTF-8") from None
     except psycopg.Error:
         raise StoreUnavailable(Path(shown), f"{named} is neither a postgresql:// URL nor a "
                                "libpq conninfo string") from None

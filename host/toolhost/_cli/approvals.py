@@ -32,6 +32,7 @@ from toolhost._cli.common import (
     print_outcome,
     run_cancellable,
     stopped_code,
+    utf8_stream,
 )
 from toolhost._cli.exit_codes import ExitCode
 from toolhost._composition import escaped, prints, rows_in
@@ -201,7 +202,8 @@ def list_pending(invocations: InvocationStore, *, limit: int, after: str | None,
     more, listed = len(listed) > limit, listed[:limit]
     whole = _whole_rows(invocations, listed)
     if as_json:
-        out.write(json_text(_pending_json(listed, whole, err), indent=2) + "\n")
+        out.write(json_text(_pending_json(listed, whole, err), indent=2,
+                            ascii_only=not utf8_stream(out)) + "\n")
     elif not listed and after is None:
         out.write("no invocations await approval\n")
     elif not listed:

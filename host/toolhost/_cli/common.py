@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import io
 import json
+import os
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from toolhost._cli.exit_codes import ExitCode
 
@@ -26,9 +29,10 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["CommandError", "OutputFailed", "Parser", "Stopped", "add_command", "close_loaded",
-           "json_text", "load", "load_stores", "positive_int", "print_attachments",
+           "closed_output", "flushed", "flushed_exit", "guard_output", "json_text", "load",
+           "load_stores", "output_failed", "positive_int", "print_attachments",
            "print_content", "print_json", "print_outcome", "refused", "run_cancellable",
-           "signals_raised", "stoppable", "stopped_code"]
+           "signals_raised", "stoppable", "stopped_code", "unguard_output", "utf8_stream"]
 
 _T = TypeVar("_T")
 
@@ -124,22 +128,31 @@ def close_loaded() -> None:
         _loaded.pop().close()
 
 
-def json_text(value: Any, *, indent: int | None = None) -> str:
+def json_text(value: Any, *, indent: int | None = None, ascii_only: bool = False) -> str:
     """``value`` as JSON, keys sorted, with every character that does not print (a C1 control,
     a direction override, a lone surrogate) as its JSON escape: still JSON, read back to the
     same value, and nothing a plugin or a model wrote can move a terminal's cursor or reorder
-    its line. One line unless ``indent`` (then line breaks between members are kept)."""
+    its line. One line unless ``indent`` (then line breaks between members are kept).
+    ``ascii_only``: every character past ASCII escaped too, for a stream that is not UTF-8."""
     from toolhost._composition import escaped
 
     separators = (",", ": ") if indent is not None else (",", ":")
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent,
+    text = json.dumps(value, ensure_ascii=ascii_only, sort_keys=True, indent=indent,
                       separators=separators, default=str)
-    return escaped(text, one_line=indent is None)
+    return text if ascii_only else escaped(text, one_line=indent is None)
+
+
+def utf8_stream(stream: Any) -> bool:
+    """Whether ``stream`` writes UTF-8: on any other (PYTHONIOENCODING=ascii, a latin-1
+    terminal) JSON is written ASCII-only, or its characters would come out as Python's
+    backslash escapes or one byte of latin-1, which no JSON reader takes (D532)."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return encoding in ("utf8", "utf8sig")
 
 
 def print_json(data: Any) -> None:
     """Every ``--json`` output: ``data`` as ``json_text``, indented, on standard output."""
-    sys.stdout.write(json_text(data, indent=2) + "\n")
+    sys.stdout.write(json_text(data, indent=2, ascii_only=not utf8_stream(sys.stdout)) + "\n")
 
 
 def print_attachments(refs: Sequence[Any]) -> None:
@@ -190,31 +203,18 @@ class Parser(argparse.ArgumentParser):
         # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383): no row, id or name
         # holds them, and the stores raised as they encoded one. A path is any bytes.
         # A command's words are its own parser's to check (``action`` is the subcommands').
-        if (action.dest not in _PATHS and not isinstance(action, argparse._SubParsersAction)
-                and not _is_text(arg_string)):
-            raise argparse.ArgumentError(action, f"{_typed(arg_string)} is not UTF-8 text")
+        if action.dest not in _PATHS and not isinstance(action, argparse._SubParsersAction):
+            from toolhost import not_utf8
+
+            typed = not_utf8(arg_string)
+            if typed is not None:
+                raise argparse.ArgumentError(action, f"{typed} is not UTF-8 text")
         return super()._get_value(action, arg_string)
 
 
 #: The arguments that name a file or directory, which may be any bytes (the filesystem's):
 #: ``call --workspace``, ``artifacts get -o``, ``artifacts upload FILE``.
 _PATHS = frozenset({"workspace", "output", "file"})
-
-
-def _typed(value: str) -> str:
-    """``value`` as the bytes the operator typed (``b'\\xff'``), where it came from them."""
-    try:
-        return repr(value.encode("utf-8", "surrogateescape"))
-    except UnicodeEncodeError:  # a surrogate no bytes decode to: given in-process
-        return ascii(value)
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def add_command(sub: argparse._SubParsersAction[Parser], run: str | None, name: str,
@@ -309,6 +309,128 @@ class OutputFailed(OSError):
     the command, nor the data directory's problem: ``main`` answers it (D338)."""
 
 
+class _OutputLost(BaseException):
+    """Writing standard output failed under a console script ``stoppable`` runs. A
+    BaseException, as ``Stopped`` is: the script's own ``except OSError`` (its data
+    directory's) must not take it for its own failure; ``stoppable`` answers it (D338)."""
+
+    def __init__(self, failed: OSError) -> None:
+        super().__init__(failed.errno, failed.strerror)
+        self.failed = failed
+
+
+class _Output(io.TextIOWrapper):
+    """Standard output, saying when it is the stream that failed (``OutputFailed``, or
+    ``_OutputLost`` for a console script's), and remembering it (argparse's --help swallows
+    the error of its write)."""
+
+    failed: OSError | None = None
+    #: Raise ``_OutputLost`` past the command's own handlers (``stoppable``'s scripts).
+    past_handlers: bool = False
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: OSError) -> BaseException:
+        if self.failed is None:
+            self.failed = exc
+        if self.past_handlers:
+            return _OutputLost(exc)
+        return OutputFailed(exc.errno, exc.strerror)
+
+
+def guard_output(*, past_handlers: bool = False) -> io.TextIOWrapper | None:
+    """The process's stdout as ``_Output``, over the same buffer, with characters its
+    encoding cannot carry written as escapes (PYTHONIOENCODING=ascii, a latin-1 terminal)
+    rather than raising after the call was recorded; the stream it stands in for (None: none
+    replaced). A test's captured stream is left be. ``past_handlers``: its failure is raised
+    as ``_OutputLost`` (``stoppable``)."""
+    stdout = sys.stdout
+    if stdout is not sys.__stdout__ or not isinstance(stdout, io.TextIOWrapper) or isinstance(
+            stdout, _Output):
+        return None
+    stdout.flush()
+    guarded = _Output(
+        stdout.buffer, encoding=stdout.encoding,
+        errors="backslashreplace" if stdout.errors == "strict" else stdout.errors,
+        line_buffering=stdout.line_buffering, write_through=stdout.write_through)
+    guarded.past_handlers = past_handlers
+    sys.stdout = guarded
+    return stdout
+
+
+def unguard_output(original: io.TextIOWrapper | None) -> None:
+    """The stream ``guard_output`` replaced, back in place, the wrapper let go of without
+    closing the buffer they share: a program calling ``main(argv)`` keeps its stdout (the
+    wrapper's collection closed fd 1 under it)."""
+    wrapper = sys.stdout
+    if original is None or not isinstance(wrapper, _Output):
+        return
+    with contextlib.suppress(OSError, ValueError, _OutputLost):
+        wrapper.flush()
+    sys.stdout = original
+    with contextlib.suppress(ValueError):
+        wrapper.detach()
+
+
+def closed_output(prog: str) -> int:
+    """A command started with no standard output (``>&-``: Python leaves no stream): refused
+    at once, not half-way with a traceback, nor silently with 0 as ``toolhost tools`` was."""
+    if sys.stderr is not None:
+        print(f"{prog}: cannot write standard output: it is closed", file=sys.stderr)
+    return ExitCode.FAILED
+
+
+def flushed(code: int, prog: str) -> int:
+    """``code``, once stdout is flushed; or the output's failure's (``output_failed``)."""
+    stdout = sys.stdout
+    failed = stdout.failed if isinstance(stdout, _Output) else None
+    if failed is None:
+        try:
+            stdout.flush()
+        except OSError as exc:
+            failed = exc
+        except _OutputLost as exc:
+            failed = exc.failed
+    return code if failed is None else output_failed(failed, prog)
+
+
+def flushed_exit(exc: SystemExit, prog: str) -> NoReturn:
+    """argparse's own exit (``--help``, ``--version``, a usage error) raised again, once what
+    it wrote is flushed: a failure to flush it is the exit's code, not 0."""
+    code = exc.code if isinstance(exc.code, int) else ExitCode.USAGE
+    failed = flushed(code, prog)
+    if failed != exc.code:
+        raise SystemExit(failed) from None
+    raise exc
+
+
+def output_failed(exc: OSError, prog: str) -> int:
+    """A command whose output could not be written: quiet, 141, for a reader that went away
+    (``toolhost tools | head -1`` is not an error); else one line and 1. What the command did
+    is done: only its answer is lost, and the line says only that. Whatever is still buffered
+    goes to /dev/null, so the interpreter's own flush at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    if isinstance(sys.stdout, _Output):
+        sys.stdout.failed = None  # said once, here
+    if exc.errno == errno.EPIPE:
+        return ExitCode.BROKEN_PIPE
+    print(f"{prog}: cannot write standard output: {exc.strerror}", file=sys.stderr)
+    return ExitCode.FAILED
+
+
 class Stopped(BaseException):
     """SIGTERM or SIGHUP, raised where the command was (``signals_raised``), so what it was
     doing is undone as Ctrl-C's KeyboardInterrupt undoes it; the command exits
@@ -375,23 +497,42 @@ def signals_raised() -> Iterator[None]:
         restore()
 
 
-def stoppable(command: Callable[[], int], stopped: Callable[[signal.Signals], str]) -> int:
+def stoppable(command: Callable[[], int], stopped: Callable[[signal.Signals], str], *,
+              prog: str | None = None) -> int:
     """Run a console script's ``command`` as the host runs its own commands: Ctrl-C, SIGTERM
     and SIGHUP stop it where it stands (raised there, so what it was doing is undone as a
     KeyboardInterrupt undoes it), ``stopped(signal)`` is printed on stderr, one line and no
     traceback, and the exit code is ``stopped_code``; a signal the process was started
-    ignoring stays ignored. Public as ``toolhost.stoppable`` (plugin API 1.8)."""
+    ignoring stays ignored. Standard output is answered as the host's commands answer it
+    (D338): closed when it starts, refused at once in one line, exit 1; a write that fails
+    (a full disk) is one line and exit 1, past the command's own handlers, what it did left
+    done; a reader that went away, quiet 141. ``prog`` begins those lines (default: the
+    program's file name, as argparse names it). Public as ``toolhost.stoppable`` (plugin API
+    1.8)."""
     import signal
 
+    name = prog if prog is not None else os.path.basename(sys.argv[0] if sys.argv else "")
+    if sys.stdout is None:
+        return closed_output(name)
+    original = guard_output(past_handlers=True)
     try:
-        with signals_raised():
-            return command()
-    except KeyboardInterrupt:
-        signum = signal.SIGINT
-    except Stopped as exc:
-        signum = signal.Signals(exc.signum)
-    print(stopped(signum), file=sys.stderr)
-    return stopped_code(signum)
+        try:
+            with signals_raised():
+                code = command()
+        except SystemExit as exc:  # argparse's --help or usage error: its output flushed first
+            flushed_exit(exc, name)
+        except _OutputLost as exc:  # what the command did is done: only its answer is lost
+            return output_failed(exc.failed, name)
+        except KeyboardInterrupt:
+            signum = signal.SIGINT
+        except Stopped as exc:
+            signum = signal.Signals(exc.signum)
+        else:
+            return flushed(code, name)
+        print(stopped(signum), file=sys.stderr)
+        return stopped_code(signum)
+    finally:
+        unguard_output(original)
 
 
 def stopped_code(signum: int) -> int:

@@ -8,9 +8,6 @@ exit, never a traceback.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
-import io
 import json
 import os
 import sys
@@ -28,15 +25,24 @@ from toolhost._cli.common import (
     Stopped,
     add_command,
     close_loaded,
+    closed_output,
+    flushed,
+    flushed_exit,
+    guard_output,
     load,
+    output_failed,
     print_attachments,
     print_content,
     print_json,
     refused,
     run_cancellable,
     stopped_code,
+    unguard_output,
 )
 from toolhost._cli.exit_codes import ExitCode
+
+#: How the command names itself: in its usage lines, and where its output failed.
+PROG = "toolhost"
 
 
 class _Version(argparse.Action):
@@ -78,7 +84,7 @@ def _parser(run: str | None = None) -> Parser:
     from toolhost._cli.config import LazyEpilogHelp
 
     parser = Parser(
-        prog="toolhost",
+        prog=PROG,
         description="A plugin-based tool host for LLM agents.",
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
     )
@@ -410,16 +416,13 @@ _ENDS_AT_ONCE = frozenset({"tools", "check", "pending", "show", "deny", "artifac
 
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started as `toolhost ... >&-`: Python leaves no stream
-        # Every command answers there (serve speaks MCP there): one that cannot is refused at
-        # once, not half-way with a traceback, nor silently with 0 as `tools` was.
-        if sys.stderr is not None:
-            print("toolhost: cannot write standard output: it is closed", file=sys.stderr)
-        return ExitCode.FAILED
-    original = _guard_output()
+        # Every command answers there (serve speaks MCP there).
+        return closed_output(PROG)
+    original = guard_output()
     try:
         return _main(argv)
     finally:
-        _unguard_output(original)
+        unguard_output(original)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -427,100 +430,13 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = _parser(_run_named(words)).parse_args(words)
     except SystemExit as exc:  # --help, --version, a usage error: argparse's own exit
-        # What --help wrote is still to be flushed: a failure to is the exit's, not 0's.
-        failed = _flushed(exc.code if isinstance(exc.code, int) else ExitCode.USAGE)
-        if failed != exc.code:
-            raise SystemExit(failed) from None
-        raise
+        flushed_exit(exc, PROG)
     except OutputFailed as exc:  # --version's own write
-        return _output_failed(exc)
-    code = _flushed(_run(args))
+        return output_failed(exc, PROG)
+    code = flushed(_run(args), PROG)
     if argv is None and args.command in _ENDS_AT_ONCE:
         _exit_now(code)  # the process is the command: nothing runs after it
     return code
-
-
-class _Output(io.TextIOWrapper):
-    """Standard output, saying when it is the stream that failed (``OutputFailed``), and
-    remembering it (argparse's --help swallows the error of its write)."""
-
-    failed: OSError | None = None
-
-    def write(self, text: str) -> int:
-        try:
-            return super().write(text)
-        except OSError as exc:
-            raise self._failed(exc) from exc
-
-    def flush(self) -> None:
-        try:
-            super().flush()
-        except OSError as exc:
-            raise self._failed(exc) from exc
-
-    def _failed(self, exc: OSError) -> OutputFailed:
-        if self.failed is None:
-            self.failed = exc
-        return OutputFailed(exc.errno, exc.strerror)
-
-
-def _guard_output() -> io.TextIOWrapper | None:
-    """The process's stdout as ``_Output``, over the same buffer, with characters its
-    encoding cannot carry written as escapes (PYTHONIOENCODING=ascii, a latin-1 terminal)
-    rather than raising after the call was recorded; the stream it stands in for (None: none
-    replaced). A test's captured stream is left be."""
-    stdout = sys.stdout
-    if stdout is not sys.__stdout__ or not isinstance(stdout, io.TextIOWrapper) or isinstance(
-            stdout, _Output):
-        return None
-    stdout.flush()
-    sys.stdout = _Output(
-        stdout.buffer, encoding=stdout.encoding,
-        errors="backslashreplace" if stdout.errors == "strict" else stdout.errors,
-        line_buffering=stdout.line_buffering, write_through=stdout.write_through)
-    return stdout
-
-
-def _unguard_output(original: io.TextIOWrapper | None) -> None:
-    """The stream ``_guard_output`` replaced, back in place, the wrapper let go of without
-    closing the buffer they share: a program calling ``main(argv)`` keeps its stdout (the
-    wrapper's collection closed fd 1 under it)."""
-    wrapper = sys.stdout
-    if original is None or not isinstance(wrapper, _Output):
-        return
-    with contextlib.suppress(OSError, ValueError):
-        wrapper.flush()
-    sys.stdout = original
-    with contextlib.suppress(ValueError):
-        wrapper.detach()
-
-
-def _flushed(code: int) -> int:
-    """``code``, once stdout is flushed; or the output's failure's (``_output_failed``)."""
-    stdout = sys.stdout
-    failed = stdout.failed if isinstance(stdout, _Output) else None
-    if failed is None:
-        try:
-            stdout.flush()
-        except OSError as exc:
-            failed = exc
-    return code if failed is None else _output_failed(failed)
-
-
-def _output_failed(exc: OSError) -> int:
-    """A command whose output could not be written: quiet, 141, for a reader that went away
-    (``toolhost tools | head -1`` is not an error); else one line and 1. Whatever is still
-    buffered goes to /dev/null, so the interpreter's own flush at exit does not fail again."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    if isinstance(sys.stdout, _Output):
-        sys.stdout.failed = None  # said once, here
-    if exc.errno == errno.EPIPE:
-        return ExitCode.BROKEN_PIPE
-    print(f"toolhost: cannot write standard output: {exc.strerror}", file=sys.stderr)
-    return ExitCode.FAILED
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -541,7 +457,7 @@ def _command(args: argparse.Namespace) -> int:
     except Stopped as exc:  # SIGTERM or SIGHUP, once what the command did was undone
         return stopped_code(exc.signum)
     except OutputFailed as exc:  # what the command did is done: only its answer is lost
-        return _output_failed(exc)
+        return output_failed(exc, PROG)
     except Exception as exc:
         # Any error the host raises on purpose ends a command in its one line (a data
         # directory a command that opens the stores itself cannot use, a setting it cannot

@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 
-__all__ = ["MARKS_IN_A_ROW", "escaped", "one_line", "prints"]
+__all__ = ["MARKS_IN_A_ROW", "escaped", "not_utf8", "one_line", "prints"]
 
 #: How many combining marks (Mn, Me) in a row show as themselves; each one past it is escaped.
 #: Scripts stay under it (Vietnamese 2, pointed Biblical Hebrew 5, Tibetan's tallest stack, the
@@ -164,3 +164,18 @@ def one_line(text: str, limit: int) -> str:
     own."""
     flat = " ".join("".join(_shown(text, lambda ch: " ", "")).split())
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def not_utf8(value: str) -> str | None:
+    """None when ``value`` is UTF-8 text; else what the operator typed, shown as the bytes it
+    came from (``b'\\xff'``), for a one-line refusal. Bytes that are not UTF-8 reach a
+    command's arguments and the environment as lone surrogates (PEP 383), which no stored row,
+    id or name can hold (D341). Public as ``toolhost.not_utf8`` (plugin API 1.9)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        try:  # the bytes the operator typed
+            return repr(value.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:  # a surrogate no bytes decode to: given in-process
+            return ascii(value)
+    return None

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from toolhost._model.config_file import referenced_file, readable_secret, url_has_password
+from toolhost._model.config_file import readable_secret, referenced_file, url_has_password
 from toolhost._model.errors import ToolhostError
 from toolhost._model.secrets import Secret
 from toolhost._model.settings import SettingError, is_secret_name

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolhost import ProgressLine, Settings, stoppable
+from toolhost import ProgressLine, Settings, not_utf8, stoppable
 
 __all__ = ["PROG", "main"]
 
@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, data_dir: Path) -> int:
+    _check_text(args)
     if args.command == "import":
         from toolhost_email.importer import import_path
 
@@ -118,6 +119,24 @@ class _Usage(Exception):
     """One line for the operator; exit status 2."""
 
 
+#: The values given without an option, named as the usage line names them.
+_POSITIONAL = {"principal": "PRINCIPAL", "feedback_id": "ID"}
+
+
+def _check_text(args: argparse.Namespace) -> None:
+    """Every value but PATH (any bytes the filesystem holds) as UTF-8 text, as the host's
+    commands and toolhost-people take them (D341): bytes that are not arrive as lone
+    surrogates, which no row of the cache holds (erase and feedback undo raised
+    UnicodeEncodeError at the database)."""
+    for dest, value in vars(args).items():
+        if not isinstance(value, str):  # PATH is a Path; --unowned a flag
+            continue
+        typed = not_utf8(value)
+        if typed is not None:
+            name = _POSITIONAL.get(dest, "ADDRESS" if args.command == "owners" else f"--{dest}")
+            raise _Usage(f"argument {name}: {typed} is not UTF-8 text")
+
+
 def _principal(text: str) -> str:
     principal = text.strip()
     if not principal:
@@ -158,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # No traceback: the operator stopped it, and no change is left half made.
     return stoppable(lambda: _main(argv), lambda signum: (
         f"{PROG}: stopped by {signum.name}: nothing was left half-done (an import stores "
-        "all of a source or none of it: run the command again)"))
+        "all of a source or none of it: run the command again)"), prog=PROG)
 
 
 def _main(argv: Sequence[str] | None) -> int:

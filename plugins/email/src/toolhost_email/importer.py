@@ -299,11 +299,16 @@ def _source(path: Path) -> Iterator[tuple[Messages, Unchanged]]:
         another program holds locked for writing: raised on entry, before the caller opens
         the cache.
     """
-    if path.is_dir():
+    try:
+        is_dir = path.is_dir()
+        is_file = not is_dir and path.is_file()
+    except OSError as exc:  # a name too long, a parent it may not search: is_dir() raises
+        raise _unreadable(path, exc) from exc
+    if is_dir:
         with _maildir(path) as messages:
             yield messages, _no_check
         return
-    if not path.is_file():
+    if not is_file:
         raise ImportFailed(f"{path} does not exist or is not a file or directory: give an "
                            "mbox file or a Maildir")
     try:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
-from toolhost import Settings, make_private_dirs, stoppable
+from toolhost import Settings, make_private_dirs, not_utf8, stoppable
 
 __all__ = ["DISTRIBUTION", "main"]
 
@@ -74,14 +74,9 @@ def _parser() -> argparse.ArgumentParser:
 def _text(value: str, name: str) -> str:
     """``value`` when it is UTF-8 text (as the host's commands take every value, D341): bytes
     that are not arrive as lone surrogates, which no stored row can hold."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        try:  # the bytes the operator typed (b'\xff')
-            typed = repr(value.encode("utf-8", "surrogateescape"))
-        except UnicodeEncodeError:  # a surrogate no bytes decode to: given in-process
-            typed = ascii(value)
-        raise _Usage(f"argument {name}: {typed} is not UTF-8 text") from None
+    typed = not_utf8(value)
+    if typed is not None:
+        raise _Usage(f"argument {name}: {typed} is not UTF-8 text")
     return value
 
 
@@ -89,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # No traceback: the operator stopped it, and no change is left half made.
     return stoppable(lambda: _main(argv), lambda signum: (
         f"{PROG}: stopped by {signum.name}: nothing was left half-done (each change is one "
-        "transaction: run the command again)"))
+        "transaction: run the command again)"), prog=PROG)
 
 
 def _main(argv: Sequence[str] | None) -> int:
