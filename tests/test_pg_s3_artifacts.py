@@ -281,7 +281,7 @@ def test_an_unreachable_database_stops_the_start_in_one_line(
         open_pg_s3_artifact_store(f"s3://{s3_bucket}/{PREFIX}", url,
                                   s3_server.env(s3_bucket), FixedClock(T0))
     message = str(refused.value)
-    assert "cannot use the database postgresql://postgres@127.0.0.1:1/postgres" in message
+    assert "cannot reach the database postgresql://postgres@127.0.0.1:1/postgres" in message
     assert "hunter2" not in message and "\n" not in message
 
 

@@ -716,10 +716,16 @@ class Host:
         return readable_by_others(self.data_dir)
 
     def ready(self) -> bool:
-        """Whether the record and the artifact store answer now (``GET /readyz``)."""
+        """Whether the record and the artifact store answer now (``GET /readyz``): a row of
+        each, and the artifact store's content where it has a server of its own (a bucket)."""
+        from toolhost._adapters.artifact_store import JoinedArtifactStore
+
         try:
             self.pipeline.invocations.list(limit=1)
-            self.pipeline.artifacts.list_artifacts(limit=1)
+            artifacts = self.pipeline.artifacts
+            if isinstance(artifacts, JoinedArtifactStore):  # every store the host composes
+                return artifacts.ready()
+            artifacts.list_artifacts(limit=1)  # a store the port alone describes: a row
         except Exception:
             return False
         return True

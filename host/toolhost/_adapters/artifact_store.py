@@ -175,6 +175,14 @@ class JoinedArtifactStore:
                 filters.append((column, value))
         return self.metadata.list_rows(filters, limit, after)
 
+    def ready(self) -> bool:
+        """Whether the store answers now (``GET /readyz``): one row of the metadata read,
+        raising as that read does. Content with a server of its own (a bucket) is asked too,
+        by the store that joins it (``S3ArtifactStore``, ``PostgresS3ArtifactStore``); files
+        under the data directory have none to ask."""
+        self.metadata.list_rows([], 1, None)
+        return True
+
     # -- purge and lifecycle -------------------------------------------------------------------
 
     def purge(self, now: _dt.datetime) -> PurgeReport:

@@ -52,7 +52,12 @@ from toolhost._adapters.artifact_rows import (
 )
 from toolhost._adapters.artifact_store import JoinedArtifactStore
 from toolhost._adapters.pg_invocations import first_line, migrated_pool, shown_conninfo
-from toolhost._adapters.s3_artifacts import S3Content, S3Location, given_or_new_client
+from toolhost._adapters.s3_artifacts import (
+    S3Content,
+    S3Location,
+    close_clients,
+    given_or_new_client,
+)
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
     ArtifactNotFound,
@@ -363,8 +368,9 @@ class PgArtifactMetadata:
 
 
 class PostgresS3ArtifactStore(JoinedArtifactStore):
-    """Content in ``location``'s bucket through ``client``; metadata in the PostgreSQL database
-    ``conninfo`` names. A composition: every method is ``JoinedArtifactStore``'s.
+    """Content in ``location``'s bucket through ``client`` (and ``quick_client``, see
+    ``S3Content``); metadata in the PostgreSQL database ``conninfo`` names. A composition:
+    every method but ``ready`` is ``JoinedArtifactStore``'s.
 
     :raises StoreUnavailable: the database or the bucket cannot be used, or the prefix belongs
         to another database.
@@ -377,6 +383,7 @@ class PostgresS3ArtifactStore(JoinedArtifactStore):
         conninfo: str,
         clock: Clock,
         *,
+        quick_client: Any = None,
         owns_client: bool = False,
         retention: _dt.timedelta | None = None,
         max_size: int = 10,
@@ -386,7 +393,8 @@ class PostgresS3ArtifactStore(JoinedArtifactStore):
         retention = check_retention(retention)
         metadata = PgArtifactMetadata(conninfo, max_size=max_size, timeout=timeout,
                                       connect_timeout=connect_timeout)
-        content = S3Content(location, client, owns_client=owns_client)
+        content = S3Content(location, client, quick_client=quick_client,
+                            owns_client=owns_client)
         try:
             try:
                 content.bind(metadata.store_id(str(location)), metadata.database)
@@ -397,6 +405,11 @@ class PostgresS3ArtifactStore(JoinedArtifactStore):
             metadata.close()
             raise
         super().__init__(metadata, content, clock, retention=retention)
+        self._bucket = content
+
+    def ready(self) -> bool:
+        """See ``JoinedArtifactStore.ready``: the database, then the bucket."""
+        return super().ready() and self._bucket.ready()
 
 
 def open_pg_s3_artifact_store(
@@ -418,12 +431,12 @@ def open_pg_s3_artifact_store(
     """
     location = S3Location.parse(url)
     retention = check_retention(retention)
-    client, owns_client = given_or_new_client(client, env, Path(shown_conninfo(conninfo)))
+    clients, owns_client = given_or_new_client(client, env, Path(shown_conninfo(conninfo)))
     try:
-        return PostgresS3ArtifactStore(location, client, conninfo, clock,
-                                       owns_client=owns_client, retention=retention)
+        return PostgresS3ArtifactStore(location, clients.transfer, conninfo, clock,
+                                       quick_client=clients.quick, owns_client=owns_client,
+                                       retention=retention)
     except BaseException:
         if owns_client:
-            with contextlib.suppress(Exception):
-                client.close()
+            close_clients(clients)
         raise

@@ -1000,12 +1000,14 @@ def _migrate(conninfo: str, connect_timeout: int, shown: str,
     hosts starting at once apply each exactly once and a refused database is left as it was.
     Other components' migrations (the artifacts' in ``pg_artifacts``) go through here too.
 
-    :raises StoreUnavailable: the schema is newer than these migrations, or the database
-        refuses them (no right to create tables, a foreign ``tool_invocations``).
+    :raises StoreUnavailable: the schema is newer than these migrations, the database refuses
+        them (no right to create tables, a foreign ``tool_invocations``), or it cannot be
+        reached (the session lost meanwhile: a restart, a failover, an administrator).
     """
     latest: dict[str, int] = {}
     for component, version, _ in migrations:
         latest[component] = max(latest.get(component, 0), version)
+    conn: psycopg.Connection[Any] | None = None
     try:
         with psycopg.connect(connection_string(conninfo, connect_timeout)) as conn:
             _check_encoding(conn, shown)
@@ -1031,10 +1033,18 @@ def _migrate(conninfo: str, connect_timeout: int, shown: str,
                         conn.execute("INSERT INTO toolhost_schema_migrations (component, "
                                      "version) VALUES (%s, %s)", (component, version))
     except psycopg.Error as exc:
-        raise StoreUnavailable(
-            Path(shown), f"cannot use the database {shown} ({first_line(exc)}): give "
-            "TOOLHOST_DATABASE_URL's role the right to create tables there, or use another "
-            "database") from None
+        # Only a refused privilege is the role's to fix: a session that never opened or was
+        # lost (a restart, a failover, pg_terminate_backend) is the server's, and retryable.
+        if conn is None or conn.broken:
+            why = "start it, or point TOOLHOST_DATABASE_URL at one that runs"
+            raise StoreUnavailable(Path(shown), f"cannot reach the database {shown} "
+                                   f"({first_line(exc)}): {why}") from None
+        why = ("give TOOLHOST_DATABASE_URL's role the right to create tables there, or use "
+               "another database" if isinstance(exc, psycopg.errors.InsufficientPrivilege)
+               else "toolhost cannot check or create its tables there: fix what it said, or "
+                    "use another database")
+        raise StoreUnavailable(Path(shown), f"cannot use the database {shown} "
+                               f"({first_line(exc)}): {why}") from None
 
 
 def _versions(conn: psycopg.Connection[Any]) -> set[tuple[str, int]]:

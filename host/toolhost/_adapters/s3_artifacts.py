@@ -22,6 +22,9 @@ process left behind.
 The object store failing (unreachable, refusing, out of service) is ``S3Unavailable``: one line
 that names the bucket and the operation, never a credential. At start it is ``StoreUnavailable``.
 boto3's client reconnects on its own, so service returns when the server does, without a restart.
+The requests that carry no content (the marker, a HEAD, ``/readyz``'s probe) go through a second
+client bounded in seconds (``QUICK_TIMEOUT_S``), so a server that accepts connections and never
+answers stops a start, or fails a probe, within seconds rather than minutes.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -65,13 +68,16 @@ __all__ = [
     "PART_SIZE",
     "S3ArtifactStore",
     "S3ArtifactUpload",
+    "S3Clients",
     "S3Content",
     "S3Location",
     "S3Unavailable",
     "check_endpoint_url",
+    "close_clients",
     "endpoint_setting",
     "open_s3_artifact_store",
     "s3_client",
+    "s3_clients",
     "shown_url",
 ]
 
@@ -86,6 +92,12 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _HEX_KEY = re.compile(r"^[0-9a-f]{64}$")
 # Error codes that mean "no such object" (HEAD answers with the bare status).
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchUpload"})
+#: The connect and read timeout, in seconds, of a request that carries no content (the marker,
+#: a HEAD, the readiness probe), tried twice: a server that never answers costs a start or a
+#: probe about 2 x 5 s, where the content client's 60 s read timeout and four attempts cost 4 min.
+QUICK_TIMEOUT_S = 5
+_QUICK_ATTEMPTS = 2
+
 
 class S3Unavailable(ArtifactStoreUnavailable):
     """The object store did not serve a request: unreachable, refusing, or failing.
@@ -200,8 +212,22 @@ def _botocore_takes_host(url: str) -> bool:
     return bool(is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url))
 
 
+class S3Clients(NamedTuple):
+    """The two clients of one store, of one session (a second client costs milliseconds, a
+    second session a tenth of a second): ``transfer`` for content, whose bodies may be slow to
+    come, ``quick`` for requests that carry none, bounded by ``QUICK_TIMEOUT_S``."""
+
+    transfer: Any
+    quick: Any
+
+
 def s3_client(env: Mapping[str, str]) -> Any:
-    """A boto3 S3 client configured from the settings' environment.
+    """The content client of ``s3_clients(env)``. :raises ImportError, SettingError:"""
+    return s3_clients(env).transfer
+
+
+def s3_clients(env: Mapping[str, str]) -> S3Clients:
+    """boto3 S3 clients configured from the settings' environment.
 
     The endpoint is ``TOOLHOST_S3_ENDPOINT_URL`` or ``AWS_ENDPOINT_URL`` (unset: AWS itself),
     the region ``AWS_REGION`` or ``AWS_DEFAULT_REGION``; credentials are the standard
@@ -232,7 +258,8 @@ def s3_client(env: Mapping[str, str]) -> Any:
     config = Config(
         # Path-style for a named endpoint: S3-compatible servers rarely have wildcard DNS.
         s3={"addressing_style": "path" if endpoint else "auto"},
-        # A few quick attempts, then the call fails (retryable) rather than hanging a tool.
+        # Content: a few attempts, each reading as long as a large body may take, then the
+        # call fails (retryable) rather than hanging a tool.
         retries={"mode": "standard", "max_attempts": 3},
         connect_timeout=5,
         read_timeout=60,
@@ -244,6 +271,9 @@ def s3_client(env: Mapping[str, str]) -> Any:
         proxies={},
         ignore_configured_endpoint_urls=True,
     )
+    quick = config.merge(Config(
+        retries={"mode": "standard", "total_max_attempts": _QUICK_ATTEMPTS},
+        connect_timeout=QUICK_TIMEOUT_S, read_timeout=QUICK_TIMEOUT_S))
     verify = trust_roots_file(env)  # its own one-line HttpConfigError, a ValueError too
     try:
         session = boto3.session.Session(
@@ -252,7 +282,9 @@ def s3_client(env: Mapping[str, str]) -> Any:
             aws_session_token=setting("AWS_SESSION_TOKEN"),
             region_name=setting("AWS_REGION", "AWS_DEFAULT_REGION") or "us-east-1",
         )
-        return session.client("s3", endpoint_url=endpoint, config=config, verify=verify)
+        return S3Clients(
+            session.client("s3", endpoint_url=endpoint, config=config, verify=verify),
+            session.client("s3", endpoint_url=endpoint, config=quick, verify=verify))
     except ValueError as exc:
         # botocore's words quote the endpoint as written, password and all (a region it
         # refuses is a ValueError too): one line, the URL masked, no traceback.
@@ -282,12 +314,16 @@ class S3Content:
     only inside the metadata transaction that found no record referencing it, and a write
     checks inside its own transaction that its object is there (a HEAD) and puts it back if
     not, before its record commits. ``bind`` checks the bucket answers and binds the prefix to
-    the metadata's database. ``close()`` closes the client with ``owns_client``.
+    the metadata's database. Requests that carry no content go through ``quick_client`` (the
+    ``quick`` of ``S3Clients``; ``client`` itself when none is given). ``close()`` closes the
+    clients with ``owns_client``.
     """
 
-    def __init__(self, location: S3Location, client: Any, *, owns_client: bool = False) -> None:
+    def __init__(self, location: S3Location, client: Any, *, quick_client: Any = None,
+                 owns_client: bool = False) -> None:
         self.location = location
         self.client = client
+        self.quick = client if quick_client is None else quick_client
         self._owns_client = owns_client
         # Staging keys and multipart upload ids this instance has open: purge never takes them.
         self.open_handles: set[str] = set()
@@ -401,11 +437,21 @@ class S3Content:
             raise self.unavailable("ListParts", exc) from None
         return parts
 
+    def ready(self) -> bool:
+        """Whether the bucket answers now (``GET /readyz``): the marker read by the quick
+        client, so within seconds. A marker that is gone still counts (the bucket answered);
+        a bucket that is gone, refused credentials or no answer do not. A GetObject, not a
+        HEAD: a HEAD's 404 cannot tell a missing bucket from a missing object."""
+        try:
+            self._marker()
+        except Exception:
+            return False
+        return True
+
     def close(self) -> None:
-        """Close the client if this content made it."""
+        """Close the clients if this content made them."""
         if self._owns_client:
-            with contextlib.suppress(Exception):
-                self.client.close()
+            close_clients(S3Clients(self.client, self.quick))
 
     # -- objects -------------------------------------------------------------------------------
 
@@ -419,7 +465,7 @@ class S3Content:
         """Whether ``key`` holds an object of ``size`` bytes (a HEAD; a wrong size is a
         damaged object, which the caller replaces with the good bytes)."""
         try:
-            head = self.client.head_object(Bucket=self.location.bucket, Key=key)
+            head = self.quick.head_object(Bucket=self.location.bucket, Key=key)
         except Exception as exc:
             if _error_code(exc) in _MISSING:
                 return False
@@ -474,26 +520,37 @@ class S3Content:
 
         :raises StoreUnavailable: naming ``database``.
         """
-        marker_key = self.location.key(MARKER)
         marker = json.dumps({"format": _MARKER_FORMAT, "store_id": store_id}).encode()
         for _ in range(2):  # a create that loses a race reads the winner's marker
             try:
-                response = self.client.get_object(Bucket=self.location.bucket, Key=marker_key)
-                found = response["Body"].read()
+                found = self._marker()
             except Exception as exc:
-                if _error_code(exc) not in _MISSING:
-                    raise self._cannot_start(database, "GetObject", exc) from None
-            else:
+                raise self._cannot_start(database, "GetObject", exc) from None
+            if found is not None:
                 return self._check_marker(database, found, store_id)
             try:
-                self.client.put_object(Bucket=self.location.bucket, Key=marker_key,
-                                       Body=marker, IfNoneMatch="*")
+                self.quick.put_object(Bucket=self.location.bucket,
+                                      Key=self.location.key(MARKER), Body=marker,
+                                      IfNoneMatch="*")
             except Exception as exc:
                 if _error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
                     raise self._cannot_start(database, "PutObject", exc) from None
             else:
                 return None
         raise self._cannot_start(database, "PutObject", RuntimeError("the marker keeps changing"))
+
+    def _marker(self) -> bytes | None:
+        """The marker's bytes, None when the bucket has none; whatever else the quick client
+        raised (a bucket that is gone, refused credentials, no answer) is raised."""
+        try:
+            response = self.quick.get_object(Bucket=self.location.bucket,
+                                             Key=self.location.key(MARKER))
+        except Exception as exc:
+            if _error_code(exc) in _MISSING:
+                return None
+            raise
+        with contextlib.closing(response["Body"]) as body:
+            return bytes(body.read())
 
     def _check_marker(self, database: Path, found: bytes, store_id: str) -> None:
         try:
@@ -644,10 +701,11 @@ class S3ArtifactUpload(StreamedUpload):
 
 
 class S3ArtifactStore(JoinedArtifactStore):
-    """Content in ``location``'s bucket through ``client``; metadata in ``conn``'s
-    ``artifacts`` (``SQLiteArtifactMetadata``). Construction applies the migrations, checks
-    the bucket answers and binds the prefix to this database (``StoreUnavailable``
-    otherwise). A composition: every method is ``JoinedArtifactStore``'s."""
+    """Content in ``location``'s bucket through ``client`` (and ``quick_client``, see
+    ``S3Content``); metadata in ``conn``'s ``artifacts`` (``SQLiteArtifactMetadata``).
+    Construction applies the migrations, checks the bucket answers and binds the prefix to
+    this database (``StoreUnavailable`` otherwise). A composition: every method but ``ready``
+    is ``JoinedArtifactStore``'s."""
 
     def __init__(
         self,
@@ -656,16 +714,22 @@ class S3ArtifactStore(JoinedArtifactStore):
         conn: sqlite3.Connection,
         clock: Clock,
         *,
+        quick_client: Any = None,
         owns_connection: bool = False,
         owns_client: bool = False,
         retention: _dt.timedelta | None = None,
     ) -> None:
         retention = check_retention(retention)
         metadata = SQLiteArtifactMetadata(conn, owns_connection=owns_connection)
-        content = S3Content(location, client, owns_client=owns_client)
+        content = S3Content(location, client, quick_client=quick_client,
+                            owns_client=owns_client)
         content.bind(metadata.store_id(str(location)), metadata.database)
         super().__init__(metadata, content, clock, retention=retention)
         self._bucket = content
+
+    def ready(self) -> bool:
+        """See ``JoinedArtifactStore.ready``: the metadata, then the bucket."""
+        return super().ready() and self._bucket.ready()
 
     @property
     def _client(self) -> Any:
@@ -674,7 +738,8 @@ class S3ArtifactStore(JoinedArtifactStore):
 
     @_client.setter
     def _client(self, client: Any) -> None:
-        self._bucket.client = client
+        # Both clients: a test's failing client stands for the server, whichever asks it.
+        self._bucket.client = self._bucket.quick = client
 
 
 def open_s3_artifact_store(
@@ -697,33 +762,42 @@ def open_s3_artifact_store(
     """
     location = S3Location.parse(url)
     retention = check_retention(retention)
-    client, owns_client = given_or_new_client(client, env, Path(data_dir))
+    clients, owns_client = given_or_new_client(client, env, Path(data_dir))
     owns = conn is None
     if conn is None:
         conn = connect(Path(data_dir) / DATABASE_NAME)
     try:
-        return S3ArtifactStore(location, client, conn, clock, owns_connection=owns,
+        return S3ArtifactStore(location, clients.transfer, conn, clock,
+                               quick_client=clients.quick, owns_connection=owns,
                                owns_client=owns_client, retention=retention)
     except BaseException:
         if owns:
             conn.close()
         if owns_client:
-            with contextlib.suppress(Exception):
-                client.close()
+            close_clients(clients)
         raise
 
 
-def given_or_new_client(client: Any, env: Mapping[str, str], database: Path) -> tuple[Any, bool]:
-    """``client``, or one built from ``env`` (``s3_client``): (the client, whether it was
-    built here, so its store closes it).
+def given_or_new_client(client: Any, env: Mapping[str, str],
+                        database: Path) -> tuple[S3Clients, bool]:
+    """``client`` (for both uses), or the clients built from ``env`` (``s3_clients``): (the
+    clients, whether they were built here, so their store closes them).
 
     :raises StoreUnavailable: boto3 is missing (named after ``database``).
     """
     if client is not None:
-        return client, False
+        return S3Clients(client, client), False
     try:
-        return s3_client(env), True
+        return s3_clients(env), True
     except ImportError as exc:
         raise StoreUnavailable(
             database, f"TOOLHOST_ARTIFACT_STORE names an S3 bucket, which needs boto3 "
             f"(not installed: {exc.name}): pip install 'toolhost-core[s3]'") from None
+
+
+def close_clients(clients: S3Clients) -> None:
+    """Close a store's clients (one client given for both is closed twice, which botocore
+    allows)."""
+    for client in clients:
+        with contextlib.suppress(Exception):
+            client.close()
