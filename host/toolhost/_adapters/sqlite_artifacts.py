@@ -36,8 +36,10 @@ from toolhost._adapters.artifact_store import JoinedArtifactStore
 from toolhost._adapters.file_artifacts import FileContent, FileStoreUnavailable
 from toolhost._adapters.sqlite_db import (
     DATABASE_NAME,
+    DatabaseFiles,
     Migration,
     connect,
+    damage,
     database_path,
     migrate,
 )
@@ -137,10 +139,14 @@ _OUTAGES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
 @contextlib.contextmanager
 def _served(database: Path, operation: str) -> Iterator[None]:
     """The block's SQLite error that is the disk's as ``FileStoreUnavailable`` naming the
-    database, ``operation`` and the error (``SQLITE_FULL``, ``SQLITE_IOERR_WRITE``)."""
+    database, ``operation`` and the error (``SQLITE_FULL``, ``SQLITE_IOERR_WRITE``); one that
+    says the database is damaged as its one line (``sqlite_db.damage``)."""
     try:
         yield
     except sqlite3.Error as exc:
+        refused = damage(database, exc)
+        if refused is not None:
+            raise refused from exc
         if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _OUTAGES:
             raise
         problem = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
@@ -165,6 +171,9 @@ class SQLiteArtifactMetadata:
         self._lock = threading.RLock()
         migrate(conn, MIGRATIONS)
         self._database = self.database  # for the outage's one line, without a statement
+        # The files opened, checked before each write: the record's file, shared with it.
+        opened = str(database_path(conn))
+        self._files = None if opened in ("", ":memory:") else DatabaseFiles(opened)
 
     @property
     def database(self) -> Path:
@@ -336,6 +345,8 @@ class SQLiteArtifactMetadata:
         # BEGIN IMMEDIATE takes SQLite's write lock up front, so a find-then-insert cannot race
         # another connection's identical find-then-insert.
         with self._lock, _served(self._database, "write"):
+            if self._files is not None:
+                self._files.check()
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield

@@ -28,24 +28,32 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Final
 
 import attrs
 
+from toolhost._adapters.system_clock import monotonic
 from toolhost._model.data_layout import DATABASE_NAME, make_private_dirs
 from toolhost._model.settings import StoreUnavailable
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "CHECK_EVERY_S",
     "DATABASE_NAME",
     "WAL_BACKSTOP_PAGES",
     "Checkpointer",
+    "DatabaseFiles",
     "Migration",
+    "StoreLock",
     "connect",
+    "damage",
     "database_path",
     "ensure_directory",
     "migrate",
+    "moved_or_deleted",
     "table_names",
+    "unusable_database",
     "unusable_directory",
 ]
 
@@ -133,9 +141,31 @@ def unusable_directory(exc: OSError, directory: Path | None = None) -> StoreUnav
         f"writable by this user, {_ELSEWHERE}")
 
 
+def _primary(exc: BaseException) -> int:
+    """SQLite's primary result code of ``exc`` (the low byte of an extended one); 0 for none."""
+    return int(getattr(exc, "sqlite_errorcode", 0)) & 0xFF
+
+
+#: SQLite's primary codes for a file that is not a database, or is damaged below its header.
+_DAMAGED: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+#: A disk with less free than this is full to SQLite: the -shm grows in 32 KiB steps, and a
+#: commit appends whole pages to the -wal.
+_NEARLY_FULL = 1 << 20
+
+
+def _disk_full(directory: Path) -> bool:
+    """Whether the filesystem of ``directory`` has (nearly) no space left for this user."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < _NEARLY_FULL
+
+
 def unusable_database(database: Path, exc: sqlite3.Error) -> StoreUnavailable:
     """The one line for a database SQLite refused, by its result code."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    code = _primary(exc)
     if code == sqlite3.SQLITE_READONLY:
         return StoreUnavailable(
             database, f"cannot write the database {database} ({exc}): make it and "
@@ -144,21 +174,136 @@ def unusable_database(database: Path, exc: sqlite3.Error) -> StoreUnavailable:
         return StoreUnavailable(
             database, f"cannot open the database {database} ({exc}): make it and "
             f"{database.parent} readable and writable by this user, {_ELSEWHERE}")
-    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+    if code in _DAMAGED:
         return StoreUnavailable(
             database, f"the database {database} is damaged or not a toolhost database ({exc}): "
             f"restore it from a backup, or move it aside and toolhost starts a new one, "
             f"{_ELSEWHERE}")
-    if code == sqlite3.SQLITE_FULL:
+    # SQLite reports ENOSPC while it sizes the -shm or -wal as an I/O error (SQLITE_IOERR_SHMSIZE,
+    # _WRITE, _TRUNCATE), not SQLITE_FULL: the free space tells the two apart.
+    if code == sqlite3.SQLITE_FULL or (code == sqlite3.SQLITE_IOERR
+                                       and _disk_full(database.parent)):
         return StoreUnavailable(
             database, f"cannot write the database {database}: the disk is full; free space, "
             f"{_ELSEWHERE}")
+    if code == sqlite3.SQLITE_IOERR:
+        return StoreUnavailable(
+            database, f"cannot write the database {database}: the disk under it failed "
+            f"({getattr(exc, 'sqlite_errorname', exc)}); check the disk, {_ELSEWHERE}")
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         return StoreUnavailable(
             database, f"the database {database} stayed locked by another process ({exc}): "
             f"stop the process holding it, {_ELSEWHERE}")
     return StoreUnavailable(database, f"cannot use the database {database} ({exc}): "
                                       f"{_ELSEWHERE}")
+
+
+def damage(database: Path, exc: BaseException) -> StoreUnavailable | None:
+    """``unusable_database``'s line for ``exc`` when it says the database is damaged
+    (SQLITE_CORRUPT, SQLITE_NOTADB), else None. The start's check reads the schema only (D82):
+    a damaged page below it is met mid-command, where a retry would meet it again."""
+    if isinstance(exc, sqlite3.DatabaseError) and _primary(exc) in _DAMAGED:
+        return unusable_database(database, exc)
+    return None
+
+
+class StoreLock:
+    """The reentrant lock a store's statements run under (one connection serves every thread),
+    which also raises the block's damage error as ``damage``'s ``StoreUnavailable``: every
+    statement passes here, so no method needs its own translation."""
+
+    __slots__ = ("_database", "_lock")
+
+    def __init__(self, database: Path) -> None:
+        self._database = database
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._lock.release()
+        refused = None if exc is None else damage(self._database, exc)
+        if refused is not None:
+            raise refused from exc
+
+
+def moved_or_deleted(path: Path | str) -> StoreUnavailable:
+    """The one line for a database file that is no longer the one opened (D213)."""
+    return StoreUnavailable(
+        Path(path), f"the database {path} was moved or deleted while toolhost ran: put it "
+        "back, or restart toolhost to start a new one")
+
+
+_Identity = tuple[int, int] | None
+
+
+#: How long a ``DatabaseFiles.check`` that passed stands for the writes after it.
+CHECK_EVERY_S = 0.25
+
+
+class DatabaseFiles:
+    """Which files (``st_dev``, ``st_ino``) a connection opened as the database and its -wal
+    and -shm. SQLite keeps writing to its open files: one deleted or replaced meanwhile (by
+    an operator, a restore) leaves this process's writes in a file no other process sees, and
+    another process's in a WAL this one never reads. ``check`` refuses that before a write.
+
+    The -wal and -shm are checked too: each is where processes meet (the -shm holds the WAL's
+    index and its locks), and SQLite never deletes either while a connection holds the
+    database open, so a change is an operator's. A connection opened again (D213) may have
+    made them anew, so ``reopened`` takes theirs again; the database's must stay the same."""
+
+    __slots__ = ("_checked_at", "_database", "_names", "_opened")
+
+    def __init__(self, database: Path | str) -> None:
+        self._database = str(database)
+        self._names = (self._database, f"{self._database}-wal", f"{self._database}-shm")
+        self._opened = self._now()
+        self._checked_at = -CHECK_EVERY_S  # the first check looks
+
+    def _now(self) -> tuple[_Identity, _Identity, _Identity]:
+        identities: list[_Identity] = []
+        for name in self._names:
+            try:
+                st = os.stat(name)
+            except OSError:
+                identities.append(None)
+            else:
+                identities.append((st.st_dev, st.st_ino))
+        return identities[0], identities[1], identities[2]
+
+    def check(self, *, only_database: bool = False) -> None:
+        """Three ``stat`` calls, at most once in ``CHECK_EVERY_S`` once they passed: on this
+        machine's overlay filesystem they cost a third of a commit (29 against 82 us, loaded),
+        too much for every write of every call, and a mishap seen a quarter second late loses
+        what those writes held, as one seen just before the next write would. ``only_database``:
+        one, always, before a connection is opened again (it makes a -wal and a -shm of its own).
+
+        :raises StoreUnavailable: a file is missing, or another file has its name.
+        """
+        if not only_database and monotonic() - self._checked_at < CHECK_EVERY_S:
+            return
+        now = self._now()
+        if now[0] != self._opened[0]:
+            raise moved_or_deleted(self._database)
+        if only_database or now == self._opened:
+            if not only_database:
+                self._checked_at = monotonic()
+            return
+        changed = next(n for n, a, b in zip(self._names, self._opened, now, strict=True)
+                       if a != b)
+        # Nothing to put back: the open file is unlinked. A restart checkpoints what this
+        # process holds into the database as it closes.
+        raise StoreUnavailable(
+            Path(self._database), f"the database's file {changed} was moved or deleted while "
+            f"toolhost ran: restart toolhost, and any other toolhost using {self._database}")
+
+    def reopened(self) -> None:
+        """A new connection was opened on the database ``check(only_database=True)`` passed:
+        take its -wal and -shm."""
+        self._opened = self._now()
+        self._checked_at = -CHECK_EVERY_S
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -220,7 +365,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
                 raise
     except sqlite3.Error as exc:
         database = database_path(conn)
-        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_ERROR:
+        if _primary(exc) == sqlite3.SQLITE_ERROR:
             # "table ... already exists", "no such column": tables that are not toolhost's.
             raise _foreign_schema(database, str(exc)) from None
         raise unusable_database(database, exc) from None

@@ -34,7 +34,6 @@ import datetime as dt
 import os
 import socket
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,9 @@ from toolhost._adapters.invocation_rows import (
 from toolhost._adapters.sqlite_db import (
     WAL_BACKSTOP_PAGES,
     Checkpointer,
+    DatabaseFiles,
     Migration,
+    StoreLock,
     connect,
     database_path,
     migrate,
@@ -76,7 +77,6 @@ from toolhost._model.invocations import (
     InvocationState,
     OwnerState,
 )
-from toolhost._model.settings import StoreUnavailable
 
 __all__ = [
     "MIGRATIONS",
@@ -215,14 +215,17 @@ class SQLiteInvocationStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         migrate(conn, MIGRATIONS)
         self._conn = conn
-        # One connection serves every thread of this process; sqlite3 objects need the lock.
-        # Reentrant: a ``transaction`` holds it while its writes take it again.
-        self._lock = threading.RLock()
-        # This connection writes a row per call: its WAL checkpoints run on another thread.
-        self.checkpointer = Checkpointer.attach(conn)
         # Where a new connection is opened after a failed ROLLBACK (None: in memory).
         path = str(database_path(conn))
         self._path = None if path in ("", ":memory:") else path
+        # One connection serves every thread of this process; sqlite3 objects need the lock.
+        # Reentrant: a ``transaction`` holds it while its writes take it again. A damaged page
+        # met under it is the database's one line (StoreUnavailable), not a traceback.
+        self._lock = StoreLock(Path(self._path or ":memory:"))
+        #: The files opened, checked before each write and by ``list`` (``/readyz``).
+        self._files = None if self._path is None else DatabaseFiles(self._path)
+        # This connection writes a row per call: its WAL checkpoints run on another thread.
+        self.checkpointer = Checkpointer.attach(conn)
         #: The connection was closed after a ROLLBACK failed; the next use opens a new one.
         self._broken = False
 
@@ -243,13 +246,14 @@ class SQLiteInvocationStore:
                 # Closing an in-memory database dropped it; a new connection would be empty.
                 raise sqlite3.OperationalError(
                     "the in-memory database was closed after a ROLLBACK failed")
-            if not os.path.exists(self._path):
-                # ``connect`` would make a new, empty database (no schema) in its place.
-                raise StoreUnavailable(
-                    Path(self._path), f"the database {self._path} was moved or deleted while "
-                    "toolhost ran: put it back, or restart toolhost to start a new one")
+            if self._files is not None:
+                # Gone, ``connect`` would make a new, empty database (no schema) in its place;
+                # replaced, it would open a file that is not this record.
+                self._files.check(only_database=True)
             conn = connect(self._path)
             try:
+                if self._files is not None:
+                    self._files.reopened()
                 if self.checkpointer is not None:
                     conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
             except BaseException:
@@ -257,6 +261,18 @@ class SQLiteInvocationStore:
                 raise
             self._conn, self._broken = conn, False
         return self._conn
+
+    def _writable(self) -> sqlite3.Connection:
+        """``_live``'s connection, once the files it writes are still the ones opened (a
+        write into a deleted record would be answered as recorded, and lost). Called with
+        ``_lock`` held.
+
+        :raises StoreUnavailable: one was deleted or replaced (D213's line).
+        """
+        conn = self._live()
+        if self._files is not None:
+            self._files.check()
+        return conn
 
     def _rows(self, where: str, values: Sequence[Any]) -> list[Any]:
         return self._live().execute(f"{_SELECT}{where}", values).fetchall()
@@ -286,6 +302,8 @@ class SQLiteInvocationStore:
                 with self.transaction():
                     return self._write(sql, values, blobs)
             conn = self._live()
+            if not conn.in_transaction:  # inside one, its BEGIN checked the files
+                conn = self._writable()
             changed = int(conn.execute(sql, values).rowcount)
             if changed and blobs:
                 conn.executemany(_PUT_OUTPUT, blobs)
@@ -305,7 +323,7 @@ class SQLiteInvocationStore:
         the busy timeout, rather than on upgrade) to one COMMIT. The connection's lock is held
         throughout, so no other thread's statement lands inside it."""
         with self._lock:
-            conn = self._live()
+            conn = self._writable()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -417,6 +435,9 @@ class SQLiteInvocationStore:
         terms, values = filter_terms("?", dict, state=state, run_id=run_id,
                                      tool_name=tool_name, tool_version=tool_version,
                                      argument_digest=argument_digest)
+        if self._files is not None:
+            # ``/readyz`` asks ``list``: a record deleted under the server is not ready.
+            self._files.check()
         return self._entries(self._page(_SELECT, terms, values, limit, after))
 
     def pending(self, *, limit: int, after: str | None = None,
@@ -465,7 +486,7 @@ class SQLiteInvocationStore:
 
     def end_login(self, nonce: str, expires: float, now: float) -> None:
         with self._lock:
-            conn = self._live()
+            conn = self._writable()
             conn.execute("DELETE FROM ended_logins WHERE expires < ?", (now,))
             conn.execute("INSERT OR REPLACE INTO ended_logins (nonce, expires) VALUES (?, ?)",
                          (nonce, expires))

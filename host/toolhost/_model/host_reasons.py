@@ -29,6 +29,10 @@ DIGEST_MISMATCH = "tool.internal.digest_mismatch"
 INTERRUPTED = "tool.internal.interrupted"
 #: The invocation store failed before anything ran (or for a read, which changes nothing).
 RECORD_STORE = "tool.upstream_unavailable.record_store"
+#: The invocation store cannot be used until its operator acts (``StoreUnavailable``: the
+#: record damaged, or its files deleted or replaced while the host ran): no retry can
+#: succeed, so the model is not told to try again (D534).
+RECORD_UNUSABLE = "tool.upstream_unavailable.record_unusable"
 #: The run's workspace raised ``WorkspaceUnavailable`` (no space or no file handles left, a
 #: read-only or failing filesystem): neither the path's fault nor the tool's, so one host
 #: failure for every tool that touches a workspace, retryable.
@@ -82,6 +86,8 @@ MESSAGES = {
     "have taken effect: check before calling it again.",
     RECORD_STORE: "The host could not record this call, so it has no result and changed "
     "nothing. Try again later.",
+    RECORD_UNUSABLE: "The host's record cannot be used until its operator repairs it, so this "
+    "call has no result and changed nothing. Do not retry it; tell the user.",
     WORKSPACE_UNAVAILABLE: "The workspace cannot be used right now (no space or no file "
     "handles left). Try again later.",
     ARTIFACT_STORE: "The artifact store cannot be reached right now, so nothing was saved. "

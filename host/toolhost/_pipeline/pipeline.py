@@ -90,6 +90,7 @@ from toolhost._model.outcome import (
     failure_kind_of,
 )
 from toolhost._model.runs import CancellationEvent, Run, ToolCall
+from toolhost._model.settings import StoreUnavailable
 from toolhost._model.spec import Idempotency, Trust
 from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape, WorkspaceUnavailable
 from toolhost._pipeline import progress, steps
@@ -575,7 +576,9 @@ class Pipeline:
 
     def _not_recorded(self, record: InvocationRecord, exc: Exception, log: Any) -> Outcome:
         """The store failed before anything ran (or for a read): no row, nothing changed, and
-        the model reads RECORD_STORE, retryable. The operator reads the exception in the log."""
+        the model reads RECORD_STORE, retryable. The operator reads the exception in the log.
+        A ``StoreUnavailable`` (the record is damaged, or its file was deleted) waits on the
+        operator, not on time: RECORD_UNUSABLE, not retryable, and the log says which (D534)."""
         log.error("pipeline.store_failed", exception=type(exc).__name__, error=str(exc),
                   recorded=False)
         if self.telemetry is not None:
@@ -583,7 +586,9 @@ class Pipeline:
         failed = attrs.evolve(
             record, state=InvocationState.FAILED, finished_at=self.clock.now(),
             failure_kind=ToolFailureKind.UPSTREAM_UNAVAILABLE.value,
-            reason_code=core_messages.RECORD_STORE, retryable=True,
+            reason_code=(core_messages.RECORD_UNUSABLE if isinstance(exc, StoreUnavailable)
+                         else core_messages.RECORD_STORE),
+            retryable=not isinstance(exc, StoreUnavailable),
             failure_detail={"exception": type(exc).__name__, "error": str(exc)},
         )
         return attrs.evolve(self.outcome_of(failed), invocation_id=None)
