@@ -167,6 +167,14 @@ GITHUB = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
      f"{{'Cookie': [{REDACTED}], 'Accept': ['*/*']}}"),
     ('"x-amz-security-token": ["SESSIONtok9"]', f'"x-amz-security-token": [{REDACTED}]'),
     ("{'set-cookie': [b'a=1', b'b=\\'2]']}", f"{{'set-cookie': [{REDACTED}]}}"),
+    # URL-encoded: a form body holding JSON, a redirect's nested query, an encoded space kept
+    # in the value, upper and lower case.
+    ("payload=%7B%22token%22%3A%20%22abc%20def%22%2C%22user%22%3A%22bob%22%7D",
+     f"payload=%7B%22token%22%3A%20%22{REDACTED}%22%2C%22user%22%3A%22bob%22%7D"),
+    ("GET /login?next=%2Fcb%3Faccess_token%3Ds3cr3t%26page%3D2&x=1",
+     f"GET /login?next=%2Fcb%3Faccess_token%3D{REDACTED}%26page%3D2&x=1"),
+    ("body=api_key%3Dk-42&user=bob", f"body=api_key%3D{REDACTED}&user=bob"),
+    ("%7b%22accessToken%22%3a%22AbC%22%7d", f"%7b%22accessToken%22%3a%22{REDACTED}%22%7d"),
 ])
 def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> None:
     assert redact_secrets(None, "info", {"note": text}) == {"note": expected}
@@ -193,6 +201,7 @@ def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> No
     "missing fields ['password', 'username']",
     'required: ["api_key", "model", "prompt"]',
     "fields=('password', 'username', 'email')",
+    "q=%7B%22max_tokens%22%3A5%2C%22tokens%22%3A3%7D&at=10%3A00",
     "",
 ])
 def test_ordinary_text_is_untouched(text: str) -> None:

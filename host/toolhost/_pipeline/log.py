@@ -9,11 +9,12 @@ bytes: after an auth scheme (``Bearer``, ``Basic``, ``Token``; separated by a sp
 ``%20`` or ``+``), as the whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie``
 header (any scheme, also in a dict's repr), as the value of a secret-named header or parameter
 (``x-api-key: ...``, ``?access_token=...``, ``OPENAI_API_KEY=...``, ``password: ...``,
-``Signature=...``), a quoted value to its closing quote, a bytes repr's too (``b'...'``), a JSON
-text's nested in a JSON string too (its quotes escaped, at any depth), a header as a pair's repr
-(httpcore's ``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie': [...]}``), and
-bare, by a provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``, ``ASIA...``). A
-name is a secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike (``accessToken``,
+``Signature=...``; URL-encoded too: ``api_key%3D...``, ``%22password%22%3A%22...``), a quoted
+value to its closing quote, a bytes repr's too (``b'...'``), a JSON text's nested in a JSON
+string too (its quotes escaped, at any depth), a header as a pair's repr (httpcore's
+``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie': [...]}``), and bare, by a
+provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``, ``ASIA...``). A name is a
+secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike (``accessToken``,
 ``clientSecret``). The same redaction, with its own marker, is what a span's arguments get
 (``redact_value``).
 
@@ -127,10 +128,16 @@ def _named(start: str, name: str, bare: str, after: str = "") -> tuple[_Pattern,
     on a line that holds a quote and a comma (``_redact_text``), since looking behind every
     word made each pattern about 8% slower on an ordinary line."""
     separator = rf"""(?:{_ESCAPES}["'])?\s*[:=]\s*"""
+    # A pair's value is quoted as its name is (``_PAIR``: one escaping level at most). Deeper
+    # ones would let each pair's value run past every later, more escaped one (``_quoted``),
+    # and the unclosed ones rescan the line's rest: L**1.5.
     paired = (rf"""(?:{separator}|(?(pair)(?P<comma>{_ESCAPES}["'],\s*"""
-              rf"""(?=[bB]?{_ESCAPES}["'\[]))|(?!)))""")
-    # A pair's value is its last item: a tuple of three names is not a pair either.
-    closed = rf"""(?(comma)(?={_ESCAPES}["']?\]?\s*[)\]]))"""
+              rf"""(?=[bB]?\\?["'\[]))|(?!)))""")
+    # A pair's quoted value is its last item: a tuple of three names is not a pair either. A
+    # list is not checked (its own ``]`` passed anyway): one never closed failed only after
+    # running to the line's end, so ``["password", `` repeated rescanned the rest from each
+    # name (quadratic).
+    closed = rf"""(?(comma)(?(list)|(?={_ESCAPES}["']?\]?\s*[)\]])))"""
 
     def source(pair: str, between: str, end: str = "") -> str:
         return rf"""{start}{pair}({name})({between}{_OPENING}{after}){_value(bare)}{end}"""
@@ -169,11 +176,18 @@ _TOKEN_SCHEME = _Pattern(
 #: ``password: x``, and a request's signature (SigV4's ``Signature=...``, botocore's
 #: ``Signature:\n...``, ``X-Amz-Signature=...``): each replays the request it signs. The name
 #: is a whole word (``max_tokens=5`` is not ``token=``).
+_SECRET_NAME = (r"""(?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
+                r"""(?:api[_-]?key|token|secret|password|signature)""")
 _NAMED, _PAIRED_NAMED = _named(
-    r"""(?i)(?<![A-Za-z0-9_-])""",
-    r"""(?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
-    r"""(?:api[_-]?key|token|secret|password|signature)""",
-    _run(_QUOTES + "&#,;"))
+    r"""(?i)(?<![A-Za-z0-9_-])""", _SECRET_NAME, _run(_QUOTES + "&#,;"))
+#: The same, URL-encoded (a form body's JSON, ``payload=%7B%22token%22%3A%22x%22%7D``; a
+#: redirect's nested ``next=%2Fcb%3Faccess_token%3Dx``): the name also after an encoded
+#: character, ``%3A`` or ``%3D`` its separator, encoded quotes around it, and the value to the
+#: next encoded quote, ``&``, ``#``, comma or semicolon (an encoded space is the value's).
+_ENCODED_NAMED = _Pattern(
+    rf"""(?i)(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-F]{{2}}))({_SECRET_NAME})"""
+    r"""((?:%2[27])?(?:%20|\+)*%3[AD](?:%20|\+)*(?:%2[27])?)"""
+    rf"""((?:[^\s"'&#,;%\\]++|%(?!2[2367C]|3B)|{_UNESCAPING})+)""")
 #: Where a camelCase name's words meet: ``accessToken`` is ``access_Token``, ``APIKey``
 #: ``API_Key``.
 _CAMEL = _Pattern(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -265,6 +279,8 @@ def _redact_text(text: str, marker: str = REDACTED) -> str:
     for pattern in ((_PAIRED_AUTHORIZATION if paired else _AUTHORIZATION), _SCHEME,
                     _TOKEN_SCHEME, (_PAIRED_NAMED if paired else _NAMED)):
         text = pattern.sub(lambda m: _kept(m) + marker, text)
+    if "%3" in text:  # an encoded separator (%3A, %3D): rare, so other lines skip the pattern
+        text = _ENCODED_NAMED.sub(lambda m: _kept(m) + marker, text)
     return _KEY_SHAPES.sub(marker, text)
 
 
