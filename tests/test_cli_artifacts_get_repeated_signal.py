@@ -92,4 +92,6 @@ def test_another_signal_at_once_still_stops_at_once(
     tmp_path: Path, first: signal.Signals, second: signal.Signals,
 ) -> None:
     code, _ = _get_signalled(tmp_path, first, second, 0.001, 30)
-    assert code == -second
+    # Stopped at once by whichever of the two Python handled second: both pending before its
+    # handler ran (a loaded machine), it takes them in signal-number order, not arrival's.
+    assert code in (-first, -second)

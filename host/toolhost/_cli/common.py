@@ -448,12 +448,13 @@ def _after_the_first(first: int, handled: Mapping[int, Any],
     does nothing; a later one, or another signal, calls ``restore`` (every handler as it was)
     and goes to the handler before, so an operator's second one stops at once."""
     import signal
-    import time
 
-    at = time.monotonic()
+    from toolhost._composition import Host
+
+    at = Host.instant()
 
     def repeated(signum: int, frame: Any) -> None:
-        if signum == first and time.monotonic() - at < SAME_REQUEST_S:
+        if signum == first and Host.instant() - at < SAME_REQUEST_S:
             return
         restore()
         signal.raise_signal(signum)  # to the handler before this: it stops at once
