@@ -119,7 +119,8 @@ REFUSALS = {
         {"fx-description-control": "fx_description_control"},
         Step.FIELD_COMPLETENESS,
         ["step 6", "ctl.echo@1.0.0", "distribution fx-description-control",
-         "description has a control character", "To fix: write the description as printable"],
+         "description line 1 has U+001B, which does not print",
+         "To fix: write the description as printable"],
     ),
 }
 
