@@ -546,18 +546,14 @@ class PostgresInvocationStore:
         try:
             psycopg.connect(conninfo).close()
         except psycopg.Error as exc:
-            raise StoreUnavailable(
-                Path(shown), f"cannot reach the database {shown} ({first_line(exc)}): start "
-                "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
+            raise _unreachable(shown, exc) from None
         # Migrated first: the checks of the database (its encoding) come before anything
         # holds a session in it.
         _migrate(conninfo, connect_timeout, shown)
         try:
             self._lease = _Lease(conninfo)
         except (psycopg.Error, _LeaseTaken) as exc:
-            raise StoreUnavailable(
-                Path(shown), f"cannot reach the database {shown} ({first_line(exc)}): start "
-                "it, or point TOOLHOST_DATABASE_URL at one that runs") from None
+            raise _unreachable(shown, exc) from None
         self._shown = shown  # the database as a message names it
         self._absent: dict[int, float] = {}  # lease key -> when first seen not held
         # Every statement commits on its own.
@@ -1036,15 +1032,21 @@ def _migrate(conninfo: str, connect_timeout: int, shown: str,
         # Only a refused privilege is the role's to fix: a session that never opened or was
         # lost (a restart, a failover, pg_terminate_backend) is the server's, and retryable.
         if conn is None or conn.broken:
-            why = "start it, or point TOOLHOST_DATABASE_URL at one that runs"
-            raise StoreUnavailable(Path(shown), f"cannot reach the database {shown} "
-                                   f"({first_line(exc)}): {why}") from None
+            raise _unreachable(shown, exc) from None
         why = ("give TOOLHOST_DATABASE_URL's role the right to create tables there, or use "
                "another database" if isinstance(exc, psycopg.errors.InsufficientPrivilege)
                else "toolhost cannot check or create its tables there: fix what it said, or "
                     "use another database")
         raise StoreUnavailable(Path(shown), f"cannot use the database {shown} "
                                f"({first_line(exc)}): {why}") from None
+
+
+def _unreachable(shown: str, exc: BaseException) -> StoreUnavailable:
+    """The one line for a database that did not answer (``shown``: named without its
+    password): the server's to fix, not the role's."""
+    return StoreUnavailable(Path(shown), f"cannot reach the database {shown} "
+                            f"({first_line(exc)}): start it, or point TOOLHOST_DATABASE_URL "
+                            "at one that runs")
 
 
 def _versions(conn: psycopg.Connection[Any]) -> set[tuple[str, int]]:
