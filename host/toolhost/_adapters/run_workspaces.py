@@ -34,7 +34,8 @@ its generation no longer current, removes it when it lets go). A mounted generat
 unmounted before it is moved away or anything under it is removed; one that cannot be
 unmounted is kept, as a held one is. An operator's directory
 (``--workspace DIR``, ``TOOLHOST_MCP_WORKSPACE``) is the run's workspace whatever happens: a
-pause closes it and never deletes it.
+pause closes it and never deletes it. Nothing claims it, so a call's first use of it asks
+whether the run is still live under its registration: a late call writes nothing there.
 
 A run of one command's own (``toolhost call`` without ``--run``) is live while that command
 holds a shared ``flock`` on the run's directory (``own``): one whose command was killed is
@@ -248,9 +249,9 @@ class RunWorkspaces:
                 self._end_gone(run_id, trash)
             self._register_own(run_id, None)
 
-    def _register_own(self, run_id: str, directory: Path | None) -> None:
+    def _register_own(self, run_id: str, directory: Path | None) -> str:
         """``own``'s registration, under the lock: the run's ``run.json`` (in ``directory``
-        when given) and this process's hold on it.
+        when given) and this process's hold on it; the registration's id.
 
         :raises WorkspaceUnavailable: it cannot be registered (no file handles or space left).
         """
@@ -265,9 +266,10 @@ class RunWorkspaces:
                 os.close(fd)
                 fd = -1
             # Flagged only once held: under the registry's lock nobody can find it unheld.
+            registration = new_id()
             _write_text(run_dir / _RUN_FILE, json.dumps(
                 {"directory": None if directory is None else str(directory),
-                 "registration": new_id(),
+                 "registration": registration,
                  **({"command": True} if fd >= 0 else {})}))
         except OSError as exc:  # no file handles, no space: nothing registered
             if fd >= 0:
@@ -277,6 +279,7 @@ class RunWorkspaces:
             raise WorkspaceUnavailable(f"the run cannot be registered ({name})") from None
         if fd >= 0:
             self._owned[run_id] = fd
+        return registration
 
     def for_approval(self, run_id: str, recorded: Mapping[str, Any] | None = None,
                      check: Callable[[Path], str | None] | None = None) -> RunWorkspace:
@@ -294,6 +297,7 @@ class RunWorkspaces:
         """
         kept = kept_directory(recorded)
         directory = None if kept is None else kept.path
+        registration = None
         with self._locked() as trash:
             registered = _read_run(self.run_dir(run_id))
             if registered is not None and self._command_gone(run_id, registered):
@@ -303,7 +307,7 @@ class RunWorkspaces:
                 refused = directory_refusal(kept)
                 if refused is not None:
                     raise WorkspaceUnavailable(refused)
-                self._register_own(run_id, kept.path)
+                registration = self._register_own(run_id, kept.path)
         if registered is not None:
             return RunWorkspace(self, run_id, directory=registered.directory,
                                 registration=registered.registration)
@@ -315,7 +319,8 @@ class RunWorkspaces:
         if refused is not None:
             self.end(run_id)
             raise WorkspaceUnavailable(refused)
-        return RunWorkspace(self, run_id, directory=directory, ends_on_close=True)
+        return RunWorkspace(self, run_id, directory=directory, ends_on_close=True,
+                            registration=registration)
 
     def approval_refusal(self, run_id: str, recorded: Mapping[str, Any] | None,
                          check: Callable[[Path], str | None]) -> str | None:
@@ -358,6 +363,11 @@ class RunWorkspaces:
                               self._command_gone(run_id, registered))
                     for run_id, registered in self._registered()]
 
+    def live_under(self, run_id: str, registration: str | None) -> bool:
+        """Whether ``run_id`` is live here under ``registration`` (``claim``'s rule), read
+        without the registry's lock (``run.json`` is replaced whole), as ``registered`` reads."""
+        return _live_under(_read_run(self.run_dir(run_id)), registration)
+
     def registered(self, run_id: str) -> bool:
         """Whether ``run_id`` is registered on this host now, read without the registry's lock
         (``run.json`` is replaced whole), as ``operator_directories`` reads."""
@@ -382,11 +392,19 @@ class RunWorkspaces:
                 runs.append((entry, registered))
         return runs
 
-    def end(self, run_id: str) -> bool:
+    def end(self, run_id: str, registration: str | None = None) -> bool:
         """The run is over here: it is no longer live, and its generations are removed (a
         held one once its holder lets go; one a killed process held, now). False when the
-        run was neither live nor had anything left here."""
+        run was neither live nor had anything left here. With ``registration`` (a workspace
+        ending the run it started in), a run registered afresh since is another run: left
+        live, only this process's hold on the ended one is let go."""
         with self._locked() as trash:
+            registered = _read_run(self.run_dir(run_id))
+            if registered is not None and not _live_under(registered, registration):
+                held = self._owned.pop(run_id, None)
+                if held is not None:
+                    os.close(held)
+                return False
             return self._end(run_id, trash)
 
     # ------------------------------------------------------------------ generations
@@ -890,13 +908,12 @@ class RunWorkspace:
         with self._lock:
             if self._ended:
                 raise RunEnded(_RUN_ENDED)
-            handle = self._handle
-            if handle is not None and (not self._stale or self._directory is not None
-                                       or self._detached):
-                return handle
             if self._directory is not None:
-                handle = self._handle = WorkspaceHandle(self._directory)
-            elif self._detached:
+                return self._directory_handle(self._directory)
+            handle = self._handle
+            if handle is not None and (not self._stale or self._detached):
+                return handle
+            if self._detached:
                 path, self._hold = self._registry.make_detached(self.run_id)
                 handle = self._handle = WorkspaceHandle(path, owned=True)
             else:
@@ -908,6 +925,21 @@ class RunWorkspace:
                     handle = self._open_generation(generation, hold)
             self._stale = False
             return handle
+
+    def _directory_handle(self, directory: Path) -> WorkspaceHandle:
+        """The operator's directory, once a call's first use finds the run still live under
+        the registration this workspace started in, as ``claim`` finds a generation: a call
+        reaching for it after the run's end elsewhere (``toolhost runs end``) writes nothing
+        in the operator's files (D529); one already using it goes on, as in a generation."""
+        handle = self._handle
+        if handle is not None and not self._stale:
+            return handle
+        if not self._registry.live_under(self.run_id, self._registration):
+            raise RunEnded(_RUN_ENDED)
+        if handle is None:
+            handle = self._handle = WorkspaceHandle(directory)
+        self._stale = False
+        return handle
 
     def _open_generation(self, generation: str, hold: int | None) -> WorkspaceHandle:
         path = self._registry.generation_path(self.run_id, generation)
@@ -947,7 +979,7 @@ class RunWorkspace:
                     os.close(hold)
             self._stale = True
             if self._ends_on_close:
-                self._registry.end(self.run_id)
+                self._registry.end(self.run_id, self._registration)
 
     def recorded_directory(self) -> Mapping[str, Any] | None:
         """What a call pausing in this workspace records of it on its row: the operator's
@@ -995,7 +1027,7 @@ class RunWorkspace:
             self._ended = True
             self.close()
             if not self._detached:
-                self._registry.end(self.run_id)
+                self._registry.end(self.run_id, self._registration)
 
     # ------------------------------------------------------------------ the Workspace port
 
