@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import re
-import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +38,7 @@ from toolhost._model.spec import (
 )
 from toolhost._registration.discovery import Contribution
 from toolhost._registration.schema import (
+    PRINTABLE_REMEDY,
     IntegerPosition,
     SchemaProblem,
     Validator,
@@ -47,6 +47,7 @@ from toolhost._registration.schema import (
     integer_positions,
     is_json,
     not_json_at,
+    not_printable,
     schema_problems,
     subschema_at,
 )
@@ -321,7 +322,8 @@ def _schema_problems(e: _Entry, which: str, schema: Any) -> list[RegistrationPro
         return [problem("a schema must be a JSON object")]
     if schema.get("type") != "object":
         return [problem('the top level must be {"type": "object"}')]
-    found = [problem(str(p)) for p in schema_problems(schema)]
+    found = [e.problem(Step.SCHEMA_VALIDITY, f"{which}: {p}", p.remedy or _SCHEMA_REMEDY)
+             for p in schema_problems(schema)]
     if not found and not is_json(schema):
         # fastjsonschema writes a NaN bound as the name ``nan``: every call would raise (D401).
         # Pointed at, with a remedy of its own: closing objects has nothing to do with it.
@@ -380,25 +382,6 @@ _ENUM_FIELDS: tuple[tuple[str, type[enum.Enum]], ...] = (
 _FIELDS = tuple(f.name for f in attrs.fields(ToolSpec))
 
 
-#: What a description may not hold (D531): controls (LF aside: it separates paragraphs), format
-#: characters (direction marks, zero-width ones), line and paragraph separators, surrogates and
-#: private use. Not all ``isprintable`` refuses: a no-break space (Zs) is text, and so is a
-#: character newer than this Python's Unicode (Cn: a later version's emoji), or the answer
-#: would depend on the Python version.
-_NOT_TEXT = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
-
-
-def _not_text(description: str) -> tuple[int, str] | None:
-    """The line number (from 1) and the first character of ``description`` in ``_NOT_TEXT``,
-    if any."""
-    for number, line in enumerate(description.split("\n"), 1):
-        if not line.isprintable():  # stricter, in C: nearly every line stops here
-            for character in line:
-                if unicodedata.category(character) in _NOT_TEXT:
-                    return number, character
-    return None
-
-
 def _field_problems(spec: ToolSpec) -> Iterator[tuple[str, str]]:
     missing = [name for name in _FIELDS if getattr(spec, name) is MISSING]
     for name in missing:
@@ -419,17 +402,11 @@ def _field_problems(spec: ToolSpec) -> Iterator[tuple[str, str]]:
     ):
         yield "description is empty", "describe what the tool does for the model"
     elif isinstance(spec.description, str) and (
-            found := _not_text(spec.description)) is not None:
+            why := not_printable(spec.description)) is not None:
         # Every tools/list carries it to the model, and `toolhost tools` to a terminal: an
         # escape, a carriage return or a direction mark there is a redrawn screen or a second
         # voice, as in a reason's message. Named, since most of them show as nothing.
-        line, character = found
-        name = unicodedata.name(character, "")  # a control has none
-        shown = f"U+{ord(character):04X}" + (f" ({name})" if name else "")
-        yield (f"description line {line} has {shown}, which does not print: a control "
-               "character (a carriage return, tab or escape), a direction mark, a zero-width "
-               "or other format character, or a line separator",
-               "write the description as printable text, its paragraphs separated by newlines")
+        yield f"description {why}", PRINTABLE_REMEDY.format("the description", "its")
     if spec.kind is Kind.CONTROL and (
         (isinstance(spec.side_effect, SideEffect) and spec.side_effect is not SideEffect.NONE)
         or (isinstance(spec.target_kind, TargetKind)

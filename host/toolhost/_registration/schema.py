@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from types import CodeType
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ITEMS",
     "MAX_SCHEMA_DEPTH",
+    "PRINTABLE_REMEDY",
     "SUPPORTED_DIALECTS",
     "IntegerPosition",
     "SchemaProblem",
@@ -37,6 +39,7 @@ __all__ = [
     "integer_positions",
     "is_json",
     "not_json_at",
+    "not_printable",
     "schema_problems",
     "subschema_at",
 ]
@@ -64,6 +67,12 @@ _DIALECT_SENSITIVE = frozenset(
         "unevaluatedItems",
         "dependentRequired",
         "$vocabulary",
+        # Not in draft-07, so fastjsonschema ignores them: a count no call is held to (D537).
+        "minContains",
+        "maxContains",
+        # An annotation under 2020-12 too, but it reads as a constraint on the decoded content,
+        # and its subschema is one step 5 never walks (D537).
+        "contentSchema",
     }
 )
 
@@ -119,6 +128,9 @@ _SKIPPED_BESIDE_REF = frozenset({
     "patternProperties", "properties", "propertyNames", "required", "type", "uniqueItems",
 })
 
+#: A schema's prose, held to a tool description's rule.
+_ANNOTATIONS = ("title", "description")
+
 #: Subschemas nested deeper than this are refused before fastjsonschema generates code: its
 #: generator recurses once a level, and the code it generates nests an indented block or more
 #: a level, which Python refuses to compile past a few dozen (D353). A ``$ref`` to a ``$defs``
@@ -132,12 +144,66 @@ _LIST = ("allOf", "anyOf", "oneOf")
 
 
 class SchemaProblem(ToolhostError, ValueError):
-    """Why a schema cannot be registered. ``pointer`` is a JSON pointer into the schema."""
+    """Why a schema cannot be registered. ``pointer`` is a JSON pointer into the schema;
+    ``remedy``, what to change, where closing the schema is not it."""
 
-    def __init__(self, pointer: str, problem: str) -> None:
+    def __init__(self, pointer: str, problem: str, remedy: str | None = None) -> None:
         super().__init__(f"{pointer or '/'}: {problem}")
         self.pointer = pointer
         self.problem = problem
+        self.remedy = remedy
+
+
+#: What a description or a title may not hold (D531, D535): controls (LF aside: it separates
+#: paragraphs), format characters (direction marks, zero-width ones, tags), line and paragraph
+#: separators, surrogates and private use. Not all ``isprintable`` refuses: a no-break space
+#: (Zs) is text, and so is a character newer than this Python's Unicode (Cn: a later version's
+#: emoji), or the answer would depend on the Python version.
+_NOT_TEXT = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
+
+#: The two format characters scripts and emoji need: U+200C ZERO WIDTH NON-JOINER (inside a
+#: Persian word) and U+200D ZERO WIDTH JOINER (woman, ZWJ, laptop: one technologist emoji; an
+#: Indic conjunct). Each only changes how its two neighbours are drawn and has no letter of its
+#: own, so one between two characters that show hides no text (D537).
+_JOINERS = frozenset("\u200c\u200d")
+
+#: The printable-text rule's remedy, for what it is applied to.
+PRINTABLE_REMEDY = "write {} as printable text, {} paragraphs separated by newlines"
+
+
+def _shows(character: str) -> bool:
+    """Whether a joiner's neighbour shows: a letter, a mark (a virama; the variation selector
+    of heart, ZWJ, fire), a symbol (an emoji, a skin tone), or a character newer than this
+    Python's Unicode (as above: a sequence's fate must not depend on the Python version)."""
+    category = unicodedata.category(character)
+    return category[0] in "LMS" or category == "Cn"
+
+
+def _joins(line: str, index: int) -> bool:
+    """Whether ``line[index]`` is a joiner between two characters that show: not at the line's
+    start or end, not beside a space, punctuation or another joiner."""
+    return (line[index] in _JOINERS and 0 < index < len(line) - 1
+            and _shows(line[index - 1]) and _shows(line[index + 1]))
+
+
+def not_printable(text: str) -> str | None:
+    """Why ``text`` (a tool's description, a schema's description or title: prose the model
+    reads) is not printable text, as "line N has U+XXXX (NAME), ...", naming the first
+    character that is not (most of them show as nothing); None if it is."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.isprintable():  # stricter, in C: nearly every line stops here
+            continue
+        for index, character in enumerate(line):
+            if unicodedata.category(character) in _NOT_TEXT and not _joins(line, index):
+                name = unicodedata.name(character, "")  # a control has none
+                shown = f"U+{ord(character):04X}" + (f" ({name})" if name else "")
+                if character in _JOINERS:
+                    return (f"line {number} has {shown} where it joins nothing: a joiner "
+                            "stands only between two letters, marks or symbols")
+                return (f"line {number} has {shown}, which does not print: a control "
+                        "character (a carriage return, tab or escape), a direction mark, a "
+                        "zero-width or other format character, or a line separator")
+    return None
 
 
 def _subschemas(schema: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str, str]]:
@@ -423,6 +489,13 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
                             f"names, or write allOf: [{{$ref}}, {{a type and {them}}}]")
     if _is_object_level(schema) and schema.get("additionalProperties") is not False:
         yield SchemaProblem(pointer, "object schema must set additionalProperties: false")
+    for key in _ANNOTATIONS:
+        # tools/list carries them to the model as it does the tool's description (D537). Text
+        # with no UTF-8 form is the not-JSON refusal's, whose remedy says so.
+        text = schema.get(key)
+        if isinstance(text, str) and has_utf8(text) and (why := not_printable(text)) is not None:
+            yield SchemaProblem(pointer, f"{key} {why}", PRINTABLE_REMEDY.format(
+                "the schema's descriptions and titles", "their"))
     for sub, sub_pointer, key in _subschemas(schema, pointer):
         # A boolean additionalProperties is the object level's closing (refused above when
         # not false); where a subschema only narrows, `true` adds no condition and `false`
