@@ -206,3 +206,83 @@ def test_credentials_inside_strings_are_redacted(text: str, expected: str) -> No
 ])
 def test_ordinary_text_is_untouched(text: str) -> None:
     assert redact_secrets(None, "info", {"note": text}) == {"note": text}
+
+
+# URL-encoded twice: a URL put in another URL's query (a login's `next=`, a redirect's target).
+@pytest.mark.parametrize(("text", "expected"), [
+    ("payload=%257B%2522token%2522%253A%2522S3CRET%2522%257D",
+     f"payload=%257B%2522token%2522%253A%2522{REDACTED}%2522%257D"),
+    ("body=api_key%253DS3CRET&user=bob", f"body=api_key%253D{REDACTED}&user=bob"),
+    ("GET /login?next=%252Fcb%253Faccess_token%253DS3CRET%2526page%253D2&x=1",
+     f"GET /login?next=%252Fcb%253Faccess_token%253D{REDACTED}%2526page%253D2&x=1"),
+    ("%257b%2527clientSecret%2527%253a%2520%2527S3%2520CRET%2527%257d",
+     f"%257b%2527clientSecret%2527%253a%2520%2527{REDACTED}%2527%257d"),
+    # The once-encoded layer around it ends the value as well.
+    ("next=%2Fcb%3Fr%3D%252Fx%253Ftoken%253DS3CRET%26y%3D2",
+     f"next=%2Fcb%3Fr%3D%252Fx%253Ftoken%253D{REDACTED}%26y%3D2"),
+    # Once encoded, a %25 is a literal percent sign of the value: it does not end it.
+    ("token%3DS3%2522CRET&x=1", f"token%3D{REDACTED}&x=1"),
+])
+def test_twice_url_encoded_credentials_are_redacted(text: str, expected: str) -> None:
+    assert redact_secrets(None, "info", {"note": text}) == {"note": expected}
+
+
+def test_twice_url_encoded_text_without_a_credential_is_untouched() -> None:
+    for text in ("q=%257B%2522max_tokens%2522%253A5%252C%2522tokens%2522%253A3%257D",
+                 "next=%252Fsearch%253Fq%253Dtoken%2526page%253D2"):
+        assert redact_secrets(None, "info", {"note": text}) == {"note": text}
+
+
+#: Command lines and (name, value) lists as a program logs them (argv, ``shlex.split``), each
+#: with the items it must show: the value after a secret's flag or name goes, the rest stays.
+ARGV = [
+    (["--password", "S3CRET"], ["--password", REDACTED]),
+    (["token", "S3CRET"], ["token", REDACTED]),
+    (["--password", "S3CRET", "--verbose"], ["--password", REDACTED, "--verbose"]),
+    (["mysql", "-h", "db", "--password", "hunter", "-v"],
+     ["mysql", "-h", "db", "--password", REDACTED, "-v"]),
+    (["curl", "-u", "user:S3CRET", "https://api.example.invalid"],
+     ["curl", "-u", REDACTED, "https://api.example.invalid"]),
+    (["tool", "--api-key", "k-42", "--client-secret", "c s"],
+     ["tool", "--api-key", REDACTED, "--client-secret", REDACTED]),
+]
+
+
+@pytest.mark.parametrize(("argv", "shown"), ARGV)
+def test_the_value_after_a_secrets_flag_or_name_is_hidden(
+        argv: list[str], shown: list[str]) -> None:
+    # Regression: since D528 a list on its own was taken for field names, so
+    # ['--password', 'S3CRET'] was logged whole, as a list and in its repr and JSON text.
+    assert redact_secrets(None, "info", {"argv": argv, "tuple": tuple(argv)}) == {
+        "argv": shown, "tuple": tuple(shown)}
+    for text, expected in ((repr(argv), repr(shown)), (json.dumps(argv), json.dumps(shown)),
+                           (json.dumps({"a": json.dumps(argv)}),
+                            json.dumps({"a": json.dumps(shown)})),
+                           (repr([a.encode() for a in argv]),
+                            repr([a.encode() for a in shown]))):
+        assert redact_secrets(None, "info", {"note": f"ran {text}"}) == {
+            "note": f"ran {expected}"}
+
+
+@pytest.mark.parametrize("names", [
+    ["password", "token"], ("api_key", "secret"), ["password", "username"],
+    ["api_key", "model"], ("password", "username", "email"), ["--password", "--token"],
+    ["sort", "-u", "notes.txt"], ["mysql", "-u", "root"], ["--password"],
+])
+def test_a_list_or_tuple_of_names_is_kept(names: list[str] | tuple[str, ...]) -> None:
+    # ("api_key", "secret") was taken for a pair since D520 and its second name hidden; a
+    # two-item tuple naming a secret first and no secret second is still a pair (a header).
+    assert redact_secrets(None, "info", {"names": names}) == {"names": names}
+    for text in (repr(names), json.dumps(names)):
+        assert redact_secrets(None, "info", {"note": f"fields {text}"}) == {
+            "note": f"fields {text}"}
+
+
+def test_a_command_line_reaches_the_log_without_its_secret(stream: io.StringIO) -> None:
+    argv = ["deploy", "--token", "S3CRET", "--region", "eu"]
+    get_logger().info("plugin.spawned", argv=argv, note=f"running {argv!r}")
+    line = stream.getvalue()
+    assert "S3CRET" not in line
+    event = json.loads(line)
+    assert event["argv"] == ["deploy", "--token", REDACTED, "--region", "eu"]
+    assert event["note"] == f"running ['deploy', '--token', '{REDACTED}', '--region', 'eu']"

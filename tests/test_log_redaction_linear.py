@@ -50,6 +50,21 @@ HOSTILE = {
         "('password', " + "\\" * depth + '"' for depth in range(1, 2900)),
     "URL-encoded names and separators": "%22password%22%3A%22" * (N // 20),
     "a URL-encoded value of percent signs": "token%3D" + "%2" * (N // 2),
+    # Encoded twice (a URL in another's query): names, separators and values of percent signs.
+    "twice URL-encoded names and separators": "%2522password%2522%253A%2522" * (N // 28),
+    "a twice URL-encoded value of percent signs": "token%253D" + "%252" * (N // 4),
+    "twice-encoded spaces never separated": "%2522token" + "%2520" * (N // 5),
+    "names after twice-encoded characters": "%2541a_" * (N // 7),
+    # Lists on their own and argv: a name's second item never closed, one a word to its end,
+    # flags whose value never comes, curl's user never holding its colon.
+    "a list alone never closed": '["token", "' * (N // 11),
+    "a list alone, a word to the end": "['token', '" + "aB" * (N // 2),
+    "a pair's value a name to the end": "('token', 'a_" + "a_" * (N // 2),
+    "flags never followed by a value": "['--password', " * (N // 15),
+    "flags opening a value": "['--api-key', '" * (N // 15),
+    "curl's user never holding a colon": "['-u', '" + "a" * N,
+    "curl's users, no colon": "['-u', 'a', " * (N // 12),
+    "dashes after a quote": "'" + "-" * N,
 }
 
 

@@ -1,22 +1,24 @@
 """Structured logging: one event per pipeline step, bound to the invocation and run ids.
 
 Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when stderr is not a
-TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any key
-ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization``, ``cookie`` or
-``signature`` key, the value of a ``(name, value)`` pair so named (a tuple, a list's list, not a
-list of names), any ``Secret`` value, however deeply nested, and credentials inside strings and
-bytes: after an auth scheme (``Bearer``, ``Basic``, ``Token``; separated by a space, a colon,
-``%20`` or ``+``), as the whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie``
-header (any scheme, also in a dict's repr), as the value of a secret-named header or parameter
-(``x-api-key: ...``, ``?access_token=...``, ``OPENAI_API_KEY=...``, ``password: ...``,
-``Signature=...``; URL-encoded too: ``api_key%3D...``, ``%22password%22%3A%22...``), a quoted
-value to its closing quote, a bytes repr's too (``b'...'``), a JSON text's nested in a JSON
-string too (its quotes escaped, at any depth), a header as a pair's repr (httpcore's
-``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie': [...]}``), and bare, by a
-provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``, ``ASIA...``). A name is a
-secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike (``accessToken``,
-``clientSecret``). The same redaction, with its own marker, is what a span's arguments get
-(``redact_value``).
+TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
+key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization``, ``cookie`` or
+``signature`` key, the value of a ``(name, value)`` pair so named (a tuple, a list's list, a
+list whose second item is no word; not a list of names), the item after a secret's flag in a
+command line (``['mysql', '--password', '...']``, curl's ``-u user:...``), any ``Secret``
+value, however deeply nested, and credentials inside strings and bytes: after an auth scheme
+(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as the
+whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header (any scheme, also in a
+dict's repr), as the value of a secret-named header or parameter (``x-api-key: ...``,
+``?access_token=...``, ``OPENAI_API_KEY=...``, ``password: ...``, ``Signature=...``;
+URL-encoded too, once or twice: ``api_key%3D...``, ``%22password%22%3A%22...``,
+``token%253D...``), a quoted value to its closing quote, a bytes repr's too (``b'...'``), a
+JSON text's nested in a JSON string too (its quotes escaped, at any depth), a header as a
+pair's repr (httpcore's ``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie':
+[...]}``), and bare, by a provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``,
+``ASIA...``). A name is a secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike
+(``accessToken``, ``clientSecret``). The same redaction, with its own marker, is what a span's
+arguments get (``redact_value``).
 
 Logging never decides a call's outcome: a line that cannot be rendered or written (stderr's
 reader gone, a value the renderer rejects) is dropped and counted (``lost_lines``), and the
@@ -29,7 +31,7 @@ import json as jsonlib
 import re
 import sys
 import threading
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Collection, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolhost._model.secrets import Secret
@@ -56,10 +58,16 @@ class _Pattern:
         self._source = source
         self._compiled: re.Pattern[str] | None = None
 
-    def sub(self, replacement: Any, text: str) -> str:
+    def _pattern(self) -> re.Pattern[str]:
         if self._compiled is None:
             self._compiled = re.compile(self._source)
-        return self._compiled.sub(replacement, text)
+        return self._compiled
+
+    def sub(self, replacement: Any, text: str) -> str:
+        return self._pattern().sub(replacement, text)
+
+    def fullmatch(self, text: str) -> bool:
+        return self._pattern().fullmatch(text) is not None
 
 
 #: Backslashes before a quote: its escape, in a JSON text nested in a JSON string
@@ -87,13 +95,15 @@ _SCHEME = _Pattern(r"(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)("
                    + _run(r"""\s"'&,;""") + ")")
 #: A name that is the first of a quoted (name, value) pair: a tuple's (httpcore prints headers
 #: as ``[(b'set-cookie', b'...')]``) or a list's that is a list's item (a header list in JSON:
-#: ``[["Set-Cookie", "..."]]``), once escaped too. A list on its own is one of names
-#: (``['password', 'username']``). Matched empty, before the name, so that the separator
-#: takes the comma after it only there: a comma after a secret name elsewhere is prose. The
-#: quote is looked at first (most words have none before them), then the character before it.
-_PAIR = (r"""(?:(?<=['"])(?<=[(\[bB\\].)(?P<pair>""" + "|".join(
+#: ``[["Set-Cookie", "..."]]``), once escaped too, or a bytes one's (the wire's); or the first
+#: of a list on its own (``alone``), a pair only when its second item is no word (``_named``):
+#: ``['token', 'S3x']`` is a pair, ``['password', 'username']`` names two fields. Matched
+#: empty, before the name, so that the separator takes the comma after it only there: a comma
+#: after a secret name elsewhere is prose. The quote is looked at first (most words have none
+#: before them), then the character before it.
+_PAIR = (r"""(?:(?<=['"])(?<=[(\[bB\\].)(?:(?P<pair>""" + "|".join(
     rf"(?<={opens}{prefix}.)" for opens in (r"\(", r"[\[,]\[", r", \[")
-    for prefix in ("", "[bB]", r"\\")) + ")|)")
+    for prefix in ("", "[bB]", r"\\")) + r"|(?<=\[[bB].))|(?P<alone>(?<=\[.)|(?<=\[\\.)))|)")
 #: What comes after the separator: a list of quoted values (``{'Cookie': ['sid=...']}``), or
 #: a value's opening quote, a bytes repr's too (``b'...'``: botocore, urllib3 and requests
 #: print headers so), remembered so that the value runs to its closing quote; its escape too.
@@ -122,6 +132,14 @@ def _value(bare: str) -> str:
     return rf"""((?>(?(list){_LIST}|(?(single){_SINGLE}|(?(double){_DOUBLE}|{bare})))))"""
 
 
+#: A secret's name in text, a whole word (``max_tokens=5`` is not ``token=``): ``_NAMED``'s.
+_SECRET_NAME = (r"""(?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
+                r"""(?:api[_-]?key|token|secret|password|signature)""")
+#: A field's name as a list of names holds it: lower-case letters in ``snake_case``,
+#: ``kebab-case`` or ``camelCase``. A value has a digit, a capital first, a sign or a space.
+_WORD = r"""(?-i:[a-z]+(?:(?:[_-][a-z]|[A-Z])[a-z]*)*)"""
+
+
 def _named(start: str, name: str, bare: str, after: str = "") -> tuple[_Pattern, _Pattern]:
     """The pattern of a credential after ``name`` and ``:`` or ``=`` (a dict's repr, a header,
     a parameter), and the same also after a pair's comma (``_PAIR``): that one is used only
@@ -130,9 +148,11 @@ def _named(start: str, name: str, bare: str, after: str = "") -> tuple[_Pattern,
     separator = rf"""(?:{_ESCAPES}["'])?\s*[:=]\s*"""
     # A pair's value is quoted as its name is (``_PAIR``: one escaping level at most). Deeper
     # ones would let each pair's value run past every later, more escaped one (``_quoted``),
-    # and the unclosed ones rescan the line's rest: L**1.5.
-    paired = (rf"""(?:{separator}|(?(pair)(?P<comma>{_ESCAPES}["'],\s*"""
-              rf"""(?=[bB]?\\?["'\[]))|(?!)))""")
+    # and the unclosed ones rescan the line's rest: L**1.5. A second item that is a secret's
+    # name makes two names (``('api_key', 'secret')``), and so does a word in a list alone.
+    named = rf"""[bB]?\\?["'](?:{_SECRET_NAME}|(?(alone){_WORD}|(?!)))\\?["']"""
+    paired = (rf"""(?:{separator}|(?(pair)|(?(alone)|(?!)))(?P<comma>{_ESCAPES}["'],\s*"""
+              rf"""(?=[bB]?\\?["'\[]))(?!{named})(?(alone)(?![bB]?\\?\[)|))""")
     # A pair's quoted value is its last item: a tuple of three names is not a pair either. A
     # list is not checked (its own ``]`` passed anyway): one never closed failed only after
     # running to the line's end, so ``["password", `` repeated rescanned the rest from each
@@ -174,20 +194,33 @@ _TOKEN_SCHEME = _Pattern(
 #: The value of a secret-named header, parameter or setting in a string: ``x-api-key: x``,
 #: ``?access_token=x``, ``&client_secret=x``, ``OPENAI_API_KEY=x``, ``"api_key": "x"``,
 #: ``password: x``, and a request's signature (SigV4's ``Signature=...``, botocore's
-#: ``Signature:\n...``, ``X-Amz-Signature=...``): each replays the request it signs. The name
-#: is a whole word (``max_tokens=5`` is not ``token=``).
-_SECRET_NAME = (r"""(?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
-                r"""(?:api[_-]?key|token|secret|password|signature)""")
+#: ``Signature:\n...``, ``X-Amz-Signature=...``): each replays the request it signs.
 _NAMED, _PAIRED_NAMED = _named(
     r"""(?i)(?<![A-Za-z0-9_-])""", _SECRET_NAME, _run(_QUOTES + "&#,;"))
+#: A command line's flag naming a secret, an item of an argv list or tuple of any length
+#: (``['mysql', '--password', 'x', '-v']``), and curl's ``-u``/``--user``/``--proxy-user``
+#: followed by a ``user:password``: the next item, quoted as it is, is the secret, unless it
+#: is a flag or a secret's name itself. Run only on lines with a quote before a dash.
+_FLAG = _Pattern(
+    r"""(?i)(?=-)(?<=['"])(?:(?<=[\[(,\s].)|(?<=[\[(,\s][bB\\].))"""
+    rf"""({_SECRET_NAME}|(?P<user>-u|--(?:proxy-)?user))"""
+    rf"""({_ESCAPES}["'],\s*(?![bB]?\\?["'](?:-|{_SECRET_NAME}\\?["']))"""
+    r"""(?(user)(?=[bB]?\\?["'][^"'\\\n:]*:)|(?=[bB]?\\?["']))"""
+    rf"""{_OPENING}){_value("(?!)")}""")
 #: The same, URL-encoded (a form body's JSON, ``payload=%7B%22token%22%3A%22x%22%7D``; a
 #: redirect's nested ``next=%2Fcb%3Faccess_token%3Dx``): the name also after an encoded
 #: character, ``%3A`` or ``%3D`` its separator, encoded quotes around it, and the value to the
 #: next encoded quote, ``&``, ``#``, comma or semicolon (an encoded space is the value's).
+#: Encoded twice too (a URL in another's query: ``%253D``, ``%2522``): a value whose separator
+#: was (``twice``) also ends at a twice-encoded quote or separator, which in a once-encoded
+#: value is a literal ``%`` and its own.
+_ENCODED = r"%(?:25)?"
 _ENCODED_NAMED = _Pattern(
-    rf"""(?i)(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-F]{{2}}))({_SECRET_NAME})"""
-    r"""((?:%2[27])?(?:%20|\+)*%3[AD](?:%20|\+)*(?:%2[27])?)"""
-    rf"""((?:[^\s"'&#,;%\\]++|%(?!2[2367C]|3B)|{_UNESCAPING})+)""")
+    rf"""(?i)(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-F]{{2}})|(?<=%25[0-9A-F]{{2}}))({_SECRET_NAME})"""
+    rf"""((?:{_ENCODED}2[27])?(?:{_ENCODED}20|\+)*%(?P<twice>25)?3[AD]"""
+    rf"""(?:{_ENCODED}20|\+)*(?:{_ENCODED}2[27])?)"""
+    rf"""((?:[^\s"'&#,;%\\]++|%(?(twice)(?!(?:25)?(?:2[2367C]|3B))|(?!2[2367C]|3B))"""
+    rf"""|{_UNESCAPING})+)""")
 #: Where a camelCase name's words meet: ``accessToken`` is ``access_Token``, ``APIKey``
 #: ``API_Key``.
 _CAMEL = _Pattern(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -218,12 +251,25 @@ def _names_a_signature(key: str) -> bool:
     return end.lower().rsplit("_", 1)[-1] == "signature"
 
 
+def _as_text(value: object) -> str | None:
+    """``value`` as text if it is text or bytes (read as their repr shows them), else None."""
+    return value.decode("latin-1") if isinstance(value, bytes) else (
+        value if isinstance(value, str) else None)
+
+
 def _names_secret(name: object) -> bool:
     """Whether ``name``, a mapping's key or a pair's first item, text or bytes, names a
     secret."""
-    if isinstance(name, bytes):
-        name = name.decode("latin-1")
-    return isinstance(name, str) and _is_secret_key(name)
+    text = _as_text(name)
+    return text is not None and _is_secret_key(text)
+
+
+#: ``_WORD`` and ``_SECRET_NAME``, for a list's item: what the text rules read as a name.
+_A_WORD, _A_SECRET_NAME = _Pattern(_WORD), _Pattern("(?i)" + _SECRET_NAME)
+#: The types of item no flag is (``_secret_items``).
+_NO_FLAG = frozenset({int, float, bool, type(None), dict, list, tuple})
+#: curl's flags of a ``user:password`` (``-U`` is ``--proxy-user``), as ``_FLAG`` reads them.
+_USER_FLAGS = frozenset({"-u", "--user", "--proxy-user"})
 
 
 def redact_value(value: Any, marker: str = REDACTED) -> Any:
@@ -232,13 +278,47 @@ def redact_value(value: Any, marker: str = REDACTED) -> Any:
     return _redacted(value, marker, False)
 
 
+def _secret_items(value: list[Any] | tuple[Any, ...], item: bool) -> Collection[int]:
+    """The positions of ``value``'s items that are secrets: a pair's second (``_is_pair``), or
+    in a command line (argv, of any length) the item after a flag naming a secret
+    (``--password``) or after curl's ``-u`` when it holds a ``user:password`` (``_FLAG``)."""
+    if len(value) == 2 and _is_pair(value, item):
+        return (1,)
+    # Every list logged is asked: one of numbers or containers only is passed over at C speed,
+    # and in others the dash is looked for inline (a call an item was +40% of their cost).
+    if _NO_FLAG.issuperset(map(type, value)):
+        return ()
+    flags = [position for position, flag in enumerate(value[:-1], 1)
+             if (flag[:1] == "-" if isinstance(flag, str)
+                 else isinstance(flag, bytes) and flag[:1] == b"-")]
+    return frozenset(position for position in flags  # a set: each item asks it
+                     if _flags_a_secret(value[position - 1], value[position])) if flags else ()
+
+
 def _is_pair(value: list[Any] | tuple[Any, ...], item: bool) -> bool:
     """Whether ``value``, a list's or a tuple's ``item`` or not, is a (name, value) pair whose
-    name is a secret's: a tuple (httpx's and httpcore's headers, a mapping's items), a list
-    that is an item (a header list in JSON, ``[["Cookie", "sid=..."]]``) or a bytes name (the
-    wire's). A list on its own is one of names: ``fields=["password", "username"]``."""
-    return (len(value) == 2 and _names_secret(value[0])
-            and (item or isinstance(value, tuple) or isinstance(value[0], bytes)))
+    name is a secret's and whose value is not: a tuple (httpx's and httpcore's headers, a
+    mapping's items), a list that is an item (a header list in JSON, ``[["Cookie", "..."]]``)
+    or a bytes name (the wire's); a list on its own when its second item is text and no word
+    (``_WORD``): ``["token", "S3x"]`` is a pair, ``fields=["password", "username"]`` names."""
+    name, second = value
+    text = _as_text(second)
+    if not _names_secret(name) or (text is not None and _A_SECRET_NAME.fullmatch(text)):
+        return False  # ("api_key", "secret"): two names
+    return (item or isinstance(value, tuple) or isinstance(name, bytes)
+            or (text is not None and not _A_WORD.fullmatch(text)))
+
+
+def _flags_a_secret(flag: object, following: object) -> bool:
+    """Whether ``flag``, an argv item starting with a dash, names a secret whose value is
+    ``following``."""
+    flag, following = _as_text(flag) or "", _as_text(following)
+    if following is None or following.startswith("-"):
+        return False
+    # The flag first: most (``-m``, ``--log-level``) name no secret, and the value is not read.
+    if flag.lower() in _USER_FLAGS:
+        return ":" in following  # a ``user:password``: no name holds a colon
+    return _is_secret_key(flag) and not _A_SECRET_NAME.fullmatch(following)
 
 
 def _redacted(value: Any, marker: str, item: bool) -> Any:
@@ -249,10 +329,10 @@ def _redacted(value: Any, marker: str, item: bool) -> Any:
         return {k: marker if _names_secret(k) else _redacted(v, marker, False)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        if isinstance(value, (list, tuple)) and _is_pair(value, item):
-            items = [value[0], marker]
-        else:
-            items = [_redacted(v, marker, True) for v in value]
+        secret = _secret_items(value, item) if isinstance(value, (list, tuple)) else ()
+        items = ([marker if position in secret else _redacted(v, marker, True)
+                  for position, v in enumerate(value)] if secret
+                 else [_redacted(v, marker, True) for v in value])
         kind = type(value)
         if kind not in _REBUILT:
             return items
@@ -276,11 +356,15 @@ def _redact_text(text: str, marker: str = REDACTED) -> str:
     if "://" in text or "=" in text:
         text = redact_url_password(text)
     paired = "'," in text or '",' in text  # a pair's name ends so (``_named``)
-    for pattern in ((_PAIRED_AUTHORIZATION if paired else _AUTHORIZATION), _SCHEME,
-                    _TOKEN_SCHEME, (_PAIRED_NAMED if paired else _NAMED)):
+    patterns = [(_PAIRED_AUTHORIZATION if paired else _AUTHORIZATION), _SCHEME,
+                _TOKEN_SCHEME, (_PAIRED_NAMED if paired else _NAMED)]
+    if paired and ("'-" in text or '"-' in text):  # an argv's flag item (``_FLAG``)
+        patterns.append(_FLAG)
+    # An encoded separator (%3A, %3D; twice, %253A): rare, so other lines skip the pattern.
+    if "%3" in text or "%253" in text:
+        patterns.append(_ENCODED_NAMED)
+    for pattern in patterns:
         text = pattern.sub(lambda m: _kept(m) + marker, text)
-    if "%3" in text:  # an encoded separator (%3A, %3D): rare, so other lines skip the pattern
-        text = _ENCODED_NAMED.sub(lambda m: _kept(m) + marker, text)
     return _KEY_SHAPES.sub(marker, text)
 
 
