@@ -13,6 +13,10 @@ Whatever a body raises is its own failure, a BaseException that is not an Except
 nobody sent): it comes out of ``run_tool`` as ``BodyAborted``, an Exception, so it never
 unwinds the pipeline past the row it must finish, nor the event loop. The pipeline's own
 cancellation of its task still goes on as CancelledError.
+
+An async body that holds the loop (``time.sleep``, a CPU loop) cannot be pre-empted, and no
+timer fires meanwhile: what it hands back after the call's deadline is refused as late, the
+call's timeout, as a sync body's late result is.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ class Cancelled(Exception):
 
 
 class BodyAborted(ToolhostError):
-    """The body raised ``raised``, a BaseException that is not an Exception: the tool's
-    failure (a ToolhostError as ``ToolFailure`` is), which step 8 renders.
+    """The body raised ``raised``, a BaseException that is not an Exception (or a sync body's
+    StopIteration, which no Future takes): the tool's failure (a ToolhostError as
+    ``ToolFailure`` is), which step 8 renders.
 
     ``interrupt``: it is a KeyboardInterrupt raised on the main thread, where Python delivers
     the operator's Ctrl-C (the loop runs there), so it may be the operator's rather than the
@@ -237,6 +242,10 @@ def _start_sync(
             raise _Skipped
         try:
             return tool(arguments, context)
+        except StopIteration as exc:
+            # A Future refuses it (TypeError in the loop's callback): the call waited out its
+            # deadline and read as a timeout. Wrapped, it is the body's failure like any other.
+            raise BodyAborted(exc) from exc
         except Exception:
             raise
         except BaseException as exc:  # on a worker thread: never a signal, the body's own
@@ -281,15 +290,19 @@ async def _wait_for_tool(
     run: CancellationEvent,
 ) -> Any:
     loop = asyncio.get_running_loop()
+    end = loop.time() + timeout  # the call's deadline on the loop's clock
     if _is_async(tool):
         body: Any = tool(arguments, context)  # a coroutine: the tool is async
         # The body's first step runs here, in a context of its own as a task's would: most
         # async bodies finish without suspending, and then need no task, timer or waiter.
         own = contextvars.copy_context()
         try:
-            suspended = _body_step(own, body.send, None)
+            try:
+                suspended = _body_step(own, body.send, None)
+            finally:
+                _expire(call, end)  # a first step that held the loop past the deadline
         except StopIteration as finished:
-            return await _finished(finished.value, call, run, timeout)
+            return await _finished(finished.value, call, run, end)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if _raised_by_body(task, call):
@@ -301,8 +314,8 @@ async def _wait_for_tool(
             if _stopped(exc, call):  # as below: a body that failed after its cancellation
                 raise Cancelled if run.cancelled else DeadlineExceeded from None
             raise
-        result = await _continue_here(body, suspended, own, timeout, call, run)
-        return await _finished(result, call, run, timeout)
+        result = await _continue_here(body, suspended, own, end, call, run)
+        return await _finished(result, call, run, end)
     work, sync_body = _start_sync(loop, tool, arguments, context)
     cancelled: asyncio.Future[None] = loop.create_future()
 
@@ -329,7 +342,7 @@ async def _wait_for_tool(
     # A body that finished because it saw its cancellation (a sync body woken from
     # ``cancellation.wait``) finished cancelled: its result is discarded like a late one.
     if work in done and not call.cancelled:
-        return await _finished(work.result(), call, run, timeout)
+        return await _finished(work.result(), call, run, end)
     # Timed out or cancelled: the body is told first, so a sync body that waits on its
     # cancellation (or kills the processes it started) stops, rather than running on unseen.
     call.cancel()
@@ -338,14 +351,25 @@ async def _wait_for_tool(
     raise Cancelled if run.cancelled else DeadlineExceeded
 
 
+def _expire(call: CancellationEvent, end: float) -> None:
+    """Cancel the call if the loop's clock is past its deadline ``end``: the timer's work, for
+    a body that held the loop so the timer could not run. Whatever the body then hands back
+    ends the call as its timeout, as a late sync body's result does (D56)."""
+    if asyncio.get_running_loop().time() >= end:
+        call.cancel()
+
+
 async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent,
-                    timeout: float) -> Any:
-    """The body's result; a cancellation that came while it ran discards it, like a late one."""
+                    end: float) -> Any:
+    """The body's result; a cancellation that came while it ran, or its deadline ``end``
+    passed before the result came, discards it, like a late one."""
+    _expire(call, end)
     if call.cancelled:
         raise Cancelled if run.cancelled else DeadlineExceeded
     if inspect.isawaitable(result):  # a sync callable that returned a coroutine
         try:
-            result = await asyncio.wait_for(_awaited(result), timeout)
+            result = await asyncio.wait_for(_awaited(result),
+                                            end - asyncio.get_running_loop().time())
         except asyncio.CancelledError as exc:
             # As for an async body: the host's only when it was sent (this task cancelled,
             # or the call's own cancellation); one the coroutine raised itself is its failure.
@@ -455,13 +479,14 @@ async def _continue_here(
     body: Coroutine[Any, Any, Any],
     suspended: Any,
     own: contextvars.Context,
-    timeout: float,
+    end: float,
     call: CancellationEvent,
     run: CancellationEvent,
 ) -> Any:
     """The rest of an async body that suspended in its first step, in this same task, under
-    the call's deadline and cancellation: its result (which the caller discards if the call
-    was cancelled meanwhile), DeadlineExceeded or Cancelled."""
+    the call's deadline ``end`` (the loop's clock) and cancellation: its result (which the
+    caller discards if the call was cancelled meanwhile, or came late), DeadlineExceeded or
+    Cancelled."""
     loop = asyncio.get_running_loop()
     driver = _Driver(body, own)
 
@@ -470,16 +495,20 @@ async def _continue_here(
             loop.call_soon_threadsafe(driver.cancel)
 
     remove = call.add_callback(cancel_soon)
-    deadline = loop.call_later(timeout, call.cancel)
+    # At the deadline itself, not ``timeout`` after the first step: that step may have held
+    # the loop for most of it.
+    deadline = loop.call_at(end, call.cancel)
     try:
         return await driver.resume(suspended)
     except asyncio.CancelledError as exc:
+        _expire(call, end)  # one the body raised itself, after holding the loop past it
         if driver.cancelled_here or _raised_by_body(driver.task, call):
             raise Cancelled if run.cancelled else DeadlineExceeded from None
         if driver.task is None or driver.task.cancelling():
             raise  # the pipeline's own task was cancelled from outside: not ours to keep
         raise BodyAborted(exc) from exc  # nobody sent it: the body's own
     except Exception as exc:
+        _expire(call, end)  # a failure after the deadline is as late as a result
         if _stopped(exc, call):  # a body that failed after its cancellation
             raise Cancelled if run.cancelled else DeadlineExceeded from None
         raise

@@ -165,33 +165,118 @@ def recorded_name(name: Any) -> str:
     return NOT_A_TOOL_NAME
 
 
+#: A failure's detail keeps at most this many characters of text in all (its keys, strings,
+#: and the text standing for what JSON cannot hold): it is the operator's note on one call,
+#: and a plugin's exception text or detail of megabytes was stored whole in its row (and log).
+MAX_DETAIL_CHARS = 64 * 1024
+#: What stands for a value the walk meets again inside itself.
+CYCLE = "(a cycle)"
+#: What stands for a value nested past ``MAX_ARGUMENT_DEPTH`` levels.
+DEEPER = f"(nested deeper than {MAX_ARGUMENT_DEPTH} levels)"
+
+
 def storable_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
-    """A failure's detail as the row can hold it: text with no UTF-8 form (a lone surrogate,
-    from a file name ``os.fsdecode`` read or an exception's text) as its JSON escapes, as a
-    refusal's shown name is, and NaN or an infinity as its text. The detail is the operator's;
-    written raw, the row's write failed and a tool's own failure read as a record-store outage
-    (D393, D401)."""
+    """A failure's detail as the row can hold it, whatever a plugin put in it: one whose JSON
+    is within ``MAX_DETAIL_CHARS`` bytes as it is; any other as JSON (``_Storable``), at most
+    ``MAX_DETAIL_CHARS`` characters of text. Written raw, the row's write failed and a tool's
+    own failure read as a record-store outage (D393, D401), or the encoding raised out of
+    ``invoke`` (a cycle, a key that is not text)."""
     try:
-        canonical_json(detail)
-    except NOT_UTF8_JSON:
-        return {_storable(key): _storable(value) for key, value in detail.items()}
-    return dict(detail)
+        if len(canonical_json(detail)) <= MAX_DETAIL_CHARS:
+            return dict(detail)
+    except (*NOT_UTF8_JSON, RecursionError):
+        pass  # not JSON (a cycle, bytes, a lone surrogate, NaN), or nested past the stack
+    stored = _Storable().value(detail, 1)
+    return stored if isinstance(stored, dict) else {"detail": stored}
 
 
-def _storable(value: Any) -> Any:
-    if isinstance(value, str):
+class _Storable:
+    """One walk of a detail into JSON: text with no UTF-8 form (a file name ``os.fsdecode``
+    read) as its JSON escapes, as a refusal's shown name is; NaN or an infinity as its text
+    (D397, D401); a set or tuple as a list; a key that is not text, bytes, an integer too long
+    for text, and any other object as its ``repr`` (or what it is, when that raises); a cycle
+    as ``CYCLE``, past ``MAX_ARGUMENT_DEPTH`` levels ``DEEPER``. Each value costs one of the
+    ``MAX_DETAIL_CHARS`` and each text its length, so the walk ends within that many values:
+    a text past what is left is cut as ``shown`` cuts a name, a container's rest counted."""
+
+    def __init__(self) -> None:
+        self.left = MAX_DETAIL_CHARS
+        #: The containers the walk is inside: meeting one again is a cycle, not a shared value.
+        self.path: set[int] = set()
+
+    def value(self, value: Any, depth: int) -> Any:
+        self.left -= 1
         try:
-            value.encode("utf-8")
+            if isinstance(value, str):
+                return self.text(str.__str__(value))
+            if value is None or isinstance(value, bool):
+                return value
+            if isinstance(value, int):
+                return self.integer(value)
+            if isinstance(value, float):
+                # JSON has no such number (D401): the operator reads "nan", "inf".
+                return float(value) if math.isfinite(value) else float.__repr__(value)
+            if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+                return self.container(value, depth)
+            if isinstance(value, (bytes, bytearray)):
+                head = bytes(value[:max(self.left, 0)])
+                whole = len(head) == len(value)
+                return self.text(repr(head), None if whole else len(value), "bytes")
+            return self.text(repr(value))
+        except Exception:  # a repr or a Mapping of the plugin's own that raises
+            return f"(a {type(value).__qualname__} that cannot be shown)"
+
+    def integer(self, value: int) -> Any:
+        try:
+            digits = int.__repr__(value)
+        except ValueError:  # past Python's digit limit for text: its size, not its digits
+            return f"(an integer of {value.bit_length()} bits)"
+        if len(digits) > self.left:
+            return self.text(digits)
+        self.left -= len(digits)
+        return int(value)
+
+    def container(self, value: Mapping[Any, Any] | Sequence[Any] | set[Any] | frozenset[Any],
+                  depth: int) -> Any:
+        if depth > MAX_ARGUMENT_DEPTH:
+            return DEEPER
+        if id(value) in self.path:
+            return CYCLE
+        self.path.add(id(value))
+        try:
+            if isinstance(value, Mapping):
+                entries: dict[str, Any] = {}
+                for count, (key, item) in enumerate(value.items()):
+                    if self.left <= 0:
+                        entries["…"] = f"({len(value) - count} more entries)"
+                        break
+                    name = self.text(key if isinstance(key, str) else repr(key))
+                    entries[name] = self.value(item, depth + 1)  # the key's text counted first
+                return entries
+            items: list[Any] = []
+            for count, item in enumerate(value):
+                if self.left <= 0:
+                    items.append(f"… ({len(value) - count} more items)")
+                    break
+                items.append(self.value(item, depth + 1))
+            return items
+        finally:
+            self.path.discard(id(value))
+
+    def text(self, text: str, length: int | None = None, unit: str = "characters") -> str:
+        """``text`` within what is left of the bound; past it (or when ``length`` is given,
+        the length of what ``text`` shows a part of), its first characters and how long the
+        whole was, in ``unit``."""
+        keep = max(self.left, 0)
+        kept = text[:keep]
+        self.left -= len(kept)
+        try:
+            kept.encode("utf-8")
         except UnicodeEncodeError:
-            return escaped(value, one_line=False)
-        return value
-    if isinstance(value, Mapping):
-        return {_storable(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_storable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)  # JSON has no such number (D401): the operator reads "nan", "inf"
-    return value
+            kept = escaped(kept, one_line=False)
+        if len(text) <= keep and length is None:
+            return kept
+        return f"{kept}… ({len(text) if length is None else length} {unit})"
 
 
 def shown(value: Any) -> str:
