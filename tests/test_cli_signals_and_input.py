@@ -395,15 +395,6 @@ def test_a_value_that_is_not_utf8_is_refused_naming_its_argument(
     assert refused.stderr.splitlines()[-1] == line
 
 
-def test_a_path_may_be_any_bytes(tmp_path: Path) -> None:
-    workspace = tmp_path / FF
-    workspace.mkdir()
-    called = run_toolhost("call", "math.calculate", "--args", '{"expression": "2+2"}',
-                          "--workspace", str(workspace), data_dir=tmp_path / "d",
-                          plugins="toolhost-math")
-    assert (called.returncode, called.stdout) == (0, "4\n"), called.stderr
-
-
 # ------------------------------------------------------------------ 5, 6: bounds
 
 

@@ -17,12 +17,23 @@ a frame a request (JSON-RPC 2.0, section 4.1), and MCP requires it to be a strin
 integer, never null, so such a frame is refused as ``-32600`` with a null id: there is no id
 the client could match an answer to. The HTTP front door (``http_front``) does the same for
 the streamable HTTP transport, whose SDK parse is out of reach.
+
+A lone surrogate escape (``"x\\ud83dy"``, what JavaScript's ``JSON.stringify`` writes for a
+string cut inside a pair) is valid JSON (RFC 8259) that pydantic-core refuses as ``json_invalid``.
+``read_json`` reads such a frame again with the standard library's parser, only when the lone
+surrogates were its one fault. ``parse_frame`` hands on a ``tools/call`` whose lone surrogates
+are all in its arguments, and the pipeline's step 4 refuses them with a row, as ``toolhost
+call`` does (D45, D17). Any other such request, and one a transport cannot hand on (the SDK's
+own parse: HTTP, ``TOOLHOST_MCP_STDIO=sdk``), is answered ``-32602`` with the request's id
+(``unreadable_reply``), so the client is not left waiting.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
+import re
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
@@ -38,13 +49,23 @@ if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
+    "LONE_SURROGATE",
     "FrameErrorReplies",
     "ScreenedReads",
     "UnusableRequestId",
     "error_for_frame",
     "has_unusable_id",
     "parse_frame",
+    "read_json",
+    "unreadable_reply",
 ]
+
+#: A ``\\u`` escape of a UTF-16 surrogate. Wherever it matches (an escape, or the text after an
+#: escaped backslash) putting ``\\ufffd`` in its place keeps the JSON's structure as it was.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+#: What ``unreadable_reply`` says of a request only the standard parser reads.
+LONE_SURROGATE = "Invalid params: a string holds a lone surrogate escape, which is not text"
 
 
 class UnusableRequestId(ToolhostError, ValueError):
@@ -68,12 +89,72 @@ def parse_frame(line: str | bytes) -> types.JSONRPCMessage:
 
     :raises ValueError: the line is not a JSON-RPC message (``error_for_frame`` answers it).
     """
-    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        # The common path never gets here: only a frame pydantic-core refused as not JSON
+        # takes a second look.
+        frame = _call_with_lone_surrogates(line) if _json_invalid(exc) else None
+        if frame is None:
+            raise
+        message = types.jsonrpc_message_adapter.validate_python(frame, by_name=False)
     # Only a notification can be a misread request; requests and responses cost nothing more.
     if isinstance(message, types.JSONRPCNotification) and has_unusable_id(
             pydantic_core.from_json(line)):
         raise UnusableRequestId("a request id must be a string or an integer")
     return message
+
+
+def _call_with_lone_surrogates(line: str | bytes) -> dict[str, Any] | None:
+    """A ``tools/call`` request pydantic-core refused only for lone surrogate escapes in its
+    arguments, as the standard library reads it; None for any other frame. Everything else
+    of it (the id, the tool's name, ``_meta``) is echoed, looked up or logged before step 4,
+    so it must be text: a reply the server cannot write would end the session."""
+    try:
+        frame = read_json(line)
+    except ValueError:
+        return None
+    if not (isinstance(frame, dict) and frame.get("method") == "tools/call"
+            and isinstance(params := frame.get("params"), dict)
+            and _usable_id(frame.get("id"))):
+        return None
+    return frame if _is_text({**frame, "params": {**params, "arguments": None}}) else None
+
+
+def _is_text(value: Any) -> bool:
+    """Whether a decoded JSON value holds no lone surrogate (it has a UTF-8 form)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except ValueError:  # UnicodeEncodeError
+        return False
+    return True
+
+
+def read_json(text: str | bytes) -> Any:
+    """``text`` decoded as JSON: pydantic-core's parse, or for a text it refuses only because
+    of lone surrogate escapes, the standard library's (which keeps them as lone surrogates).
+
+    :raises ValueError: ``text`` is not JSON (or not UTF-8), as pydantic-core's error.
+    """
+    try:
+        return pydantic_core.from_json(text)
+    except ValueError as exc:
+        refused = exc
+    # Strictly decoded (D369): json.loads would guess UTF-16 or UTF-32 from bytes.
+    line = text.decode("utf-8") if isinstance(text, bytes) else text
+    if not _SURROGATE_ESCAPE.search(line):
+        raise refused
+    # With every surrogate escape made U+FFFD pydantic-core must read it: then the lone
+    # surrogates were its only fault (not a depth, a number or anything else it refuses).
+    try:
+        pydantic_core.from_json(_SURROGATE_ESCAPE.sub(r"\\ufffd", line))
+    except ValueError:
+        raise refused from None
+    return json.loads(line)
+
+
+def _json_invalid(exc: ValidationError) -> bool:
+    return any(e.get("type") == "json_invalid" for e in exc.errors())
 
 
 def _request_id(exc: ValidationError) -> types.RequestId | None:
@@ -96,9 +177,34 @@ def error_for_frame(exc: Exception) -> types.JSONRPCError:
     """The JSON-RPC error response for one unreadable frame."""
     if isinstance(exc, UnusableRequestId):
         return _invalid_request(None)
-    if isinstance(exc, ValidationError) and not any(
-            e.get("type") == "json_invalid" for e in exc.errors()):
-        return _invalid_request(_request_id(exc))
+    if isinstance(exc, ValidationError):
+        if not _json_invalid(exc):
+            return _invalid_request(_request_id(exc))
+        # The SDK's stdio transport parsed the line itself: its error still holds the text.
+        text = exc.errors()[0].get("input")
+        if isinstance(text, str | bytes):
+            return unreadable_reply(text)
+    return _parse_error()
+
+
+def unreadable_reply(text: str | bytes) -> types.JSONRPCError:
+    """The answer to a frame pydantic-core cannot read and nothing else will: ``-32602`` with
+    the request's id when the standard parser reads it as a request (lone surrogates),
+    ``-32600`` with a null id when that id is unusable or not text, else ``-32700``."""
+    try:
+        frame = read_json(text)
+    except ValueError:
+        return _parse_error()
+    if not (isinstance(frame, dict) and "method" in frame and "id" in frame):
+        return _parse_error()  # a notification or a response: nobody waits for an answer
+    rid = frame["id"]
+    if not (_usable_id(rid) and _is_text(rid)):
+        return _invalid_request(None)  # no id the answer could carry
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
+        code=types.INVALID_PARAMS, message=LONE_SURROGATE))
+
+
+def _parse_error() -> types.JSONRPCError:
     return types.JSONRPCError(
         jsonrpc="2.0", id=None,
         error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error"))

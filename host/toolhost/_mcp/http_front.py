@@ -17,7 +17,8 @@ In order, for each request:
    its principal's body budget (twice that, over all its requests in flight: ``429`` past it,
    D333), then: a
    request with an unusable id, a batch, or any frame stdio would not read is ``-32600``
-   (``400``), as on stdio; a ``tools/call`` takes one of its principal's
+   (``400``), as on stdio; a request the SDK's parse cannot read though it is JSON (a lone
+   surrogate escape) is ``-32602`` with its id (``400``); a ``tools/call`` takes one of its principal's
    ``TOOLHOST_HTTP_MAX_CALLS`` slots, or is ``429`` with ``Retry-After`` before any row is
    written. The slot is held until the call ends, not only while its request is open
    (``CallSlot``): a client that drops the POST has not cancelled the call.
@@ -50,7 +51,12 @@ from pydantic import ValidationError
 
 from toolhost._composition import METRICS_CONTENT_TYPE, RoutesUnavailable, get_logger
 from toolhost._mcp.descriptors import OncePerInterval, running_short
-from toolhost._mcp.frames import UnusableRequestId, error_for_frame, has_unusable_id
+from toolhost._mcp.frames import (
+    UnusableRequestId,
+    error_for_frame,
+    has_unusable_id,
+    unreadable_reply,
+)
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
 from toolhost._mcp.http_introspection import (
     IntrospectionBusy,
@@ -393,9 +399,10 @@ class FrontDoor:
             frame = pydantic_core.from_json(body)
         except ValueError:
             # Fail closed: a body this door cannot read (another encoding, a byte order mark)
-            # is never handed on to a parser that might read it uncounted.
+            # is never handed on to a parser that might read it uncounted. One the SDK cannot
+            # read either (lone surrogate escapes) is answered with its request's id.
             self.refused["unreadable"] += 1
-            await _json_bytes(send, 400, error_for_frame(ValueError()).model_dump_json(
+            await _json_bytes(send, 400, unreadable_reply(body).model_dump_json(
                 by_alias=True, exclude_unset=True).encode("utf-8"))
             return
         unreadable = _unreadable(frame)

@@ -23,6 +23,10 @@ from; D469). A server's directory (``TOOLHOST_MCP_WORKSPACE``) counts as live fo
 the server runs, with or without a session: it opens that directory again for each session,
 so a run on its parent could otherwise swap it between two sessions (its claim:
 ``_adapters/served_claims.py``).
+
+Its path, as given and resolved, is UTF-8 text: a call that pauses for approval records the
+resolved path on its row, which holds text only, and its approval runs the call there (D509);
+a path it could not record had the approved call run in an empty workspace instead.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from toolhost._model.printable import not_utf8
 from toolhost._model.setting_spec import SettingSpec
 from toolhost._model.settings import CONFIG_SETTING, Settings, default_config_path
 
@@ -48,6 +53,10 @@ _TRUSTS = "where a tool's write could change whom the host trusts"
 _READS = "where a tool could read or change the setting the host reads from it"
 _PLUGIN = "where a tool's write could change what the plugin runs or reads"
 
+#: Why a path that is not UTF-8 is refused (D341 for paths, amended).
+_NOT_TEXT = ("which the record cannot keep for a call paused for approval (its approval would "
+             "run elsewhere): name a directory whose path is UTF-8 text")
+
 
 def workspace_refusal(option: str, given: str, settings: Settings,
                       declared: Mapping[str, Sequence[SettingSpec]] | None = None,
@@ -59,6 +68,9 @@ def workspace_refusal(option: str, given: str, settings: Settings,
     id, directory) of each run live on this host in an operator's directory; ``served``:
     (pid, directory) of each server serving one (``served_directories``)."""
     root = Path(os.path.realpath(given))
+    untyped = _not_text(option, given, root)
+    if untyped is not None:
+        return untyped
     for what, place, risk in [*_host_places(settings), *_plugin_places(settings, declared)]:
         real = Path(os.path.realpath(place))
         if root == real:
@@ -83,6 +95,18 @@ def workspace_refusal(option: str, given: str, settings: Settings,
         return (f"{option} {given!r} {relation} {whose} ({str(directory)!r}), live on this "
                 f"host, {_NESTED}: name a directory that neither holds it nor is inside it, or "
                 f"{remedy}")
+    return None
+
+
+def _not_text(option: str, given: str, root: Path) -> str | None:
+    """The line refusing ``given`` (``root`` resolved) when either path is not UTF-8 text,
+    shown as the bytes the operator typed or the link led to; None when both are text."""
+    typed = not_utf8(given)
+    if typed is not None:
+        return f"{option} {typed} is not UTF-8 text, {_NOT_TEXT}"
+    resolved = not_utf8(str(root))
+    if resolved is not None:
+        return f"{option} {given!r} resolves to {resolved}, not UTF-8 text, {_NOT_TEXT}"
     return None
 
 
