@@ -48,6 +48,7 @@ from toolhost._registration.schema import (
     is_json,
     not_json_at,
     not_printable,
+    not_text,
     schema_problems,
     subschema_at,
 )
@@ -562,6 +563,10 @@ def _step_forced_trust(entries: Sequence[_Entry], _: Sequence[Contribution]) -> 
 #: The failure kind only the host's own reasons use.
 _HOST_KIND = "tool.internal."
 
+#: What either refusal of a message's text asks.
+_MESSAGE_REMEDY = "write the message as one line of printable text"
+
+
 def _reason_problems(e: _Entry, reason: Any) -> Iterator[tuple[str, str]]:
     if not isinstance(reason, Reason):
         yield f"reasons holds {reason!r}, not a Reason", "declare Reason(code, message)"
@@ -589,7 +594,10 @@ def _reason_problems(e: _Entry, reason: Any) -> Iterator[tuple[str, str]]:
         # carriage return or an escape sequence in it is a second voice or a redrawn screen.
         yield (f"the message of {code} has a control character (a newline, tab, carriage "
                "return or escape) or other unprintable text",
-               "write the message as one line of printable text")
+               _MESSAGE_REMEDY)
+    elif (why := not_text(message)) is not None:
+        # A stray variation selector, which isprintable passes: the description's rule (D544).
+        yield f"the message of {code} has {why}", _MESSAGE_REMEDY
     schema = e.spec.input_schema
     for rule in reason.schema_rules:
         sub = subschema_at(schema, rule.pointer) if isinstance(rule, SchemaRule) else None

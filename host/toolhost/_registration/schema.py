@@ -40,6 +40,7 @@ __all__ = [
     "is_json",
     "not_json_at",
     "not_printable",
+    "not_text",
     "schema_problems",
     "subschema_at",
 ]
@@ -167,6 +168,14 @@ _NOT_TEXT = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
 #: own, so one between two characters that show hides no text (D537).
 _JOINERS = frozenset("\u200c\u200d")
 
+#: Unicode's variation selectors (Variation_Selector): Mongolian's four free ones, VS1-VS16 and
+#: the ideographic VS17-VS256. Marks that show as nothing: after one emoji, a run of them spells
+#: any bytes, one a selector ("emoji smuggling"), which ``isprintable`` passes (D544).
+_SELECTORS = re.compile("[\u180b-\u180d\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+#: The first ideographic selector: VS17 on select only a CJK unified ideograph (UTS #37).
+_IDEOGRAPHIC = "\U000e0100"
+
 #: The printable-text rule's remedy, for what it is applied to.
 PRINTABLE_REMEDY = "write {} as printable text, {} paragraphs separated by newlines"
 
@@ -186,23 +195,61 @@ def _joins(line: str, index: int) -> bool:
             and _shows(line[index - 1]) and _shows(line[index + 1]))
 
 
+def _selects(line: str, index: int) -> bool:
+    """Whether ``line[index]``, a variation selector, follows a character it can select: one
+    selector a base, so never at a line's start, after a space, a mark, a joiner or another
+    selector. In ASCII only a keycap's base takes one (a digit, # or * with VS15/VS16; U+0030
+    U+FE00 is the slashed zero), so English prose carries none; past ASCII, a symbol (an
+    emoji), a digit, punctuation or a caseless letter (Myanmar, Mongolian, CJK ...), the
+    ideographic selectors only a CJK ideograph. Python has no list of the sequences Unicode
+    names, hence the categories."""
+    if index == 0:
+        return False
+    base, selector = line[index - 1], line[index]
+    if base.isascii():
+        keycap = base in "0123456789#*" and selector in "\ufe0e\ufe0f"
+        return keycap or base + selector == "0\ufe00"
+    category = unicodedata.category(base)
+    if category == "Cn":  # newer than this Python's Unicode, as for a joiner (``_shows``)
+        return True
+    if selector >= _IDEOGRAPHIC:
+        return unicodedata.name(base, "").startswith("CJK UNIFIED IDEOGRAPH")
+    # U+2139 INFORMATION SOURCE is the one cased letter with an emoji presentation.
+    return category[0] in "SNP" or category == "Lo" or base == "\u2139"
+
+
+def not_text(line: str) -> str | None:
+    """The first character of ``line`` (no line break in it) that is not text, as "U+XXXX
+    (NAME), which does not print: ..." or "... where it joins (selects) nothing: ..."; None if
+    every character is. Most of them show as nothing, hence the name."""
+    if line.isprintable() and _SELECTORS.search(line) is None:  # in C: nearly every line
+        return None
+    for index, character in enumerate(line):
+        if unicodedata.category(character) in _NOT_TEXT:
+            if _joins(line, index):
+                continue
+            why = (" where it joins nothing: a joiner stands only between two letters, marks "
+                   "or symbols" if character in _JOINERS else
+                   ", which does not print: a control character (a carriage return, tab or "
+                   "escape), a direction mark, a zero-width or other format character, or a "
+                   "line separator")
+        elif _SELECTORS.match(character) and not _selects(line, index):
+            why = (" where it selects nothing: a variation selector stands once, right after "
+                   "the emoji, symbol or ideograph it varies")
+        else:
+            continue
+        name = unicodedata.name(character, "")  # a control has none
+        return f"U+{ord(character):04X}" + (f" ({name})" if name else "") + why
+    return None
+
+
 def not_printable(text: str) -> str | None:
     """Why ``text`` (a tool's description, a schema's description or title: prose the model
     reads) is not printable text, as "line N has U+XXXX (NAME), ...", naming the first
-    character that is not (most of them show as nothing); None if it is."""
+    character that is not (``not_text``); None if it is."""
     for number, line in enumerate(text.split("\n"), 1):
-        if line.isprintable():  # stricter, in C: nearly every line stops here
-            continue
-        for index, character in enumerate(line):
-            if unicodedata.category(character) in _NOT_TEXT and not _joins(line, index):
-                name = unicodedata.name(character, "")  # a control has none
-                shown = f"U+{ord(character):04X}" + (f" ({name})" if name else "")
-                if character in _JOINERS:
-                    return (f"line {number} has {shown} where it joins nothing: a joiner "
-                            "stands only between two letters, marks or symbols")
-                return (f"line {number} has {shown}, which does not print: a control "
-                        "character (a carriage return, tab or escape), a direction mark, a "
-                        "zero-width or other format character, or a line separator")
+        if (why := not_text(line)) is not None:
+            return f"line {number} has {why}"
     return None
 
 
