@@ -59,7 +59,7 @@ def test_wal_mode_and_versioned_migrations(tmp_path: Path, closes: Closes) -> No
     assert conn.execute("SELECT component, version FROM schema_migrations").fetchall() == [
         ("invocations", 1), ("invocations", 2), ("invocations", 3), ("invocations", 4),
         ("invocations", 5), ("invocations", 6), ("invocations", 7), ("invocations", 8),
-        ("invocations", 9),
+        ("invocations", 9), ("invocations", 10),
     ]
     migrate(conn, MIGRATIONS)  # idempotent
     assert "tool_invocations" in table_names(conn)

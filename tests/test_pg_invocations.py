@@ -162,7 +162,7 @@ def test_hosts_starting_together_migrate_once(pg_database: str) -> None:
     try:
         with psycopg.connect(pg_database) as conn:
             assert conn.execute("SELECT component, version FROM toolhost_schema_migrations"
-                                ).fetchall() == [("invocations", v) for v in range(1, 7)]
+                                ).fetchall() == [("invocations", v) for v in range(1, 8)]
     finally:
         for store in opened:
             store.close()
@@ -173,7 +173,7 @@ def test_a_schema_newer_than_this_toolhost_is_refused(pg_database: str) -> None:
     with psycopg.connect(pg_database) as conn:
         conn.execute("INSERT INTO toolhost_schema_migrations VALUES ('invocations', 9)")
     with pytest.raises(StoreUnavailable, match=r"written by a newer toolhost \(invocations "
-                       r"schema version 9; this one knows 6\): upgrade toolhost-core"):
+                       r"schema version 9; this one knows 7\): upgrade toolhost-core"):
         PostgresInvocationStore(pg_database)
 
 

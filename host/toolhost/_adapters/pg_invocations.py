@@ -137,14 +137,13 @@ MIGRATIONS: Sequence[tuple[str, int, Step]] = (
             ON tool_invocations (run_id, argument_digest, created_at, id)
         """,
     ),
-    # As SQLite's migration 5: the run's deadline, the files a call attached, the user's words.
+    # As SQLite's migration 5: the run's deadline, and the files a call attached.
     (
         "invocations",
         2,
         """
         ALTER TABLE tool_invocations ADD COLUMN run_deadline TEXT;
-        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]';
-        ALTER TABLE tool_invocations ADD COLUMN user_turn BYTEA
+        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
         """,
     ),
     # As SQLite's migrations 6 and 7: each output stored once, a large one by reference
@@ -166,7 +165,17 @@ MIGRATIONS: Sequence[tuple[str, int, Step]] = (
         """),
     # As SQLite's migration 9: the operator's directory a paused call's run had.
     ("invocations", 6, "ALTER TABLE tool_invocations ADD COLUMN operator_directory TEXT"),
+    # As SQLite's migration 10: the user's words. Only where missing: databases made after
+    # 0.5.0 got the column from an edit of shipped migration 2, and ones made by 0.5.0 and
+    # then migrated to 6 by that edit's toolhost lack it with every version recorded.
+    ("invocations", 7, "ALTER TABLE tool_invocations ADD COLUMN IF NOT EXISTS user_turn BYTEA"),
 )
+
+#: The columns the record's statements name, by table: a database that lacks one is refused
+#: at the start (``_check_columns``), not by every call and ``recover`` with a traceback.
+_NEEDED_COLUMNS: Mapping[str, Sequence[str]] = {
+    "tool_invocations": STORED, "tool_outputs": ("digest", "body"),
+    "ended_logins": ("nonce", "expires")}
 
 #: Held (per transaction) while migrating, so hosts starting together migrate one at a time:
 #: "toolhost" in ASCII, as a bigint.
@@ -549,7 +558,7 @@ class PostgresInvocationStore:
             raise _unreachable(shown, exc) from None
         # Migrated first: the checks of the database (its encoding) come before anything
         # holds a session in it.
-        _migrate(conninfo, connect_timeout, shown)
+        _migrate(conninfo, connect_timeout, shown, columns=_NEEDED_COLUMNS)
         try:
             self._lease = _Lease(conninfo)
         except (psycopg.Error, _LeaseTaken) as exc:
@@ -991,14 +1000,17 @@ def _relay_rows(conn: psycopg.Connection[Any]) -> None:
 
 
 def _migrate(conninfo: str, connect_timeout: int, shown: str,
-             migrations: Sequence[tuple[str, int, Step]] = MIGRATIONS) -> None:
+             migrations: Sequence[tuple[str, int, Step]] = MIGRATIONS,
+             columns: Mapping[str, Sequence[str]] | None = None) -> None:
     """Apply the ``migrations`` not yet recorded, in one transaction under an advisory lock, so
-    hosts starting at once apply each exactly once and a refused database is left as it was.
-    Other components' migrations (the artifacts' in ``pg_artifacts``) go through here too.
+    hosts starting at once apply each exactly once and a refused database is left as it was;
+    then check each table has the ``columns`` named for it. Other components' migrations (the
+    artifacts' in ``pg_artifacts``) go through here too.
 
     :raises StoreUnavailable: the schema is newer than these migrations, the database refuses
-        them (no right to create tables, a foreign ``tool_invocations``), or it cannot be
-        reached (the session lost meanwhile: a restart, a failover, an administrator).
+        them (no right to create tables, a foreign ``tool_invocations``), a table lacks one of
+        ``columns``, or it cannot be reached (the session lost meanwhile: a restart, a
+        failover, an administrator).
     """
     latest: dict[str, int] = {}
     for component, version, _ in migrations:
@@ -1009,25 +1021,27 @@ def _migrate(conninfo: str, connect_timeout: int, shown: str,
             _check_encoding(conn, shown)
             # Nothing pending: no DDL and no lock, so a role with row rights only can start.
             row = conn.execute("SELECT to_regclass('toolhost_schema_migrations')").fetchone()
+            pending = True
             if row is not None and row[0] is not None:
                 done = _versions(conn)
                 _check_newer(done, latest, shown)
-                if all((c, v) in done for c, v, _ in migrations):
-                    return
+                pending = not all((c, v) in done for c, v, _ in migrations)
             conn.rollback()
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute(_BOOTSTRAP)
-                done = _versions(conn)
-                _check_newer(done, latest, shown)
-                for component, version, step in sorted(migrations, key=lambda m: m[:2]):
-                    if (component, version) not in done:
-                        if callable(step):
-                            step(conn)
-                        else:  # several statements: no parameters, one simple query
-                            conn.execute(step)
-                        conn.execute("INSERT INTO toolhost_schema_migrations (component, "
-                                     "version) VALUES (%s, %s)", (component, version))
+            if pending:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                    conn.execute(_BOOTSTRAP)
+                    done = _versions(conn)
+                    _check_newer(done, latest, shown)
+                    for component, version, step in sorted(migrations, key=lambda m: m[:2]):
+                        if (component, version) not in done:
+                            if callable(step):
+                                step(conn)
+                            else:  # several statements: no parameters, one simple query
+                                conn.execute(step)
+                            conn.execute("INSERT INTO toolhost_schema_migrations (component, "
+                                         "version) VALUES (%s, %s)", (component, version))
+            _check_columns(conn, columns or {}, shown)
     except psycopg.Error as exc:
         # Only a refused privilege is the role's to fix: a session that never opened or was
         # lost (a restart, a failover, pg_terminate_backend) is the server's, and retryable.
@@ -1061,6 +1075,23 @@ def _check_newer(done: set[tuple[str, int]], latest: Mapping[str, int], shown: s
                 Path(shown), f"the database {shown} was written by a newer toolhost "
                 f"({component} schema version {version}; this one knows "
                 f"{latest[component]}): upgrade toolhost-core")
+
+
+def _check_columns(conn: psycopg.Connection[Any], columns: Mapping[str, Sequence[str]],
+                   shown: str) -> None:
+    """Each table has the columns named for it, found as the statements find the table (by
+    ``search_path``). Read only: a role with row rights alone passes it."""
+    for table, needed in columns.items():
+        present = {name for (name,) in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attnum > 0 AND NOT attisdropped", (table,)).fetchall()}
+        missing = [c for c in needed if c not in present]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise StoreUnavailable(
+                Path(shown), f"the database {shown} does not have the schema this toolhost "
+                f"migrated it to (table {table} lacks column {missing[0]}{more}): restore it "
+                "from a backup, or point TOOLHOST_DATABASE_URL at another database")
 
 
 def _check_encoding(conn: psycopg.Connection[Any], shown: str) -> None:

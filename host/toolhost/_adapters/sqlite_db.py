@@ -420,13 +420,16 @@ def _check_columns(conn: sqlite3.Connection, migrations: Sequence[Migration]) ->
 
 @functools.lru_cache(maxsize=8)
 def _expected_columns(migrations: tuple[Migration, ...]) -> dict[str, list[str]]:
-    """The columns of each table the migrations make, from running them on an empty database."""
+    """The columns of each table the migrations make, from running them on an empty database
+    (rewrites too, as a new database runs them: one may add a column only where it is missing)."""
     reference = sqlite3.connect(":memory:", isolation_level=None)
     try:
         reference.execute(_BOOTSTRAP)
         for m in sorted(migrations, key=lambda m: (m.component, m.version)):
             for statement in _statements(m.sql):
                 reference.execute(statement)
+            if m.rewrite is not None:
+                m.rewrite(reference)
         return {table: _columns(reference, table) for table in table_names(reference)}
     finally:
         reference.close()

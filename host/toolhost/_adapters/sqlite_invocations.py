@@ -146,16 +146,14 @@ MIGRATIONS: Sequence[Migration] = (
             ON tool_invocations (run_id, argument_digest, created_at, id)
         """,
     ),
-    # The run's deadline, which bounds a call approved later (anywhere); the files a call
-    # exported or generated, which an answer replayed from the row links again; and the user's
-    # words a call of a UserWords tool runs with, wherever it is approved.
+    # The run's deadline, which bounds a call approved later (anywhere), and the files a call
+    # exported or generated, which an answer replayed from the row links again.
     Migration(
         "invocations",
         5,
         """
         ALTER TABLE tool_invocations ADD COLUMN run_deadline TEXT;
-        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]';
-        ALTER TABLE tool_invocations ADD COLUMN user_turn TEXT
+        ALTER TABLE tool_invocations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
         """,
     ),
     # Each output stored once, a large one by reference (toolhost._adapters.stored_output):
@@ -180,6 +178,10 @@ MIGRATIONS: Sequence[Migration] = (
     # run has ended (``InvocationRecord.operator_directory``).
     Migration("invocations", 9,
               "ALTER TABLE tool_invocations ADD COLUMN operator_directory TEXT"),
+    # The user's words a call of a UserWords tool runs with, wherever it is approved. A shipped
+    # migration is never edited (tests/test_released_migrations_unchanged.py): databases made
+    # after 0.5.0 got the column from an edit of migration 5, so it is added only where missing.
+    Migration("invocations", 10, "", rewrite=lambda conn: _add_user_turn(conn)),
 )
 
 # The names tests and bench/bench_record.py read the schema by.
@@ -204,6 +206,14 @@ def _relay_rows(conn: sqlite3.Connection) -> None:
                      "WHERE id = ?", [*columns.values(), invocation_id])
 
     relay(rows, write)
+
+
+def _add_user_turn(conn: sqlite3.Connection) -> None:
+    """Migration 10: ``user_turn`` for a database that lacks it (SQLite has no ``ADD COLUMN
+    IF NOT EXISTS``)."""
+    if not conn.execute("SELECT 1 FROM pragma_table_info('tool_invocations') "
+                        "WHERE name = 'user_turn'").fetchone():
+        conn.execute("ALTER TABLE tool_invocations ADD COLUMN user_turn TEXT")
 
 
 _AWAITING = InvocationState.AWAITING_APPROVAL.value
