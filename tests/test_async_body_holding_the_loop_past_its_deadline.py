@@ -132,3 +132,44 @@ def test_one_holding_the_loop_past_its_runs_earlier_deadline_names_that_deadline
 def test_an_async_body_that_returns_in_time_still_succeeds(harness: Harness) -> None:
     outcome = harness.invoke("fx.in_time")
     assert (outcome.status.value, outcome.content) == ("succeeded", "ok")
+
+
+def quick_sync_write(arguments: Mapping[str, Any], context: ToolExecutionContext) -> ToolOutput:
+    time.sleep(0.2)  # on its worker thread: done well within its deadline
+    return ToolOutput(structured={"echo": "done"}, content="done")
+
+
+async def hogs_the_loop(arguments: Mapping[str, Any], context: ToolExecutionContext,
+                        ) -> ToolOutput:
+    await asyncio.sleep(0.1)  # lets the other call's worker start first
+    time.sleep(3 * TIMEOUT_S)
+    return ToolOutput(structured={"echo": "hog"}, content="hog")
+
+
+def test_a_sync_body_done_in_time_is_not_late_because_another_body_held_the_loop(
+    tmp_path: Path,
+) -> None:
+    # The late rule is for the body that held the loop: a sync body finished on its worker,
+    # and its result only waited for the loop another call's body held.
+    from toolhost._pipeline.execution import run_sync
+
+    tools = [Tool(make_spec(name="fx.quick", input_schema=SCHEMA, output_schema=OUT,
+                            timeout_s=2 * TIMEOUT_S, idempotency=Idempotency.READ_ONLY),
+                  call=quick_sync_write),
+             Tool(make_spec(name="fx.hog", input_schema=SCHEMA, output_schema=OUT,
+                            timeout_s=30, idempotency=Idempotency.READ_ONLY),
+                  call=hogs_the_loop)]
+    with Harness.over({"fx-dist": make_plugin(tools=tools)}, data_dir=tmp_path / "two") as h:
+        quick_run, hog_run = h.start_run(), h.start_run()
+
+        async def both() -> list[Any]:
+            quick = asyncio.ensure_future(h.host.invoke("fx.quick", {}, run=quick_run))
+            await asyncio.sleep(0.02)
+            hog = asyncio.ensure_future(h.host.invoke("fx.hog", {}, run=hog_run))
+            return list(await asyncio.gather(quick, hog))
+
+        quick, hog = run_sync(both())
+        assert (quick.status.value, quick.content) == ("succeeded", "done"), quick.failure
+        assert hog.status.value == "succeeded"  # its own 30 s were never passed
+        h.end_run(quick_run)
+        h.end_run(hog_run)

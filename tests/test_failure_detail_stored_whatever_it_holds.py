@@ -59,6 +59,13 @@ class BrokenMapping(Mapping[str, Any]):
         return 1
 
 
+class ItemsRaise(dict[str, Any]):
+    """A dict of a plugin's own whose ``items()`` raises: what the JSON encoder reads."""
+
+    def items(self) -> Any:
+        raise RuntimeError("items boom")
+
+
 def cyclic_dict() -> dict[str, Any]:
     found: dict[str, Any] = {"name": "loop"}
     found["self"] = found
@@ -97,6 +104,9 @@ DETAILS: dict[str, tuple[Any, Any]] = {
     "keys not text": ({1: "a", (1, 2): "b", None: "c"}, {"1": "a", "(1, 2)": "b", "None": "c"}),
     "shared, not a cycle": ({"a": [SHARED, SHARED], "b": Thing()},
                             {"a": [["x"], ["x"]], "b": "Thing()"}),
+    "dict whose items raise": ({"m": ItemsRaise(a=1)},
+                               {"m": "(a ItemsRaise that cannot be shown)"}),
+    "keys one text": ({1: "from 1", "1": "from '1'"}, {"1": "from 1", "1 (again)": "from '1'"}),
     "surrogate and nan": ({"p": "bad \udc80 name", "x": float("nan")},
                           {"p": "bad \\udc80 name", "x": "nan"}),
 }

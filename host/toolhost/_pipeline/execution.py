@@ -315,6 +315,7 @@ async def _wait_for_tool(
                 raise Cancelled if run.cancelled else DeadlineExceeded from None
             raise
         result = await _continue_here(body, suspended, own, end, call, run)
+        _expire(call, end)  # its last step ran on this loop: past the deadline, it is late
         return await _finished(result, call, run, end)
     work, sync_body = _start_sync(loop, tool, arguments, context)
     cancelled: asyncio.Future[None] = loop.create_future()
@@ -361,9 +362,9 @@ def _expire(call: CancellationEvent, end: float) -> None:
 
 async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent,
                     end: float) -> Any:
-    """The body's result; a cancellation that came while it ran, or its deadline ``end``
-    passed before the result came, discards it, like a late one."""
-    _expire(call, end)
+    """The body's result; a cancellation that came while it ran discards it, like a late one.
+    A sync body's result is not asked the loop's clock: it finished on its worker, and the
+    loop may have been held meanwhile by another call's body, not this one's (D541)."""
     if call.cancelled:
         raise Cancelled if run.cancelled else DeadlineExceeded
     if inspect.isawaitable(result):  # a sync callable that returned a coroutine

@@ -184,8 +184,10 @@ def storable_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
     try:
         if len(canonical_json(detail)) <= MAX_DETAIL_CHARS:
             return dict(detail)
-    except (*NOT_UTF8_JSON, RecursionError):
-        pass  # not JSON (a cycle, bytes, a lone surrogate, NaN), or nested past the stack
+    except Exception:  # the walk below is total: nothing escapes invoke (D88)
+        # Not JSON (a cycle, bytes, a lone surrogate, NaN), nested past the stack, or a
+        # plugin's own Mapping whose items() raises midway as the encoder reads it.
+        pass
     stored = _Storable().value(detail, 1)
     return stored if isinstance(stored, dict) else {"detail": stored}
 
@@ -251,6 +253,8 @@ class _Storable:
                         entries["…"] = f"({len(value) - count} more entries)"
                         break
                     name = self.text(key if isinstance(key, str) else repr(key))
+                    while name in entries:  # 1 and "1" are one text: neither entry is lost
+                        name = self.text(f"{name} (again)")
                     entries[name] = self.value(item, depth + 1)  # the key's text counted first
                 return entries
             items: list[Any] = []
