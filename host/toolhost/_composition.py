@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     from toolhost._pipeline.attachments import ATTACHED_ORIGINS
     from toolhost._pipeline.execution import run_sync
     from toolhost._pipeline.log import apply_logging, get_logger
+    from toolhost._pipeline.log import stderr as log_stderr
     from toolhost._pipeline.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
     from toolhost._pipeline.policy import PolicyAction, PolicyConfigError
     from toolhost._pipeline.progress import Progress, reporting
@@ -193,6 +194,7 @@ __all__ = [
     "is_secret_name",
     "load_host",
     "load_stores",
+    "log_stderr",
     "mcp_server",
     "nests_deeper",
     "parent_context",
@@ -1142,11 +1144,12 @@ def _open_stores(settings: Settings, clock: Clock, policy: Policy,
 
     :raises StoreUnavailable, SettingError:
     """
-    from toolhost._pipeline.log import configure_logging, logging_configured
+    from toolhost._pipeline.log import configure_logging, logging_configured, secret_values
 
     if not logging_configured():
         # structlog's default prints to stdout, which `toolhost serve` uses as a transport.
-        configure_logging(clock, level=settings.get("TOOLHOST_LOG_LEVEL") or "warning")
+        configure_logging(clock, level=settings.get("TOOLHOST_LOG_LEVEL") or "warning",
+                          secrets=secret_values(settings.env))
     log_policy_changes(policy)
     invocations = _open_invocation_store(settings, data_dir)
     try:
@@ -1646,6 +1649,7 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
         "ApprovalNotRecorded", "ApprovalRefused", "InvocationStateError", "Resumed")},
     "ATTACHED_ORIGINS": ("toolhost._pipeline.attachments", "ATTACHED_ORIGINS"),
     **{name: ("toolhost._pipeline.log", name) for name in ("apply_logging", "get_logger")},
+    "log_stderr": ("toolhost._pipeline.log", "stderr"),
     "METRICS_CONTENT_TYPE": ("toolhost._pipeline.metrics", "CONTENT_TYPE"),
     **{name: ("toolhost._pipeline.policy", name) for name in (
         "PolicyAction", "PolicyConfigError")},

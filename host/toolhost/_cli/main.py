@@ -415,6 +415,8 @@ _ENDS_AT_ONCE = frozenset({"tools", "check", "pending", "show", "deny", "artifac
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stderr is None:  # started as `toolhost ... 2>&-`: Python leaves no stream
+        _no_stderr()
     if sys.stdout is None:  # started as `toolhost ... >&-`: Python leaves no stream
         # Every command answers there (serve speaks MCP there).
         return closed_output(PROG)
@@ -423,6 +425,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     finally:
         unguard_output(original)
+
+
+def _no_stderr() -> None:
+    """A process started with descriptor 2 closed: ``sys.stderr`` becomes the log's stand-in
+    (its lines dropped and counted, ``log.stderr``), read by every later writer, ``print()``
+    too (``file=None`` is stdout). The null device takes the descriptor, unless something
+    took it meanwhile, so that what inherits or duplicates it writes nowhere: a tool's child,
+    and stdio ``serve``'s fd 1 while serving, which was SQLite's read-only filler there."""
+    from toolhost._composition import log_stderr
+
+    sys.stderr = log_stderr()
+    try:
+        os.fstat(2)
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)  # the lowest free descriptor: 2, with 0 and 1
+        if null != 2:
+            os.dup2(null, 2)
+            os.close(null)
 
 
 def _main(argv: Sequence[str] | None) -> int:

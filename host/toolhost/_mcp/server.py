@@ -273,6 +273,23 @@ def _configure_stdlib_logging(level: str) -> None:
     if not root.handlers:
         root.addHandler(ThroughToolhostLog())
     root.setLevel(logging.getLevelNamesMapping().get(level.upper(), logging.WARNING))
+    # At debug these write each MCP frame whole: every tool's result (a file's text, a mail,
+    # a command's output), a gateway upstream's answers. Held at info, unless the process set
+    # one's level itself before serving (a sitecustomize: docs/observability.md).
+    for name in _PAYLOAD_LOGGERS:
+        held = logging.getLogger(name)
+        if held.level == logging.NOTSET or name in _HELD:
+            held.setLevel(max(logging.INFO, root.level))
+            _HELD.add(name)
+
+
+#: The libraries' loggers that write whole MCP frames at debug (``_configure_stdlib_logging``):
+#: sse_starlette's each event it sends, the SDK's clients each message (gateway upstreams),
+#: its legacy SSE server each one it receives and sends.
+_PAYLOAD_LOGGERS = ("sse_starlette", "mcp.client.streamable_http", "mcp.client.sse",
+                    "mcp.server.sse")
+#: Those whose level is toolhost's, not the process's own: set again at each serve's start.
+_HELD: set[str] = set()
 
 
 class _Terminated(Exception):

@@ -95,7 +95,8 @@ class Instruments:
         self.approval_wait.observe(max(0.0, seconds), (tool, decision))
         mirror = self._mirror()
         if mirror is not None:
-            mirror.approval_wait.record(max(0.0, seconds), {"toolhost.tool.name": tool,
+            # The tool's attribute every instrument and span has: a query joins them by it.
+            mirror.approval_wait.record(max(0.0, seconds), {"gen_ai.tool.name": tool,
                                                             "toolhost.decision": decision})
 
     def awaiting_changed(self, amount: int) -> None:

@@ -17,22 +17,27 @@ JSON text's nested in a JSON string too (its quotes escaped, at any depth), a he
 pair's repr (httpcore's ``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie':
 [...]}``), and bare, by a provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``,
 ``ASIA...``). A name is a secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike
-(``accessToken``, ``clientSecret``). The same redaction, with its own marker, is what a span's
-arguments get (``redact_value``).
+(``accessToken``, ``clientSecret``). Every value of a secret setting the log was configured
+with (``configure_logging(secrets=...)``), wherever it appears, also as a JSON string shows it
+(``SecretValues``). The same redaction, with its own marker, is what a span's arguments get
+(``redact_value``).
 
 Logging never decides a call's outcome: a line that cannot be rendered or written (stderr's
 reader gone, a value the renderer rejects) is dropped and counted (``lost_lines``), and the
-first one of a configuration is reported with one line, if that can be written.
+first one of a configuration is reported with one line, if that can be written. A process
+started with no stderr at all (``2>&-``) logs to ``stderr()``'s stand-in, which drops and
+counts every line.
 """
 
 from __future__ import annotations
 
+import io
 import json as jsonlib
 import re
 import sys
 import threading
-from collections.abc import Collection, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Collection, Iterable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from toolhost._model.secrets import Secret
 from toolhost._model.settings import is_secret_name, redact_url_password
@@ -41,8 +46,9 @@ from toolhost._ports.clock import Clock
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["REDACTED", "apply_logging", "configure_logging", "get_logger", "logging_configured",
-           "lost_lines", "redact_secrets", "redact_value", "unfiltered_logger"]
+__all__ = ["REDACTED", "SecretValues", "apply_logging", "configure_logging", "get_logger",
+           "logging_configured", "lost_lines", "redact_secrets", "redact_value", "secret_values",
+           "stderr", "unfiltered_logger"]
 
 REDACTED = "[redacted]"
 
@@ -272,6 +278,35 @@ _NO_FLAG = frozenset({int, float, bool, type(None), dict, list, tuple})
 _USER_FLAGS = frozenset({"-u", "--user", "--proxy-user"})
 
 
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """The values of the settings in ``env`` named like a secret's (``is_secret_name``)."""
+    return [v.strip() for k, v in env.items() if is_secret_name(k) and v.strip()]
+
+
+class SecretValues:
+    """Known secrets (a secret setting's values), replaced wherever they appear in a text: as
+    written and as a JSON string shows them (a JSON text inside a line: an MCP frame a library
+    logged), longest first, so that a secret holding another is hidden whole. One that is
+    shorter than 4 characters is left: a ``1`` or ``on`` would hide every such word."""
+
+    __slots__ = ("_forms",)
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        forms = {form for value in values if len(value) >= 4
+                 for form in (value, jsonlib.dumps(value, ensure_ascii=False)[1:-1])}
+        self._forms = sorted(forms, key=len, reverse=True)
+
+    def redact(self, text: str, marker: str) -> str:
+        # One scan of the text each (str.replace's): linear in it, whatever it holds.
+        for form in self._forms:
+            text = text.replace(form, marker)
+        return text
+
+
+#: The secret settings' values of the log's configuration (``configure_logging``).
+_known = SecretValues()
+
+
 def redact_value(value: Any, marker: str = REDACTED) -> Any:
     """``value`` with every secret in it replaced by ``marker``, however deeply nested: what a
     log line and a span's arguments show of it."""
@@ -353,6 +388,7 @@ def _redact_text(text: str, marker: str = REDACTED) -> str:
     """The string with each credential replaced; the scheme or name and separator stay. A
     connection string's first (a conninfo's quoted ``password='a b'`` is one value, which
     the line-oriented patterns below would cut at its first space)."""
+    text = _known.redact(text, marker)  # whole values first, before a pattern cuts into one
     if "://" in text or "=" in text:
         text = redact_url_password(text)
     paired = "'," in text or '",' in text  # a pair's name ends so (``_named``)
@@ -454,6 +490,33 @@ def lost_lines() -> int:
     return _lost
 
 
+class _NoStderr(io.TextIOBase):
+    """What stands for stderr in a process started with descriptor 2 closed (``2>&-``, as a
+    supervisor or cron may start one), where Python leaves ``sys.stderr`` None: no terminal,
+    and each line written to it, a log line or a command's one-line message, dropped and
+    counted in ``lost_lines``. None itself failed the first ``isatty`` or ``write``, ending the
+    command before its call ran, and ``print(file=None)`` writes to stdout, the MCP transport."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        global _lost
+        if lines := text.count("\n"):  # print() writes the line and its newline apart
+            with _lost_lock:
+                _lost += lines
+        return len(text)
+
+
+_NO_STDERR = _NoStderr()
+
+
+def stderr() -> TextIO:
+    """``sys.stderr``, or when the process has none the stand-in that drops and counts what is
+    written to it (``_NoStderr``)."""
+    return sys.stderr if sys.stderr is not None else cast(TextIO, _NO_STDERR)
+
+
 def _unfailing(structlog: ModuleType, level: int) -> type:
     """structlog's filtering logger at ``level`` whose lines never raise into the caller: a
     log line is for the operator and must not decide a call's outcome (D17)."""
@@ -506,20 +569,23 @@ _structlog: ModuleType | None = None
 
 
 def configure_logging(
-    clock: Clock, *, level: str = "info", stream: TextIO | None = None, json: bool | None = None
+    clock: Clock, *, level: str = "info", stream: TextIO | None = None, json: bool | None = None,
+    secrets: Iterable[str] = (),
 ) -> None:
-    """Configure structlog once for the process. ``json`` defaults to "stderr is not a TTY".
+    """Configure structlog once for the process. ``json`` defaults to "stderr is not a TTY";
+    ``secrets``: the secret settings' values (``secret_values``), hidden in every line.
 
     Applied at once when structlog is imported already, else when the first event at the
     level (or ``apply_logging``) needs it; a configuration structlog was given meanwhile by
     someone else is newer, and is kept."""
     from toolhost._model.settings import LOG_LEVELS, SettingError
 
-    global _pending
+    global _pending, _known
     number = _LEVEL_NUMBERS.get(level.strip().upper())
     if number is None:  # one line for the operator, not a KeyError
         raise SettingError(f"{level!r} is not a log level: use one of {', '.join(LOG_LEVELS)}")
-    stream = stream if stream is not None else sys.stderr
+    _known = SecretValues(secrets)
+    stream = stream if stream is not None else stderr()
     configuration = _Configuration(clock, number, stream,
                                    json if json is not None else not stream.isatty())
     if "structlog" in sys.modules:

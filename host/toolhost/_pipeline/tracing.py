@@ -35,8 +35,7 @@ from typing import Any
 
 from toolhost._model.host_reasons import UNKNOWN_VERSION
 from toolhost._model.outcome import Outcome, OutcomeStatus, ToolFailure
-from toolhost._model.settings import is_secret_name
-from toolhost._pipeline.log import redact_value
+from toolhost._pipeline.log import SecretValues, redact_value, secret_values
 from toolhost._pipeline.steps import shown
 
 #: The API's modules, imported by ``api_loaded`` once something else in the process has.
@@ -158,13 +157,16 @@ class CallTrace:
     approval is asked within the call), in which case the pipeline's calls inside it report
     to this one span instead of opening their own."""
 
-    __slots__ = ("_outer", "_token", "span", "tracer")
+    __slots__ = ("_outer", "_token", "failed", "span", "tracer")
 
     def __init__(self, tracer: Any, span: Any, outer: bool) -> None:
         self.tracer = tracer
         self.span = span
         self._outer = outer
         self._token: Any = None
+        #: Whether the last outcome reported failed: the span's ``error.type`` is its reason
+        #: code, which the exception a front end answers it with (MCP's -32602) must not hide.
+        self.failed = False
 
 
 class Tracing:
@@ -181,14 +183,12 @@ class Tracing:
         self._probe = ProviderProbe(monotonic)
         self._tracer: Any = None
         self.arguments = arguments
-        # Longest first: a secret that contains another is redacted whole.
-        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+        self._secrets = SecretValues(secrets)
 
     @classmethod
     def from_settings(cls, settings: Any, monotonic: Callable[[], float]) -> Tracing:
-        env: Mapping[str, str] = settings.env
         return cls(monotonic, arguments=settings.flag("TOOLHOST_TRACE_ARGUMENTS"),
-                   secrets=[v.strip() for k, v in env.items() if is_secret_name(k) and v.strip()])
+                   secrets=secret_values(settings.env))
 
     def tracer(self) -> Any:
         """The tracer, or None while no tracer provider is configured (or no API installed)."""
@@ -238,7 +238,7 @@ class Tracing:
         if call is None:
             return
         if outcome is not None:
-            record_outcome(call.span, outcome)
+            call.failed = record_outcome(call.span, outcome)
         elif exc is not None:
             call.span.set_attribute("error.type", _error_type(exc))
             call.span.set_status(otel_trace.StatusCode.ERROR)
@@ -271,12 +271,7 @@ class Tracing:
                               ensure_ascii=False, default=repr)
         except (TypeError, ValueError, RecursionError) as exc:
             return f"(arguments not shown: {type(exc).__name__})"
-        for secret in self._secrets:
-            text = text.replace(secret, _REDACTED)
-            quoted = json.dumps(secret, ensure_ascii=False)[1:-1]
-            if quoted != secret:
-                text = text.replace(quoted, _REDACTED)
-        return text
+        return self._secrets.redact(text, _REDACTED)
 
 
 class _Request:
@@ -310,7 +305,7 @@ class _Request:
         context_token, call_token = self._tokens
         _current.reset(call_token)
         otel_context.detach(context_token)
-        if exc is not None:
+        if exc is not None and not self._call.failed:
             self._call.span.set_attribute("error.type", _error_type(exc))
             self._call.span.set_status(otel_trace.StatusCode.ERROR)
         self._call.span.end()
@@ -325,8 +320,9 @@ def named_no_tool(outcome: Outcome) -> bool:
     return outcome.failure is None or outcome.failure.reason_code != UNKNOWN_VERSION
 
 
-def record_outcome(span: Any, outcome: Outcome) -> None:
-    """The outcome's attributes on an invocation span; a failure is the span's error."""
+def record_outcome(span: Any, outcome: Outcome) -> bool:
+    """The outcome's attributes on an invocation span; a failure is the span's error, its
+    ``error.type`` the reason code (D272). Whether it was one."""
     attributes: dict[str, Any] = {"toolhost.status": outcome.status.value}
     if outcome.invocation_id is not None:
         attributes["gen_ai.tool.call.id"] = outcome.invocation_id
@@ -341,6 +337,8 @@ def record_outcome(span: Any, outcome: Outcome) -> None:
         span.set_attribute("error.type", outcome.failure.reason_code)
         # No description: the static message is the model's, the detail the operator's log.
         span.set_status(otel_trace.StatusCode.ERROR)
+        return True
+    return False
 
 
 def step(name: str) -> _Step | _NoStep:
