@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLHOST_ALL = [
     "HARD_OUTPUT_CEILING",
     "MAX_ATTACHED_BYTES",
+    "MAX_FILE_NAME_BYTES",
     "ArtifactOrigin",
     "ArtifactReader",
     "ArtifactRef",
@@ -79,6 +80,7 @@ TOOLHOST_ALL = [
     "WorkspaceUsage",
     "WriteResult",
     "escaped",
+    "file_name_problem",
     "hookimpl",
     "make_private_dirs",
     "media_type_for",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from toolhost._model.context import Principal, Services, ToolCallable, ToolExecutionContext
     from toolhost._model.data_layout import make_private_dirs
     from toolhost._model.digest import sha256_checksum
+    from toolhost._model.file_names import MAX_FILE_NAME_BYTES, file_name_problem
     from toolhost._model.media_types import MediaType, media_type_for
     from toolhost._model.outcome import (
         HARD_OUTPUT_CEILING,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HARD_OUTPUT_CEILING",
     "MAX_ATTACHED_BYTES",
+    "MAX_FILE_NAME_BYTES",
     "ArtifactOrigin",
     "ArtifactReader",
     "ArtifactRef",
@@ -132,6 +134,7 @@ __all__ = [
     "WorkspaceUsage",
     "WriteResult",
     "escaped",
+    "file_name_problem",
     "hookimpl",
     "make_private_dirs",
     "media_type_for",
@@ -164,6 +167,7 @@ _HOME = {
     "FailureInfo": "toolhost._model.outcome",
     "HARD_OUTPUT_CEILING": "toolhost._model.outcome",
     "MAX_ATTACHED_BYTES": "toolhost._model.artifacts",
+    "MAX_FILE_NAME_BYTES": "toolhost._model.file_names",
     "Idempotency": "toolhost._model.spec",
     "Kind": "toolhost._model.spec",
     "ListedEntry": "toolhost._model.workspace",
@@ -209,6 +213,7 @@ _HOME = {
     "WorkspaceUsage": "toolhost._model.workspace",
     "WriteResult": "toolhost._model.workspace",
     "escaped": "toolhost._model.printable",
+    "file_name_problem": "toolhost._model.file_names",
     "hookimpl": "toolhost.hookspecs",
     "make_private_dirs": "toolhost._model.data_layout",
     "media_type_for": "toolhost._model.media_types",

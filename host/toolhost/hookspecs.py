@@ -56,8 +56,10 @@ the first command of a fresh data directory does not leave it readable by others
 principal_id) -> lines``, or a reference to it, says from the plugin's own data what a paused
 call will do, and ``toolhost show``, the MCP approval question and the inbox show those lines
 beside the arguments; ``escaped(text)``, the host's one rule for text that does not print;
-``not_utf8(value)``, its check that a command-line value is UTF-8 text; and ``stoppable``'s
-``prog=``, with standard output answered as the host's commands answer theirs (D532). Every
+``not_utf8(value)``, its check that a command-line value is UTF-8 text; ``stoppable``'s
+``prog=``, with standard output answered as the host's commands answer theirs (D532); and
+``file_name_problem(name)`` with ``MAX_FILE_NAME_BYTES``, the host's one rule for a file name a
+person is handed, which the inbox's download applies too. Every
 1.8 plugin is a 1.9 plugin unchanged.
 """
 

@@ -2,8 +2,9 @@
 
 When: a result carries files (``artifact.export``, ``image.generate``, ``video.generate``),
 and when the client lists or reads resources. What: every file a call exported or generated is
-a ``resource_link`` in its result, ``toolhost://artifacts/<id>`` with its name, media type and
-size; ``resources/list`` lists the session run's attachments in the order the run made them;
+a ``resource_link`` in its result, ``toolhost://artifacts/<id>`` with its name (its id when
+the file name rule refuses the name: a person saves the file under it), media type and size;
+``resources/list`` lists the session run's attachments in the order the run made them;
 ``resources/read`` returns one artifact's exact bytes (base64, as a blob: no charset can change
 them) after the resolver's checks, the ones a tool's reference gets: the caller's principal,
 its conversation (or run, outside one), expiry, an eligible origin (never a captured tool
@@ -30,7 +31,7 @@ from typing import Any
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
-from toolhost import MAX_ATTACHED_BYTES, ArtifactRef, ArtifactUnavailable
+from toolhost import MAX_ATTACHED_BYTES, ArtifactRef, ArtifactUnavailable, file_name_problem
 from toolhost._composition import (
     ATTACHED_ORIGINS,
     ArtifactCorrupted,
@@ -47,6 +48,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "RunResources",
     "artifact_uri",
+    "handed_over_name",
     "resource_link",
 ]
 
@@ -73,17 +75,27 @@ def artifact_uri(artifact_id: str) -> str:
     return f"{ARTIFACT_URI_PREFIX}{artifact_id}"
 
 
+def handed_over_name(name: str, artifact_id: str) -> str:
+    """The name a stored file is handed to a person under (a resource's, the inbox's
+    download): its own when the file name rule allows it, else its id. A record may hold a
+    name the rule refuses (stored before the rule, or by a plugin that never asked); the id
+    has no extension, so it claims no type."""
+    return name if file_name_problem(name) is None else artifact_id
+
+
 def resource_link(ref: Mapping[str, Any]) -> types.ResourceLink:
     """The ``resource_link`` content block of one attached file (its ``ArtifactRef`` JSON)."""
+    artifact_id = str(ref["id"])
     return types.ResourceLink(
-        type="resource_link", uri=artifact_uri(str(ref["id"])), name=str(ref["name"]),
+        type="resource_link", uri=artifact_uri(artifact_id),
+        name=handed_over_name(str(ref["name"]), artifact_id),
         mime_type=str(ref["media_type"]), size=int(ref["byte_count"]),
     )
 
 
 def _resource(ref: ArtifactRef) -> types.Resource:
-    return types.Resource(uri=artifact_uri(ref.id), name=ref.name, mime_type=ref.media_type,
-                          size=ref.byte_count)
+    return types.Resource(uri=artifact_uri(ref.id), name=handed_over_name(ref.name, ref.id),
+                          mime_type=ref.media_type, size=ref.byte_count)
 
 
 def _artifact_id(uri: str) -> str | None:

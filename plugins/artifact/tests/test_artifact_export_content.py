@@ -169,8 +169,9 @@ def test_names_the_rule_refuses(call: Call, store: Store, name: str) -> None:
     assert code(outcome) == INVALID, outcome.to_json()
     assert outcome.content == (
         "name must be a bare file name such as report.txt: no / or \\, no control characters, "
-        "no <>:\"|?*, no space but the plain one, not starting with a dot, not ending with a "
-        "dot or space, not a device name such as CON or NUL, at most 255 bytes.")
+        "no <>:\"|?*, no space but the plain one, no two spaces in a row, not starting with a "
+        "dot, not ending with a dot or space, not a device name such as CON or NUL, at most 255 "
+        "bytes.")
     assert store.rows() == 0
 
 

@@ -103,9 +103,9 @@ MESSAGES = {
     "tool.invalid_arguments.file_too_large": "That file is larger than the 64 MiB an export may hold.",
     "tool.invalid_arguments.unsafe_file_name":
         "That file's name cannot be handed over as it is: it starts or ends with a dot, ends "
-        "with a space, is a device name such as CON or NUL, or holds a control, format or "
-        "separator character, a space other than the plain one, or one of <>:\"|?*. Copy it "
-        "to a plain name such as report.txt and export that.",
+        "with a space, has two spaces in a row, is a device name such as CON or NUL, or holds "
+        "a control, format or separator character, a space other than the plain one, or one "
+        "of <>:\"|?*. Copy it to a plain name such as report.txt and export that.",
     "tool.invalid_arguments.both_path_and_content":
         "Give either path (a workspace file) or content (text to save), not both.",
     "tool.invalid_arguments.no_path_or_content":
@@ -117,8 +117,9 @@ MESSAGES = {
         "to a workspace file and export that by path.",
     "tool.invalid_arguments.invalid_name":
         "name must be a bare file name such as report.txt: no / or \\, no control characters, "
-        "no <>:\"|?*, no space but the plain one, not starting with a dot, not ending with a "
-        "dot or space, not a device name such as CON or NUL, at most 255 bytes.",
+        "no <>:\"|?*, no space but the plain one, no two spaces in a row, not starting with a "
+        "dot, not ending with a dot or space, not a device name such as CON or NUL, at most 255 "
+        "bytes.",
     "tool.invalid_arguments.name_not_text":
         "content is saved as text, so name needs a text extension such as .txt, .md, .csv, "
         ".json or .html.",

@@ -77,7 +77,7 @@ from toolhost._mcp.inbox.login import (
     Logins,
     code_challenge,
 )
-from toolhost._mcp.resources import MAX_RESOURCE_BYTES
+from toolhost._mcp.resources import MAX_RESOURCE_BYTES, handed_over_name
 
 __all__ = ["COOKIE", "CSP", "OVERVIEW_ROWS", "WAITING_SHOWN", "Inbox"]
 
@@ -389,7 +389,11 @@ class Inbox:
             self._log.warning("http.inbox.file_failed", error=type(exc).__name__)
             await _plain(send, 503, "The file store did not answer; try again.\n")
             return
-        disposition = "attachment; filename*=UTF-8''" + urllib.parse.quote(name, safe="")
+        # The browser saves the file under this name, a model's or a plugin's choice.
+        shown = handed_over_name(name, artifact_id)
+        if shown != name:
+            self._log.info("http.inbox.file_renamed")
+        disposition = "attachment; filename*=UTF-8''" + urllib.parse.quote(shown, safe="")
         await _answer(send, 200, content, "application/octet-stream",
                       extra=[(b"content-disposition", disposition.encode("ascii"))],
                       csp=_FILE_CSP)

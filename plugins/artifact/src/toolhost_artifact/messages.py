@@ -54,9 +54,9 @@ MESSAGES: dict[str, str] = {
     NOT_A_FILE: "That path is a directory. Export one file at a time.",
     TOO_LARGE: "That file is larger than the 64 MiB an export may hold.",
     UNSAFE_FILE_NAME: "That file's name cannot be handed over as it is: it starts or ends "
-    "with a dot, ends with a space, is a device name such as CON or NUL, or holds a control, "
-    "format or separator character, a space other than the plain one, or one of <>:\"|?*. "
-    "Copy it to a plain name such as report.txt and export that.",
+    "with a dot, ends with a space, has two spaces in a row, is a device name such as CON or "
+    "NUL, or holds a control, format or separator character, a space other than the plain "
+    "one, or one of <>:\"|?*. Copy it to a plain name such as report.txt and export that.",
     BOTH_PATH_AND_CONTENT: "Give either path (a workspace file) or content (text to save), "
     "not both.",
     NO_PATH_OR_CONTENT: "Give path (a workspace file) or content (text to save).",
@@ -64,8 +64,9 @@ MESSAGES: dict[str, str] = {
     CONTENT_TOO_LONG: "content is longer than 1 MiB (1048576 bytes of UTF-8). Export less "
     "text, or write it to a workspace file and export that by path.",
     INVALID_NAME: "name must be a bare file name such as report.txt: no / or \\, no control "
-    "characters, no <>:\"|?*, no space but the plain one, not starting with a dot, not ending "
-    "with a dot or space, not a device name such as CON or NUL, at most 255 bytes.",
+    "characters, no <>:\"|?*, no space but the plain one, no two spaces in a row, not starting "
+    "with a dot, not ending with a dot or space, not a device name such as CON or NUL, at most "
+    "255 bytes.",
     NAME_NOT_TEXT: "content is saved as text, so name needs a text extension such as .txt, "
     ".md, .csv, .json or .html.",
 }
