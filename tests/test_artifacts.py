@@ -132,8 +132,8 @@ def test_public_names() -> None:
         toolhost._adapters.sqlite_artifacts: {
             "BUCKET_MIGRATIONS", "MIGRATIONS", "ArtifactRecordDamaged", "SQLiteArtifactMetadata",
             "SQLiteArtifactStore", "open_artifact_store"},
-        toolhost._pipeline.artifacts: {"ArtifactResolver", "RunArtifactStream",
-                                       "RunArtifactWriter"},
+        toolhost._pipeline.artifacts: {"ArtifactResolver", "CallArtifactWriter",
+                                       "RunArtifactStream", "RunArtifactWriter"},
     }
     for module, names in surfaces.items():
         assert set(module.__all__) == names, module.__name__

@@ -863,8 +863,9 @@ def _generations(run_dir: Path) -> list[str]:
 
 
 class RunWorkspace:
-    """One run's workspace as this process uses it: the Workspace port (and the sandbox's),
-    on the run's current generation, or on the operator's directory.
+    """One run's workspace as this process uses it: the Workspace port (and the sandbox's,
+    and ``RunBoundWorkspace``), on the run's current generation, or on the operator's
+    directory.
 
     The generation is looked up at the first operation after ``refresh`` (which the pipeline
     calls when a call starts and no other call of the run is executing here), so a call runs
@@ -940,6 +941,21 @@ class RunWorkspace:
             handle = self._handle = WorkspaceHandle(directory)
         self._stale = False
         return handle
+
+    def check_live(self) -> None:
+        """Refuse (``RunEnded``) once the run this workspace started in has ended, here or in
+        another process: a late call publishes nothing as the ended run's (an attachment), as
+        it writes nothing in its workspace (D529). A workspace of one approved call's own
+        (its run was not live here when the call was approved) is never refused: its files
+        reach the run through what it publishes (D219).
+
+        :raises RunEnded: the run has ended, or was registered afresh since.
+        """
+        if self._ended:
+            raise RunEnded(_RUN_ENDED)
+        if not self._detached and not self._registry.live_under(self.run_id,
+                                                                self._registration):
+            raise RunEnded(_RUN_ENDED)
 
     def _open_generation(self, generation: str, hold: int | None) -> WorkspaceHandle:
         path = self._registry.generation_path(self.run_id, generation)

@@ -1,5 +1,6 @@
 """The run-bound artifact writer a tool and the pipeline write through, its streaming form,
-and the conversation-scoped resolver a tool reads references through (D63, D64).
+the view of it one call's body is given, and the conversation-scoped resolver a tool reads
+references through (D63, D64).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from toolhost._model.artifacts import (
     NewArtifact,
 )
 from toolhost._model.spec import Trust
+from toolhost._model.workspace import CallScope
 from toolhost._pipeline.attachments import ATTACHED_ORIGINS
 from toolhost._ports.artifacts import ArtifactStore, ArtifactUpload
 from toolhost._ports.clock import Clock
 
 __all__ = [
     "ArtifactResolver",
+    "CallArtifactWriter",
     "RunArtifactStream",
     "RunArtifactWriter",
 ]
@@ -53,6 +56,7 @@ class RunArtifactWriter:
         clock: Clock,
         conversation_id: str | None = None,
         principal_id: str | None = None,
+        live: Callable[[], None] | None = None,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError("run_id must be a non-empty string")
@@ -61,6 +65,9 @@ class RunArtifactWriter:
         self._clock = clock
         self._conversation_id = conversation_id
         self._principal_id = principal_id
+        #: Raises (``RunEnded``) once the run has ended: checked before an attachment is
+        #: published, so a late call adds nothing to an ended run (D529).
+        self._live = live
         # What this writer exported or generated (the files attached to the run's reply), in
         # order, each once: what the call's answer links. One writer serves one call.
         self._attached: dict[str, ArtifactRef] = {}
@@ -71,6 +78,11 @@ class RunArtifactWriter:
         """The attachments written through this writer (reused ones too), in order."""
         with self._attached_lock:
             return tuple(self._attached.values())
+
+    def _check_live(self, origin: ArtifactOrigin) -> None:
+        # Only the run's attachments: a captured output (step 12) is the call's own row's.
+        if self._live is not None and origin in ATTACHED_ORIGINS:
+            self._live()
 
     def _attach(self, origin: ArtifactOrigin, ref: ArtifactRef) -> ArtifactRef:
         if origin in ATTACHED_ORIGINS:
@@ -110,6 +122,7 @@ class RunArtifactWriter:
         now = self._clock.now()
         new = self._new(origin=origin, name=name, media_type=media_type, trust=trust,
                         expires_at=self._expiry(expires_at, lambda: now))
+        self._check_live(origin)
         record = self._store.put_or_reuse(new, data, now=now)
         return self._attach(origin, record.ref)
 
@@ -144,7 +157,8 @@ class RunArtifactWriter:
             return self._store.begin(new, max_bytes=max_bytes)
 
         return RunArtifactStream(begin, self._clock,
-                                 committed=lambda ref: self._attach(origin, ref))
+                                 committed=lambda ref: self._attach(origin, ref),
+                                 publishing=lambda: self._check_live(origin))
 
     def _new(self, *, origin: ArtifactOrigin, name: str, media_type: str, trust: Trust,
              expires_at: _dt.datetime | None) -> NewArtifact:
@@ -182,10 +196,13 @@ class RunArtifactStream:
         clock: Clock,
         *,
         committed: Callable[[ArtifactRef], ArtifactRef] = lambda ref: ref,
+        publishing: Callable[[], None] = lambda: None,
     ) -> None:
         self._begin = begin
         self._clock = clock
         self._committed = committed
+        #: Asked just before publishing: raising leaves the stream uncommitted (aborted).
+        self._publishing = publishing
         self._lock = threading.Lock()
         self._upload: ArtifactUpload | None = None
         self._entered = False
@@ -219,6 +236,7 @@ class RunArtifactStream:
     def commit(self) -> ArtifactRef:
         """Publish what was written (or reuse the run's live twin) and return its ref."""
         upload = self._started()
+        self._publishing()
         return self._committed(upload.commit(self._clock.now()).ref)
 
     def abort(self) -> None:
@@ -234,6 +252,88 @@ class RunArtifactStream:
         if upload is None:
             raise ArtifactError("an artifact stream is used inside a with block")
         return upload
+
+
+class CallArtifactWriter:
+    """The run's writer as one call's body has it (``context.artifacts``): writes, and a
+    stream's entry and commit, are handed on while the call runs (``CallScope``) and refused
+    with ``CallEnded`` once it has ended, whatever the origin. A body abandoned at its
+    deadline, or a thread it started, would otherwise publish files no answer links (a timed
+    out call's, or one past its answer's ``attachments``). The pipeline's own step 12 writes
+    through the writer itself."""
+
+    __slots__ = ("_scope", "_writer")
+
+    def __init__(self, writer: RunArtifactWriter, scope: CallScope) -> None:
+        self._writer = writer
+        self._scope = scope
+
+    def write(
+        self,
+        *,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        content: bytes | str,
+        trust: Trust,
+        expires_at: _dt.datetime | None = None,
+    ) -> ArtifactRef:
+        self._scope.check()
+        return self._writer.write(origin=origin, name=name, media_type=media_type,
+                                  content=content, trust=trust, expires_at=expires_at)
+
+    def stream(
+        self,
+        *,
+        origin: ArtifactOrigin,
+        name: str,
+        media_type: str,
+        trust: Trust,
+        max_bytes: int,
+        expires_at: _dt.datetime | None = None,
+    ) -> _CallArtifactStream:
+        self._scope.check()
+        return _CallArtifactStream(self._writer.stream(
+            origin=origin, name=name, media_type=media_type, trust=trust, max_bytes=max_bytes,
+            expires_at=expires_at), self._scope)
+
+
+class _CallArtifactStream:
+    """A stream of ``CallArtifactWriter``'s: entered and committed only while its call runs;
+    refused, it is aborted on leaving the block, as any uncommitted stream is."""
+
+    __slots__ = ("_scope", "_stream")
+
+    def __init__(self, stream: RunArtifactStream, scope: CallScope) -> None:
+        self._stream = stream
+        self._scope = scope
+
+    def __enter__(self) -> _CallArtifactStream:
+        self._scope.check()
+        self._stream.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stream.__exit__(exc_type, exc, tb)
+
+    @property
+    def bytes_written(self) -> int:
+        return self._stream.bytes_written
+
+    def write(self, chunk: bytes) -> None:
+        self._stream.write(chunk)
+
+    def commit(self) -> ArtifactRef:
+        self._scope.check()
+        return self._stream.commit()
+
+    def abort(self) -> None:
+        self._stream.abort()
 
 
 # --------------------------------------------------------------------------------------------

@@ -92,10 +92,18 @@ from toolhost._model.outcome import (
 from toolhost._model.runs import CancellationEvent, Run, ToolCall
 from toolhost._model.settings import StoreUnavailable
 from toolhost._model.spec import Idempotency, Trust
-from toolhost._model.workspace import NO_WORKSPACE, WorkspaceEscape, WorkspaceUnavailable
+from toolhost._model.workspace import (
+    NO_WORKSPACE,
+    CallEnded,
+    CallScope,
+    WorkspaceEscape,
+    WorkspaceUnavailable,
+    call_workspace,
+    run_check,
+)
 from toolhost._pipeline import progress, steps
 from toolhost._pipeline.approvals import Approvals, Resumed
-from toolhost._pipeline.artifacts import RunArtifactWriter
+from toolhost._pipeline.artifacts import CallArtifactWriter, RunArtifactWriter
 from toolhost._pipeline.execution import abandoned
 from toolhost._pipeline.group_commit import GroupCommit, WriteCancelled
 from toolhost._pipeline.log import get_logger
@@ -106,6 +114,8 @@ from toolhost._pipeline.tracing import step as trace_step
 from toolhost._ports.artifacts import ArtifactStore
 from toolhost._ports.clock import Clock
 from toolhost._ports.invocations import InvocationStore
+from toolhost._ports.tool_artifacts import ArtifactWriter
+from toolhost._ports.workspace import Workspace
 from toolhost._registration.refusals import Registered
 from toolhost._registration.registry import Registry
 
@@ -367,13 +377,23 @@ class Pipeline:
     ) -> ToolExecutionContext:
         """What a call of ``run`` receives: the run's workspace, an artifact writer bound to
         the run (and its conversation and principal), this deadline and cancellation, and a
-        progress reporter when the caller listens (``progress.reporting``)."""
+        progress reporter when the caller listens (``progress.reporting``). A call the
+        pipeline runs has both handles as views that stop working once it has ended
+        (``CallWorkspace``, ``CallArtifactWriter``); this one, made to call a body directly
+        (the testing kit's), has no such end."""
+        return self._context(run, deadline, cancellation, self._writer_for(run),
+                             run.workspace if run.workspace is not None else NO_WORKSPACE)
+
+    def _writer_for(self, run: Run) -> RunArtifactWriter:
+        # It publishes nothing as the run's once the run has ended (D529).
+        return RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
+                                 principal_id=run.principal.id, live=run_check(run.workspace))
+
+    def _context(self, run: Run, deadline: float, cancellation: CancellationEvent,
+                 artifacts: ArtifactWriter, workspace: Workspace) -> ToolExecutionContext:
         reporter = progress.reporter_for(self._monotonic, run_id=run.id)
         return ToolExecutionContext(
-            run_id=run.id, principal=run.principal,
-            workspace=run.workspace if run.workspace is not None else NO_WORKSPACE,
-            artifacts=RunArtifactWriter(self.artifacts, run.id, self.clock, run.conversation_id,
-                                        principal_id=run.principal.id),
+            run_id=run.id, principal=run.principal, workspace=workspace, artifacts=artifacts,
             deadline=deadline, cancellation=cancellation,
             conversation_id=run.conversation_id, user_turn=run.user_turn,
             reporter=no_progress if reporter is None else reporter,
@@ -386,18 +406,32 @@ class Pipeline:
         # Each call has its own cancellation: set when the run's is, and at its deadline.
         call = CancellationEvent()
         now = self._monotonic()
-        context = self.context_for(
-            run, deadline=steps.call_deadline(registered, run.deadline, now), cancellation=call)
-        writer = context.artifacts
+        # The body's workspace and writer work until its call has ended (``scope.end``).
+        scope = CallScope()
+        writer = self._writer_for(run)
+        context = self._context(
+            run, steps.call_deadline(registered, run.deadline, now), call,
+            CallArtifactWriter(writer, scope),
+            NO_WORKSPACE if run.workspace is None else call_workspace(run.workspace, scope))
         try:
             steps.check_run_deadline(run, now)  # 8: the body never starts past it
             tool = steps.build_tool(self._build, registered)  # 8
             try:
                 with self._step("execute"):
-                    raw = await steps.execute(registered, tool, record.arguments, context, call,
-                                              run, context.deadline - self._monotonic())  # 8
+                    try:
+                        raw = await steps.execute(registered, tool, record.arguments, context,
+                                                  call, run,
+                                                  context.deadline - self._monotonic())  # 8
+                    finally:
+                        # Its outcome is the call's now: what it (or a thread it started)
+                        # writes or publishes after this is refused.
+                        scope.end()
             except WorkspaceEscape as escape:
                 raise steps.workspace_escape(escape) from None  # 9
+            except CallEnded as stale:
+                # An ended call's handle (a context the body kept from an earlier call): its
+                # own bug, which no retry mends, not this call's workspace.
+                raise steps.unexpected(stale, registered) from None
             except WorkspaceUnavailable as problem:
                 raise steps.workspace_unavailable(problem) from None  # 9
             log.debug("pipeline.execute", step=8)
@@ -420,8 +454,7 @@ class Pipeline:
             # the row is still finished, never left running.
             return await self.persist_failure(record, steps.unexpected(exc, registered), log,
                                                inserted=inserted)
-        attached = tuple(ref.to_json() for ref in writer.attached) if isinstance(
-            writer, RunArtifactWriter) else ()
+        attached = tuple(ref.to_json() for ref in writer.attached)
         return await self._persist_success(record, trust, shaped, log,  # 13
                                            inserted=inserted, attachments=attached)
 

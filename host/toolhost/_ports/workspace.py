@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 __all__ = [
     "ProvenancedChunks",
+    "RunBoundWorkspace",
     "SandboxWorkspace",
     "Workspace",
 ]
@@ -65,6 +66,18 @@ class SandboxWorkspace(Workspace, Protocol):
         deepest level, measured by the same bounded walk as ``sandbox_root``'s. It stops as
         soon as one figure passes its ``max_*`` (the result is then incomplete). Callable
         from another thread while a ``sandbox_root`` block runs, to enforce a quota."""
+        ...
+
+
+class RunBoundWorkspace(Workspace, Protocol):
+    """A run's workspace that knows whether its run is still live: the host's own
+    (``RunWorkspace``). Optional, as ``SandboxWorkspace`` is: a workspace without a run (a
+    test's handle, a plugin's fake) has no ``check_live``, and ``run_check`` gives a check
+    that passes in its place."""
+
+    def check_live(self) -> None:
+        """Raise ``RunEnded`` once the run this workspace started in has ended, here or in
+        another process: a late call publishes nothing as the ended run's (D529)."""
         ...
 
 
