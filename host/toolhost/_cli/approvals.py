@@ -39,8 +39,10 @@ from toolhost._composition import escaped, prints, rows_in
 
 if TYPE_CHECKING:
     import datetime as dt
+    from pathlib import Path
 
     from toolhost._composition import (
+        Host,
         InvocationRecord,
         InvocationRecordDamaged,
         InvocationStore,
@@ -68,7 +70,8 @@ def add_parsers(sub: argparse._SubParsersAction[Parser], run: str | None) -> Non
                 help="approve a paused invocation and run it")
     add_command(sub, run, "deny", _deny_arguments, help="deny a paused invocation")
     add_command(sub, run, "recover", _recover_arguments,
-                help="settle invocations left running by a process that is gone")
+                help="settle invocations left running by a process that is gone, and end "
+                     "the runs of killed commands")
 
 
 def _pending_arguments(pending: argparse.ArgumentParser) -> None:
@@ -582,20 +585,58 @@ def cmd_recover(args: argparse.Namespace) -> int:
     host = load(stores=True)
     from toolhost._composition import CancellationEvent
 
+    gone = _gone_runs(host)
     cancellation = CancellationEvent()
     # Ctrl-C (or SIGTERM, SIGHUP) cancels a call run again as approve's: its row ends failed,
     # not running under this process for the next recover to run once more (D337).
     report, stopped = run_cancellable(
         lambda: host.recover_cancellable(cancellation, rerun=args.rerun), cancellation)
+    # Recovery ends a killed command's run (D475) and reports only rows: the runs it ended
+    # are the ones listed as gone before it that are no longer registered.
+    ended = [run for run in gone if not host.run_workspaces.registered(run[0])]
     code = ExitCode.OK if stopped is None else stopped_code(stopped)
     if args.json:
-        print_json([r.to_json() for r in report])
+        print_json([*map(_ended_run_json, ended), *(r.to_json() for r in report)])
         return code
-    if not report and stopped is None:
+    if not report and not ended and stopped is None:
         print("nothing to recover: no invocation is left running")
+    for run_id, directory, has_workspace in ended:
+        left = (f" (its directory {directory} is kept)" if directory is not None
+                else " (its workspace is removed)" if has_workspace else "")
+        print(escaped(f"ended run {run_id}: {_GONE_REASON}{left}"))
     for r in report:
         print(escaped(f"{r.invocation_id}  {r.tool}@{r.version}  {r.action.value}: {r.reason}"))
     return code
+
+
+#: Why recover ended a run (``runs list`` said it would: "its command is gone").
+_GONE_REASON = "its command was gone"
+#: A run as ``_gone_runs`` lists it: its id, the operator's directory it ran in (None: its
+#: workspace was the host's), whether it had a workspace.
+_Run = tuple[str, "Path | None", bool]
+
+
+def _gone_runs(host: Host) -> list[_Run]:
+    """The runs whose command is gone, which the recovery about to start ends; none when no
+    run was ever registered here (listing would make the registry's directory)."""
+    runs = host.run_workspaces
+    if not runs.root.is_dir():
+        return []
+    try:
+        return [(run.run_id, run.directory, run.has_workspace)
+                for run in runs.listed() if run.command_gone]
+    except OSError:  # the registry cannot be read: the recovery's sweep logs why
+        return []
+
+
+def _ended_run_json(run: _Run) -> dict[str, Any]:
+    """A run recover ended, as an entry of its ``--json`` list: the keys a row's entry has
+    (null where a run has none), so a reader of the rows reads it too, with ``run_id`` and
+    ``directory`` as ``runs list --json`` has them."""
+    run_id, directory, _ = run
+    return {"invocation_id": None, "tool": None, "version": None, "action": "run_ended",
+            "reason": _GONE_REASON, "outcome": None, "run_id": run_id,
+            "directory": str(directory) if directory is not None else None}
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

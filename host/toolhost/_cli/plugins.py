@@ -1,10 +1,10 @@
 """``toolhost plugins``: each installed plugin distribution, its version, its tools and its state.
 
 A state is one of: ``enabled`` (it registered tools), ``inactive`` (loaded, but it registered
-none: the setting that activates its tools is unset), ``excluded`` (TOOLHOST_PLUGINS_EXCLUDE
-names it) or ``not selected`` (TOOLHOST_PLUGINS does not). Tools a plugin declares it would
-register under a setting that is unset are named with that setting; a loaded plugin's
-readiness (the ``toolhost_readiness`` hook, as ``toolhost check`` asks it) follows.
+none: the setting that activates its tools is unset or off), ``excluded``
+(TOOLHOST_PLUGINS_EXCLUDE names it) or ``not selected`` (TOOLHOST_PLUGINS does not). Tools a
+plugin declares it would register under a setting that is unset are named with that setting;
+a loaded plugin's readiness (the ``toolhost_readiness`` hook, as ``toolhost check`` asks it) follows.
 """
 
 from __future__ import annotations
@@ -107,8 +107,18 @@ def _state(settings: Settings, dist: str, *, loaded: bool, tools: Sequence[str],
     if tools:
         return "enabled", ""
     if inactive:
-        return "inactive", "; ".join(f"{entry['setting']} is unset" for entry in inactive)
+        return "inactive", "; ".join(_not_set(settings, entry["setting"]) for entry in inactive)
     return "inactive", "it registered no tools under these settings"
+
+
+def _not_set(settings: Settings, name: str) -> str:
+    """Why setting ``name`` activates nothing: unset, or set off or empty, where it was set (a
+    flag set to a word it does not take refused the start: ``Settings.flag``). Never "unset"
+    when the operator set it: they would look for a variable they already have."""
+    raw = settings.get(name)
+    if raw is None:
+        return f"{name} is unset"
+    return f"{settings.written(name)} is {'off' if raw.strip() else 'empty'}"
 
 
 def _unset_activations(settings: Settings,

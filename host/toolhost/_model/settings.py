@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+#: The words a flag takes for off; unset or blank is off too.
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 #: The values TOOLHOST_LOG_LEVEL takes (any case); unset means "warning".
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -211,28 +213,39 @@ class Settings:
         """The environment, over ``toolhost.toml`` when there is one (``TOOLHOST_CONFIG``, else
         the XDG config directory): a variable set in the environment wins (D268).
 
-        :raises SettingError: the file cannot be used (one line: the file, line and key).
+        :raises SettingError: the file cannot be used (one line: the file, line and key), or a
+            host flag is set to a word it does not take (``flag``).
         """
         environ = dict(os.environ if environ is None else environ)
         path = config_path(environ)
         if path is None:
-            return cls(env=environ)
-        from toolhost._model.config_file import read_config
+            settings = cls(env=environ)
+        else:
+            from toolhost._model.config_file import read_config
 
-        config = read_config(path, environ)
-        origins = {name: f"{path}:{config.lines[name]}"
-                   for name in config.env if name not in environ}
-        keys = {name: _host_key(name) for name in origins}
-        return cls(env={**config.env, **environ}, origins=origins, config=config, keys=keys)
+            config = read_config(path, environ)
+            origins = {name: f"{path}:{config.lines[name]}"
+                       for name in config.env if name not in environ}
+            keys = {name: _host_key(name) for name in origins}
+            settings = cls(env={**config.env, **environ}, origins=origins, config=config,
+                           keys=keys)
+        from toolhost._model import host_settings
+
+        settings._check_flags(s.name for s in host_settings.HOST_SETTINGS if s.type == "flag")
+        return settings
 
     def with_plugin_settings(self, distribution: str,
                              specs: Iterable[SettingSpec]) -> Settings:
         """These settings with what ``[plugins.<distribution>]`` of ``toolhost.toml`` sets for
         the settings ``specs`` declare (the environment still wins).
 
-        :raises SettingError: a key the plugin does not declare, or a value of the wrong type.
+        :raises SettingError: a key the plugin does not declare, or a value of the wrong type;
+            a declared flag set in the environment to a word it does not take (``flag``).
         """
         distribution, specs = normalize_dist_name(distribution), tuple(specs)
+        # Checked before the plugin's hooks read them: a refusal there would be the plugin's
+        # failure (exit 1, "fix and reinstall it"), not the operator's setting (exit 2).
+        self._check_flags(spec.name for spec in specs if spec.type == "flag")
         if self.config is None or distribution not in self.config.plugin_tables:
             return self
         env, lines = self.config.plugin_env(distribution, specs, self.env)
@@ -289,8 +302,26 @@ class Settings:
         return self.env.get(name, default)
 
     def flag(self, name: str) -> bool:
-        """True for 1/true/yes/on (any case); false when absent or anything else."""
-        return self.env.get(name, "").strip().lower() in _TRUE
+        """True for 1/true/yes/on, false for 0/false/no/off (any case), unset or blank.
+
+        :raises SettingError: any other word (``ture``), in one line naming the variable (or
+            where toolhost.toml set it), as the file refuses a flag that is not true or false.
+        """
+        raw = self.env.get(name, "").strip()
+        word = raw.lower()
+        if word and word not in _TRUE and word not in _FALSE:
+            raise SettingError(f"{self.named(name)} must be on or off (1, true, yes or on; 0, "
+                               f"false, no or off), not {quoted_value(raw)}")
+        return word in _TRUE
+
+    def _check_flags(self, names: Iterable[str]) -> None:
+        """Read each of the flags ``names``, so a word one does not take refuses the start
+        rather than leaving a feature off with no line saying why.
+
+        :raises SettingError: the first such flag (``flag``'s line).
+        """
+        for name in names:
+            self.flag(name)
 
     def secret(self, name: str) -> Secret | None:
         """The credential setting ``name`` as a redacted ``Secret``, or None when absent or blank."""
