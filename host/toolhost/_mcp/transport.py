@@ -14,7 +14,8 @@ are restored on exit.
 
 Both read lines the same way: a line is at most MAX_FRAME_BYTES; a longer one is discarded
 whole, through its newline, and answered ``-32700`` (nothing of it is ever read as a frame of
-its own), as is a line that is not UTF-8; blank lines are skipped; a request whose id is not a
+its own), as is a line that is not UTF-8 and one of more than ``frames.MAX_FRAME_VALUES`` JSON
+values (counted before it is parsed); blank lines are skipped; a request whose id is not a
 string or an integer is answered ``-32600`` (``toolhost._mcp.frames.parse_frame``). Either way
 at most MAX_IN_FLIGHT of the client's requests (TOOLHOST_MCP_STDIO_MAX_UNANSWERED) are unanswered
 at once (``in_flight``). On the SDK's transport stdin is read by
@@ -45,8 +46,14 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from toolhost._composition import ToolhostError, get_logger
-from toolhost._mcp.config import DEFAULT_MAX_UNANSWERED
-from toolhost._mcp.frames import ScreenedReads, has_unusable_id, parse_frame
+from toolhost._mcp.config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_UNANSWERED
+from toolhost._mcp.frames import (
+    MAX_FRAME_VALUES,
+    ScreenedReads,
+    has_unusable_id,
+    holds_too_many_values,
+    parse_frame,
+)
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -54,8 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["MAX_FRAME_BYTES", "MAX_IN_FLIGHT", "FrameTooLarge", "in_flight", "pipes_available",
            "stdio_streams"]
 
-#: The longest frame read; a longer line is answered as unreadable and discarded whole.
-MAX_FRAME_BYTES = 32 * 1024 * 1024
+#: The longest frame read; a longer line is answered as unreadable and discarded whole. HTTP's
+#: largest body (D333): 32 MiB let one line cost 4x what a client can send over HTTP, and
+#: nothing a client honestly sends comes near either.
+MAX_FRAME_BYTES = DEFAULT_MAX_BODY_BYTES
 
 #: How much the SDK transport's reader thread asks of the wire at a time.
 _CHUNK_BYTES = 64 * 1024
@@ -65,6 +74,7 @@ _CHUNK_BYTES = 64 * 1024
 _OVER_LONG_STAND_IN = f"(a line over {MAX_FRAME_BYTES} bytes, discarded)\n"
 _UNUSABLE_ID_STAND_IN = '{"jsonrpc": "2.0", "id": null, "method": null}\n'
 _NOT_UTF8_STAND_IN = "(a line that is not UTF-8, discarded)\n"
+_TOO_MANY_VALUES_STAND_IN = f"(a line of more than {MAX_FRAME_VALUES} JSON values, discarded)\n"
 
 #: A stdio client's requests that may be unanswered at once unless the operator sets another
 #: number (TOOLHOST_MCP_STDIO_MAX_UNANSWERED); one more is answered at once with
@@ -262,9 +272,12 @@ async def _pipe_streams() -> AsyncIterator[tuple[_PipeReader, _PipeWriter]]:
 
 def _screened(line: bytes) -> str | None:
     """A whole line as ``_ThreadLines`` hands it to the SDK: None for a blank line (skipped), a
-    stand-in for a request with an unusable id, else the line as text."""
+    stand-in for a request with an unusable id or one of too many values, else the line as
+    text."""
     if not line.strip():
         return None
+    if holds_too_many_values(line):
+        return _TOO_MANY_VALUES_STAND_IN  # before it is parsed: here, and by the SDK
     try:
         text = line.decode("utf-8")  # strictly, as the loop transport reads it (D369)
     except UnicodeDecodeError:

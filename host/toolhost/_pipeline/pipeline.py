@@ -957,14 +957,16 @@ def _finished(record: InvocationRecord, state: InvocationState, finished_at: Any
 
 
 def _jsonable(value: Any) -> Any:
-    """Arguments as the model sent them, for the row, even when they are not an object."""
+    """Arguments as the model sent them, for the row, even when they are not an object, and
+    within ``steps.MAX_REFUSED_ARGUMENT_BYTES``."""
     if nests_deeper(value):  # what cannot be encoded wherever the row's encoding runs
         return UNRECORDED_ARGUMENTS
     try:
-        canonical_json(value)
+        encoded = canonical_json(value)
     except (TypeError, ValueError):
-        return repr(value)
-    return value
+        value = repr(value)
+        encoded = value.encode("utf-8", "backslashreplace")
+    return steps.recorded_refusal(value, encoded)
 
 
 #: A refused call's arguments on its row when they nest deeper than step 4 takes (D336).

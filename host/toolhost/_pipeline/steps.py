@@ -39,7 +39,7 @@ import fastjsonschema
 from toolhost._model import host_reasons as core_messages
 from toolhost._model.artifacts import ArtifactOrigin, ArtifactRef, ArtifactStoreUnavailable
 from toolhost._model.context import Principal, ToolCallable, ToolExecutionContext
-from toolhost._model.digest import argument_digest, canonical_json
+from toolhost._model.digest import argument_digest, canonical_json, sha256_digest
 from toolhost._model.invocations import InvocationRecord
 from toolhost._model.nesting import MAX_ARGUMENT_DEPTH, nests_deeper
 from toolhost._model.outcome import (
@@ -173,6 +173,19 @@ MAX_DETAIL_CHARS = 64 * 1024
 CYCLE = "(a cycle)"
 #: What stands for a value nested past ``MAX_ARGUMENT_DEPTH`` levels.
 DEEPER = f"(nested deeper than {MAX_ARGUMENT_DEPTH} levels)"
+
+#: The most of a refused call's arguments its row records, encoded. Arguments a step from 1 to
+#: 4 refused are bounded by nothing but the door's bytes, so each such call grew the record by
+#: its whole size (31 MB over stdio); the same bound as a failure's detail.
+MAX_REFUSED_ARGUMENT_BYTES = MAX_DETAIL_CHARS
+
+
+def recorded_refusal(arguments: Any, encoded: bytes) -> Any:
+    """What a refused call's row records of ``arguments`` (``encoded`` as the row would store
+    them): themselves, or past ``MAX_REFUSED_ARGUMENT_BYTES`` their size and digest."""
+    if len(encoded) <= MAX_REFUSED_ARGUMENT_BYTES:
+        return arguments
+    return f"(arguments of {len(encoded)} bytes, too large to record; {sha256_digest(encoded)})"
 
 
 def storable_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
