@@ -1,9 +1,10 @@
 """A tool's description may hold a zero-width joiner (U+200D: an emoji sequence such as woman,
 ZWJ, laptop; an Indic conjunct) or non-joiner (U+200C: inside a Persian word) where it joins
-two characters that show: a letter, a mark or a symbol on each side. Anywhere else (a line's
-start or end, beside a space, another joiner or punctuation) it is refused, named; every other
-format character (direction overrides and isolates, tag characters, U+200B, U+2060, U+FEFF)
-stays refused. The text reaches an MCP client's tools/list as written."""
+two characters it changes: an emoji or another symbol, a letter or mark of a script that joins
+(never two Latin letters: tests/test_joiners_join_only_scripts_that_join.py). Anywhere else
+(a line's start or end, beside a space, another joiner or punctuation) it is refused, named;
+every other format character (direction overrides and isolates, tag characters, U+200B,
+U+2060, U+FEFF) stays refused. The text reaches an MCP client's tools/list as written."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def test_a_joiner_between_two_characters_that_show_registers(text: str) -> None:
 
 def joins_nothing(line: int, character: str) -> str:
     return (f"description line {line} has {character} where it joins nothing: a joiner "
-            "stands only between two letters, marks or symbols. To fix: write the "
-            "description as printable text, its paragraphs separated by newlines")
+            "stands only inside an emoji sequence or between two letters of a script that "
+            "joins them (Arabic, Persian, Indic ...). To fix: write the description as "
+            "printable text, its paragraphs separated by newlines")
 
 
 @pytest.mark.parametrize(("text", "line", "character"), [

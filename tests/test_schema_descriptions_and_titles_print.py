@@ -75,9 +75,10 @@ def test_a_joiner_that_joins_nothing_is_named_as_such() -> None:
     schema = with_property(CLOSED_IN, {**TEXT, "title": "Name\u200d"})
     assert problems(input_schema=schema) == [
         f"{STEP_5}fx-dist: input_schema: /properties/p: title line 1 has U+200D (ZERO WIDTH "
-        "JOINER) where it joins nothing: a joiner stands only between two letters, marks or "
-        "symbols. To fix: write the schema's descriptions and titles as printable text, "
-        "their paragraphs separated by newlines"]
+        "JOINER) where it joins nothing: a joiner stands only inside an emoji sequence or "
+        "between two letters of a script that joins them (Arabic, Persian, Indic ...). To fix: "
+        "write the schema's descriptions and titles as printable text, their paragraphs "
+        "separated by newlines"]
 
 
 @pytest.mark.parametrize("schema", [

@@ -11,6 +11,7 @@ to a subschema step 5 checked as a value's schema.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
@@ -20,6 +21,7 @@ from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from toolhost._model.digest import canonical_text
 from toolhost._model.errors import ToolhostError
+from toolhost._model.printable import _NOTHING, escaped, prints
 from toolhost._model.typed_schema import has_utf8, not_json_number
 
 if TYPE_CHECKING:
@@ -159,14 +161,26 @@ class SchemaProblem(ToolhostError, ValueError):
 #: paragraphs), format characters (direction marks, zero-width ones, tags), line and paragraph
 #: separators, surrogates and private use. Not all ``isprintable`` refuses: a no-break space
 #: (Zs) is text, and so is a character newer than this Python's Unicode (Cn: a later version's
-#: emoji), or the answer would depend on the Python version.
+#: emoji), or the answer would depend on the Python version; but not a code point Unicode
+#: keeps unassigned as ignorable (the tag block's: ``_shows_nothing``).
 _NOT_TEXT = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
 
 #: The two format characters scripts and emoji need: U+200C ZERO WIDTH NON-JOINER (inside a
 #: Persian word) and U+200D ZERO WIDTH JOINER (woman, ZWJ, laptop: one technologist emoji; an
-#: Indic conjunct). Each only changes how its two neighbours are drawn and has no letter of its
-#: own, so one between two characters that show hides no text (D537).
+#: Indic conjunct). Each only changes how its two neighbours are drawn (D537), but where they
+#: draw the same either way, as two Latin letters do, one a gap spells a bit (D557).
 _JOINERS = frozenset("\u200c\u200d")
+
+#: The scripts whose letters a joiner changes (D557): those that join their letters or stack
+#: them into conjuncts. Arabic, Syriac, Thaana, N'Ko, Mandaic and the Indic scripts
+#: (Devanagari to Sinhala); Tibetan, Myanmar; the Philippine scripts, Khmer, Mongolian;
+#: Buginese, Tai Tham; Balinese to Lepcha; Syloti Nagri to Rejang, Javanese to Meetei Mayek;
+#: Arabic presentation forms; Kharoshthi to Chorasmian, Brahmi to Tamil Supplement, Adlam.
+#: Python has no Script property, hence the blocks.
+_JOINING_SCRIPTS = re.compile(
+    "[\u0600-\u0dff\u0f00-\u109f\u1700-\u18af\u1a00-\u1aaf\u1b00-\u1c4f\ua800-\ua95f"
+    "\ua980-\uaaff\uabc0-\uabff\ufb50-\ufdff\ufe70-\ufefe\U00010a00-\U00010fff"
+    "\U00011000-\U00011fff\U0001e900-\U0001e95f]")
 
 #: Unicode's variation selectors (Variation_Selector): Mongolian's four free ones, VS1-VS16 and
 #: the ideographic VS17-VS256. Marks that show as nothing: after one emoji, a run of them spells
@@ -180,19 +194,34 @@ _IDEOGRAPHIC = "\U000e0100"
 PRINTABLE_REMEDY = "write {} as printable text, {} paragraphs separated by newlines"
 
 
-def _shows(character: str) -> bool:
-    """Whether a joiner's neighbour shows: a letter, a mark (a virama; the variation selector
-    of heart, ZWJ, fire), a symbol (an emoji, a skin tone), or a character newer than this
-    Python's Unicode (as above: a sequence's fate must not depend on the Python version)."""
+def _takes_joiner(character: str) -> bool:
+    """Whether a joiner beside ``character`` changes how it is drawn: a symbol past ASCII (an
+    emoji, a skin tone, the sign of a profession), a letter or mark of a script that joins
+    (``_JOINING_SCRIPTS``), or a character newer than this Python's Unicode (a sequence's fate
+    must not depend on the Python version). Never ASCII, nor a letter of any other script:
+    Latin, Greek, Cyrillic, CJK, Hangul ... draw the same with a joiner or without."""
+    if character.isascii():
+        return False
     category = unicodedata.category(character)
-    return category[0] in "LMS" or category == "Cn"
+    if category[0] == "S" or category == "Cn":
+        return True
+    return category[0] in "LM" and _JOINING_SCRIPTS.match(character) is not None
 
 
 def _joins(line: str, index: int) -> bool:
-    """Whether ``line[index]`` is a joiner between two characters that show: not at the line's
-    start or end, not beside a space, punctuation or another joiner."""
-    return (line[index] in _JOINERS and 0 < index < len(line) - 1
-            and _shows(line[index - 1]) and _shows(line[index + 1]))
+    """Whether ``line[index]`` is a joiner between two characters it joins: the character
+    before it is judged by the base its marks sit on (a virama's letter, VS16's heart), so a
+    mark after a Latin letter carries no joiner either; the one after it may be a mark (a
+    virama: Bengali's ra, ZWJ, virama, ya), which is judged itself. Not at the line's start
+    or end, not beside a space, punctuation or another joiner."""
+    if line[index] not in _JOINERS or not 0 < index < len(line) - 1:
+        return False
+    before = index - 1
+    while before > 0 and unicodedata.category(line[before])[0] == "M":
+        before -= 1  # each mark is passed by at most the one joiner after it: linear
+    after = line[index + 1]
+    return _takes_joiner(line[before]) and (
+        _takes_joiner(after) or unicodedata.category(after)[0] == "M")
 
 
 def _selects(line: str, index: int) -> bool:
@@ -210,7 +239,7 @@ def _selects(line: str, index: int) -> bool:
         keycap = base in "0123456789#*" and selector in "\ufe0e\ufe0f"
         return keycap or base + selector == "0\ufe00"
     category = unicodedata.category(base)
-    if category == "Cn":  # newer than this Python's Unicode, as for a joiner (``_shows``)
+    if category == "Cn":  # newer than this Python's Unicode, as for a joiner (``_takes_joiner``)
         return True
     if selector >= _IDEOGRAPHIC:
         return unicodedata.name(base, "").startswith("CJK UNIFIED IDEOGRAPH")
@@ -218,24 +247,41 @@ def _selects(line: str, index: int) -> bool:
     return category[0] in "SNP" or category == "Lo" or base == "\u2139"
 
 
+@functools.cache
+def _shows_nothing() -> re.Pattern[str]:
+    """What ``printable`` escapes as showing nothing (D465): Unicode's default-ignorable
+    characters (the combining grapheme joiner, the Hangul fillers, unassigned tags ...) and the
+    printable blanks. Its own set, compiled at first use as it compiles its own."""
+    return re.compile(f"[{_NOTHING}]")
+
+
 def not_text(line: str) -> str | None:
     """The first character of ``line`` (no line break in it) that is not text, as "U+XXXX
-    (NAME), which does not print: ..." or "... where it joins (selects) nothing: ..."; None if
-    every character is. Most of them show as nothing, hence the name."""
-    if line.isprintable() and _SELECTORS.search(line) is None:  # in C: nearly every line
+    (NAME), which does not print: ...", "..., which shows as nothing: ..." or "... where it
+    joins (selects) nothing: ..."; None if every character is. Most of them show as nothing,
+    hence the name."""
+    if prints(line):  # in C: nearly every line (no format character, selector or blank in it)
         return None
     for index, character in enumerate(line):
-        if unicodedata.category(character) in _NOT_TEXT:
+        if _SELECTORS.match(character):
+            if _selects(line, index):
+                continue
+            why = (" where it selects nothing: a variation selector stands once, right after "
+                   "the emoji, symbol or ideograph it varies")
+        elif unicodedata.category(character) in _NOT_TEXT:
             if _joins(line, index):
                 continue
-            why = (" where it joins nothing: a joiner stands only between two letters, marks "
-                   "or symbols" if character in _JOINERS else
+            why = (" where it joins nothing: a joiner stands only inside an emoji sequence or "
+                   "between two letters of a script that joins them (Arabic, Persian, Indic "
+                   "...)" if character in _JOINERS else
                    ", which does not print: a control character (a carriage return, tab or "
                    "escape), a direction mark, a zero-width or other format character, or a "
                    "line separator")
-        elif _SELECTORS.match(character) and not _selects(line, index):
-            why = (" where it selects nothing: a variation selector stands once, right after "
-                   "the emoji, symbol or ideograph it varies")
+        elif _shows_nothing().match(character):
+            # Python calls these printable (a mark, a letter, a Cn in the tag block), and a run
+            # of two of them spells any bytes (D557).
+            why = (", which shows as nothing: a combining grapheme joiner, a Hangul filler, a "
+                   "blank or another default-ignorable character")
         else:
             continue
         name = unicodedata.name(character, "")  # a control has none
@@ -457,6 +503,25 @@ def _under_definitions(pointer: str) -> bool:
     return "/$defs/" in pointer or "/definitions/" in pointer
 
 
+_NAME_REMEDY = "name the property in printable text, with no character that does not show"
+
+
+def _name_problems(schema: Mapping[str, Any], pointer: str) -> Iterator[SchemaProblem]:
+    """A problem for each property name of this level (a key of ``properties``, an entry of
+    ``required``) that is not text (``not_text``), at its pointer with what does not show
+    escaped: tools/list carries each name to the model as it does the descriptions (D557).
+    (``patternProperties`` is refused whole.) Text with no UTF-8 form is the not-JSON
+    refusal's, as for the annotations."""
+    properties = schema.get("properties")
+    required = schema.get("required")
+    named = [*((None, name) for name in (properties if isinstance(properties, Mapping) else ())),
+             *enumerate(required if isinstance(required, list) else ())]
+    for index, name in named:
+        if isinstance(name, str) and has_utf8(name) and (why := not_text(name)) is not None:
+            at = f"properties/{escaped(name)}" if index is None else f"required/{index}"
+            yield SchemaProblem(f"{pointer}/{at}", f"the property name has {why}", _NAME_REMEDY)
+
+
 def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
                     narrows: bool = False, root: Any = None,
                     refs: _References | None = None) -> Iterator[SchemaProblem]:
@@ -543,6 +608,7 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
         if isinstance(text, str) and has_utf8(text) and (why := not_printable(text)) is not None:
             yield SchemaProblem(pointer, f"{key} {why}", PRINTABLE_REMEDY.format(
                 "the schema's descriptions and titles", "their"))
+    yield from _name_problems(schema, pointer)
     for sub, sub_pointer, key in _subschemas(schema, pointer):
         # A boolean additionalProperties is the object level's closing (refused above when
         # not false); where a subschema only narrows, `true` adds no condition and `false`
