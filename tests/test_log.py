@@ -245,6 +245,17 @@ ARGV = [
      ["curl", "-u", REDACTED, "https://api.example.invalid"]),
     (["tool", "--api-key", "k-42", "--client-secret", "c s"],
      ["tool", "--api-key", REDACTED, "--client-secret", REDACTED]),
+    # curl's user attached to its flag: the flag stays, the ``user:password`` goes whole.
+    (["curl", "-ualice:S3CRET", "https://api.example.invalid"],
+     ["curl", f"-u{REDACTED}", "https://api.example.invalid"]),
+    (["curl", "-Ualice:S3 CRET", "--user=bob:S3CRET", "--proxy-user=carol:S3CRET"],
+     ["curl", f"-U{REDACTED}", f"--user={REDACTED}", f"--proxy-user={REDACTED}"]),
+    (["mysql", "--password=S3CRET", "db"], ["mysql", f"--password={REDACTED}", "db"]),
+    # A list alone whose second item no name is shaped like: a digit inside a word, a
+    # capitalised word ending in digits, a sign.
+    (["token", "S3CRET-xyz"], ["token", REDACTED]),
+    (["password", "Summer2024"], ["password", REDACTED]),
+    (["api_key", "a1b2c3d4e5"], ["api_key", REDACTED]),
 ]
 
 
@@ -268,6 +279,14 @@ def test_the_value_after_a_secrets_flag_or_name_is_hidden(
     ["password", "token"], ("api_key", "secret"), ["password", "username"],
     ["api_key", "model"], ("password", "username", "email"), ["--password", "--token"],
     ["sort", "-u", "notes.txt"], ["mysql", "-u", "root"], ["--password"],
+    # Header names (a CORS allowed-headers list), names with digits, names that start with a
+    # secret's: D538 hid the second of each as a value.
+    ["Authorization", "Content-Type"], ["Authorization", "Accept"],
+    ["X-Api-Key", "X-Request-Id"], ["api_key", "X-Request-Id"], ["Cookie", "Content-MD5"],
+    ["Authorization", "X-B3-TraceId"], ["authorization", "content-type"],
+    ["password", "password2"], ["password", "address2"], ["api_key", "address_line_1"],
+    ["token", "token_type"], ["password", "passwordConfirmation"], ["api_key", "DATABASE_URL"],
+    ["curl", "-ualice", "https://api.example.invalid"], ["ssh", "-p2222", "host"],
 ])
 def test_a_list_or_tuple_of_names_is_kept(names: list[str] | tuple[str, ...]) -> None:
     # ("api_key", "secret") was taken for a pair since D520 and its second name hidden; a

@@ -65,6 +65,16 @@ HOSTILE = {
     "curl's user never holding a colon": "['-u', '" + "a" * N,
     "curl's users, no colon": "['-u', 'a', " * (N // 12),
     "dashes after a quote": "'" + "-" * N,
+    # Lists alone whose second item is a name to its end: header words, digits ending words.
+    "a list alone, a header name to the end": "['Authorization', '" + "Ab-" * (N // 3),
+    "a list alone, words ending in digits to the end": '["token", "' + "a1_" * (N // 3),
+    "lists alone of header names never closed": '["Cookie", "X-B3-Id' * (N // 19),
+    # curl's user attached to its flag: never a colon, a value to the end, items that open one.
+    "attached users, no colon": "['-ua', " * (N // 8) + ":",
+    "an attached user to the end": "['curl', '-ua:" + "a" * N,
+    "attached users never closed": "['-ua:b" * (N // 7),
+    "an attached user escaped, quotes escaped deeper": '[\\"-ua:' + '\\\\\\"' * (N // 4),
+    "a text that is an attached flag": "-u" + "a" * N + ":",
 }
 
 

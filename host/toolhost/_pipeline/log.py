@@ -1,26 +1,27 @@
 """Structured logging: one event per pipeline step, bound to the invocation and run ids.
 
 Logs go to stderr (stdout is a transport for ``toolhost serve``), as JSON when stderr is not a
-TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any
-key ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization``, ``cookie`` or
+TTY. ``detail`` goes to logs, never into model-facing text. A processor redacts secrets: any key
+ending in _API_KEY (or _TOKEN, _SECRET, _PASSWORD), any ``authorization``, ``cookie`` or
 ``signature`` key, the value of a ``(name, value)`` pair so named (a tuple, a list's list, a
-list whose second item is no word; not a list of names), the item after a secret's flag in a
-command line (``['mysql', '--password', '...']``, curl's ``-u user:...``), any ``Secret``
-value, however deeply nested, and credentials inside strings and bytes: after an auth scheme
-(``Bearer``, ``Basic``, ``Token``; separated by a space, a colon, ``%20`` or ``+``), as the
-whole value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header (any scheme, also in a
-dict's repr), as the value of a secret-named header or parameter (``x-api-key: ...``,
-``?access_token=...``, ``OPENAI_API_KEY=...``, ``password: ...``, ``Signature=...``;
-URL-encoded too, once or twice: ``api_key%3D...``, ``%22password%22%3A%22...``,
-``token%253D...``), a quoted value to its closing quote, a bytes repr's too (``b'...'``), a
-JSON text's nested in a JSON string too (its quotes escaped, at any depth), a header as a
-pair's repr (httpcore's ``[(b'set-cookie', b'...')]``) or with a list of values (``{'Cookie':
-[...]}``), and bare, by a provider key's published shape (``sk-...``, ``ghp_...``, ``AKIA...``,
-``ASIA...``). A name is a secret's in ``snake_case``, ``kebab-case`` and ``camelCase`` alike
-(``accessToken``, ``clientSecret``). Every value of a secret setting the log was configured
-with (``configure_logging(secrets=...)``), wherever it appears, also as a JSON string shows it
-(``SecretValues``). The same redaction, with its own marker, is what a span's arguments get
-(``redact_value``).
+list whose second item no field's or header's name is shaped like; not a list of names, such as
+``['Authorization', 'Content-Type']``), the item after a secret's flag in a command line
+(``['mysql', '--password', '...']``, curl's ``-u user:...``, attached too: ``-uuser:...``,
+``--user=user:...``), any ``Secret`` value, however deeply nested, and credentials inside
+strings and bytes: after an auth scheme (``Bearer``, ``Basic``, ``Token``; separated by a space,
+a colon, ``%20`` or ``+``), as the whole value of an ``Authorization``, ``Cookie`` or
+``Set-Cookie`` header (any scheme, also in a dict's repr), as the value of a secret-named header
+or parameter (``x-api-key: ...``, ``?access_token=...``, ``OPENAI_API_KEY=...``,
+``password: ...``, ``Signature=...``; URL-encoded too, once or twice: ``api_key%3D...``,
+``%22password%22%3A%22...``, ``token%253D...``), a quoted value to its closing quote, a bytes
+repr's too (``b'...'``), a JSON text's nested in a JSON string too (its quotes escaped, at any
+depth), a header as a pair's repr (httpcore's ``[(b'set-cookie', b'...')]``) or with a list of
+values (``{'Cookie': [...]}``), and bare, by a provider key's published shape (``sk-...``,
+``ghp_...``, ``AKIA...``, ``ASIA...``). A name is a secret's in ``snake_case``, ``kebab-case``
+and ``camelCase`` alike (``accessToken``, ``clientSecret``). Every value of a secret setting the
+log was configured with (``configure_logging(secrets=...)``), wherever it appears, also as a
+JSON string shows it (``SecretValues``). The same redaction, with its own marker, is what a
+span's arguments get (``redact_value``).
 
 Logging never decides a call's outcome: a line that cannot be rendered or written (stderr's
 reader gone, a value the renderer rejects) is dropped and counted (``lost_lines``), and the
@@ -102,7 +103,7 @@ _SCHEME = _Pattern(r"(?i)\b(bearer|basic)(\s*[:=]\s*|%20|\+|\s+)("
 #: A name that is the first of a quoted (name, value) pair: a tuple's (httpcore prints headers
 #: as ``[(b'set-cookie', b'...')]``) or a list's that is a list's item (a header list in JSON:
 #: ``[["Set-Cookie", "..."]]``), once escaped too, or a bytes one's (the wire's); or the first
-#: of a list on its own (``alone``), a pair only when its second item is no word (``_named``):
+#: of a list on its own (``alone``), a pair only when its second item is no name (``_WORD``):
 #: ``['token', 'S3x']`` is a pair, ``['password', 'username']`` names two fields. Matched
 #: empty, before the name, so that the separator takes the comma after it only there: a comma
 #: after a secret name elsewhere is prose. The quote is looked at first (most words have none
@@ -141,9 +142,14 @@ def _value(bare: str) -> str:
 #: A secret's name in text, a whole word (``max_tokens=5`` is not ``token=``): ``_NAMED``'s.
 _SECRET_NAME = (r"""(?:[A-Za-z0-9_-]*(?:[_-]|(?-i:[a-z0-9](?=[A-Z]))))?"""
                 r"""(?:api[_-]?key|token|secret|password|signature)""")
-#: A field's name as a list of names holds it: lower-case letters in ``snake_case``,
-#: ``kebab-case`` or ``camelCase``. A value has a digit, a capital first, a sign or a space.
-_WORD = r"""(?-i:[a-z]+(?:(?:[_-][a-z]|[A-Z])[a-z]*)*)"""
+#: A field's or header's name as a list of names holds it: words joined by ``_`` or ``-``, a
+#: lower-case one in ``camelCase`` too, a capitalised one Title-Case (``Content-Type``,
+#: ``ETag``, ``TraceId``). Digits may end a lower-case word or an acronym (``password2``,
+#: ``line_1``, ``Content-MD5``, ``X-B3-TraceId``), never a capitalised word (``Summer2024``, a
+#: password's shape) nor come before a letter (``S3CRET``, ``a1b2``): those, a sign or a space
+#: make a value. Each word starts with what no other can, and is taken possessively: one try.
+_NAME_WORD = r"""(?:[a-z]++(?:[A-Z][a-z]*+)*+[0-9]*+|[A-Z]++(?:[a-z][A-Za-z]*+|[0-9]*+))"""
+_WORD = rf"""(?-i:{_NAME_WORD}(?:[_-](?:{_NAME_WORD}|[0-9]++))*+)"""
 
 
 def _named(start: str, name: str, bare: str, after: str = "") -> tuple[_Pattern, _Pattern]:
@@ -213,6 +219,15 @@ _FLAG = _Pattern(
     rf"""({_ESCAPES}["'],\s*(?![bB]?\\?["'](?:-|{_SECRET_NAME}\\?["']))"""
     r"""(?(user)(?=[bB]?\\?["'][^"'\\\n:]*:)|(?=[bB]?\\?["']))"""
     rf"""{_OPENING}){_value("(?!)")}""")
+#: curl's ``user:password`` attached to its flag, an argv item (``-ualice:x``, ``-Ualice:x``,
+#: ``--user=alice:x``, ``--proxy-user=alice:x``): a text that is the item (a list's, redacted
+#: item by item), or one quoted after ``[``, ``(``, a comma or a space (a list's repr or JSON,
+#: bytes, escaped once). The flag stays and the rest goes, as ``_FLAG`` hides a separate one.
+_ATTACHED_USER = _Pattern(
+    r"""(?i)(?=-)(?:^|(?<=[\[(,\s]["'])|(?<=[\[(,\s][bB\\]["']))"""
+    r"""(?:(?<=(?P<escaped>\\)["'])|)(?:(?<=(?P<single>'))|(?<=(?P<double>"))|)"""
+    r"""(-u|--(?:proxy-)?user=)(?=[^\s"'\\:][^"'\\\n:]*:)"""
+    rf"""((?>(?(single){_SINGLE}|(?(double){_DOUBLE}|.+))))""")
 #: The same, URL-encoded (a form body's JSON, ``payload=%7B%22token%22%3A%22x%22%7D``; a
 #: redirect's nested ``next=%2Fcb%3Faccess_token%3Dx``): the name also after an encoded
 #: character, ``%3A`` or ``%3D`` its separator, encoded quotes around it, and the value to the
@@ -334,8 +349,9 @@ def _is_pair(value: list[Any] | tuple[Any, ...], item: bool) -> bool:
     """Whether ``value``, a list's or a tuple's ``item`` or not, is a (name, value) pair whose
     name is a secret's and whose value is not: a tuple (httpx's and httpcore's headers, a
     mapping's items), a list that is an item (a header list in JSON, ``[["Cookie", "..."]]``)
-    or a bytes name (the wire's); a list on its own when its second item is text and no word
-    (``_WORD``): ``["token", "S3x"]`` is a pair, ``fields=["password", "username"]`` names."""
+    or a bytes name (the wire's); a list on its own when its second item is text and no name
+    (``_WORD``): ``["token", "S3x"]`` is a pair, ``fields=["password", "username"]`` and
+    ``["Authorization", "Content-Type"]`` are names."""
     name, second = value
     text = _as_text(second)
     if not _names_secret(name) or (text is not None and _A_SECRET_NAME.fullmatch(text)):
@@ -396,6 +412,8 @@ def _redact_text(text: str, marker: str = REDACTED) -> str:
                 _TOKEN_SCHEME, (_PAIRED_NAMED if paired else _NAMED)]
     if paired and ("'-" in text or '"-' in text):  # an argv's flag item (``_FLAG``)
         patterns.append(_FLAG)
+    if ("-u" in text or "-U" in text) and ":" in text:  # curl's attached user
+        patterns.append(_ATTACHED_USER)
     # An encoded separator (%3A, %3D; twice, %253A): rare, so other lines skip the pattern.
     if "%3" in text or "%253" in text:
         patterns.append(_ENCODED_NAMED)
