@@ -46,7 +46,11 @@ A call that paused in an operator's directory has it on its row (``recorded_dire
 approval after the run ended here (its command, or its session, is gone) runs in that
 directory again, as a run of the approval's own registered for the call (``for_approval``),
 once the directory still is what the row names and passes an operator's workspace's checks;
-else the approval is refused and the call does not run.
+else the approval is refused and the call does not run. An approval finding the run live
+somewhere other than where its call paused (another directory, or generations, where the row
+recorded a directory or none: the id registered afresh since is another run) is refused too:
+the call runs where it paused or nowhere. So a live run stays where it was registered: a
+command naming it with another directory is refused (``start``).
 
 Any other call approved for a run that is not live here (it ended, or lives on another host)
 gets a workspace of its own, discarded after the call: what it wrote reaches the run only through
@@ -65,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import errno
 import fcntl
 import json
@@ -75,7 +80,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -95,8 +100,8 @@ from toolhost._model.workspace import (
     WriteResult,
 )
 
-__all__ = ["KeptDirectory", "ListedRun", "RunWorkspace", "RunWorkspaces", "directory_refusal",
-           "kept_directory"]
+__all__ = ["KeptDirectory", "ListedRun", "RunWorkspace", "RunWorkspaces", "UnnamedRow",
+           "directory_refusal", "kept_directory"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
@@ -146,6 +151,14 @@ def _write_text(path: Path, text: str) -> None:
     temp = path.with_name(f".{path.name}.{new_id()}.tmp")
     temp.write_text(text, encoding="utf-8")
     os.replace(temp, path)
+
+
+class UnnamedRow(enum.Enum):
+    """``RunWorkspaces.for_approval``'s ``recorded`` when its caller names no row (the
+    registry's own callers): the approval takes the run's live workspace wherever it is, as
+    before rows recorded a directory. A row's None is what it says: no operator's directory."""
+
+    ANY = "no row named"
 
 
 class RunWorkspaces:
@@ -204,9 +217,11 @@ class RunWorkspaces:
         live keeps its generation and its registration), in ``directory`` when given (the
         operator's, never deleted; kept as an absolute path), else in the directory the run
         was registered with, else in generations made here. A run live already keeps the earlier of its
-        deadline and ``deadline_at``: a later command cannot extend it.
+        deadline and ``deadline_at``: a later command cannot extend it, nor move it to
+        another directory (``_moved``).
 
         :raises OSError: ``directory`` does not exist.
+        :raises WorkspaceUnavailable: the run is live in another place than ``directory``.
         """
         if directory is not None:
             directory = directory.resolve(strict=True)
@@ -216,6 +231,9 @@ class RunWorkspaces:
             registered = _read_run(run_dir)
             registration = None
             if registered is not None:
+                moved = None if run_id in self._owned else _moved(run_id, registered, directory)
+                if moved is not None:
+                    raise WorkspaceUnavailable(moved)
                 deadline_at = _earlier(registered.deadline_at, deadline_at)
                 if directory is None:
                     directory = registered.directory
@@ -281,10 +299,12 @@ class RunWorkspaces:
             self._owned[run_id] = fd
         return registration
 
-    def for_approval(self, run_id: str, recorded: Mapping[str, Any] | None = None,
+    def for_approval(self, run_id: str,
+                     recorded: Mapping[str, Any] | Literal[UnnamedRow.ANY] | None = UnnamedRow.ANY,
                      check: Callable[[Path], str | None] | None = None) -> RunWorkspace:
         """The workspace an approved call of ``run_id`` runs in: the run's, if it is live on
-        this host; else the operator's directory the call paused in (``recorded``, the row's
+        this host where the call paused (``_elsewhere``; without a row named, wherever it
+        is); else the operator's directory the call paused in (``recorded``, the row's
         ``operator_directory``, when it names this host), registered as a run of this
         process's own until the call's workspace is closed, once it passes
         ``directory_refusal`` and then ``check`` (an operator's workspace's rules: the
@@ -292,10 +312,12 @@ class RunWorkspaces:
         whose command is gone (``own``) is not live: it is ended now, so no generation is
         made in it that nothing would ever end.
 
-        :raises WorkspaceUnavailable: the recorded directory is refused (the line says why):
-            the call must not run, neither there nor anywhere else.
+        :raises WorkspaceUnavailable: the recorded directory is refused, or the run is live
+            elsewhere (the line says why): the call must not run, neither there nor anywhere
+            else.
         """
-        kept = kept_directory(recorded)
+        named = recorded is not UnnamedRow.ANY
+        kept = kept_directory(recorded if recorded is not UnnamedRow.ANY else None)
         directory = None if kept is None else kept.path
         registration = None
         with self._locked() as trash:
@@ -303,7 +325,11 @@ class RunWorkspaces:
             if registered is not None and self._command_gone(run_id, registered):
                 self._end_gone(run_id, trash)
                 registered = None
-            if registered is None and kept is not None:
+            if registered is not None:
+                refused = _elsewhere(run_id, registered, kept) if named else None
+                if refused is not None:
+                    raise WorkspaceUnavailable(refused)
+            elif kept is not None:
                 refused = directory_refusal(kept)
                 if refused is not None:
                     raise WorkspaceUnavailable(refused)
@@ -324,14 +350,18 @@ class RunWorkspaces:
 
     def approval_refusal(self, run_id: str, recorded: Mapping[str, Any] | None,
                          check: Callable[[Path], str | None]) -> str | None:
-        """The line ``for_approval`` would refuse the recorded directory with now, checked
-        without registering anything (``toolhost approve`` asks before it takes the row, so
-        a refused call stays awaiting approval); None when it would not refuse it."""
+        """The line ``for_approval`` would refuse the approval with now, checked without
+        registering or ending anything (``toolhost approve`` and the inbox ask before they
+        take the row, so a refused call stays awaiting approval); None when it would not
+        refuse it."""
         try:
             kept = kept_directory(recorded)
         except WorkspaceUnavailable as exc:
             return str(exc)
-        if kept is None or self.registered(run_id):
+        registered = self._live(run_id)
+        if registered is not None:
+            return _elsewhere(run_id, registered, kept)
+        if kept is None:
             return None
         return directory_refusal(kept) or check(kept.path)
 
@@ -340,15 +370,27 @@ class RunWorkspaces:
         """The operator's directory an approval of a call of ``run_id`` (whose row recorded
         ``recorded``) runs it in, as ``for_approval`` chooses now: the live run's, else the
         recorded one on this host; None for a workspace the host makes. What the approver is
-        told before the call runs (only once ``approval_refusal`` passed it).
+        told before the call runs (only once ``approval_refusal`` passed it: the live run's
+        is then the recorded one).
 
         :raises WorkspaceUnavailable: ``recorded`` names this host but no directory.
         """
-        registered = _read_run(self.run_dir(run_id))
+        registered = self._live(run_id)
         if registered is not None:
             return registered.directory
         kept = kept_directory(recorded)
         return None if kept is None else kept.path
+
+    def _live(self, run_id: str) -> _Registered | None:
+        """``run_id``'s registration if it is live here as ``for_approval`` tells (a run whose
+        command is gone is not: the approval ends it), read without ending anything."""
+        if _read_run(self.run_dir(run_id)) is None:
+            return None  # not registered: asked without making the registry's directory
+        with self._locked():  # ``_command_gone`` tries the run's lock: not beside ``own``'s
+            registered = _read_run(self.run_dir(run_id))
+            if registered is None or self._command_gone(run_id, registered):
+                return None
+            return registered
 
     def live(self) -> list[tuple[str, Path | None, bool]]:
         """(run id, operator directory or None, whether it has a generation now) of every
@@ -751,6 +793,39 @@ def directory_refusal(kept: KeptDirectory) -> str | None:
         return (f"the operator's directory {shown} the call paused in cannot be told to be "
                 f"the one it paused in: {why} (deny the call, and make it again)")
     return None
+
+
+def _elsewhere(run_id: str, live: _Registered, kept: KeptDirectory | None) -> str | None:
+    """Why an approval of a call of ``run_id`` whose row recorded ``kept`` (None: no
+    operator's directory on this host) must not run in the run's live workspace: the run is
+    live somewhere other than where the call paused, registered afresh or given another
+    directory since (D536: another run). The same path is checked as the directory it was
+    (``directory_refusal``). None when the call runs there."""
+    if live.directory == (None if kept is None else kept.path):
+        return None if kept is None else directory_refusal(kept)
+    then = ("not in an operator's directory on this host" if kept is None
+            else f"in {_quoted(str(kept.path))}")
+    return (f"run {run_id!r} is live in {_place(live.directory)}, but the call paused "
+            f"{then}: it would run elsewhere; deny it, or end the run (toolhost runs end "
+            f"{run_id}) and approve it again")
+
+
+def _moved(run_id: str, live: _Registered, directory: Path | None) -> str | None:
+    """Why a command naming ``run_id`` live here may not give it ``directory`` (resolved):
+    the run is live in another place (another directory, or generations the host makes),
+    and a run's workspace stays where it was registered (its paused calls recorded that
+    place); None when ``directory`` is not given or is the run's."""
+    if directory is None or directory == live.directory:
+        return None
+    return (f"run {run_id!r} is live in {_place(live.directory)}, not in "
+            f"{_quoted(str(directory))}: a run's workspace stays where it started; name the "
+            f"run without a directory, or end it first (toolhost runs end {run_id})")
+
+
+def _place(directory: Path | None) -> str:
+    """Where a live run's workspace is, as a refusal names it."""
+    return ("a workspace the host makes" if directory is None
+            else f"the operator's directory {_quoted(str(directory))}")
 
 
 def _quoted(path: str) -> str:

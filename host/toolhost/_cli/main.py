@@ -266,9 +266,14 @@ def cmd_call(args: argparse.Namespace) -> int:
         # a SIGKILL left is then ended by the next recovery, never re-run into and left live.
         run_id = host.new_id()
         host.run_workspaces.own(run_id)
-    run = host.local_run(workspace=workspace, run_id=run_id,
-                         conversation_id=args.conversation, user_turn=args.user_turn,
-                         timeout_s=args.timeout, timeout_from=began)
+    from toolhost import WorkspaceUnavailable
+
+    try:
+        run = host.local_run(workspace=workspace, run_id=run_id,
+                             conversation_id=args.conversation, user_turn=args.user_turn,
+                             timeout_s=args.timeout, timeout_from=began)
+    except WorkspaceUnavailable as exc:  # a live run given another directory: nothing ran
+        raise CommandError(f"--workspace: {exc}") from None
     if workspace is not None:
         # Again now that the run is registered: a server claiming (or a run registering) a
         # directory nested with it after the check above checked before this run was there,
