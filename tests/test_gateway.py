@@ -109,7 +109,13 @@ timeout_s = {hang_timeout_s}
             [sys.executable, str(UPSTREAM), "beta", "--http", str(self.port), self.marker],
             env={**os.environ, "GW_LOG": str(self.log)},
             stdout=subprocess.DEVNULL, stderr=self._beta_err)
-        assert wait_for(self._beta_up), (self.tmp_path / "beta.err").read_text()
+        # A minute, as its connect_timeout_s: at a load of 19 the SDK's HTTP server took more
+        # than 20 s to listen. A server that never did is stopped here, not left running (and
+        # its log open) for a later test to find.
+        if not wait_for(self._beta_up, seconds=60):
+            why = (self.tmp_path / "beta.err").read_text()
+            self.close()
+            raise AssertionError(f"beta never listened on {self.port}: {why}")
 
     def _beta_up(self) -> bool:
         assert self.beta is not None and self.beta.poll() is None

@@ -263,11 +263,13 @@ async def run_tool(
     timeout: float,
     call: CancellationEvent,
     run: CancellationEvent,
+    monotonic: Callable[[], float],
 ) -> Any:
     """The tool's return value; its exception; DeadlineExceeded; or Cancelled.
 
     ``call`` is the cancellation the tool sees in its context; it is set here when ``run``
-    is, and when ``timeout`` passes, before this returns.
+    is, and when ``timeout`` passes, before this returns. ``monotonic`` is the host's clock
+    (the composition root's), which an async body's late outcome is measured on.
     """
     unlink = run.add_callback(call.cancel)
     try:
@@ -276,7 +278,7 @@ async def run_tool(
         if timeout <= 0:
             call.cancel()
             raise DeadlineExceeded
-        return await _wait_for_tool(tool, arguments, context, timeout, call, run)
+        return await _wait_for_tool(tool, arguments, context, timeout, call, run, monotonic)
     finally:
         unlink()
 
@@ -288,9 +290,10 @@ async def _wait_for_tool(
     timeout: float,
     call: CancellationEvent,
     run: CancellationEvent,
+    monotonic: Callable[[], float],
 ) -> Any:
     loop = asyncio.get_running_loop()
-    end = loop.time() + timeout  # the call's deadline on the loop's clock
+    end = monotonic() + timeout  # the call's deadline on the host's clock
     if _is_async(tool):
         body: Any = tool(arguments, context)  # a coroutine: the tool is async
         # The body's first step runs here, in a context of its own as a task's would: most
@@ -300,9 +303,9 @@ async def _wait_for_tool(
             try:
                 suspended = _body_step(own, body.send, None)
             finally:
-                _expire(call, end)  # a first step that held the loop past the deadline
+                _expire(call, end, monotonic)  # a first step that held the loop past it
         except StopIteration as finished:
-            return await _finished(finished.value, call, run, end)
+            return await _finished(finished.value, call, run, end, monotonic)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if _raised_by_body(task, call):
@@ -314,9 +317,9 @@ async def _wait_for_tool(
             if _stopped(exc, call):  # as below: a body that failed after its cancellation
                 raise Cancelled if run.cancelled else DeadlineExceeded from None
             raise
-        result = await _continue_here(body, suspended, own, end, call, run)
-        _expire(call, end)  # its last step ran on this loop: past the deadline, it is late
-        return await _finished(result, call, run, end)
+        result = await _continue_here(body, suspended, own, end, call, run, monotonic)
+        _expire(call, end, monotonic)  # its last step ran on this loop: past the end, late
+        return await _finished(result, call, run, end, monotonic)
     work, sync_body = _start_sync(loop, tool, arguments, context)
     cancelled: asyncio.Future[None] = loop.create_future()
 
@@ -343,7 +346,7 @@ async def _wait_for_tool(
     # A body that finished because it saw its cancellation (a sync body woken from
     # ``cancellation.wait``) finished cancelled: its result is discarded like a late one.
     if work in done and not call.cancelled:
-        return await _finished(work.result(), call, run, end)
+        return await _finished(work.result(), call, run, end, monotonic)
     # Timed out or cancelled: the body is told first, so a sync body that waits on its
     # cancellation (or kills the processes it started) stops, rather than running on unseen.
     call.cancel()
@@ -352,16 +355,16 @@ async def _wait_for_tool(
     raise Cancelled if run.cancelled else DeadlineExceeded
 
 
-def _expire(call: CancellationEvent, end: float) -> None:
+def _expire(call: CancellationEvent, end: float, monotonic: Callable[[], float]) -> None:
     """Cancel the call if the loop's clock is past its deadline ``end``: the timer's work, for
     a body that held the loop so the timer could not run. Whatever the body then hands back
     ends the call as its timeout, as a late sync body's result does (D56)."""
-    if asyncio.get_running_loop().time() >= end:
+    if monotonic() >= end:
         call.cancel()
 
 
 async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent,
-                    end: float) -> Any:
+                    end: float, monotonic: Callable[[], float]) -> Any:
     """The body's result; a cancellation that came while it ran discards it, like a late one.
     A sync body's result is not asked the loop's clock: it finished on its worker, and the
     loop may have been held meanwhile by another call's body, not this one's (D541)."""
@@ -369,8 +372,7 @@ async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent
         raise Cancelled if run.cancelled else DeadlineExceeded
     if inspect.isawaitable(result):  # a sync callable that returned a coroutine
         try:
-            result = await asyncio.wait_for(_awaited(result),
-                                            end - asyncio.get_running_loop().time())
+            result = await asyncio.wait_for(_awaited(result), end - monotonic())
         except asyncio.CancelledError as exc:
             # As for an async body: the host's only when it was sent (this task cancelled,
             # or the call's own cancellation); one the coroutine raised itself is its failure.
@@ -483,9 +485,10 @@ async def _continue_here(
     end: float,
     call: CancellationEvent,
     run: CancellationEvent,
+    monotonic: Callable[[], float],
 ) -> Any:
     """The rest of an async body that suspended in its first step, in this same task, under
-    the call's deadline ``end`` (the loop's clock) and cancellation: its result (which the
+    the call's deadline ``end`` (the host's ``monotonic`` clock) and cancellation: its result (which the
     caller discards if the call was cancelled meanwhile, or came late), DeadlineExceeded or
     Cancelled."""
     loop = asyncio.get_running_loop()
@@ -498,18 +501,18 @@ async def _continue_here(
     remove = call.add_callback(cancel_soon)
     # At the deadline itself, not ``timeout`` after the first step: that step may have held
     # the loop for most of it.
-    deadline = loop.call_at(end, call.cancel)
+    deadline = loop.call_later(end - monotonic(), call.cancel)
     try:
         return await driver.resume(suspended)
     except asyncio.CancelledError as exc:
-        _expire(call, end)  # one the body raised itself, after holding the loop past it
+        _expire(call, end, monotonic)  # one the body raised itself, after holding the loop
         if driver.cancelled_here or _raised_by_body(driver.task, call):
             raise Cancelled if run.cancelled else DeadlineExceeded from None
         if driver.task is None or driver.task.cancelling():
             raise  # the pipeline's own task was cancelled from outside: not ours to keep
         raise BodyAborted(exc) from exc  # nobody sent it: the body's own
     except Exception as exc:
-        _expire(call, end)  # a failure after the deadline is as late as a result
+        _expire(call, end, monotonic)  # a failure after the deadline is as late as a result
         if _stopped(exc, call):  # a body that failed after its cancellation
             raise Cancelled if run.cancelled else DeadlineExceeded from None
         raise

@@ -421,7 +421,8 @@ class Pipeline:
                     try:
                         raw = await steps.execute(registered, tool, record.arguments, context,
                                                   call, run,
-                                                  context.deadline - self._monotonic())  # 8
+                                                  context.deadline - self._monotonic(),
+                                                  self._monotonic)  # 8
                     finally:
                         # Its outcome is the call's now: what it (or a thread it started)
                         # writes or publishes after this is refused.

@@ -195,7 +195,9 @@ def storable_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
     own failure read as a record-store outage (D393, D401), or the encoding raised out of
     ``invoke`` (a cycle, a key that is not text)."""
     try:
-        if len(canonical_json(detail)) <= MAX_DETAIL_CHARS:
+        # Depth first: whether an encoder takes 5,000 levels depends on the Python (3.13's
+        # does), and what the row holds must not.
+        if not nests_deeper(detail) and len(canonical_json(detail)) <= MAX_DETAIL_CHARS:
             return dict(detail)
     except Exception:  # the walk below is total: nothing escapes invoke (D88)
         # Not JSON (a cycle, bytes, a lone surrogate, NaN), nested past the stack, or a
@@ -557,8 +559,10 @@ async def execute(
     call: CancellationEvent,
     run: Run,
     timeout: float,
+    monotonic: Callable[[], float],
 ) -> Any:
-    """Step 8: the tool's return value, unchecked (step 10 checks it).
+    """Step 8: the tool's return value, unchecked (step 10 checks it), ``timeout`` measured on
+    the host's ``monotonic`` clock.
 
     A deadline, a cancellation, a declared ``ToolFailure`` and any other exception become the
     failure the model reads, a BaseException the body raised included (``BodyAborted``: one
@@ -568,7 +572,7 @@ async def execute(
     try:
         return await run_tool(
             tool, arguments, context,
-            timeout=timeout, call=call, run=run.cancellation,
+            timeout=timeout, call=call, run=run.cancellation, monotonic=monotonic,
         )
     except DeadlineExceeded:
         raise _timed_out(registered, run, context.deadline) from None
