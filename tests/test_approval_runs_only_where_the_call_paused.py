@@ -150,3 +150,31 @@ def test_the_registry_decides_the_approval_once_for_every_asker(
         approver.for_approval("r", recorded, lambda _: None)
     assert str(refused.value) == line
     assert RunWorkspaces(root).live() == [("r", other, False)]  # the new run left as it was
+
+
+def test_recover_runs_a_call_that_never_paused_in_its_runs_live_directory_again(
+    env: dict[str, str], project: Path,
+) -> None:
+    # A row no approval decided never paused, so it names no place: recovery runs it where
+    # its run is live, as it started (D561), not refused as "paused elsewhere" (D559).
+    import json
+    import socket
+    import sqlite3
+    from contextlib import closing
+
+    from toolhost._model.data_layout import DATABASE_NAME
+
+    assert call(env, "workspace.write_text", NOTE, "--run", "r1",
+                "--workspace", str(project))[0] == 0
+    (project / "note.md").unlink()
+    gone = json.dumps({"host": socket.gethostname(), "pid": 999_999, "start": 1,
+                       "boot": "00000000-0000-0000-0000-000000000000", "pid_ns": "pid:[1]"},
+                      sort_keys=True, separators=(",", ":"))
+    database = Path(env["TOOLHOST_DATA_DIR"]) / DATABASE_NAME
+    with closing(sqlite3.connect(database)) as conn, conn:  # as a SIGKILL mid-call leaves it
+        conn.execute("UPDATE tool_invocations SET state = 'running', owner = ?, finished_at = "
+                     "NULL, result_structured = NULL, result_content = NULL, output_trust = "
+                     "NULL, failure_kind = NULL, reason_code = NULL, retryable = NULL", (gone,))
+    recovered = toolhost("recover", env=env)
+    assert recovered.returncode == 0, recovered.stderr
+    assert (project / "note.md").read_text() == NOTE["content"], recovered.stdout

@@ -37,3 +37,23 @@ def test_a_secret_settings_value_is_hidden_wherever_a_line_holds_it() -> None:
     assert event["note"] == "x [redacted] y"
     assert event["body"] == '{"password_hint": "[redacted]"}'
     assert event["mode"] == "on"  # shorter than 4 characters: a word, not hidden everywhere
+
+
+def test_a_short_secret_value_blanks_neither_the_lines_stamps_nor_its_words() -> None:
+    # A 4-digit PIN or a placeholder in a variable named like a secret hid every year, level
+    # and "none" in every line: a value is hidden wherever it stands from 8 characters, and
+    # a line's time and level are the host's own (D562).
+    out = io.StringIO()
+    short = {"VNC_PASSWORD": "2026", "OPENAI_API_KEY": "info", "SPARE_TOKEN": "none"}
+    try:
+        configure_logging(FixedClock(DEFAULT_INSTANT), level="info", stream=out, json=True,
+                          secrets=[*secret_values(short), PLAIN])
+        get_logger().info("pipeline.succeeded", year="2026", kind="none", note=f"{PLAIN}!")
+    finally:
+        structlog.reset_defaults()
+    event = json.loads(out.getvalue())
+    assert (event["level"], event["timestamp"]) == ("info", DEFAULT_INSTANT.isoformat(
+        timespec="microseconds"))
+    assert (event["event"], event["year"], event["kind"]) == ("pipeline.succeeded", "2026",
+                                                              "none")
+    assert event["note"] == "[redacted]!"  # a long one still goes wherever it stands

@@ -595,8 +595,14 @@ class Host:
     def _approval_workspace(self, record: InvocationRecord) -> RunWorkspace:
         """The workspace a call approved (or run again by recovery) outside its run runs in
         (``RunWorkspaces.for_approval``): the operator's directory its row recorded is checked
-        again by every rule ``call --workspace`` is checked by."""
-        return self.run_workspaces.for_approval(record.run_id, record.operator_directory,
+        again by every rule ``call --workspace`` is checked by. A row no approval decided
+        (one ``recover`` runs again) never paused, so it recorded no place: it runs in the run's
+        live workspace wherever that is, as when it started (D561)."""
+        from toolhost._adapters.run_workspaces import UnnamedRow
+
+        recorded = (record.operator_directory if record.decided_at is not None
+                    else UnnamedRow.ANY)
+        return self.run_workspaces.for_approval(record.run_id, recorded,
                                                 self._kept_directory_refusal)
 
     def approval_refusal(self, record: InvocationRecord) -> str | None:

@@ -302,12 +302,13 @@ class SecretValues:
     """Known secrets (a secret setting's values), replaced wherever they appear in a text: as
     written and as a JSON string shows them (a JSON text inside a line: an MCP frame a library
     logged), longest first, so that a secret holding another is hidden whole. One that is
-    shorter than 4 characters is left: a ``1`` or ``on`` would hide every such word."""
+    shorter than ``shortest`` characters is left: a ``1`` or ``on`` would hide every such
+    word, and in a log line a ``2026`` or a ``none`` every date and every absent value."""
 
     __slots__ = ("_forms",)
 
-    def __init__(self, values: Iterable[str] = ()) -> None:
-        forms = {form for value in values if len(value) >= 4
+    def __init__(self, values: Iterable[str] = (), shortest: int = 4) -> None:
+        forms = {form for value in values if len(value) >= shortest
                  for form in (value, jsonlib.dumps(value, ensure_ascii=False)[1:-1])}
         self._forms = sorted(forms, key=len, reverse=True)
 
@@ -318,6 +319,9 @@ class SecretValues:
         return text
 
 
+#: The shortest secret setting's value a log line loses wherever it stands (D562): the names
+#: and patterns still hide a shorter one where it is a setting's or a parameter's value.
+LOGGED_SECRET_SHORTEST = 8
 #: The secret settings' values of the log's configuration (``configure_logging``).
 _known = SecretValues()
 
@@ -430,8 +434,14 @@ def _kept(match: re.Match[str]) -> str:
 def redact_secrets(
     logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """structlog processor: secrets never reach a log line, however deeply nested."""
-    return {k: REDACTED if _is_secret_key(k) else redact_value(v) for k, v in event_dict.items()}
+    """structlog processor: secrets never reach a log line, however deeply nested. The line's
+    own stamps (its time and level) are the host's, never a secret's (D562)."""
+    return {k: v if k in _OWN_STAMPS else REDACTED if _is_secret_key(k) else redact_value(v)
+            for k, v in event_dict.items()}
+
+
+#: What ``redact_secrets`` leaves as the host wrote it.
+_OWN_STAMPS = frozenset({"timestamp", "level"})
 
 
 def _clock_timestamper(clock: Clock) -> Any:
@@ -602,7 +612,7 @@ def configure_logging(
     number = _LEVEL_NUMBERS.get(level.strip().upper())
     if number is None:  # one line for the operator, not a KeyError
         raise SettingError(f"{level!r} is not a log level: use one of {', '.join(LOG_LEVELS)}")
-    _known = SecretValues(secrets)
+    _known = SecretValues(secrets, shortest=LOGGED_SECRET_SHORTEST)
     stream = stream if stream is not None else stderr()
     configuration = _Configuration(clock, number, stream,
                                    json if json is not None else not stream.isatty())
