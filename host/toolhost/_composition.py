@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from toolhost._adapters.fs_workspace import WorkspaceHandle
     from toolhost._adapters.http import HttpClients
+    from toolhost._adapters.mcp_bounds import MAX_CALL_VALUES, ValueCount
     from toolhost._adapters.pg_routes import PostgresRouteTable
     from toolhost._adapters.run_workspaces import RunWorkspace, RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
@@ -129,6 +130,7 @@ __all__ = [
     "HEARTBEAT_S",
     "MASK",
     "MAX_ARGUMENT_DEPTH",
+    "MAX_CALL_VALUES",
     "MAX_DEADLINE_S",
     "METRICS_CONTENT_TYPE",
     "UI_SECRET_BYTES",
@@ -178,6 +180,7 @@ __all__ = [
     "UnknownTool",
     "UnreadableFile",
     "UsageError",
+    "ValueCount",
     "apply_logging",
     "canonical_text",
     "check_artifact_store_settings",
@@ -1656,6 +1659,8 @@ _FRONT_END_NAMES: dict[str, tuple[str, str | None]] = {
     "ATTACHED_ORIGINS": ("toolhost._pipeline.attachments", "ATTACHED_ORIGINS"),
     **{name: ("toolhost._pipeline.log", name) for name in ("apply_logging", "get_logger")},
     "log_stderr": ("toolhost._pipeline.log", "stderr"),
+    **{name: ("toolhost._adapters.mcp_bounds", name) for name in (
+        "MAX_CALL_VALUES", "ValueCount")},
     "METRICS_CONTENT_TYPE": ("toolhost._pipeline.metrics", "CONTENT_TYPE"),
     **{name: ("toolhost._pipeline.policy", name) for name in (
         "PolicyAction", "PolicyConfigError")},

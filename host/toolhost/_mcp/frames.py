@@ -52,7 +52,7 @@ import pydantic_core
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from toolhost._composition import ToolhostError, get_logger
+from toolhost._composition import MAX_CALL_VALUES, ToolhostError, ValueCount, get_logger
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -83,12 +83,10 @@ LONE_SURROGATE = "Invalid params: a string holds a lone surrogate escape, which 
 #: The most JSON values one frame may hold: the gateway's budget for a call's answer (D383).
 #: Parsed, this many cost ~80 MB and ~0.1 s; the largest first-party arguments (a text of
 #: 1 MiB characters) are a few values.
-MAX_FRAME_VALUES = 1 << 20
+MAX_FRAME_VALUES = MAX_CALL_VALUES
 #: How much of a line is counted at once: the count's pieces stay small, whatever the line.
 #: Also the length from which its parse pauses the cyclic collector.
 _PIECE = 1 << 16
-#: Where a JSON value begins: outside strings, every value but the first comes right after one.
-_OPENERS = b"[{,:"
 
 
 class TooManyValues(ToolhostError, ValueError):
@@ -158,23 +156,10 @@ def holds_too_many_values(line: str | bytes) -> bool:
     if len(line) <= MAX_FRAME_VALUES:
         return False  # every value takes a character at least: the common frame costs this
     data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
-    values, in_string, escaped = 1, False, False
+    count = ValueCount()  # the gateway's own counter: the values less the first
     for start in range(0, len(data), _PIECE):
-        piece = data[start:start + _PIECE]
-        if escaped:  # the piece before ended on a backslash that escapes this first byte
-            piece, escaped = piece[1:], False
-        if b"\\" in piece:
-            # An escape is two bytes: without them no quote inside a string is left escaped.
-            piece = piece.replace(b"\\\\", b"")
-            if piece.endswith(b"\\"):
-                piece, escaped = piece[:-1], True
-            piece = piece.replace(b'\\"', b"")
-        parts = piece.split(b'"')
-        outside = b"".join(parts[1 if in_string else 0::2])
-        values += sum(outside.count(c) for c in _OPENERS)
-        if len(parts) % 2 == 0:  # an odd number of quotes: the piece ends on the other side
-            in_string = not in_string
-        if values > MAX_FRAME_VALUES:
+        count.feed(data, start, min(start + _PIECE, len(data)))
+        if count.values + 1 > MAX_FRAME_VALUES:
             return True
     return False
 
