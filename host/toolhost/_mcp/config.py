@@ -220,7 +220,7 @@ class HttpConfig:
         TOOLHOST_HTTP_ALLOWED_HOSTS    Host values accepted (comma-separated; ``name:*`` any port)
         TOOLHOST_HTTP_ALLOWED_ORIGINS  Origin values accepted from browsers (same form)
         TOOLHOST_HTTP_MAX_BODY_BYTES   the largest request body (default 8 MiB)
-        TOOLHOST_HTTP_MAX_CALLS        tools/call requests one principal may have running
+        TOOLHOST_HTTP_MAX_CALLS        tools/call requests one principal may have running here
         TOOLHOST_HTTP_DRAIN_S          on SIGTERM, how long calls in flight may take to finish
         TOOLHOST_HTTP_BODY_TIMEOUT_S   how long a request's body may take to arrive (408)
         TOOLHOST_HTTP_HEAD_TIMEOUT_S   how long a request's line and headers may take to arrive

@@ -109,8 +109,8 @@ HOST_SETTINGS: tuple[SettingSpec, ...] = (
     _S(name="TOOLHOST_HTTP_MAX_BODY_BYTES", type="integer", default="8388608",
        description="the largest request body"),
     _S(name="TOOLHOST_HTTP_MAX_CALLS", type="integer", default="16",
-       description="tools/call requests one principal may have running (each until the call "
-                   "ends, whether or not its POST is still open)"),
+       description="tools/call requests one principal may have running on this host (each "
+                   "until the call ends, whether or not its POST is still open)"),
     _S(name="TOOLHOST_HTTP_MAX_CONNECTIONS", type="integer", default="1000",
        description="connections served at once (more: 503)"),
     _S(name="TOOLHOST_HTTP_MAX_SESSIONS", type="integer", default="1000",
