@@ -15,7 +15,8 @@ In order, for each request:
    token: protected exactly as MCP is.
 4. A POST's body, read up to ``TOOLHOST_HTTP_MAX_BODY_BYTES`` (``413`` past it) and within
    its principal's body budget (twice that, over all its requests in flight: ``429`` past it,
-   D333), then: a
+   D333), its JSON values counted before it is parsed as a stdio line's are (``413`` with
+   stdio's ``-32700`` past ``frames.MAX_FRAME_VALUES``), then: a
    request with an unusable id, a batch, or any frame stdio would not read is ``-32600``
    (``400``), as on stdio; a request the SDK's parse cannot read though it is JSON (a lone
    surrogate escape) is ``-32602`` with its id (``400``); a ``tools/call`` takes one of its principal's
@@ -52,9 +53,12 @@ from pydantic import ValidationError
 from toolhost._composition import METRICS_CONTENT_TYPE, RoutesUnavailable, get_logger
 from toolhost._mcp.descriptors import OncePerInterval, running_short
 from toolhost._mcp.frames import (
+    MAX_FRAME_VALUES,
+    TooManyValues,
     UnusableRequestId,
     error_for_frame,
     has_unusable_id,
+    holds_too_many_values,
     unreadable_reply,
 )
 from toolhost._mcp.http_auth import Caller, JwtVerifier, TokenFile, bearer_token
@@ -395,6 +399,9 @@ class FrontDoor:
         if body is None:
             await self._refuse(send, "body_too_large", 413, "Request body too large.\n")
             return
+        if holds_too_many_values(body):
+            await self._too_many_values(send)
+            return
         try:
             frame = pydantic_core.from_json(body)
         except ValueError:
@@ -623,6 +630,17 @@ class FrontDoor:
         self.refused["body_budget"] += 1
         await _plain(send, 429, "Too much request data in flight; retry in a moment.\n",
                      extra=[(b"retry-after", b"1")])
+
+    async def _too_many_values(self, send: Any) -> None:
+        """A body of more JSON values than a stdio line may hold (``frames``), refused before
+        it is parsed, with stdio's answer (``-32700``, a null id): its values cost ~80 bytes
+        each once parsed and ~340 through the SDK's, and their parse holds the loop. ``413``,
+        as a body past its bytes is: it is too large to take, not malformed."""
+        self.refused["too_many_values"] += 1
+        self._log.info("http.refused", reason="too_many_values", status=413)
+        reply = error_for_frame(TooManyValues(f"a body of more than {MAX_FRAME_VALUES} JSON values"))
+        await _json_bytes(send, 413, reply.model_dump_json(
+            by_alias=True, exclude_unset=True).encode("utf-8"))
 
     async def _refuse(self, send: Any, reason: str, status: int, text: str) -> None:
         self.refused[reason] += 1
