@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from toolhost._adapters.http import HttpClients
     from toolhost._adapters.mcp_bounds import MAX_CALL_VALUES, ValueCount
     from toolhost._adapters.pg_routes import PostgresRouteTable
-    from toolhost._adapters.run_workspaces import RunWorkspace, RunWorkspaces
+    from toolhost._adapters.run_workspaces import ApprovalRefusal, RunWorkspace, RunWorkspaces
     from toolhost._model.artifacts import ArtifactRef
     from toolhost._model.context import Principal, Services, ToolCallable
     from toolhost._model.outcome import Outcome, ToolFailure
@@ -612,7 +612,13 @@ class Host:
         """Why an approval of ``record`` now would be refused, its run having ended here and
         the operator's directory it paused in no longer passing; None when it would run
         (``toolhost approve`` asks first: a refused call is then left awaiting approval)."""
-        return self.run_workspaces.approval_refusal(record.run_id, record.operator_directory,
+        refused = self.approval_refused(record)
+        return None if refused is None else refused.line
+
+    def approval_refused(self, record: InvocationRecord) -> ApprovalRefusal | None:
+        """``approval_refusal``, with the same refusal in words naming no directory where
+        it has them (its run live elsewhere: the inbox's to a login not an admin, D458)."""
+        return self.run_workspaces.approval_refused(record.run_id, record.operator_directory,
                                                     self._kept_directory_refusal)
 
     def _kept_directory_refusal(self, directory: Path) -> str | None:

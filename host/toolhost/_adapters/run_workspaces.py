@@ -39,8 +39,9 @@ whether the run is still live under its registration: a late call writes nothing
 
 A run of one command's own (``toolhost call`` without ``--run``) is live while that command
 holds a shared ``flock`` on the run's directory (``own``): one whose command was killed is
-not live, and is ended by the next approval of one of its calls (a recovery's re-run) and at
-each recovery, as a detached workspace is swept.
+not live, and is ended by the next approval of one of its calls (a recovery's re-run), by the
+next command naming it (``start``, which registers it afresh) and at each recovery, as a
+detached workspace is swept.
 
 A call that paused in an operator's directory has it on its row (``recorded_directory``). Its
 approval after the run ended here (its command, or its session, is gone) runs in that
@@ -100,8 +101,8 @@ from toolhost._model.workspace import (
     WriteResult,
 )
 
-__all__ = ["KeptDirectory", "ListedRun", "RunWorkspace", "RunWorkspaces", "UnnamedRow",
-           "directory_refusal", "kept_directory"]
+__all__ = ["ApprovalRefusal", "KeptDirectory", "ListedRun", "RunWorkspace", "RunWorkspaces",
+           "UnnamedRow", "directory_refusal", "kept_directory"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
@@ -218,17 +219,24 @@ class RunWorkspaces:
         operator's, never deleted; kept as an absolute path), else in the directory the run
         was registered with, else in generations made here. A run live already keeps the earlier of its
         deadline and ``deadline_at``: a later command cannot extend it, nor move it to
-        another directory (``_moved``).
+        another directory (``_moved``). A run whose command is gone (``own``) is not live:
+        it is ended first, and registered afresh.
 
         :raises OSError: ``directory`` does not exist.
         :raises WorkspaceUnavailable: the run is live in another place than ``directory``.
         """
         if directory is not None:
             directory = directory.resolve(strict=True)
-        with self._locked():
+        with self._locked() as trash:
             run_dir = self.run_dir(run_id)
-            _private_dir(run_dir)
             registered = _read_run(run_dir)
+            if registered is not None and self._command_gone(run_id, registered):
+                # A command's own run whose command was killed (an approval's, a one-shot
+                # call's) is not live, as `runs list` says: it is ended now, as an approval
+                # and `own` end it, and the run is registered afresh (D565).
+                self._end_gone(run_id, trash)
+                registered = _read_run(run_dir)
+            _private_dir(run_dir)
             registration = None
             if registered is not None:
                 moved = None if run_id in self._owned else _moved(run_id, registered, directory)
@@ -354,16 +362,25 @@ class RunWorkspaces:
         registering or ending anything (``toolhost approve`` and the inbox ask before they
         take the row, so a refused call stays awaiting approval); None when it would not
         refuse it."""
+        refused = self.approval_refused(run_id, recorded, check)
+        return None if refused is None else refused.line
+
+    def approval_refused(self, run_id: str, recorded: Mapping[str, Any] | None,
+                         check: Callable[[Path], str | None]) -> ApprovalRefusal | None:
+        """``approval_refusal``, with the same refusal's words naming no directory where
+        there are such words (the run live elsewhere: the inbox's to a login the paths are
+        kept from)."""
         try:
             kept = kept_directory(recorded)
         except WorkspaceUnavailable as exc:
-            return str(exc)
+            return ApprovalRefusal(str(exc))
         registered = self._live(run_id)
         if registered is not None:
-            return _elsewhere(run_id, registered, kept)
+            return _elsewhere_refusal(run_id, registered, kept)
         if kept is None:
             return None
-        return directory_refusal(kept) or check(kept.path)
+        refused = directory_refusal(kept) or check(kept.path)
+        return None if refused is None else ApprovalRefusal(refused)
 
     def approval_directory(self, run_id: str, recorded: Mapping[str, Any] | None
                            ) -> Path | None:
@@ -729,6 +746,18 @@ class _Registered:
 
 
 @attrs.frozen
+class ApprovalRefusal:
+    """Why an approval would be refused now (``RunWorkspaces.approval_refused``)."""
+
+    #: The line, naming the directories: ``toolhost approve``'s, and an approvals.admin's.
+    line: str
+    #: The same refusal and remedy naming no directory, where the run is live elsewhere than
+    #: where the call paused (D559), for a person the paths are kept from (D458); None for a
+    #: directory that no longer passes, whose words are about its path.
+    pathless: str | None = None
+
+
+@attrs.frozen
 class KeptDirectory:
     """An operator's directory a row recorded on this host (``kept_directory``)."""
 
@@ -801,13 +830,26 @@ def _elsewhere(run_id: str, live: _Registered, kept: KeptDirectory | None) -> st
     live somewhere other than where the call paused, registered afresh or given another
     directory since (D536: another run). The same path is checked as the directory it was
     (``directory_refusal``). None when the call runs there."""
+    refused = _elsewhere_refusal(run_id, live, kept)
+    return None if refused is None else refused.line
+
+
+def _elsewhere_refusal(run_id: str, live: _Registered,
+                       kept: KeptDirectory | None) -> ApprovalRefusal | None:
+    """``_elsewhere``'s refusal, with its words naming no directory when the run is live
+    in another place (``ApprovalRefusal.pathless``)."""
     if live.directory == (None if kept is None else kept.path):
-        return None if kept is None else directory_refusal(kept)
+        refused = None if kept is None else directory_refusal(kept)
+        return None if refused is None else ApprovalRefusal(refused)
     then = ("not in an operator's directory on this host" if kept is None
             else f"in {_quoted(str(kept.path))}")
-    return (f"run {run_id!r} is live in {_place(live.directory)}, but the call paused "
-            f"{then}: it would run elsewhere; deny it, or end the run (toolhost runs end "
-            f"{run_id}) and approve it again")
+    # One remedy, whoever reads it (D559): the paths are what only some may read.
+    remedy = (f"it would run elsewhere; deny it, or end the run (toolhost runs end {run_id}) "
+              "and approve it again")
+    return ApprovalRefusal(
+        f"run {run_id!r} is live in {_place(live.directory)}, but the call paused {then}: "
+        f"{remedy}",
+        f"run {run_id!r} is live in another place than the one the call paused in: {remedy}")
 
 
 def _moved(run_id: str, live: _Registered, directory: Path | None) -> str | None:

@@ -4,8 +4,10 @@ A run named with ``toolhost call --run ID`` stays live after the command, so the
 of the run (and a call of it approved with ``toolhost approve``) finds its workspace; an MCP
 session's run is live while the session lasts. ``runs list`` shows them; ``runs end ID`` ends
 one: its workspace is removed (an operator's directory is kept) and its attachments listed.
-A command's own run (``toolhost call`` without ``--run``, ``demo``, ``artifacts upload``) whose
-command was killed is listed as not live until the next ``toolhost recover`` ends it.
+A command's own run (``toolhost call`` without ``--run``, ``demo``, ``artifacts upload``, and
+the run an approval registers in the directory its call paused in) whose command was killed
+is listed as not live until the next ``toolhost recover`` ends it, or a command naming it
+registers it afresh.
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ _LOGOUT_NOT_KEPT: Final = ("You are logged out in this browser, but the record d
                            "a copy of this login stays valid until it expires. Log in and out "
                            "again later to end it everywhere.\n")
 #: An Approve refused before the call was taken (``Inbox._not_run``), as ``toolhost approve``
-#: words it; the refusal itself names the path, so a login not an admin reads the second.
+#: words it; the refusal itself names the path, so a login not an admin reads the refusal's
+#: words without one (its run live elsewhere, D559), or the second.
 _NOT_RUN: Final = "The call was not run and still awaits approval"
 _DIRECTORY_REFUSED: Final = ("the operator's directory it paused in does not pass the checks "
                              "an approval makes before it runs (an approvals.admin login, and "
@@ -495,17 +496,22 @@ class Inbox:
     async def _not_run(self, row: InvocationRecord, login: Login) -> str | None:
         """Why an Approve sent now would not run the call, asked before the row is taken (as
         ``toolhost approve`` asks), so the call stays waiting for a Deny or a later approval:
-        past the run's deadline (a page loaded before it, D519), or the operator's directory it
-        paused in no longer passing (D516; the path only to an admin, D458). None: it runs.
+        past the run's deadline (a page loaded before it, D519), the operator's directory it
+        paused in no longer passing (D516), or its run live elsewhere (D559; the paths only to
+        an admin, D458). None: it runs.
 
         :raises _RecordSilent: the run's registry did not answer.
         """
         if pages.past_deadline(row, self._host.clock.now()):
             return pages.PAST_DEADLINE
-        refused = await self._ask(functools.partial(self._host.approval_refusal, row))
+        refused = await self._ask(functools.partial(self._host.approval_refused, row))
         if refused is None:
             return None
-        return f"{_NOT_RUN}: {refused}." if login.admin else f"{_NOT_RUN}: {_DIRECTORY_REFUSED}"
+        if login.admin:
+            return f"{_NOT_RUN}: {refused.line}."
+        # The remedy `toolhost approve` gives, without the paths (D458).
+        return (f"{_NOT_RUN}: {refused.pathless}." if refused.pathless is not None
+                else f"{_NOT_RUN}: {_DIRECTORY_REFUSED}")
 
     async def _run_approved(self, invocation_id: str, approver: str) -> bool:
         """Run the approved call here, cancelled (and its row ended so) when a stopping
