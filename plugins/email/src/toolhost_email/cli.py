@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the owner's address this mail was delivered to or sent from")
     imp.add_argument("--owner", metavar="PRINCIPAL",
                      help="the principal the account is, who alone reads it from now on")
-    imp.add_argument("path", metavar="PATH", type=Path)
+    imp.add_argument("path", metavar="PATH")
     owners = commands.add_parser("owners", help="who owns which account")
     changes = owners.add_subparsers(dest="action", metavar="ACTION")
     give = changes.add_parser("set", help="give an account, or every unowned one, an owner")
@@ -69,14 +69,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, data_dir: Path) -> int:
-    _check_text(args)
+    _check_values(args)
     if args.command == "import":
         from toolhost_email.importer import import_path
 
         # Messages read so far, as one line on stderr when it is a terminal (a script or a
         # log sees nothing of it). import_path checks the account (checked_account) first.
         with ProgressLine(f"{PROG} import", unit="messages read") as line:
-            report = import_path(data_dir, args.account, args.path, workers=None,
+            report = import_path(data_dir, args.account, Path(args.path), workers=None,
                                  owner=args.owner, on_read=line.update if line.active else None)
         skipped = ", ".join(f"{n} {reason}" for reason, n in report.skipped.items())
         owned = f" (owner {args.owner.strip()})" if args.owner is not None else ""
@@ -97,7 +97,7 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
         elif args.message is not None:
             scope, value = "message", args.message
         else:
-            scope, value = "owner", _principal(args.owner)
+            scope, value = "owner", args.owner
         erased = erase_source(data_dir, scope, value)
         print(f"erased {scope} {value.strip()}: {erased.removed} messages removed"
               f"{'' if erased.settled else _CHECKPOINT_HELD}")
@@ -120,28 +120,32 @@ class _Usage(Exception):
 
 
 #: The values given without an option, named as the usage line names them.
-_POSITIONAL = {"principal": "PRINCIPAL", "feedback_id": "ID"}
+_POSITIONAL = {"principal": "PRINCIPAL", "feedback_id": "ID", "path": "PATH"}
 
 
-def _check_text(args: argparse.Namespace) -> None:
-    """Every value but PATH (any bytes the filesystem holds) as UTF-8 text, as the host's
+def _check_values(args: argparse.Namespace) -> None:
+    """Every value as text that names something, checked here once for every command.
+
+    Every value but PATH (any bytes the filesystem holds) as UTF-8 text, as the host's
     commands and toolhost-people take them (D341): bytes that are not arrive as lone
     surrogates, which no row of the cache holds (erase and feedback undo raised
-    UnicodeEncodeError at the database)."""
+    UnicodeEncodeError at the database). None empty or blank: it names no account, thread,
+    message, principal or record, and '' is what general and account-wide feedback is stored
+    with (``erase --thread ""`` erased all of it, D566). PATH only not empty (a file may be
+    named with spaces; an empty one was read as the working directory)."""
     for dest, value in vars(args).items():
-        if not isinstance(value, str):  # PATH is a Path; --unowned a flag
+        if not isinstance(value, str):  # --unowned is a flag; an option not given is None
+            continue
+        name = _POSITIONAL.get(dest, "ADDRESS" if args.command == "owners" else f"--{dest}")
+        if dest == "path":
+            if not value:
+                raise _Usage(f"argument {name}: must not be empty")
             continue
         typed = not_utf8(value)
         if typed is not None:
-            name = _POSITIONAL.get(dest, "ADDRESS" if args.command == "owners" else f"--{dest}")
             raise _Usage(f"argument {name}: {typed} is not UTF-8 text")
-
-
-def _principal(text: str) -> str:
-    principal = text.strip()
-    if not principal:
-        raise _Usage("a principal is a non-empty id, as its token or its issuer names it")
-    return principal
+        if not value.strip():
+            raise _Usage(f"argument {name}: must not be empty or blank")
 
 
 def _owners(args: argparse.Namespace, data_dir: Path) -> int:
@@ -153,7 +157,7 @@ def _owners(args: argparse.Namespace, data_dir: Path) -> int:
             print(f"{account} {owner if owner is not None else '(no owner)'}")
         return 0
     if args.action == "set" and args.unowned:
-        principal = _principal(args.principal)
+        principal = args.principal.strip()
         count = owners.set_unowned(data_dir, principal)
         print(f"{count} accounts without an owner are {principal}'s")
         return 0
@@ -161,7 +165,7 @@ def _owners(args: argparse.Namespace, data_dir: Path) -> int:
         # Only an address a From header carries (D506); ``owners clear`` below takes any
         # account already cached.
         account = checked_account(args.account, "ADDRESS")
-        principal = _principal(args.principal)
+        principal = args.principal.strip()
         owners.set_owner(data_dir, account, principal)
         print(f"{account} is {principal}'s")
         return 0

@@ -39,10 +39,17 @@ def erase(data_dir: Path, scope: EraseScope, value: str) -> int:
 
 def erase_source(data_dir: Path, scope: EraseScope, value: str) -> Erasure:
     """Remove every stored message of that source (an account is matched lower-cased). The
-    generation advances even when nothing matched."""
+    generation advances even when nothing matched.
+
+    :raises ValueError: an unknown scope, or a value empty or blank: it names no source, and
+        '' is the account and thread general and account-wide feedback is stored with, so
+        erasing "thread ''" erased all of that (D566).
+    """
     if scope not in _WHERE:
         raise ValueError(f"scope must be one of {sorted(_WHERE)}")
     key = value.strip().lower() if scope == "account" else value.strip()
+    if not key:
+        raise ValueError(f"an empty or blank {scope} names nothing to erase")
     conn = open_writable(data_dir)
     try:
         with immediate(conn):

@@ -4,7 +4,9 @@ A record is identified by whose it is and what it says (owner, account, thread, 
 so recording the same feedback twice is one record. Its owner is the principal that gave it in
 a cache of several people (``owners``), and '' in a cache of one person's. Each change is a new
 version: ``applied`` when recorded (or recorded again after an undo), ``undone`` by
-``toolhost-email feedback undo ID``.
+``toolhost-email feedback undo ID``. Feedback about a thread is recorded only while the thread
+is in the cache: checked in the write that records it, so an erase that commits first leaves
+nothing to record it about (D156: feedback goes with its erased thread or account).
 """
 
 from __future__ import annotations
@@ -17,20 +19,25 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from toolhost_email.owners import shared
+from toolhost_email.owners import readable, shared
 from toolhost_email.reader import connection_of, feedback_where
 from toolhost_email.store import BUSY_TIMEOUT_S, writing
 
 if TYPE_CHECKING:
     from toolhost_email.reader import MailCacheReader
 
-__all__ = ["FeedbackChange", "UnknownFeedback", "record_feedback", "undo_feedback"]
+__all__ = ["FeedbackChange", "UnknownFeedback", "UnknownThread", "record_feedback",
+           "undo_feedback"]
 
 Status = Literal["applied", "undone"]
 
 
 class UnknownFeedback(LookupError):
     """No feedback record has that id."""
+
+
+class UnknownThread(LookupError):
+    """The thread has no message (any more) of the account that the principal reads."""
 
 
 @attrs.frozen
@@ -71,10 +78,16 @@ def record_feedback(data_dir: Path, *, account: str, thread_id: str, feedback: s
                     quote: str, recorded_at: str, principal: str = "",
                     wait: float = BUSY_TIMEOUT_S) -> FeedbackChange:
     """Apply ``principal``'s feedback (idempotent: the same feedback again changes nothing).
+    A ``thread_id`` must be a thread of ``account`` (of any account when '') that
+    ``principal`` reads, in the same write transaction as the record: the caller's own check
+    came before the wait for the write lock, which an erase of that thread may have held.
 
+    :raises UnknownThread: the thread is not (or no longer) there; nothing was recorded.
     :raises CacheBusy: another writer held the cache past ``wait`` seconds.
     """
     with writing(data_dir, wait) as conn:
+        if thread_id and not _thread_there(conn, thread_id, account, principal):
+            raise UnknownThread(thread_id)
         owner = principal if shared(conn) else ""
         # The record it already has, whatever id it was given (a one-person cache's records
         # keep theirs when ``owners set --unowned`` gives them an owner).
@@ -89,6 +102,14 @@ def record_feedback(data_dir: Path, *, account: str, thread_id: str, feedback: s
             (feedback_id, account, thread_id, feedback, quote, recorded_at, owner))
         change = _change(conn, feedback_id, "applied", "owner")
     return change
+
+
+def _thread_there(conn: sqlite3.Connection, thread_id: str, account: str,
+                  principal: str) -> bool:
+    mine, values = readable(principal)
+    return conn.execute(
+        f"SELECT 1 FROM messages WHERE thread_id = ? AND (? = '' OR account = ?) AND {mine} "
+        "LIMIT 1", (thread_id, account, account, *values)).fetchone() is not None
 
 
 def undo_feedback(data_dir: Path, feedback_id: str) -> FeedbackChange:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from toolhost import Services, ToolCallable, ToolExecutionContext, ToolFailure, ToolOutput
-from toolhost_email.feedback import record_feedback
+from toolhost_email.feedback import UnknownThread, record_feedback
 from toolhost_email.messages import (
     CACHE_BUSY,
     CACHE_UNAVAILABLE,
@@ -74,7 +74,8 @@ def quoted_in(quote: str, turn: str | None) -> bool:
 
 def _thread_account(services: Services, principal: str, thread_id: str, account: str) -> str:
     """The account the thread belongs to (it must exist among the caller's accounts, and be
-    ``account``'s when given)."""
+    ``account``'s when given). A read before the write: ``record_feedback`` checks it again
+    in the write transaction, after any erase that held the lock meanwhile."""
     with cache_reader(services, principal) as reader:
         conn = connection_of(reader)
         mine, values = mail_where(reader)
@@ -107,6 +108,8 @@ def build(services: Services) -> ToolCallable:
                 feedback=arguments["feedback"], quote=quote,
                 recorded_at=services.clock.now().isoformat(), principal=principal,
                 wait=WRITE_WAIT_S)
+        except UnknownThread as exc:  # erased while the call waited for the write lock
+            raise ToolFailure(UNKNOWN_THREAD) from exc
         except CacheBusy as exc:
             raise ToolFailure(CACHE_BUSY, retryable=True) from exc
         except CacheUnavailable as exc:
