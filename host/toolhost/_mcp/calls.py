@@ -260,10 +260,16 @@ class ToolCalls:
                     request_state=state)
         elif ctx.session.can_send_request:
             try:
-                answer = await ctx.session.send_request(
+                answer = await _unless_run_cancelled(ctx.session.send_request(
                     words_request(registered, proposed), types.ElicitResult,
                     request_read_timeout_seconds=self._config.elicitation_timeout_s,
-                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id)), run)
+            except _RunCancelled:
+                # The server's drain is up (or the session ended) while the form is open:
+                # nobody declined, so the call ends cancelled, answered before its stream
+                # closes.
+                log.info("mcp.words.unanswered", error="run_cancelled")
+                return _CANCELLED
             except (MCPError, ValidationError) as exc:
                 log.info("mcp.words.unanswered", error=type(exc).__name__)
                 # The client gone (its stdio closed) is no answer from the person: the call
@@ -359,6 +365,10 @@ class ToolCalls:
                     _remember_worded(session, worded, outcome.invocation_id)
                     if held:
                         self._host.pause(session.run)
+                    _log_left_waiting(get_logger(invocation_id=outcome.invocation_id,
+                                                 run_id=session.run.id, tool=params.name),
+                                      outcome.invocation_id,
+                                      prepared.digest if prepared is not None else None)
 
             outcome = await self._invoke(run, params.name, arguments, hold=held,
                                          abandoned=left_waiting)
@@ -445,7 +455,7 @@ class ToolCalls:
                 decision = decision_of(responses[ELICITATION_KEY])
             elif can_ask:
                 session.ask(record.id)
-                self._pause_if_unanswered(session, record.id, log)
+                self._pause_if_unanswered(session, record, log)
                 # Off the loop: a describer reads its plugin's own store.
                 described = await asyncio.to_thread(self._host.describe_call, record)
                 return types.InputRequiredResult(
@@ -460,8 +470,10 @@ class ToolCalls:
                 decision = await self._waiting(self._elicit(ctx, run, record, registered, log))
             except BaseException:
                 # The request was cancelled (or the client went) while the person decided:
-                # the call is left waiting, so the run pauses.
+                # the call is left waiting, so the run pauses, and the pause is logged as
+                # every call left waiting is (nobody is answered: the request is gone).
                 self._pause_held(session, record.id)
+                _log_left_waiting(log, record.id, record.argument_digest)
                 raise
         else:
             decision = Decision.UNDECIDED
@@ -497,8 +509,7 @@ class ToolCalls:
         if self._deadline_passed(run):  # the question outlived the run: nothing can run it
             return self._expired(session, record.id, log)
         self._pause_held(session, record.id)  # left waiting: now the run pauses
-        log.warning("mcp.awaiting_approval", approve=approve_command(record.id),
-                    digest=record.argument_digest)
+        _log_left_waiting(log, record.id, record.argument_digest)
         return self._deliver(session, self._host.recorded(record.id))
 
     def _decision_not_recorded(self, session: Session, invocation_id: str, exc: Exception,
@@ -546,13 +557,16 @@ class ToolCalls:
             session.held.discard(invocation_id)
             self._host.pause(session.run)
 
-    def _pause_if_unanswered(self, session: Session, invocation_id: str, log: Any) -> None:
+    def _pause_if_unanswered(self, session: Session, record: InvocationRecord,
+                             log: Any) -> None:
         """A 2026-07-28 question is out until the client retries with the answer; one not
         answered within the elicitation timeout leaves its call waiting, as an unanswered
         pushed question does, and the run pauses then. Unlike a pushed question, the person
         may still answer it: the client's retry carries the answer whenever it is given. One
         timer a question: asking it again starts it over, a decision ends it, and it pauses
         the run only for a call still waiting (an operator may have decided it meanwhile)."""
+        invocation_id, digest = record.id, record.argument_digest
+
         def expire() -> None:
             session.timers.pop(invocation_id, None)
             if not session.expire(invocation_id):  # answered, or asked again, meanwhile
@@ -567,6 +581,7 @@ class ToolCalls:
             if invocation_id in session.held:
                 log.info("mcp.approval.unanswered", error="no retry with the answer")
             self._pause_held(session, invocation_id)
+            _log_left_waiting(log, invocation_id, digest)
 
         self._forget_question(session, invocation_id)
         session.timers[invocation_id] = asyncio.get_running_loop().call_later(
@@ -588,11 +603,17 @@ class ToolCalls:
             timeout = max(0.0, min(timeout, run.deadline - self._host.deadline_in(0)))
         described = await asyncio.to_thread(self._host.describe_call, record)
         try:
-            answer = await ctx.session.send_request(
+            answer = await _unless_run_cancelled(ctx.session.send_request(
                 approval_request(record, registered, described), types.ElicitResult,
                 request_read_timeout_seconds=timeout,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
-            )
+            ), run)
+        except _RunCancelled:
+            # The server's drain is up (or the session ended) while the person decides: the
+            # call is left waiting like any whose request is cancelled then, and answered so
+            # (its id, `toolhost approve ID`) while its stream is still open.
+            log.info("mcp.approval.unanswered", error="run_cancelled")
+            return Decision.UNDECIDED
         except (MCPError, ValidationError) as exc:
             log.info("mcp.approval.unanswered", error=type(exc).__name__)
             return Decision.UNDECIDED
@@ -623,6 +644,39 @@ _DECLINED = _Refused(core_messages.USER_DECLINED)
 #: The request ended (cancelled, or its client gone) while the person had the form open:
 #: nobody declined, so it ends as any cancelled call does.
 _CANCELLED = _Refused(core_messages.RUN_CANCELLED)
+
+
+class _RunCancelled(Exception):
+    """The session's run was cancelled while a question to the person was out."""
+
+
+async def _unless_run_cancelled(asking: Awaitable[_T], run: Run) -> _T:
+    """The answer to a question put to the person, unless the session's run is cancelled
+    first: a stopping server whose drain time is up (``Sessions.cancel``), or the session
+    ending. Then the question is withdrawn (its wait cancelled) and ``_RunCancelled`` raised,
+    so the call still answers before uvicorn closes its stream (D238, D240); before, it
+    waited out the elicitation timeout and was cut off unanswered. The question is awaited in
+    this request's own task, so its end (an answer, the client's error) and this request's
+    own cancellation reach it in the order they always did."""
+    loop = asyncio.get_running_loop()
+    with anyio.CancelScope() as scope:
+        def stop() -> None:  # any thread may cancel a run
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits now
+                loop.call_soon_threadsafe(scope.cancel)
+
+        remove = run.cancellation.add_callback(stop)
+        try:
+            return await asking
+        finally:
+            remove()
+    raise _RunCancelled  # reached only when ``stop`` cancelled the scope
+
+
+def _log_left_waiting(log: Any, invocation_id: str, digest: str | None) -> None:
+    """The pause of a call left waiting, on stderr (mcp.md "Approvals" step 2): whenever a
+    call is left waiting, also when nobody is answered (its request cancelled, its client
+    gone), so the operator's log names every call that waits for them."""
+    log.warning("mcp.awaiting_approval", approve=approve_command(invocation_id), digest=digest)
 
 
 def _connection_closed(exc: Exception) -> bool:

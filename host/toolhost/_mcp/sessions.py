@@ -321,7 +321,9 @@ class Sessions:
 
     def cancel(self) -> None:
         """Cancel every run's calls in flight (a stopping server whose drain time is up):
-        each records its cancellation and answers it."""
+        each records its cancellation and answers it. A call whose person has a form open
+        stops waiting for them and answers too: an approval is left waiting (its id, for
+        ``toolhost approve``), the person's words end cancelled (``calls``)."""
         for session in list(self._sessions.values()):
             session.run.cancellation.cancel()
 
