@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -99,7 +100,19 @@ def argument_digest(name: str, version: str, arguments: Mapping[str, Any],
     """Over the tool identity and the validated arguments (defaults applied), so an approval
     authorizes exactly one tool version with exactly these arguments; and over the tool's
     ``definition`` when its version does not pin it (an upstream MCP server's tool, D441)."""
-    identity: dict[str, Any] = {"tool": name, "version": version, "arguments": arguments}
+    # ``canonical_json`` of {"tool", "version", "arguments"[, "definition"]}, its keys sorted:
+    # "arguments" comes first, so the text is the arguments' between a constant head and the
+    # tool's constant rest, encoded once per tool (``_identity_tail``).
+    return sha256_digest(
+        f'{{"arguments":{canonical_text(arguments)}{_identity_tail(name, version, definition)}'
+        .encode())
+
+
+@functools.lru_cache(maxsize=1024)
+def _identity_tail(name: str, version: str, definition: str | None) -> str:
+    """What follows the arguments in ``argument_digest``'s canonical text: ``,`` and the rest
+    of the identity object's members, its closing brace included."""
+    rest: dict[str, Any] = {"tool": name, "version": version}
     if definition is not None:
-        identity["definition"] = definition
-    return sha256_digest(canonical_json(identity))
+        rest["definition"] = definition
+    return "," + canonical_text(rest)[1:]

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from toolhost._model.context import ToolCallable, ToolExecutionContext
 from toolhost._model.errors import ToolhostError
+from toolhost._model.outcome import ToolOutput
 from toolhost._model.runs import CancellationEvent
 
 __all__ = ["BodyAborted", "Cancelled", "DeadlineExceeded", "abandoned", "run_sync", "run_tool"]
@@ -183,6 +184,10 @@ def abandoned(principal_id: str) -> int:
 
 
 def _is_async(tool: ToolCallable) -> bool:
+    # A plain ``async def`` (most async bodies) answers from its code's flag at once, as
+    # ``iscoroutinefunction`` would, without its unwrapping of methods and partials (~1 µs).
+    if type(tool) is types.FunctionType and tool.__code__.co_flags & inspect.CO_COROUTINE:
+        return True
     return inspect.iscoroutinefunction(tool) or inspect.iscoroutinefunction(
         type(tool).__call__
     )
@@ -370,7 +375,9 @@ async def _finished(result: Any, call: CancellationEvent, run: CancellationEvent
     loop may have been held meanwhile by another call's body, not this one's (D541)."""
     if call.cancelled:
         raise Cancelled if run.cancelled else DeadlineExceeded
-    if inspect.isawaitable(result):  # a sync callable that returned a coroutine
+    # A sync callable that returned a coroutine. (A ToolOutput itself, what nearly every body
+    # returns, is no awaitable: not asked the ABC's ``isinstance``, ~0.4 µs.)
+    if type(result) is not ToolOutput and inspect.isawaitable(result):
         try:
             result = await asyncio.wait_for(_awaited(result), end - monotonic())
         except asyncio.CancelledError as exc:

@@ -136,6 +136,16 @@ _STATUS = {
     InvocationState.FAILED: OutcomeStatus.FAILED,
 }
 
+#: What an outcome of these states reads, whatever its row holds: one table, not one a call.
+_STATUS_TEXT = {
+    OutcomeStatus.AWAITING_APPROVAL: core_messages.AWAITING_APPROVAL_TEXT,
+    OutcomeStatus.DENIED: core_messages.DENIED_TEXT,
+    OutcomeStatus.RUNNING: core_messages.RUNNING_TEXT,
+}
+#: A row's ``output_trust`` text to its member, without the enum's own lookup (anything else
+#: still goes to ``Trust(...)``, which raises as it did).
+_TRUST_OF = {trust.value: trust for trust in Trust}
+
 
 class Pipeline:
     """Runs invocations against one registry, message table, policy and pair of stores."""
@@ -878,17 +888,14 @@ class Pipeline:
                 message=self.messages[record.reason_code], retryable=bool(record.retryable),
                 detail=dict(record.failure_detail or {}),
             )
-        content = {
-            OutcomeStatus.AWAITING_APPROVAL: core_messages.AWAITING_APPROVAL_TEXT,
-            OutcomeStatus.DENIED: core_messages.DENIED_TEXT,
-            OutcomeStatus.RUNNING: core_messages.RUNNING_TEXT,
-        }.get(status)
+        content = _STATUS_TEXT.get(status)
         if content is None:
             content = failure.message if failure else (record.result_content or "")
+        trust = record.output_trust
         return Outcome(
             tool=record.tool_name, version=record.tool_version, status=status, content=content,
             structured=record.result_structured if status is OutcomeStatus.SUCCEEDED else None,
-            output_trust=Trust(record.output_trust) if record.output_trust else None,
+            output_trust=(_TRUST_OF.get(trust) or Trust(trust)) if trust else None,
             failure=failure, invocation_id=record.id, artifacts=record.artifact_refs,
             truncated=status is OutcomeStatus.SUCCEEDED and record.result_structured is None,
             decision=record.policy,

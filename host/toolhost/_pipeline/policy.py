@@ -109,10 +109,18 @@ class Policy:
     tightened: tuple[str, ...] = ()
     #: The EXTERNAL_WRITE cells loosened under ``EXTERNAL_WRITE_OVERRIDE``.
     overridden: frozenset[tuple[SideEffect, Risk]] = frozenset()
+    #: Each cell's decision once made (a frozen value): step 5 asks it on every call.
+    _decided: dict[tuple[SideEffect, Risk], PolicyDecision] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False)
 
     def decide(self, side_effect: SideEffect, risk: Risk) -> PolicyDecision:
-        override = EXTERNAL_WRITE_OVERRIDE if (side_effect, risk) in self.overridden else None
-        return PolicyDecision(self.matrix[side_effect][risk], side_effect, risk, override)
+        cell = (side_effect, risk)
+        decision = self._decided.get(cell)
+        if decision is None:
+            override = EXTERNAL_WRITE_OVERRIDE if cell in self.overridden else None
+            decision = self._decided[cell] = PolicyDecision(
+                self.matrix[side_effect][risk], side_effect, risk, override)
+        return decision
 
     @classmethod
     def configured(
