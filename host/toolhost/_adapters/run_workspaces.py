@@ -30,7 +30,11 @@ removed ``run.json``, and its registration with it, which is the tombstone. A co
 the run afresh registers it under a new one, which is not the late call's. A process holds a
 shared ``flock`` on the generation's directory while it has it open; a pause or end removes the ``current`` name
 at once and the directory only when no other process holds it (else the last holder, finding
-its generation no longer current, removes it when it lets go). A mounted generation is
+its generation no longer current, removes it when it lets go). Every lock is unlocked
+before its descriptor is closed: a child another thread forked meanwhile (until it execs)
+shares the descriptor, and is no holder. Whatever an end still left (its process killed
+between the end's steps) is in a run directory no run is registered in, and is removed at
+each recovery once nobody holds it (``sweep_detached``). A mounted generation is
 unmounted before it is moved away or anything under it is removed; one that cannot be
 unmounted is kept, as a held one is. An operator's directory
 (``--workspace DIR``, ``TOOLHOST_MCP_WORKSPACE``) is the run's workspace whatever happens: a
@@ -140,6 +144,18 @@ def _held(path: Path) -> int:
     return fd
 
 
+def _let_lock_go(fd: int) -> None:
+    """Close ``fd``, a descriptor that may hold a ``flock``, unlocking it first. A ``flock``
+    belongs to the open file, which a child forked meanwhile (another thread's
+    ``subprocess.Popen``, a sandbox's or a mount's, until it execs) shares through its copy
+    of every descriptor: closed without the unlock, the lock stays held until the child
+    execs, and a removal that finds it held then leaves the workspace to a last holder that
+    never lets go. The unlock lets it go for every copy at once."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
 def _private_dir(path: Path) -> None:
     """Make ``path`` (and its parents) reachable by the host's user only."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -190,7 +206,7 @@ class RunWorkspaces:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield trash
             finally:
-                os.close(fd)
+                _let_lock_go(fd)
             sweep, self._swept = bool(trash) or not self._swept, True
         if sweep:
             self._empty_trash(trash)
@@ -299,7 +315,7 @@ class RunWorkspaces:
                  **({"command": True} if fd >= 0 else {})}))
         except OSError as exc:  # no file handles, no space: nothing registered
             if fd >= 0:
-                os.close(fd)
+                _let_lock_go(fd)
             self._remove_run_dir_if_empty(run_id)
             name = errno.errorcode.get(exc.errno or 0, "no errno")
             raise WorkspaceUnavailable(f"the run cannot be registered ({name})") from None
@@ -462,7 +478,7 @@ class RunWorkspaces:
             if registered is not None and not _live_under(registered, registration):
                 held = self._owned.pop(run_id, None)
                 if held is not None:
-                    os.close(held)
+                    _let_lock_go(held)
                 return False
             return self._end(run_id, trash)
 
@@ -554,10 +570,11 @@ class RunWorkspaces:
             _log_not_removed(path, exc, _SWEPT_AGAIN)
 
     def sweep_detached(self) -> None:
-        """Remove every detached workspace no process holds, and end every run whose command
+        """Remove every detached workspace no process holds, end every run whose command
         is gone (``own``): its process was killed (an approver's or a ``toolhost call``'s
-        SIGKILL, a host's OOM kill), and no run's end or pause will come for it. A failure
-        is logged, never raised: the next sweep tries again."""
+        SIGKILL, a host's OOM kill), and no run's end or pause will come for it; and remove
+        what an ended run left that no process holds (``_sweep_ended``). A failure is
+        logged, never raised: the next sweep tries again."""
         if not self.root.is_dir():
             return
         try:
@@ -565,6 +582,7 @@ class RunWorkspaces:
                 for run_id, registered in self._registered():
                     if self._command_gone(run_id, registered):
                         self._end_gone(run_id, trash)
+                self._sweep_ended(trash)
                 if (self.root / ".detached").is_dir():
                     self._sweep_detached(trash)
         except OSError as exc:
@@ -622,7 +640,7 @@ class RunWorkspaces:
                 (run_dir / name).unlink()
         held = self._owned.pop(run_id, None)
         if held is not None:
-            os.close(held)  # no longer live: nobody need tell whether this process is there
+            _let_lock_go(held)  # no longer live: nobody need tell whether this process is there
         left = [g for g in _generations(run_dir) if not self._discard(run_id, g, trash)]
         if not left:
             self._remove_run_dir_if_empty(run_id)
@@ -650,7 +668,7 @@ class RunWorkspaces:
         except OSError:
             return False  # held (EWOULDBLOCK), or no lock to tell by: live, as before
         finally:
-            os.close(fd)  # lets the lock go too
+            _let_lock_go(fd)
         return True
 
     def _sweep_detached(self, trash: list[Path]) -> None:
@@ -667,6 +685,25 @@ class RunWorkspaces:
                     self._trash_unheld(path, f"detached-{name}", trash)
                 except OSError as exc:
                     _log_not_removed(path, exc, _SWEPT_AGAIN)
+
+    def _sweep_ended(self, trash: list[Path]) -> None:
+        """Remove the generations no process holds (unmounted first) of every run directory
+        no run is registered in, and the directory once nothing is left in it: what an end
+        left that its last holder never came for (a process killed between the end's steps,
+        or a holder that was only a forked child's copy of the lock, before ``_let_lock_go``).
+        Nobody else removes it: the run is not live, so no pause or end comes for it. Under
+        the lock, no run is being registered there; a generation still held is its holder's,
+        kept, as ``_end`` keeps it."""
+        for run_id in _listdir(self.root):
+            run_dir = self.run_dir(run_id)
+            if (not valid_run_id(run_id) or run_dir.is_symlink() or not run_dir.is_dir()
+                    or _read_run(run_dir) is not None):
+                continue
+            try:
+                self._end(run_id, trash)
+            except OSError as exc:
+                _log_not_removed(run_dir, exc, "an ended run's workspace, left in its run "
+                                 "directory; the next recover tries again")
 
     def _discard(self, run_id: str, generation: str, trash: list[Path]) -> bool:
         """Move a generation no process holds to the trash, which ``_locked`` empties once
@@ -707,7 +744,7 @@ class RunWorkspaces:
             trash.append(gone)
             return True
         finally:
-            os.close(fd)
+            _let_lock_go(fd)
 
     def _remove_run_dir_if_empty(self, run_id: str) -> None:
         run_dir = self.run_dir(run_id)
@@ -948,7 +985,7 @@ def _remove_trashed(path: Path) -> None:
             return
         remove_tree(path)
     finally:
-        os.close(fd)
+        _let_lock_go(fd)
 
 
 def _log_not_removed(path: Path, exc: OSError, detail: str = "left in workspaces/.trash; "
@@ -1037,7 +1074,7 @@ class RunWorkspace:
             else:
                 generation, hold = self._registry.claim(self.run_id, self._registration)
                 if handle is not None and generation == self._generation:
-                    os.close(hold)  # this process holds it already
+                    _let_lock_go(hold)  # this process holds it already
                 else:
                     self._let_go()
                     handle = self._open_generation(generation, hold)
@@ -1089,7 +1126,7 @@ class RunWorkspace:
             handle.close()
         hold, self._hold = self._hold, None
         if hold is not None:
-            os.close(hold)
+            _let_lock_go(hold)
         generation, self._generation = self._generation, None
         if generation is not None:
             self._registry.let_go(self.run_id, generation)
@@ -1109,7 +1146,7 @@ class RunWorkspace:
                 # Let go only now: until it is removed, no sweep may take it for a leftover.
                 hold, self._hold = self._hold, None
                 if hold is not None:
-                    os.close(hold)
+                    _let_lock_go(hold)
             self._stale = True
             if self._ends_on_close:
                 self._registry.end(self.run_id, self._registration)
