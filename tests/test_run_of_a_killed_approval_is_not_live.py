@@ -84,3 +84,17 @@ def test_a_run_named_without_a_directory_after_its_approval_was_killed_is_a_new_
     assert not (project / "note.md").exists()  # the killed approval's directory is not taken
     listed = json.loads(toolhost("runs", "list", "--json", env=env).stdout)
     assert listed == [{"run_id": "r1", "directory": None, "workspace": True}]
+
+
+@pytest.mark.parametrize("run_id", ["r1", "r2"])
+def test_a_directory_inside_the_killed_approvals_is_nobodys_workspace(
+    env: dict[str, str], project: Path, killed_approval: str, run_id: str,
+) -> None:
+    # The nesting check reads the runs live on this host: a run whose command is gone is not
+    # one of them (D565), so a directory inside its directory may be any run's workspace.
+    sub = project / "sub"
+    sub.mkdir()
+    code, _, err = call(env, "workspace.write_text", NOTE, "--run", run_id,
+                        "--workspace", str(sub))
+    assert (code, err) == (0, "")
+    assert (sub / "note.md").read_text() == NOTE["content"]

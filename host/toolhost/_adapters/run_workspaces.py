@@ -452,9 +452,12 @@ class RunWorkspaces:
         """(run id, directory) of every run live on this host in an operator's directory,
         read without the registry's lock (``run.json`` is replaced whole) and without making
         anything: what an operator's new workspace is checked against before its run
-        starts (``workspace_refusal``)."""
+        starts (``workspace_refusal``). A run whose command is gone is not live (``runs
+        list`` says so, and the next command naming it ends it, D565), so its directory holds
+        nobody's workspace."""
         return [(run_id, registered.directory) for run_id, registered in self._registered()
-                if registered.directory is not None]
+                if registered.directory is not None
+                and not self._command_gone(run_id, registered)]
 
     def _registered(self) -> list[tuple[str, _Registered]]:
         """Every run live on this host, by id, with what its ``run.json`` says."""
