@@ -86,8 +86,9 @@ def test_a_joiner_that_joins_nothing_is_named_as_such() -> None:
                               "description": "Le nom\u00a0: court.\n\nSecond paragraph."}),
     # Properties named after the annotations, holding schemas: nothing here is prose.
     {**CLOSED_IN, "properties": {"description": TEXT, "title": TEXT}},
-    # Data, not a schema's annotation: the validator's matter (an enum member may be anything).
-    with_property(CLOSED_IN, {**TEXT, "enum": ["a\tb"], "examples": ["c\td"]}),
+    # Values, no annotations: held to the values' rule, which takes what JSON escapes
+    # (tests/test_schema_values_and_definition_names_are_text.py).
+    with_property(CLOSED_IN, {**TEXT, "enum": ["a\tb", "caf\u00e9"], "examples": ["c\td"]}),
 ], ids=["printable", "properties-so-named", "enum-and-examples"])
 def test_printable_annotations_and_properties_so_named_register(schema: dict[str, Any]) -> None:
     assert problems(input_schema=schema) == []

@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 
-__all__ = ["MARKS_IN_A_ROW", "escaped", "not_utf8", "one_line", "prints"]
+__all__ = ["MARKS_IN_A_ROW", "SHOWS_NOTHING", "escaped", "not_utf8", "one_line", "prints"]
 
 #: How many combining marks (Mn, Me) in a row show as themselves; each one past it is escaped.
 #: Scripts stay under it (Vietnamese 2, pointed Biblical Hebrew 5, Tibetan's tallest stack, the
@@ -102,7 +102,10 @@ _MARKS_ASTRAL = (
 #: test this rough class first, and only a character in it pays for the exact one.
 _ASTRAL_ROUGHLY = "\U000101fd-\U0001e8d6\U0001e944-\U0001e94a\U000e0000-\U000e0fff"
 
-_NOTHING = f"{_NOTHING_BMP}{_NOTHING_ASTRAL}"
+#: Every character that shows as nothing (``_NOTHING_BMP`` and ``_NOTHING_ASTRAL``) as the
+#: body of a regular expression's class (``f"[{SHOWS_NOTHING}]"``): registration's text
+#: rule refuses the very characters the displays escape here as showing nothing (D557).
+SHOWS_NOTHING = f"{_NOTHING_BMP}{_NOTHING_ASTRAL}"
 _MARKS = f"{_MARKS_BMP}{_MARKS_ASTRAL}"
 _MARKS_ROUGHLY = f"{_MARKS_BMP}{_ASTRAL_ROUGHLY}"
 
@@ -115,7 +118,7 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     mark = re.compile(f"(?=[{_MARKS_ROUGHLY}])[{_MARKS}]")
     hidden = re.compile(
         f"[{_NOTHING_BMP}{_MARKS_ROUGHLY}]"
-        f"(?:(?<=[{_NOTHING}])|(?=[{_MARKS_ROUGHLY}]{{{MARKS_IN_A_ROW}}})"
+        f"(?:(?<=[{SHOWS_NOTHING}])|(?=[{_MARKS_ROUGHLY}]{{{MARKS_IN_A_ROW}}})"
         f"(?<=[{_MARKS}])[{_MARKS}]{{{MARKS_IN_A_ROW}}})")
     return mark, hidden
 

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from toolhost._model.digest import canonical_text
 from toolhost._model.errors import ToolhostError
-from toolhost._model.printable import _NOTHING, escaped, prints
+from toolhost._model.printable import SHOWS_NOTHING, escaped, prints
 from toolhost._model.typed_schema import has_utf8, not_json_number
 
 if TYPE_CHECKING:
@@ -190,6 +190,18 @@ _SELECTORS = re.compile("[\u180b-\u180d\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef]
 #: The first ideographic selector: VS17 on select only a CJK unified ideograph (UTS #37).
 _IDEOGRAPHIC = "\U000e0100"
 
+#: The black flag, the base of every emoji tag sequence.
+_BLACK_FLAG = "\U0001f3f4"
+
+#: The RGI emoji tag sequences (emoji-sequences.txt, the same since Emoji 5.0): the flags of
+#: England, Scotland and Wales, a black flag followed by the tag letters of gbeng, gbsct and
+#: gbwls and a CANCEL TAG. The only tag characters that are text: any other run of them
+#: spells ASCII no one sees (D557).
+_TAG_SEQUENCES = tuple(
+    _BLACK_FLAG + "".join(chr(0xE0000 + ord(letter)) for letter in region) + "\U000e007f"
+    for region in ("gbeng", "gbsct", "gbwls"))
+_LONGEST_TAG_SEQUENCE = max(len(flag) for flag in _TAG_SEQUENCES)
+
 #: The printable-text rule's remedy, for what it is applied to.
 PRINTABLE_REMEDY = "write {} as printable text, {} paragraphs separated by newlines"
 
@@ -247,12 +259,21 @@ def _selects(line: str, index: int) -> bool:
     return category[0] in "SNP" or category == "Lo" or base == "\u2139"
 
 
+def _flags(line: str, index: int) -> bool:
+    """Whether ``line[index]``, a format character, is a tag of one of the ``_TAG_SEQUENCES``:
+    the nearest black flag before it starts one that ``index`` falls inside. Only a few
+    characters back are looked at, so a line of tags is read in linear time."""
+    start = line.rfind(_BLACK_FLAG, max(0, index - _LONGEST_TAG_SEQUENCE + 1), index)
+    return start >= 0 and any(line.startswith(flag, start) and index < start + len(flag)
+                              for flag in _TAG_SEQUENCES)
+
+
 @functools.cache
 def _shows_nothing() -> re.Pattern[str]:
     """What ``printable`` escapes as showing nothing (D465): Unicode's default-ignorable
     characters (the combining grapheme joiner, the Hangul fillers, unassigned tags ...) and the
     printable blanks. Its own set, compiled at first use as it compiles its own."""
-    return re.compile(f"[{_NOTHING}]")
+    return re.compile(f"[{SHOWS_NOTHING}]")
 
 
 def not_text(line: str) -> str | None:
@@ -269,7 +290,7 @@ def not_text(line: str) -> str | None:
             why = (" where it selects nothing: a variation selector stands once, right after "
                    "the emoji, symbol or ideograph it varies")
         elif unicodedata.category(character) in _NOT_TEXT:
-            if _joins(line, index):
+            if _joins(line, index) or _flags(line, index):
                 continue
             why = (" where it joins nothing: a joiner stands only inside an emoji sequence or "
                    "between two letters of a script that joins them (Arabic, Persian, Indic "
@@ -508,10 +529,11 @@ _NAME_REMEDY = "name the property in printable text, with no character that does
 
 def _name_problems(schema: Mapping[str, Any], pointer: str) -> Iterator[SchemaProblem]:
     """A problem for each property name of this level (a key of ``properties``, an entry of
-    ``required``) that is not text (``not_text``), at its pointer with what does not show
-    escaped: tools/list carries each name to the model as it does the descriptions (D557).
-    (``patternProperties`` is refused whole.) Text with no UTF-8 form is the not-JSON
-    refusal's, as for the annotations."""
+    ``required``) and each definition's name (a key of ``$defs`` or ``definitions``) that is
+    not text (``not_text``), at its pointer with what does not show escaped: tools/list carries
+    each name to the model as it does the descriptions (D557). (``patternProperties`` is
+    refused whole.) Text with no UTF-8 form is the not-JSON refusal's, as for the
+    annotations."""
     properties = schema.get("properties")
     required = schema.get("required")
     named = [*((None, name) for name in (properties if isinstance(properties, Mapping) else ())),
@@ -520,6 +542,63 @@ def _name_problems(schema: Mapping[str, Any], pointer: str) -> Iterator[SchemaPr
         if isinstance(name, str) and has_utf8(name) and (why := not_text(name)) is not None:
             at = f"properties/{escaped(name)}" if index is None else f"required/{index}"
             yield SchemaProblem(f"{pointer}/{at}", f"the property name has {why}", _NAME_REMEDY)
+    for key in ("$defs", "definitions"):
+        # A definition's name reaches the model in every $ref to it (D571).
+        defined = schema.get(key)
+        for name in defined if isinstance(defined, Mapping) else ():
+            if isinstance(name, str) and has_utf8(name) and (why := not_text(name)) is not None:
+                yield SchemaProblem(f"{pointer}/{key}/{escaped(name)}",
+                                    f"the definition name has {why}", _DEFINITION_REMEDY)
+
+
+_DEFINITION_REMEDY = ("name the definition in printable text, with no character that does not "
+                      "show")
+
+#: Keywords whose value is data the model reads in tools/list beside the schema's prose: a
+#: value the arguments may or must take, or show (D571).
+_VALUES = ("enum", "const", "default", "examples")
+
+_VALUE_REMEDY = ("write each text in the schema's enum, const, default and examples as "
+                 "printable text, with no character that does not show (lines separated by "
+                 "newlines)")
+
+
+#: The C0 controls but the line break, in a value: JSON writes each as an escape the model
+#: reads (``\\t``, ``\\u001b``), so a value may hold them (a tab delimiter, D571); checked as
+#: a character that prints.
+_JSON_ESCAPES = {code: "?" for code in range(0x20) if code != 0x0A}
+
+
+def _value_text_problem(text: str) -> str | None:
+    """``not_printable`` of a value's text, the controls JSON escapes aside."""
+    return not_printable(text.translate(_JSON_ESCAPES))
+
+
+def _value_problems(schema: Mapping[str, Any], pointer: str) -> Iterator[SchemaProblem]:
+    """A problem for each text in this level's ``_VALUES`` (a string, or an object's key, at
+    any depth of the value) that is not printable text (``not_printable``: the descriptions'
+    rule, lines and all), at its pointer, what does not show in a key escaped. Walked by a
+    loop, so a value nested past the stack's depth is read too. Text with no UTF-8 form is the
+    not-JSON refusal's, as for the annotations."""
+    for keyword in _VALUES:
+        if keyword not in schema:
+            continue
+        stack: list[tuple[Any, str]] = [(schema[keyword], f"{pointer}/{keyword}")]
+        while stack:
+            value, at = stack.pop()
+            if isinstance(value, str):
+                if has_utf8(value) and (why := _value_text_problem(value)) is not None:
+                    yield SchemaProblem(at, f"{keyword} {why}", _VALUE_REMEDY)
+            elif isinstance(value, Mapping):
+                members = [(name, f"{at}/{escaped(name) if isinstance(name, str) else name}", item)
+                           for name, item in value.items()]
+                for name, member, _ in members:
+                    if isinstance(name, str) and has_utf8(name) and (
+                            why := _value_text_problem(name)) is not None:
+                        yield SchemaProblem(member, f"{keyword} key {why}", _VALUE_REMEDY)
+                stack.extend((item, member) for _, member, item in reversed(members))
+            elif isinstance(value, (list, tuple)):
+                stack.extend((item, f"{at}/{i}") for i, item in reversed(list(enumerate(value))))
 
 
 def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
@@ -609,6 +688,7 @@ def schema_problems(schema: Any, pointer: str = "", depth: int = 0, *,
             yield SchemaProblem(pointer, f"{key} {why}", PRINTABLE_REMEDY.format(
                 "the schema's descriptions and titles", "their"))
     yield from _name_problems(schema, pointer)
+    yield from _value_problems(schema, pointer)
     for sub, sub_pointer, key in _subschemas(schema, pointer):
         # A boolean additionalProperties is the object level's closing (refused above when
         # not false); where a subschema only narrows, `true` adds no condition and `false`
