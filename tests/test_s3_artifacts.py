@@ -493,9 +493,9 @@ def test_a_prefix_belongs_to_one_database(
     url = f"s3://{s3_bucket}/{PREFIX}"
     open_s3_artifact_store(url, env, tmp_path / "one", FixedClock(T0)).close()
     open_s3_artifact_store(url, env, tmp_path / "one", FixedClock(T0)).close()  # reopened
-    open_s3_artifact_store(url + "/two", env, tmp_path / "two", FixedClock(T0)).close()
+    open_s3_artifact_store(url + "-two", env, tmp_path / "two", FixedClock(T0)).close()
     with pytest.raises(StoreUnavailable) as caught:
-        open_s3_artifact_store(url, env, tmp_path / "two", FixedClock(T0))
+        open_s3_artifact_store(url, env, tmp_path / "three", FixedClock(T0))
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"the artifact store {url} belongs to another toolhost database")

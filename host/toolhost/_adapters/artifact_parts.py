@@ -100,6 +100,19 @@ class ArtifactMetadata(Protocol):
         """This database's id for a content ``location`` (an S3 prefix), made on first use."""
         ...
 
+    def bound_location(self) -> str | None:
+        """The content location (an S3 prefix) this database's records are bound to: their
+        content is there. None until a store first binds it (``bind_location``)."""
+        ...
+
+    def bind_location(self, location: str, *, moved_from: str | None = None) -> str:
+        """Bind the database to ``location`` if it is bound to none, in one transaction; with
+        ``moved_from``, rebind it from that location to ``location`` (its content and marker
+        were copied there), giving ``location`` a store id of its own, so that the marker left
+        at ``moved_from`` no longer names this database's. Returns the location the database
+        is bound to afterwards: another one when another start won."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -33,6 +33,8 @@ from toolhost._adapters.artifact_streams import StreamedUpload, VerifiedChunks
 from toolhost._adapters.system_clock import new_id
 from toolhost._model.artifacts import (
     ARTIFACT_CEILING,
+    ArtifactCorrupted,
+    ArtifactNotFound,
     ArtifactOrigin,
     ArtifactRecord,
     NewArtifact,
@@ -110,17 +112,47 @@ class JoinedArtifactStore:
         return self.metadata.get(artifact_id)
 
     def read(self, artifact_id: str) -> bytes:
-        """See ``ArtifactStore.read``: the content as one verified chunk."""
+        """See ``ArtifactStore.read``: the content as one verified chunk. Content found
+        missing or wrong under a record a purge has taken since is not found (``_gone``)."""
         record = self.get(artifact_id)
-        return b"".join(self.content.chunks(record, max(record.size, 1)))
+        try:
+            return b"".join(self.content.chunks(record, max(record.size, 1)))
+        except ArtifactCorrupted:
+            self._gone(record.id)
+            raise
 
     def read_chunks(self, artifact_id: str, chunk_size: int = READ_CHUNK) -> VerifiedChunks:
-        """See ``ArtifactStore.read_chunks``. The content is opened here, read lazily."""
+        """See ``ArtifactStore.read_chunks``. The content is opened here, read lazily;
+        content found missing under a record a purge has taken since is not found
+        (``_gone``)."""
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
             raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}")
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
-        return self.content.chunks(self.get(artifact_id), chunk_size)
+        record = self.get(artifact_id)
+        try:
+            return self.content.chunks(record, chunk_size)
+        except ArtifactCorrupted:
+            self._gone(record.id)
+            raise
+
+    def _gone(self, artifact_id: str) -> None:
+        """After a read of ``artifact_id``'s record found its content missing or wrong:
+        ``ArtifactNotFound`` if the record is gone now, so the caller re-raises the
+        corruption only when the record is still there (D363).
+
+        A purge takes the record first and the content after it, so content missing under a
+        record the read had just found, whose record is now gone, was purged in between
+        (another host's purge too), not damaged: every reader (the resolver, ``resources/
+        read``, ``toolhost artifacts get``) is told the file is not there, and no operator is
+        alarmed. A record damaged meanwhile (D252) is still the alarm; whatever else the
+        metadata raises (its outage) propagates."""
+        try:
+            self.metadata.get(artifact_id)
+        except ArtifactNotFound:
+            raise ArtifactNotFound(artifact_id) from None
+        except ArtifactCorrupted:
+            pass
 
     def find_live(
         self,

@@ -82,8 +82,8 @@ __all__ = [
 _Item = TypeVar("_Item")
 
 #: The ``artifacts`` component on PostgreSQL: SQLite's three ``artifacts`` migrations and its
-#: ``artifact_buckets`` in one schema, then the insertion sequence SQLite's rowid gives it (the
-#: versions count on their own from 1).
+#: ``artifact_buckets`` in one schema, then the insertion sequence SQLite's rowid gives it,
+#: then the location the records are bound to (the versions count on their own from 1).
 MIGRATIONS: Sequence[tuple[str, int, str]] = (
     (
         "artifacts",
@@ -131,6 +131,22 @@ MIGRATIONS: Sequence[tuple[str, int, str]] = (
         2,
         """
         ALTER TABLE artifacts ADD COLUMN seq BIGINT GENERATED ALWAYS AS IDENTITY
+        """,
+    ),
+    # The one content location the records are bound to (D572), as SQLite's ``s3_artifacts``
+    # migration 2: a store of another location is refused at start. A database that has used
+    # one location only is bound to it; one that used several is bound by the next start.
+    (
+        "artifacts",
+        3,
+        """
+        CREATE TABLE artifact_location (
+            one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+            location TEXT COLLATE "C" NOT NULL
+        );
+        INSERT INTO artifact_location (one, location)
+            SELECT TRUE, location FROM artifact_buckets
+            WHERE (SELECT count(*) FROM artifact_buckets) = 1
         """,
     ),
 )
@@ -328,6 +344,28 @@ class PgArtifactMetadata:
         assert row is not None  # inserted above, and never deleted
         return str(row[0])
 
+    def bound_location(self) -> str | None:
+        """See ``ArtifactMetadata.bound_location``."""
+        with self._connection() as conn:
+            row = conn.execute("SELECT location FROM artifact_location").fetchone()
+        return None if row is None else str(row[0])
+
+    def bind_location(self, location: str, *, moved_from: str | None = None) -> str:
+        """See ``ArtifactMetadata.bind_location``."""
+        with self._transaction() as conn:
+            if moved_from is None:
+                conn.execute("INSERT INTO artifact_location (one, location) VALUES (TRUE, %s) "
+                             "ON CONFLICT (one) DO NOTHING", (location,))
+            elif conn.execute("UPDATE artifact_location SET location = %s WHERE location = %s",
+                              (location, moved_from)).rowcount:
+                conn.execute(
+                    "INSERT INTO artifact_buckets (location, store_id) VALUES (%s, %s) "
+                    "ON CONFLICT (location) DO UPDATE SET store_id = excluded.store_id",
+                    (location, new_id()))
+            row = conn.execute("SELECT location FROM artifact_location").fetchone()
+        assert row is not None  # inserted above, or there before
+        return str(row[0])
+
     def close(self) -> None:
         """Close the pool."""
         self._pool.close()
@@ -397,7 +435,7 @@ class PostgresS3ArtifactStore(JoinedArtifactStore):
                             owns_client=owns_client)
         try:
             try:
-                content.bind(metadata.store_id(str(location)), metadata.database)
+                content.bind(metadata)
             except PgArtifactsUnavailable as exc:
                 raise StoreUnavailable(metadata.database, f"cannot use the database "
                                        f"{metadata.shown} ({exc.problem})") from None

@@ -9,7 +9,11 @@ the host's data directory; ``pg_artifacts`` joins it with metadata on PostgreSQL
 on that database shares the prefix. Hosts share a bucket prefix only by sharing that database,
 so a prefix is bound to one database by a marker object (``<prefix>/toolhost-store.json``) and
 another database is refused at start: its purge would delete content that only the first one
-references.
+references. The database in turn is bound to one location (``artifact_location``): a store of
+another prefix or bucket is refused at start, as none of the records' content is there, unless
+that prefix holds a copy of the bound one's marker, which moves the binding there (D572). A
+prefix inside another store's, or holding one, is refused too, and purge removes only keys of
+its own exact layout (``<prefix>/sha256/<64 hex>``, ``<prefix>/staging/<id>``).
 
 Reads verify size and checksum and raise ``ArtifactCorrupted`` otherwise. A streamed write is
 buffered up to one part; a stream that ends within it is one PUT at its content address on
@@ -368,10 +372,13 @@ class S3Content:
         """Remove every content object no record references: (objects, bytes), one
         ``metadata.sweep`` per listed page."""
         objects = freed = 0
+        prefix = self.location.key("sha256", "")
+        # Only keys of this store's own layout, `<prefix>/sha256/<64 hex>`: a deeper key ending
+        # in 64 hex digits is another store's (one nested here, D572), never this one's.
         for page in self._pages("ListObjectsV2", "list_objects_v2", "Contents",
-                                Prefix=self.location.key("sha256", "")):
+                                Prefix=prefix, Delimiter="/"):
             candidates = [("sha256:" + name, (o["Key"], int(o.get("Size", 0)))) for o in page
-                          if _HEX_KEY.fullmatch(name := o["Key"].rsplit("/", 1)[-1])]
+                          if _HEX_KEY.fullmatch(name := o["Key"].removeprefix(prefix))]
             if candidates:
                 removed, removed_bytes = metadata.sweep(candidates, self._remove)
                 objects += removed
@@ -393,10 +400,19 @@ class S3Content:
         """
         cutoff = now - STAGING_STALE_AFTER
         prefix = self.location.key("staging", "")
+
+        def ours(key: str) -> bool:
+            # `<prefix>/staging/<id>` only: a deeper key, or a marker, is another store's
+            # (one nested here, D572), whatever its age.
+            name = key.removeprefix(prefix)
+            return key.startswith(prefix) and "/" not in name and name not in ("", MARKER)
+
         removed = freed = 0
-        for page in self._pages("ListObjectsV2", "list_objects_v2", "Contents", Prefix=prefix):
+        for page in self._pages("ListObjectsV2", "list_objects_v2", "Contents", Prefix=prefix,
+                                Delimiter="/"):
             for item in page:
-                if item["Key"] in self.open_handles or item["LastModified"] > cutoff:
+                if (not ours(item["Key"]) or item["Key"] in self.open_handles
+                        or item["LastModified"] > cutoff):
                     continue
                 self.delete_object(item["Key"])
                 removed += 1
@@ -404,7 +420,8 @@ class S3Content:
         for page in self._pages("ListMultipartUploads", "list_multipart_uploads", "Uploads",
                                 Prefix=prefix):
             for upload in page:
-                if upload["UploadId"] in self.open_handles or upload["Initiated"] > cutoff:
+                if (not ours(upload["Key"]) or upload["UploadId"] in self.open_handles
+                        or upload["Initiated"] > cutoff):
                     continue
                 parts = self._parts(upload["Key"], upload["UploadId"])
                 if parts is None:  # another purge aborted it, or its owner completed it
@@ -514,18 +531,42 @@ class S3Content:
 
     # -- the prefix's owner --------------------------------------------------------------------
 
-    def bind(self, store_id: str, database: Path) -> None:
-        """Check the bucket answers and that the prefix belongs to the database ``store_id``
-        is ``database``'s id of it, claiming it if no database has yet.
+    def bind(self, metadata: ArtifactMetadata) -> None:
+        """Check the bucket answers; that the prefix lies inside no other store's prefix and
+        holds none; that ``metadata``'s database is bound to this location, binding it if it
+        is bound to none (or moving it here when its prefix was copied here whole, marker
+        included); and that the prefix belongs to that database, claiming it if no database
+        has yet. Nothing is bound or claimed when any of it is refused.
 
-        :raises StoreUnavailable: naming ``database``.
+        :raises StoreUnavailable: naming the database.
         """
+        database = metadata.database
+        try:
+            found = self._marker()
+        except Exception as exc:
+            raise self._cannot_start(database, "GetObject", exc) from None
+        self._refuse_nested(database)
+        here = str(self.location)
+        bound = metadata.bound_location()
+        if bound is not None and bound != here:
+            self._move_here(metadata, bound, found)
+            found = None  # rewritten: read again
+        self._claim(database, metadata.store_id(here), found)
+        if bound is None:
+            now_bound = metadata.bind_location(here)
+            if now_bound != here:  # another location's first start won
+                raise self._bound_elsewhere(database, now_bound)
+
+    def _claim(self, database: Path, store_id: str, found: bytes | None) -> None:
+        """The prefix's marker (``found``, as read) names ``store_id``, or is written naming
+        it with ``If-None-Match: *``, so two first starts can't both win."""
         marker = json.dumps({"format": _MARKER_FORMAT, "store_id": store_id}).encode()
-        for _ in range(2):  # a create that loses a race reads the winner's marker
-            try:
-                found = self._marker()
-            except Exception as exc:
-                raise self._cannot_start(database, "GetObject", exc) from None
+        for attempt in range(2):  # a create that loses a race reads the winner's marker
+            if attempt:
+                try:
+                    found = self._marker()
+                except Exception as exc:
+                    raise self._cannot_start(database, "GetObject", exc) from None
             if found is not None:
                 return self._check_marker(database, found, store_id)
             try:
@@ -539,12 +580,78 @@ class S3Content:
                 return None
         raise self._cannot_start(database, "PutObject", RuntimeError("the marker keeps changing"))
 
-    def _marker(self) -> bytes | None:
-        """The marker's bytes, None when the bucket has none; whatever else the quick client
-        raised (a bucket that is gone, refused credentials, no answer) is raised."""
+    def _move_here(self, metadata: ArtifactMetadata, bound: str, found: bytes | None) -> None:
+        """The database is bound to ``bound``: rebind it here if this prefix's marker
+        (``found``) is ``bound``'s, which only copying that prefix here whole puts here (the
+        operator moving the content, D572); refuse otherwise. The copied marker is then
+        rewritten to name this prefix's own new id: the one left at ``bound`` names the old
+        id still, so a host started there later is refused rather than moving the database
+        back (away from what was written here since)."""
+        database, here = metadata.database, str(self.location)
+        if found is None or _owner(found) != metadata.store_id(bound):
+            raise self._bound_elsewhere(database, bound)
+        if (now_bound := metadata.bind_location(here, moved_from=bound)) != here:
+            raise self._bound_elsewhere(database, now_bound)
+        marker = json.dumps({"format": _MARKER_FORMAT,
+                             "store_id": metadata.store_id(here)}).encode()
+        try:
+            self.quick.put_object(Bucket=self.location.bucket, Key=self.location.key(MARKER),
+                                  Body=marker)
+        except Exception as exc:
+            raise self._cannot_start(database, "PutObject", exc) from None
+
+    def _bound_elsewhere(self, database: Path, bound: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            database,
+            f"the artifact store {self.location} is not this database's: its artifacts are in "
+            f"{bound} (set TOOLHOST_ARTIFACT_STORE={bound}; to move them here, stop every host "
+            f"on this database and copy everything under {bound}/ to {self.location}/, its "
+            f"{MARKER} included, before starting one)")
+
+    def _refuse_nested(self, database: Path) -> None:
+        """Refuse a prefix inside another store's (a prefix above it holds a marker) or
+        holding another store one level down (its ``sha256/`` and ``staging/`` included): two
+        stores sharing keys is what D182 forbids, and a purge that took any key ending in a
+        content address once removed the nested store's content (D572). ``sweep`` keeps to its
+        exact layout too, so a nesting this misses (deeper, or started at the same instant)
+        still loses nothing."""
+        location = self.location
+        parts = location.prefix.split("/") if location.prefix else []
+        operation = "GetObject"
+        try:
+            for depth in range(len(parts)):
+                outer = S3Location(location.bucket, "/".join(parts[:depth]))
+                if self._marker(outer.key(MARKER)) is not None:
+                    raise StoreUnavailable(
+                        database,
+                        f"the artifact store {location} lies inside the artifact store {outer} "
+                        f"(its {outer}/{MARKER}), whose keys it would share: give it a prefix "
+                        f"outside {outer}/")
+            operation = "ListObjectsV2"
+            listed = self.quick.list_objects_v2(Bucket=location.bucket,
+                                                Prefix=location.key(""), Delimiter="/")
+            operation = "GetObject"
+            for folder in listed.get("CommonPrefixes", []):
+                inner = S3Location(location.bucket, str(folder["Prefix"]).rstrip("/"))
+                if self._marker(inner.key(MARKER)) is not None:
+                    raise StoreUnavailable(
+                        database,
+                        f"the artifact store {location} holds the artifact store {inner} "
+                        f"(its {inner}/{MARKER}), whose keys it would share: give one of them "
+                        "a prefix outside the other's")
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise self._cannot_start(database, operation, exc) from None
+
+    def _marker(self, key: str | None = None) -> bytes | None:
+        """The marker's bytes (the one at ``key``, else this prefix's), None when the bucket
+        has none; whatever else the quick client raised (a bucket that is gone, refused
+        credentials, no answer) is raised."""
         try:
             response = self.quick.get_object(Bucket=self.location.bucket,
-                                             Key=self.location.key(MARKER))
+                                             Key=self.location.key(MARKER) if key is None
+                                             else key)
         except Exception as exc:
             if _error_code(exc) in _MISSING:
                 return None
@@ -553,10 +660,7 @@ class S3Content:
             return bytes(body.read())
 
     def _check_marker(self, database: Path, found: bytes, store_id: str) -> None:
-        try:
-            owner = json.loads(found)["store_id"]
-        except (ValueError, KeyError, TypeError):
-            owner = None
+        owner = _owner(found)
         if owner == store_id:
             return
         marker = f"{self.location}/{MARKER}"
@@ -586,6 +690,14 @@ class S3Content:
         return StoreUnavailable(
             database,
             f"cannot use the artifact store {self.location} ({operation}: {code}): {why}")
+
+
+def _owner(marker: bytes) -> object:
+    """The store id a marker's bytes name (None for bytes that are not a marker)."""
+    try:
+        return json.loads(marker)["store_id"]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class S3ArtifactUpload(StreamedUpload):
@@ -723,7 +835,7 @@ class S3ArtifactStore(JoinedArtifactStore):
         metadata = SQLiteArtifactMetadata(conn, owns_connection=owns_connection)
         content = S3Content(location, client, quick_client=quick_client,
                             owns_client=owns_client)
-        content.bind(metadata.store_id(str(location)), metadata.database)
+        content.bind(metadata)
         super().__init__(metadata, content, clock, retention=retention)
         self._bucket = content
 

@@ -127,6 +127,23 @@ BUCKET_MIGRATIONS = (
         )
         """,
     ),
+    # The one content location the records are bound to (D572): a store of another location
+    # is refused at start, as its reads would find none of their content. A database that
+    # has used one location only is bound to it; one that used several (a host of another
+    # prefix was accepted before) is bound by the next store to start.
+    Migration(
+        "s3_artifacts",
+        2,
+        """
+        CREATE TABLE artifact_location (
+            one INTEGER PRIMARY KEY CHECK (one = 1),
+            location TEXT NOT NULL
+        );
+        INSERT INTO artifact_location (one, location)
+            SELECT 1, location FROM artifact_buckets
+            WHERE (SELECT count(*) FROM artifact_buckets) = 1
+        """,
+    ),
 )
 
 _PLACEHOLDERS = ", ".join("?" * len(NAMES))
@@ -308,6 +325,29 @@ class SQLiteArtifactMetadata:
                 "SELECT store_id FROM artifact_buckets WHERE location = ?", (location,)
             ).fetchone()
         return str(store_id)
+
+    def bound_location(self) -> str | None:
+        """See ``ArtifactMetadata.bound_location``."""
+        migrate(self.conn, BUCKET_MIGRATIONS)
+        with self._reading():
+            row = self.conn.execute("SELECT location FROM artifact_location").fetchone()
+        return None if row is None else str(row[0])
+
+    def bind_location(self, location: str, *, moved_from: str | None = None) -> str:
+        """See ``ArtifactMetadata.bind_location``."""
+        migrate(self.conn, BUCKET_MIGRATIONS)
+        with self._transaction():
+            if moved_from is None:
+                self.conn.execute("INSERT OR IGNORE INTO artifact_location (one, location) "
+                                  "VALUES (1, ?)", (location,))
+            elif self.conn.execute("UPDATE artifact_location SET location = ? "
+                                   "WHERE location = ?", (location, moved_from)).rowcount:
+                self.conn.execute(
+                    "INSERT INTO artifact_buckets (location, store_id) VALUES (?, ?) "
+                    "ON CONFLICT (location) DO UPDATE SET store_id = excluded.store_id",
+                    (location, new_id()))
+            (bound,) = self.conn.execute("SELECT location FROM artifact_location").fetchone()
+        return str(bound)
 
     def close(self) -> None:
         """Close the connection if this metadata was given it to own."""
