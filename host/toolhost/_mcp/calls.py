@@ -70,7 +70,7 @@ from toolhost._mcp.results import (
     protocol_error_for,
     to_call_tool_result,
 )
-from toolhost._mcp.sessions import Session, WordedCall
+from toolhost._mcp.sessions import QuestionTimer, Session, WordedCall
 from toolhost._mcp.words import WORDS_KEY, WORDS_STATE_PREFIX, with_words, words_of, words_request
 
 __all__ = ["CANCEL_GRACE_S", "ToolCalls"]
@@ -584,15 +584,15 @@ class ToolCalls:
             _log_left_waiting(log, invocation_id, digest)
 
         self._forget_question(session, invocation_id)
-        session.timers[invocation_id] = asyncio.get_running_loop().call_later(
-            self._config.elicitation_timeout_s, expire)
+        session.timers[invocation_id] = QuestionTimer(asyncio.get_running_loop().call_later(
+            self._config.elicitation_timeout_s, expire), expire)
 
     @staticmethod
     def _forget_question(session: Session, invocation_id: str) -> None:
         """The question's timer, if one runs, stopped: it was asked again or decided."""
         timer = session.timers.pop(invocation_id, None)
         if timer is not None:
-            timer.cancel()
+            timer.handle.cancel()
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], run: Run,
                       record: InvocationRecord, registered: Registered, log: Any) -> Decision:

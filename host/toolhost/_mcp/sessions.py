@@ -76,6 +76,15 @@ class Question(enum.Enum):
     DECIDED = "decided"
 
 
+@attrs.frozen
+class QuestionTimer:
+    """A 2026-07-28 question's elicitation timeout: the timer, and what it does when it fires
+    (run at once when the session ends first)."""
+
+    handle: asyncio.TimerHandle
+    expire: Callable[[], None]
+
+
 @attrs.define(eq=False)
 class Session:
     """A session's run, and the recorded outcomes already handed back in it."""
@@ -101,7 +110,7 @@ class Session:
     worded: dict[WordedCall, list[str]] = attrs.field(factory=dict)
     #: The elicitation timeout's timer of each 2026-07-28 question still out, by row: one a
     #: question, stopped when it is asked again or decided.
-    timers: dict[str, asyncio.TimerHandle] = attrs.field(factory=dict)
+    timers: dict[str, QuestionTimer] = attrs.field(factory=dict)
 
     @property
     def answered(self) -> set[str]:
@@ -148,6 +157,14 @@ class Session:
             self.running[invocation_id] += 1
         else:
             self.running[invocation_id] = max(self.running[invocation_id], 1)
+
+    def take_back_questions(self) -> None:
+        """The session or its server is ending: every 2026-07-28 question still out is taken
+        back now, as its timeout would (no retry can bring its answer any more), so each call
+        is left waiting and logged (D573)."""
+        for timer in list(self.timers.values()):
+            timer.handle.cancel()
+            timer.expire()
 
     def collected(self, invocation_id: str) -> None:
         """A request owed this row's final outcome has had it."""
@@ -292,7 +309,10 @@ class Sessions:
             self._open_by[principal_id] -= 1
             if not self._open_by[principal_id]:
                 del self._open_by[principal_id]
-        runs = [self._sessions.pop(k).run for k in [k for k in self._sessions if k[2] == key]]
+        ending = [self._sessions.pop(k) for k in [k for k in self._sessions if k[2] == key]]
+        for session in ending:
+            session.take_back_questions()  # on the loop, before its run's end is under way
+        runs = [session.run for session in ending]
         for run in runs:
             run.cancellation.cancel()  # a tool body still running is told to stop
             self._ending.submit(self._end, run)
@@ -325,6 +345,7 @@ class Sessions:
         stops waiting for them and answers too: an approval is left waiting (its id, for
         ``toolhost approve``), the person's words end cancelled (``calls``)."""
         for session in list(self._sessions.values()):
+            session.take_back_questions()
             session.run.cancellation.cancel()
 
     def close(self) -> None:
@@ -335,6 +356,7 @@ class Sessions:
         self._open.clear()
         self._open_by.clear()
         for session in sessions.values():
+            session.take_back_questions()
             session.run.cancellation.cancel()
             self._end(session.run)
         if self._served is not None:
