@@ -26,7 +26,9 @@ In order, for each request:
 
 The request then reaches the SDK's app with the caller in its scope: ``scope["user"]`` in the
 SDK's own type, so the SDK binds each session to the credential that opened it (another token
-gets "Session not found"), and ``scope["toolhost.caller"]`` for the server's sessions.
+gets "Session not found"), and ``scope["toolhost.caller"]`` for the server's sessions. A
+session's ``DELETE`` and the notifications and answers POSTed to it take turns there
+(``_SessionOrder``): the SDK answers those ``202`` before it hands them to the session.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import functools
 import ipaddress
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import anyio
@@ -95,6 +97,10 @@ INTROSPECTION_QUEUE = 32
 #: client keeps it: checked only when it opened, a revoked token's stream never ended, and
 #: kept its session from idling out).
 STREAM_RECHECK_S: Final = 5.0
+
+#: The longest a session's DELETE waits for the notifications and answers being handed to it,
+#: and one of those for a DELETE under way (``_SessionOrder``); each takes milliseconds.
+HANDOVER_WAIT_S: Final = 5.0
 
 #: Where the verified caller rides in the ASGI scope.
 CALLER_KEY = "toolhost.caller"
@@ -220,6 +226,8 @@ class FrontDoor:
         self.draining = False
         #: The approvals inbox under ``/ui/`` (``inbox.app.Inbox``); None: ``/ui/`` is 404.
         self.inbox: Any = None
+        #: Each session's DELETE after the notifications and answers handed to it.
+        self._order = _SessionOrder()
 
     @property
     def calls_in_flight(self) -> int:
@@ -295,7 +303,10 @@ class FrontDoor:
                       caller: Caller | None, receive: Any, method: str, send: Any) -> None:
         """A request without a body, on the host its session lives on."""
         if not await self._routed(scope, headers, caller, b"", receive, send):
-            await self._app(scope, receive, self._noting(headers, send, method))
+            session = _header(headers, b"mcp-session-id")
+            async with (self._order.ending(_principal(caller), session)
+                        if method == "DELETE" and session else contextlib.nullcontext()):
+                await self._app(scope, receive, self._noting(headers, send, method))
 
     async def _while_valid(self, token: str, caller: Caller,
                            serve: Callable[[Any], Awaitable[None]], send: Any) -> None:
@@ -468,8 +479,11 @@ class FrontDoor:
                             refused=self._too_many_calls)
             scope = {**scope, CALL_SLOT_KEY: slot}
             held = slot.held()
-        with held:
-            await self._app(scope, _replay(body, receive), send)
+        session = _header(headers, b"mcp-session-id")
+        async with (self._order.handing(principal, session)
+                    if session and _handed_after_answer(frame) else contextlib.nullcontext()):
+            with held:
+                await self._app(scope, _replay(body, receive), send)
 
     async def _routed(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]],
                       caller: Caller | None, body: bytes, receive: Any, send: Any) -> bool:
@@ -739,6 +753,89 @@ def _starts_work(frame: Any) -> bool:
 def _opens_session(frame: Any) -> bool:
     """An ``initialize`` (without a session header it is what opens one)."""
     return isinstance(frame, dict) and frame.get("method") == "initialize"
+
+
+def _handed_after_answer(frame: Any) -> bool:
+    """A notification or an answer (no request): the SDK answers its POST ``202`` and only
+    then hands it to the session."""
+    return isinstance(frame, dict) and not ("method" in frame and "id" in frame)
+
+
+def _principal(caller: Caller | None) -> str:
+    return caller.principal.id if caller is not None else ""
+
+
+@attrs.define
+class _Turns:
+    """One session's requests in ``_SessionOrder``."""
+
+    #: Notifications and answers in the SDK's hands, being handed to the session.
+    handing: int = 0
+    #: DELETEs waiting for their turn or under way, and whether one is under way.
+    ending: int = 0
+    ending_now: bool = False
+    changed: anyio.Event = attrs.field(factory=anyio.Event)
+
+    def change(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+class _SessionOrder:
+    """A session's ``DELETE`` waits for the notifications and answers POSTed to it before it,
+    and those POSTed while it waits or runs wait for it (then the SDK answers them 404): at
+    most HANDOVER_WAIT_S each way, then as before.
+
+    The SDK answers such a POST ``202`` and only then hands its message to the session. A
+    client that cancels a call and ends its session (what the SDK's client does when it gives
+    up on a call and leaves) sent its ``DELETE`` in between: the session's streams were closed
+    under the handover, and the SDK logged ``ClosedResourceError`` and started a second answer
+    on the answered request (uvicorn's ``RuntimeError``), two tracebacks at error level each
+    time (D574). Keyed by principal and session id: another principal's ``DELETE`` (which the
+    SDK refuses) never holds a session's messages."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[tuple[str, str], _Turns] = {}
+
+    @contextlib.asynccontextmanager
+    async def handing(self, principal: str, session: str) -> AsyncIterator[None]:
+        key = (principal, session)
+        turns = self._sessions.setdefault(key, _Turns())
+        with anyio.move_on_after(HANDOVER_WAIT_S):
+            while turns.ending:
+                await turns.changed.wait()
+        # The DELETE waited for may have ended and forgotten the session's turns, and another
+        # DELETE begun since: this one is then handed over before it.
+        turns = self._sessions.setdefault(key, turns)
+        turns.handing += 1
+        try:
+            yield
+        finally:
+            turns.handing -= 1
+            self._changed(key, turns)
+
+    @contextlib.asynccontextmanager
+    async def ending(self, principal: str, session: str) -> AsyncIterator[None]:
+        key = (principal, session)
+        turns = self._sessions.setdefault(key, _Turns())
+        turns.ending += 1
+        try:
+            with anyio.move_on_after(HANDOVER_WAIT_S):
+                while turns.handing or turns.ending_now:
+                    await turns.changed.wait()
+            turns.ending_now = True
+            try:
+                yield
+            finally:
+                turns.ending_now = False
+        finally:
+            turns.ending -= 1
+            self._changed(key, turns)
+
+    def _changed(self, key: tuple[str, str], turns: _Turns) -> None:
+        turns.change()
+        if not turns.handing and not turns.ending and self._sessions.get(key) is turns:
+            del self._sessions[key]
 
 
 @contextlib.contextmanager
