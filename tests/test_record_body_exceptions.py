@@ -58,9 +58,12 @@ RAISED: dict[str, Callable[[], BaseException]] = {
 
 def harness(body: Any) -> Harness:
     """fx.boom (a writing call: its row is ``running`` before the body runs) and fx.ok."""
+    # A long timeout: on a loaded machine a body's first step held past make_spec's 2 s is
+    # late, and its failure is then the deadline's (D541), not the one these tests check.
     boom = make_spec(name="fx.boom", input_schema=SCHEMA, output_schema=OUT,
                      side_effect=SideEffect.WORKSPACE_WRITE, risk=Risk.LOW,
-                     idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False)
+                     idempotency=Idempotency.NON_IDEMPOTENT, allow_parallel=False,
+                     timeout_s=120)
     ok = make_spec(name="fx.ok", input_schema=SCHEMA, output_schema=OUT)
     return Harness.over({"fx-dist": make_plugin(tools=[
         Tool(boom, call=body),
