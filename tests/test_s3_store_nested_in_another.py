@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from s3_server import (  # noqa: F401 - the fixtures, asked for by name
     S3Server,
     s3_bucket_fixture,
@@ -21,7 +23,9 @@ from s3_server import (  # noqa: F401 - the fixtures, asked for by name
 
 from toolhost._adapters.s3_artifacts import MARKER, S3ArtifactStore, open_s3_artifact_store
 from toolhost._adapters.system_clock import new_id
+from toolhost._model.artifacts import ArtifactOrigin, NewArtifact
 from toolhost._model.settings import StoreUnavailable
+from toolhost._model.spec import Trust
 from toolhost._testing.artifact_store_contract import T0
 from toolhost._testing.clocks import FixedClock
 
@@ -106,3 +110,65 @@ def test_purge_removes_only_keys_of_its_own_layout(
         assert [u["Key"] for u in listed] == [upload]
     finally:
         store.close()
+
+
+class ScopedTo:
+    """The server's client with credentials scoped to ``prefix``: reading or listing a key
+    outside it is refused (``AccessDenied``, as S3 answers a policy that grants
+    ``arn:aws:s3:::bucket/prefix/*`` alone); ``code`` answers instead when given."""
+
+    def __init__(self, client: Any, prefix: str, code: str = "AccessDenied") -> None:
+        self._real, self._prefix, self._code = client, prefix + "/", code
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def _refuse(self, key: str, operation: str) -> None:
+        if not key.startswith(self._prefix):
+            raise ClientError({"Error": {"Code": self._code, "Message": "refused"}}, operation)
+
+    def get_object(self, **kwargs: Any) -> Any:
+        self._refuse(kwargs["Key"], "GetObject")
+        return self._real.get_object(**kwargs)
+
+    def head_object(self, **kwargs: Any) -> Any:
+        self._refuse(kwargs["Key"], "HeadObject")
+        return self._real.head_object(**kwargs)
+
+    def list_objects_v2(self, **kwargs: Any) -> Any:
+        self._refuse(kwargs.get("Prefix", ""), "ListObjectsV2")
+        return self._real.list_objects_v2(**kwargs)
+
+
+def test_a_host_whose_credentials_cover_its_prefix_alone_starts(
+    s3_server: S3Server, s3_bucket: str, tmp_path: Path,
+) -> None:
+    """What docs/operator.md asks for (the permissions on the prefix) is enough: the nesting
+    check skips the markers above the prefix it may not read."""
+    scoped = ScopedTo(s3_server.client(), "prod/app")
+    store = open_s3_artifact_store(f"s3://{s3_bucket}/prod/app", s3_server.env(s3_bucket),
+                                   tmp_path, FixedClock(T0), client=scoped)
+    try:
+        record = store.put(NewArtifact(run_id="run-1", origin=ArtifactOrigin.EXPORT,
+                                       name="out.txt", media_type="text/plain",
+                                       trust=Trust.INTERNAL_TOOL,
+                                       expires_at=T0 + dt.timedelta(minutes=1)), b"scoped")
+        assert store.read(record.id) == b"scoped"
+        report = store.purge(T0 + dt.timedelta(minutes=2))
+        assert (report.artifacts, report.content_files) == (1, 1)
+    finally:
+        store.close()
+    assert keys(s3_server, s3_bucket) == [f"prod/app/{MARKER}"]
+
+
+def test_another_error_reading_a_marker_above_the_prefix_still_refuses_the_start(
+    s3_server: S3Server, s3_bucket: str, tmp_path: Path,
+) -> None:
+    failing = ScopedTo(s3_server.client(), "prod/app", code="InternalError")
+    with pytest.raises(StoreUnavailable) as caught:
+        open_s3_artifact_store(f"s3://{s3_bucket}/prod/app", s3_server.env(s3_bucket),
+                               tmp_path, FixedClock(T0), client=failing)
+    assert str(caught.value).endswith(
+        f"cannot use the artifact store s3://{s3_bucket}/prod/app (GetObject: InternalError): "
+        "the server answered with an error: check the server")
+    assert keys(s3_server, s3_bucket) == []

@@ -100,6 +100,11 @@ class ArtifactMetadata(Protocol):
         """This database's id for a content ``location`` (an S3 prefix), made on first use."""
         ...
 
+    def issued(self, store_id: str) -> bool:
+        """Whether ``store_id`` is one this database gave a location (``store_id``): a marker
+        naming it marks content this database wrote, wherever the prefix was copied."""
+        ...
+
     def bound_location(self) -> str | None:
         """The content location (an S3 prefix) this database's records are bound to: their
         content is there. None until a store first binds it (``bind_location``)."""

@@ -344,6 +344,13 @@ class PgArtifactMetadata:
         assert row is not None  # inserted above, and never deleted
         return str(row[0])
 
+    def issued(self, store_id: str) -> bool:
+        """See ``ArtifactMetadata.issued``."""
+        with self._connection() as conn:
+            row = conn.execute("SELECT 1 FROM artifact_buckets WHERE store_id = %s",
+                               (store_id,)).fetchone()
+        return row is not None
+
     def bound_location(self) -> str | None:
         """See ``ArtifactMetadata.bound_location``."""
         with self._connection() as conn:

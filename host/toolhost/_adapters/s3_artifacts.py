@@ -96,6 +96,9 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _HEX_KEY = re.compile(r"^[0-9a-f]{64}$")
 # Error codes that mean "no such object" (HEAD answers with the bare status).
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchUpload"})
+#: An S3 error code refusing the credentials a request (a GET answers ``AccessDenied``, a HEAD
+#: a bare 403).
+_DENIED = frozenset({"AccessDenied", "403", "Forbidden"})
 #: The connect and read timeout, in seconds, of a request that carries no content (the marker,
 #: a HEAD, the readiness probe), tried twice: a server that never answers costs a start or a
 #: probe about 2 x 5 s, where the content client's 60 s read timeout and four attempts cost 4 min.
@@ -533,10 +536,12 @@ class S3Content:
 
     def bind(self, metadata: ArtifactMetadata) -> None:
         """Check the bucket answers; that the prefix lies inside no other store's prefix and
-        holds none; that ``metadata``'s database is bound to this location, binding it if it
-        is bound to none (or moving it here when its prefix was copied here whole, marker
-        included); and that the prefix belongs to that database, claiming it if no database
-        has yet. Nothing is bound or claimed when any of it is refused.
+        holds none (as far as the credentials let it look); that ``metadata``'s database is
+        bound to this location, binding it if it is bound to none (or moving it here when its
+        prefix was copied here whole, marker included); and that the prefix belongs to that
+        database, claiming it if no database has yet. Nothing is bound or claimed when any of
+        it is refused, but for a move whose marker could not be rewritten after the database
+        was rebound here: the next start here completes it.
 
         :raises StoreUnavailable: naming the database.
         """
@@ -550,16 +555,27 @@ class S3Content:
         bound = metadata.bound_location()
         if bound is not None and bound != here:
             self._move_here(metadata, bound, found)
-            found = None  # rewritten: read again
-        self._claim(database, metadata.store_id(here), found)
+        store_id = metadata.store_id(here)  # after a move, the new one it gave this prefix
+        claimed = self._claim(metadata, store_id, found)
         if bound is None:
             now_bound = metadata.bind_location(here)
             if now_bound != here:  # another location's first start won
+                if claimed == "created":  # the marker this start wrote: not this prefix's
+                    with contextlib.suppress(Exception):
+                        self.delete_marker()
                 raise self._bound_elsewhere(database, now_bound)
+        if claimed == "copied":
+            # The prefix holds this database's content under another of its ids (copied
+            # here whole: a move, one interrupted before its rewrite, or a host that read the
+            # copied marker before another's move rewrote it): it names this prefix's id from
+            # now on, as the one left where it came from names that one's.
+            self.write_marker(database, store_id)
 
-    def _claim(self, database: Path, store_id: str, found: bytes | None) -> None:
-        """The prefix's marker (``found``, as read) names ``store_id``, or is written naming
-        it with ``If-None-Match: *``, so two first starts can't both win."""
+    def _claim(self, metadata: ArtifactMetadata, store_id: str, found: bytes | None) -> str:
+        """The prefix's marker (``found``, as read) names ``store_id`` ("ours"), or another id
+        this database issued ("copied": its content was copied here whole), or is written
+        naming it with ``If-None-Match: *`` ("created"), so two first starts can't both win."""
+        database = metadata.database
         marker = json.dumps({"format": _MARKER_FORMAT, "store_id": store_id}).encode()
         for attempt in range(2):  # a create that loses a race reads the winner's marker
             if attempt:
@@ -568,7 +584,12 @@ class S3Content:
                 except Exception as exc:
                     raise self._cannot_start(database, "GetObject", exc) from None
             if found is not None:
-                return self._check_marker(database, found, store_id)
+                owner = _owner(found)
+                if owner == store_id:
+                    return "ours"
+                if isinstance(owner, str) and metadata.issued(owner):
+                    return "copied"
+                raise self._foreign_marker(database, owner, store_id)
             try:
                 self.quick.put_object(Bucket=self.location.bucket,
                                       Key=self.location.key(MARKER), Body=marker,
@@ -577,28 +598,35 @@ class S3Content:
                 if _error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
                     raise self._cannot_start(database, "PutObject", exc) from None
             else:
-                return None
+                return "created"
         raise self._cannot_start(database, "PutObject", RuntimeError("the marker keeps changing"))
 
-    def _move_here(self, metadata: ArtifactMetadata, bound: str, found: bytes | None) -> None:
-        """The database is bound to ``bound``: rebind it here if this prefix's marker
-        (``found``) is ``bound``'s, which only copying that prefix here whole puts here (the
-        operator moving the content, D572); refuse otherwise. The copied marker is then
-        rewritten to name this prefix's own new id: the one left at ``bound`` names the old
-        id still, so a host started there later is refused rather than moving the database
-        back (away from what was written here since)."""
-        database, here = metadata.database, str(self.location)
-        if found is None or _owner(found) != metadata.store_id(bound):
-            raise self._bound_elsewhere(database, bound)
-        if (now_bound := metadata.bind_location(here, moved_from=bound)) != here:
-            raise self._bound_elsewhere(database, now_bound)
-        marker = json.dumps({"format": _MARKER_FORMAT,
-                             "store_id": metadata.store_id(here)}).encode()
+    def write_marker(self, database: Path, store_id: str) -> None:
+        """Make the prefix's marker name ``store_id`` (the same bytes whoever writes them)."""
+        marker = json.dumps({"format": _MARKER_FORMAT, "store_id": store_id}).encode()
         try:
             self.quick.put_object(Bucket=self.location.bucket, Key=self.location.key(MARKER),
                                   Body=marker)
         except Exception as exc:
             raise self._cannot_start(database, "PutObject", exc) from None
+
+    def delete_marker(self) -> None:
+        self.quick.delete_object(Bucket=self.location.bucket, Key=self.location.key(MARKER))
+
+    def _move_here(self, metadata: ArtifactMetadata, bound: str, found: bytes | None) -> None:
+        """The database is bound to ``bound``: rebind it here if this prefix's marker
+        (``found``) is ``bound``'s, which only copying that prefix here whole puts here (the
+        operator moving the content, D572); refuse otherwise. ``bind`` then rewrites the
+        copied marker to name this prefix's own new id: the one left at ``bound`` names the
+        old id still, so a host started there later is refused rather than moving the
+        database back (away from what was written here since). Should that rewrite fail, the
+        next start here finds the database bound here and the old id, one it issued, and
+        rewrites it then."""
+        database, here = metadata.database, str(self.location)
+        if found is None or _owner(found) != metadata.store_id(bound):
+            raise self._bound_elsewhere(database, bound)
+        if (now_bound := metadata.bind_location(here, moved_from=bound)) != here:
+            raise self._bound_elsewhere(database, now_bound)
 
     def _bound_elsewhere(self, database: Path, bound: str) -> StoreUnavailable:
         return StoreUnavailable(
@@ -613,27 +641,32 @@ class S3Content:
         holding another store one level down (its ``sha256/`` and ``staging/`` included): two
         stores sharing keys is what D182 forbids, and a purge that took any key ending in a
         content address once removed the nested store's content (D572). ``sweep`` keeps to its
-        exact layout too, so a nesting this misses (deeper, or started at the same instant)
-        still loses nothing."""
+        exact layout too, so a nesting this misses (deeper, started at the same instant, or
+        behind a key the credentials may not read) still loses nothing."""
         location = self.location
         parts = location.prefix.split("/") if location.prefix else []
         operation = "GetObject"
         try:
             for depth in range(len(parts)):
                 outer = S3Location(location.bucket, "/".join(parts[:depth]))
-                if self._marker(outer.key(MARKER)) is not None:
+                if self._nested_marker(outer.key(MARKER)) is not None:
                     raise StoreUnavailable(
                         database,
                         f"the artifact store {location} lies inside the artifact store {outer} "
                         f"(its {outer}/{MARKER}), whose keys it would share: give it a prefix "
                         f"outside {outer}/")
             operation = "ListObjectsV2"
-            listed = self.quick.list_objects_v2(Bucket=location.bucket,
-                                                Prefix=location.key(""), Delimiter="/")
+            try:
+                listed = self.quick.list_objects_v2(Bucket=location.bucket,
+                                                    Prefix=location.key(""), Delimiter="/")
+            except Exception as exc:
+                if _error_code(exc) not in _DENIED:
+                    raise
+                listed = {}
             operation = "GetObject"
             for folder in listed.get("CommonPrefixes", []):
                 inner = S3Location(location.bucket, str(folder["Prefix"]).rstrip("/"))
-                if self._marker(inner.key(MARKER)) is not None:
+                if self._nested_marker(inner.key(MARKER)) is not None:
                     raise StoreUnavailable(
                         database,
                         f"the artifact store {location} holds the artifact store {inner} "
@@ -643,6 +676,18 @@ class S3Content:
             raise
         except Exception as exc:
             raise self._cannot_start(database, operation, exc) from None
+
+    def _nested_marker(self, key: str) -> bytes | None:
+        """The marker at ``key``, another prefix's, None when there is none or the credentials
+        may not read it: credentials scoped to this prefix (all docs/operator.md asks for) may
+        not look outside it, and purge keeps to its exact layout, so a nesting the check
+        cannot see loses nothing (D572)."""
+        try:
+            return self._marker(key)
+        except Exception as exc:
+            if _error_code(exc) in _DENIED:
+                return None
+            raise
 
     def _marker(self, key: str | None = None) -> bytes | None:
         """The marker's bytes (the one at ``key``, else this prefix's), None when the bucket
@@ -659,12 +704,10 @@ class S3Content:
         with contextlib.closing(response["Body"]) as body:
             return bytes(body.read())
 
-    def _check_marker(self, database: Path, found: bytes, store_id: str) -> None:
-        owner = _owner(found)
-        if owner == store_id:
-            return
+    def _foreign_marker(self, database: Path, owner: object,
+                        store_id: str) -> StoreUnavailable:
         marker = f"{self.location}/{MARKER}"
-        raise StoreUnavailable(
+        return StoreUnavailable(
             database,
             f"the artifact store {self.location} belongs to another toolhost database "
             f"(its {marker} names store {owner!r}, this database's is {store_id!r}), whose "

@@ -326,6 +326,14 @@ class SQLiteArtifactMetadata:
             ).fetchone()
         return str(store_id)
 
+    def issued(self, store_id: str) -> bool:
+        """See ``ArtifactMetadata.issued``."""
+        migrate(self.conn, BUCKET_MIGRATIONS)
+        with self._reading():
+            row = self.conn.execute("SELECT 1 FROM artifact_buckets WHERE store_id = ?",
+                                    (store_id,)).fetchone()
+        return row is not None
+
     def bound_location(self) -> str | None:
         """See ``ArtifactMetadata.bound_location``."""
         migrate(self.conn, BUCKET_MIGRATIONS)
