@@ -168,20 +168,8 @@ class RunResources:
                 # Every chunk but the last is a multiple of 3 bytes: the pieces join into one
                 # valid base64 text.
                 encoded.extend(base64.b64encode(chunk) for chunk in chunks)
-        except ArtifactCorrupted:
-            raise ArtifactUnavailable(record.id, self._damaged_or_gone(record.id)) from None
+        except ArtifactCorrupted:  # the store said "not found" for content purged meanwhile
+            raise ArtifactUnavailable(record.id, "corrupted") from None
         except ArtifactNotFound:  # removed since the resolver read its record
             raise ArtifactUnavailable(record.id, "not_found") from None
         return b"".join(encoded).decode("ascii"), record
-
-    def _damaged_or_gone(self, artifact_id: str) -> str:
-        """"not_found" when the record went with the content (a purge, which takes records
-        first, ran between the store's read of the record and its open of the content; not
-        damage), else "corrupted"."""
-        try:
-            self._host.artifacts.get(artifact_id)
-        except ArtifactNotFound:
-            return "not_found"
-        except ArtifactCorrupted:  # a damaged record (D252) is still the operator's alarm
-            pass
-        return "corrupted"

@@ -432,28 +432,10 @@ class ArtifactResolver:
         # tool declares one code for it); the reason on the row tells the operator.
         try:
             return self._store.read(record.id)
-        except ArtifactCorrupted:
-            raise ArtifactUnavailable(record.id, _damaged_or_gone(self._store, record.id)) from None
+        except ArtifactCorrupted:  # the store said "not found" for content purged meanwhile
+            raise ArtifactUnavailable(record.id, "corrupted") from None
         except ArtifactNotFound:  # purged (by another host too) since it was resolved
             raise ArtifactUnavailable(record.id, "not_found") from None
-
-
-def _damaged_or_gone(store: ArtifactStore, artifact_id: str) -> str:
-    """The refusal's reason for content a read found missing or wrong: "not_found" when the
-    record is gone too, else "corrupted".
-
-    A purge takes the record first and the content after it, so content missing under a
-    record the read had just found, whose record is now gone, was purged in between (another
-    host's purge too), not damaged: the caller is told the file is not there, and no operator
-    is alarmed. Whatever else the store raises (its outage) propagates.
-    """
-    try:
-        store.get(artifact_id)
-    except ArtifactNotFound:
-        return "not_found"
-    except ArtifactCorrupted:  # its record is damaged now (D252): still an alarm
-        pass
-    return "corrupted"
 
 
 def _check_caller(principal_id: str, run_id: str, conversation_id: str | None) -> None:

@@ -195,6 +195,8 @@ class ArtifactStore(Protocol):
 
         Raises ``ArtifactNotFound`` for an unknown id and ``ArtifactCorrupted`` when the stored
         content is missing or differs from the metadata; never returns unverified bytes.
+        Content found missing under a record a purge has taken since (another host's too) is
+        ``ArtifactNotFound``, not damage: callers need not ask again (D363, D572).
         Expired artifacts stay readable: expiry decides liveness, not existence.
         """
         ...
@@ -205,7 +207,8 @@ class ArtifactStore(Protocol):
         whole artifact.
 
         Opens the content at once: ``ArtifactNotFound`` for an unknown id and
-        ``ArtifactCorrupted`` for missing content are raised here, before any chunk;
+        ``ArtifactCorrupted`` for missing content are raised here, before any chunk (missing
+        under a record purged since: ``ArtifactNotFound``, as ``read``);
         ``TypeError``/``ValueError`` for a ``chunk_size`` that is not a positive int. A size
         or checksum mismatch raises ``ArtifactCorrupted`` while iterating (see
         ``ArtifactChunks``). At most one byte past the recorded size is ever read.
